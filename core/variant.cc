@@ -1,0 +1,33 @@
+#include "core/variant.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kfuse {
+
+std::string_view FamilyName(Family f) {
+  switch (f) {
+    case Family::kPointwise: return "pointwise";
+    case Family::kRowReduction: return "row_reduction";
+    case Family::kMatmul: return "matmul";
+    case Family::kAttention: return "attention";
+    case Family::kInvalid: break;
+  }
+  return "invalid";
+}
+
+int64_t Variant::Get(std::string_view name, int64_t fallback) const {
+  auto it = params.find(std::string(name));
+  return it == params.end() ? fallback : it->second;
+}
+
+std::string Variant::ToString() const {
+  std::string s = absl::StrCat(std::string(FamilyName(family)), "{");
+  bool first = true;
+  for (const auto& [k, v] : params) {
+    absl::StrAppend(&s, first ? "" : ",", k, "=", v);
+    first = false;
+  }
+  return s + "}";
+}
+
+}  // namespace kfuse
