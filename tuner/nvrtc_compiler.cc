@@ -1,0 +1,251 @@
+#include "tuner/nvrtc_compiler.h"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/status.h"
+
+namespace kfuse {
+namespace {
+
+constexpr size_t kErrorLogBytes = 4096;  // Log kept in an error message.
+constexpr size_t kKeptLogBytes = 65536;  // Log kept in a CompiledKernel.
+
+// NVRTC's flow callback: 1 cancels. Runs on the compiling thread; reads only.
+int CancelCallback(void* payload, void* /*reserved*/) {
+  return static_cast<const std::atomic<bool>*>(payload)->load(
+             std::memory_order_relaxed)
+             ? 1
+             : 0;
+}
+
+// Destroys the program on every path out of Compile.
+class ProgramGuard {
+ public:
+  explicit ProgramGuard(nvrtcProgram p) : p_(p) {}
+  ~ProgramGuard() { nvrtcDestroyProgram(&p_); }
+  ProgramGuard(const ProgramGuard&) = delete;
+  ProgramGuard& operator=(const ProgramGuard&) = delete;
+
+ private:
+  nvrtcProgram p_;
+};
+
+absl::Status NvrtcError(nvrtcResult r, absl::string_view what) {
+  std::string msg = absl::StrCat("NVRTC ", what, ": ", nvrtcGetErrorString(r));
+  if (r == NVRTC_ERROR_OUT_OF_MEMORY) return absl::ResourceExhaustedError(msg);
+  return absl::InternalError(msg);
+}
+
+std::string ProgramLog(nvrtcProgram p) {
+  size_t size = 0;
+  if (nvrtcGetProgramLogSize(p, &size) != NVRTC_SUCCESS || size <= 1) return "";
+  std::string log(size, '\0');
+  if (nvrtcGetProgramLog(p, log.data()) != NVRTC_SUCCESS) return "";
+  while (!log.empty() && log.back() == '\0') log.pop_back();
+  return log;
+}
+
+std::string Truncated(const std::string& s, size_t limit) {
+  if (s.size() <= limit) return s;
+  return absl::StrCat(s.substr(0, limit), "\n... (", s.size() - limit,
+                      " more bytes of log)");
+}
+
+// Parses the unsigned integer that ends right before `suffix` in `line`
+// ("Used 16 registers" with suffix " registers" gives 16).
+std::optional<uint32_t> NumberBefore(absl::string_view line,
+                                     absl::string_view suffix) {
+  size_t end = line.find(suffix);
+  if (end == absl::string_view::npos) return std::nullopt;
+  size_t begin = end;
+  while (begin > 0 && line[begin - 1] >= '0' && line[begin - 1] <= '9') --begin;
+  uint32_t v = 0;
+  if (begin == end || !absl::SimpleAtoi(line.substr(begin, end - begin), &v)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+// The name in "...Compiling entry function 'k' for 'sm_90'".
+absl::string_view QuotedAfter(absl::string_view line, absl::string_view key) {
+  size_t at = line.find(key);
+  if (at == absl::string_view::npos) return {};
+  absl::string_view rest = line.substr(at + key.size());
+  size_t close = rest.find('\'');
+  return close == absl::string_view::npos ? absl::string_view()
+                                          : rest.substr(0, close);
+}
+
+// "sm_90a" -> 90. The allowlist guarantees the shape.
+int ArchNumber(const std::string& arch) {
+  int n = 0;
+  for (size_t i = 3; i < arch.size() && arch[i] >= '0' && arch[i] <= '9'; ++i) {
+    n = n * 10 + (arch[i] - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string NvrtcVersionString() {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "nvrtc-unknown";
+  return absl::StrCat("nvrtc-", major, ".", minor);
+}
+
+std::vector<std::string> SupportedArchs() {
+  int n = 0;
+  std::vector<int> numbers;
+  if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
+    numbers.resize(n);
+    if (nvrtcGetSupportedArchs(numbers.data()) != NVRTC_SUCCESS)
+      numbers.clear();
+  }
+  std::vector<std::string> out;
+  for (const std::string& arch : KnownArchs()) {
+    if (std::find(numbers.begin(), numbers.end(), ArchNumber(arch)) !=
+        numbers.end()) {
+      out.push_back(arch);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> NvrtcOptions(const CompileOptions& opts) {
+  std::vector<std::string> out = {
+      absl::StrCat("--gpu-architecture=", opts.arch), "--std=c++17",
+      "--ptxas-options=-v",  // Resource usage in the log.
+  };
+  if (opts.line_info) out.push_back("-lineinfo");
+  if (opts.max_registers > 0) {
+    out.push_back(absl::StrCat("--maxrregcount=", opts.max_registers));
+  }
+  return out;
+}
+
+std::optional<Resources> ParsePtxasResources(absl::string_view log,
+                                             absl::string_view entry) {
+  Resources r;
+  bool found = false;
+  absl::string_view compiling;   // Entry whose "Used" line comes next.
+  absl::string_view properties;  // Function whose stack line comes next.
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    absl::string_view name = QuotedAfter(line, "Compiling entry function '");
+    if (!name.empty()) {
+      compiling = name;
+      continue;
+    }
+    size_t at = line.find("Function properties for ");
+    if (at != absl::string_view::npos) {
+      properties = line.substr(at + 24);
+      while (!properties.empty() &&
+             (properties.back() == ' ' || properties.back() == '\r')) {
+        properties.remove_suffix(1);
+      }
+      continue;
+    }
+    if (properties == entry && line.find("stack frame") != line.npos) {
+      r.local_bytes = NumberBefore(line, " bytes stack frame").value_or(0);
+      r.spill_bytes = NumberBefore(line, " bytes spill stores").value_or(0) +
+                      NumberBefore(line, " bytes spill loads").value_or(0);
+      continue;
+    }
+    if (compiling == entry) {
+      std::optional<uint32_t> regs = NumberBefore(line, " registers");
+      if (regs.has_value() && line.find("Used ") != line.npos) {
+        r.registers = *regs;
+        r.static_smem_bytes = NumberBefore(line, " bytes smem").value_or(0);
+        found = true;
+      }
+    }
+  }
+  if (!found) return std::nullopt;
+  return r;
+}
+
+NvrtcCompiler::NvrtcCompiler()
+    : version_(NvrtcVersionString()), supported_(SupportedArchs()) {}
+
+absl::StatusOr<CompiledKernel> NvrtcCompiler::Compile(
+    const KernelSpec& spec, const CompileOptions& opts,
+    const std::atomic<bool>* cancel) {
+  KFUSE_RETURN_IF_ERROR(ValidateCompileRequest(spec, opts));
+  if (std::find(supported_.begin(), supported_.end(), opts.arch) ==
+      supported_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compile options: arch ", opts.arch,
+                     " is not supported by ", version_));
+  }
+  auto start = std::chrono::steady_clock::now();
+
+  nvrtcProgram prog = nullptr;
+  std::string file = absl::StrCat(spec.entry, ".cu");
+  nvrtcResult r = nvrtcCreateProgram(&prog, spec.source.c_str(), file.c_str(),
+                                     0, nullptr, nullptr);
+  if (r != NVRTC_SUCCESS) return NvrtcError(r, "create program");
+  ProgramGuard guard(prog);
+  if (cancel != nullptr) {
+    // NVRTC's payload is void*; CancelCallback only reads through it.
+    r = nvrtcSetFlowCallback(prog, &CancelCallback,
+                             const_cast<std::atomic<bool>*>(cancel));
+    if (r != NVRTC_SUCCESS) return NvrtcError(r, "set flow callback");
+  }
+
+  std::vector<std::string> options = NvrtcOptions(opts);
+  std::vector<const char*> argv;
+  for (const std::string& o : options) argv.push_back(o.c_str());
+  r = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  std::string log = ProgramLog(prog);
+  if (r == NVRTC_ERROR_CANCELLED) {
+    return absl::CancelledError(absl::StrCat("compile of ", spec.entry, " for ",
+                                             opts.arch, " cancelled"));
+  }
+  if (r != NVRTC_SUCCESS) {
+    absl::Status s = NvrtcError(
+        r, absl::StrCat("compile of ", spec.entry, " for ", opts.arch));
+    return absl::Status(s.code(), absl::StrCat(s.message(), "\n",
+                                               Truncated(log, kErrorLogBytes)));
+  }
+
+  CompiledKernel out;
+  size_t size = 0;
+  r = nvrtcGetCUBINSize(prog, &size);
+  if (r != NVRTC_SUCCESS) return NvrtcError(r, "get cubin size");
+  out.cubin.resize(size);
+  r = nvrtcGetCUBIN(prog, out.cubin.data());
+  if (r != NVRTC_SUCCESS) return NvrtcError(r, "get cubin");
+  if (opts.want_ptx) {
+    r = nvrtcGetPTXSize(prog, &size);
+    if (r != NVRTC_SUCCESS) return NvrtcError(r, "get PTX size");
+    out.ptx.resize(size);
+    r = nvrtcGetPTX(prog, out.ptx.data());
+    if (r != NVRTC_SUCCESS) return NvrtcError(r, "get PTX");
+    while (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
+  }
+
+  std::optional<Resources> res = ParsePtxasResources(log, spec.entry);
+  if (!res.has_value()) {
+    // The generator named an entry its source does not define as an
+    // extern "C" __global__ function: the runner could not launch it.
+    return absl::InternalError(absl::StrCat(
+        "compiled source has no extern \"C\" kernel named ", spec.entry,
+        " for ", opts.arch, "\n", Truncated(log, kErrorLogBytes)));
+  }
+  out.resources = *res;
+  out.spec = spec;
+  out.arch = opts.arch;
+  out.log = Truncated(log, kKeptLogBytes);
+  out.compile_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return out;
+}
+
+}  // namespace kfuse
