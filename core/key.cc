@@ -1,6 +1,6 @@
 #include "core/key.h"
 
-#include <sodium.h>
+#include <openssl/sha.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/escaping.h"
@@ -8,8 +8,9 @@
 namespace kfuse {
 
 std::string Sha256Hex(const std::string& data) {
-  unsigned char out[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(out, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  // OpenSSL uses the CPU's SHA extensions: a store hit hashes its blob.
+  unsigned char out[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), out);
   return absl::BytesToHexString(std::string(reinterpret_cast<char*>(out), sizeof(out)));
 }
 

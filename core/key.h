@@ -31,7 +31,7 @@ struct CacheKey {
   friend bool operator==(const CacheKey& a, const CacheKey& b) { return a.Parts() == b.Parts(); }
 };
 
-// Hex sha256 of `data` (libsodium).
+// Hex sha256 of `data`.
 std::string Sha256Hex(const std::string& data);
 
 }  // namespace kfuse

@@ -1,0 +1,148 @@
+#include "cache/schema.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace kfuse::cache {
+namespace {
+
+// Version 1: content-addressed blobs, decisions, artifacts, quarantine, and a
+// running byte total kept by triggers (so the cap check is one row read).
+absl::Status V1(Db& db) {
+  return db.Exec(R"sql(
+CREATE TABLE blobs(
+  sha256 TEXT PRIMARY KEY NOT NULL,
+  bytes INTEGER NOT NULL,
+  data BLOB NOT NULL);
+CREATE TABLE stats(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  total_bytes INTEGER NOT NULL);
+INSERT INTO stats VALUES (1, 0);
+CREATE TRIGGER blobs_ins AFTER INSERT ON blobs BEGIN
+  UPDATE stats SET total_bytes = total_bytes + NEW.bytes WHERE id = 1; END;
+CREATE TRIGGER blobs_del AFTER DELETE ON blobs BEGIN
+  UPDATE stats SET total_bytes = total_bytes - OLD.bytes WHERE id = 1; END;
+CREATE TRIGGER blobs_upd AFTER UPDATE OF bytes ON blobs BEGIN
+  UPDATE stats SET total_bytes = total_bytes - OLD.bytes + NEW.bytes WHERE id = 1; END;
+CREATE TABLE decisions(
+  key TEXT PRIMARY KEY NOT NULL,
+  chain TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  device TEXT NOT NULL,
+  generator TEXT NOT NULL,
+  blob_sha256 TEXT NOT NULL REFERENCES blobs(sha256),
+  family TEXT NOT NULL,
+  arch TEXT NOT NULL,
+  device_name TEXT NOT NULL,
+  state TEXT NOT NULL,
+  description TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  last_used_ms INTEGER NOT NULL,
+  hits INTEGER NOT NULL);
+CREATE INDEX decisions_blob ON decisions(blob_sha256);
+CREATE INDEX decisions_lru ON decisions(last_used_ms);
+CREATE TABLE artifacts(
+  key TEXT PRIMARY KEY NOT NULL,
+  chain TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  device TEXT NOT NULL,
+  toolchain TEXT NOT NULL,
+  generator TEXT NOT NULL,
+  blob_sha256 TEXT NOT NULL REFERENCES blobs(sha256),
+  family TEXT NOT NULL,
+  arch TEXT NOT NULL,
+  device_name TEXT NOT NULL,
+  state TEXT NOT NULL,
+  description TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  last_used_ms INTEGER NOT NULL,
+  hits INTEGER NOT NULL);
+CREATE INDEX artifacts_blob ON artifacts(blob_sha256);
+CREATE INDEX artifacts_lru ON artifacts(last_used_ms);
+CREATE TABLE quarantine(
+  id INTEGER PRIMARY KEY,
+  key TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  at_ms INTEGER NOT NULL,
+  data BLOB);
+)sql");
+}
+
+struct Migration {
+  const char* what;
+  absl::Status (*apply)(Db&);
+};
+
+// Step i brings user_version from i to i+1. Append only; never edit a step
+// that has shipped.
+const std::vector<Migration>& Migrations() {
+  static const auto* m = new std::vector<Migration>{
+      {"initial schema", &V1},
+  };
+  return *m;
+}
+
+}  // namespace
+
+int SchemaVersion() { return static_cast<int>(Migrations().size()); }
+
+absl::Status ConfigureWriter(Db& db) {
+  // journal_mode=WAL persists in the file; setting it needs a brief lock, so
+  // BUSY here (another process opening the same new file) is retried.
+  absl::Status st;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    st = db.Exec("PRAGMA journal_mode=WAL");
+    if (!absl::IsUnavailable(st)) break;
+  }
+  KFUSE_RETURN_IF_ERROR(st);
+  return db.Exec(
+      "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
+      "PRAGMA journal_size_limit=67108864;");
+}
+
+absl::Status ConfigureReader(Db& db) { return db.Exec("PRAGMA foreign_keys=ON"); }
+
+absl::Status Migrate(Db& db, const std::string& path, bool read_only) {
+  const int64_t known = SchemaVersion();
+  KFUSE_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
+  if (version > known) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cache database ", path, " has schema version ", version,
+                     ", newer than this kfuse binary knows (", known,
+                     "); upgrade kfuse, or point it at another cache file"));
+  }
+  if (version == known) return absl::OkStatus();
+  if (read_only) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cache database ", path, " has schema version ", version, " and needs migrating to ", known,
+        ", which a read-only open cannot do; open it read-write once"));
+  }
+  return db.Transaction([&]() -> absl::Status {
+    // Re-read under the write lock: another process may have migrated.
+    KFUSE_ASSIGN_OR_RETURN(int64_t v, db.QueryInt("PRAGMA user_version"));
+    if (v > known) return absl::FailedPreconditionError("cache schema changed during open");
+    for (; v < known; ++v) {
+      const Migration& m = Migrations()[v];
+      absl::Status st = m.apply(db);
+      if (!st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("cache migration to version ", v + 1, " (",
+                                                    m.what, ") failed: ", st.message()));
+      }
+      KFUSE_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", v + 1)));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Probe(Db& db) {
+  for (const char* table : {"blobs", "stats", "decisions", "artifacts", "quarantine"}) {
+    KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare(absl::StrCat("SELECT 1 FROM ", table, " LIMIT 1")));
+    KFUSE_RETURN_IF_ERROR(s.Step().status());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kfuse::cache

@@ -1,0 +1,37 @@
+// The store's SQLite schema and its migrations, kept apart from the store so
+// that a schema change is one new function appended to a list.
+//
+//   KFUSE_RETURN_IF_ERROR(ConfigureWriter(db));    // WAL, synchronous=FULL, ...
+//   KFUSE_RETURN_IF_ERROR(Migrate(db, path, /*read_only=*/false));
+//
+// The version lives in PRAGMA user_version; version N is reached from N-1 by
+// the N-th step of the migration table, inside one transaction.
+#ifndef KFUSE_CACHE_SCHEMA_H_
+#define KFUSE_CACHE_SCHEMA_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "cache/sqlite.h"
+
+namespace kfuse::cache {
+
+// The schema version this binary writes (the length of the migration table).
+int SchemaVersion();
+
+// Pragmas for the connection that writes: WAL, synchronous=FULL, foreign keys.
+absl::Status ConfigureWriter(Db& db);
+// Pragmas for a connection that only reads.
+absl::Status ConfigureReader(Db& db);
+
+// Brings the database to SchemaVersion(). A database newer than this binary,
+// or one that needs migrating while `read_only`, is FailedPrecondition.
+absl::Status Migrate(Db& db, const std::string& path, bool read_only);
+
+// Touches the root page of every table, so that a file whose pages are
+// garbage is found at open (DataLoss) rather than at the first hit.
+absl::Status Probe(Db& db);
+
+}  // namespace kfuse::cache
+
+#endif  // KFUSE_CACHE_SCHEMA_H_

@@ -1,0 +1,401 @@
+#include "cache/store.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "cache/schema.h"
+#include "cache/store_sql.h"
+#include "core/status.h"
+
+namespace kfuse {
+
+using cache::CollectBlob;
+using cache::ConfigureReader;
+using cache::ConfigureWriter;
+using cache::Db;
+using cache::KeyColumns;
+using cache::KeyOf;
+using cache::KindName;
+using cache::Migrate;
+using cache::Probe;
+using cache::Stmt;
+using cache::Table;
+
+namespace {
+
+constexpr size_t kMaxIdleReaders = 8;
+constexpr int kQuarantineKeep = 100;  // Rows kept in the quarantine table.
+
+// Renames `from` to `to` if it exists.
+absl::Status RenameIfPresent(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) == 0 || errno == ENOENT) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("cannot move ", from, " to ", to, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+Store::Reader::~Reader() {
+  if (db_ == nullptr) return;
+  absl::MutexLock l(&store_->pool_mu_);
+  if (store_->idle_readers_.size() < kMaxIdleReaders) {
+    store_->idle_readers_.push_back(std::move(db_));
+  }
+}
+
+Store::Store(const StoreOptions& options) : opts_(options) {}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  if (options.path.empty()) return absl::InvalidArgumentError("cache: StoreOptions.path is empty");
+  if (options.max_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache: max_bytes must be positive, got ", options.max_bytes));
+  }
+  std::unique_ptr<Store> store(new Store(options));
+  {
+    absl::MutexLock l(&store->db_mu_);
+    absl::Status st = store->OpenFile();
+    if (absl::IsDataLoss(st)) {
+      KFUSE_RETURN_IF_ERROR(store->MoveCorruptAside(st));
+      st = store->OpenFile();
+    }
+    if (!st.ok()) {
+      store->CloseFile();
+      return st;
+    }
+  }
+  if (!options.read_only) store->flusher_ = std::thread(&Store::FlusherLoop, store.get());
+  return store;
+}
+
+Store::~Store() {
+  {
+    absl::MutexLock l(&stop_mu_);
+    stop_ = true;
+  }
+  if (flusher_.joinable()) flusher_.join();
+  absl::Status st = FlushHits();
+  if (!st.ok())
+    std::fprintf(stderr, "kfuse cache: hit counts not saved: %s\n", st.ToString().c_str());
+  absl::MutexLock l(&db_mu_);
+  CloseFile();
+}
+
+int64_t Store::Now() const {
+  return opts_.now_ms ? opts_.now_ms() : absl::ToUnixMillis(absl::Now());
+}
+
+absl::Status Store::OpenFile() {
+  absl::MutexLock w(&writer_mu_);
+  absl::MutexLock p(&pool_mu_);
+  if (opts_.read_only) {
+    KFUSE_ASSIGN_OR_RETURN(auto db,
+                           Db::Open(opts_.path, SQLITE_OPEN_READONLY, opts_.busy_timeout_ms));
+    KFUSE_RETURN_IF_ERROR(ConfigureReader(*db));
+    KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/true));
+    KFUSE_RETURN_IF_ERROR(Probe(*db));
+    idle_readers_.push_back(std::move(db));
+    return absl::OkStatus();
+  }
+  KFUSE_ASSIGN_OR_RETURN(auto db, Db::Open(opts_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                                           opts_.busy_timeout_ms));
+  KFUSE_RETURN_IF_ERROR(ConfigureWriter(*db));
+  KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/false));
+  KFUSE_RETURN_IF_ERROR(Probe(*db));
+  writer_ = std::move(db);
+  return absl::OkStatus();
+}
+
+void Store::CloseFile() {
+  absl::MutexLock w(&writer_mu_);
+  absl::MutexLock p(&pool_mu_);
+  writer_.reset();
+  idle_readers_.clear();
+}
+
+absl::Status Store::MoveCorruptAside(const absl::Status& why) {
+  CloseFile();
+  if (opts_.read_only) {
+    return absl::DataLossError(absl::StrCat("cache database ", opts_.path, " is corrupt (",
+                                            why.message(),
+                                            "); a read-only store cannot replace it"));
+  }
+  // The wall clock, not opts_.now_ms: names must not collide across recoveries.
+  std::string aside = absl::StrCat(opts_.path, ".corrupt-", absl::ToUnixMillis(absl::Now()));
+  for (int i = 1; access(aside.c_str(), F_OK) == 0; ++i) {
+    aside = absl::StrCat(opts_.path, ".corrupt-", absl::ToUnixMillis(absl::Now()), "-", i);
+  }
+  KFUSE_RETURN_IF_ERROR(RenameIfPresent(opts_.path, aside));
+  // The old WAL must not be replayed into the fresh file.
+  KFUSE_RETURN_IF_ERROR(RenameIfPresent(opts_.path + "-wal", aside + "-wal"));
+  std::remove((opts_.path + "-shm").c_str());
+  std::fprintf(stderr, "kfuse cache: warning: %s is corrupt (%s); moved to %s, starting empty\n",
+               opts_.path.c_str(), std::string(why.message()).c_str(), aside.c_str());
+  ++generation_;
+  return absl::OkStatus();
+}
+
+absl::Status Store::Guarded(const std::function<absl::Status()>& op) {
+  uint64_t generation;
+  absl::Status st;
+  {
+    absl::ReaderMutexLock l(&db_mu_);
+    generation = generation_;
+    st = op();
+  }
+  if (!absl::IsDataLoss(st)) return st;
+  {
+    absl::MutexLock l(&db_mu_);
+    if (generation_ == generation) {  // Else another thread already recovered.
+      KFUSE_RETURN_IF_ERROR(MoveCorruptAside(st));
+      KFUSE_RETURN_IF_ERROR(OpenFile());
+    }
+  }
+  absl::ReaderMutexLock l(&db_mu_);
+  return op();
+}
+
+absl::StatusOr<Store::Reader> Store::AcquireReader() {
+  {
+    absl::MutexLock l(&pool_mu_);
+    if (!idle_readers_.empty()) {
+      std::unique_ptr<Db> db = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+      return Reader(this, std::move(db));
+    }
+  }
+  int flags = opts_.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+  KFUSE_ASSIGN_OR_RETURN(auto db, Db::Open(opts_.path, flags, opts_.busy_timeout_ms));
+  KFUSE_RETURN_IF_ERROR(ConfigureReader(*db));
+  return Reader(this, std::move(db));
+}
+
+absl::Status Store::Write(const std::function<absl::Status(Db&)>& body) {
+  absl::MutexLock l(&writer_mu_);
+  if (writer_ == nullptr) {
+    return absl::FailedPreconditionError(
+        opts_.read_only ? absl::StrCat("cache ", opts_.path, " is open read-only")
+                        : absl::StrCat("cache ", opts_.path, " is not open"));
+  }
+  Db& db = *writer_;
+  return db.Transaction([&] { return body(db); });
+}
+
+absl::StatusOr<std::optional<std::string>> Store::GetDecision(const CacheKey& k) {
+  return Get(Kind::kDecision, k.DecisionKey(), /*count_hit=*/true);
+}
+absl::StatusOr<std::optional<std::string>> Store::GetArtifact(const CacheKey& k) {
+  return Get(Kind::kArtifact, k.ArtifactKey(), /*count_hit=*/true);
+}
+absl::Status Store::PutDecision(const CacheKey& k, const std::string& blob, const EntryMeta& meta) {
+  return Put(Kind::kDecision, k, blob, meta);
+}
+absl::Status Store::PutArtifact(const CacheKey& k, const std::string& blob, const EntryMeta& meta) {
+  return Put(Kind::kArtifact, k, blob, meta);
+}
+
+absl::StatusOr<std::optional<std::string>> Store::Get(Kind kind, const std::string& key,
+                                                      bool count_hit) {
+  static const std::string* kSql[2] = {
+      new std::string("SELECT e.blob_sha256, b.data FROM decisions e"
+                      " JOIN blobs b ON b.sha256 = e.blob_sha256 WHERE e.key = ?1"),
+      new std::string("SELECT e.blob_sha256, b.data FROM artifacts e"
+                      " JOIN blobs b ON b.sha256 = e.blob_sha256 WHERE e.key = ?1")};
+  std::optional<std::string> out;
+  absl::Status st = Guarded([&]() -> absl::Status {
+    out.reset();
+    std::string sha, data;
+    {
+      KFUSE_ASSIGN_OR_RETURN(Reader r, AcquireReader());
+      KFUSE_ASSIGN_OR_RETURN(Stmt s, r->Prepare(*kSql[kind == Kind::kArtifact]));
+      s.Bind(1, key);
+      KFUSE_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) return absl::OkStatus();
+      sha = s.Text(0);
+      data = s.Blob(1);
+    }
+    if (Sha256Hex(data) != sha) return Quarantine(kind, key, sha, data);
+    out = std::move(data);
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  if (out && count_hit) RecordHit(kind, key);
+  return out;
+}
+
+absl::Status Store::Put(Kind kind, const CacheKey& k, const std::string& blob,
+                        const EntryMeta& meta) {
+  if (opts_.read_only) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cache ", opts_.path, " is open read-only; cannot store a ", KindName(kind)));
+  }
+  if (static_cast<int64_t>(blob.size()) > opts_.max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache: a ", KindName(kind), " blob of ", blob.size(),
+                     " bytes exceeds the store's cap of ", opts_.max_bytes, " bytes (max_bytes)"));
+  }
+  const std::string key = KeyOf(kind, k);
+  const std::string sha = Sha256Hex(blob);
+  const int64_t now = Now();
+  const auto cols = KeyColumns(kind, k);
+  std::string names, params;
+  for (size_t i = 0; i < cols.size(); ++i) {
+    absl::StrAppend(&names, ", ", cols[i].first);
+    absl::StrAppend(&params, ", ?", i + 2);
+  }
+  const int m = static_cast<int>(cols.size()) + 2;  // First meta parameter.
+  const std::string upsert = absl::StrCat(
+      "INSERT INTO ", Table(kind), " (key", names,
+      ", blob_sha256, family, arch, device_name, state, description, created_ms,"
+      " last_used_ms, hits) VALUES (?1",
+      params, ", ?", m, ", ?", m + 1, ", ?", m + 2, ", ?", m + 3, ", ?", m + 4, ", ?", m + 5, ", ?",
+      m + 6, ", ?", m + 6,
+      ", 0) ON CONFLICT(key) DO UPDATE SET blob_sha256 = excluded.blob_sha256,"
+      " family = excluded.family, arch = excluded.arch, device_name = excluded.device_name,"
+      " state = excluded.state, description = excluded.description,"
+      " created_ms = excluded.created_ms, last_used_ms = excluded.last_used_ms");
+
+  PendingMap hits = TakePending();
+  absl::Status st = Guarded([&] {
+    return Write([&](Db& db) -> absl::Status {
+      KFUSE_RETURN_IF_ERROR(ApplyHits(db, hits));
+      {
+        // Re-writing the data heals a blob whose bytes went bad on disk.
+        KFUSE_ASSIGN_OR_RETURN(
+            Stmt s,
+            db.Prepare(
+                "INSERT INTO blobs (sha256, bytes, data) VALUES (?1, ?2, ?3) ON CONFLICT(sha256)"
+                " DO UPDATE SET bytes = excluded.bytes, data = excluded.data"));
+        s.Bind(1, sha);
+        s.Bind(2, static_cast<int64_t>(blob.size()));
+        s.BindBlob(3, blob);
+        KFUSE_RETURN_IF_ERROR(s.Run());
+      }
+      std::string old_sha;
+      {
+        KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare(absl::StrCat("SELECT blob_sha256 FROM ",
+                                                               Table(kind), " WHERE key = ?1")));
+        s.Bind(1, key);
+        KFUSE_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (row) old_sha = s.Text(0);
+      }
+      {
+        KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare(upsert));
+        s.Bind(1, key);
+        for (size_t i = 0; i < cols.size(); ++i) s.Bind(static_cast<int>(i) + 2, cols[i].second);
+        s.Bind(m, sha);
+        s.Bind(m + 1, meta.family);
+        s.Bind(m + 2, meta.arch);
+        s.Bind(m + 3, meta.device);
+        s.Bind(m + 4, meta.state);
+        s.Bind(m + 5, meta.description);
+        s.Bind(m + 6, now);
+        KFUSE_RETURN_IF_ERROR(s.Run());
+      }
+      if (!old_sha.empty() && old_sha != sha) KFUSE_RETURN_IF_ERROR(CollectBlob(db, old_sha));
+      return Evict(db, kind, key);
+    });
+  });
+  if (!st.ok()) RestorePending(std::move(hits));
+  return st;
+}
+
+absl::Status Store::Quarantine(Kind kind, const std::string& key, const std::string& sha,
+                               const std::string& data) {
+  const std::string reason =
+      absl::StrCat("sha256 mismatch: blob hashes to ", Sha256Hex(data), ", stored as ", sha);
+  if (opts_.read_only) {
+    std::fprintf(stderr, "kfuse cache: warning: %s %s: %s (read-only store: left in place)\n",
+                 KindName(kind), key.c_str(), reason.c_str());
+    return absl::OkStatus();
+  }
+  int64_t moved = 0;
+  absl::Status st = Write([&](Db& db) -> absl::Status {
+    moved = 0;
+    {
+      // A concurrent Put of the same content rewrites (heals) the blob.
+      KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare("SELECT data FROM blobs WHERE sha256 = ?1"));
+      s.Bind(1, sha);
+      KFUSE_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row || Sha256Hex(s.Blob(0)) == sha) return absl::OkStatus();
+    }
+    // Every entry sharing the bad blob goes with it.
+    for (Kind k : {Kind::kDecision, Kind::kArtifact}) {
+      KFUSE_ASSIGN_OR_RETURN(
+          Stmt ins, db.Prepare(absl::StrCat(
+                        "INSERT INTO quarantine (key, kind, reason, at_ms, data) SELECT key, '",
+                        KindName(k), "', ?1, ?2, ?3 FROM ", Table(k), " WHERE blob_sha256 = ?4")));
+      ins.Bind(1, reason);
+      ins.Bind(2, Now());
+      ins.BindBlob(3, data);
+      ins.Bind(4, sha);
+      KFUSE_RETURN_IF_ERROR(ins.Run());
+      moved += db.changes();
+      KFUSE_ASSIGN_OR_RETURN(
+          Stmt del, db.Prepare(absl::StrCat("DELETE FROM ", Table(k), " WHERE blob_sha256 = ?1")));
+      del.Bind(1, sha);
+      KFUSE_RETURN_IF_ERROR(del.Run());
+    }
+    KFUSE_RETURN_IF_ERROR(CollectBlob(db, sha));
+    return db.Exec(absl::StrCat(
+        "DELETE FROM quarantine WHERE id <= (SELECT max(id) FROM quarantine) - ", kQuarantineKeep));
+  });
+  if (absl::IsDataLoss(st)) return st;
+  if (!st.ok()) {
+    std::fprintf(stderr, "kfuse cache: warning: %s %s: %s; quarantine failed: %s\n", KindName(kind),
+                 key.c_str(), reason.c_str(), st.ToString().c_str());
+    return absl::OkStatus();  // Still a miss; the next read tries again.
+  }
+  quarantined_ += moved;
+  if (moved > 0) {
+    std::fprintf(stderr, "kfuse cache: warning: %s %s: %s; %lld entries moved to quarantine\n",
+                 KindName(kind), key.c_str(), reason.c_str(), static_cast<long long>(moved));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Store::Evict(Db& db, Kind keep_kind, const std::string& keep_key) {
+  struct Victim {
+    Kind kind;
+    std::string key, sha;
+  };
+  for (;;) {
+    KFUSE_ASSIGN_OR_RETURN(int64_t total,
+                           db.QueryInt("SELECT total_bytes FROM stats WHERE id = 1"));
+    if (total <= opts_.max_bytes) return absl::OkStatus();
+    std::vector<Victim> victims;
+    {
+      KFUSE_ASSIGN_OR_RETURN(
+          Stmt s,
+          db.Prepare("SELECT kind, key, blob_sha256 FROM ("
+                     " SELECT 0 AS kind, key, blob_sha256, last_used_ms FROM decisions UNION ALL"
+                     " SELECT 1 AS kind, key, blob_sha256, last_used_ms FROM artifacts)"
+                     " ORDER BY last_used_ms, key LIMIT 32"));
+      for (;;) {
+        KFUSE_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        Victim v{s.Int(0) == 0 ? Kind::kDecision : Kind::kArtifact, s.Text(1), s.Text(2)};
+        if (v.kind == keep_kind && v.key == keep_key) continue;
+        victims.push_back(std::move(v));
+      }
+    }
+    if (victims.empty()) return absl::OkStatus();  // Only the new entry is left.
+    for (const Victim& v : victims) {
+      KFUSE_ASSIGN_OR_RETURN(
+          Stmt del, db.Prepare(absl::StrCat("DELETE FROM ", Table(v.kind), " WHERE key = ?1")));
+      del.Bind(1, v.key);
+      KFUSE_RETURN_IF_ERROR(del.Run());
+      KFUSE_RETURN_IF_ERROR(CollectBlob(db, v.sha));
+      KFUSE_ASSIGN_OR_RETURN(total, db.QueryInt("SELECT total_bytes FROM stats WHERE id = 1"));
+      if (total <= opts_.max_bytes) return absl::OkStatus();
+    }
+  }
+}
+
+}  // namespace kfuse

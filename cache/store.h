@@ -1,0 +1,179 @@
+// The kernel store: tuning decisions and compiled artifacts, as opaque blobs,
+// in one SQLite file that a server and the CLI may share.
+//
+//   KFUSE_ASSIGN_OR_RETURN(auto store, Store::Open({.path = "/var/cache/kfuse/store.db"}));
+//   KFUSE_ASSIGN_OR_RETURN(auto hit, store->GetArtifact(key));
+//   if (!hit) {
+//     ... compile (re-using store->GetDecision(key) when the toolchain moved) ...
+//     KFUSE_RETURN_IF_ERROR(store->PutArtifact(key, serialized, meta));  // durable on OK
+//   }
+//
+// Decisions are keyed by CacheKey::DecisionKey() (no toolchain: a driver or
+// NVRTC upgrade recompiles, it does not retune), artifacts by ArtifactKey().
+// Every blob is sha256-checked on read; a bad blob is a miss and goes to the
+// quarantine table. A corrupt file is renamed to <path>.corrupt-<ms> and a
+// fresh one created. Past max_bytes the least recently used entries go.
+// Thread-safe; docs/cache.md describes the schema and the sharing rules.
+#ifndef KFUSE_CACHE_STORE_H_
+#define KFUSE_CACHE_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cache/sqlite.h"
+#include "core/key.h"
+
+namespace kfuse {
+
+struct StoreOptions {
+  std::string path;
+  int64_t max_bytes = 4LL << 30;  // Cap on stored blob bytes; LRU past it.
+  int busy_timeout_ms = 5000;
+  bool read_only = false;  // SQLITE_OPEN_READONLY: Puts fail, hits not counted.
+  // Milliseconds since the epoch; the wall clock when empty (tests inject).
+  std::function<int64_t()> now_ms;
+};
+
+// What a human reads in `kfuse cache list`; not part of the key.
+struct EntryMeta {
+  std::string family;       // "pointwise", "row_reduction", ...
+  std::string arch;         // "sm_90a"
+  std::string device;       // Device name, e.g. "NVIDIA H200".
+  std::string state;        // "tuned" | "heuristic"
+  std::string description;  // One line: the chain, shortly.
+};
+
+struct EntrySummary {
+  std::string key;
+  std::string kind;  // "decision" | "artifact"
+  CacheKey parts;    // toolchain is empty for decisions.
+  EntryMeta meta;
+  int64_t bytes = 0;
+  int64_t created_ms = 0;
+  int64_t last_used_ms = 0;
+  int64_t hits = 0;
+};
+
+struct Explanation {
+  bool found_exact = false;                  // The artifact for this exact key is stored.
+  std::string nearest_key;                   // Empty when the store holds nothing comparable.
+  std::vector<std::string> differing_parts;  // e.g. {"toolchain"}
+  std::string text;                          // For humans: what differs and what it costs.
+};
+
+class Store {
+ public:
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  absl::StatusOr<std::optional<std::string>> GetDecision(const CacheKey& k);
+  absl::Status PutDecision(const CacheKey& k, const std::string& blob, const EntryMeta& meta);
+  absl::StatusOr<std::optional<std::string>> GetArtifact(const CacheKey& k);
+  absl::Status PutArtifact(const CacheKey& k, const std::string& blob, const EntryMeta& meta);
+
+  // Entries whose key starts with `key_prefix`, most recently used first;
+  // limit <= 0 means all; `kind` "decision" or "artifact" keeps only those.
+  absl::StatusOr<std::vector<EntrySummary>> List(const std::string& key_prefix, int limit,
+                                                 const std::string& kind = "");
+  // For `cache show`: the blob stored under an artifact (or decision) key.
+  absl::StatusOr<std::optional<std::string>> GetArtifactByKey(const std::string& artifact_key);
+  absl::StatusOr<std::optional<std::string>> GetDecisionByKey(const std::string& decision_key);
+  // Number of entries (decisions and artifacts) removed.
+  absl::StatusOr<int> Delete(const std::vector<std::string>& keys);
+  absl::StatusOr<int> DeleteAll();
+  // Which key parts differ from the nearest stored entry (most parts equal).
+  absl::StatusOr<Explanation> Explain(const CacheKey& k);
+  // Sum of stored blob bytes (what max_bytes caps).
+  absl::StatusOr<int64_t> TotalBytes();
+  // PRAGMA integrity_check; DataLoss naming the first problem.
+  absl::Status IntegrityCheck();
+  // Entries moved to quarantine by this object since Open.
+  int64_t quarantined() const { return quarantined_.load(); }
+  // Hits are counted in memory and written about once a second (a hit stays
+  // a read); this writes them now. Called by Put and the destructor.
+  absl::Status FlushHits();
+
+  enum class Kind { kDecision, kArtifact };
+
+ private:
+  struct Pending {
+    int64_t last_used_ms = 0;
+    int64_t hits = 0;
+  };
+  using PendingMap = std::map<std::pair<Kind, std::string>, Pending>;
+
+  // A reader connection on loan from the pool; returned when destroyed.
+  class Reader {
+   public:
+    Reader(Store* store, std::unique_ptr<cache::Db> db) : store_(store), db_(std::move(db)) {}
+    Reader(Reader&&) = default;
+    Reader& operator=(Reader&&) = default;
+    ~Reader();
+    cache::Db* operator->() const { return db_.get(); }
+    cache::Db& operator*() const { return *db_; }
+
+   private:
+    Store* store_;
+    std::unique_ptr<cache::Db> db_;
+  };
+
+  explicit Store(const StoreOptions& options);
+  int64_t Now() const;
+  absl::Status OpenFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  void CloseFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  absl::Status MoveCorruptAside(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // Runs `op` under the shared lock. If SQLite reports a corrupt file, moves
+  // it aside, opens a fresh one and runs `op` once more.
+  absl::Status Guarded(const std::function<absl::Status()>& op);
+  absl::StatusOr<Reader> AcquireReader() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Runs `body` in a write transaction on the writer connection.
+  absl::Status Write(const std::function<absl::Status(cache::Db&)>& body)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+
+  absl::StatusOr<std::optional<std::string>> Get(Kind kind, const std::string& key, bool count_hit);
+  absl::Status Put(Kind kind, const CacheKey& k, const std::string& blob, const EntryMeta& meta);
+  absl::Status Quarantine(Kind kind, const std::string& key, const std::string& sha,
+                          const std::string& data) ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  absl::Status Evict(cache::Db& db, Kind keep_kind, const std::string& keep_key);
+  void RecordHit(Kind kind, const std::string& key);
+  static absl::Status ApplyHits(cache::Db& db, const PendingMap& hits);
+  PendingMap TakePending();
+  void RestorePending(PendingMap taken);
+  void FlusherLoop();
+
+  const StoreOptions opts_;
+  std::atomic<int64_t> quarantined_{0};
+
+  // Shared by every operation; exclusive only to swap a corrupt file out.
+  absl::Mutex db_mu_;
+  uint64_t generation_ ABSL_GUARDED_BY(db_mu_) = 0;
+  absl::Mutex writer_mu_ ABSL_ACQUIRED_AFTER(db_mu_);
+  std::unique_ptr<cache::Db> writer_ ABSL_GUARDED_BY(writer_mu_);  // Null when read_only.
+  absl::Mutex pool_mu_ ABSL_ACQUIRED_AFTER(db_mu_);
+  std::vector<std::unique_ptr<cache::Db>> idle_readers_ ABSL_GUARDED_BY(pool_mu_);
+
+  absl::Mutex hits_mu_;
+  PendingMap pending_ ABSL_GUARDED_BY(hits_mu_);
+
+  absl::Mutex stop_mu_;
+  bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
+  std::thread flusher_;
+};
+
+}  // namespace kfuse
+
+#endif  // KFUSE_CACHE_STORE_H_

@@ -1,0 +1,79 @@
+// Hit accounting: a hit is counted in memory and written in batches, so that
+// a hit is a read and never waits on an fsync.
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "cache/store.h"
+#include "cache/store_sql.h"
+#include "core/status.h"
+
+namespace kfuse {
+
+using cache::Db;
+using cache::Stmt;
+using cache::Table;
+
+void Store::RecordHit(Kind kind, const std::string& key) {
+  if (opts_.read_only) return;
+  const int64_t now = Now();
+  absl::MutexLock l(&hits_mu_);
+  Pending& p = pending_[{kind, key}];
+  p.last_used_ms = std::max(p.last_used_ms, now);
+  ++p.hits;
+}
+
+Store::PendingMap Store::TakePending() {
+  absl::MutexLock l(&hits_mu_);
+  PendingMap taken;
+  taken.swap(pending_);
+  return taken;
+}
+
+void Store::RestorePending(PendingMap taken) {
+  absl::MutexLock l(&hits_mu_);
+  for (auto& [k, v] : taken) {
+    Pending& p = pending_[k];
+    p.last_used_ms = std::max(p.last_used_ms, v.last_used_ms);
+    p.hits += v.hits;
+  }
+}
+
+absl::Status Store::ApplyHits(Db& db, const PendingMap& hits) {
+  for (const auto& [k, v] : hits) {
+    KFUSE_ASSIGN_OR_RETURN(Stmt s,
+                           db.Prepare(absl::StrCat("UPDATE ", Table(k.first),
+                                                   " SET last_used_ms = max(last_used_ms, ?1),"
+                                                   " hits = hits + ?2 WHERE key = ?3")));
+    s.Bind(1, v.last_used_ms);
+    s.Bind(2, v.hits);
+    s.Bind(3, k.second);
+    KFUSE_RETURN_IF_ERROR(s.Run());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Store::FlushHits() {
+  PendingMap hits = TakePending();
+  if (hits.empty()) return absl::OkStatus();
+  absl::Status st = Guarded([&] { return Write([&](Db& db) { return ApplyHits(db, hits); }); });
+  if (!st.ok()) RestorePending(std::move(hits));
+  return st;
+}
+
+void Store::FlusherLoop() {
+  absl::MutexLock l(&stop_mu_);
+  while (!stop_) {
+    stop_mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(1));
+    if (stop_) break;
+    stop_mu_.Unlock();
+    absl::Status st = FlushHits();
+    if (!st.ok() && !absl::IsUnavailable(st)) {
+      std::fprintf(stderr, "kfuse cache: warning: hit counts not written: %s\n",
+                   st.ToString().c_str());
+    }
+    stop_mu_.Lock();
+  }
+}
+
+}  // namespace kfuse

@@ -1,0 +1,153 @@
+// Damage on disk: a blob whose bytes changed, a file whose pages are garbage.
+#include <dirent.h>
+#include <sqlite3.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cache/store.h"
+#include "cache/store_test_util.h"
+#include "core/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+using ::kfuse::store_testing::FreshDbPath;
+using ::kfuse::store_testing::TestBlob;
+using ::kfuse::store_testing::TestKey;
+using ::kfuse::store_testing::TestMeta;
+using ::testing::HasSubstr;
+
+std::unique_ptr<Store> OpenOrDie(const StoreOptions& o) {
+  auto s = Store::Open(o);
+  KFUSE_CHECK(s.ok());
+  return *std::move(s);
+}
+
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << err;
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+int64_t RawCount(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  sqlite3_stmt* s = nullptr;
+  sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr);
+  int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return n;
+}
+
+// Files in the database's directory whose name holds ".corrupt-".
+std::vector<std::string> CorruptAside(const std::string& path) {
+  std::string dir = path.substr(0, path.rfind('/'));
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  while (dirent* e = readdir(d)) {
+    if (absl::StrContains(e->d_name, ".corrupt-")) out.push_back(e->d_name);
+  }
+  closedir(d);
+  return out;
+}
+
+// Overwrites [from, to) of a file with a pattern (to < 0: from the end).
+void Scribble(const std::string& path, int64_t from, int64_t to) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(0, std::ios::end);
+  int64_t size = f.tellg();
+  if (to < 0) to = size + to;
+  ASSERT_LT(from, to);
+  ASSERT_LE(to, size);
+  f.seekp(from);
+  std::string junk(to - from, '\x5a');
+  f.write(junk.data(), junk.size());
+}
+
+TEST(StoreRecoveryTest, CorruptBlobIsMissAndQuarantined) {
+  const std::string path = FreshDbPath("blob");
+  auto store = OpenOrDie({.path = path});
+  CacheKey bad = TestKey("bad"), good = TestKey("good");
+  std::string bad_blob = TestBlob("bad", 5000);
+  ASSERT_TRUE(store->PutArtifact(bad, bad_blob, TestMeta()).ok());
+  ASSERT_TRUE(store->PutDecision(bad, bad_blob, TestMeta()).ok());  // Shares the blob.
+  ASSERT_TRUE(store->PutArtifact(good, TestBlob("good", 5000), TestMeta()).ok());
+  // Another process flips bytes under the store.
+  RawExec(path, absl::StrCat("UPDATE blobs SET data = zeroblob(bytes) WHERE sha256 = '",
+                             Sha256Hex(bad_blob), "'"));
+
+  auto got = store->GetArtifact(bad);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->has_value());
+  EXPECT_EQ(store->quarantined(), 2);  // The artifact and the decision sharing it.
+  EXPECT_EQ(RawCount(path, "SELECT count(*) FROM quarantine WHERE reason LIKE 'sha256 mismatch%'"),
+            2);
+  EXPECT_FALSE(store->GetDecision(bad)->has_value());
+  auto still = store->GetArtifact(good);
+  ASSERT_TRUE(still.ok() && still->has_value());
+  EXPECT_EQ(*store->TotalBytes(), 5000);
+  // Serving continues: the entry can be stored again.
+  ASSERT_TRUE(store->PutArtifact(bad, bad_blob, TestMeta()).ok());
+  EXPECT_EQ(**store->GetArtifact(bad), bad_blob);
+  EXPECT_TRUE(store->IntegrityCheck().ok());
+}
+
+TEST(StoreRecoveryTest, CorruptFileIsMovedAsideAndServingContinues) {
+  struct Case {
+    const char* name;
+    int64_t from, to;  // Bytes overwritten.
+  };
+  const Case cases[] = {
+      {"header", 0, 100},           // SQLITE_NOTADB at open.
+      {"tail-pages", 8192, -4096},  // SQLITE_CORRUPT at open or at the first read.
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = FreshDbPath(c.name);
+    CacheKey big = TestKey("big");
+    {
+      auto store = OpenOrDie({.path = path});
+      for (int i = 0; i < 20; ++i) {
+        ASSERT_TRUE(
+            store
+                ->PutArtifact(TestKey(absl::StrCat(i)), TestBlob(absl::StrCat(i), 3000), TestMeta())
+                .ok());
+      }
+      ASSERT_TRUE(store->PutArtifact(big, TestBlob("big", 200000), TestMeta()).ok());
+    }
+    Scribble(path, c.from, c.to);
+    auto store = Store::Open({.path = path});
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto got = (*store)->GetArtifact(big);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_FALSE(got->has_value());
+    EXPECT_EQ(CorruptAside(path).size(), 1u);
+    ASSERT_TRUE((*store)->PutArtifact(big, "fresh", TestMeta()).ok());
+    EXPECT_EQ(**(*store)->GetArtifact(big), "fresh");
+    EXPECT_TRUE((*store)->IntegrityCheck().ok());
+  }
+}
+
+TEST(StoreRecoveryTest, ReadOnlyStoreReportsCorruptFile) {
+  const std::string path = FreshDbPath("ro");
+  OpenOrDie({.path = path});
+  Scribble(path, 0, 100);
+  auto store = Store::Open({.path = path, .read_only = true});
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(store.status().message(), HasSubstr("read-only"));
+  EXPECT_TRUE(CorruptAside(path).empty());
+}
+
+}  // namespace
+}  // namespace kfuse

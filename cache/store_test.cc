@@ -1,0 +1,304 @@
+#include "cache/store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cache/schema.h"
+#include "cache/store_test_util.h"
+#include "core/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+using ::kfuse::store_testing::FreshDbPath;
+using ::kfuse::store_testing::TestBlob;
+using ::kfuse::store_testing::TestKey;
+using ::kfuse::store_testing::TestMeta;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::unique_ptr<Store> OpenOrDie(const StoreOptions& o) {
+  auto s = Store::Open(o);
+  KFUSE_CHECK(s.ok());
+  return *std::move(s);
+}
+
+TEST(StoreTest, RoundTripsDecisionsAndArtifacts) {
+  struct Case {
+    const char* name;
+    size_t size;
+  };
+  const Case cases[] = {{"empty", 0}, {"byte", 1}, {"small", 1000}, {"large", 300000}};
+  auto store = OpenOrDie({.path = FreshDbPath("rt")});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    CacheKey k = TestKey(c.name);
+    std::string d = TestBlob(absl::StrCat("d", c.name), c.size);
+    std::string a = TestBlob(absl::StrCat("a", c.name), c.size);
+    ASSERT_TRUE(store->PutDecision(k, d, TestMeta()).ok());
+    ASSERT_TRUE(store->PutArtifact(k, a, TestMeta()).ok());
+    auto gd = store->GetDecision(k);
+    auto ga = store->GetArtifact(k);
+    ASSERT_TRUE(gd.ok() && ga.ok());
+    ASSERT_TRUE(gd->has_value() && ga->has_value());
+    EXPECT_EQ(**gd, d);
+    EXPECT_EQ(**ga, a);
+    auto by_key = store->GetArtifactByKey(k.ArtifactKey());
+    ASSERT_TRUE(by_key.ok() && by_key->has_value());
+    EXPECT_EQ(**by_key, a);
+  }
+  auto miss = store->GetArtifact(TestKey("absent"));
+  ASSERT_TRUE(miss.ok());
+  EXPECT_FALSE(miss->has_value());
+}
+
+TEST(StoreTest, PutReplacesAndSurvivesReopen) {
+  const std::string path = FreshDbPath("reopen");
+  CacheKey k = TestKey("c");
+  {
+    auto store = OpenOrDie({.path = path});
+    ASSERT_TRUE(store->PutArtifact(k, "heuristic", TestMeta("heuristic")).ok());
+    ASSERT_TRUE(store->PutArtifact(k, "tuned", TestMeta("tuned")).ok());
+  }
+  auto store = OpenOrDie({.path = path});
+  auto got = store->GetArtifact(k);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ(**got, "tuned");
+  auto total = store->TotalBytes();
+  ASSERT_TRUE(total.ok());
+  EXPECT_EQ(*total, 5);  // The replaced blob was collected.
+  auto list = store->List("", 0);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].meta.state, "tuned");
+}
+
+TEST(StoreTest, DecisionSurvivesToolchainChangeArtifactMisses) {
+  auto store = OpenOrDie({.path = FreshDbPath("tc")});
+  CacheKey old_tc = TestKey("chain", "nvrtc-12.8/sm_90a");
+  CacheKey new_tc = TestKey("chain", "nvrtc-13.0/sm_90a");
+  ASSERT_TRUE(store->PutDecision(old_tc, "decision", TestMeta()).ok());
+  ASSERT_TRUE(store->PutArtifact(old_tc, "cubin", TestMeta()).ok());
+  auto d = store->GetDecision(new_tc);
+  auto a = store->GetArtifact(new_tc);
+  ASSERT_TRUE(d.ok() && a.ok());
+  ASSERT_TRUE(d->has_value());
+  EXPECT_EQ(**d, "decision");
+  EXPECT_FALSE(a->has_value());
+}
+
+TEST(StoreTest, ExplainNamesTheDifferingPart) {
+  auto store = OpenOrDie({.path = FreshDbPath("explain")});
+  const CacheKey stored = TestKey("chain");
+  ASSERT_TRUE(store->PutDecision(stored, "d", TestMeta()).ok());
+  ASSERT_TRUE(store->PutArtifact(stored, "a", TestMeta()).ok());
+  CacheKey far = TestKey("other-chain");  // Two parts away from any one-part change.
+  far.spec = "f16[s0:b64]";
+  ASSERT_TRUE(store->PutArtifact(far, "x", TestMeta()).ok());
+  struct Case {
+    const char* part;
+    std::string CacheKey::*field;
+  };
+  const Case cases[] = {{"chain", &CacheKey::chain},
+                        {"spec", &CacheKey::spec},
+                        {"device", &CacheKey::device},
+                        {"toolchain", &CacheKey::toolchain},
+                        {"generator", &CacheKey::generator}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.part);
+    CacheKey k = stored;
+    k.*c.field += "-changed";
+    auto ex = store->Explain(k);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    EXPECT_FALSE(ex->found_exact);
+    EXPECT_THAT(ex->differing_parts, ElementsAre(c.part));
+    EXPECT_THAT(ex->text, HasSubstr(absl::StrCat(c.part, ": stored '")));
+    EXPECT_EQ(ex->nearest_key, stored.ArtifactKey());
+  }
+  CacheKey tc = stored;
+  tc.toolchain = "nvrtc-14.0";
+  EXPECT_THAT(store->Explain(tc)->text, HasSubstr("a recompile, not a retune"));
+  auto exact = store->Explain(stored);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_TRUE(exact->found_exact);
+  EXPECT_TRUE(exact->differing_parts.empty());
+  auto empty = OpenOrDie({.path = FreshDbPath("explain_empty")})->Explain(stored);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->nearest_key.empty());
+  EXPECT_THAT(empty->text, HasSubstr("cold miss"));
+}
+
+TEST(StoreTest, LruEvictionKeepsUnderCapAndEvictsOldest) {
+  int64_t clock = 1000;
+  StoreOptions o{.path = FreshDbPath("lru"), .max_bytes = 10000};
+  o.now_ms = [&clock] { return clock; };
+  auto store = OpenOrDie(o);
+  // Ten 1000-byte entries fill the cap exactly.
+  for (int i = 0; i < 10; ++i) {
+    ++clock;
+    ASSERT_TRUE(store
+                    ->PutArtifact(TestKey(absl::StrCat("e", i)), TestBlob(absl::StrCat(i), 1000),
+                                  TestMeta())
+                    .ok());
+  }
+  EXPECT_EQ(*store->TotalBytes(), 10000);
+  // A hit makes e0 the most recent; e1 is now the oldest.
+  ++clock;
+  ASSERT_TRUE(store->GetArtifact(TestKey("e0"))->has_value());
+  ++clock;
+  ASSERT_TRUE(store->PutArtifact(TestKey("new"), TestBlob("new", 2500), TestMeta()).ok());
+  EXPECT_LE(*store->TotalBytes(), 10000);
+  std::vector<std::string> gone;
+  for (int i = 0; i < 10; ++i) {
+    if (!store->GetArtifact(TestKey(absl::StrCat("e", i)))->has_value()) {
+      gone.push_back(absl::StrCat("e", i));
+    }
+  }
+  EXPECT_THAT(gone, ElementsAre("e1", "e2", "e3"));
+  EXPECT_TRUE(store->GetArtifact(TestKey("new"))->has_value());
+  // Shared blobs are stored once and collected only when unreferenced.
+  ASSERT_TRUE(store->PutDecision(TestKey("new"), TestBlob("new", 2500), TestMeta()).ok());
+  EXPECT_LE(*store->TotalBytes(), 10000);
+  EXPECT_EQ(*store->Delete({TestKey("new").ArtifactKey()}), 1);
+  EXPECT_TRUE(store->GetDecision(TestKey("new"))->has_value());
+}
+
+TEST(StoreTest, BlobLargerThanCapIsInvalidArgument) {
+  auto store = OpenOrDie({.path = FreshDbPath("cap"), .max_bytes = 100});
+  absl::Status st = store->PutArtifact(TestKey("big"), std::string(101, 'x'), TestMeta());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("max_bytes"));
+}
+
+TEST(StoreTest, HitsAreCountedAndListed) {
+  int64_t clock = 5000;
+  StoreOptions o{.path = FreshDbPath("hits")};
+  o.now_ms = [&clock] { return clock; };
+  auto store = OpenOrDie(o);
+  CacheKey k = TestKey("h");
+  ASSERT_TRUE(store->PutArtifact(k, "blob", TestMeta()).ok());
+  ASSERT_TRUE(store->PutDecision(k, "dec", TestMeta()).ok());
+  clock = 9000;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store->GetArtifact(k)->has_value());
+  auto list = store->List(k.ArtifactKey().substr(0, 12), 10);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  const EntrySummary& e = (*list)[0];
+  EXPECT_EQ(e.kind, "artifact");
+  EXPECT_EQ(e.key, k.ArtifactKey());
+  EXPECT_EQ(e.parts, k);
+  EXPECT_EQ(e.meta.device, "NVIDIA H200");
+  EXPECT_EQ(e.bytes, 4);
+  EXPECT_EQ(e.created_ms, 5000);
+  EXPECT_EQ(e.last_used_ms, 9000);
+  EXPECT_EQ(e.hits, 3);
+  auto all = store->List("", 0);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].kind, "artifact");  // Most recently used first.
+  EXPECT_EQ((*all)[1].kind, "decision");
+  EXPECT_EQ((*all)[1].parts.toolchain, "");
+  EXPECT_EQ(store->List("", 1)->size(), 1u);
+  auto decisions = store->List("", 0, "decision");
+  ASSERT_TRUE(decisions.ok());
+  ASSERT_EQ(decisions->size(), 1u);
+  EXPECT_EQ((*decisions)[0].key, k.DecisionKey());
+  EXPECT_EQ(store->List("", 0, "kernels").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*store->DeleteAll(), 2);
+  EXPECT_EQ(*store->TotalBytes(), 0);
+  EXPECT_TRUE(store->List("", 0)->empty());
+}
+
+TEST(StoreTest, NewerSchemaIsFailedPrecondition) {
+  const std::string path = FreshDbPath("newer");
+  OpenOrDie({.path = path});
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(db, absl::StrCat("PRAGMA user_version=", cache::SchemaVersion() + 1).c_str(),
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  sqlite3_close(db);
+  auto store = Store::Open({.path = path});
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("newer than this kfuse binary knows"));
+}
+
+TEST(StoreTest, ReadOnlyServesButRefusesPuts) {
+  const std::string path = FreshDbPath("ro");
+  CacheKey k = TestKey("ro");
+  ASSERT_TRUE(OpenOrDie({.path = path})->PutArtifact(k, "blob", TestMeta()).ok());
+  auto ro = OpenOrDie({.path = path, .read_only = true});
+  auto got = ro->GetArtifact(k);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ(**got, "blob");
+  EXPECT_EQ(ro->PutArtifact(k, "x", TestMeta()).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(ro->IntegrityCheck().ok());
+  auto missing = Store::Open({.path = FreshDbPath("ro_missing"), .read_only = true});
+  EXPECT_FALSE(missing.ok());
+}
+
+TEST(StoreTest, ConcurrentReadersAndWriters) {
+  auto store = OpenOrDie({.path = FreshDbPath("threads")});
+  constexpr int kThreads = 8, kPerThread = 40;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        CacheKey mine = TestKey(absl::StrCat("t", t, "i", i));
+        std::string blob = TestBlob(absl::StrCat(t, "/", i), 100 + i);
+        if (!store->PutArtifact(mine, blob, TestMeta()).ok()) ++failures;
+        auto got = store->GetArtifact(mine);
+        if (!got.ok() || !got->has_value() || **got != blob) ++failures;
+        // Read another thread's entries, present or not yet.
+        auto other = store->GetArtifact(TestKey(absl::StrCat("t", (t + 1) % kThreads, "i", i)));
+        if (!other.ok()) ++failures;
+        if (other.ok() && other->has_value() &&
+            **other != TestBlob(absl::StrCat((t + 1) % kThreads, "/", i), 100 + i)) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(store->List("", 0)->size(), static_cast<size_t>(kThreads * kPerThread));
+  EXPECT_TRUE(store->IntegrityCheck().ok());
+}
+
+TEST(StoreTest, HitLatency) {
+  auto store = OpenOrDie({.path = FreshDbPath("latency")});
+  struct Case {
+    const char* name;
+    size_t bytes;
+  };
+  for (const Case& c : {Case{"decision-2KB", 2048}, Case{"artifact-32KB", 32768}}) {
+    CacheKey k = TestKey(c.name);
+    ASSERT_TRUE(store->PutArtifact(k, TestBlob(c.name, c.bytes), TestMeta()).ok());
+    std::vector<double> us;
+    for (int i = 0; i < 3000; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto got = store->GetArtifact(k);
+      auto t1 = std::chrono::steady_clock::now();
+      ASSERT_TRUE(got.ok() && got->has_value());
+      us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+    std::sort(us.begin(), us.end());
+    std::printf("[ latency  ] store hit %s: p50 %.1f us, p99 %.1f us\n", c.name, us[us.size() / 2],
+                us[us.size() * 99 / 100]);
+    EXPECT_LT(us[us.size() / 2], 300.0);  // The service's whole hit budget.
+  }
+}
+
+}  // namespace
+}  // namespace kfuse
