@@ -1,0 +1,208 @@
+#include "codegen/analysis.h"
+
+#include <algorithm>
+
+namespace kfuse {
+namespace {
+
+struct Cost {
+  double fma = 0;      // Adds, multiplies, compares, selects: 1 each (an FMA is 2).
+  double special = 0;  // MUFU instructions: ex2, lg2, rcp, rsqrt, sqrt, sin, cos.
+};
+
+// FLOPs per output element of an element-wise op, as the generators lower it
+// on the GPU (fp32 math; f16/bf16 converted in and out at no charge):
+//   add sub mul neg abs maximum minimum compare where relu square cast floor
+//   ceil logical_*                                  1 fma
+//   div        rcp + mul                            1 special + 1 fma
+//   reciprocal rcp                                  1 special
+//   exp        mul by log2(e), ex2, scale           1 special + 2 fma
+//   exp2 log2 sqrt rsqrt                            1 special
+//   log        lg2, mul by ln(2)                    1 special + 1 fma
+//   sin cos    range reduction + sin/cos.approx     1 special + 2 fma
+//   tanh       via ex2 and rcp                      2 special + 4 fma
+//   sigmoid    ex2, add, rcp                        2 special + 3 fma
+//   erf        polynomial with one ex2              1 special + 12 fma
+//   gelu_erf   erf + 4                              1 special + 16 fma
+//   gelu_tanh  tanh + x^3 and 6 more                2 special + 12 fma
+//   silu       sigmoid + mul                        2 special + 4 fma
+//   softplus   exp + log1p + threshold              2 special + 5 fma
+//   pow        lg2, mul, ex2                        2 special + 2 fma
+Cost ElementwiseCost(OpKind k) {
+  switch (k) {
+    case OpKind::kConstant:
+      return {0, 0};
+    case OpKind::kDiv:
+      return {1, 1};
+    case OpKind::kReciprocal:
+      return {0, 1};
+    case OpKind::kExp:
+      return {2, 1};
+    case OpKind::kExp2:
+    case OpKind::kLog2:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+      return {0, 1};
+    case OpKind::kLog:
+      return {1, 1};
+    case OpKind::kSin:
+    case OpKind::kCos:
+      return {2, 1};
+    case OpKind::kTanh:
+      return {4, 2};
+    case OpKind::kSigmoid:
+      return {3, 2};
+    case OpKind::kErf:
+      return {12, 1};
+    case OpKind::kGeluErf:
+      return {16, 1};
+    case OpKind::kGeluTanh:
+      return {12, 2};
+    case OpKind::kSilu:
+      return {4, 2};
+    case OpKind::kSoftplus:
+      return {5, 2};
+    case OpKind::kPow:
+      return {2, 2};
+    default:
+      return {1, 0};
+  }
+}
+
+double Bytes(const TensorType& t, absl::Span<const int64_t> values) {
+  return Elements(t, values) * DTypeBytes(t.dtype);
+}
+
+}  // namespace
+
+double Elements(const TensorType& t, absl::Span<const int64_t> values) {
+  double n = 1;
+  for (const Dim& d : t.shape) {
+    if (d.is_static()) {
+      n *= static_cast<double>(d.size);
+    } else if (d.symbol < static_cast<int32_t>(values.size())) {
+      n *= static_cast<double>(values[d.symbol]);
+    }
+  }
+  return n;
+}
+
+Work AnalyzeWork(const Chain& c, const std::vector<int32_t>& nodes,
+                 absl::Span<const int64_t> values) {
+  std::vector<bool> in_kernel(c.nodes.size(), nodes.empty());
+  for (int32_t id : nodes) in_kernel[id] = true;
+  std::vector<bool> read(c.nodes.size(), false);
+  Work w;
+  for (size_t id = 0; id < c.nodes.size(); ++id) {
+    if (!in_kernel[id]) continue;
+    const Node& n = c.nodes[id];
+    for (int32_t a : n.args) {
+      const OpKind k = c.nodes[a].kind;
+      if ((k == OpKind::kInput || !in_kernel[a]) && k != OpKind::kConstant) read[a] = true;
+    }
+    double out = Elements(n.type, values);
+    if (n.kind == OpKind::kInput || IsLayout(n.kind)) continue;
+    if (IsElementwise(n.kind)) {
+      Cost cost = ElementwiseCost(n.kind);
+      w.flops.fma += cost.fma * out;
+      w.flops.special += cost.special * out;
+    } else if (IsReduction(n.kind)) {
+      w.flops.fma += Elements(c.nodes[n.args[0]].type, values);
+      if (n.kind == OpKind::kReduceMean) w.flops.fma += out;
+    } else if (n.kind == OpKind::kMatmul) {
+      const TensorType& a = c.nodes[n.args[0]].type;
+      w.flops.tensor += 2 * out * Elements(TensorType{a.dtype, {a.shape.back()}}, values);
+    }
+  }
+  for (int32_t o : c.outputs) {
+    const Node& n = c.nodes[o];
+    bool source = n.kind == OpKind::kInput || n.kind == OpKind::kConstant;
+    if (!in_kernel[o] && !source) continue;
+    if (n.kind == OpKind::kInput) read[o] = true;  // A copy reads it.
+    w.bytes += Bytes(n.type, values);
+  }
+  for (size_t id = 0; id < c.nodes.size(); ++id) {
+    if (read[id]) w.bytes += Bytes(c.nodes[id].type, values);
+  }
+  return w;
+}
+
+std::vector<Domain> InputDomains(const Chain& c) {
+  const int n = static_cast<int>(c.nodes.size());
+  std::vector<bool> positive(n, false);
+  for (int32_t id = n - 1; id >= 0; --id) {
+    const Node& node = c.nodes[id];
+    auto need = [&positive, &node](size_t i) {
+      if (i < node.args.size()) positive[node.args[i]] = true;
+    };
+    switch (node.kind) {
+      case OpKind::kLog:
+      case OpKind::kLog2:
+      case OpKind::kSqrt:
+      case OpKind::kRsqrt:
+      case OpKind::kReciprocal:
+      case OpKind::kPow:
+        need(0);
+        break;
+      case OpKind::kDiv:
+        need(1);
+        break;
+      default:
+        break;
+    }
+    if (!positive[id]) continue;
+    // A positive result is wanted: pass it on through ops that keep the sign
+    // of positive operands. exp, sigmoid, softplus are positive anyway.
+    switch (node.kind) {
+      case OpKind::kAdd:
+      case OpKind::kMul:
+      case OpKind::kMaximum:
+      case OpKind::kMinimum:
+      case OpKind::kCast:
+      case OpKind::kRelu:
+      case OpKind::kCeil:
+      case OpKind::kTanh:
+      case OpKind::kErf:
+      case OpKind::kGeluErf:
+      case OpKind::kGeluTanh:
+      case OpKind::kSilu:
+      case OpKind::kMatmul:
+      case OpKind::kConcat:
+        for (size_t i = 0; i < node.args.size(); ++i) need(i);
+        break;
+      case OpKind::kDiv:
+      case OpKind::kSub:
+        need(0);
+        break;
+      case OpKind::kWhere:
+        need(1);
+        need(2);
+        break;
+      default:
+        if (IsReduction(node.kind) || IsLayout(node.kind)) need(0);
+        break;
+    }
+  }
+  std::vector<Domain> out;
+  for (int32_t id = 0; id < n; ++id) {
+    if (c.nodes[id].kind != OpKind::kInput) continue;
+    out.push_back(positive[id] ? Domain::kPositive : Domain::kAny);
+  }
+  return out;
+}
+
+std::vector<int64_t> SymbolValuesForTuning(const Chain& c) {
+  std::vector<int64_t> out;
+  for (const SymbolInfo& s : c.symbols) {
+    int64_t v = int64_t{1} << 20;
+    if (s.hint > 0) {
+      v = 1;
+      while (v < s.hint && v < (int64_t{1} << 62)) v <<= 1;
+    }
+    if (s.max > 0) v = std::min(v, s.max);
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace kfuse

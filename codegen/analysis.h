@@ -1,0 +1,48 @@
+// Static figures of a chain for the roofline, the references and the tuner:
+// the work a kernel must do, the domain to draw each input from, and the
+// symbol values to tune at.
+//
+//   std::vector<int64_t> sizes = SymbolValuesForTuning(chain);
+//   RooflineReport r = Roofline(AnalyzeWork(chain, group.nodes, sizes), ceilings);
+#ifndef KFUSE_CODEGEN_ANALYSIS_H_
+#define KFUSE_CODEGEN_ANALYSIS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "codegen/ir.h"
+#include "core/roofline.h"
+
+namespace kfuse {
+
+// The fewest bytes and the FLOPs (by kind, see the table in analysis.cc) of
+// the kernel computing `nodes` of validated `c` (all nodes when empty), with
+// symbol i at symbol_values[i]. Bytes: each chain input the kernel reads,
+// once and whole, plus each chain output it writes (one per output entry).
+// Intermediates inside the kernel cost nothing.
+Work AnalyzeWork(const Chain& c, const std::vector<int32_t>& nodes,
+                 absl::Span<const int64_t> symbol_values);
+
+// Elements of a type with symbol i at symbol_values[i] (missing: 1).
+double Elements(const TensorType& t, absl::Span<const int64_t> symbol_values);
+
+enum class Domain {
+  kAny,       // Any finite value.
+  kPositive,  // Strictly positive: it reaches log, sqrt, a divisor, ...
+  kUnit,      // In (0, 1). Reserved: no op needs it yet.
+};
+
+// Per chain input: kPositive when it flows (through sign-preserving ops:
+// arithmetic, casts, views, reductions, where's values) into log, log2,
+// sqrt, rsqrt, reciprocal, a pow base or a div denominator, so references
+// draw inputs where the function is defined.
+std::vector<Domain> InputDomains(const Chain& c);
+
+// Per symbol: its hint rounded up to a power of two (the shape bucket), or
+// 1 << 20 without a hint, clamped to the symbol's max when it has one.
+std::vector<int64_t> SymbolValuesForTuning(const Chain& c);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_CODEGEN_ANALYSIS_H_

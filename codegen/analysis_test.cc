@@ -1,0 +1,75 @@
+#include "codegen/analysis.h"
+
+#include "codegen/validate.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+TEST(AnalysisTest, WorkOfASmallChain) {
+  // y = exp(x + b) / 2 with x: bf16[N,64], b: f32[64]; N = 128.
+  Chain c;
+  c.symbols = {{"N", 0, 0}};
+  int x = c.AddInput(TensorType{DType::kBF16, {Dim::Sym(0), Dim::Static(64)}});
+  int b = c.AddInput(TensorType{DType::kF32, {Dim::Static(64)}});
+  int s = c.AddOp(OpKind::kAdd, {x, b});
+  int e = c.AddOp(OpKind::kExp, {s});
+  int y = c.AddOp(OpKind::kDiv, {e, c.AddConstant(2)});
+  c.outputs = {y, y};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  Work w = AnalyzeWork(*v, {}, {128});
+  const double n = 128 * 64;
+  // Reads x (2 bytes) and b (4 bytes) once; writes the f32 output twice.
+  EXPECT_DOUBLE_EQ(w.bytes, n * 2 + 64 * 4 + 2 * n * 4);
+  // add 1 fma; exp 2 fma + 1 special; div 1 fma + 1 special.
+  EXPECT_DOUBLE_EQ(w.flops.fma, 4 * n);
+  EXPECT_DOUBLE_EQ(w.flops.special, 2 * n);
+  EXPECT_DOUBLE_EQ(w.flops.tensor, 0);
+
+  // The same for the kernel of nodes {s, e, y}.
+  Work k = AnalyzeWork(*v, {s, e, y}, {128});
+  EXPECT_DOUBLE_EQ(k.bytes, w.bytes);
+  EXPECT_DOUBLE_EQ(k.flops.fma, w.flops.fma);
+}
+
+TEST(AnalysisTest, MatmulAndReductionFlops) {
+  Chain c;
+  int a = c.AddInput(TensorType{DType::kBF16, {Dim::Static(8), Dim::Static(32)}});
+  int b = c.AddInput(TensorType{DType::kBF16, {Dim::Static(32), Dim::Static(16)}});
+  int m = c.AddOp(OpKind::kMatmul, {a, b});
+  int r = c.AddOp(OpKind::kReduceMean, {m});
+  c.nodes[r].axes = {1};
+  c.outputs = {r};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  Work w = AnalyzeWork(*v, {}, {});
+  EXPECT_DOUBLE_EQ(w.flops.tensor, 2.0 * 8 * 16 * 32);
+  EXPECT_DOUBLE_EQ(w.flops.fma, 8 * 16 + 8);
+  EXPECT_DOUBLE_EQ(w.bytes, (8 * 32 + 32 * 16 + 8) * 2.0);
+}
+
+TEST(AnalysisTest, InputDomains) {
+  // log(a * b) + sqrt(exp(c)) / (d - e) + f
+  Chain ch;
+  int in[6];
+  for (int& i : in) i = ch.AddInput(TensorType{DType::kF32, {Dim::Static(4)}});
+  int l = ch.AddOp(OpKind::kLog, {ch.AddOp(OpKind::kMul, {in[0], in[1]})});
+  int q = ch.AddOp(OpKind::kSqrt, {ch.AddOp(OpKind::kExp, {in[2]})});
+  int d = ch.AddOp(OpKind::kDiv, {q, ch.AddOp(OpKind::kSub, {in[3], in[4]})});
+  ch.outputs = {ch.AddOp(OpKind::kAdd, {ch.AddOp(OpKind::kAdd, {l, d}), in[5]})};
+  auto v = Validate(ch);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(InputDomains(*v),
+            (std::vector<Domain>{Domain::kPositive, Domain::kPositive, Domain::kAny,
+                                 Domain::kPositive, Domain::kAny, Domain::kAny}));
+}
+
+TEST(AnalysisTest, SymbolValuesForTuning) {
+  Chain c;
+  c.symbols = {{"a", 1000, 0}, {"b", 0, 0}, {"c", 3000, 2048 * 2}, {"d", 0, 500}, {"e", 1024, 0}};
+  EXPECT_EQ(SymbolValuesForTuning(c), (std::vector<int64_t>{1024, 1 << 20, 4096, 500, 1024}));
+}
+
+}  // namespace
+}  // namespace kfuse

@@ -1,0 +1,290 @@
+#include "codegen/canonicalize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/scalar_eval.h"
+#include "codegen/validate.h"
+#include "core/key.h"
+#include "core/status.h"
+
+namespace kfuse {
+namespace {
+
+// Bumped whenever the serialisation below changes meaning.
+constexpr char kHashVersion[] = "kfuse-chain-v1";
+
+uint64_t Bits(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+void AppendDims(const std::vector<Dim>& dims, std::string* out) {
+  absl::StrAppend(out, "[");
+  for (const Dim& d : dims) {
+    if (d.is_static()) {
+      absl::StrAppend(out, d.size, ",");
+    } else {
+      absl::StrAppend(out, "s", d.symbol, ",");
+    }
+  }
+  absl::StrAppend(out, "]");
+}
+
+void AppendInts(const std::vector<int64_t>& v, std::string* out) {
+  absl::StrAppend(out, "[");
+  for (int64_t x : v) absl::StrAppend(out, x, ",");
+  absl::StrAppend(out, "]");
+}
+
+// The node without its operands: the kind, the type and the attributes the
+// kind reads. Equal strings mean equal nodes given equal operands.
+std::string NodeBody(const Node& n) {
+  std::string s = absl::StrCat(static_cast<int>(n.kind), ":", static_cast<int>(n.type.dtype));
+  AppendDims(n.type.shape, &s);
+  switch (n.kind) {
+    case OpKind::kInput:
+      absl::StrAppend(&s, "#", n.input_index);
+      AppendInts(n.strides, &s);
+      break;
+    case OpKind::kConstant:
+      absl::StrAppend(&s, "d", static_cast<int>(n.dtype), "v", absl::Hex(Bits(n.value)));
+      break;
+    case OpKind::kCast:
+      absl::StrAppend(&s, "d", static_cast<int>(n.dtype));
+      break;
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMax:
+    case OpKind::kReduceMin:
+    case OpKind::kReduceMean:
+      AppendInts(n.axes, &s);
+      absl::StrAppend(&s, n.keepdim ? "k" : "");
+      break;
+    case OpKind::kPermute:
+      AppendInts(n.axes, &s);
+      break;
+    case OpKind::kReshape:
+    case OpKind::kExpand:
+      AppendDims(n.shape, &s);
+      break;
+    case OpKind::kIota:
+      AppendDims(n.shape, &s);
+      absl::StrAppend(&s, "a", n.axis, "d", static_cast<int>(n.dtype));
+      break;
+    case OpKind::kSlice:
+      absl::StrAppend(&s, "a", n.axis, ":", n.start, ":", n.stop, ":", n.step);
+      break;
+    case OpKind::kConcat:
+      absl::StrAppend(&s, "a", n.axis);
+      break;
+    default:
+      break;
+  }
+  return s;
+}
+
+// Explicit strides that say what empty strides say (dense row-major).
+bool IsDense(const Node& n) {
+  if (n.strides.size() != n.type.shape.size()) return false;
+  int64_t expect = 1;
+  for (size_t i = n.strides.size(); i-- > 0;) {
+    const Dim& d = n.type.shape[i];
+    if (!d.is_static() || n.strides[i] != expect) return false;
+    expect *= d.size;
+  }
+  return true;
+}
+
+// A copy holding only what the kind reads, so stale fields cannot split keys.
+Node Clean(const Node& n) {
+  Node m;
+  m.kind = n.kind;
+  m.args = n.args;
+  m.type = n.type;
+  m.wire_index = n.wire_index;
+  switch (n.kind) {
+    case OpKind::kInput:
+      m.input_index = n.input_index;
+      m.strides = n.strides;
+      if (IsDense(n)) m.strides.clear();
+      break;
+    case OpKind::kConstant:
+      m.dtype = n.dtype;
+      m.value = std::isnan(n.value) ? std::numeric_limits<double>::quiet_NaN() : n.value;
+      break;
+    case OpKind::kCast:
+      m.dtype = n.dtype;
+      break;
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMax:
+    case OpKind::kReduceMin:
+    case OpKind::kReduceMean:
+      m.axes = n.axes;
+      m.keepdim = n.keepdim;
+      break;
+    case OpKind::kPermute:
+      m.axes = n.axes;
+      break;
+    case OpKind::kReshape:
+    case OpKind::kExpand:
+      m.shape = n.shape;
+      break;
+    case OpKind::kIota:
+      m.shape = n.shape;
+      m.axis = n.axis;
+      m.dtype = n.dtype;
+      break;
+    case OpKind::kSlice:
+      m.axis = n.axis;
+      m.start = n.start;
+      m.stop = n.stop;
+      m.step = n.step;
+      break;
+    case OpKind::kConcat:
+      m.axis = n.axis;
+      break;
+    default:
+      break;
+  }
+  return m;
+}
+
+// FNV-1a: a stable 64-bit structural hash (only orders operands; equality is
+// always decided on exact keys).
+uint64_t Fnv(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void PostOrder(const std::vector<Node>& nodes, int32_t id, std::vector<bool>* seen,
+               std::vector<int32_t>* order) {
+  if ((*seen)[id]) return;
+  (*seen)[id] = true;
+  for (int32_t a : nodes[id].args) PostOrder(nodes, a, seen, order);
+  order->push_back(id);
+}
+
+}  // namespace
+
+Chain Canonicalize(const Chain& c) {
+  const int n_in = c.num_inputs();
+  const int n = static_cast<int>(c.nodes.size());
+  std::vector<bool> live(n, false);
+  for (int32_t o : c.outputs) live[o] = true;
+  for (int32_t id = n - 1; id >= 0; --id) {
+    if (!live[id]) continue;
+    for (int32_t a : c.nodes[id].args) live[a] = true;
+  }
+
+  // Merge, fold and order operands into `tmp`, in the original order.
+  Chain tmp;
+  tmp.symbols = c.symbols;
+  std::vector<int32_t> rep(n, -1);
+  std::vector<uint64_t> shash;
+  std::map<std::string, int32_t> seen;
+  for (int32_t id = 0; id < n; ++id) {
+    if (id >= n_in && !live[id]) continue;
+    Node m = Clean(c.nodes[id]);
+    for (int32_t& a : m.args) a = rep[a];
+    if (IsCommutative(m.kind)) {
+      std::sort(m.args.begin(), m.args.end(), [&shash](int32_t x, int32_t y) {
+        return shash[x] != shash[y] ? shash[x] < shash[y] : x < y;
+      });
+    }
+    bool all_constant = !m.args.empty() && IsElementwise(m.kind) && m.kind != OpKind::kCast;
+    std::vector<double> values;
+    for (int32_t a : m.args) {
+      all_constant = all_constant && tmp.nodes[a].kind == OpKind::kConstant;
+      values.push_back(tmp.nodes[a].value);
+    }
+    if (all_constant) {
+      tmp.nodes.push_back(m);  // ComputeDType reads the node in context.
+      DType compute = ComputeDType(tmp, static_cast<int32_t>(tmp.nodes.size() - 1));
+      bool weak = IsWeakScalar(tmp, static_cast<int32_t>(tmp.nodes.size() - 1));
+      tmp.nodes.pop_back();
+      double r;
+      if (FoldExactly(m, compute, values, &r)) {
+        Node k;
+        k.kind = OpKind::kConstant;
+        k.type = m.type;
+        k.dtype = weak ? DType::kInvalid : m.type.dtype;
+        k.value = r;
+        k.wire_index = m.wire_index;
+        m = std::move(k);
+      }
+    }
+    std::string key = NodeBody(m);
+    std::string hkey = key;
+    for (int32_t a : m.args) {
+      absl::StrAppend(&key, ",%", a);
+      absl::StrAppend(&hkey, ",", absl::Hex(shash[a]));
+    }
+    auto [it, inserted] = seen.emplace(key, static_cast<int32_t>(tmp.nodes.size()));
+    rep[id] = it->second;
+    if (inserted) {
+      tmp.nodes.push_back(std::move(m));
+      shash.push_back(Fnv(hkey));
+    }
+  }
+
+  // Final ids: inputs first, then a post-order walk from the outputs.
+  std::vector<bool> visited(tmp.nodes.size(), false);
+  std::vector<int32_t> order;
+  for (int32_t i = 0; i < n_in; ++i) PostOrder(tmp.nodes, i, &visited, &order);
+  for (int32_t o : c.outputs) PostOrder(tmp.nodes, rep[o], &visited, &order);
+  std::vector<int32_t> new_id(tmp.nodes.size(), -1);
+  for (size_t i = 0; i < order.size(); ++i) new_id[order[i]] = static_cast<int32_t>(i);
+
+  Chain out;
+  out.input_names = c.input_names;
+  out.output_names = c.output_names;
+  for (int32_t old : order) {
+    Node m = tmp.nodes[old];
+    for (int32_t& a : m.args) a = new_id[a];
+    out.nodes.push_back(std::move(m));
+  }
+  for (int32_t o : c.outputs) out.outputs.push_back(new_id[rep[o]]);
+
+  // Symbols by first use.
+  std::vector<int32_t> sym(c.symbols.size(), -1);
+  auto renumber = [&](std::vector<Dim>& dims) {
+    for (Dim& d : dims) {
+      if (d.is_static()) continue;
+      if (sym[d.symbol] < 0) {
+        sym[d.symbol] = static_cast<int32_t>(out.symbols.size());
+        out.symbols.push_back(c.symbols[d.symbol]);
+      }
+      d.symbol = sym[d.symbol];
+    }
+  };
+  for (Node& m : out.nodes) {
+    renumber(m.type.shape);
+    renumber(m.shape);
+  }
+  return out;
+}
+
+std::string ChainHash(const Chain& c) {
+  std::string s = kHashVersion;
+  absl::StrAppend(&s, "\nsymbols");
+  for (const SymbolInfo& sym : c.symbols) absl::StrAppend(&s, " max=", sym.max);
+  for (const Node& n : c.nodes) {
+    absl::StrAppend(&s, "\n", NodeBody(n));
+    for (int32_t a : n.args) absl::StrAppend(&s, ",%", a);
+  }
+  absl::StrAppend(&s, "\noutputs");
+  for (int32_t o : c.outputs) absl::StrAppend(&s, ",%", o);
+  return Sha256Hex(s);
+}
+
+}  // namespace kfuse

@@ -1,0 +1,272 @@
+#include "codegen/canonicalize.h"
+
+#include <functional>
+#include <string>
+
+#include "codegen/validate.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+// Builds, validates and canonicalises; returns the canonical chain.
+Chain Canon(const std::function<void(Chain&)>& build) {
+  Chain c;
+  build(c);
+  auto v = Validate(c);
+  EXPECT_TRUE(v.ok()) << v.status();
+  if (!v.ok()) return Chain{};
+  return Canonicalize(*v);
+}
+
+std::string Hash(const std::function<void(Chain&)>& build) { return ChainHash(Canon(build)); }
+
+// x: f32[N,64], b: f32[64].
+void Inputs(Chain& c, const char* n = "N", DType t = DType::kF32, int64_t width = 64) {
+  c.symbols = {{n, 0, 0}};
+  c.input_names = {"x", "b"};
+  c.output_names = {"y"};
+  c.AddInput(TensorType{t, {Dim::Sym(0), Dim::Static(width)}});
+  c.AddInput(TensorType{t, {Dim::Static(width)}});
+}
+
+// y = relu(x + b) * 2.
+void Base(Chain& c) {
+  Inputs(c);
+  int s = c.AddOp(OpKind::kAdd, {0, 1});
+  int r = c.AddOp(OpKind::kRelu, {s});
+  c.outputs.push_back(c.AddOp(OpKind::kMul, {r, c.AddConstant(2)}));
+}
+
+TEST(CanonicalizeTest, EquivalentChainsHashAlike) {
+  const std::string base = Hash(Base);
+  EXPECT_EQ(base.size(), 64u);
+  struct Case {
+    const char* name;
+    std::function<void(Chain&)> build;
+  } cases[] = {
+      {"dead ops",
+       [](Chain& c) {
+         Inputs(c);
+         c.AddOp(OpKind::kExp, {0});
+         int s = c.AddOp(OpKind::kAdd, {0, 1});
+         int r = c.AddOp(OpKind::kRelu, {s});
+         c.AddOp(OpKind::kLog, {r});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {r, c.AddConstant(2)}));
+       }},
+      {"commutative order",
+       [](Chain& c) {
+         Inputs(c);
+         int two = c.AddConstant(2);
+         int s = c.AddOp(OpKind::kAdd, {1, 0});
+         int r = c.AddOp(OpKind::kRelu, {s});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {two, r}));
+       }},
+      {"names",
+       [](Chain& c) {
+         Inputs(c, "rows");
+         c.input_names = {"activations", "bias"};
+         c.output_names = {"out"};
+         int s = c.AddOp(OpKind::kAdd, {0, 1});
+         int r = c.AddOp(OpKind::kRelu, {s});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {r, c.AddConstant(2)}));
+       }},
+      {"exact folding",
+       [](Chain& c) {
+         Inputs(c);
+         int s = c.AddOp(OpKind::kAdd, {0, 1});
+         int r = c.AddOp(OpKind::kRelu, {s});
+         int k = c.AddOp(OpKind::kSub, {c.AddConstant(5), c.AddConstant(3)});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {r, k}));
+       }},
+  };
+  for (const Case& k : cases) EXPECT_EQ(Hash(k.build), base) << k.name;
+}
+
+TEST(CanonicalizeTest, DuplicatesAndIndependentOrderMerge) {
+  auto once = [](Chain& c) {
+    Inputs(c);
+    int e = c.AddOp(OpKind::kExp, {0});
+    int l = c.AddOp(OpKind::kLog, {1});
+    int s = c.AddOp(OpKind::kAdd, {e, l});
+    c.outputs.push_back(c.AddOp(OpKind::kMul, {s, s}));
+  };
+  auto twice = [](Chain& c) {
+    Inputs(c);
+    int l = c.AddOp(OpKind::kLog, {1});
+    int e = c.AddOp(OpKind::kExp, {0});
+    int s1 = c.AddOp(OpKind::kAdd, {e, l});
+    int e2 = c.AddOp(OpKind::kExp, {0});
+    int s2 = c.AddOp(OpKind::kAdd, {l, e2});
+    c.outputs.push_back(c.AddOp(OpKind::kMul, {s2, s1}));
+  };
+  Chain a = Canon(once), b = Canon(twice);
+  EXPECT_EQ(ToString(a), ToString(b));
+  EXPECT_EQ(ChainHash(a), ChainHash(b));
+  EXPECT_EQ(a.nodes.size(), 6u);  // 2 inputs, exp, log, add, mul.
+}
+
+TEST(CanonicalizeTest, DifferentChainsHashDifferently) {
+  const std::string base = Hash(Base);
+  struct Case {
+    const char* name;
+    std::function<void(Chain&)> build;
+  } cases[] = {
+      {"constant",
+       [](Chain& c) {
+         Inputs(c);
+         int r = c.AddOp(OpKind::kRelu, {c.AddOp(OpKind::kAdd, {0, 1})});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {r, c.AddConstant(3)}));
+       }},
+      {"float constant of the same value",
+       [](Chain& c) {
+         Inputs(c);
+         int r = c.AddOp(OpKind::kRelu, {c.AddOp(OpKind::kAdd, {0, 1})});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {r, c.AddConstant(2, DType::kF32)}));
+       }},
+      {"cast",
+       [](Chain& c) {
+         Inputs(c);
+         int r = c.AddOp(OpKind::kRelu, {c.AddOp(OpKind::kAdd, {0, 1})});
+         r = c.AddCast(c.AddCast(r, DType::kBF16), DType::kF32);
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {r, c.AddConstant(2)}));
+       }},
+      {"dtype",
+       [](Chain& c) {
+         Inputs(c, "N", DType::kBF16);
+         int r = c.AddOp(OpKind::kRelu, {c.AddOp(OpKind::kAdd, {0, 1})});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {r, c.AddConstant(2)}));
+       }},
+      {"shape",
+       [](Chain& c) {
+         Inputs(c, "N", DType::kF32, 32);
+         int r = c.AddOp(OpKind::kRelu, {c.AddOp(OpKind::kAdd, {0, 1})});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {r, c.AddConstant(2)}));
+       }},
+      {"operand order of sub",
+       [](Chain& c) {
+         Inputs(c);
+         int r = c.AddOp(OpKind::kRelu, {c.AddOp(OpKind::kSub, {0, 1})});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {r, c.AddConstant(2)}));
+       }},
+      {"strides",
+       [](Chain& c) {
+         Inputs(c);
+         c.nodes[1].strides = {0};
+         int r = c.AddOp(OpKind::kRelu, {c.AddOp(OpKind::kAdd, {0, 1})});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {r, c.AddConstant(2)}));
+       }},
+      {"two outputs",
+       [](Chain& c) {
+         Base(c);
+         c.outputs.push_back(c.outputs[0]);
+       }},
+  };
+  for (const Case& k : cases) EXPECT_NE(Hash(k.build), base) << k.name;
+}
+
+TEST(CanonicalizeTest, SymbolIdentityCounts) {
+  auto build = [](bool same) {
+    return [same](Chain& c) {
+      c.symbols = {{"N", 0, 0}, {"M", 0, 0}};
+      int x = c.AddInput(TensorType{DType::kF32, {Dim::Sym(0)}});
+      int y = c.AddInput(TensorType{DType::kF32, {Dim::Sym(same ? 0 : 1)}});
+      c.outputs = {c.AddOp(OpKind::kNeg, {x}), c.AddOp(OpKind::kNeg, {y})};
+    };
+  };
+  EXPECT_NE(Hash(build(true)), Hash(build(false)));
+}
+
+TEST(CanonicalizeTest, SymbolsRenumberedByFirstUse) {
+  Chain c = Canon([](Chain& c) {
+    c.symbols = {{"unused", 0, 0}, {"M", 0, 0}, {"N", 0, 0}};
+    int x = c.AddInput(TensorType{DType::kF32, {Dim::Sym(2), Dim::Sym(1)}});
+    c.outputs = {c.AddOp(OpKind::kNeg, {x})};
+  });
+  ASSERT_EQ(c.symbols.size(), 2u);
+  EXPECT_EQ(c.symbols[0].name, "N");
+  EXPECT_EQ(c.symbols[1].name, "M");
+  EXPECT_EQ(c.nodes[0].type.shape, (std::vector<Dim>{Dim::Sym(0), Dim::Sym(1)}));
+}
+
+TEST(CanonicalizeTest, FoldsOnlyExactArithmetic) {
+  Chain c = Canon([](Chain& c) {
+    int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4)}});
+    int six = c.AddOp(OpKind::kMul, {c.AddConstant(2, DType::kF32), c.AddConstant(3, DType::kF32)});
+    int e = c.AddOp(OpKind::kExp, {c.AddConstant(1, DType::kF32)});
+    int third =
+        c.AddOp(OpKind::kDiv, {c.AddConstant(1, DType::kF32), c.AddConstant(3, DType::kF32)});
+    int half =
+        c.AddOp(OpKind::kDiv, {c.AddConstant(1, DType::kF32), c.AddConstant(2, DType::kF32)});
+    int big =
+        c.AddOp(OpKind::kMul, {c.AddConstant(65504, DType::kF16), c.AddConstant(2, DType::kF16)});
+    int cast = c.AddCast(c.AddConstant(3, DType::kF32), DType::kBF16);
+    c.outputs = {c.AddOp(OpKind::kMul, {x, six}), e, third, half, big, cast};
+  });
+  std::string s = ToString(c);
+  EXPECT_NE(s.find("constant(6)"), std::string::npos) << s;
+  EXPECT_NE(s.find("constant(0.5)"), std::string::npos) << s;
+  EXPECT_NE(s.find("exp("), std::string::npos) << s;
+  EXPECT_NE(s.find("div("), std::string::npos) << s;   // 1/3 is not exact.
+  EXPECT_NE(s.find("mul(%"), std::string::npos) << s;  // 65504*2 overflows f16.
+  EXPECT_NE(s.find("cast("), std::string::npos) << s;  // Casts are never folded.
+}
+
+TEST(CanonicalizeTest, OutputsKeepOrderAndMayRepeat) {
+  Chain c = Canon([](Chain& c) {
+    int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4)}});
+    int a = c.AddOp(OpKind::kNeg, {x});
+    int b = c.AddOp(OpKind::kAbs, {x});
+    int a2 = c.AddOp(OpKind::kNeg, {x});
+    c.outputs = {b, a, a2, x};
+  });
+  ASSERT_EQ(c.outputs.size(), 4u);
+  EXPECT_EQ(c.outputs[1], c.outputs[2]);
+  EXPECT_EQ(c.nodes[c.outputs[0]].kind, OpKind::kAbs);
+  EXPECT_EQ(c.nodes[c.outputs[1]].kind, OpKind::kNeg);
+  EXPECT_EQ(c.outputs[3], 0);
+}
+
+TEST(CanonicalizeTest, IsIdempotentAndStillValid) {
+  Chain c = Canon([](Chain& c) {
+    Base(c);
+    c.AddOp(OpKind::kExp, {0});
+  });
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  Chain again = Canonicalize(*v);
+  EXPECT_EQ(ToString(again), ToString(c));
+  EXPECT_EQ(ChainHash(again), ChainHash(c));
+}
+
+TEST(CanonicalizeTest, KeepsAllInputsEvenUnused) {
+  Chain c = Canon([](Chain& c) {
+    c.AddInput(TensorType{DType::kF32, {Dim::Static(4)}});
+    int y = c.AddInput(TensorType{DType::kF32, {Dim::Static(4)}});
+    c.outputs = {c.AddOp(OpKind::kNeg, {y})};
+  });
+  EXPECT_EQ(c.num_inputs(), 2);
+  EXPECT_EQ(c.nodes[2].args, (std::vector<int32_t>{1}));
+}
+
+}  // namespace
+}  // namespace kfuse
+
+namespace kfuse {
+namespace {
+
+TEST(CanonicalizeTest, DeepSharedScalarDagFoldsUntilOverflow) {
+  Chain c = Canon([](Chain& c) {
+    int x = c.AddInput(TensorType{DType::kI32, {Dim::Static(2)}});
+    int t = c.AddConstant(1);
+    for (int i = 0; i < 40; ++i) t = c.AddOp(OpKind::kAdd, {t, t});
+    c.outputs = {c.AddOp(OpKind::kMul, {x, t})};
+  });
+  // 2^30 folds; 2^31 wraps in i32, so the adds from there on stay.
+  std::string s = ToString(c);
+  EXPECT_NE(s.find("constant(1073741824 weak)"), std::string::npos) << s;
+  EXPECT_EQ(c.nodes.size(), 1u + 1u + 10u + 1u);
+}
+
+}  // namespace
+}  // namespace kfuse

@@ -1,0 +1,46 @@
+// Helpers shared by the files that implement Validate(); not for other users.
+#ifndef KFUSE_CODEGEN_VALIDATE_INTERNAL_H_
+#define KFUSE_CODEGEN_VALIDATE_INTERNAL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "codegen/ir.h"
+#include "codegen/validate.h"
+
+namespace kfuse::validate_internal {
+
+// Client text for a message: quoted, at most 64 characters, escaped.
+std::string Quote(absl::string_view client_text);
+// "op 3 (add)" (wire index, else position among ops) or "inputs[2] (\"x\")".
+std::string NodeLabel(const Chain& c, int32_t id);
+// "[4,N]" (symbol names are client text: for messages only).
+std::string ShapeString(const Chain& c, const std::vector<Dim>& dims);
+// InvalidArgument "<label>: <field>: <what>" (field may be empty).
+absl::Status Bad(const Chain& c, int32_t id, absl::string_view field, absl::string_view what);
+// Unimplemented, same shape.
+absl::Status Unsupported(const Chain& c, int32_t id, absl::string_view field,
+                         absl::string_view what);
+
+bool IsKnownDType(DType t);
+// Supported by element-wise arithmetic (not i64/f64).
+bool IsComputeDType(DType t);
+
+// numpy broadcasting of two shapes; false when they do not broadcast.
+bool Broadcast(const std::vector<Dim>& a, const std::vector<Dim>& b, std::vector<Dim>* out);
+
+// Checks the attrs of a shape attribute (static > 0 or a known symbol).
+absl::Status CheckDims(const Chain& c, int32_t id, absl::string_view field,
+                       const std::vector<Dim>& dims);
+
+// Type inference for one node whose args are already typed.
+absl::Status InferElementwise(Chain& c, int32_t id);
+absl::Status InferReduction(Chain& c, int32_t id);
+absl::Status InferLayout(Chain& c, int32_t id);
+absl::Status InferMatmul(Chain& c, int32_t id);
+
+}  // namespace kfuse::validate_internal
+
+#endif  // KFUSE_CODEGEN_VALIDATE_INTERNAL_H_

@@ -1,0 +1,493 @@
+#include "codegen/validate.h"
+
+#include <functional>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+using ::testing::HasSubstr;
+
+TensorType T(DType t, std::vector<Dim> shape) { return TensorType{t, std::move(shape)}; }
+std::vector<Dim> S(std::initializer_list<int64_t> dims) {
+  std::vector<Dim> out;
+  for (int64_t d : dims) out.push_back(Dim::Static(d));
+  return out;
+}
+
+// An operand description for the promotion table: a tensor of a dtype and
+// rank, or a weak constant.
+struct Operand {
+  DType dtype;
+  int rank;  // 0: zero-dim tensor; -1: weak scalar with `value`.
+  double value = 0;
+};
+
+int32_t Add(Chain& c, const Operand& o) {
+  if (o.rank < 0) return c.AddConstant(o.value);
+  std::vector<Dim> shape(o.rank, Dim::Static(4));
+  return c.AddInput(T(o.dtype, shape));
+}
+
+TEST(ValidateTest, BinaryPromotionTable) {
+  const Operand kWeakInt{DType::kInvalid, -1, 2}, kWeakFloat{DType::kInvalid, -1, 2.5};
+  struct Case {
+    OpKind op;
+    Operand a, b;
+    DType want;
+  } cases[] = {
+      {OpKind::kAdd, {DType::kF32, 1}, {DType::kI32, 1}, DType::kF32},
+      {OpKind::kAdd, {DType::kBF16, 1}, {DType::kF16, 1}, DType::kF32},
+      {OpKind::kAdd, {DType::kI32, 1}, {DType::kBool, 1}, DType::kI32},
+      {OpKind::kAdd, {DType::kBool, 1}, {DType::kBool, 1}, DType::kBool},
+      {OpKind::kMul, {DType::kBF16, 2}, kWeakInt, DType::kBF16},
+      {OpKind::kMul, {DType::kBF16, 2}, kWeakFloat, DType::kBF16},
+      {OpKind::kMul, {DType::kI32, 2}, kWeakFloat, DType::kF32},
+      {OpKind::kMul, {DType::kI32, 2}, kWeakInt, DType::kI32},
+      {OpKind::kAdd, {DType::kBool, 1}, kWeakInt, DType::kI32},
+      {OpKind::kAdd, {DType::kF16, 1}, {DType::kF32, 0}, DType::kF16},
+      {OpKind::kAdd, {DType::kI32, 1}, {DType::kF32, 0}, DType::kF32},
+      {OpKind::kAdd, {DType::kF32, 0}, {DType::kBF16, 0}, DType::kF32},
+      {OpKind::kDiv, {DType::kI32, 1}, {DType::kI32, 1}, DType::kF32},
+      {OpKind::kDiv, {DType::kBF16, 1}, {DType::kBF16, 1}, DType::kBF16},
+      {OpKind::kDiv, {DType::kI32, 1}, kWeakInt, DType::kF32},
+      {OpKind::kPow, {DType::kI32, 1}, kWeakInt, DType::kI32},
+      {OpKind::kPow, {DType::kF16, 1}, kWeakFloat, DType::kF16},
+      {OpKind::kEq, {DType::kF32, 1}, {DType::kI32, 1}, DType::kBool},
+      {OpKind::kLt, {DType::kBF16, 1}, kWeakFloat, DType::kBool},
+      {OpKind::kLogicalAnd, {DType::kF32, 1}, {DType::kI32, 1}, DType::kBool},
+      {OpKind::kMaximum, {DType::kF16, 1}, {DType::kBF16, 1}, DType::kF32},
+      {OpKind::kAdd, kWeakInt, kWeakFloat, DType::kF32},
+  };
+  for (const Case& k : cases) {
+    // Inputs must come first: tensors, then weak constants.
+    Chain d;
+    std::vector<int32_t> ids(2);
+    const Operand* ops[2] = {&k.a, &k.b};
+    for (int i = 0; i < 2; ++i) {
+      if (ops[i]->rank >= 0) ids[i] = Add(d, *ops[i]);
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (ops[i]->rank < 0) ids[i] = Add(d, *ops[i]);
+    }
+    d.outputs.push_back(d.AddOp(k.op, {ids[0], ids[1]}));
+    auto v = Validate(d);
+    ASSERT_TRUE(v.ok()) << OpName(k.op) << ": " << v.status();
+    EXPECT_EQ(v->nodes[d.outputs[0]].type.dtype, k.want)
+        << OpName(k.op) << " " << DTypeName(k.a.dtype) << "/" << k.a.rank << " with "
+        << DTypeName(k.b.dtype) << "/" << k.b.rank << ": got "
+        << DTypeName(v->nodes[d.outputs[0]].type.dtype);
+  }
+}
+
+TEST(ValidateTest, UnaryWhereCastAndConstantTypes) {
+  struct Case {
+    std::function<int32_t(Chain&)> build;
+    DType want;
+  } cases[] = {
+      {[](Chain& c) { return c.AddOp(OpKind::kExp, {c.AddInput(T(DType::kI32, S({3})))}); },
+       DType::kF32},
+      {[](Chain& c) { return c.AddOp(OpKind::kSigmoid, {c.AddInput(T(DType::kBool, S({3})))}); },
+       DType::kF32},
+      {[](Chain& c) { return c.AddOp(OpKind::kAbs, {c.AddInput(T(DType::kI32, S({3})))}); },
+       DType::kI32},
+      {[](Chain& c) { return c.AddOp(OpKind::kGeluTanh, {c.AddInput(T(DType::kBF16, S({3})))}); },
+       DType::kBF16},
+      {[](Chain& c) { return c.AddOp(OpKind::kLogicalNot, {c.AddInput(T(DType::kF32, S({3})))}); },
+       DType::kBool},
+      {[](Chain& c) {
+         int cond = c.AddInput(T(DType::kBool, S({3})));
+         int a = c.AddInput(T(DType::kI32, S({3})));
+         int b = c.AddInput(T(DType::kF16, S({3})));
+         return c.AddOp(OpKind::kWhere, {cond, a, b});
+       },
+       DType::kF16},
+      {[](Chain& c) {
+         int cond = c.AddInput(T(DType::kBool, S({3})));
+         return c.AddOp(OpKind::kWhere, {cond, c.AddConstant(1.5), c.AddConstant(0)});
+       },
+       DType::kF32},
+      {[](Chain& c) { return c.AddCast(c.AddInput(T(DType::kF32, S({3}))), DType::kBF16); },
+       DType::kBF16},
+      {[](Chain& c) { return c.AddConstant(3, DType::kF16); }, DType::kF16},
+      {[](Chain& c) { return c.AddConstant(0.1); }, DType::kF32},
+      {[](Chain& c) { return c.AddConstant(-7); }, DType::kI32},
+  };
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    Chain c;
+    int32_t out = cases[i].build(c);
+    c.outputs.push_back(out);
+    auto v = Validate(c);
+    ASSERT_TRUE(v.ok()) << i << ": " << v.status();
+    EXPECT_EQ(v->nodes[out].type.dtype, cases[i].want) << "case " << i;
+  }
+}
+
+TEST(ValidateTest, WeakFloatConstantIsHeldInF32) {
+  Chain c;
+  c.outputs.push_back(c.AddConstant(0.1));
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->nodes[0].value, static_cast<double>(0.1f));
+  EXPECT_TRUE(IsWeakScalar(*v, 0));
+}
+
+TEST(ValidateTest, ComputeDType) {
+  Chain c;
+  int x = c.AddInput(T(DType::kBF16, S({4})));
+  int i = c.AddInput(T(DType::kI32, S({4})));
+  int lt = c.AddOp(OpKind::kLt, {i, c.AddConstant(2.5)});
+  int dv = c.AddOp(OpKind::kDiv, {i, i});
+  int ex = c.AddOp(OpKind::kExp, {i});
+  int cast = c.AddCast(x, DType::kF32);
+  c.outputs = {lt, dv, ex, cast};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(ComputeDType(*v, lt), DType::kF32);
+  EXPECT_EQ(ComputeDType(*v, dv), DType::kF32);
+  EXPECT_EQ(ComputeDType(*v, ex), DType::kF32);
+  EXPECT_EQ(ComputeDType(*v, cast), DType::kBF16);
+}
+
+TEST(ValidateTest, Broadcasting) {
+  struct Case {
+    std::vector<Dim> a, b, want;
+  } cases[] = {
+      {S({4, 1}), S({3}), S({4, 3})},
+      {{Dim::Sym(0), Dim::Static(4)}, S({4}), {Dim::Sym(0), Dim::Static(4)}},
+      {{Dim::Sym(0), Dim::Static(1)}, {Dim::Static(1), Dim::Sym(1)}, {Dim::Sym(0), Dim::Sym(1)}},
+      {S({1}), {Dim::Sym(0)}, {Dim::Sym(0)}},
+      {{Dim::Sym(0)}, {Dim::Sym(0)}, {Dim::Sym(0)}},
+      {{}, S({2, 3}), S({2, 3})},
+  };
+  for (const Case& k : cases) {
+    Chain c;
+    c.symbols = {{"N", 0, 0}, {"M", 0, 0}};
+    int a = c.AddInput(T(DType::kF32, k.a));
+    int b = c.AddInput(T(DType::kF32, k.b));
+    c.outputs.push_back(c.AddOp(OpKind::kAdd, {a, b}));
+    auto v = Validate(c);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(v->nodes[2].type.shape, k.want);
+  }
+}
+
+TEST(ValidateTest, LayoutReductionAndMatmulShapes) {
+  Chain c;
+  c.symbols = {{"B", 0, 0}};
+  int x = c.AddInput(T(DType::kF32, {Dim::Sym(0), Dim::Static(6), Dim::Static(4)}));
+  int w = c.AddInput(T(DType::kF32, S({4, 5})));
+  int sum = c.AddOp(OpKind::kReduceSum, {x});
+  c.nodes[sum].axes = {-1, 1};
+  c.nodes[sum].keepdim = true;
+  int perm = c.AddOp(OpKind::kPermute, {x});
+  c.nodes[perm].axes = {2, 0, 1};
+  int slice = c.AddOp(OpKind::kSlice, {x});
+  c.nodes[slice].axis = 1;
+  c.nodes[slice].start = -5;
+  c.nodes[slice].stop = 100;
+  c.nodes[slice].step = 2;
+  int rs = c.AddOp(OpKind::kReshape, {x});
+  c.nodes[rs].shape = {Dim::Sym(0), Dim::Static(24)};
+  int mm = c.AddOp(OpKind::kMatmul, {x, w});
+  int cat = c.AddOp(OpKind::kConcat, {x, x});
+  c.nodes[cat].axis = -1;
+  c.outputs = {sum, perm, slice, rs, mm, cat};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->nodes[sum].axes, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(v->nodes[sum].type.shape,
+            (std::vector<Dim>{Dim::Sym(0), Dim::Static(1), Dim::Static(1)}));
+  EXPECT_EQ(v->nodes[perm].type.shape,
+            (std::vector<Dim>{Dim::Static(4), Dim::Sym(0), Dim::Static(6)}));
+  EXPECT_EQ(v->nodes[slice].start, 1);
+  EXPECT_EQ(v->nodes[slice].stop, 6);
+  EXPECT_EQ(v->nodes[slice].type.shape[1], Dim::Static(3));  // 1, 3, 5.
+  EXPECT_EQ(v->nodes[mm].type.shape,
+            (std::vector<Dim>{Dim::Sym(0), Dim::Static(6), Dim::Static(5)}));
+  EXPECT_EQ(v->nodes[cat].type.shape[2], Dim::Static(8));
+}
+
+// Each bad chain, the code and a piece of the message.
+TEST(ValidateTest, RejectsBadChains) {
+  using Build = std::function<void(Chain&)>;
+  auto in = [](Chain& c, DType t, std::vector<Dim> s) { return c.AddInput(T(t, std::move(s))); };
+  struct Case {
+    const char* name;
+    Build build;
+    absl::StatusCode code;
+    const char* message;
+  } cases[] = {
+      {"empty", [](Chain&) {}, absl::StatusCode::kInvalidArgument, "empty chain"},
+      {"no outputs", [&](Chain& c) { c.AddOp(OpKind::kRelu, {in(c, DType::kF32, S({2}))}); },
+       absl::StatusCode::kInvalidArgument, "no outputs"},
+      {"dangling output",
+       [&](Chain& c) {
+         in(c, DType::kF32, S({2}));
+         c.outputs.push_back(7);
+       },
+       absl::StatusCode::kInvalidArgument, "outputs[0]: refers to no value (7)"},
+      {"forward ref",
+       [&](Chain& c) {
+         int x = in(c, DType::kF32, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, 2}));
+         c.AddOp(OpKind::kRelu, {x});
+       },
+       absl::StatusCode::kInvalidArgument, "op 0 (add): args[1]: forward reference"},
+      {"dangling arg",
+       [&](Chain& c) {
+         int x = in(c, DType::kF32, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, -3}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 0 (add): args[1]: refers to no value"},
+      {"arity",
+       [&](Chain& c) { c.outputs.push_back(c.AddOp(OpKind::kAdd, {in(c, DType::kF32, S({2}))})); },
+       absl::StatusCode::kInvalidArgument, "op 0 (add): args: takes 2 operands, got 1"},
+      {"unknown kind",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddOp(static_cast<OpKind>(999), {in(c, DType::kF32, S({2}))}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 0 (kind 999): kind: unknown op kind 999"},
+      {"where cond",
+       [&](Chain& c) {
+         int x = in(c, DType::kF32, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kWhere, {x, x, x}));
+       },
+       absl::StatusCode::kInvalidArgument, "args[0]: condition must be bool, got f32"},
+      {"broadcast",
+       [&](Chain& c) {
+         int a = in(c, DType::kF32, S({4, 3}));
+         int b = in(c, DType::kF32, S({5}));
+         c.AddOp(OpKind::kRelu, {a});
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {a, b}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "op 1 (add): args[1]: shapes [4,3] and [5] do not broadcast"},
+      {"symbols do not broadcast",
+       [&](Chain& c) {
+         c.symbols = {{"N", 0, 0}, {"M", 0, 0}};
+         int a = in(c, DType::kF32, {Dim::Sym(0)});
+         int b = in(c, DType::kF32, {Dim::Sym(1)});
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {a, b}));
+       },
+       absl::StatusCode::kInvalidArgument, "shapes [\"N\"] and [\"M\"] do not broadcast"},
+      {"symbol vs static",
+       [&](Chain& c) {
+         c.symbols = {{"N", 0, 0}};
+         int a = in(c, DType::kF32, {Dim::Sym(0)});
+         int b = in(c, DType::kF32, S({3}));
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {a, b}));
+       },
+       absl::StatusCode::kInvalidArgument, "do not broadcast"},
+      {"zero size",
+       [&](Chain& c) {
+         c.input_names = {"x", "y", "z"};
+         in(c, DType::kF32, S({2}));
+         in(c, DType::kF32, S({2}));
+         c.outputs.push_back(in(c, DType::kF32, S({2, 0})));
+       },
+       absl::StatusCode::kInvalidArgument, "inputs[2] (\"z\"): shape[1]: size must be positive"},
+      {"rank 9",
+       [&](Chain& c) {
+         c.outputs.push_back(in(c, DType::kF32, std::vector<Dim>(9, Dim::Static(1))));
+       },
+       absl::StatusCode::kInvalidArgument, "rank 9 exceeds the limit of 8"},
+      {"2^41 elements",
+       [&](Chain& c) {
+         c.outputs.push_back(in(c, DType::kF32, S({1 << 21, 1 << 20})));
+       },
+       absl::StatusCode::kInvalidArgument, "elements"},
+      {"symbol max counts",
+       [&](Chain& c) {
+         c.symbols = {{"N", 0, int64_t{1} << 40}};
+         c.outputs.push_back(in(c, DType::kF32, {Dim::Sym(0), Dim::Static(2)}));
+       },
+       absl::StatusCode::kInvalidArgument, "elements"},
+      {"strides length",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddInput(T(DType::kF32, S({2, 2})), {1}));
+       },
+       absl::StatusCode::kInvalidArgument, "strides: has 1 entries for rank 2"},
+      {"negative stride",
+       [&](Chain& c) { c.outputs.push_back(c.AddInput(T(DType::kF32, S({2})), {-1})); },
+       absl::StatusCode::kInvalidArgument, "strides[0]: must not be negative"},
+      {"i64 input", [&](Chain& c) { c.outputs.push_back(in(c, DType::kI64, S({2}))); },
+       absl::StatusCode::kUnimplemented, "dtype i64 not supported by element-wise ops"},
+      {"f64 cast",
+       [&](Chain& c) { c.outputs.push_back(c.AddCast(in(c, DType::kF32, S({2})), DType::kF64)); },
+       absl::StatusCode::kUnimplemented, "op 0 (cast): dtype: dtype f64 not supported"},
+      {"0.1 as i32", [&](Chain& c) { c.outputs.push_back(c.AddConstant(0.1, DType::kI32)); },
+       absl::StatusCode::kInvalidArgument,
+       "op 0 (constant): value: 0.1 is not exactly representable in i32"},
+      {"70000 as f16", [&](Chain& c) { c.outputs.push_back(c.AddConstant(70000, DType::kF16)); },
+       absl::StatusCode::kInvalidArgument, "not exactly representable in f16"},
+      {"0.1 as f32", [&](Chain& c) { c.outputs.push_back(c.AddConstant(0.1, DType::kF32)); },
+       absl::StatusCode::kInvalidArgument, "not exactly representable in f32"},
+      {"2 as bool", [&](Chain& c) { c.outputs.push_back(c.AddConstant(2, DType::kBool)); },
+       absl::StatusCode::kInvalidArgument, "not exactly representable in bool"},
+      {"unknown dtype",
+       [&](Chain& c) { c.outputs.push_back(in(c, static_cast<DType>(42), S({2}))); },
+       absl::StatusCode::kInvalidArgument, "unknown dtype 42"},
+      {"sub of bools",
+       [&](Chain& c) {
+         int b = in(c, DType::kBool, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kSub, {b, b}));
+       },
+       absl::StatusCode::kInvalidArgument, "sub of bool is not supported"},
+      {"reduce axis",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kReduceSum, {in(c, DType::kF32, S({2, 3}))});
+         c.nodes[r].axes = {2};
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument,
+       "op 0 (reduce_sum): axes[0]: axis 2 out of range for rank 2"},
+      {"reduce duplicate axis",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kReduceMax, {in(c, DType::kF32, S({2, 3}))});
+         c.nodes[r].axes = {1, -1};
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument, "axes[1]: axis 1 repeated"},
+      {"reshape count",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kReshape, {in(c, DType::kF32, S({2, 3}))});
+         c.nodes[r].shape = S({5});
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument, "cannot reshape [2,3] to [5]"},
+      {"permute",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kPermute, {in(c, DType::kF32, S({2, 3}))});
+         c.nodes[r].axes = {0, 0};
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument, "not a permutation"},
+      {"expand",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kExpand, {in(c, DType::kF32, S({2, 3}))});
+         c.nodes[r].shape = S({4, 3});
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument, "cannot expand [2,3] to [4,3]"},
+      {"slice step",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kSlice, {in(c, DType::kF32, S({4}))});
+         c.nodes[r].step = 0;
+         c.nodes[r].stop = 4;
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument, "step: must be positive"},
+      {"slice empty",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kSlice, {in(c, DType::kF32, S({4}))});
+         c.nodes[r].start = 3;
+         c.nodes[r].stop = 1;
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument, "the slice is empty"},
+      {"concat dims",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kConcat,
+                         {in(c, DType::kF32, S({2, 3})), in(c, DType::kF32, S({3, 3}))});
+         c.nodes[r].axis = 1;
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument, "differs from [2,3] outside axis 1"},
+      {"matmul inner",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddOp(
+             OpKind::kMatmul, {in(c, DType::kBF16, S({2, 3})), in(c, DType::kBF16, S({4, 5}))}));
+       },
+       absl::StatusCode::kInvalidArgument, "inner dims differ"},
+      {"matmul dtype",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddOp(
+             OpKind::kMatmul, {in(c, DType::kBF16, S({2, 3})), in(c, DType::kF16, S({3, 5}))}));
+       },
+       absl::StatusCode::kInvalidArgument, "dtype f16 differs from bf16"},
+      {"matmul int",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddOp(
+             OpKind::kMatmul, {in(c, DType::kI32, S({2, 3})), in(c, DType::kI32, S({3, 5}))}));
+       },
+       absl::StatusCode::kInvalidArgument, "matmul needs f16, bf16 or f32"},
+      {"input after op",
+       [&](Chain& c) {
+         c.AddConstant(1);
+         c.outputs.push_back(in(c, DType::kF32, S({2})));
+       },
+       absl::StatusCode::kInvalidArgument, "inputs must be the first nodes"},
+      {"hint over max",
+       [&](Chain& c) {
+         c.symbols = {{"N", 100, 10}};
+         c.outputs.push_back(in(c, DType::kF32, {Dim::Sym(0)}));
+       },
+       absl::StatusCode::kInvalidArgument, "symbols[0] (\"N\"): hint 100 exceeds max 10"},
+      {"client name escaped",
+       [&](Chain& c) {
+         c.input_names = {std::string("a\nb\"") + std::string(100, 'x')};
+         c.outputs.push_back(in(c, DType::kF32, S({-1})));
+       },
+       absl::StatusCode::kInvalidArgument, "inputs[0] (\"a\\x0ab\\\"xxx"},
+  };
+  for (const Case& k : cases) {
+    Chain c;
+    k.build(c);
+    auto v = Validate(c);
+    ASSERT_FALSE(v.ok()) << k.name;
+    EXPECT_EQ(v.status().code(), k.code) << k.name << ": " << v.status();
+    EXPECT_THAT(std::string(v.status().message()), HasSubstr(k.message)) << k.name;
+  }
+}
+
+TEST(ValidateTest, Limits) {
+  Limits limits;
+  limits.max_ops = 3;
+  limits.max_outputs = 1;
+  Chain c;
+  int x = c.AddInput(T(DType::kF32, S({2})));
+  int y = x;
+  for (int i = 0; i < 4; ++i) y = c.AddOp(OpKind::kNeg, {y});
+  c.outputs = {y};
+  EXPECT_THAT(std::string(Validate(c, limits).status().message()),
+              HasSubstr("4 ops; the limit is 3"));
+  limits.max_ops = 10;
+  c.outputs = {y, y};
+  EXPECT_THAT(std::string(Validate(c, limits).status().message()),
+              HasSubstr("2 outputs; the limit is 1"));
+}
+
+TEST(ValidateTest, LongNameIsTruncated) {
+  Chain c;
+  c.input_names = {std::string(200, 'q')};
+  c.outputs.push_back(c.AddInput(T(DType::kF32, S({0}))));
+  std::string m(Validate(c).status().message());
+  EXPECT_THAT(m, HasSubstr(std::string(64, 'q') + "...\""));
+  EXPECT_THAT(m, ::testing::Not(HasSubstr(std::string(65, 'q'))));
+}
+
+}  // namespace
+}  // namespace kfuse
+
+namespace kfuse {
+namespace {
+
+// A DAG of shared scalar subexpressions must not take exponential time.
+TEST(ValidateTest, DeepSharedScalarDagIsLinear) {
+  Chain c;
+  int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(2)}});
+  int t = c.AddConstant(1);
+  for (int i = 0; i < 500; ++i) t = c.AddOp(OpKind::kAdd, {t, t});
+  c.outputs = {c.AddOp(OpKind::kMul, {x, t})};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(IsWeakScalar(*v, t));
+  EXPECT_EQ(v->nodes[c.outputs[0]].type.dtype, DType::kF32);
+}
+
+}  // namespace
+}  // namespace kfuse

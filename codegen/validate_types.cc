@@ -1,0 +1,230 @@
+// Element-wise typing: PyTorch's type promotion with its three operand
+// priorities (dimensioned tensors, zero-dim tensors, wrapped Python scalars),
+// constants, casts and where.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/numeric.h"
+#include "codegen/validate.h"
+#include "codegen/validate_internal.h"
+#include "core/status.h"
+
+namespace kfuse {
+namespace {
+
+using namespace validate_internal;  // NOLINT: this file implements them.
+
+// PyTorch's priority groups: 2 dimensioned tensor, 1 zero-dim tensor,
+// 0 wrapped number (weak scalar).
+int Priority(const Chain& c, int32_t id) {
+  if (IsWeakScalar(c, id)) return 0;
+  return c.nodes[id].type.rank() > 0 ? 2 : 1;
+}
+
+// at::native::combine_categories without complex types.
+DType Combine(DType higher, DType lower) {
+  if (higher == DType::kInvalid) return lower;
+  if (lower == DType::kInvalid) return higher;
+  if (IsFloat(higher)) return higher;
+  if (higher == DType::kBool || IsFloat(lower)) return Promote(higher, lower);
+  return higher;
+}
+
+// at::result_type over some operands of a node.
+DType ResultType(const Chain& c, const std::vector<int32_t>& operands) {
+  DType group[3] = {DType::kInvalid, DType::kInvalid, DType::kInvalid};
+  for (int32_t a : operands) {
+    DType& g = group[Priority(c, a)];
+    DType t = c.nodes[a].type.dtype;
+    g = g == DType::kInvalid ? t : Promote(g, t);
+  }
+  return Combine(Combine(group[2], group[1]), group[0]);
+}
+
+bool IsFloatFunction(OpKind k) {
+  switch (k) {
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kRelu:
+    case OpKind::kSquare:
+    case OpKind::kFloor:
+    case OpKind::kCeil:
+    case OpKind::kLogicalNot:
+      return false;
+    default:
+      return IsUnary(k);
+  }
+}
+
+absl::Status TypeConstant(Chain& c, int32_t id) {
+  Node& n = c.nodes[id];
+  n.type.shape.clear();
+  if (n.dtype != DType::kInvalid) {
+    if (!IsKnownDType(n.dtype)) {
+      return Bad(c, id, "dtype", absl::StrCat("unknown dtype ", static_cast<int>(n.dtype)));
+    }
+    if (!IsComputeDType(n.dtype)) {
+      return Unsupported(c, id, "dtype",
+                         absl::StrCat("dtype ", std::string(DTypeName(n.dtype)),
+                                      " not supported by element-wise ops"));
+    }
+    if (!IsExactIn(n.dtype, n.value)) {
+      return Bad(c, id, "value",
+                 absl::StrCat(n.value, " is not exactly representable in ",
+                              std::string(DTypeName(n.dtype))));
+    }
+    n.type.dtype = n.dtype;
+    return absl::OkStatus();
+  }
+  // A weak scalar. Canonicalize() may have typed it already (a folded f32 3.0
+  // must stay a float scalar).
+  if (n.type.dtype != DType::kI32 && n.type.dtype != DType::kF32) {
+    bool integral = std::isfinite(n.value) && std::trunc(n.value) == n.value &&
+                    n.value >= -2147483648.0 && n.value < 2147483648.0 &&
+                    !(n.value == 0 && std::signbit(n.value));
+    n.type.dtype = integral ? DType::kI32 : DType::kF32;
+  }
+  if (n.type.dtype == DType::kI32 && !IsExactIn(DType::kI32, n.value)) {
+    return Bad(c, id, "value", absl::StrCat(n.value, " is not an i32 scalar"));
+  }
+  // Eager PyTorch holds a Python float in the op's compute type, f32 here.
+  if (n.type.dtype == DType::kF32) n.value = RoundTo(DType::kF32, n.value);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Iterative with a visited set: a recursive walk would be exponential on a
+// DAG of shared scalar subexpressions (a hostile chain of 512 of them).
+bool IsWeakScalar(const Chain& c, int32_t id) {
+  if (c.nodes[id].type.rank() > 0) return false;
+  std::vector<bool> seen(id + 1, false);
+  std::vector<int32_t> stack = {id};
+  seen[id] = true;
+  while (!stack.empty()) {
+    const Node& n = c.nodes[stack.back()];
+    stack.pop_back();
+    if (n.kind == OpKind::kConstant) {
+      if (n.dtype != DType::kInvalid) return false;
+      continue;
+    }
+    if (!IsElementwise(n.kind) || n.kind == OpKind::kCast || n.args.empty()) return false;
+    for (int32_t a : n.args) {
+      if (!seen[a]) {
+        seen[a] = true;
+        stack.push_back(a);
+      }
+    }
+  }
+  return true;
+}
+
+DType ComputeDType(const Chain& c, int32_t id) {
+  const Node& n = c.nodes[id];
+  switch (n.kind) {
+    case OpKind::kConstant:
+    case OpKind::kInput:
+      return n.type.dtype;
+    case OpKind::kCast:
+      return c.nodes[n.args[0]].type.dtype;
+    case OpKind::kWhere:
+      return n.type.dtype;
+    case OpKind::kLogicalAnd:
+    case OpKind::kLogicalOr:
+    case OpKind::kLogicalNot:
+      return DType::kBool;
+    default:
+      break;
+  }
+  if (IsUnary(n.kind)) {
+    DType t = c.nodes[n.args[0]].type.dtype;
+    return IsFloatFunction(n.kind) && !IsFloat(t) ? DType::kF32 : t;
+  }
+  if (IsBinary(n.kind)) {
+    DType t = ResultType(c, n.args);
+    if (n.kind == OpKind::kDiv && !IsFloat(t)) return DType::kF32;
+    return t;
+  }
+  return n.type.dtype;
+}
+
+namespace validate_internal {
+
+absl::Status InferElementwise(Chain& c, int32_t id) {
+  Node& n = c.nodes[id];
+  if (n.kind == OpKind::kConstant) return TypeConstant(c, id);
+  // Shapes: numpy broadcasting of all operands.
+  std::vector<Dim> shape;
+  for (size_t i = 0; i < n.args.size(); ++i) {
+    const TensorType& t = c.nodes[n.args[i]].type;
+    std::string field = absl::StrCat("args[", i, "]");
+    if (!IsComputeDType(t.dtype)) {
+      return Unsupported(c, id, field,
+                         absl::StrCat("dtype ", std::string(DTypeName(t.dtype)),
+                                      " not supported by element-wise ops"));
+    }
+    std::vector<Dim> next;
+    if (!Broadcast(shape, t.shape, &next)) {
+      return Bad(c, id, field,
+                 absl::StrCat("shapes ", ShapeString(c, shape), " and ", ShapeString(c, t.shape),
+                              " do not broadcast"));
+    }
+    shape = std::move(next);
+  }
+  n.type.shape = shape;
+  DType first = c.nodes[n.args[0]].type.dtype;
+
+  if (n.kind == OpKind::kCast) {
+    if (!IsKnownDType(n.dtype)) {
+      return Bad(c, id, "dtype",
+                 n.dtype == DType::kInvalid
+                     ? std::string("cast needs a target dtype")
+                     : absl::StrCat("unknown dtype ", static_cast<int>(n.dtype)));
+    }
+    if (!IsComputeDType(n.dtype)) {
+      return Unsupported(c, id, "dtype",
+                         absl::StrCat("dtype ", std::string(DTypeName(n.dtype)),
+                                      " not supported by element-wise ops"));
+    }
+    n.type.dtype = n.dtype;
+    return absl::OkStatus();
+  }
+  if (n.kind == OpKind::kWhere) {
+    if (first != DType::kBool) {
+      return Bad(c, id, "args[0]",
+                 absl::StrCat("condition must be bool, got ", std::string(DTypeName(first))));
+    }
+    n.type.dtype = ResultType(c, {n.args[1], n.args[2]});
+    return absl::OkStatus();
+  }
+  if (n.kind == OpKind::kLogicalNot || n.kind == OpKind::kLogicalAnd ||
+      n.kind == OpKind::kLogicalOr || IsComparison(n.kind)) {
+    n.type.dtype = DType::kBool;
+    return absl::OkStatus();
+  }
+  DType compute = ComputeDType(c, id);
+  if (compute == DType::kBool) {
+    switch (n.kind) {
+      case OpKind::kNeg:
+      case OpKind::kAbs:
+      case OpKind::kRelu:
+      case OpKind::kSquare:
+      case OpKind::kFloor:
+      case OpKind::kCeil:
+      case OpKind::kSub:
+      case OpKind::kPow:
+        return Bad(c, id, "args",
+                   absl::StrCat(std::string(OpName(n.kind)),
+                                " of bool is not supported; cast to a number first"));
+      default:
+        break;
+    }
+  }
+  n.type.dtype = compute;
+  return absl::OkStatus();
+}
+
+}  // namespace validate_internal
+}  // namespace kfuse
