@@ -1,0 +1,76 @@
+// Is a candidate's output right? Host-side comparison of a kernel's output
+// against the float64 reference, with eager PyTorch's own error as the
+// yardstick, so a fused kernel is held to the accuracy users already accept.
+//
+//   std::vector<double> ref = ...;                        // reference64 output
+//   ErrorStats eager = CompareToReference(DType::kBF16, eager_bytes, ref);
+//   OutputCheck c = CheckOutput(DType::kBF16, cand_bytes, ref, eager.max_abs_err, 2.0);
+//   if (!c.ok) { /* kWrongResult, c.message says where */ }
+#ifndef KFUSE_TUNER_CHECK_H_
+#define KFUSE_TUNER_CHECK_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "core/dtype.h"
+
+namespace kfuse {
+
+// Byte written into every output before a candidate runs. 0xFF.. is a NaN in
+// f32/f16/bf16/f64, an impossible bool, and -1 in i32/i64.
+inline constexpr unsigned char kPoisonByte = 0xFF;
+
+// Decodes `n` elements of `dtype` (f16/bf16 decoded exactly) to double.
+std::vector<double> ToDouble(DType dtype, const void* data, int64_t n);
+
+// Machine epsilon of a dtype: 2^-23 f32, 2^-10 f16, 2^-7 bf16, 2^-52 f64,
+// 0 for integers and bool (which must match exactly unless eager differs).
+double DTypeEpsilon(DType dtype);
+
+struct ErrorStats {
+  double max_abs_err = 0;          // Over positions where both are finite.
+  double max_abs_ref = 0;          // Over finite reference values.
+  int64_t special_mismatches = 0;  // NaN/inf in one and not the same in the other.
+  int64_t first_special_mismatch = -1;
+  int64_t worst_index = -1;  // Where max_abs_err is.
+};
+
+ErrorStats CompareToReference(DType dtype, const void* data, absl::Span<const double> ref);
+
+// The largest acceptable max-abs error for one output:
+// slack * eager_max_err + 4 * eps(dtype) * max_abs_ref. The second term lets a
+// candidate differ by a few roundings when eager happens to be exact.
+double Tolerance(DType dtype, double eager_max_err, double max_abs_ref, double slack);
+
+struct OutputCheck {
+  bool ok = false;
+  std::string message;  // Why not, or "max err 1.2e-3 (tol 4e-3)".
+  double max_abs_err = 0;
+};
+
+// A candidate's output (raw bytes, poisoned before launch) passes when:
+// every element was written (no poison pattern left where the reference is
+// not NaN; for bool, every byte is 0 or 1); NaN and inf positions match the
+// reference; and the max-abs error over finite positions is within
+// Tolerance(). `name` prefixes the message ("output 0").
+OutputCheck CheckOutput(DType dtype, const void* data, absl::Span<const double> ref,
+                        double eager_max_err, double slack, const std::string& name = "output");
+
+// Elements whose bytes are still the poison pattern (floats: where the
+// reference is not NaN; bool: any byte not 0/1). Integers cannot be told from
+// a real -1 and are left to the value comparison. Returns the first index in
+// *first (if not null), or -1.
+int64_t CountUnwritten(DType dtype, const void* data, absl::Span<const double> ref,
+                       int64_t* first = nullptr);
+
+// Float <-> 16-bit conversions (round to nearest even), used to make inputs.
+uint16_t FloatToHalf(float f);
+uint16_t FloatToBF16(float f);
+float HalfToFloat(uint16_t h);
+float BF16ToFloat(uint16_t b);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_TUNER_CHECK_H_

@@ -1,0 +1,150 @@
+#include "tuner/check.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+using ::testing::HasSubstr;
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<float> Poisoned(size_t n) {
+  std::vector<float> v(n);
+  std::memset(v.data(), kPoisonByte, n * sizeof(float));
+  return v;
+}
+
+TEST(CheckTest, HalfAndBF16RoundTrip) {
+  struct Case {
+    float in;
+    float half;
+    float bf16;
+  };
+  const Case cases[] = {
+      {1.0f, 1.0f, 1.0f},
+      {-2.5f, -2.5f, -2.5f},
+      {65504.0f, 65504.0f, 65536.0f},
+      {1e-7f, std::ldexp(2.0f, -24), 1e-7f},       // Half subnormal: rounds to 2 x 2^-24.
+      {1.0f + std::ldexp(1.0f, -11), 1.0f, 1.0f},  // Tie: rounds to even.
+      {70000.0f, INFINITY, 70144.0f},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(HalfToFloat(FloatToHalf(c.in)), c.half) << c.in;
+    EXPECT_NEAR(BF16ToFloat(FloatToBF16(c.in)), c.bf16, std::fabs(c.bf16) * 1e-2) << c.in;
+  }
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(NAN))));
+  EXPECT_TRUE(std::isnan(BF16ToFloat(FloatToBF16(NAN))));
+  EXPECT_EQ(FloatToBF16(1.0f + std::ldexp(1.0f, -8)), FloatToBF16(1.0f));  // Tie to even.
+  // The poison pattern decodes as NaN in every float type.
+  EXPECT_TRUE(std::isnan(HalfToFloat(0xFFFF)));
+  EXPECT_TRUE(std::isnan(BF16ToFloat(0xFFFF)));
+}
+
+TEST(CheckTest, WithinTolerancePasses) {
+  std::vector<double> ref = {1.0, -2.0, 3.0, kNaN, kInf};
+  std::vector<float> got = {1.0f + 1e-6f, -2.0f, 3.0f - 2e-6f, NAN, INFINITY};
+  OutputCheck c = CheckOutput(DType::kF32, got.data(), ref, /*eager_max_err=*/1.5e-6, 2.0);
+  EXPECT_TRUE(c.ok) << c.message;
+  EXPECT_NEAR(c.max_abs_err, 2e-6, 1e-7);
+}
+
+TEST(CheckTest, ErrorAboveToleranceFails) {
+  std::vector<double> ref = {1.0, 2.0, 3.0};
+  std::vector<float> got = {1.0f, 2.01f, 3.0f};
+  OutputCheck c = CheckOutput(DType::kF32, got.data(), ref, 1e-6, 2.0, "output 1");
+  EXPECT_FALSE(c.ok);
+  EXPECT_THAT(c.message, HasSubstr("output 1"));
+  EXPECT_THAT(c.message, HasSubstr("element 1"));
+}
+
+TEST(CheckTest, FloorAllowsAFewRoundingsWhenEagerIsExact) {
+  // Eager exact (err 0), candidate one bf16 ulp off at magnitude 2: within
+  // 4 eps x max|ref| = 4 * 2^-7 * 2.
+  std::vector<double> ref = {2.0, 1.0};
+  std::vector<uint16_t> got = {FloatToBF16(2.0f + 2 * std::ldexp(1.0f, -7)), FloatToBF16(1.0f)};
+  EXPECT_TRUE(CheckOutput(DType::kBF16, got.data(), ref, 0.0, 2.0).ok);
+  got[0] = FloatToBF16(2.25f);  // 8 ulps: too far.
+  EXPECT_FALSE(CheckOutput(DType::kBF16, got.data(), ref, 0.0, 2.0).ok);
+}
+
+TEST(CheckTest, NaNPositionMismatchFails) {
+  struct Case {
+    const char* name;
+    double ref;
+    float got;
+  };
+  const Case cases[] = {
+      {"NaN expected, finite got", kNaN, 1.0f},    {"finite expected, NaN got", 1.0, NAN},
+      {"inf expected, finite got", kInf, 1e30f},   {"inf sign differs", kInf, -INFINITY},
+      {"finite expected, inf got", 1.0, INFINITY},
+  };
+  for (const Case& c : cases) {
+    std::vector<double> ref = {0.5, c.ref};
+    std::vector<float> got = {0.5f, c.got};
+    OutputCheck r = CheckOutput(DType::kF32, got.data(), ref, /*eager_max_err=*/1e9, 2.0);
+    EXPECT_FALSE(r.ok) << c.name;
+    EXPECT_THAT(r.message, HasSubstr("NaN/inf positions differ")) << c.name;
+  }
+}
+
+TEST(CheckTest, PoisonLeftBehindIsUnwritten) {
+  std::vector<double> ref = {1.0, 2.0, kNaN, 4.0};
+  std::vector<float> got = Poisoned(4);
+  got[0] = 1.0f;
+  got[3] = 4.0f;
+  // Element 1 still holds poison where the reference is 2: unwritten.
+  // Element 2 holds poison where the reference is NaN: cannot tell, allowed.
+  int64_t first = -2;
+  EXPECT_EQ(CountUnwritten(DType::kF32, got.data(), ref, &first), 1);
+  EXPECT_EQ(first, 1);
+  OutputCheck c = CheckOutput(DType::kF32, got.data(), ref, 1.0, 2.0);
+  EXPECT_FALSE(c.ok);
+  EXPECT_THAT(c.message, HasSubstr("1 of 4 elements not written (first at 1)"));
+  got[1] = 2.0f;
+  EXPECT_TRUE(CheckOutput(DType::kF32, got.data(), ref, 0.0, 2.0).ok);
+}
+
+TEST(CheckTest, BoolPoisonAndExactness) {
+  std::vector<double> ref = {0, 1, 1};
+  std::vector<uint8_t> got = {0, 1, 0xFF};
+  EXPECT_EQ(CountUnwritten(DType::kBool, got.data(), ref), 1);
+  got[2] = 0;
+  OutputCheck c = CheckOutput(DType::kBool, got.data(), ref, 0.0, 2.0);
+  EXPECT_FALSE(c.ok);  // Integers and bools must match exactly when eager does.
+  got[2] = 1;
+  EXPECT_TRUE(CheckOutput(DType::kBool, got.data(), ref, 0.0, 2.0).ok);
+}
+
+TEST(CheckTest, EagerErrorStats) {
+  std::vector<double> ref = {1.0, kNaN, -3.0, kInf};
+  std::vector<double> got = {1.5, kNaN, -3.25, 7.0};
+  ErrorStats s = CompareToReference(DType::kF64, got.data(), ref);
+  EXPECT_DOUBLE_EQ(s.max_abs_err, 0.5);
+  EXPECT_EQ(s.worst_index, 0);
+  EXPECT_DOUBLE_EQ(s.max_abs_ref, 3.0);
+  EXPECT_EQ(s.special_mismatches, 1);
+  EXPECT_EQ(s.first_special_mismatch, 3);
+}
+
+TEST(CheckTest, ToDoubleDecodesEveryType) {
+  int32_t i32[] = {-7, 9};
+  int64_t i64[] = {int64_t{1} << 40, -1};
+  uint16_t h[] = {FloatToHalf(0.5f), FloatToHalf(-3.0f)};
+  EXPECT_EQ(ToDouble(DType::kI32, i32, 2), (std::vector<double>{-7, 9}));
+  EXPECT_EQ(ToDouble(DType::kI64, i64, 2), (std::vector<double>{1099511627776.0, -1}));
+  EXPECT_EQ(ToDouble(DType::kF16, h, 2), (std::vector<double>{0.5, -3.0}));
+  EXPECT_EQ(DTypeEpsilon(DType::kI32), 0);
+  EXPECT_EQ(DTypeEpsilon(DType::kBF16), 1.0 / 128);
+}
+
+}  // namespace
+}  // namespace kfuse

@@ -1,0 +1,245 @@
+#include "tuner/runner.h"
+
+#include <chrono>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "tuner/worker_process.h"
+#include "tuner/worker_protocol.h"
+
+namespace kfuse {
+namespace {
+
+absl::Status ValidateKernel(const CompiledKernel& k, const std::string& name, const CheckTask& t) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", why));
+  };
+  if (k.spec.entry.empty()) return bad("no entry name");
+  if (k.cubin.empty() && k.ptx.empty()) return bad("no cubin or PTX");
+  for (size_t i = 0; i < k.spec.params.size(); ++i) {
+    const KernelParam& p = k.spec.params[i];
+    if (p.kind != KernelParam::Kind::kBuffer) continue;
+    size_t limit = p.buffer.kind == BufferRef::Kind::kInput    ? t.inputs.size()
+                   : p.buffer.kind == BufferRef::Kind::kOutput ? t.outputs.size()
+                                                               : 0;
+    if (p.buffer.index >= limit) {
+      return bad(absl::StrCat("params[", i, "] names buffer ", p.buffer.index,
+                              " of a kind the task has ", limit, " of"));
+    }
+  }
+  for (const SizeExpr* e : {&k.spec.grid.x, &k.spec.grid.y, &k.spec.grid.z, &k.spec.block.x,
+                            &k.spec.block.y, &k.spec.block.z}) {
+    absl::StatusOr<int64_t> v = e->Eval(t.symbol_values);
+    if (!v.ok()) return bad(absl::StrCat("launch dim ", e->ToString(), ": ", v.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateTask(const CheckTask& t) {
+  if (t.candidates.empty()) return absl::InvalidArgumentError("check task has no candidates");
+  if (t.outputs.empty()) return absl::InvalidArgumentError("check task has no outputs");
+  for (size_t i = 0; i < t.inputs.size() + t.outputs.size(); ++i) {
+    bool in = i < t.inputs.size();
+    const BufferSpec& b = in ? t.inputs[i] : t.outputs[i - t.inputs.size()];
+    std::string name =
+        in ? absl::StrCat("inputs[", i, "]") : absl::StrCat("outputs[", i - t.inputs.size(), "]");
+    if (b.dtype == DType::kInvalid || b.dtype > DType::kF64) {
+      return absl::InvalidArgumentError(name + ": invalid dtype");
+    }
+    if (b.domain > InputDomain::kUnit) return absl::InvalidArgumentError(name + ": invalid domain");
+    if (b.elements <= 0 || b.elements > (int64_t{1} << 40)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": element count ", b.elements, " is not in [1, 2^40]"));
+    }
+  }
+  if (!(t.slack >= 1)) return absl::InvalidArgumentError("slack must be >= 1");
+  if (!(t.watchdog_seconds > 0)) return absl::InvalidArgumentError("watchdog_seconds must be > 0");
+  if (t.timing.repeats < 1 || t.timing.warmup < 0 || !(t.timing.max_seconds > 0)) {
+    return absl::InvalidArgumentError("timing: repeats >= 1, warmup >= 0, max_seconds > 0");
+  }
+  for (size_t i = 0; i < t.candidates.size(); ++i) {
+    KFUSE_RETURN_IF_ERROR(ValidateKernel(t.candidates[i], absl::StrCat("candidates[", i, "]"), t));
+  }
+  KFUSE_RETURN_IF_ERROR(ValidateKernel(t.reference64, "reference64", t));
+  return ValidateKernel(t.eager, "eager", t);
+}
+
+int64_t TaskDeviceBytes(const CheckTask& t, int64_t l2_bytes) {
+  int64_t total = 0;
+  for (const BufferSpec& b : t.inputs) total += b.elements * DTypeBytes(b.dtype);
+  for (const BufferSpec& b : t.outputs) total += b.elements * (DTypeBytes(b.dtype) + 8);
+  if (t.timing.flush_l2) total += std::max<int64_t>(2 * l2_bytes, 1 << 20);
+  return total;
+}
+
+WorkerRunner::WorkerRunner(WorkerOptions opts) : opts_(std::move(opts)) {
+  if (opts_.worker_path.empty()) opts_.worker_path = DefaultWorkerPath();
+}
+
+WorkerRunner::~WorkerRunner() = default;
+
+int WorkerRunner::starts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return starts_;
+}
+
+absl::StatusOr<std::unique_ptr<WorkerRunner>> WorkerRunner::Create(WorkerOptions opts) {
+  std::unique_ptr<WorkerRunner> r(new WorkerRunner(std::move(opts)));
+  std::lock_guard<std::mutex> lock(r->mu_);
+  KFUSE_RETURN_IF_ERROR(r->EnsureStartedLocked());
+  return r;
+}
+
+absl::Status WorkerRunner::EnsureStartedLocked() {
+  if (worker_ != nullptr) return absl::OkStatus();
+  KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<WorkerProcess> w,
+                         WorkerProcess::Start(opts_.worker_path, opts_.device));
+  ++starts_;
+  KFUSE_RETURN_IF_ERROR(w->Send(kMsgHello, ""));
+  absl::StatusOr<Frame> f = w->Recv(opts_.start_timeout_seconds);
+  if (!f.ok()) {
+    std::string how = f.status().code() == absl::StatusCode::kDeadlineExceeded
+                          ? "did not answer in time"
+                          : w->ExitDescription();
+    return absl::UnavailableError(
+        absl::StrCat("tuning worker ", opts_.worker_path, " failed to start: ", how));
+  }
+  if (f->type != kMsgHelloReply)
+    return absl::DataLossError("tuning worker: unexpected reply to hello");
+  KFUSE_ASSIGN_OR_RETURN(HelloReply hello, DecodeHelloReply(f->payload));
+  KFUSE_RETURN_IF_ERROR(hello.status);  // Unavailable: no GPU.
+  device_ = hello.device;
+  worker_ = std::move(w);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceFingerprint> WorkerRunner::Device() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_;
+}
+
+absl::StatusOr<Ceilings> WorkerRunner::MeasureCeilings() {
+  std::lock_guard<std::mutex> lock(mu_);
+  KFUSE_RETURN_IF_ERROR(EnsureStartedLocked());
+  KFUSE_RETURN_IF_ERROR(worker_->Send(kMsgCeilings, ""));
+  absl::StatusOr<Frame> f = worker_->Recv(/*timeout_seconds=*/300);
+  if (!f.ok() || f->type != kMsgCeilingsReply) {
+    std::string why = f.ok() ? "unexpected reply" : std::string(f.status().message());
+    worker_.reset();  // Kills it; the next call starts a fresh one.
+    return absl::UnavailableError(absl::StrCat("measuring ceilings: worker failed: ", why));
+  }
+  KFUSE_ASSIGN_OR_RETURN(CeilingsReply reply, DecodeCeilingsReply(f->payload));
+  KFUSE_RETURN_IF_ERROR(reply.status);
+  return reply.ceilings;
+}
+
+absl::StatusOr<std::vector<Trial>> WorkerRunner::Run(
+    const CheckTask& task_in, const std::function<void(const Trial&)>& on_trial) {
+  KFUSE_RETURN_IF_ERROR(ValidateTask(task_in));
+  std::lock_guard<std::mutex> lock(mu_);
+  RunRequest req;
+  req.task = task_in;
+  req.memory_budget_bytes = opts_.memory_budget_bytes;
+  // One seed for the whole task, so a restarted worker sees the same inputs.
+  while (req.task.seed == 0) req.task.seed = std::random_device{}() * uint64_t{0x100000001};
+  const size_t n = task_in.candidates.size();
+  std::vector<Trial> trials(n);
+  for (size_t i = 0; i < n; ++i) {
+    const CompiledKernel& k = task_in.candidates[i];
+    trials[i].variant = k.spec.variant;
+    trials[i].compile_seconds = k.compile_seconds;
+    trials[i].resources = k.resources;
+  }
+  const double setup_timeout = opts_.start_timeout_seconds + 2 * task_in.watchdog_seconds;
+  const double candidate_timeout = task_in.watchdog_seconds + task_in.timing.max_seconds;
+
+  uint32_t next = 0;
+  // The stream is out of step: drop the worker so the next call starts clean.
+  auto lost = [&](absl::Status s) {
+    worker_.reset();
+    return s;
+  };
+  auto finish = [&](Outcome o, const std::string& msg) {
+    trials[next].outcome = o;
+    trials[next].message = msg;
+    if (on_trial) on_trial(trials[next]);
+    ++next;
+  };
+  while (next < n) {
+    KFUSE_RETURN_IF_ERROR(EnsureStartedLocked());
+    req.first_candidate = next;
+    if (!worker_->Send(kMsgRun, EncodeRunRequest(req)).ok()) {
+      // It died while idle (the GPU was reset, or it was killed): one fresh try.
+      std::string how = worker_->ExitDescription();
+      worker_.reset();
+      KFUSE_RETURN_IF_ERROR(EnsureStartedLocked());
+      if (!worker_->Send(kMsgRun, EncodeRunRequest(req)).ok()) {
+        worker_.reset();
+        return absl::UnavailableError(absl::StrCat("tuning worker died before the task: ", how));
+      }
+    }
+    bool in_setup = true;  // Until kMsgReady: inputs, reference64, eager.
+    while (true) {
+      absl::StatusOr<Frame> f = worker_->Recv(in_setup ? setup_timeout : candidate_timeout);
+      if (!f.ok()) {
+        bool timeout = f.status().code() == absl::StatusCode::kDeadlineExceeded;
+        if (timeout) worker_->Kill();
+        std::string how = timeout ? "killed after the watchdog" : worker_->ExitDescription();
+        worker_.reset();
+        if (next >= n) break;  // Every candidate was reported; it died at the end.
+        if (in_setup) {
+          return absl::InternalError(absl::StrCat(
+              "tuning worker failed while running the reference and eager kernels (",
+              timeout ? absl::StrCat("not finished within ", setup_timeout, " s") : how,
+              "): nothing can be checked"));
+        }
+        if (timeout) {
+          finish(Outcome::kTimeout,
+                 absl::StrCat("not finished within ", candidate_timeout,
+                              " s (watchdog + timing budget); worker killed and restarted"));
+        } else {
+          finish(Outcome::kFault, absl::StrCat("worker died: ", how));
+        }
+        break;
+      }
+      if (f->type == kMsgReady) {
+        in_setup = false;
+        continue;
+      }
+      if (f->type == kMsgTrial) {
+        absl::StatusOr<TrialResult> decoded = DecodeTrialResult(f->payload);
+        if (!decoded.ok()) return lost(decoded.status());
+        TrialResult& t = *decoded;
+        if (t.index != next) return lost(absl::DataLossError("tuning worker: trial out of order"));
+        trials[next].median_seconds = t.median_seconds;
+        trials[next].samples_seconds = std::move(t.samples_seconds);
+        finish(t.outcome, t.message);
+        continue;
+      }
+      if (f->type != kMsgTaskDone)
+        return lost(absl::DataLossError("tuning worker: unexpected message"));
+      absl::StatusOr<absl::Status> decoded = DecodeStatus(f->payload);
+      if (!decoded.ok()) return lost(decoded.status());
+      absl::Status done = *decoded;
+      if (done.code() == absl::StatusCode::kAborted) {
+        // A candidate faulted and the worker is exiting; restart for the rest.
+        worker_->ExitDescription();
+        worker_.reset();
+        break;
+      }
+      if (!done.ok()) {
+        worker_.reset();  // It may be exiting (the reference faulted); start afresh next time.
+        return done;
+      }
+      if (next != n) return lost(absl::DataLossError("tuning worker: task ended early"));
+      break;
+    }
+  }
+  return trials;
+}
+
+}  // namespace kfuse

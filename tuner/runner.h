@@ -1,0 +1,137 @@
+// Runs candidate kernels on a GPU: checks each against a float64 reference
+// with eager PyTorch's error as the yardstick, then times it. The tuner and
+// the service take a Runner so they can be tested with fakes; WorkerRunner is
+// the real one and keeps every candidate in a child process, because a kernel
+// that faults poisons its CUDA context and one that hangs holds the GPU.
+//
+//   WorkerOptions opts;                        // device 0, worker beside us
+//   absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(opts);
+//   if (!r.ok()) { /* Unavailable: no GPU, heuristic only */ }
+//   CheckTask task = ...;                      // candidates + reference64 + eager
+//   KFUSE_ASSIGN_OR_RETURN(std::vector<Trial> trials,
+//                          (*r)->Run(task, [](const Trial& t) { /* progress */ }));
+#ifndef KFUSE_TUNER_RUNNER_H_
+#define KFUSE_TUNER_RUNNER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/dtype.h"
+#include "core/launch.h"
+#include "core/roofline.h"
+#include "core/trial.h"
+
+namespace kfuse {
+
+// Where random inputs are drawn from, so functions with a restricted domain
+// (log, sqrt, asin) see valid arguments. Never all zeros.
+enum class InputDomain : uint8_t {
+  kAny = 0,       // Roughly normal, mean 0, sd 1.
+  kPositive = 1,  // Uniform (0.1, 4).
+  kUnit = 2,      // Uniform (-1, 1).
+};
+
+struct BufferSpec {
+  DType dtype = DType::kF32;
+  int64_t elements = 0;
+  InputDomain domain = InputDomain::kAny;  // Inputs only.
+};
+
+struct TimingOptions {
+  int warmup = 3;
+  int repeats = 30;
+  double max_seconds = 1.0;  // Per candidate: fewer repeats past this (at least 1).
+  bool flush_l2 = true;      // Overwrite 2x L2 before every timed launch.
+};
+
+// One kernel's candidates and how to judge them. Params of every kernel here
+// follow one contract: kBuffer params name input i / output j of the lists
+// below; kScalar params and grids are SizeExprs over symbol_values.
+struct CheckTask {
+  std::vector<CompiledKernel> candidates;  // Fast variants of ONE kernel.
+  CompiledKernel reference64;              // Same params; every output is f64 (8 bytes/element).
+  CompiledKernel eager;                    // Same params/outputs as candidates; eager rounding.
+  std::vector<int64_t> symbol_values;
+  std::vector<BufferSpec> inputs, outputs;  // outputs: the candidates' dtypes.
+  TimingOptions timing;
+  // A candidate passes when, per output, max |cand - ref| <=
+  // slack * max |eager - ref| + 4 * eps(dtype) * max |ref| (see tuner/check.h).
+  double slack = 2.0;
+  uint64_t seed = 0;  // 0: a fresh random seed (kept across worker restarts).
+  // A candidate that has not finished (launch, check and timing) this long
+  // after the timing budget is kTimeout; the worker is killed and restarted.
+  double watchdog_seconds = 10.0;
+};
+
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  // One Trial per candidate, in order; on_trial (may be empty) sees each as it
+  // finishes. A candidate that faults, hangs, launches badly or computes the
+  // wrong answer is a Trial outcome. Errors: InvalidArgument for a malformed
+  // task; Internal when the reference or eager kernel itself fails (nothing
+  // can be judged); Unavailable when the GPU is gone.
+  virtual absl::StatusOr<std::vector<Trial>> Run(
+      const CheckTask& task, const std::function<void(const Trial&)>& on_trial) = 0;
+  virtual absl::StatusOr<DeviceFingerprint> Device() = 0;
+  // Read, write and copy bandwidth; FMA, special-function and tensor rates.
+  virtual absl::StatusOr<Ceilings> MeasureCeilings() = 0;
+};
+
+struct WorkerOptions {
+  std::string worker_path;  // "": kfuse-worker next to /proc/self/exe.
+  int device = 0;
+  // Device bytes a task may allocate (buffers, references, L2 flush);
+  // larger tasks give kSkipped trials. 0: no limit beyond free memory.
+  int64_t memory_budget_bytes = 0;
+  double start_timeout_seconds = 60;  // Worker start-up, driver init included.
+};
+
+class WorkerProcess;  // tuner/worker_process.h
+
+class WorkerRunner : public Runner {
+ public:
+  // Starts the worker and asks it for the device. Unavailable when the worker
+  // finds no usable GPU (the service then runs heuristic only); NotFound when
+  // the worker binary is missing.
+  static absl::StatusOr<std::unique_ptr<WorkerRunner>> Create(WorkerOptions opts);
+  ~WorkerRunner() override;
+
+  // Thread-safe: one task at a time.
+  absl::StatusOr<std::vector<Trial>> Run(
+      const CheckTask& task, const std::function<void(const Trial&)>& on_trial) override;
+  absl::StatusOr<DeviceFingerprint> Device() override;
+  absl::StatusOr<Ceilings> MeasureCeilings() override;
+
+  // Worker processes started so far (1 + restarts); for tests and metrics.
+  int starts() const;
+
+ private:
+  explicit WorkerRunner(WorkerOptions opts);
+  absl::Status EnsureStartedLocked();
+
+  WorkerOptions opts_;
+  mutable std::mutex mu_;
+  std::unique_ptr<WorkerProcess> worker_;
+  DeviceFingerprint device_;
+  int starts_ = 0;
+};
+
+// Device bytes `task` allocates in the worker: inputs, candidate outputs,
+// f64 reference outputs, eager outputs, and the L2 flush buffer (2 x l2_bytes
+// when timing.flush_l2). What the memory budget is compared against.
+int64_t TaskDeviceBytes(const CheckTask& task, int64_t l2_bytes);
+
+// InvalidArgument naming the field when the task cannot be run: no
+// candidates, a buffer param out of range, an unevaluable grid, mismatched
+// output counts, non-positive sizes, slack < 1, watchdog <= 0.
+absl::Status ValidateTask(const CheckTask& task);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_TUNER_RUNNER_H_

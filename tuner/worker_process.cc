@@ -1,0 +1,102 @@
+#include "tuner/worker_process.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace kfuse {
+
+std::string DefaultWorkerPath() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "kfuse-worker";
+  std::string self(buf, static_cast<size_t>(n));
+  size_t slash = self.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/kfuse-worker";
+}
+
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const std::string& path,
+                                                                    int device) {
+  if (access(path.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("tuning worker ", path, " is not an executable file (",
+                                            std::strerror(errno), "); build kfuse-worker"));
+  }
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return absl::InternalError(absl::StrCat("socketpair: ", std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  // dup2 onto 3 clears close-on-exec for the child's copy only.
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 3);
+  std::vector<std::string> args = {path, "--fd=3", absl::StrCat("--device=", device),
+                                   absl::StrCat("--parent-pid=", getpid())};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return absl::InternalError(absl::StrCat("posix_spawn ", path, ": ", std::strerror(rc)));
+  }
+  return std::unique_ptr<WorkerProcess>(new WorkerProcess(pid, fds[0]));
+}
+
+WorkerProcess::~WorkerProcess() {
+  Kill();
+  close(fd_);
+}
+
+absl::Status WorkerProcess::Send(uint32_t type, const std::string& payload) {
+  return SendFrame(fd_, type, payload);
+}
+
+absl::StatusOr<Frame> WorkerProcess::Recv(double timeout_seconds) {
+  return RecvFrame(fd_, timeout_seconds);
+}
+
+void WorkerProcess::Kill() {
+  if (reaped_) return;
+  kill(pid_, SIGKILL);
+  while (waitpid(pid_, &wait_status_, 0) < 0 && errno == EINTR) {
+  }
+  reaped_ = true;
+}
+
+std::string WorkerProcess::ExitDescription() {
+  if (!reaped_) {
+    // The child closed its end; give it a moment to finish exiting before
+    // forcing it, so a clean exit code is not reported as our SIGKILL.
+    for (int i = 0; i < 200 && !reaped_; ++i) {
+      pid_t r = waitpid(pid_, &wait_status_, WNOHANG);
+      if (r == pid_)
+        reaped_ = true;
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    Kill();
+  }
+  if (WIFEXITED(wait_status_)) return absl::StrCat("exited with code ", WEXITSTATUS(wait_status_));
+  if (WIFSIGNALED(wait_status_)) {
+    int sig = WTERMSIG(wait_status_);
+    return absl::StrCat("killed by signal ", sig, " (", strsignal(sig), ")");
+  }
+  return "ended";
+}
+
+}  // namespace kfuse

@@ -1,0 +1,50 @@
+// One kfuse-worker child process and the socket to it. The parent side of
+// the worker protocol: start, talk, kill, and say how the child ended.
+//
+//   KFUSE_ASSIGN_OR_RETURN(auto w, WorkerProcess::Start(path, /*device=*/0));
+//   KFUSE_RETURN_IF_ERROR(w->Send(kMsgHello, ""));
+//   KFUSE_ASSIGN_OR_RETURN(Frame f, w->Recv(/*timeout_seconds=*/60));
+#ifndef KFUSE_TUNER_WORKER_PROCESS_H_
+#define KFUSE_TUNER_WORKER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "tuner/worker_wire.h"
+
+namespace kfuse {
+
+class WorkerProcess {
+ public:
+  // Spawns `path --fd=3 --device=N --parent-pid=P` with a socketpair end on
+  // fd 3 (a socket, not pipes, so a dead peer never raises SIGPIPE).
+  // NotFound when `path` is not an executable file.
+  static absl::StatusOr<std::unique_ptr<WorkerProcess>> Start(const std::string& path, int device);
+  ~WorkerProcess();  // Kills and reaps the child if it is still there.
+
+  absl::Status Send(uint32_t type, const std::string& payload);
+  absl::StatusOr<Frame> Recv(double timeout_seconds);
+  // SIGKILL, then reap. Idempotent.
+  void Kill();
+  // After the child ended (or was killed): "exited with code 3",
+  // "killed by signal 11 (Segmentation fault)". Reaps if needed.
+  std::string ExitDescription();
+  pid_t pid() const { return pid_; }
+
+ private:
+  WorkerProcess(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+  pid_t pid_;
+  int fd_;
+  bool reaped_ = false;
+  int wait_status_ = 0;
+};
+
+// kfuse-worker next to the running executable (/proc/self/exe).
+std::string DefaultWorkerPath();
+
+}  // namespace kfuse
+
+#endif  // KFUSE_TUNER_WORKER_PROCESS_H_

@@ -1,0 +1,78 @@
+// The messages between WorkerRunner and kfuse-worker, and their encoding.
+// One request at a time; the worker answers a RunRequest with one TrialResult
+// per candidate (so the parent always knows which candidate was running when
+// the worker died or hung) and then a TaskDone.
+//
+//   parent                      worker
+//   kHello            ->        <- kHelloReply {status, fingerprint}
+//   kRun {task, first, budget}  <- kReady, kTrial {index, ...} x N, kTaskDone {status}
+//                               (kTaskDone Aborted: a kernel faulted, the worker exits)
+//   kCeilings         ->        <- kCeilingsReply {status, ceilings}
+//
+//   KFUSE_RETURN_IF_ERROR(SendFrame(fd, kMsgRun, EncodeRunRequest(req)));
+#ifndef KFUSE_TUNER_WORKER_PROTOCOL_H_
+#define KFUSE_TUNER_WORKER_PROTOCOL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/roofline.h"
+#include "core/trial.h"
+#include "tuner/runner.h"
+
+namespace kfuse {
+
+enum WorkerMsg : uint32_t {
+  kMsgHello = 1,
+  kMsgHelloReply = 2,
+  kMsgRun = 3,
+  kMsgTrial = 4,
+  kMsgTaskDone = 5,
+  kMsgCeilings = 6,
+  kMsgCeilingsReply = 7,
+  kMsgReady = 8,  // Worker: inputs made, references run; candidates follow.
+};
+
+struct RunRequest {
+  CheckTask task;
+  uint32_t first_candidate = 0;  // Candidates before this were already run.
+  int64_t memory_budget_bytes = 0;
+};
+
+// What the worker measures for one candidate; the parent adds the variant,
+// compile time and resources from the CompiledKernel.
+struct TrialResult {
+  uint32_t index = 0;
+  Outcome outcome = Outcome::kUnknown;
+  double median_seconds = 0;
+  std::vector<double> samples_seconds;
+  std::string message;
+};
+
+struct HelloReply {
+  absl::Status status;  // Unavailable: no GPU; the fingerprint is then empty.
+  DeviceFingerprint device;
+};
+
+struct CeilingsReply {
+  absl::Status status;
+  Ceilings ceilings;
+};
+
+std::string EncodeRunRequest(const RunRequest& r);
+absl::StatusOr<RunRequest> DecodeRunRequest(const std::string& payload);
+std::string EncodeTrialResult(const TrialResult& t);
+absl::StatusOr<TrialResult> DecodeTrialResult(const std::string& payload);
+std::string EncodeStatus(const absl::Status& s);  // kMsgTaskDone.
+absl::StatusOr<absl::Status> DecodeStatus(const std::string& payload);
+std::string EncodeHelloReply(const HelloReply& h);
+absl::StatusOr<HelloReply> DecodeHelloReply(const std::string& payload);
+std::string EncodeCeilingsReply(const CeilingsReply& c);
+absl::StatusOr<CeilingsReply> DecodeCeilingsReply(const std::string& payload);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_TUNER_WORKER_PROTOCOL_H_

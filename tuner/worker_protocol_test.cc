@@ -1,0 +1,207 @@
+#include "tuner/worker_protocol.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tuner/worker_wire.h"
+
+namespace kfuse {
+namespace {
+
+CompiledKernel Kernel(const std::string& entry) {
+  CompiledKernel k;
+  k.spec.entry = entry;
+  k.spec.params.push_back(KernelParam::Buffer({BufferRef::Kind::kInput, 1}));
+  k.spec.params.push_back(KernelParam::Buffer({BufferRef::Kind::kOutput, 0}));
+  k.spec.params.push_back(KernelParam::Scalar(
+      SizeExpr::Max(SizeExpr::Symbol(0), SizeExpr::Sub(SizeExpr::Const(7), SizeExpr::Symbol(1))),
+      DType::kI32));
+  KernelParam ws;
+  ws.kind = KernelParam::Kind::kWorkspace;
+  ws.workspace_bytes = SizeExpr::Mul(SizeExpr::Symbol(0), SizeExpr::Const(4));
+  ws.workspace_zeroed = true;
+  k.spec.params.push_back(ws);
+  KernelParam tm;
+  tm.kind = KernelParam::Kind::kTensorMap;
+  tm.tensor_map.buffer = {BufferRef::Kind::kInput, 0};
+  tm.tensor_map.dtype = DType::kBF16;
+  tm.tensor_map.global_dims = {SizeExpr::Symbol(0), SizeExpr::Const(64)};
+  tm.tensor_map.global_strides = {SizeExpr::Const(128)};
+  tm.tensor_map.box_dims = {64, 64};
+  tm.tensor_map.swizzle_bytes = 128;
+  k.spec.params.push_back(tm);
+  k.spec.grid.x = SizeExpr::CeilDiv(SizeExpr::Symbol(0), SizeExpr::Const(256));
+  k.spec.grid.z = SizeExpr::Min(SizeExpr::Symbol(1), SizeExpr::Const(3));
+  k.spec.block.x = SizeExpr::Const(256);
+  k.spec.dynamic_smem_bytes = 99 * 1024;
+  k.spec.cluster_x = 2;
+  k.spec.cluster_y = 1;
+  k.arch = "sm_90a";
+  k.cubin = std::string(
+      "\x7f"
+      "ELF\0\1\2",
+      7);
+  k.ptx = ".version 8.0";
+  return k;
+}
+
+void ExpectSameKernel(const CompiledKernel& a, const CompiledKernel& b) {
+  EXPECT_EQ(a.spec.entry, b.spec.entry);
+  ASSERT_EQ(a.spec.params.size(), b.spec.params.size());
+  for (size_t i = 0; i < a.spec.params.size(); ++i) {
+    const KernelParam &x = a.spec.params[i], &y = b.spec.params[i];
+    EXPECT_EQ(x.kind, y.kind);
+    EXPECT_EQ(x.buffer, y.buffer);
+    EXPECT_EQ(x.value, y.value);
+    EXPECT_EQ(x.scalar_dtype, y.scalar_dtype);
+    EXPECT_EQ(x.workspace_bytes, y.workspace_bytes);
+    EXPECT_EQ(x.workspace_zeroed, y.workspace_zeroed);
+    EXPECT_EQ(x.tensor_map.buffer, y.tensor_map.buffer);
+    EXPECT_EQ(x.tensor_map.global_dims, y.tensor_map.global_dims);
+    EXPECT_EQ(x.tensor_map.global_strides, y.tensor_map.global_strides);
+    EXPECT_EQ(x.tensor_map.box_dims, y.tensor_map.box_dims);
+    EXPECT_EQ(x.tensor_map.swizzle_bytes, y.tensor_map.swizzle_bytes);
+  }
+  EXPECT_EQ(a.spec.grid, b.spec.grid);
+  EXPECT_EQ(a.spec.block, b.spec.block);
+  EXPECT_EQ(a.spec.dynamic_smem_bytes, b.spec.dynamic_smem_bytes);
+  EXPECT_EQ(a.spec.cluster_x, b.spec.cluster_x);
+  EXPECT_EQ(a.spec.cluster_y, b.spec.cluster_y);
+  EXPECT_EQ(a.spec.cluster_z, b.spec.cluster_z);
+  EXPECT_EQ(a.arch, b.arch);
+  EXPECT_EQ(a.cubin, b.cubin);
+  EXPECT_EQ(a.ptx, b.ptx);
+}
+
+TEST(WorkerProtocolTest, RunRequestRoundTrips) {
+  RunRequest req;
+  req.task.candidates = {Kernel("a"), Kernel("b")};
+  req.task.reference64 = Kernel("ref");
+  req.task.eager = Kernel("eager");
+  req.task.symbol_values = {1 << 20, -3};
+  req.task.inputs = {{DType::kBF16, 100, InputDomain::kPositive},
+                     {DType::kI32, 5, InputDomain::kUnit}};
+  req.task.outputs = {{DType::kF32, 100, InputDomain::kAny}};
+  req.task.timing = {5, 50, 0.25, false};
+  req.task.slack = 3.5;
+  req.task.seed = 0xDEADBEEFCAFEull;
+  req.task.watchdog_seconds = 4.5;
+  req.first_candidate = 1;
+  req.memory_budget_bytes = int64_t{1} << 33;
+  absl::StatusOr<RunRequest> got = DecodeRunRequest(EncodeRunRequest(req));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->task.candidates.size(), 2u);
+  ExpectSameKernel(got->task.candidates[0], req.task.candidates[0]);
+  ExpectSameKernel(got->task.candidates[1], req.task.candidates[1]);
+  ExpectSameKernel(got->task.reference64, req.task.reference64);
+  ExpectSameKernel(got->task.eager, req.task.eager);
+  EXPECT_EQ(got->task.symbol_values, req.task.symbol_values);
+  ASSERT_EQ(got->task.inputs.size(), 2u);
+  EXPECT_EQ(got->task.inputs[0].dtype, DType::kBF16);
+  EXPECT_EQ(got->task.inputs[0].elements, 100);
+  EXPECT_EQ(got->task.inputs[0].domain, InputDomain::kPositive);
+  EXPECT_EQ(got->task.inputs[1].domain, InputDomain::kUnit);
+  EXPECT_EQ(got->task.outputs[0].dtype, DType::kF32);
+  EXPECT_EQ(got->task.timing.warmup, 5);
+  EXPECT_EQ(got->task.timing.repeats, 50);
+  EXPECT_EQ(got->task.timing.max_seconds, 0.25);
+  EXPECT_FALSE(got->task.timing.flush_l2);
+  EXPECT_EQ(got->task.slack, 3.5);
+  EXPECT_EQ(got->task.seed, req.task.seed);
+  EXPECT_EQ(got->task.watchdog_seconds, 4.5);
+  EXPECT_EQ(got->first_candidate, 1u);
+  EXPECT_EQ(got->memory_budget_bytes, req.memory_budget_bytes);
+}
+
+TEST(WorkerProtocolTest, RepliesRoundTrip) {
+  TrialResult t{7, Outcome::kWrongResult, 1.5e-5, {1e-5, 2e-5}, "output 0: max abs error"};
+  absl::StatusOr<TrialResult> t2 = DecodeTrialResult(EncodeTrialResult(t));
+  ASSERT_TRUE(t2.ok());
+  EXPECT_EQ(t2->index, 7u);
+  EXPECT_EQ(t2->outcome, Outcome::kWrongResult);
+  EXPECT_EQ(t2->samples_seconds, t.samples_seconds);
+  EXPECT_EQ(t2->message, t.message);
+
+  HelloReply h;
+  h.status = absl::UnavailableError("no GPU");
+  h.device.name = "NVIDIA H200";
+  h.device.cc_major = 9;
+  h.device.sm_count = 132;
+  h.device.l2_bytes = 60 << 20;
+  h.device.memory_bytes = int64_t{141} << 30;
+  h.device.power_limit_mw = 700000;
+  h.device.ecc = true;
+  absl::StatusOr<HelloReply> h2 = DecodeHelloReply(EncodeHelloReply(h));
+  ASSERT_TRUE(h2.ok());
+  EXPECT_EQ(h2->status, h.status);
+  EXPECT_EQ(h2->device.Digest(), h.device.Digest());
+
+  CeilingsReply c;
+  c.ceilings.read_bw = 4.3e12;
+  c.ceilings.tensor_flops = 6e14;
+  c.ceilings.measured = true;
+  c.ceilings.source = "measured on NVIDIA H200";
+  absl::StatusOr<CeilingsReply> c2 = DecodeCeilingsReply(EncodeCeilingsReply(c));
+  ASSERT_TRUE(c2.ok());
+  EXPECT_TRUE(c2->status.ok());
+  EXPECT_EQ(c2->ceilings.read_bw, 4.3e12);
+  EXPECT_EQ(c2->ceilings.tensor_flops, 6e14);
+  EXPECT_EQ(c2->ceilings.source, c.ceilings.source);
+
+  absl::StatusOr<absl::Status> s = DecodeStatus(EncodeStatus(absl::AbortedError("faulted")));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(*s, absl::AbortedError("faulted"));
+}
+
+TEST(WorkerProtocolTest, TruncatedOrPaddedPayloadIsDataLoss) {
+  std::string full = EncodeTrialResult({1, Outcome::kOk, 1.0, {1.0, 2.0}, "ok"});
+  for (size_t cut : {size_t{0}, size_t{3}, full.size() - 1}) {
+    EXPECT_EQ(DecodeTrialResult(full.substr(0, cut)).status().code(), absl::StatusCode::kDataLoss)
+        << cut;
+  }
+  EXPECT_EQ(DecodeTrialResult(full + "x").status().code(), absl::StatusCode::kDataLoss);
+  // A huge count must not allocate: it is checked against the payload size.
+  WireWriter w;
+  w.U32(0);
+  w.U8(1);
+  w.F64(0);
+  w.U64(uint64_t{1} << 60);
+  EXPECT_EQ(DecodeTrialResult(w.data()).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeRunRequest("garbage").status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(WorkerWireTest, FramesOverASocketWithTimeoutAndEof) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  std::string big(1 << 20, 'z');  // Larger than the socket buffer: sent in pieces.
+  std::thread sender([&] { EXPECT_TRUE(SendFrame(fds[0], 42, big).ok()); });
+  absl::StatusOr<Frame> f = RecvFrame(fds[1], 5.0);
+  sender.join();
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->type, 42u);
+  EXPECT_EQ(f->payload, big);
+  EXPECT_EQ(RecvFrame(fds[1], 0.05).status().code(), absl::StatusCode::kDeadlineExceeded);
+  close(fds[0]);
+  EXPECT_EQ(RecvFrame(fds[1], 1.0).status().code(), absl::StatusCode::kUnavailable);
+  // Writing to a closed peer is an error, not SIGPIPE.
+  EXPECT_EQ(SendFrame(fds[1], 1, "x").code(), absl::StatusCode::kUnavailable);
+  close(fds[1]);
+}
+
+TEST(WorkerWireTest, BadMagicIsDataLoss) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  const char junk[16] = "not a frame....";
+  ASSERT_EQ(write(fds[0], junk, 16), 16);
+  EXPECT_EQ(RecvFrame(fds[1], 1.0).status().code(), absl::StatusCode::kDataLoss);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+}  // namespace
+}  // namespace kfuse
