@@ -1,0 +1,107 @@
+#include "codegen/cuda_prelude.h"
+
+namespace kfuse {
+namespace {
+
+// Double to float rounding to odd (truncate, then set the last bit when
+// inexact), so a second rounding to f16/bf16 is correctly rounded: the
+// reference's explicit casts must not round twice.
+constexpr char kDoubleToOdd[] = R"(__device__ __forceinline__ float kf_d2f_odd(double d) {
+  float f;
+  asm("cvt.rz.f32.f64 %0, %1;" : "=f"(f) : "d"(d));
+  if ((double)f != d && f == f) f = __uint_as_float(__float_as_uint(f) | 1u);
+  return f;
+}
+)";
+
+constexpr char kHalf[] = R"(struct __align__(2) __kf_half { unsigned short x; };
+__device__ __forceinline__ float kf_h2f(__kf_half h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.x));
+  return f;
+}
+__device__ __forceinline__ __kf_half kf_f2h(float f) {
+  __kf_half h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.x) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float kf_rh(float f) { return kf_h2f(kf_f2h(f)); }
+)";
+constexpr char kHalfF64[] =
+    "__device__ __forceinline__ double kf_rh(double d) { return (double)kf_rh(kf_d2f_odd(d)); }\n";
+
+// bf16 -> f32 is a shift; f32 -> bf16 rounds to nearest even and keeps NaN a
+// (quiet) NaN instead of letting the rounding carry turn it into infinity.
+constexpr char kBf16[] = R"(struct __align__(2) __kf_bf16 { unsigned short x; };
+__device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
+  return __uint_as_float(((unsigned int)b.x) << 16);
+}
+__device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
+  unsigned int u = __float_as_uint(f);
+  __kf_bf16 b;
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    b.x = (unsigned short)((u >> 16) | 0x40u);
+    return b;
+  }
+  u += 0x7fffu + ((u >> 16) & 1u);
+  b.x = (unsigned short)(u >> 16);
+  return b;
+}
+__device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
+)";
+constexpr char kBf16F64[] =
+    "__device__ __forceinline__ double kf_rbf(double d) { return (double)kf_rbf(kf_d2f_odd(d)); }\n";
+
+constexpr char kVec[] = R"(template <typename T, int N>
+struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
+)";
+
+// torch.maximum / torch.minimum: NaN in either operand gives NaN.
+constexpr char kMinMax[] = R"(__device__ __forceinline__ float kf_max(float a, float b) { return (a != a || a > b) ? a : b; }
+__device__ __forceinline__ float kf_min(float a, float b) { return (a != a || a < b) ? a : b; }
+__device__ __forceinline__ double kf_max(double a, double b) { return (a != a || a > b) ? a : b; }
+__device__ __forceinline__ double kf_min(double a, double b) { return (a != a || a < b) ? a : b; }
+__device__ __forceinline__ int kf_max(int a, int b) { return a > b ? a : b; }
+__device__ __forceinline__ int kf_min(int a, int b) { return a < b ? a : b; }
+)";
+
+// PyTorch's integer pow: wraps on overflow; a negative exponent gives 0
+// except for bases 1 and -1.
+constexpr char kIpow[] = R"(__device__ __forceinline__ int kf_ipow(int b, int e) {
+  if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
+  unsigned int r = 1u, x = (unsigned int)b;
+  while (e) {
+    if (e & 1) r *= x;
+    x *= x;
+    e >>= 1;
+  }
+  return (int)r;
+}
+)";
+
+// Max relative error about 2^-11: used for bf16 nodes only.
+constexpr char kTanhApprox[] = R"(__device__ __forceinline__ float kf_tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+)";
+
+}  // namespace
+
+std::string CudaPrelude(const PreludeNeeds& needs) {
+  std::string s;
+  const bool f64 = needs.round_f64 && (needs.half || needs.bf16);
+  if (f64) s += kDoubleToOdd;
+  if (needs.half) s += kHalf;
+  if (needs.half && f64) s += kHalfF64;
+  if (needs.bf16) s += kBf16;
+  if (needs.bf16 && f64) s += kBf16F64;
+  if (needs.vec) s += kVec;
+  if (needs.minmax) s += kMinMax;
+  if (needs.ipow) s += kIpow;
+  if (needs.tanh_approx) s += kTanhApprox;
+  return s;
+}
+
+}  // namespace kfuse

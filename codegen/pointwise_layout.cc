@@ -1,0 +1,284 @@
+#include "codegen/pointwise_layout.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace kfuse {
+
+Mono Mono::Of(const Dim& d) {
+  if (d.is_static()) return Mono{d.size, {}};
+  return Mono{1, {d.symbol}};
+}
+
+SizeExpr Mono::ToExpr() const {
+  SizeExpr e = SizeExpr::Const(coef);
+  if (coef == 0) return e;
+  bool first = coef == 1;
+  for (int32_t s : syms) {
+    SizeExpr sym = SizeExpr::Symbol(static_cast<uint32_t>(s));
+    e = first ? sym : SizeExpr::Mul(e, sym);
+    first = false;
+  }
+  return e;
+}
+
+Mono operator*(const Mono& a, const Mono& b) {
+  Mono m;
+  m.coef = a.coef * b.coef;
+  if (m.coef == 0) return m;
+  m.syms = a.syms;
+  m.syms.insert(m.syms.end(), b.syms.begin(), b.syms.end());
+  std::sort(m.syms.begin(), m.syms.end());
+  return m;
+}
+
+bool IsMultipleOf(const Mono& a, const Mono& b) {
+  if (a.coef == 0) return true;
+  if (b.coef == 0 || a.coef % b.coef != 0) return false;
+  return std::includes(a.syms.begin(), a.syms.end(), b.syms.begin(), b.syms.end());
+}
+
+int64_t UpperBound(const Mono& m, const Chain& chain) {
+  int64_t v = m.coef < 0 ? -m.coef : m.coef;
+  for (int32_t s : m.syms) {
+    int64_t max = chain.symbols[s].max;
+    if (max <= 0) return -1;
+    if (v != 0 && max > (int64_t{1} << 62) / v) return -1;
+    v *= max;
+  }
+  return v;
+}
+
+bool IterSpace::needs_coords() const {
+  for (const auto* ops : {&inputs, &outputs}) {
+    for (const Operand& o : *ops) {
+      if (!o.dense && !o.uniform) return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+std::vector<Mono> DenseStrides(const std::vector<Mono>& sizes) {
+  std::vector<Mono> st(sizes.size());
+  Mono acc{1, {}};
+  for (size_t i = sizes.size(); i-- > 0;) {
+    st[i] = acc;
+    acc = acc * sizes[i];
+  }
+  return st;
+}
+
+// numpy broadcasting; false when the shapes do not broadcast.
+bool BroadcastInto(const std::vector<Dim>& a, std::vector<Dim>* acc) {
+  size_t rank = std::max(a.size(), acc->size());
+  std::vector<Dim> r(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    Dim da = i < rank - a.size() ? Dim::Static(1) : a[i - (rank - a.size())];
+    Dim db = i < rank - acc->size() ? Dim::Static(1) : (*acc)[i - (rank - acc->size())];
+    if (da == db || db == Dim::Static(1)) {
+      r[i] = da;
+    } else if (da == Dim::Static(1)) {
+      r[i] = db;
+    } else {
+      return false;
+    }
+  }
+  *acc = std::move(r);
+  return true;
+}
+
+// The strides of a value of `shape` with element strides `own` over the
+// iteration shape `iter` (right-aligned; broadcast dims get stride 0).
+absl::StatusOr<std::vector<Mono>> StridesOver(const std::vector<Dim>& shape,
+                                              const std::vector<Mono>& own,
+                                              const std::vector<Dim>& iter, int32_t node) {
+  const size_t r = iter.size();
+  if (shape.size() > r) {
+    return absl::InternalError(absl::StrCat("node ", node, " has a higher rank than its kernel"));
+  }
+  std::vector<Mono> st(r, Mono{0, {}});
+  for (size_t i = r - shape.size(); i < r; ++i) {
+    const Dim& d = shape[i - (r - shape.size())];
+    if (d == iter[i]) {
+      st[i] = own[i - (r - shape.size())];
+    } else if (d != Dim::Static(1)) {
+      return absl::InternalError(
+          absl::StrCat("node ", node, " does not broadcast to its kernel's shape"));
+    }
+  }
+  return st;
+}
+
+}  // namespace
+
+absl::StatusOr<IterSpace> BuildIterSpace(const Chain& chain, const KernelGroup& group) {
+  const int32_t num_nodes = static_cast<int32_t>(chain.nodes.size());
+  if (group.nodes.empty()) return absl::InvalidArgumentError("empty kernel group");
+  std::set<int32_t> in_group;
+  for (int32_t id : group.nodes) {
+    if (id < 0 || id >= num_nodes) {
+      return absl::InvalidArgumentError(absl::StrCat("kernel group refers to no node ", id));
+    }
+    in_group.insert(id);
+  }
+  for (int32_t id : group.results) {
+    if (id < 0 || id >= num_nodes) {
+      return absl::InvalidArgumentError(absl::StrCat("kernel group refers to no node ", id));
+    }
+    in_group.insert(id);
+  }
+  const std::set<int32_t> listed = in_group;
+  // Constants are computed where they are used, listed or not.
+  for (int32_t id = 0; id < num_nodes; ++id) {
+    if (chain.nodes[id].kind == OpKind::kConstant) in_group.insert(id);
+  }
+  auto is_input = [&](int32_t id) { return chain.nodes[id].kind == OpKind::kInput; };
+
+  // What the kernel writes: chain outputs it holds, then values other
+  // kernels consume.
+  std::vector<std::pair<BufferRef, int32_t>> writes;
+  for (size_t j = 0; j < chain.outputs.size(); ++j) {
+    if (listed.count(chain.outputs[j])) {
+      writes.push_back({BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(j)},
+                        chain.outputs[j]});
+    }
+  }
+  std::set<int32_t> consumed_outside;
+  for (int32_t id = 0; id < num_nodes; ++id) {
+    if (in_group.count(id)) continue;
+    for (int32_t a : chain.nodes[id].args) {
+      if (in_group.count(a) && !is_input(a) && chain.nodes[a].kind != OpKind::kConstant) {
+        consumed_outside.insert(a);
+      }
+    }
+  }
+  for (int32_t id : consumed_outside) {
+    writes.push_back({BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)}, id});
+  }
+  if (writes.empty()) return absl::InvalidArgumentError("kernel group writes nothing");
+
+  // Live compute nodes: group members the written values depend on.
+  std::vector<bool> live(num_nodes, false);
+  for (const auto& w : writes) live[w.second] = true;
+  for (int32_t id = num_nodes - 1; id >= 0; --id) {
+    if (!live[id] || is_input(id) || !in_group.count(id)) continue;
+    for (int32_t a : chain.nodes[id].args) live[a] = true;
+  }
+  IterSpace space;
+  std::set<int32_t> read_inputs, read_intermediates;
+  for (int32_t id = 0; id < num_nodes; ++id) {
+    if (!live[id]) continue;
+    if (is_input(id)) {
+      read_inputs.insert(chain.nodes[id].input_index);
+    } else if (!in_group.count(id)) {
+      read_intermediates.insert(id);
+    } else {
+      const Node& n = chain.nodes[id];
+      if (!IsElementwise(n.kind) && n.kind != OpKind::kExpand) {
+        return absl::UnimplementedError(absl::StrCat(
+            "node ", id, ": ", std::string(OpName(n.kind)), " is not supported by pointwise kernels"));
+      }
+      space.compute.push_back(id);
+    }
+  }
+
+  std::vector<Dim> iter;
+  for (const auto& w : writes) {
+    if (!BroadcastInto(chain.nodes[w.second].type.shape, &iter)) {
+      return absl::InternalError("kernel group outputs do not broadcast together");
+    }
+  }
+
+  // Strides over the full iteration shape.
+  auto own_dense = [](const std::vector<Dim>& shape) {
+    std::vector<Mono> sizes;
+    for (const Dim& d : shape) sizes.push_back(Mono::Of(d));
+    return DenseStrides(sizes);
+  };
+  auto add = [&](std::vector<Operand>* list, BufferRef buf, int32_t node,
+                 std::vector<Mono> own) -> absl::Status {
+    Operand o;
+    o.buffer = buf;
+    o.node = node;
+    o.dtype = chain.nodes[node].type.dtype;
+    KFUSE_ASSIGN_OR_RETURN(o.strides, StridesOver(chain.nodes[node].type.shape, own, iter, node));
+    list->push_back(std::move(o));
+    return absl::OkStatus();
+  };
+  for (int32_t id = 0; id < num_nodes; ++id) {
+    const Node& n = chain.nodes[id];
+    if (!is_input(id) || !read_inputs.count(n.input_index)) continue;
+    std::vector<Mono> own;
+    if (n.strides.empty()) {
+      own = own_dense(n.type.shape);
+    } else {
+      for (int64_t s : n.strides) own.push_back(Mono{s, {}});
+    }
+    KFUSE_RETURN_IF_ERROR(add(&space.inputs,
+                              BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(n.input_index)},
+                              id, std::move(own)));
+  }
+  for (int32_t id : read_intermediates) {
+    KFUSE_RETURN_IF_ERROR(add(&space.inputs,
+                              BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)},
+                              id, own_dense(chain.nodes[id].type.shape)));
+  }
+  for (const auto& w : writes) {
+    KFUSE_RETURN_IF_ERROR(
+        add(&space.outputs, w.first, w.second, own_dense(chain.nodes[w.second].type.shape)));
+  }
+
+  // Drop size-1 dims, then merge each dim into its inner neighbour where
+  // every operand steps through both as through one.
+  std::vector<Operand*> all;
+  for (Operand& o : space.inputs) all.push_back(&o);
+  for (Operand& o : space.outputs) all.push_back(&o);
+  std::vector<Mono> sizes;
+  std::vector<std::vector<Mono>> strides(all.size());
+  for (size_t i = iter.size(); i-- > 0;) {
+    if (iter[i] == Dim::Static(1)) continue;
+    Mono size = Mono::Of(iter[i]);
+    bool merge = !sizes.empty();
+    for (size_t k = 0; k < all.size() && merge; ++k) {
+      merge = all[k]->strides[i] == strides[k].back() * sizes.back();
+    }
+    if (merge) {
+      sizes.back() = size * sizes.back();
+      continue;
+    }
+    sizes.push_back(size);
+    for (size_t k = 0; k < all.size(); ++k) strides[k].push_back(all[k]->strides[i]);
+  }
+  if (sizes.empty()) {
+    sizes.push_back(Mono{1, {}});
+    for (auto& st : strides) st.push_back(Mono{0, {}});
+  }
+  std::reverse(sizes.begin(), sizes.end());
+  const std::vector<Mono> dense = DenseStrides(sizes);
+  std::set<int32_t> syms;
+  for (size_t k = 0; k < all.size(); ++k) {
+    std::reverse(strides[k].begin(), strides[k].end());
+    Operand& o = *all[k];
+    o.strides = std::move(strides[k]);
+    o.dense = o.strides == dense;
+    o.uniform = std::all_of(o.strides.begin(), o.strides.end(),
+                            [](const Mono& m) { return m.is_zero(); });
+    for (const Mono& m : o.strides) syms.insert(m.syms.begin(), m.syms.end());
+  }
+  space.numel = Mono{1, {}};
+  for (const Mono& m : sizes) {
+    space.numel = space.numel * m;
+    syms.insert(m.syms.begin(), m.syms.end());
+  }
+  space.sizes = std::move(sizes);
+  space.symbols.assign(syms.begin(), syms.end());
+  return space;
+}
+
+}  // namespace kfuse
