@@ -22,6 +22,7 @@ struct PreludeNeeds {
   bool minmax = false;       // kf_max / kf_min (float, double, int).
   bool ipow = false;         // kf_ipow: integer power.
   bool tanh_approx = false;  // kf_tanh_approx: tanh.approx.f32.
+  bool sincos_fast = false;  // kf_sin / kf_cos: MUFU for moderate arguments.
 };
 
 // The helper definitions for `needs`; "" when nothing is needed.

@@ -104,9 +104,9 @@ absl::StatusOr<std::string> BoolOp(int32_t node, OpKind k, const std::vector<std
 }
 
 // Float ops in the compute type. `fast`: the node is f16/bf16 under kFast,
-// so __expf (relative error ~2^-21 for moderate arguments) and, for bf16
-// only, tanh.approx (~2^-11) stay well under the dtype's rounding; f32
-// nodes and the reference use the accurate functions.
+// so __expf (relative error ~2^-21 for moderate arguments), MUFU sin/cos for
+// |x| <= 1024 and, for bf16 only, tanh.approx (~2^-11) stay well under the
+// dtype's rounding; f32 nodes and the reference use the accurate functions.
 absl::StatusOr<std::string> FloatOp(int32_t node, OpKind k, DType result,
                                     const std::vector<std::string>& a, Numerics n,
                                     PreludeNeeds* needs) {
@@ -128,8 +128,13 @@ absl::StatusOr<std::string> FloatOp(int32_t node, OpKind k, DType result,
     case OpKind::kRsqrt:
       return IsDouble(n) ? absl::StrCat("(", one, " / sqrt(", x, "))") : Call("rsqrtf", x);
     case OpKind::kReciprocal: return absl::StrCat("(", one, " / ", x, ")");
-    case OpKind::kSin: return Call(Fn("sin", n), x);
-    case OpKind::kCos: return Call(Fn("cos", n), x);
+    case OpKind::kSin:
+    case OpKind::kCos:
+      if (fast) {
+        needs->sincos_fast = true;
+        return Call(k == OpKind::kSin ? "kf_sin" : "kf_cos", x);
+      }
+      return Call(Fn(k == OpKind::kSin ? "sin" : "cos", n), x);
     case OpKind::kTanh:
       if (fast && result == DType::kBF16) {
         needs->tanh_approx = true;

@@ -241,6 +241,25 @@ Variant Make(int vec, int items, int block, int64_t grid) {
 
 }  // namespace
 
+namespace {
+int SpecialOps(const Chain& chain, const KernelGroup& group) {
+  int n = 0;
+  for (int32_t id : group.nodes) {
+    switch (chain.nodes[id].kind) {
+      case OpKind::kExp: case OpKind::kExp2: case OpKind::kLog: case OpKind::kLog2:
+      case OpKind::kSin: case OpKind::kCos: case OpKind::kTanh: case OpKind::kSigmoid:
+      case OpKind::kErf: case OpKind::kGeluErf: case OpKind::kGeluTanh: case OpKind::kSilu:
+      case OpKind::kSoftplus: case OpKind::kPow:
+        ++n;
+        break;
+      default:
+        break;
+    }
+  }
+  return n;
+}
+}  // namespace
+
 Variant PointwiseHeuristic(const Chain& chain, const KernelGroup& group) {
   std::vector<int> vecs = SafeVecs(chain, group);
   const int vec = vecs.empty() ? 1 : vecs.front();
@@ -258,6 +277,10 @@ Variant PointwiseHeuristic(const Chain& chain, const KernelGroup& group) {
   // input (4367 GB/s), bf16 bias+gelu at 64 (3910 vs 3758 GB/s at 32).
   const int target = narrow >= 4 ? 32 : 64;
   int items = std::clamp(target / (vec * narrow), 1, 4);
+  // Chains heavy in special functions hide latency with their own math: more
+  // unrolling buys little speed and costs NVRTC time (the 10-op bf16 chain:
+  // 32 elements a thread compiled in 1.4 s on the CI machine).
+  if (SpecialOps(chain, group) >= 3) items = std::max(1, 8 / vec);
   // Small tensors: keep at least two waves of blocks on a 132-SM device.
   if (numel >= 0 && numel / (int64_t{256} * vec * items) < 2 * 132) items = 1;
   return Make(vec, items, 256, 0);

@@ -27,7 +27,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, float& y
   const float v3 = (0x1p-1f * v2 * (0x1p+0f + kf_tanh_approx(0x1.988454p-1f * (v2 + 0x1.6e4e26p-5f * (v2 * v2 * v2)))));
   y0 = v3;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_196dcbc28a46(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, __kf_bf16* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_2493578ae860(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, __kf_bf16* __restrict__ out0) {
   typedef int kf_idx;
   const kf_idx n = 33554432;
   const kf_idx d1 = 4096;
@@ -52,7 +52,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_196dcbc28a46(const __kf_
         *reinterpret_cast<kf_vec<__kf_bf16, 8>*>(out0 + e0) = o0;
       }
     } else {
-      #pragma unroll
+      #pragma unroll 1
       for (int it = 0; it < 4; ++it) {
         const kf_idx e0 = base + (kf_idx)(it * 256 + (int)threadIdx.x) * 8;
         if (e0 + 8 <= n) {

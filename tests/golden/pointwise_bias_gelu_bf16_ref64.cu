@@ -20,7 +20,7 @@ __device__ __forceinline__ void kf_elem(const double x0, const double x1, double
   const double v3 = (0x1p-1 * v2 * (0x1p+0 + tanh(0x1.9884533d43651p-1 * (v2 + 0x1.6e4e26d4801f7p-5 * (v2 * v2 * v2)))));
   y0 = v3;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_2d2dc10780a6(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, double* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_a3fdffdbba60(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, double* __restrict__ out0) {
   typedef int kf_idx;
   const kf_idx n = 33554432;
   const kf_idx d1 = 4096;
@@ -38,7 +38,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_2d2dc10780a6(const __kf_
         out0[e0] = ((double)y0);
       }
     } else {
-      #pragma unroll
+      #pragma unroll 1
       for (int it = 0; it < 1; ++it) {
         const kf_idx e0 = base + (kf_idx)(it * 256 + (int)threadIdx.x) * 1;
         if (e0 >= n) continue;

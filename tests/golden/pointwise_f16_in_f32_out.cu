@@ -20,7 +20,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, float& y
   const float v5 = (v4 + x1);
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_3326ec60d8b3(const __kf_half* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_9ea5dcb4e6b6(const __kf_half* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0) {
   typedef int kf_idx;
   const kf_idx n = 4096000;
   const kf_idx tile = 4096;
@@ -42,7 +42,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_3326ec60d8b3(const __kf_
         *reinterpret_cast<kf_vec<float, 4>*>(out0 + e0) = o0;
       }
     } else {
-      #pragma unroll
+      #pragma unroll 1
       for (int it = 0; it < 4; ++it) {
         const kf_idx e0 = base + (kf_idx)(it * 256 + (int)threadIdx.x) * 4;
         if (e0 + 4 <= n) {

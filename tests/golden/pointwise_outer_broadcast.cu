@@ -7,7 +7,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, float& y
   const float v4 = (x0 + v3);
   y0 = v4;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_3cf4fb1f3736(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_7048a24543ac(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0) {
   typedef int kf_idx;
   const kf_idx n = 512000;
   const kf_idx d1 = 512;
@@ -34,7 +34,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_3cf4fb1f3736(const float
         *reinterpret_cast<kf_vec<float, 4>*>(out0 + e0) = o0;
       }
     } else {
-      #pragma unroll
+      #pragma unroll 1
       for (int it = 0; it < 1; ++it) {
         const kf_idx e0 = base + (kf_idx)(it * 256 + (int)threadIdx.x) * 4;
         if (e0 + 4 <= n) {

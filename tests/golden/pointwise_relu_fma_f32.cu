@@ -7,7 +7,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, const fl
   const float v5 = (v4 < 0x0p+0f ? 0x0p+0f : v4);
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_57db9465357c(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_ec98dad65db7(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0) {
   typedef int kf_idx;
   const kf_idx n = 1048576;
   const kf_idx tile = 2048;
@@ -30,7 +30,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_57db9465357c(const float
         *reinterpret_cast<kf_vec<float, 4>*>(out0 + e0) = o0;
       }
     } else {
-      #pragma unroll
+      #pragma unroll 1
       for (int it = 0; it < 2; ++it) {
         const kf_idx e0 = base + (kf_idx)(it * 256 + (int)threadIdx.x) * 4;
         if (e0 + 4 <= n) {

@@ -11,7 +11,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, float& y
   const float v8 = (v7 + v5);
   y0 = v8;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_51b3fe4407a9(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, long long sym0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_b53f17d16c07(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, long long sym0) {
   typedef long long kf_idx;
   const kf_idx s0 = (kf_idx)sym0;
   const kf_idx n = (4096 * s0);
@@ -34,7 +34,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_51b3fe4407a9(const float
         *reinterpret_cast<kf_vec<float, 4>*>(out0 + e0) = o0;
       }
     } else {
-      #pragma unroll
+      #pragma unroll 1
       for (int it = 0; it < 2; ++it) {
         const kf_idx e0 = base + (kf_idx)(it * 256 + (int)threadIdx.x) * 4;
         if (e0 + 4 <= n) {

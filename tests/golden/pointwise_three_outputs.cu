@@ -35,7 +35,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, float& y
   y1 = v5;
   y2 = v8;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_893162061ccb(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, __kf_bf16* __restrict__ out0, unsigned char* __restrict__ out1, float* __restrict__ out2) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_36fa9d195261(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, __kf_bf16* __restrict__ out0, unsigned char* __restrict__ out1, float* __restrict__ out2) {
   typedef int kf_idx;
   const kf_idx n = 3145728;
   const kf_idx d1 = 768;
@@ -69,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_893162061ccb(const __kf_
         *reinterpret_cast<kf_vec<float, 4>*>(out2 + e0) = o2;
       }
     } else {
-      #pragma unroll
+      #pragma unroll 1
       for (int it = 0; it < 4; ++it) {
         const kf_idx e0 = base + (kf_idx)(it * 256 + (int)threadIdx.x) * 4;
         if (e0 + 4 <= n) {
