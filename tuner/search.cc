@@ -1,0 +1,373 @@
+#include "tuner/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/analysis.h"
+#include "codegen/emit_scalar.h"
+#include "codegen/pointwise.h"
+#include "core/status.h"
+
+namespace kfuse {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the search needs from a family's generator. Families slot in here.
+struct FamilyGenerator {
+  Family family;
+  Variant (*heuristic)(const Chain&, const KernelGroup&);
+  std::vector<Variant> (*space)(const Chain&, const KernelGroup&);
+  absl::StatusOr<KernelSpec> (*emit)(const Chain&, const KernelGroup&, const Variant&, Numerics);
+  std::vector<Variant> (*prune)(const std::vector<Variant>&, Bound);
+};
+
+const FamilyGenerator kFamilies[] = {
+    {Family::kPointwise, &PointwiseHeuristic, &PointwiseSpace, &EmitPointwise, &PrunePointwise},
+};
+
+absl::StatusOr<const FamilyGenerator*> FindFamily(Family f) {
+  for (const FamilyGenerator& g : kFamilies)
+    if (g.family == f) return &g;
+  return absl::UnimplementedError(absl::StrCat("the tuner has no generator for the ",
+                                               std::string(FamilyName(f)), " family yet"));
+}
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Variants differing from `seed` in exactly one parameter.
+bool IsNeighbour(const Variant& seed, const Variant& v) {
+  if (v.family != seed.family || v.params.size() != seed.params.size()) return false;
+  int differ = 0;
+  for (const auto& [name, value] : seed.params) {
+    auto it = v.params.find(name);
+    if (it == v.params.end()) return false;
+    differ += it->second != value;
+  }
+  return differ == 1;
+}
+
+Ceilings CeilingsFor(const TuneOptions& opts) {
+  if (opts.ceilings.measured || opts.ceilings.copy_bw > 0) return opts.ceilings;
+  return NominalCeilings(ComputeCapabilityOf(opts.arch));
+}
+
+std::string Excerpt(absl::string_view s) {
+  constexpr size_t kMax = 2048;
+  return s.size() <= kMax ? std::string(s) : absl::StrCat(s.substr(0, kMax), " ...");
+}
+
+Trial FailedTrial(const Variant& v, Outcome o, std::string message) {
+  Trial t;
+  t.variant = v;
+  t.outcome = o;
+  t.message = std::move(message);
+  return t;
+}
+
+// The runner knows inputs and outputs only. A kernel's buffers are chain
+// inputs, chain outputs and intermediates between kernels; intermediates it
+// reads become extra inputs (random data) and those it writes extra outputs,
+// and only the outputs it writes are compared.
+struct BufferMap {
+  std::vector<BufferSpec> inputs, outputs;
+  std::map<std::pair<BufferRef::Kind, uint32_t>, BufferRef> remap;
+
+  absl::Status Apply(KernelSpec& spec) const {
+    for (KernelParam& p : spec.params) {
+      BufferRef* ref = p.kind == KernelParam::Kind::kBuffer      ? &p.buffer
+                       : p.kind == KernelParam::Kind::kTensorMap ? &p.tensor_map.buffer
+                                                                 : nullptr;
+      if (ref == nullptr) continue;
+      auto it = remap.find({ref->kind, ref->index});
+      if (it == remap.end())
+        return absl::InternalError(absl::StrCat(
+            "kernel ", spec.entry, " (", spec.variant.ToString(),
+            ") has a buffer parameter its seed does not: the generator broke its contract"));
+      *ref = it->second;
+    }
+    return absl::OkStatus();
+  }
+};
+
+InputDomain ToInputDomain(Domain d) {
+  switch (d) {
+    case Domain::kPositive:
+      return InputDomain::kPositive;
+    case Domain::kUnit:
+      return InputDomain::kUnit;
+    case Domain::kAny:
+      break;
+  }
+  return InputDomain::kAny;
+}
+
+BufferMap MapBuffers(const Chain& chain, const KernelGroup& group, const KernelSpec& seed,
+                     absl::Span<const int64_t> symbols) {
+  BufferMap m;
+  std::vector<Domain> domains = InputDomains(chain);
+  auto spec_of = [&](int32_t node) {
+    const TensorType& t = chain.nodes[node].type;
+    return BufferSpec{t.dtype, static_cast<int64_t>(Elements(t, symbols)), InputDomain::kAny};
+  };
+  for (size_t n = 0; n < chain.nodes.size(); ++n) {
+    const Node& node = chain.nodes[n];
+    if (node.kind != OpKind::kInput) continue;
+    uint32_t i = static_cast<uint32_t>(node.input_index);
+    if (m.inputs.size() <= i) m.inputs.resize(i + 1);
+    m.inputs[i] = spec_of(static_cast<int32_t>(n));
+    if (i < domains.size()) m.inputs[i].domain = ToInputDomain(domains[i]);
+    m.remap[{BufferRef::Kind::kInput, i}] = BufferRef{BufferRef::Kind::kInput, i};
+  }
+  const std::set<int32_t> written(group.results.begin(), group.results.end());
+  for (const KernelParam& p : seed.params) {
+    if (p.kind != KernelParam::Kind::kBuffer && p.kind != KernelParam::Kind::kTensorMap) continue;
+    const BufferRef& ref = p.kind == KernelParam::Kind::kBuffer ? p.buffer : p.tensor_map.buffer;
+    if (m.remap.count({ref.kind, ref.index})) continue;
+    if (ref.kind == BufferRef::Kind::kOutput) {
+      m.remap[{ref.kind, ref.index}] =
+          BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(m.outputs.size())};
+      m.outputs.push_back(spec_of(chain.outputs[ref.index]));
+    } else if (ref.kind == BufferRef::Kind::kIntermediate) {
+      const int32_t node = static_cast<int32_t>(ref.index);
+      if (written.count(node)) {
+        m.remap[{ref.kind, ref.index}] =
+            BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(m.outputs.size())};
+        m.outputs.push_back(spec_of(node));
+      } else {
+        m.remap[{ref.kind, ref.index}] =
+            BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(m.inputs.size())};
+        m.inputs.push_back(spec_of(node));
+      }
+    }
+  }
+  return m;
+}
+
+// Compiles `specs` in batches so the budget is looked at between batches;
+// specs past the point where `stop_after` seconds have gone are not compiled
+// (nullopt), except the first `always` ones.
+std::vector<std::optional<absl::StatusOr<CompiledKernel>>> CompileWithin(
+    const std::vector<KernelSpec>& specs, size_t always, const TuneOptions& opts,
+    Compiler& compiler, Clock::time_point start, double stop_after) {
+  std::unique_ptr<CompilePool> own;
+  CompilePool* pool = opts.pool;
+  const int threads = std::max(1, opts.compile_threads);
+  if (pool == nullptr) {
+    own = std::make_unique<CompilePool>(compiler, threads, std::max<int>(threads, specs.size()));
+    pool = own.get();
+  }
+  CompileOptions copts;
+  copts.arch = opts.arch;
+  std::vector<std::optional<absl::StatusOr<CompiledKernel>>> out(specs.size());
+  for (size_t begin = 0; begin < specs.size(); begin += threads) {
+    if (begin >= always && Since(start) >= stop_after) break;
+    size_t end = std::min(specs.size(), begin + threads);
+    std::vector<KernelSpec> batch(specs.begin() + begin, specs.begin() + end);
+    auto results = pool->CompileAll(batch, copts);
+    for (size_t i = 0; i < results.size(); ++i) out[begin + i] = std::move(results[i]);
+  }
+  return out;
+}
+
+void FillReport(const Chain& chain, absl::Span<const int64_t> symbols, RooflineReport& r) {
+  for (size_t s = 0; s < chain.symbols.size() && s < symbols.size(); ++s)
+    r.sizes[chain.symbols[s].name] = symbols[s];
+}
+
+std::string OutcomeSummary(const std::vector<Trial>& trials) {
+  std::map<std::string, int> counts;
+  for (const Trial& t : trials) counts[std::string(OutcomeName(t.outcome))]++;
+  std::vector<std::string> parts;
+  for (const auto& [name, n] : counts) parts.push_back(absl::StrCat(n, " ", name));
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace
+
+int ComputeCapabilityOf(const std::string& arch) {
+  if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0) return 0;
+  int cc = 0;
+  size_t i = 3;
+  for (; i < arch.size() && arch[i] >= '0' && arch[i] <= '9'; ++i) cc = cc * 10 + (arch[i] - '0');
+  return i == 3 ? 0 : cc;
+}
+
+std::vector<Variant> PrunePointwise(const std::vector<Variant>& space, Bound bound) {
+  if (bound == Bound::kCompute) return space;
+  int64_t widest = 0;
+  for (const Variant& v : space) widest = std::max(widest, v.Get("vec", 1));
+  std::vector<Variant> kept;
+  for (const Variant& v : space) {
+    const int64_t block = v.Get("block"), items = v.Get("items", 1);
+    if (v.Get("vec", 1) == widest && (block == 256 || block == 512) &&
+        (items == 1 || items == 2 || items == 4))
+      kept.push_back(v);
+  }
+  constexpr size_t kFewest = 6;
+  return kept.size() < kFewest ? space : kept;
+}
+
+absl::StatusOr<std::vector<Variant>> CandidateVariants(const Chain& chain, const KernelGroup& group,
+                                                       TuneMode mode, Bound bound,
+                                                       int max_candidates) {
+  KFUSE_ASSIGN_OR_RETURN(const FamilyGenerator* gen, FindFamily(group.family));
+  const Variant seed = gen->heuristic(chain, group);
+  std::vector<Variant> out = {seed};
+  if (mode == TuneMode::kHeuristic) return out;
+  const std::vector<Variant> space = gen->space(chain, group);
+  std::vector<Variant> pool;
+  if (mode == TuneMode::kQuick) {
+    for (const Variant& v : space)
+      if (IsNeighbour(seed, v)) pool.push_back(v);
+  } else {
+    pool = gen->prune(space, bound);
+  }
+  std::set<Variant> seen = {seed};
+  for (const Variant& v : pool) {
+    if (static_cast<int>(out.size()) >= std::max(1, max_candidates)) break;
+    if (seen.insert(v).second) out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& group,
+                                      const TuneOptions& opts, Compiler& compiler, Runner* runner,
+                                      const TuneProgressFn& progress) {
+  const Clock::time_point start = Clock::now();
+  KFUSE_ASSIGN_OR_RETURN(const FamilyGenerator* gen, FindFamily(group.family));
+  const std::vector<int64_t> symbols =
+      opts.symbol_values.empty() ? SymbolValuesForTuning(chain) : opts.symbol_values;
+
+  TuneResult result;
+  result.report = Roofline(AnalyzeWork(chain, group.nodes, symbols), CeilingsFor(opts));
+  FillReport(chain, symbols, result.report);
+  result.best = gen->heuristic(chain, group);
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec seed_spec,
+                         gen->emit(chain, group, result.best, Numerics::kFast));
+
+  const bool heuristic_only = opts.mode == TuneMode::kHeuristic || runner == nullptr;
+  if (heuristic_only) {
+    CompileOptions copts;
+    copts.arch = opts.arch;
+    KFUSE_ASSIGN_OR_RETURN(result.kernel, compiler.Compile(seed_spec, copts));
+    result.untuned_reason = runner == nullptr ? "no GPU on this server" : "policy: heuristic";
+    result.tuning_seconds = Since(start);
+    return result;
+  }
+
+  // Candidates, then the two yardsticks, emitted; the seed stays first.
+  KFUSE_ASSIGN_OR_RETURN(
+      std::vector<Variant> variants,
+      CandidateVariants(chain, group, opts.mode, result.report.bound, opts.max_candidates));
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec ref_spec,
+                         gen->emit(chain, group, result.best, Numerics::kReference64));
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec eager_spec,
+                         gen->emit(chain, group, result.best, Numerics::kEager));
+  std::vector<KernelSpec> specs = {std::move(ref_spec), std::move(eager_spec), seed_spec};
+  std::vector<Variant> spec_variants = {result.best, result.best, result.best};
+  const int total = static_cast<int>(variants.size());
+  int done = 0;
+  auto record = [&](Trial t) {
+    ++done;
+    if (progress) progress(t, done, total);
+    result.trials.push_back(std::move(t));
+  };
+  for (size_t i = 1; i < variants.size(); ++i) {
+    absl::StatusOr<KernelSpec> s = gen->emit(chain, group, variants[i], Numerics::kFast);
+    if (!s.ok()) {
+      record(FailedTrial(variants[i], Outcome::kCompileError,
+                         absl::StrCat("generator: ", s.status().message())));
+      continue;
+    }
+    specs.push_back(*std::move(s));
+    spec_variants.push_back(variants[i]);
+  }
+
+  // Compile, stopping new batches at half the budget.
+  auto compiled =
+      CompileWithin(specs, /*always=*/3, opts, compiler, start, 0.5 * opts.budget_seconds);
+  for (int i = 0; i < 3; ++i) {
+    if (!compiled[i]->ok())
+      return absl::InternalError(absl::StrCat(
+          i == 0   ? "the float64 reference"
+          : i == 1 ? "the eager reference"
+                   : "the seed kernel",
+          " (", result.best.ToString(), ") did not compile: ", compiled[i]->status().message()));
+  }
+  result.kernel = **compiled[2];
+  CheckTask task;
+  std::vector<Variant> cand_variants;  // Parallel to task.candidates.
+  task.reference64 = **std::move(compiled[0]);
+  task.eager = **std::move(compiled[1]);
+  for (size_t i = 2; i < specs.size(); ++i) {
+    if (!compiled[i].has_value()) continue;  // Out of budget: not tried.
+    if (!compiled[i]->ok()) {
+      record(FailedTrial(spec_variants[i], Outcome::kCompileError,
+                         Excerpt(compiled[i]->status().message())));
+      continue;
+    }
+    task.candidates.push_back(**std::move(compiled[i]));
+    cand_variants.push_back(spec_variants[i]);
+  }
+
+  // Check and time on the GPU, the remaining budget shared among candidates.
+  const BufferMap buffers = MapBuffers(chain, group, seed_spec, symbols);
+  task.inputs = buffers.inputs;
+  task.outputs = buffers.outputs;
+  task.symbol_values = symbols;
+  task.slack = opts.slack;
+  const double left = std::max(0.0, opts.budget_seconds - Since(start));
+  task.timing.max_seconds =
+      std::clamp(left / static_cast<double>(task.candidates.size()), 0.02, 1.0);
+  std::vector<CompiledKernel> kernels = task.candidates;  // Unmapped, to return.
+  KFUSE_RETURN_IF_ERROR(buffers.Apply(task.reference64.spec));
+  KFUSE_RETURN_IF_ERROR(buffers.Apply(task.eager.spec));
+  for (CompiledKernel& k : task.candidates) KFUSE_RETURN_IF_ERROR(buffers.Apply(k.spec));
+  absl::StatusOr<std::vector<Trial>> ran = runner->Run(task, [&](const Trial& t) {
+    ++done;
+    if (progress) progress(t, done, total);
+  });
+  result.tuning_seconds = Since(start);
+  if (!ran.ok()) {
+    result.untuned_reason = absl::StrCat("tuning failed on the GPU: ", ran.status().ToString());
+    return result;
+  }
+
+  // The fastest candidate that passed the check wins; nothing else can.
+  int best = -1;
+  for (size_t i = 0; i < ran->size() && i < kernels.size(); ++i) {
+    Trial& t = (*ran)[i];
+    t.variant = cand_variants[i];
+    if (t.compile_seconds == 0) t.compile_seconds = kernels[i].compile_seconds;
+    if (t.resources.registers == 0) t.resources = kernels[i].resources;
+    if (t.outcome == Outcome::kOk && (best < 0 || t.median_seconds < (*ran)[best].median_seconds))
+      best = static_cast<int>(i);
+  }
+  const double measured = best < 0 ? 0 : (*ran)[best].median_seconds;
+  for (Trial& t : *ran) result.trials.push_back(std::move(t));
+  if (best < 0) {
+    result.untuned_reason =
+        absl::StrCat("no candidate passed the check (", OutcomeSummary(result.trials), ")");
+    return result;
+  }
+  result.tuned = true;
+  result.best = cand_variants[best];
+  result.kernel = std::move(kernels[best]);
+  result.report.measured_seconds = measured;
+  result.report.fraction_of_roofline =
+      measured > 0 ? result.report.predicted_seconds / measured : 0;
+  return result;
+}
+
+}  // namespace kfuse

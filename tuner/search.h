@@ -1,0 +1,103 @@
+// The tuner's search loop for one kernel of a plan: from the family's
+// heuristic seed and its search space to a checked, timed winner (or the
+// seed, marked untuned, with the reason). It never includes the CUDA layer:
+// compiling goes through a Compiler and running through a Runner, so tests
+// pass fakes.
+//
+//   TuneOptions opts;                      // quick mode, 2 s budget, sm_90
+//   opts.arch = "sm_90a";
+//   opts.ceilings = measured;              // for the roofline report
+//   KFUSE_ASSIGN_OR_RETURN(TuneResult r,
+//       TuneKernel(chain, group, opts, nvrtc, runner.get(),
+//                  [](const Trial& t, int done, int total) { ... }));
+//   // r.kernel: the winner's compiled kernel; r.tuned false => r.untuned_reason.
+//
+// Errors are reserved for what leaves nothing to answer with: an unsupported
+// family (Unimplemented), a group the generator rejects, or a seed that does
+// not compile. A candidate that fails to compile, faults or computes the
+// wrong answer is a Trial; a runner that fails outright makes the result
+// untuned, not an error.
+#ifndef KFUSE_TUNER_SEARCH_H_
+#define KFUSE_TUNER_SEARCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codegen/ir.h"
+#include "codegen/partition.h"
+#include "core/launch.h"
+#include "core/roofline.h"
+#include "core/trial.h"
+#include "core/variant.h"
+#include "tuner/compile_pool.h"
+#include "tuner/compiler.h"
+#include "tuner/runner.h"
+
+namespace kfuse {
+
+enum class TuneMode {
+  kHeuristic,  // No timing: the seed.
+  kQuick,      // The seed and its neighbours (one parameter changed).
+  kFull,       // The space pruned by the roofline, up to max_candidates.
+};
+
+struct TuneOptions {
+  TuneMode mode = TuneMode::kQuick;
+  // Wall time for compiling and timing. Compiling stops starting new work at
+  // half of it; the rest is shared among the candidates' timing.
+  double budget_seconds = 2.0;
+  std::string arch = "sm_90";
+  // Unset (not measured, all zero): nominal ceilings for `arch`.
+  Ceilings ceilings;
+  std::vector<int64_t> symbol_values;  // Empty: SymbolValuesForTuning(chain).
+  int max_candidates = 48;
+  // Compiles go to `pool` when set (shared across jobs, so NVRTC stays
+  // bounded process-wide); else to a pool of `compile_threads` for this call.
+  CompilePool* pool = nullptr;
+  int compile_threads = 4;
+  double slack = 2.0;  // CheckTask::slack.
+};
+
+struct TuneResult {
+  Variant best;
+  CompiledKernel kernel;
+  std::vector<Trial> trials;  // Every candidate tried, failures included.
+  double tuning_seconds = 0;
+  bool tuned = false;
+  std::string untuned_reason;  // Set when !tuned.
+  RooflineReport report;       // measured_seconds is 0 when untuned.
+};
+
+using TuneProgressFn = std::function<void(const Trial&, int done, int total)>;
+
+// Tunes the kernel computing `group` of validated, canonical `chain`.
+// runner == nullptr (no GPU) or mode kHeuristic: the seed, compiled, untuned.
+absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& group,
+                                      const TuneOptions& opts, Compiler& compiler, Runner* runner,
+                                      const TuneProgressFn& progress = {});
+
+// The candidates TuneKernel would try for `mode` (no compiling): the seed
+// first, then neighbours (kQuick) or the pruned space (kFull), deduplicated,
+// at most max_candidates. `bound` is the roofline verdict for the kernel.
+// Unimplemented for families without a generator.
+absl::StatusOr<std::vector<Variant>> CandidateVariants(const Chain& chain, const KernelGroup& group,
+                                                       TuneMode mode, Bound bound,
+                                                       int max_candidates);
+
+// The pointwise pruning, exposed for tests. For a memory-bound kernel every
+// variant that moves the same bytes is as good as its memory access pattern,
+// so it keeps the widest legal vector width only, blocks of 256 or 512 and
+// 1, 2 or 4 items per thread (grid-stride variants included); when fewer
+// than 6 survive (narrow dtypes, odd shapes) it keeps the whole space. A
+// compute-bound kernel keeps the whole space.
+std::vector<Variant> PrunePointwise(const std::vector<Variant>& space, Bound bound);
+
+// "sm_90a" -> 90; 0 when `arch` is not of that form.
+int ComputeCapabilityOf(const std::string& arch);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_TUNER_SEARCH_H_

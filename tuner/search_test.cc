@@ -1,0 +1,334 @@
+// The search loop with a fake runner (scripted outcomes and timings) and a
+// fake compiler; the generator is the real pointwise one. No GPU needed.
+#include "tuner/search.h"
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codegen/partition.h"
+#include "codegen/pointwise.h"
+#include "codegen/validate.h"
+#include "core/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+using ::testing::HasSubstr;
+
+// relu(a * b + c) over f32[n]; the group is the whole chain.
+struct Fixture {
+  Chain chain;
+  KernelGroup group;
+};
+
+Fixture ReluChain(int64_t n = 1 << 24, DType t = DType::kF32) {
+  Chain c;
+  int32_t a = c.AddInput(TensorType{t, {Dim::Static(n)}});
+  int32_t b = c.AddInput(TensorType{t, {Dim::Static(n)}});
+  int32_t d = c.AddInput(TensorType{t, {Dim::Static(n)}});
+  int32_t m = c.AddOp(OpKind::kMul, {a, b});
+  int32_t s = c.AddOp(OpKind::kAdd, {m, d});
+  c.outputs.push_back(c.AddOp(OpKind::kRelu, {s}));
+  c.input_names = {"a", "b", "c"};
+  c.output_names = {"y"};
+  absl::StatusOr<Chain> v = Validate(c);
+  KFUSE_CHECK(v.ok());
+  absl::StatusOr<Partition> p = PartitionChain(*v);
+  KFUSE_CHECK(p.ok() && p->kernels.size() == 1);
+  return Fixture{*v, p->kernels[0]};
+}
+
+class FakeCompiler : public Compiler {
+ public:
+  absl::StatusOr<CompiledKernel> Compile(const KernelSpec& spec, const CompileOptions& opts,
+                                         const std::atomic<bool>*) override {
+    calls_++;
+    if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+    if (fail_.count(spec.source))
+      return absl::InternalError("ptxas: too many resources requested for launch");
+    CompiledKernel k;
+    k.spec = spec;
+    k.arch = opts.arch;
+    k.cubin = "fake cubin for " + spec.entry;
+    k.compile_seconds = 0.001;
+    return k;
+  }
+  std::string Version() const override { return "fake-1"; }
+
+  std::set<std::string> fail_;  // Sources that fail to compile.
+  int delay_ms_ = 0;
+  std::atomic<int> calls_{0};
+};
+
+// Answers each candidate with the scripted outcome and time of its variant
+// (default: OK, 1 ms), and records the task it saw.
+class FakeRunner : public Runner {
+ public:
+  struct Script {
+    Outcome outcome = Outcome::kOk;
+    double seconds = 1e-3;
+  };
+  absl::StatusOr<std::vector<Trial>> Run(
+      const CheckTask& task, const std::function<void(const Trial&)>& on_trial) override {
+    last_task_ = task;
+    if (!fail_.ok()) return fail_;
+    std::vector<Trial> out;
+    for (const CompiledKernel& k : task.candidates) {
+      Script s;
+      auto it = script_.find(k.spec.variant.ToString());
+      if (it != script_.end()) s = it->second;
+      Trial t;
+      t.variant = k.spec.variant;
+      t.outcome = s.outcome;
+      t.median_seconds = s.seconds;
+      t.samples_seconds = {s.seconds};
+      if (on_trial) on_trial(t);
+      out.push_back(t);
+    }
+    return out;
+  }
+  absl::StatusOr<DeviceFingerprint> Device() override { return DeviceFingerprint{}; }
+  absl::StatusOr<Ceilings> MeasureCeilings() override { return NominalCeilings(90); }
+
+  std::map<std::string, Script> script_;
+  absl::Status fail_;
+  CheckTask last_task_;
+};
+
+std::string FastSource(const Fixture& f, const Variant& v) {
+  absl::StatusOr<KernelSpec> s = EmitPointwise(f.chain, f.group, v, Numerics::kFast);
+  KFUSE_CHECK(s.ok());
+  return s->source;
+}
+
+TuneOptions Opts(TuneMode mode) {
+  TuneOptions o;
+  o.mode = mode;
+  o.budget_seconds = 30;
+  o.arch = "sm_90a";
+  o.compile_threads = 2;
+  return o;
+}
+
+TEST(TuneKernelTest, FastestOkTrialWins) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  absl::StatusOr<std::vector<Variant>> cands =
+      CandidateVariants(f.chain, f.group, TuneMode::kFull, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok());
+  ASSERT_GE(cands->size(), 3u);
+  const Variant winner = (*cands)[2];
+  runner.script_[winner.ToString()] = {Outcome::kOk, 0.2e-3};
+  runner.script_[(*cands)[1].ToString()] = {Outcome::kOk, 0.5e-3};
+
+  int progress_calls = 0;
+  absl::StatusOr<TuneResult> r = TuneKernel(f.chain, f.group, Opts(TuneMode::kFull), compiler,
+                                            &runner, [&](const Trial&, int done, int total) {
+                                              ++progress_calls;
+                                              EXPECT_LE(done, total);
+                                            });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tuned) << r->untuned_reason;
+  EXPECT_EQ(r->best, winner);
+  EXPECT_EQ(r->kernel.spec.variant, winner);
+  EXPECT_EQ(r->trials.size(), cands->size());
+  EXPECT_EQ(progress_calls, static_cast<int>(cands->size()));
+  EXPECT_DOUBLE_EQ(r->report.measured_seconds, 0.2e-3);
+  EXPECT_GT(r->report.fraction_of_roofline, 0);
+  EXPECT_EQ(r->report.bound, Bound::kMemory);
+
+  // The runner saw one kernel's contract: 3 f32 inputs, 1 f32 output.
+  const CheckTask& task = runner.last_task_;
+  ASSERT_EQ(task.inputs.size(), 3u);
+  ASSERT_EQ(task.outputs.size(), 1u);
+  EXPECT_EQ(task.inputs[0].elements, 1 << 24);
+  EXPECT_EQ(task.outputs[0].dtype, DType::kF32);
+  EXPECT_EQ(task.candidates[0].spec.variant, r->trials[0].variant);
+  EXPECT_FALSE(task.reference64.cubin.empty());
+  EXPECT_FALSE(task.eager.cubin.empty());
+  EXPECT_NE(task.reference64.spec.source, task.candidates[0].spec.source);
+}
+
+TEST(TuneKernelTest, WrongOrFaultingVariantNeverWins) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok());
+  ASSERT_GE(cands->size(), 4u);
+  runner.script_[(*cands)[1].ToString()] = {Outcome::kWrongResult, 1e-6};
+  runner.script_[(*cands)[2].ToString()] = {Outcome::kFault, 2e-6};
+  runner.script_[(*cands)[3].ToString()] = {Outcome::kOk, 0.9e-3};
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tuned);
+  EXPECT_EQ(r->best, (*cands)[3]);
+}
+
+TEST(TuneKernelTest, NoPassingVariantGivesUntunedSeed) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok());
+  for (const Variant& v : *cands) runner.script_[v.ToString()] = {Outcome::kWrongResult, 1e-6};
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->tuned);
+  EXPECT_EQ(r->best, (*cands)[0]);
+  EXPECT_EQ(r->kernel.spec.variant, (*cands)[0]);
+  EXPECT_EQ(r->trials.size(), cands->size());
+  EXPECT_THAT(r->untuned_reason, HasSubstr("no candidate passed the check"));
+  EXPECT_THAT(r->untuned_reason, HasSubstr("wrong_result"));
+  EXPECT_EQ(r->report.measured_seconds, 0);
+}
+
+TEST(TuneKernelTest, RunnerFailureGivesUntunedSeed) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  runner.fail_ = absl::UnavailableError("the GPU fell off the bus");
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->tuned);
+  EXPECT_THAT(r->untuned_reason, HasSubstr("fell off the bus"));
+  EXPECT_FALSE(r->kernel.cubin.empty());
+}
+
+TEST(TuneKernelTest, NoRunnerGivesHeuristicUntuned) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kFull), compiler, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->tuned);
+  EXPECT_EQ(r->untuned_reason, "no GPU on this server");
+  EXPECT_EQ(r->best, PointwiseHeuristic(f.chain, f.group));
+  EXPECT_EQ(compiler.calls_.load(), 1);
+  EXPECT_TRUE(r->trials.empty());
+  EXPECT_GT(r->report.predicted_seconds, 0);
+  EXPECT_EQ(r->report.ceilings_source, "nominal sm_90");
+
+  FakeRunner runner;
+  r = TuneKernel(f.chain, f.group, Opts(TuneMode::kHeuristic), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->untuned_reason, "policy: heuristic");
+}
+
+TEST(TuneKernelTest, BudgetBoundsCandidates) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  compiler.delay_ms_ = 40;
+  FakeRunner runner;
+  TuneOptions o = Opts(TuneMode::kFull);
+  o.budget_seconds = 0.1;  // Compiling stops starting batches after 50 ms.
+  o.compile_threads = 1;
+  auto all = CandidateVariants(f.chain, f.group, TuneMode::kFull, Bound::kMemory, 48);
+  ASSERT_TRUE(all.ok());
+  ASSERT_GE(all->size(), 6u);
+  absl::StatusOr<TuneResult> r = TuneKernel(f.chain, f.group, o, compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GE(r->trials.size(), 1u);
+  EXPECT_LT(r->trials.size(), all->size());
+  EXPECT_TRUE(r->tuned);
+}
+
+TEST(TuneKernelTest, CompileErrorsAreRecorded) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok());
+  compiler.fail_.insert(FastSource(f, (*cands)[1]));
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int errors = 0;
+  for (const Trial& t : r->trials) {
+    if (t.outcome != Outcome::kCompileError) continue;
+    ++errors;
+    EXPECT_EQ(t.variant, (*cands)[1]);
+    EXPECT_THAT(t.message, HasSubstr("too many resources"));
+  }
+  EXPECT_EQ(errors, 1);
+  EXPECT_EQ(r->trials.size(), cands->size());
+  EXPECT_EQ(runner.last_task_.candidates.size(), cands->size() - 1);
+}
+
+TEST(TuneKernelTest, SeedThatDoesNotCompileIsAnError) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
+  compiler.fail_.insert(FastSource(f, (*cands)[0]));
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r.status().message(), HasSubstr("seed kernel"));
+}
+
+TEST(TuneKernelTest, OtherFamiliesAreUnimplemented) {
+  Fixture f = ReluChain();
+  f.group.family = Family::kMatmul;
+  FakeCompiler compiler;
+  EXPECT_EQ(TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, nullptr).status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+TEST(CandidateVariantsTest, QuickIsSeedAndNeighbours) {
+  Fixture f = ReluChain();
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok());
+  const Variant& seed = (*cands)[0];
+  for (size_t i = 1; i < cands->size(); ++i) {
+    int differ = 0;
+    for (const auto& [k, v] : seed.params) differ += (*cands)[i].Get(k) != v;
+    EXPECT_EQ(differ, 1) << (*cands)[i].ToString();
+  }
+  auto capped = CandidateVariants(f.chain, f.group, TuneMode::kFull, Bound::kMemory, 3);
+  ASSERT_TRUE(capped.ok());
+  EXPECT_EQ(capped->size(), 3u);
+  EXPECT_EQ((*capped)[0], seed);
+}
+
+TEST(PrunePointwiseTest, MemoryBoundKeepsWidestVectors) {
+  auto v = [](int vec, int items, int block) {
+    return Variant{Family::kPointwise,
+                   {{"vec", vec}, {"items", items}, {"block", block}, {"grid", 0}}};
+  };
+  std::vector<Variant> space;
+  for (int vec : {2, 4})
+    for (int items : {1, 2, 4})
+      for (int block : {128, 256, 512, 1024}) space.push_back(v(vec, items, block));
+  std::vector<Variant> kept = PrunePointwise(space, Bound::kMemory);
+  EXPECT_EQ(kept.size(), 6u);
+  for (const Variant& k : kept) {
+    EXPECT_EQ(k.Get("vec"), 4);
+    EXPECT_TRUE(k.Get("block") == 256 || k.Get("block") == 512);
+  }
+  EXPECT_EQ(PrunePointwise(space, Bound::kCompute).size(), space.size());
+  // Too few survivors: the whole space.
+  std::vector<Variant> small = {v(4, 1, 256), v(2, 1, 256), v(4, 1, 128)};
+  EXPECT_EQ(PrunePointwise(small, Bound::kMemory).size(), small.size());
+}
+
+TEST(ComputeCapabilityOfTest, Parses) {
+  EXPECT_EQ(ComputeCapabilityOf("sm_90a"), 90);
+  EXPECT_EQ(ComputeCapabilityOf("sm_100f"), 100);
+  EXPECT_EQ(ComputeCapabilityOf("compute_90"), 0);
+  EXPECT_EQ(ComputeCapabilityOf("sm_"), 0);
+}
+
+}  // namespace
+}  // namespace kfuse
