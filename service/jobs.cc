@@ -1,0 +1,55 @@
+#include "service/jobs.h"
+
+#include <vector>
+
+namespace kfuse {
+
+JobTable::Ticket JobTable::Join(const std::string& key, bool background, DoneFn done,
+                                ProgressFn progress, bool* started) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<Job>& job = jobs_[key];
+  *started = job == nullptr;
+  if (*started) {
+    job = std::make_shared<Job>();
+    job->key = key;
+  }
+  job->background |= background;
+  int id = job->next_waiter++;
+  job->waiters[id] = {std::move(done), std::move(progress)};
+  return Ticket{job, id};
+}
+
+void JobTable::Leave(const Ticket& t) {
+  absl::MutexLock lock(&mu_);
+  t.job->waiters.erase(t.waiter);
+  if (t.job->waiters.empty() && !t.job->background) t.job->cancel = true;
+}
+
+void JobTable::Progress(const std::shared_ptr<Job>& job, const v1::TuneProgress& msg) {
+  std::vector<ProgressFn> fns;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, w] : job->waiters)
+      if (w.second) fns.push_back(w.second);
+  }
+  for (auto& f : fns) f(msg);
+}
+
+void JobTable::Finish(const std::shared_ptr<Job>& job, const Result& result) {
+  std::vector<DoneFn> fns;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, w] : job->waiters) fns.push_back(std::move(w.first));
+    job->waiters.clear();
+    auto it = jobs_.find(job->key);
+    if (it != jobs_.end() && it->second == job) jobs_.erase(it);
+  }
+  for (auto& f : fns) f(result);
+}
+
+int JobTable::running() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(jobs_.size());
+}
+
+}  // namespace kfuse

@@ -1,0 +1,64 @@
+// One job per key: identical concurrent requests wait on the same compile or
+// tuning job. A caller leaving (deadline, cancellation) ends its wait, not the
+// job; a job nobody waits for is cancelled unless it was asked for as
+// background work.
+//
+//   bool started;
+//   JobTable::Ticket t = jobs.Join(key, background, on_done, on_progress, &started);
+//   if (started) pool.Submit([&] { jobs.Finish(t.job, Run(t.job->cancel)); });
+//   ...
+//   jobs.Leave(t);   // the caller's deadline passed
+#ifndef KFUSE_SERVICE_JOBS_H_
+#define KFUSE_SERVICE_JOBS_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kfuse/v1/kfuse.pb.h"
+
+namespace kfuse {
+
+class JobTable {
+ public:
+  using Result = absl::StatusOr<v1::CompileResponse>;
+  using DoneFn = std::function<void(const Result&)>;
+  using ProgressFn = std::function<void(const v1::TuneProgress&)>;
+
+  struct Job {
+    std::string key;
+    std::atomic<bool> cancel{false};
+    bool background = false;  // Guarded by the table's mutex.
+    std::map<int, std::pair<DoneFn, ProgressFn>> waiters;  // Guarded likewise.
+    int next_waiter = 0;
+  };
+  struct Ticket {
+    std::shared_ptr<Job> job;
+    int waiter = -1;
+  };
+
+  // Joins the job for `key`, starting one if none runs (*started is then
+  // true and the caller must run it and call Finish).
+  Ticket Join(const std::string& key, bool background, DoneFn done, ProgressFn progress, bool* started);
+  // The waiter stops waiting; its callbacks will not be called.
+  void Leave(const Ticket& t);
+  // Sends a progress message to every waiter.
+  void Progress(const std::shared_ptr<Job>& job, const v1::TuneProgress& msg);
+  // Ends the job: every waiter's done callback runs with the result.
+  void Finish(const std::shared_ptr<Job>& job, const Result& result);
+
+  int running() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kfuse
+
+#endif  // KFUSE_SERVICE_JOBS_H_

@@ -1,0 +1,307 @@
+#include "service/pipeline.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "codegen/analysis.h"
+#include "codegen/canonicalize.h"
+#include "codegen/partition.h"
+#include "codegen/pointwise.h"
+#include "core/status.h"
+#include "kfuse/storage/v1/storage.pb.h"
+#include "service/convert.h"
+#include "service/translate.h"
+
+namespace kfuse {
+namespace {
+
+constexpr int kSupportedCcs[] = {80, 86, 87, 89, 90, 100, 120};
+
+absl::StatusOr<std::string> ArchFor(const v1::Target& t, int cc) {
+  bool ok = false;
+  for (int s : kSupportedCcs) ok |= s == cc;
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target.compute_capability: ", cc, " is not supported (use 80, 86, 87, 89, 90, 100 or 120)"));
+  }
+  return absl::StrCat("sm_", cc, t.arch_specific() && (cc == 90 || cc == 100) ? "a" : "");
+}
+
+TuneMode ModeOf(const v1::TuningPolicy& p) {
+  switch (p.mode()) {
+    case v1::TuningPolicy::MODE_HEURISTIC: return TuneMode::kHeuristic;
+    case v1::TuningPolicy::MODE_FULL: return TuneMode::kFull;
+    default: return TuneMode::kQuick;
+  }
+}
+
+v1::TensorSpec OutputSpec(const Chain& c, int j, const std::string& name) {
+  v1::TensorSpec s;
+  s.set_name(name);
+  const TensorType& t = c.nodes[c.outputs[j]].type;
+  s.set_dtype(static_cast<v1::DType>(t.dtype));
+  for (const Dim& d : t.shape) {
+    v1::Dim* out = s.add_shape();
+    if (d.is_static()) {
+      out->set_size(d.size);
+    } else {
+      out->set_symbol(c.symbols[d.symbol].name);
+    }
+  }
+  return s;
+}
+
+// Where each symbol's value comes from at launch: every input dim naming it.
+void AddSymbols(const Chain& c, v1::KernelPlan* plan) {
+  for (size_t s = 0; s < c.symbols.size(); ++s) {
+    v1::Symbol* sym = plan->add_symbols();
+    sym->set_name(c.symbols[s].name);
+    for (const Node& n : c.nodes) {
+      if (n.kind != OpKind::kInput) continue;
+      for (int a = 0; a < n.type.rank(); ++a) {
+        if (n.type.shape[a].symbol == static_cast<int32_t>(s)) {
+          v1::SymbolSource* src = sym->add_sources();
+          src->set_input(n.input_index);
+          src->set_axis(a);
+        }
+      }
+    }
+  }
+}
+
+std::map<std::string, int64_t> SizesOf(const Chain& c, const std::vector<int64_t>& values) {
+  std::map<std::string, int64_t> sizes;
+  for (size_t s = 0; s < c.symbols.size() && s < values.size(); ++s) sizes[c.symbols[s].name] = values[s];
+  return sizes;
+}
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// One kernel of the plan as built: how it computes, and the evidence.
+struct BuiltKernel {
+  TuneResult result;
+  RooflineReport report;
+};
+
+}  // namespace
+
+Pipeline::Pipeline(PipelineDeps deps, PipelineOptions options)
+    : deps_(std::move(deps)), options_(std::move(options)) {
+  KFUSE_CHECK(deps_.compiler != nullptr && deps_.store != nullptr);
+}
+
+absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) const {
+  Prepared p;
+  KFUSE_ASSIGN_OR_RETURN(Chain typed, TranslateChain(request.chain()));
+  p.chain = Canonicalize(typed);
+  // Unsupported ops are answered before a job starts.
+  KFUSE_RETURN_IF_ERROR(PartitionChain(p.chain).status());
+  p.chain_hash = ChainHash(p.chain);
+
+  int cc = static_cast<int>(request.target().compute_capability());
+  if (cc == 0) cc = deps_.device ? deps_.device->compute_capability() : options_.default_compute_capability;
+  KFUSE_ASSIGN_OR_RETURN(p.arch, ArchFor(request.target(), cc));
+  p.compute_capability = cc;
+  p.symbol_values = SymbolValuesForTuning(p.chain);
+  p.mode = ModeOf(request.policy());
+  p.budget_seconds = request.policy().budget_seconds() > 0 ? request.policy().budget_seconds()
+                     : p.mode == TuneMode::kFull                ? options_.full_budget_seconds
+                                                                : options_.quick_budget_seconds;
+  if (deps_.runner == nullptr || !deps_.device) {
+    p.untuned_reason = "no usable GPU on this server";
+  } else if (deps_.device->compute_capability() != cc) {
+    p.untuned_reason = absl::StrCat("target sm_", cc, " is not this server's GPU (",
+                                    deps_.device->name, ")");
+  } else {
+    p.can_tune = true;
+  }
+  if (p.mode == TuneMode::kHeuristic) p.untuned_reason = "policy: heuristic";
+
+  p.key.chain = p.chain_hash;
+  p.key.spec = absl::StrCat("sizes=", absl::StrJoin(p.symbol_values, ","));
+  p.key.device = p.can_tune ? absl::StrCat("gpu:", deps_.device->Digest()) : absl::StrCat("untuned:", p.arch);
+  p.key.toolchain = absl::StrCat(deps_.compiler->Version(), "/", p.arch);
+  p.key.generator = kPointwiseGeneratorVersion;
+  p.request = request;
+  return p;
+}
+
+absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepared& p) const {
+  if (p.request.policy().force()) return std::nullopt;
+  KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetArtifact(p.key));
+  if (!blob) return std::nullopt;
+  storage::v1::Artifact artifact;
+  if (!artifact.ParseFromString(*blob)) return std::nullopt;  // sha256 matched: a schema bug.
+  bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
+  if (wants_tuning && artifact.plan().provenance().state() != v1::TUNE_STATE_TUNED) return std::nullopt;
+  v1::CompileResponse response;
+  *response.mutable_plan() = std::move(*artifact.mutable_plan());
+  if (!p.request.include_source()) {
+    for (v1::Kernel& k : *response.mutable_plan()->mutable_kernels()) k.clear_source();
+  }
+  ApplyRequestNames(p, response.mutable_plan());
+  response.set_cache(v1::CACHE_OUTCOME_HIT);
+  return response;
+}
+
+absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const ProgressFn& progress,
+                                                    const std::atomic<bool>* cancel) const {
+  if (options_.read_only) {
+    return absl::FailedPreconditionError(
+        "this server is read-only and the chain is not in its store; ask a server that compiles");
+  }
+  auto start = std::chrono::steady_clock::now();
+  KFUSE_ASSIGN_OR_RETURN(Partition part, PartitionChain(p.chain));
+
+  // A stored decision survives toolchain upgrades: recompile, do not retune.
+  std::optional<storage::v1::Decision> decision;
+  if (!p.request.policy().force()) {
+    KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetDecision(p.key));
+    storage::v1::Decision d;
+    if (blob && d.ParseFromString(*blob) && d.variants_size() == static_cast<int>(part.kernels.size()) &&
+        (d.state() == v1::TUNE_STATE_TUNED || !p.can_tune || p.mode == TuneMode::kHeuristic)) {
+      decision = std::move(d);
+    }
+  }
+
+  // Measured figures of this GPU, or the target's nominal ones.
+  Ceilings ceilings = p.can_tune ? deps_.ceilings : NominalCeilings(p.compute_capability);
+
+  std::vector<BuiltKernel> built;
+  int total_trials = 0;
+  for (size_t i = 0; i < part.kernels.size(); ++i) {
+    const KernelGroup& group = part.kernels[i];
+    BuiltKernel b;
+    if (decision) {
+      KFUSE_ASSIGN_OR_RETURN(Variant v, FromProto(decision->variants(i)));
+      KFUSE_ASSIGN_OR_RETURN(KernelSpec spec, EmitPointwise(p.chain, group, v));
+      CompileOptions copts;
+      copts.arch = p.arch;
+      KFUSE_ASSIGN_OR_RETURN(b.result.kernel, deps_.compiler->Compile(spec, copts, cancel));
+      b.result.best = v;
+      b.result.tuned = decision->state() == v1::TUNE_STATE_TUNED;
+      if (i < static_cast<size_t>(decision->measured_seconds_size()))
+        b.result.report.measured_seconds = decision->measured_seconds(i);
+    } else {
+      TuneOptions to;
+      to.mode = p.can_tune ? p.mode : TuneMode::kHeuristic;
+      to.budget_seconds = p.budget_seconds;
+      to.arch = p.arch;
+      to.ceilings = ceilings;
+      to.symbol_values = p.symbol_values;
+      auto on_trial = [&](const Trial& t, int done, int total) {
+        if (!progress) return;
+        v1::TuneProgress msg;
+        msg.set_phase("tune");
+        msg.set_done(done);
+        msg.set_total(total);
+        *msg.mutable_trial() = ToProto(t);
+        progress(msg);
+      };
+      KFUSE_ASSIGN_OR_RETURN(b.result, TuneKernel(p.chain, group, to, *deps_.compiler,
+                                                  p.can_tune ? deps_.runner : nullptr, on_trial));
+      if (b.result.untuned_reason.empty() && !b.result.tuned) b.result.untuned_reason = p.untuned_reason;
+    }
+    if (cancel != nullptr && cancel->load()) return absl::CancelledError("compile cancelled: no caller waits");
+    b.result.kernel.spec.partition_reason = group.reason;
+    b.report = Roofline(AnalyzeWork(p.chain, group.nodes, p.symbol_values), ceilings);
+    b.report.sizes = SizesOf(p.chain, p.symbol_values);
+    b.report.measured_seconds = b.result.report.measured_seconds;
+    if (b.report.measured_seconds > 0) b.report.fraction_of_roofline = b.report.predicted_seconds / b.report.measured_seconds;
+    total_trials += static_cast<int>(b.result.trials.size());
+    built.push_back(std::move(b));
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  bool tuned = !built.empty();
+  for (const BuiltKernel& b : built) tuned &= b.result.tuned;
+  v1::KernelPlan plan;
+  plan.set_api_version("kfuse.v1");
+  plan.set_key(p.key.ArtifactKey());
+  AddSymbols(p.chain, &plan);
+  Work total;
+  double measured = 0;
+  for (const BuiltKernel& b : built) {
+    v1::Kernel* k = plan.add_kernels();
+    *k = ToProto(b.result.kernel, /*include_source=*/true);
+    *k->mutable_report() = ToProto(b.report);
+    total.bytes += b.report.work.bytes;
+    total.flops.fma += b.report.work.flops.fma;
+    total.flops.special += b.report.work.flops.special;
+    total.flops.tensor += b.report.work.flops.tensor;
+    total.flops.integer += b.report.work.flops.integer;
+    measured += b.report.measured_seconds;
+  }
+  ApplyRequestNames(p, &plan);
+  RooflineReport whole = Roofline(total, ceilings);
+  whole.sizes = SizesOf(p.chain, p.symbol_values);
+  whole.measured_seconds = tuned ? measured : 0;
+  if (whole.measured_seconds > 0) whole.fraction_of_roofline = whole.predicted_seconds / whole.measured_seconds;
+  *plan.mutable_report() = ToProto(whole);
+
+  v1::Provenance* prov = plan.mutable_provenance();
+  prov->set_generator_version(kPointwiseGeneratorVersion);
+  prov->set_nvrtc_version(deps_.compiler->Version());
+  if (deps_.device && tuned) *prov->mutable_device() = ToProto(*deps_.device);
+  prov->set_state(tuned ? v1::TUNE_STATE_TUNED : v1::TUNE_STATE_HEURISTIC);
+  if (!tuned) {
+    std::string reason = p.untuned_reason;
+    for (const BuiltKernel& b : built)
+      if (!b.result.untuned_reason.empty()) reason = b.result.untuned_reason;
+    prov->set_reason(reason);
+  }
+  prov->set_created_unix_ms(NowMs());
+  prov->set_node(options_.node);
+  prov->set_trials(total_trials);
+  prov->set_tuning_seconds(seconds);
+
+  // Store: the decision first (it survives toolchain changes), then the
+  // artifact. A store failure is logged; the caller still gets its plan.
+  EntryMeta meta;
+  meta.family = "pointwise";
+  meta.arch = p.arch;
+  meta.device = deps_.device && tuned ? deps_.device->name : p.arch;
+  meta.state = tuned ? "tuned" : "heuristic";
+  meta.description = ToString(p.chain).substr(0, 200);
+  if (!decision) {
+    storage::v1::Decision d;
+    for (const BuiltKernel& b : built) {
+      *d.add_variants() = ToProto(b.result.best);
+      for (const Trial& t : b.result.trials) *d.add_trials() = ToProto(t);
+      d.add_measured_seconds(b.report.measured_seconds);
+    }
+    d.set_state(prov->state());
+    d.set_tuning_seconds(seconds);
+    if (deps_.device && tuned) *d.mutable_device() = ToProto(*deps_.device);
+    absl::Status s = deps_.store->PutDecision(p.key, d.SerializeAsString(), meta);
+    if (!s.ok()) fprintf(stderr, "kfused: warning: storing decision failed: %s\n", s.ToString().c_str());
+  }
+  storage::v1::Artifact artifact;
+  *artifact.mutable_plan() = plan;
+  absl::Status s = deps_.store->PutArtifact(p.key, artifact.SerializeAsString(), meta);
+  if (!s.ok()) fprintf(stderr, "kfused: warning: storing artifact failed: %s\n", s.ToString().c_str());
+
+  v1::CompileResponse response;
+  *response.mutable_plan() = std::move(plan);
+  if (!p.request.include_source()) {
+    for (v1::Kernel& k : *response.mutable_plan()->mutable_kernels()) k.clear_source();
+  }
+  ApplyRequestNames(p, response.mutable_plan());
+  response.set_cache(v1::CACHE_OUTCOME_MISS);
+  return response;
+}
+
+void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan) {
+  *plan->mutable_inputs() = p.request.chain().inputs();
+  plan->clear_outputs();
+  for (int j = 0; j < static_cast<int>(p.chain.outputs.size()); ++j) {
+    *plan->add_outputs() = OutputSpec(p.chain, j, p.request.chain().outputs(j).name());
+  }
+  for (int s = 0; s < plan->symbols_size() && s < static_cast<int>(p.chain.symbols.size()); ++s) {
+    plan->mutable_symbols(s)->set_name(p.chain.symbols[s].name);
+  }
+}
+
+}  // namespace kfuse

@@ -1,0 +1,98 @@
+// The compile pipeline behind every RPC: a request becomes a canonical chain
+// and a cache key (Prepare), is answered from the store when it can be
+// (Lookup), and otherwise is partitioned, generated, compiled, tuned and
+// stored (Build). Each step is one call; the server decides on which thread
+// each runs.
+//
+//   Pipeline p(deps, options);
+//   KFUSE_ASSIGN_OR_RETURN(Prepared req, p.Prepare(request));
+//   KFUSE_ASSIGN_OR_RETURN(auto hit, p.Lookup(req));
+//   if (!hit) KFUSE_ASSIGN_OR_RETURN(plan, p.Build(req, progress, &cancel));
+#ifndef KFUSE_SERVICE_PIPELINE_H_
+#define KFUSE_SERVICE_PIPELINE_H_
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cache/store.h"
+#include "codegen/ir.h"
+#include "core/key.h"
+#include "core/roofline.h"
+#include "core/trial.h"
+#include "kfuse/v1/kfuse.pb.h"
+#include "tuner/compiler.h"
+#include "tuner/runner.h"
+#include "tuner/search.h"
+
+namespace kfuse {
+
+struct PipelineDeps {
+  Compiler* compiler = nullptr;  // Required.
+  Runner* runner = nullptr;      // Null: no usable GPU, heuristic answers.
+  Store* store = nullptr;        // Required.
+  std::optional<DeviceFingerprint> device;  // The GPU tuning runs on.
+  Ceilings ceilings;             // Measured on `device`, or nominal.
+};
+
+struct PipelineOptions {
+  std::string node;                 // This server's name, for provenance.
+  int default_compute_capability = 90;  // Target when there is no GPU.
+  double quick_budget_seconds = 2.0;
+  double full_budget_seconds = 10.0;
+  bool read_only = false;           // Serve from the store, never compile.
+  std::string no_gpu_reason;        // Why tuning is unavailable, for DeviceInfo.
+  uint32_t driver_version = 0;      // The GPU driver's, 0 without one.
+};
+
+// A validated request with its key: everything Lookup and Build need.
+struct Prepared {
+  v1::CompileRequest request;
+  Chain chain;  // Canonical.
+  std::string chain_hash;
+  std::vector<int64_t> symbol_values;  // The shape bucket tuned for.
+  std::string arch;
+  int compute_capability = 0;
+  TuneMode mode = TuneMode::kQuick;
+  double budget_seconds = 0;
+  bool can_tune = false;     // A GPU of the target's architecture is here.
+  std::string untuned_reason;
+  CacheKey key;
+};
+
+using ProgressFn = std::function<void(const v1::TuneProgress&)>;
+
+class Pipeline {
+ public:
+  Pipeline(PipelineDeps deps, PipelineOptions options);
+
+  // Translation, validation, canonicalisation and the key. Cheap; bad input
+  // is InvalidArgument naming the op and field, unsupported ops Unimplemented.
+  absl::StatusOr<Prepared> Prepare(const v1::CompileRequest& request) const;
+  // The store only. nullopt on a miss. A stored heuristic answer is not a hit
+  // for a request that asks for tuning on a server that can tune.
+  absl::StatusOr<std::optional<v1::CompileResponse>> Lookup(const Prepared& p) const;
+  // Partition, generate, compile, tune, store. Reuses a stored decision when
+  // only the toolchain changed (recompiles, does not retune).
+  absl::StatusOr<v1::CompileResponse> Build(const Prepared& p, const ProgressFn& progress,
+                                            const std::atomic<bool>* cancel) const;
+
+  const PipelineDeps& deps() const { return deps_; }
+  const PipelineOptions& options() const { return options_; }
+
+ private:
+  PipelineDeps deps_;
+  PipelineOptions options_;
+};
+
+// Names from this request (inputs, outputs, symbols) replace the stored ones:
+// the key ignores client names, so a hit may come from a request that named
+// them differently.
+void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_SERVICE_PIPELINE_H_

@@ -1,0 +1,312 @@
+#include "service/server.h"
+
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "service/convert.h"
+#include "codegen/pointwise.h"
+#include "tuner/nvrtc_compiler.h"
+
+namespace kfuse {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+namespace {
+
+// A reactor kept alive by shared ownership: gRPC's reference is dropped in
+// OnDone, the job's callbacks hold theirs, so a late callback never touches a
+// deleted reactor; once done, callbacks do nothing.
+template <typename Self>
+class Shared {
+ public:
+  std::shared_ptr<Self> Retain(Self* self) {
+    self_ = std::shared_ptr<Self>(self);
+    return self_;
+  }
+  void Release() {
+    std::shared_ptr<Self> keep = std::move(self_);  // Deletes after return.
+  }
+
+ private:
+  std::shared_ptr<Self> self_;
+};
+
+// A unary call answered by whichever comes first: the job's result or the
+// caller leaving. Exactly one of them finishes the call.
+class WaitingUnary final : public grpc::ServerUnaryReactor {
+ public:
+  WaitingUnary(JobTable* jobs, v1::CompileResponse* resp) : jobs_(jobs), resp_(resp) {}
+  std::shared_ptr<WaitingUnary> Start() { return owner_.Retain(this); }
+
+  void Attach(JobTable::Ticket t) {
+    absl::MutexLock lock(&mu_);
+    ticket_ = std::move(t);
+  }
+  // Called from the job's thread with its result.
+  void Complete(const JobTable::Result& r) {
+    if (finished_.exchange(true)) return;
+    if (r.ok()) *resp_ = *r;
+    Finish(ToGrpc(r.status()));
+  }
+
+  void OnCancel() override {
+    if (finished_.exchange(true)) return;
+    JobTable::Ticket t;
+    {
+      absl::MutexLock lock(&mu_);
+      t = ticket_;
+    }
+    if (t.job) jobs_->Leave(t);
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                        "the caller left (deadline or cancellation); the job goes on"));
+  }
+  void OnDone() override { owner_.Release(); }
+
+ private:
+  JobTable* jobs_;
+  v1::CompileResponse* resp_;
+  std::atomic<bool> finished_{false};
+  absl::Mutex mu_;
+  JobTable::Ticket ticket_ ABSL_GUARDED_BY(mu_);
+  Shared<WaitingUnary> owner_;
+};
+
+// The Tune stream: progress messages queue up and are written one at a time;
+// the last carries the result.
+class TuneStream final : public grpc::ServerWriteReactor<v1::TuneProgress> {
+ public:
+  explicit TuneStream(JobTable* jobs) : jobs_(jobs) {}
+  std::shared_ptr<TuneStream> Start() { return owner_.Retain(this); }
+
+  void Attach(JobTable::Ticket t) {
+    absl::MutexLock lock(&mu_);
+    ticket_ = std::move(t);
+  }
+  void Push(const v1::TuneProgress& msg) {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return;
+    queue_.push_back(msg);
+    Pump();
+  }
+  void Complete(const JobTable::Result& r) {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return;
+    closing_ = true;
+    if (r.ok()) {
+      v1::TuneProgress last;
+      last.set_phase("done");
+      *last.mutable_result() = *r;
+      queue_.push_back(std::move(last));
+    }
+    final_ = ToGrpc(r.status());
+    Pump();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!queue_.empty()) queue_.pop_front();
+    if (!ok) {
+      closing_ = true;
+      queue_.clear();
+    }
+    Pump();
+  }
+  void OnCancel() override {
+    JobTable::Ticket t;
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      t = ticket_;
+      queue_.clear();
+      final_ = grpc::Status(grpc::StatusCode::CANCELLED, "the caller left; the job goes on");
+      Pump();
+    }
+    if (t.job) jobs_->Leave(t);
+  }
+  void OnDone() override { owner_.Release(); }
+
+ private:
+  void Pump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    if (!queue_.empty()) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    } else if (closing_) {
+      finished_ = true;
+      Finish(final_);
+    }
+  }
+
+  JobTable* jobs_;
+  absl::Mutex mu_;
+  std::deque<v1::TuneProgress> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_ ABSL_GUARDED_BY(mu_);
+  JobTable::Ticket ticket_ ABSL_GUARDED_BY(mu_);
+  Shared<TuneStream> owner_;
+};
+
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, const absl::Status& s) {
+  auto* r = ctx->DefaultReactor();
+  r->Finish(ToGrpc(s));
+  return r;
+}
+
+}  // namespace
+
+KernelServiceImpl::KernelServiceImpl(Pipeline* pipeline, ServiceOptions options)
+    : pipeline_(pipeline), options_(std::move(options)),
+      pool_(std::make_unique<ThreadPool>(options_.job_threads)) {}
+
+KernelServiceImpl::~KernelServiceImpl() { Drain(); }
+
+void KernelServiceImpl::Drain() { pool_.reset(); }
+
+JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn done,
+                                             JobTable::ProgressFn progress, bool* rejected) {
+  *rejected = false;
+  bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
+  std::string job_key = absl::StrCat(p.key.ArtifactKey(), wants_tuning ? "/tuned" : "/heuristic");
+  if (pool_ == nullptr || pool_->queued() >= options_.max_queued_jobs) {
+    *rejected = true;
+    return {};
+  }
+  bool started = false;
+  JobTable::Ticket t = jobs_.Join(job_key, p.request.policy().background(), std::move(done),
+                                  std::move(progress), &started);
+  if (started) {
+    std::shared_ptr<JobTable::Job> job = t.job;
+    pool_->Submit([this, job, p] {
+      JobTable::Result r = pipeline_->Build(
+          p, [this, job](const v1::TuneProgress& m) { jobs_.Progress(job, m); }, &job->cancel);
+      jobs_.Finish(job, r);
+    });
+  }
+  return t;
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext* ctx,
+                                                     const v1::CompileRequest* req,
+                                                     v1::CompileResponse* resp) {
+  absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
+  if (!p.ok()) return Answer(ctx, p.status());
+  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
+  if (!hit.ok()) return Answer(ctx, hit.status());
+  if (hit->has_value()) {
+    *resp = std::move(**hit);
+    resp->set_request_id(req->request_id());
+    return Answer(ctx, absl::OkStatus());
+  }
+  std::shared_ptr<WaitingUnary> reactor = (new WaitingUnary(&jobs_, resp))->Start();
+  bool rejected = false;
+  JobTable::Ticket t = StartJob(
+      *p, [reactor](const JobTable::Result& r) { reactor->Complete(r); }, nullptr, &rejected);
+  if (rejected) {
+    reactor->Complete(absl::ResourceExhaustedError("kfused: the job queue is full; retry later"));
+  } else {
+    reactor->Attach(std::move(t));
+  }
+  return reactor.get();
+}
+
+grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::CallbackServerContext* ctx,
+                                                                    const v1::CompileRequest* req) {
+  std::shared_ptr<TuneStream> stream = (new TuneStream(&jobs_))->Start();
+  absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
+  if (!p.ok()) {
+    stream->Complete(p.status());
+    return stream.get();
+  }
+  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
+  if (!hit.ok() || hit->has_value()) {
+    stream->Complete(hit.ok() ? JobTable::Result(std::move(**hit)) : JobTable::Result(hit.status()));
+    return stream.get();
+  }
+  bool rejected = false;
+  JobTable::Ticket t = StartJob(
+      *p, [stream](const JobTable::Result& r) { stream->Complete(r); },
+      [stream](const v1::TuneProgress& m) { stream->Push(m); }, &rejected);
+  if (rejected) {
+    stream->Complete(absl::ResourceExhaustedError("kfused: the job queue is full; retry later"));
+  } else {
+    stream->Attach(std::move(t));
+  }
+  return stream.get();
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::Lookup(grpc::CallbackServerContext* ctx,
+                                                    const v1::CompileRequest* req, v1::CompileResponse* resp) {
+  absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
+  if (!p.ok()) return Answer(ctx, p.status());
+  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
+  if (!hit.ok()) return Answer(ctx, hit.status());
+  if (!hit->has_value()) {
+    return Answer(ctx, absl::NotFoundError(absl::StrCat("no stored plan for key ", p->key.ArtifactKey())));
+  }
+  *resp = std::move(**hit);
+  return Answer(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListKernelsRequest* req,
+                                                         v1::ListKernelsResponse* resp) {
+  int limit = req->limit() == 0 ? 100 : static_cast<int>(std::min<uint32_t>(req->limit(), 10000));
+  auto list = pipeline_->deps().store->List(req->key_prefix(), limit, "artifact");
+  if (!list.ok()) return Answer(ctx, list.status());
+  for (const EntrySummary& e : *list) {
+    if (e.kind != "artifact") continue;
+    v1::KernelSummary* k = resp->add_kernels();
+    k->set_key(e.key);
+    k->set_chain_hash(e.parts.chain);
+    k->set_family(e.meta.family == "pointwise" ? v1::FAMILY_POINTWISE : v1::FAMILY_UNSPECIFIED);
+    k->set_arch(e.meta.arch);
+    k->set_device(e.meta.device);
+    k->set_state(e.meta.state == "tuned" ? v1::TUNE_STATE_TUNED : v1::TUNE_STATE_HEURISTIC);
+    k->set_bytes(e.bytes);
+    k->set_created_unix_ms(e.created_ms);
+    k->set_last_used_unix_ms(e.last_used_ms);
+    k->set_hits(e.hits);
+    k->set_description(e.meta.description);
+  }
+  auto total = pipeline_->deps().store->TotalBytes();
+  if (total.ok()) resp->set_total_bytes(*total);
+  return Answer(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::DeleteKernels(grpc::CallbackServerContext* ctx,
+                                                           const v1::DeleteKernelsRequest* req,
+                                                           v1::DeleteKernelsResponse* resp) {
+  if (pipeline_->options().read_only) return Answer(ctx, absl::FailedPreconditionError("this server is read-only"));
+  Store* store = pipeline_->deps().store;
+  absl::StatusOr<int> n = req->all() ? store->DeleteAll()
+                                     : store->Delete(std::vector<std::string>(req->keys().begin(), req->keys().end()));
+  if (!n.ok()) return Answer(ctx, n.status());
+  resp->set_deleted(*n);
+  return Answer(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerContext* ctx,
+                                                           const v1::GetDeviceInfoRequest* req,
+                                                           v1::DeviceInfo* resp) {
+  const PipelineDeps& d = pipeline_->deps();
+  resp->set_has_gpu(d.device.has_value() && d.runner != nullptr);
+  if (d.device) *resp->mutable_device() = ToProto(*d.device);
+  if (!resp->has_gpu()) resp->set_reason(pipeline_->options().no_gpu_reason);
+  resp->set_driver_version(pipeline_->options().driver_version);
+  resp->set_nvrtc_version(d.compiler->Version());
+  for (const std::string& a : SupportedArchs()) resp->add_supported_archs(a);
+  Ceilings c = d.device ? d.ceilings : NominalCeilings(pipeline_->options().default_compute_capability);
+  *resp->mutable_ceilings() = ToProto(c);
+  resp->set_generator_version(kPointwiseGeneratorVersion);
+  resp->set_server_version(options_.server_version);
+  return Answer(ctx, absl::OkStatus());
+}
+
+}  // namespace kfuse

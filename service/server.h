@@ -1,0 +1,64 @@
+// kfused's gRPC front: the kfuse.v1.KernelService on the callback API. Store
+// hits are answered on the callback thread; misses join one job per key that
+// runs on a thread pool, so no callback thread ever waits.
+//
+//   KernelServiceImpl service(&pipeline, &store, ServiceOptions{});
+//   builder.RegisterService(&service);
+#ifndef KFUSE_SERVICE_SERVER_H_
+#define KFUSE_SERVICE_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "cache/store.h"
+#include "kfuse/v1/kfuse.grpc.pb.h"
+#include "service/jobs.h"
+#include "service/pipeline.h"
+#include "service/thread_pool.h"
+
+namespace kfuse {
+
+struct ServiceOptions {
+  int job_threads = 2;       // Compile and tuning jobs at once.
+  int max_queued_jobs = 64;  // Beyond this, new misses get RESOURCE_EXHAUSTED.
+  std::string server_version = "kfused/0.1.0";
+};
+
+class KernelServiceImpl final : public v1::KernelService::CallbackService {
+ public:
+  KernelServiceImpl(Pipeline* pipeline, ServiceOptions options);
+  ~KernelServiceImpl() override;
+
+  grpc::ServerUnaryReactor* Compile(grpc::CallbackServerContext* ctx, const v1::CompileRequest* req,
+                                    v1::CompileResponse* resp) override;
+  grpc::ServerWriteReactor<v1::TuneProgress>* Tune(grpc::CallbackServerContext* ctx,
+                                                   const v1::CompileRequest* req) override;
+  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* ctx, const v1::CompileRequest* req,
+                                   v1::CompileResponse* resp) override;
+  grpc::ServerUnaryReactor* ListKernels(grpc::CallbackServerContext* ctx, const v1::ListKernelsRequest* req,
+                                        v1::ListKernelsResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteKernels(grpc::CallbackServerContext* ctx,
+                                          const v1::DeleteKernelsRequest* req,
+                                          v1::DeleteKernelsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetDeviceInfo(grpc::CallbackServerContext* ctx,
+                                          const v1::GetDeviceInfoRequest* req, v1::DeviceInfo* resp) override;
+
+  // Waits for running jobs to end (after the server stopped taking calls).
+  void Drain();
+
+ private:
+  // Starts or joins the job for a prepared miss.
+  JobTable::Ticket StartJob(const Prepared& p, JobTable::DoneFn done, JobTable::ProgressFn progress,
+                            bool* rejected);
+
+  Pipeline* pipeline_;
+  ServiceOptions options_;
+  JobTable jobs_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+grpc::Status ToGrpc(const absl::Status& s);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_SERVICE_SERVER_H_
