@@ -1,0 +1,103 @@
+// The `kfuse` subcommands as plain functions of parsed options, so that
+// kfuse_main.cc only wires CLI11 and the commands are testable without it.
+//
+//   CliIo io{std::cout, std::cerr, isatty(1)};
+//   GlobalOptions g;  g.server = "127.0.0.1:7420";
+//   CompileOptions c; c.chain_path = "examples/relu_fma_f32.json";
+//   return RunCompile(g, c, io);  // a process exit code (ExitCode)
+#ifndef KFUSE_CLIENTS_CLI_H_
+#define KFUSE_CLIENTS_CLI_H_
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "clients/client.h"
+#include "kfuse/v1/kfuse.pb.h"
+
+namespace kfuse::client {
+
+// Process exit codes: scripts tell a refused request from a dead server.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailed = 1,       // The server refused or failed the request.
+  kExitUsage = 2,        // Bad flags or a bad input file; nothing was sent.
+  kExitUnavailable = 3,  // No server at the address, or the deadline passed.
+};
+
+struct CliIo {
+  std::ostream& out;
+  std::ostream& err;
+  bool out_is_tty = false;
+};
+
+struct GlobalOptions {
+  std::string server = kDefaultAddress;
+  bool json = false;  // Machine output: the proto JSON mapping.
+  double timeout_seconds = 60;
+};
+
+struct CompileOptions {
+  std::string chain_path;
+  std::string plan_out;       // -o: binary KernelPlan.
+  std::string plan_json_out;  // --plan-json: KernelPlan in JSON.
+  std::string cubin_dir;      // <dir>/<entry>.cubin per kernel.
+  std::string arch;           // "sm_90", "sm_90a", "90"; "" keeps the file's.
+  std::string policy;         // heuristic|quick|full; "" keeps the file's.
+  double budget_seconds = 0;  // 0 keeps the file's.
+  bool source = false;        // Ask for and write/print the CUDA C++.
+};
+
+struct TuneOptions {
+  std::string chain_path;
+  std::string arch;
+  std::string mode = "quick";  // quick|full.
+  double budget_seconds = 0;
+  bool force = false;
+};
+
+struct CacheLsOptions {
+  std::string prefix;
+  uint32_t limit = 0;
+};
+
+struct CacheRmOptions {
+  std::vector<std::string> keys;  // Full keys or unique prefixes.
+  bool all = false;
+};
+
+int RunCompile(const GlobalOptions& g, const CompileOptions& o, CliIo& io);
+int RunTune(const GlobalOptions& g, const TuneOptions& o, CliIo& io);
+int RunCacheLs(const GlobalOptions& g, const CacheLsOptions& o, CliIo& io);
+int RunCacheShow(const GlobalOptions& g, const std::string& key, CliIo& io);
+int RunCacheRm(const GlobalOptions& g, const CacheRmOptions& o, CliIo& io);
+int RunDevice(const GlobalOptions& g, CliIo& io);
+int RunHealth(const GlobalOptions& g, const std::string& service, CliIo& io);
+int RunVersion(const GlobalOptions& g, CliIo& io);
+
+// Shared by the subcommands (cli_common.cc).
+
+// "sm_90" / "sm_90a" / "90" into a Target; INVALID_ARGUMENT otherwise.
+absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch);
+// "heuristic" | "quick" | "full" | "default".
+absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
+    const std::string& mode);
+// A kernel entry name safe to use as a file name ([A-Za-z0-9_]+).
+bool IsSafeFileStem(const std::string& s);
+// Prints `status` with a hint where one helps (on io.err, or as a JSON
+// object on io.out with --json) and returns the exit code for it.
+int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io);
+// The exit code for a status coming back from the server.
+int ExitCodeFor(const absl::Status& status);
+absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(
+    const GlobalOptions& g);
+// The response without cubin and PTX bytes: what --json prints.
+kfuse::v1::CompileResponse WithoutBinaries(kfuse::v1::CompileResponse r);
+
+}  // namespace kfuse::client
+
+#endif  // KFUSE_CLIENTS_CLI_H_

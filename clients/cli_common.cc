@@ -1,0 +1,106 @@
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "clients/cli.h"
+#include "clients/json.h"
+#include "google/protobuf/struct.pb.h"
+
+namespace kfuse::client {
+
+absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch) {
+  kfuse::v1::Target target;
+  absl::string_view s = arch;
+  if (s.empty() || s == "native") return target;  // 0: the server's GPU.
+  absl::ConsumePrefix(&s, "sm_") || absl::ConsumePrefix(&s, "compute_");
+  if (absl::ConsumeSuffix(&s, "a")) target.set_arch_specific(true);
+  uint32_t cc = 0;
+  if (!absl::SimpleAtoi(s, &cc) || cc < 50 || cc > 200) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--arch ", arch, ": expected sm_XY or sm_XYa (sm_80, sm_90a, ...)"));
+  }
+  target.set_compute_capability(cc);
+  return target;
+}
+
+absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
+    const std::string& mode) {
+  const std::string m = absl::AsciiStrToLower(mode);
+  if (m == "heuristic") return kfuse::v1::TuningPolicy::MODE_HEURISTIC;
+  if (m == "quick") return kfuse::v1::TuningPolicy::MODE_QUICK;
+  if (m == "full") return kfuse::v1::TuningPolicy::MODE_FULL;
+  if (m == "default") return kfuse::v1::TuningPolicy::MODE_UNSPECIFIED;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tuning mode '", mode, "': expected heuristic, quick or full"));
+}
+
+bool IsSafeFileStem(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') {
+      return false;
+    }
+  }
+  return true;
+}
+
+int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return kExitOk;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return kExitUnavailable;
+    default:
+      return kExitFailed;
+  }
+}
+
+int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io) {
+  std::string hint;
+  if (status.code() == absl::StatusCode::kUnavailable) {
+    hint = absl::StrCat("is kfused running at ", g.server,
+                        "? (set --server or KFUSE_SERVER)");
+  } else if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    hint = absl::StrCat("no answer within ", g.timeout_seconds,
+                        " s; raise --timeout");
+  }
+  if (g.json) {
+    google::protobuf::Struct error;
+    auto& fields = *(*error.mutable_fields())["error"]
+                        .mutable_struct_value()
+                        ->mutable_fields();
+    fields["code"].set_string_value(absl::StatusCodeToString(status.code()));
+    fields["message"].set_string_value(std::string(status.message()));
+    io.out << ToJson(error, /*pretty=*/false) << "\n";
+  }
+  io.err << "kfuse: " << absl::StatusCodeToString(status.code()) << ": "
+         << status.message() << "\n";
+  if (!hint.empty()) io.err << "kfuse: " << hint << "\n";
+  return ExitCodeFor(status);
+}
+
+absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(
+    const GlobalOptions& g) {
+  if (!(g.timeout_seconds > 0)) {
+    return absl::InvalidArgumentError("--timeout must be positive (seconds)");
+  }
+  ClientOptions options;
+  options.address = g.server;
+  options.deadline = absl::Seconds(g.timeout_seconds);
+  options.client_name = "kfuse-cli";
+  return Client::Connect(options);
+}
+
+kfuse::v1::CompileResponse WithoutBinaries(kfuse::v1::CompileResponse r) {
+  for (auto& k : *r.mutable_plan()->mutable_kernels()) {
+    k.clear_cubin();
+    k.clear_ptx();
+  }
+  return r;
+}
+
+}  // namespace kfuse::client

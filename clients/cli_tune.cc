@@ -1,0 +1,86 @@
+// `kfuse tune`: Tune with progress (a bar on a TTY, lines otherwise, JSON
+// lines with --json) and the final summary.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "clients/cli.h"
+#include "clients/cli_format.h"
+#include "clients/json.h"
+#include "core/status.h"
+
+namespace kfuse::client {
+namespace {
+
+constexpr int kBarWidth = 24;
+
+absl::StatusOr<kfuse::v1::CompileRequest> BuildRequest(const TuneOptions& o) {
+  KFUSE_ASSIGN_OR_RETURN(kfuse::v1::CompileRequest request,
+                         LoadCompileRequest(o.chain_path));
+  if (!o.arch.empty()) {
+    KFUSE_ASSIGN_OR_RETURN(*request.mutable_target(), ParseArch(o.arch));
+  }
+  KFUSE_ASSIGN_OR_RETURN(kfuse::v1::TuningPolicy::Mode mode,
+                         ParsePolicyMode(o.mode));
+  if (mode != kfuse::v1::TuningPolicy::MODE_QUICK &&
+      mode != kfuse::v1::TuningPolicy::MODE_FULL) {
+    return absl::InvalidArgumentError("--mode: expected quick or full");
+  }
+  if (o.budget_seconds < 0) {
+    return absl::InvalidArgumentError("--budget must be >= 0 seconds");
+  }
+  auto& policy = *request.mutable_policy();
+  policy.set_mode(mode);
+  if (o.budget_seconds > 0) policy.set_budget_seconds(o.budget_seconds);
+  if (o.force) policy.set_force(true);
+  return request;
+}
+
+}  // namespace
+
+int RunTune(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
+  auto request = BuildRequest(o);
+  if (!request.ok()) {
+    ReportError(g, request.status(), io);
+    return kExitUsage;
+  }
+  auto client = ConnectFromFlags(g);
+  if (!client.ok()) return ReportError(g, client.status(), io);
+  const bool bar = io.out_is_tty && !g.json;
+  double best = 0;
+  size_t last_width = 0;
+  auto on_progress = [&](const kfuse::v1::TuneProgress& p) {
+    if (p.has_trial() && p.trial().outcome() == kfuse::v1::Trial::OUTCOME_OK &&
+        p.trial().median_seconds() > 0 &&
+        (best == 0 || p.trial().median_seconds() < best)) {
+      best = p.trial().median_seconds();
+    }
+    if (g.json) {
+      kfuse::v1::TuneProgress copy = p;
+      if (copy.has_result()) {
+        *copy.mutable_result() = WithoutBinaries(copy.result());
+      }
+      io.out << ToJson(copy, /*pretty=*/false) << "\n" << std::flush;
+      return;
+    }
+    std::string line = FormatProgressLine(p, best);
+    if (!bar) {
+      io.out << line << "\n" << std::flush;
+      return;
+    }
+    line = absl::StrCat(FormatProgressBar(p.done(), p.total(), kBarWidth), " ",
+                        line);
+    constexpr size_t kMax = 110;  // Keep the bar on one terminal line.
+    if (line.size() > kMax) line = line.substr(0, kMax - 3) + "...";
+    const size_t width = line.size();
+    line.append(last_width > width ? last_width - width : 0, ' ');
+    last_width = width;
+    io.out << "\r" << line << std::flush;
+  };
+  auto response = (*client)->Tune(*std::move(request), on_progress);
+  if (bar && last_width > 0) io.out << "\n";
+  if (!response.ok()) return ReportError(g, response.status(), io);
+  if (!g.json) io.out << FormatPlanSummary(*response);
+  return kExitOk;
+}
+
+}  // namespace kfuse::client

@@ -1,0 +1,126 @@
+// A canned kfuse.v1.KernelService for client and CLI tests (no kfused).
+// Compile: INVALID_ARGUMENT for a chain without outputs, else a one-kernel
+// plan, a miss the first time and hits after. Tune: three progress messages
+// for MODE_FULL, none (a buggy server) otherwise.
+#ifndef KFUSE_CLIENTS_FAKE_KERNEL_SERVICE_H_
+#define KFUSE_CLIENTS_FAKE_KERNEL_SERVICE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "kfuse/v1/kfuse.grpc.pb.h"
+
+namespace kfuse::client {
+
+class FakeKernelService final : public kfuse::v1::KernelService::Service {
+ public:
+  grpc::Status Compile(grpc::ServerContext*,
+                       const kfuse::v1::CompileRequest* req,
+                       kfuse::v1::CompileResponse* resp) override {
+    last_client = req->env().client();
+    if (req->chain().outputs_size() == 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "chain: no outputs");
+    }
+    resp->set_cache(compiles++ == 0 ? kfuse::v1::CACHE_OUTCOME_MISS
+                                    : kfuse::v1::CACHE_OUTCOME_HIT);
+    resp->mutable_plan()->set_key("key-1");
+    auto* k = resp->mutable_plan()->add_kernels();
+    k->set_entry(entry);
+    k->set_arch("sm_90");
+    k->set_cubin(std::string("\x7f"
+                             "ELF",
+                             4) +
+                 "fake");
+    if (req->include_source())
+      k->set_source("extern \"C\" __global__ void k() {}");
+    return grpc::Status::OK;
+  }
+  grpc::Status Tune(grpc::ServerContext*, const kfuse::v1::CompileRequest* req,
+                    grpc::ServerWriter<kfuse::v1::TuneProgress>* w) override {
+    const int n = req->policy().mode() == kfuse::v1::TuningPolicy::MODE_FULL
+                      ? 3
+                      : 0;  // QUICK: end without a result (a buggy server).
+    for (int i = 1; i <= n; ++i) {
+      kfuse::v1::TuneProgress p;
+      p.set_phase("time");
+      p.set_done(i);
+      p.set_total(n);
+      p.mutable_trial()->set_outcome(kfuse::v1::Trial::OUTCOME_OK);
+      p.mutable_trial()->set_median_seconds(1e-6 * (10 - i));
+      if (i == n) p.mutable_result()->mutable_plan()->set_key("tuned");
+      w->Write(p);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Lookup(grpc::ServerContext*, const kfuse::v1::CompileRequest*,
+                      kfuse::v1::CompileResponse*) override {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "not in the store");
+  }
+  grpc::Status ListKernels(grpc::ServerContext*,
+                           const kfuse::v1::ListKernelsRequest* req,
+                           kfuse::v1::ListKernelsResponse* resp) override {
+    for (const std::string& key : keys) {
+      if (key.rfind(req->key_prefix(), 0) == 0)
+        resp->add_kernels()->set_key(key);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status DeleteKernels(grpc::ServerContext*,
+                             const kfuse::v1::DeleteKernelsRequest* req,
+                             kfuse::v1::DeleteKernelsResponse* resp) override {
+    resp->set_deleted(req->all() ? 7 : req->keys_size());
+    return grpc::Status::OK;
+  }
+  grpc::Status GetDeviceInfo(grpc::ServerContext* ctx,
+                             const kfuse::v1::GetDeviceInfoRequest*,
+                             kfuse::v1::DeviceInfo* resp) override {
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("authorization");
+    if (it != md.end())
+      last_auth = std::string(it->second.data(), it->second.size());
+    resp->set_reason("no GPU in the fake");
+    return grpc::Status::OK;
+  }
+
+  // Keys ListKernels answers from (filtered by prefix).
+  std::vector<std::string> keys = {"ab0"};
+  std::string entry = "kfuse_pw_0";
+  int compiles = 0;
+  std::string last_client;
+  std::string last_auth;
+};
+
+// The fake on a free loopback port, with the default health service.
+class FakeServer {
+ public:
+  FakeServer() {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    address_ = "127.0.0.1:" + std::to_string(port);
+  }
+  ~FakeServer() {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+  bool ok() const { return server_ != nullptr; }
+  const std::string& address() const { return address_; }
+  FakeKernelService& service() { return service_; }
+  grpc::Server& server() { return *server_; }
+
+ private:
+  FakeKernelService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+};
+
+}  // namespace kfuse::client
+
+#endif  // KFUSE_CLIENTS_FAKE_KERNEL_SERVICE_H_

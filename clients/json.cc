@@ -1,0 +1,203 @@
+#include "clients/json.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace kfuse::client {
+namespace {
+
+// protobuf's JSON parser reports syntax errors without a position that a user
+// can find in an editor; locate the first syntax problem ourselves by a small
+// scan of the structure (strings, nesting). Returns "" when none is found.
+struct Position {
+  int line = 1;
+  int column = 1;
+};
+
+Position PositionOf(const std::string& text, size_t offset) {
+  Position p;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++p.line;
+      p.column = 1;
+    } else {
+      ++p.column;
+    }
+  }
+  return p;
+}
+
+// The offset of the first obvious syntax error (unbalanced bracket, stray
+// character outside strings/literals, unterminated string), or npos.
+size_t FirstSyntaxError(const std::string& s) {
+  std::string stack;
+  bool in_string = false;
+  size_t string_start = 0;
+  char prev = 0;  // The previous significant character outside strings.
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (!in_string && !std::isspace(static_cast<unsigned char>(c))) {
+      // A separator must be followed by a value (or a key).
+      if ((prev == ',' || prev == ':' || prev == '[' || prev == '{') &&
+          (c == ',' || c == ':')) {
+        return i;
+      }
+      if ((prev == ',' || prev == ':') && (c == '}' || c == ']')) return i;
+      prev = c;
+    }
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      } else if (c == '\n') {
+        return string_start;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        string_start = i;
+        break;
+      case '{':
+      case '[':
+        stack.push_back(c);
+        break;
+      case '}':
+      case ']':
+        if (stack.empty() || (stack.back() == '{') != (c == '}')) return i;
+        stack.pop_back();
+        if (stack.empty()) {
+          // Only whitespace may follow the top-level value.
+          for (size_t j = i + 1; j < s.size(); ++j) {
+            if (!std::isspace(static_cast<unsigned char>(s[j]))) return j;
+          }
+          return std::string::npos;
+        }
+        break;
+      default:
+        if (std::isspace(static_cast<unsigned char>(c)) || c == ',' ||
+            c == ':' || c == '-' || c == '+' || c == '.' ||
+            std::isalnum(static_cast<unsigned char>(c))) {
+          break;
+        }
+        return i;
+    }
+  }
+  if (in_string) return string_start;
+  if (!stack.empty()) return s.size();
+  return std::string::npos;
+}
+
+}  // namespace
+
+absl::Status ParseJson(const std::string& json, const std::string& what,
+                       google::protobuf::Message* msg) {
+  msg->Clear();
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status =
+      google::protobuf::util::JsonStringToMessage(json, msg, options);
+  if (status.ok()) return absl::OkStatus();
+  // protobuf appends an excerpt with a caret; we give path:line:col and the
+  // source line instead, which editors and readers can follow.
+  std::string why(status.message());
+  why = why.substr(0, why.find('\n'));
+  std::string where;
+  std::string excerpt;
+  const size_t offset = FirstSyntaxError(json);
+  if (offset != std::string::npos) {
+    const Position p = PositionOf(json, offset);
+    where = absl::StrCat(":", p.line, ":", p.column);
+    const size_t begin = json.rfind('\n', offset == 0 ? 0 : offset - 1);
+    const size_t line_start = begin == std::string::npos ? 0 : begin + 1;
+    const size_t line_end = json.find('\n', line_start);
+    const std::string line = json.substr(
+        line_start,
+        (line_end == std::string::npos ? json.size() : line_end) - line_start);
+    if (line.size() <= 200) {
+      excerpt = absl::StrCat("\n  ", line, "\n  ",
+                             std::string(p.column - 1, ' '), "^");
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, where, ": not a valid ", msg->GetDescriptor()->full_name(),
+      " in JSON: ", why, excerpt));
+}
+
+std::string ToJson(const google::protobuf::Message& msg, bool pretty) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = pretty;
+  options.preserve_proto_field_names = false;
+  std::string out;
+  const auto status =
+      google::protobuf::util::MessageToJsonString(msg, &out, options);
+  // Printing a well-formed message cannot fail; a failure is our bug.
+  KFUSE_CHECK(status.ok());
+  return out;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    const std::string why = std::strerror(err);
+    if (err == ENOENT)
+      return absl::NotFoundError(absl::StrCat(path, ": ", why));
+    if (err == EACCES) {
+      return absl::PermissionDeniedError(absl::StrCat(path, ": ", why));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  return ss.str();
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  }
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  out.close();
+  if (!out) return absl::DataLossError(absl::StrCat("write failed: ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequest(
+    const std::string& json, const std::string& what) {
+  google::protobuf::Struct top;
+  google::protobuf::util::JsonParseOptions options;
+  if (!google::protobuf::util::JsonStringToMessage(json, &top, options).ok()) {
+    // Not a JSON object at all: let the typed parser word the error.
+    kfuse::v1::Chain chain;
+    KFUSE_RETURN_IF_ERROR(ParseJson(json, what, &chain));
+  }
+  kfuse::v1::CompileRequest request;
+  if (top.fields().contains("chain")) {
+    KFUSE_RETURN_IF_ERROR(ParseJson(json, what, &request));
+  } else {
+    KFUSE_RETURN_IF_ERROR(ParseJson(json, what, request.mutable_chain()));
+  }
+  return request;
+}
+
+absl::StatusOr<kfuse::v1::CompileRequest> LoadCompileRequest(
+    const std::string& path) {
+  KFUSE_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseCompileRequest(text, path);
+}
+
+}  // namespace kfuse::client

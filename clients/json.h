@@ -1,0 +1,44 @@
+// The proto3 JSON mapping for kfuse.v1 messages, with errors a user can act
+// on: the CLI, the examples and the latency tool read chains through here.
+//
+//   KFUSE_ASSIGN_OR_RETURN(kfuse::v1::CompileRequest req,
+//                          kfuse::client::LoadCompileRequest("chain.json"));
+//   std::string text = kfuse::client::ToJson(req.chain());
+#ifndef KFUSE_CLIENTS_JSON_H_
+#define KFUSE_CLIENTS_JSON_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "google/protobuf/message.h"
+#include "kfuse/v1/kfuse.pb.h"
+
+namespace kfuse::client {
+
+// Parses `json` into `msg` (cleared first). Unknown fields are errors so a
+// misspelt field is reported instead of silently dropped. `what` names the
+// source ("chain.json") in the message; syntax errors give line and column.
+absl::Status ParseJson(const std::string& json, const std::string& what,
+                       google::protobuf::Message* msg);
+
+// The message in the proto3 JSON mapping; `pretty` indents with two spaces.
+// Enum values print as names; fields with default values are omitted.
+std::string ToJson(const google::protobuf::Message& msg, bool pretty = true);
+
+// Whole file contents; NOT_FOUND / PERMISSION_DENIED name the path.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+// Writes (truncates) `path`; the error names the path.
+absl::Status WriteFile(const std::string& path, const std::string& contents);
+
+// A CompileRequest from JSON text: a full request when the top-level object
+// has a "chain" key, else a bare kfuse.v1.Chain wrapped in a request.
+absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequest(
+    const std::string& json, const std::string& what);
+// As ParseCompileRequest, reading the file at `path`.
+absl::StatusOr<kfuse::v1::CompileRequest> LoadCompileRequest(
+    const std::string& path);
+
+}  // namespace kfuse::client
+
+#endif  // KFUSE_CLIENTS_JSON_H_

@@ -1,0 +1,102 @@
+#include "clients/json.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kfuse::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(JsonTest, ExamplesParse) {
+  const char* kExamples[] = {
+      "examples/relu_fma_f32.json",   "examples/relu_fma_f32_symbolic.json",
+      "examples/gelu_bias_bf16.json", "examples/transcendental_10op_bf16.json",
+      "examples/bad_broadcast.json",  "examples/compile_request_sm90.json",
+  };
+  for (const char* path : kExamples) {
+    auto req = LoadCompileRequest(path);
+    ASSERT_TRUE(req.ok()) << path << ": " << req.status();
+    EXPECT_GT(req->chain().inputs_size(), 0) << path;
+    EXPECT_GT(req->chain().ops_size(), 0) << path;
+    EXPECT_EQ(req->chain().outputs_size(), 1) << path;
+  }
+}
+
+TEST(JsonTest, BareChainBecomesRequest) {
+  auto req = LoadCompileRequest("examples/relu_fma_f32.json");
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_FALSE(req->has_target());
+  ASSERT_EQ(req->chain().ops_size(), 3);
+  EXPECT_EQ(req->chain().ops(2).kind(), kfuse::v1::OP_RELU);
+  // {"input": 0} sets the oneof even though 0 is the default.
+  EXPECT_EQ(req->chain().ops(0).args(0).kind_case(), kfuse::v1::Ref::kInput);
+  EXPECT_EQ(req->chain().inputs(0).shape(0).size(), 1048576);
+}
+
+TEST(JsonTest, FullRequestKeepsTargetAndPolicy) {
+  auto req = LoadCompileRequest("examples/compile_request_sm90.json");
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->target().compute_capability(), 90u);
+  EXPECT_EQ(req->policy().mode(), kfuse::v1::TuningPolicy::MODE_HEURISTIC);
+  EXPECT_EQ(req->chain().inputs(0).shape(0).symbol(), "N");
+}
+
+TEST(JsonTest, SymbolicExampleHasHint) {
+  auto req = LoadCompileRequest("examples/transcendental_10op_bf16.json");
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->chain().inputs(0).shape(0).hint(), 134217728);
+  EXPECT_EQ(req->chain().ops(12).kind(), kfuse::v1::OP_CONSTANT);
+  EXPECT_DOUBLE_EQ(req->chain().ops(12).value(), 0.1);
+}
+
+TEST(JsonTest, RoundTrip) {
+  auto req = LoadCompileRequest("examples/gelu_bias_bf16.json");
+  ASSERT_TRUE(req.ok()) << req.status();
+  auto again = ParseCompileRequest(ToJson(*req), "round trip");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), req->SerializeAsString());
+}
+
+struct BadCase {
+  const char* name;
+  const char* json;
+  const char* expect;  // In the message.
+};
+
+TEST(JsonTest, BadInputIsInvalidArgumentWithUsefulMessage) {
+  const BadCase kCases[] = {
+      {"syntax", "{\n  \"inputs\": [\n    {\"name\": \"a\",, }\n  ]\n}",
+       "t.json"},
+      {"syntax position", "{\n  \"ops\": [ ]]\n}", "t.json:2:13: not a valid"},
+      {"unterminated", "{\"inputs\": [{\"name\": \"a}]}", "t.json:1:22"},
+      {"double comma", "{\n \"inputs\": [\n  {\"name\": \"a\",, }\n ]\n}",
+       "t.json:3:16: not a valid kfuse.v1.Chain in JSON: Expected"},
+      {"caret", "{\"ops\": [ ]]}", "\n  {\"ops\": [ ]]}\n             ^"},
+      {"unknown field", "{\"opz\": []}", "opz"},
+      {"bad enum", "{\"ops\": [{\"kind\": \"OP_FROB\"}]}", "OP_FROB"},
+      {"not an object", "[1, 2]", "t.json"},
+      {"empty", "", "t.json"},
+  };
+  for (const BadCase& c : kCases) {
+    auto req = ParseCompileRequest(c.json, "t.json");
+    ASSERT_FALSE(req.ok()) << c.name;
+    EXPECT_EQ(req.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.name;
+    EXPECT_THAT(std::string(req.status().message()), HasSubstr(c.expect))
+        << c.name << ": " << req.status();
+  }
+}
+
+TEST(JsonTest, MissingFileIsNotFoundNamingPath) {
+  auto req = LoadCompileRequest("examples/no_such_chain.json");
+  ASSERT_FALSE(req.ok());
+  EXPECT_EQ(req.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(req.status().message()),
+              HasSubstr("examples/no_such_chain.json"));
+}
+
+}  // namespace
+}  // namespace kfuse::client

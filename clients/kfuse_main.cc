@@ -1,0 +1,85 @@
+// The `kfuse` command line: CLI11 wiring only; the subcommands are in cli_*.cc.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "clients/cli.h"
+
+int main(int argc, char** argv) {
+  using namespace kfuse::client;  // NOLINT: a main's wiring.
+  GlobalOptions g;
+  CLI::App app{"kfuse: compile, tune and manage fused GPU kernels on kfused"};
+  app.require_subcommand(1);
+  app.fallthrough();  // Global flags may follow the subcommand too.
+  app.option_defaults()->always_capture_default();
+  app.add_option("--server", g.server, "kfused address HOST:PORT")
+      ->envname("KFUSE_SERVER");
+  app.add_flag("--json", g.json, "machine output: the proto JSON mapping");
+  app.add_option("--timeout", g.timeout_seconds,
+                 "seconds per call (tuning adds its budget)");
+
+  CompileOptions compile;
+  auto* c = app.add_subcommand("compile", "compile a chain, print its plan");
+  c->add_option("chain", compile.chain_path,
+                "kfuse.v1.Chain (or CompileRequest) in JSON")
+      ->required();
+  c->add_option("-o,--out", compile.plan_out, "write the KernelPlan (binary)");
+  c->add_option("--plan-json", compile.plan_json_out,
+                "write the KernelPlan (JSON)");
+  c->add_option("--cubin-dir", compile.cubin_dir,
+                "write each kernel as DIR/<entry>.cubin");
+  c->add_option("--arch", compile.arch, "target: sm_80, sm_90, sm_90a, ...");
+  c->add_option("--policy", compile.policy, "heuristic|quick|full");
+  c->add_option("--budget", compile.budget_seconds, "tuning budget, seconds");
+  c->add_flag("--source", compile.source,
+              "ask for the CUDA C++ (written beside the cubins, or printed)");
+
+  TuneOptions tune;
+  auto* t = app.add_subcommand("tune", "tune a chain, showing progress");
+  t->add_option("chain", tune.chain_path, "kfuse.v1.Chain in JSON")->required();
+  t->add_option("--budget", tune.budget_seconds, "tuning budget, seconds");
+  t->add_option("--mode", tune.mode, "quick|full");
+  t->add_option("--arch", tune.arch, "target: sm_80, sm_90, sm_90a, ...");
+  t->add_flag("--force", tune.force, "retune even if a decision is stored");
+
+  auto* cache =
+      app.add_subcommand("cache", "list, show, remove stored kernels");
+  cache->require_subcommand(1);
+  CacheLsOptions ls;
+  auto* cls = cache->add_subcommand("ls", "list stored kernels");
+  cls->add_option("--prefix", ls.prefix, "only keys starting with this");
+  cls->add_option("--limit", ls.limit, "at most this many (0: server default)");
+  std::string show_key;
+  auto* cshow = cache->add_subcommand("show", "one stored kernel's summary");
+  cshow->add_option("key", show_key, "key or unique key prefix")->required();
+  CacheRmOptions rm;
+  auto* crm = cache->add_subcommand("rm", "remove stored kernels");
+  crm->add_option("keys", rm.keys, "keys or unique key prefixes");
+  crm->add_flag("--all", rm.all, "remove every stored kernel");
+
+  auto* device = app.add_subcommand("device", "the server's GPU, or why none");
+  std::string health_service;
+  auto* health = app.add_subcommand("health", "grpc.health.v1 check");
+  health->add_option("--service", health_service,
+                     "service name (default: the whole server)");
+  auto* version = app.add_subcommand("version", "client and API version");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  CliIo io{std::cout, std::cerr, isatty(STDOUT_FILENO) != 0};
+  if (c->parsed()) return RunCompile(g, compile, io);
+  if (t->parsed()) return RunTune(g, tune, io);
+  if (cls->parsed()) return RunCacheLs(g, ls, io);
+  if (cshow->parsed()) return RunCacheShow(g, show_key, io);
+  if (crm->parsed()) return RunCacheRm(g, rm, io);
+  if (device->parsed()) return RunDevice(g, io);
+  if (health->parsed()) return RunHealth(g, health_service, io);
+  if (version->parsed()) return RunVersion(g, io);
+  return kExitUsage;
+}

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# End-to-end: the `kfuse` CLI against a real kfused on loopback, without a GPU
+# (--no_gpu: heuristic kernels). Run by ctest as: bash cli_test.sh BUILD_DIR
+# (from the source root). Ends with "N passed, M failed"; exit 1 on failure.
+set -u
+
+build=${1:?usage: cli_test.sh BUILD_DIR}
+build=$(cd "$build" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+kfused=$build/service/kfused
+kfuse=$build/clients/kfuse
+for bin in "$kfused" "$kfuse"; do
+  if [[ ! -x $bin ]]; then
+    echo "missing $bin: build targets kfused and kfuse first" >&2
+    exit 1
+  fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kfuse-e2e.XXXXXX")
+store=$tmp/kfuse.db
+server_pid=""
+passed=0
+failed=0
+
+cleanup() {
+  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -KILL "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+pass() { passed=$((passed + 1)); echo "PASS $1"; }
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL $1"
+  [[ -n ${2:-} ]] && sed 's/^/    | /' <<<"$2"
+}
+# check NAME CONDITION-EXIT-CODE OUTPUT
+check() { if [[ $2 -eq 0 ]]; then pass "$1"; else fail "$1" "${3:-}"; fi; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Starts kfused on a fresh port and waits (bounded) for SERVING. Sets
+# server_pid and KFUSE_SERVER; retries with another port if the bind raced.
+start_server() {
+  local attempt i
+  for attempt in 1 2 3; do
+    local port
+    port=$(free_port)
+    export KFUSE_SERVER=127.0.0.1:$port
+    "$kfused" --address="$KFUSE_SERVER" --store="$store" --no_gpu \
+      >>"$tmp/kfused.log" 2>&1 &
+    server_pid=$!
+    for i in $(seq 1 100); do
+      if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
+      if "$kfuse" --timeout 2 health >/dev/null 2>&1; then return 0; fi
+      sleep 0.1
+    done
+    kill -KILL "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+    server_pid=""
+  done
+  echo "kfused did not become SERVING; its log:" >&2
+  cat "$tmp/kfused.log" >&2
+  return 1
+}
+
+# Sends SIGTERM and waits up to 10 s; returns kfused's exit code (124: hung).
+stop_server() {
+  local i
+  kill -TERM "$server_pid"
+  for i in $(seq 1 100); do
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+      wait "$server_pid"
+      local rc=$?
+      server_pid=""
+      return $rc
+    fi
+    sleep 0.1
+  done
+  return 124
+}
+
+cd "$src"
+
+if ! start_server; then
+  fail "kfused starts and reports SERVING"
+  echo "$passed passed, $failed failed"
+  exit 1
+fi
+pass "kfused starts and reports SERVING"
+
+out=$("$kfuse" health 2>&1)
+[[ $out == *SERVING* ]]
+check "kfuse health prints SERVING" $? "$out"
+
+out=$("$kfuse" version 2>&1)
+[[ $out == *kfuse.v1* ]]
+check "kfuse version names the API" $? "$out"
+
+# First compile: a miss, writes the cubin and the plan.
+out=$("$kfuse" compile examples/relu_fma_f32.json --cubin-dir "$tmp/cubins" \
+  -o "$tmp/plan.pb" --plan-json "$tmp/plan.json" 2>&1)
+rc=$?
+check "compile relu_fma_f32 succeeds" $rc "$out"
+[[ $out == *"cache"*"miss"* ]]
+check "first compile is a miss" $? "$out"
+[[ $out == *heuristic* ]]
+check "no-GPU plan says heuristic" $? "$out"
+key=$(awk '$1 == "key" { print $2; exit }' <<<"$out")
+[[ -n $key ]]
+check "summary prints the key" $? "$out"
+
+cubins=("$tmp"/cubins/*.cubin)
+[[ -f ${cubins[0]} ]]
+check "cubin written to --cubin-dir" $? "$(ls -la "$tmp/cubins" 2>&1)"
+magic=$(head -c 4 "${cubins[0]}" 2>/dev/null | od -An -tx1 | tr -d ' \n')
+[[ $magic == 7f454c46 ]]
+check "cubin starts with ELF magic" $? "magic=$magic"
+[[ -s $tmp/plan.pb ]] && python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["kernels"]' "$tmp/plan.json"
+check "plan written as binary and JSON" $? "$(cat "$tmp/plan.json" 2>&1 | head -20)"
+
+out=$("$kfuse" compile examples/relu_fma_f32.json 2>&1)
+[[ $out == *"cache"*"hit"* ]]
+check "second compile is a hit" $? "$out"
+
+out=$("$kfuse" --json compile examples/relu_fma_f32.json 2>&1)
+python3 -c 'import json,sys; r=json.loads(sys.argv[1]); assert r["cache"]=="CACHE_OUTCOME_HIT", r["cache"]; assert r["plan"]["key"]' "$out"
+check "--json prints the CompileResponse" $? "$out"
+
+for example in relu_fma_f32_symbolic gelu_bias_bf16 transcendental_10op_bf16 compile_request_sm90; do
+  out=$("$kfuse" compile "examples/$example.json" 2>&1)
+  check "compile $example succeeds" $? "$out"
+done
+
+# The store survives a restart.
+stop_server
+check "SIGTERM stops kfused with exit code 0 (first run)" $? "$(tail -20 "$tmp/kfused.log")"
+if start_server; then
+  pass "kfused restarts on the same store"
+  out=$("$kfuse" compile examples/relu_fma_f32.json 2>&1)
+  [[ $out == *"cache"*"hit"* ]]
+  check "compile after restart is a hit" $? "$out"
+else
+  fail "kfused restarts on the same store" "$(tail -20 "$tmp/kfused.log")"
+fi
+
+# Bad input: refused with the server's message naming the op.
+out=$("$kfuse" compile examples/bad_broadcast.json 2>&1)
+rc=$?
+[[ $rc -ne 0 && $out == *INVALID_ARGUMENT* && $out == *"op 0"* ]]
+check "bad_broadcast fails with INVALID_ARGUMENT naming op 0" $? "rc=$rc $out"
+
+out=$("$kfuse" compile examples/no_such_file.json 2>&1)
+rc=$?
+[[ $rc -eq 2 && $out == *no_such_file.json* ]]
+check "missing chain file: usage error naming the file" $? "rc=$rc $out"
+
+out=$("$kfuse" cache ls 2>&1)
+[[ $out == *"${key:0:16}"* ]]
+check "cache ls lists the entry" $? "$out"
+
+out=$("$kfuse" cache show "${key:0:12}" 2>&1)
+[[ $out == *"$key"* ]]
+check "cache show resolves a key prefix" $? "$out"
+
+out=$("$kfuse" cache rm --all 2>&1)
+check "cache rm --all" $? "$out"
+out=$("$kfuse" cache ls 2>&1)
+[[ $out == *"no kernels"* ]]
+check "cache ls is empty after rm --all" $? "$out"
+
+out=$("$kfuse" device 2>&1)
+rc=$?
+[[ $rc -eq 0 && $out == *"gpu"*"none ("* ]]
+check "device says no GPU and why" $? "$out"
+
+out=$("$kfuse" --server 127.0.0.1:1 --timeout 3 device 2>&1)
+rc=$?
+[[ $rc -eq 3 && $out == *UNAVAILABLE* ]]
+check "unreachable server: exit 3 and UNAVAILABLE" $? "rc=$rc $out"
+
+stop_server
+rc=$?
+check "SIGTERM stops kfused with exit code 0" $rc "rc=$rc $(tail -20 "$tmp/kfused.log")"
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
