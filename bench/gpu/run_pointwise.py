@@ -1,0 +1,473 @@
+#!/usr/bin/env python3
+"""kfuse's pointwise kernels against the anchors, on one GPU, in one process.
+
+Each case is written once, as a function of an `ops` namespace, and becomes
+(1) the kfuse chain JSON sent to `kfuse compile` (write-cases), (2) the eager
+PyTorch function, (3) the torch.compile function (static shapes), and (4) the
+float64 reference the outputs are checked against.
+
+  python3 run_pointwise.py write-cases DIR [--quick]       # chain JSONs
+  python3 run_pointwise.py bench --manifests DIR --out DIR [--quick]
+
+`bench` reads one `<case>.json` manifest per case (kfuse-plan-manifest: entry,
+cubin, grid, block, parameters evaluated for the case's sizes), launches the
+cubins through cuda.bindings on torch's current stream, checks every output
+against float64 (error <= 2 x eager's error + 4 eps max|ref|, NaN/inf
+positions equal, integers exact), and times kfuse, eager and torch.compile
+with triton.testing.do_bench (median, warmup 25, rep 150, as
+shared/anchors/anchors.py does), with the 1 GiB device copy measured in the
+same run. Bytes are the fewest a kernel must move: each input read once, each
+output written once.
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import sys
+import time
+
+# ---------------------------------------------------------------------------
+# Cases, written once against an `ops` namespace.
+
+F32, F16, BF16, I32, BOOL = "f32", "f16", "bf16", "i32", "bool"
+WIRE_DTYPE = {F32: "DTYPE_F32", F16: "DTYPE_F16", BF16: "DTYPE_BF16", I32: "DTYPE_I32",
+              BOOL: "DTYPE_BOOL"}
+ELEM_BYTES = {F32: 4, F16: 2, BF16: 2, I32: 4, BOOL: 1}
+
+
+class Case:
+    def __init__(self, name, inputs, fn, quick_inputs=None):
+        self.name = name
+        self.inputs = inputs  # [(name, dtype, shape, domain)]; domain "any"|"positive".
+        self.fn = fn          # fn(ops, *inputs) -> {output name: value}, in order.
+        self.quick_inputs = quick_inputs or inputs
+
+    def specs(self, quick):
+        return self.quick_inputs if quick else self.inputs
+
+
+def long10(o, a, b):
+    return {"y": o.tanh(o.exp(-a * a) * 0.5 + o.sin(a)) * o.sigmoid(b) - o.abs(a) + 0.1 * b}
+
+
+def chain20(o, a, b):
+    # 20 element-wise ops (constants are not ops).
+    t = a * b                    # 1
+    t = t + a                    # 2
+    t = o.sin(t)                 # 3
+    u = o.exp(-o.abs(b))         # 4, 5, 6
+    t = t * u                    # 7
+    t = t - 0.25 * a             # 8, 9
+    t = o.tanh(t)                # 10
+    v = o.sigmoid(a - b)         # 11, 12
+    t = t + v                    # 13
+    t = o.relu(t)                # 14
+    t = t * t                    # 15
+    w = o.cos(b)                 # 16
+    t = t + 0.5 * w              # 17, 18
+    t = o.silu(t)                # 19
+    return {"y": t + a}          # 20
+
+
+def int_where(o, a, b, m):
+    return {"y": o.where(o.logical_and(m, o.gt(a, b)), a - b, b * 2)}
+
+
+def three_outputs(o, x):
+    return {"relu": o.relu(x), "sigmoid": o.sigmoid(x), "square": x * x}
+
+
+def half_in_float_out(o, a, b):
+    return {"y": o.tanh(o.cast(a, F32)) * o.cast(b, F32)}
+
+
+def _ew(n, dt, names):
+    return [(nm, dt, [n], "any") for nm in names]
+
+
+def all_cases():
+    N, Q = 1 << 27, 1 << 21
+    cases = []
+    for dt in (F32, BF16):
+        cases.append(Case(f"relu_fma_{dt}", _ew(N, dt, "abc"),
+                          lambda o, a, b, c: {"y": o.relu(a * b + c)}, _ew(Q, dt, "abc")))
+        cases.append(Case(f"silu_mul_{dt}", _ew(N, dt, "ab"),
+                          lambda o, a, b: {"y": o.silu(a) * b}, _ew(Q, dt, "ab")))
+        cases.append(Case(f"long10_{dt}", _ew(N, dt, "ab"), long10, _ew(Q, dt, "ab")))
+    cases.append(Case("bias_gelu_tanh_bf16",
+                      [("x", BF16, [32768, 4096], "any"), ("bias", BF16, [4096], "any")],
+                      lambda o, x, bias: {"y": o.gelu_tanh(x + bias)},
+                      [("x", BF16, [512, 4096], "any"), ("bias", BF16, [4096], "any")]))
+    cases.append(Case("outer_add_f32",
+                      [("a", F32, [16384, 1], "any"), ("b", F32, [1, 16384], "any")],
+                      lambda o, a, b: {"y": a + b},
+                      [("a", F32, [1024, 1], "any"), ("b", F32, [1, 1024], "any")]))
+    cases.append(Case("f16_in_f32_out", _ew(N, F16, "ab"), half_in_float_out, _ew(Q, F16, "ab")))
+    cases.append(Case("three_outputs_f32", _ew(N, F32, "x"), three_outputs, _ew(Q, F32, "x")))
+    cases.append(Case("silu_mul_odd_f32", _ew(100_000_007, F32, "ab"),
+                      lambda o, a, b: {"y": o.silu(a) * b}, _ew(1_000_003, F32, "ab")))
+    cases.append(Case("chain20_bf16", _ew(N, BF16, "ab"), chain20, _ew(Q, BF16, "ab")))
+    cases.append(Case("int_bool_where", [("a", I32, [N], "any"), ("b", I32, [N], "any"),
+                                         ("m", BOOL, [N], "any")], int_where,
+                      [("a", I32, [Q], "any"), ("b", I32, [Q], "any"), ("m", BOOL, [Q], "any")]))
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# The chain JSON (kfuse.v1.Chain in the proto3 JSON mapping), by recording.
+
+class Sym:
+    def __init__(self, rec, ref):
+        self.rec, self.ref = rec, ref
+
+    def __add__(self, o): return self.rec.op("OP_ADD", self, o)
+    def __radd__(self, o): return self.rec.op("OP_ADD", o, self)
+    def __sub__(self, o): return self.rec.op("OP_SUB", self, o)
+    def __rsub__(self, o): return self.rec.op("OP_SUB", o, self)
+    def __mul__(self, o): return self.rec.op("OP_MUL", self, o)
+    def __rmul__(self, o): return self.rec.op("OP_MUL", o, self)
+    def __truediv__(self, o): return self.rec.op("OP_DIV", self, o)
+    def __neg__(self): return self.rec.op("OP_NEG", self)
+
+
+class Recorder:
+    """The `ops` namespace that records a chain instead of computing."""
+    UNARY = {"relu": "OP_RELU", "silu": "OP_SILU", "exp": "OP_EXP", "sin": "OP_SIN",
+             "cos": "OP_COS", "tanh": "OP_TANH", "sigmoid": "OP_SIGMOID", "abs": "OP_ABS",
+             "gelu_tanh": "OP_GELU_TANH"}
+
+    def __init__(self):
+        self.ops = []
+
+    def _arg(self, x):
+        if isinstance(x, Sym):
+            return x.ref
+        self.ops.append({"kind": "OP_CONSTANT", "value": float(x)})  # A weak scalar.
+        return {"op": len(self.ops) - 1}
+
+    def op(self, kind, *args, dtype=None):
+        refs = [self._arg(a) for a in args]
+        o = {"kind": kind, "args": refs}
+        if dtype:
+            o["dtype"] = WIRE_DTYPE[dtype]
+        self.ops.append(o)
+        return Sym(self, {"op": len(self.ops) - 1})
+
+    def __getattr__(self, name):
+        if name in Recorder.UNARY:
+            return lambda x: self.op(Recorder.UNARY[name], x)
+        raise AttributeError(name)
+
+    def where(self, c, a, b): return self.op("OP_WHERE", c, a, b)
+    def gt(self, a, b): return self.op("OP_GT", a, b)
+    def logical_and(self, a, b): return self.op("OP_LOGICAL_AND", a, b)
+    def cast(self, x, dt): return self.op("OP_CAST", x, dtype=dt)
+
+
+def chain_json(case, quick):
+    rec = Recorder()
+    specs = case.specs(quick)
+    syms = [Sym(rec, {"input": i}) for i in range(len(specs))]
+    outs = case.fn(rec, *syms)
+    return {
+        "inputs": [{"name": nm, "dtype": WIRE_DTYPE[dt], "shape": [{"size": str(d)} for d in shape]}
+                   for nm, dt, shape, _ in specs],
+        "ops": rec.ops,
+        "outputs": [{"name": k, "value": v.ref} for k, v in outs.items()],
+    }
+
+
+def write_cases(out_dir, quick):
+    os.makedirs(out_dir, exist_ok=True)
+    for case in all_cases():
+        with open(os.path.join(out_dir, case.name + ".json"), "w") as f:
+            json.dump(chain_json(case, quick), f, indent=1)
+            f.write("\n")
+    print(f"wrote {len(all_cases())} chains to {out_dir}")
+
+
+# ---------------------------------------------------------------------------
+# Everything below runs on the GPU machine only.
+
+def torch_ops(torch, F, reference):
+    """The `ops` namespace over torch tensors; `reference`: float64 except casts."""
+    dt = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, I32: torch.int32,
+          BOOL: torch.bool}
+
+    class Ops:
+        relu = staticmethod(torch.relu)
+        silu = staticmethod(F.silu)
+        exp = staticmethod(torch.exp)
+        sin = staticmethod(torch.sin)
+        cos = staticmethod(torch.cos)
+        tanh = staticmethod(torch.tanh)
+        sigmoid = staticmethod(torch.sigmoid)
+        abs = staticmethod(torch.abs)
+        where = staticmethod(torch.where)
+        gt = staticmethod(torch.gt)
+        logical_and = staticmethod(torch.logical_and)
+
+        @staticmethod
+        def gelu_tanh(x):
+            return F.gelu(x, approximate="tanh")
+
+        @staticmethod
+        def cast(x, to):
+            y = x.to(dt[to])  # An explicit cast rounds, in the reference too.
+            return y.to(torch.float64) if reference and y.is_floating_point() else y
+
+    return Ops, dt
+
+
+def make_inputs(torch, case, quick, dt, seed):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed)
+    out = []
+    for _, d, shape, domain in case.specs(quick):
+        if d == BOOL:
+            t = torch.rand(shape, device="cuda", generator=g) < 0.5
+        elif d == I32:
+            t = torch.randint(-100, 101, shape, device="cuda", generator=g, dtype=torch.int32)
+        elif domain == "positive":
+            t = (torch.rand(shape, device="cuda", generator=g) * 3.9 + 0.1).to(dt[d])
+        else:
+            t = torch.randn(shape, device="cuda", generator=g).to(dt[d])
+        out.append(t)
+    return out
+
+
+EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+
+def check(torch, got, ref, eager, slack=2.0):
+    """(ok, max err, tolerance, message) for one output."""
+    if not got.is_floating_point():
+        bad = (got != eager.to(got.dtype)).sum().item()
+        return bad == 0, float(bad), 0.0, f"{bad} elements differ from eager"
+    g, r, e = got.double(), ref.double(), eager.double()
+    fin = torch.isfinite(g) & torch.isfinite(r)
+    special = ((torch.isnan(g) != torch.isnan(r)) | (torch.isinf(g) != torch.isinf(r)) |
+               (torch.isinf(g) & torch.isinf(r) & (torch.sign(g) != torch.sign(r)))).sum().item()
+    err = (g - r).abs().where(fin, torch.zeros_like(g)).max().item()
+    efin = torch.isfinite(e) & torch.isfinite(r)
+    eager_err = (e - r).abs().where(efin, torch.zeros_like(e)).max().item()
+    max_ref = r.abs().where(torch.isfinite(r), torch.zeros_like(r)).max().item()
+    tol = slack * eager_err + 4 * EPS[str(got.dtype).replace("torch.", "")] * max_ref
+    ok = special == 0 and err <= tol
+    msg = f"max err {err:.3g} (eager {eager_err:.3g}, tol {tol:.3g})"
+    if special:
+        msg += f", {special} NaN/inf positions differ"
+    return ok, err, tol, msg
+
+
+class KfuseLauncher:
+    """Loads a manifest's cubins and launches them on torch's current stream."""
+
+    def __init__(self, torch, cu, manifest_path):
+        self.torch, self.cu = torch, cu
+        with open(manifest_path) as f:
+            self.m = json.load(f)
+        base = os.path.dirname(manifest_path)
+        self.kernels = []
+        for k in self.m["kernels"]:
+            if any(p["kind"] == "tensor_map" for p in k["params"]):
+                raise RuntimeError("tensor-map parameters are not supported by this benchmark")
+            with open(os.path.join(base, k["cubin"]), "rb") as f:
+                image = f.read()
+            module = self._ok(cu.cuModuleLoadData(image), "cuModuleLoadData")
+            fn = self._ok(cu.cuModuleGetFunction(module, k["entry"].encode()), "cuModuleGetFunction")
+            if k["smem"] > 48 * 1024:
+                attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                self._ok(cu.cuFuncSetAttribute(fn, attr, k["smem"]), "cuFuncSetAttribute")
+            self.kernels.append((k, module, fn))
+
+    def _ok(self, res, what):
+        err, rest = (res[0], res[1:]) if isinstance(res, tuple) else (res, ())
+        if err != self.cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"{what}: {err}")
+        return rest[0] if len(rest) == 1 else rest
+
+    def bind(self, inputs, outputs):
+        """A zero-argument launch function over these tensors (kept alive)."""
+        torch, cu = self.torch, self.cu
+        mids = [torch.empty(max(n, 1), dtype=torch.uint8, device="cuda")
+                for n in self.m["intermediate_bytes"]]
+        launches, keep = [], [inputs, outputs, mids]
+        for k, _, fn in self.kernels:
+            if k["empty"]:
+                continue
+            vals, zero = [], []
+            for p in k["params"]:
+                kind = p["kind"]
+                if kind in ("input", "output", "intermediate"):
+                    t = {"input": inputs, "output": outputs, "intermediate": mids}[kind][p["index"]]
+                    vals.append(ctypes.c_uint64(t.data_ptr()))
+                elif kind == "scalar":
+                    vals.append((ctypes.c_int32 if p["dtype"] == "i32" else ctypes.c_int64)(p["value"]))
+                elif kind == "workspace":
+                    w = torch.empty(max(p["bytes"], 1), dtype=torch.uint8, device="cuda")
+                    keep.append(w)
+                    if p["zeroed"]:
+                        zero.append(w)
+                    vals.append(ctypes.c_uint64(w.data_ptr()))
+            ptrs = (ctypes.c_void_p * max(len(vals), 1))(*[ctypes.addressof(v) for v in vals])
+            keep += [vals, ptrs]
+            launches.append((fn, k["grid"], k["block"], k["smem"], ctypes.addressof(ptrs), zero))
+
+        def run():
+            stream = cu.CUstream(torch.cuda.current_stream().cuda_stream)
+            for fn, g, b, smem, args, zero in launches:
+                for w in zero:
+                    w.zero_()
+                err, = cu.cuLaunchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], smem, stream, args, 0)
+                if err != cu.CUresult.CUDA_SUCCESS:
+                    raise RuntimeError(f"cuLaunchKernel: {err}")
+
+        run.keep = keep
+        return run
+
+
+def bench(args):
+    import torch
+    import torch.nn.functional as F
+    from triton.testing import do_bench
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError:
+        from cuda import cuda as cu
+
+    def timed(fn):  # As shared/anchors/anchors.py measures.
+        fn()
+        torch.cuda.synchronize()
+        return do_bench(fn, warmup=25, rep=150, return_mode="median")
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.cuda.init()
+    torch.empty(1, device="cuda")  # The primary context, current on this thread.
+    cu.cuInit(0)
+    device = torch.cuda.get_device_name()
+    print(torch.__version__, device, flush=True)
+    rows, records = [], []
+
+    def rec(case, impl, ms, nbytes, extra=None):
+        r = {"case": case, "impl": impl, "ms": round(ms, 4), "GBps": round(nbytes / ms / 1e6, 1)}
+        r.update(extra or {})
+        records.append(r)
+        print(json.dumps(r), flush=True)
+        return r
+
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    copy = rec("copy_1GiB", "torch copy_", timed(lambda: y.copy_(x)), 2 * x.numel())
+    del x, y
+    torch.cuda.empty_cache()
+
+    eager_ops, dt = torch_ops(torch, F, reference=False)
+    ref_ops, _ = torch_ops(torch, F, reference=True)
+    only = set(args.cases.split(",")) if args.cases else None
+    for i, case in enumerate(all_cases()):
+        if only and case.name not in only:
+            continue
+        path = os.path.join(args.manifests, case.name + ".json")
+        if not os.path.exists(path):
+            print(f"skip {case.name}: no manifest at {path}", flush=True)
+            continue
+        launcher = KfuseLauncher(torch, cu, path)
+        m = launcher.m
+        inputs = make_inputs(torch, case, args.quick, dt, seed=1234 + i)
+        want = [(list(t["shape"]), t["dtype"]) for t in m["inputs"]]
+        have = [(list(t.shape), d) for t, (_, d, _, _) in zip(inputs, case.specs(args.quick))]
+        if want != have:  # A kernel launched on other shapes reads out of bounds.
+            raise RuntimeError(f"{case.name}: the plan is for inputs {want}, the case has {have} "
+                               "(--quick on one step and not the other?)")
+        outputs = [torch.empty(o["shape"], dtype=dt[o["dtype"]], device="cuda") for o in m["outputs"]]
+        for o in outputs:
+            if o.is_floating_point():
+                o.fill_(float("nan"))
+        nbytes = sum(t.numel() * t.element_size() for t in inputs + outputs)
+        run = launcher.bind(inputs, outputs)
+
+        def eager_fn(*xs):
+            return tuple(case.fn(eager_ops, *xs).values())
+
+        # Correctness first: kfuse against float64, eager as the yardstick.
+        run()
+        torch.cuda.synchronize()
+        eager_out = eager_fn(*inputs)
+        ref_in = [t.double() if t.is_floating_point() else t for t in inputs]
+        ref_out = tuple(case.fn(ref_ops, *ref_in).values())
+        verdicts = [check(torch, g, r, e) for g, r, e in zip(outputs, ref_out, eager_out)]
+        ok = all(v[0] for v in verdicts)
+        del eager_out, ref_out, ref_in
+        torch.cuda.empty_cache()
+
+        k = rec(case.name, "kfuse", timed(run), nbytes,
+                {"state": m["state"], "variant": ";".join(kk["variant"] for kk in m["kernels"]),
+                 "correct": ok, "check": [v[3] for v in verdicts]})
+        e = rec(case.name, "eager", timed(lambda: eager_fn(*inputs)), nbytes)
+        t0 = time.time()
+        cf = torch.compile(eager_fn, dynamic=False)
+        cf(*inputs)
+        torch.cuda.synchronize()
+        c = rec(case.name, "torch.compile", timed(lambda: cf(*inputs)), nbytes,
+                {"compile_s": round(time.time() - t0, 1)})
+        rows.append({"case": case.name, "bytes": nbytes, "kfuse": k, "eager": e, "compile": c,
+                     "copy_GBps": copy["GBps"], "state": m["state"], "variant": k["variant"],
+                     "correct": ok, "check": "; ".join(v[3] for v in verdicts)})
+        del inputs, outputs, run, launcher, cf
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+
+    write_results(args, device, copy, rows, records)
+    return 0 if all(r["correct"] for r in rows) and rows else 1
+
+
+def write_results(args, device, copy, rows, records):
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, datetime.date.today().isoformat() + "-pointwise" +
+                        ("-quick" if args.quick else ""))
+    with open(stem + ".json", "w") as f:
+        json.dump({"device": device, "quick": args.quick, "records": records}, f, indent=1)
+    lines = [f"# kfuse pointwise vs anchors ({device}, {datetime.date.today().isoformat()}"
+             f"{', quick sizes' if args.quick else ''})", "",
+             f"Device copy (1 GiB, read + write): {copy['GBps']} GB/s. Bytes: each input read "
+             "once, each output written once. do_bench median, warmup 25, rep 150.", "",
+             "| case | bytes | kfuse GB/s | fraction of copy | eager GB/s | torch.compile GB/s "
+             "| speedup vs compile | state | variant | check |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"]
+    for r in rows:
+        kf, eg, tc = r["kfuse"]["GBps"], r["eager"]["GBps"], r["compile"]["GBps"]
+        lines.append(
+            f"| {r['case']} | {r['bytes'] / 1e6:.0f} MB | {kf:.0f} | {kf / r['copy_GBps']:.2f} "
+            f"| {eg:.0f} | {tc:.0f} | {r['compile']['ms'] / r['kfuse']['ms']:.2f}x "
+            f"| {r['state'].replace('TUNE_STATE_', '').lower()} | {r['variant']} "
+            f"| {'ok' if r['correct'] else 'WRONG'}: {r['check']} |")
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"wrote {stem}.json and {stem}.md")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("write-cases", help="write each case's chain JSON")
+    w.add_argument("dir")
+    w.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    b = sub.add_parser("bench", help="check and time kfuse against the anchors")
+    b.add_argument("--manifests", required=True, help="directory of <case>.json manifests")
+    b.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 "..", "results"))
+    b.add_argument("--quick", action="store_true", help="the small sizes write-cases --quick wrote")
+    b.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    args = p.parse_args()
+    if args.cmd == "write-cases":
+        write_cases(args.dir, args.quick)
+        return 0
+    return bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

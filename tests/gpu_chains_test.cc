@@ -1,0 +1,339 @@
+// Property test of the whole kernel path: random element-wise chains (every
+// dtype, odd sizes, broadcasting, symbolic sizes, several outputs), each
+// generated under the heuristic and a few other variants, compiled with
+// NVRTC for this GPU, launched through the C++ Launcher on random inputs and
+// compared with the CPU fp64 evaluator, with eager PyTorch's error (the CPU
+// kEager evaluator) as the yardstick. Without a GPU the GPU tests skip; the
+// CPU half (generate, compile, evaluate) runs everywhere.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "clients/launcher.h"
+#include "codegen/evaluate.h"
+#include "codegen/partition.h"
+#include "codegen/pointwise.h"
+#include "gtest/gtest.h"
+#include "service/convert.h"
+#include "tests/random_chains.h"
+#include "tuner/check.h"
+#include "tuner/cuda/device.h"
+#include "tuner/cuda/driver.h"
+#include "tuner/nvrtc_compiler.h"
+
+namespace kfuse {
+namespace {
+
+using testing_chains::MakeRandomChain;
+using testing_chains::RandomChain;
+using testing_chains::RandomInputs;
+
+constexpr int kChains = 25;
+constexpr double kSlack = 2.0;
+
+std::vector<int64_t> ShapeOf(const TensorType& t, const std::vector<int64_t>& symbols) {
+  std::vector<int64_t> s;
+  for (const Dim& d : t.shape) s.push_back(d.is_static() ? d.size : symbols[d.symbol]);
+  return s;
+}
+
+// The plan's tensors and symbol table, as the service fills them in.
+v1::KernelPlan PlanFor(const Chain& c) {
+  v1::KernelPlan plan;
+  plan.set_api_version("kfuse.v1");
+  for (const SymbolInfo& s : c.symbols) plan.add_symbols()->set_name(s.name);
+  auto spec = [&](const TensorType& t, v1::TensorSpec* out) {
+    out->set_dtype(static_cast<v1::DType>(t.dtype));
+    for (const Dim& d : t.shape) {
+      if (d.is_static())
+        out->add_shape()->set_size(d.size);
+      else
+        out->add_shape()->set_symbol(c.symbols[d.symbol].name);
+    }
+  };
+  for (const Node& n : c.nodes) {
+    if (n.kind != OpKind::kInput) continue;
+    v1::TensorSpec* in = plan.add_inputs();
+    in->set_name(absl::StrCat("in", n.input_index));
+    spec(n.type, in);
+    for (int axis = 0; axis < n.type.rank(); ++axis) {
+      const Dim& d = n.type.shape[axis];
+      if (d.is_static()) continue;
+      v1::SymbolSource* src = plan.mutable_symbols(d.symbol)->add_sources();
+      src->set_input(n.input_index);
+      src->set_axis(axis);
+    }
+  }
+  for (size_t j = 0; j < c.outputs.size(); ++j) {
+    v1::TensorSpec* out = plan.add_outputs();
+    out->set_name(absl::StrCat("out", j));
+    spec(c.nodes[c.outputs[j]].type, out);
+  }
+  return plan;
+}
+
+KernelGroup OnlyGroup(const Chain& c) {
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  KFUSE_CHECK(p.ok() && p->kernels.size() == 1);
+  return p->kernels[0];
+}
+
+// The heuristic first, then up to three others spread over the space.
+std::vector<Variant> VariantsToTry(const Chain& c, const KernelGroup& g) {
+  std::vector<Variant> out = {PointwiseHeuristic(c, g)};
+  std::vector<Variant> space = PointwiseSpace(c, g);
+  for (size_t i : {space.size() / 3, 2 * space.size() / 3, space.size() - 1}) {
+    if (i < space.size() && std::find(out.begin(), out.end(), space[i]) == out.end())
+      out.push_back(space[i]);
+  }
+  return out;
+}
+
+std::string ToBytes(DType t, const std::vector<double>& v) {
+  std::string out(v.size() * DTypeBytes(t), '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    char* p = out.data() + i * DTypeBytes(t);
+    switch (t) {
+      case DType::kF32: {
+        float f = static_cast<float>(v[i]);
+        std::memcpy(p, &f, 4);
+        break;
+      }
+      case DType::kF16: {
+        uint16_t h = FloatToHalf(static_cast<float>(v[i]));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kBF16: {
+        uint16_t h = FloatToBF16(static_cast<float>(v[i]));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kI32: {
+        int32_t x = static_cast<int32_t>(v[i]);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DType::kBool:
+        *p = v[i] != 0;
+        break;
+      default:
+        KFUSE_CHECK(false);
+    }
+  }
+  return out;
+}
+
+double MaxFiniteError(const std::vector<double>& a, const std::vector<double>& ref) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::isfinite(a[i]) && std::isfinite(ref[i])) m = std::max(m, std::abs(a[i] - ref[i]));
+  return m;
+}
+
+// The CPU half: every random chain validates, partitions into one pointwise
+// kernel, generates under every variant tried, compiles (heuristic) and
+// evaluates. Runs without a GPU.
+TEST(RandomChainsTest, GenerateCompileAndEvaluateOnCpu) {
+  NvrtcCompiler nvrtc;
+  for (int i = 0; i < kChains; ++i) {
+    RandomChain rc = MakeRandomChain(i);
+    SCOPED_TRACE(rc.name + "\n" + ToString(rc.chain));
+    KernelGroup g = OnlyGroup(rc.chain);
+    std::vector<Variant> variants = VariantsToTry(rc.chain, g);
+    EXPECT_GE(variants.size(), 1u);
+    for (const Variant& v : variants) {
+      absl::StatusOr<KernelSpec> spec = EmitPointwise(rc.chain, g, v);
+      ASSERT_TRUE(spec.ok()) << v.ToString() << ": " << spec.status();
+    }
+    CompileOptions opts;
+    opts.arch = "sm_90";
+    absl::StatusOr<CompiledKernel> k =
+        nvrtc.Compile(*EmitPointwise(rc.chain, g, variants[0]), opts);
+    EXPECT_TRUE(k.ok()) << k.status();
+    auto in = RandomInputs(rc, 1000 + i);
+    auto exact = Evaluate(rc.chain, in, rc.symbol_values, EvalMode::kExact64);
+    ASSERT_TRUE(exact.ok()) << exact.status();
+    EXPECT_EQ(exact->size(), rc.chain.outputs.size());
+  }
+}
+
+struct Gpu {
+  const DriverApi* cu = nullptr;
+  ScopedPrimaryContext ctx;
+  std::string arch;
+};
+
+absl::StatusOr<Gpu> OpenGpu() {
+  KFUSE_ASSIGN_OR_RETURN(const DriverApi* cu, LoadDriver());
+  if (DeviceCount() == 0) return absl::UnavailableError("no CUDA device");
+  KFUSE_ASSIGN_OR_RETURN(ScopedPrimaryContext ctx, ScopedPrimaryContext::Create(0));
+  KFUSE_ASSIGN_OR_RETURN(DeviceFingerprint fp, QueryDevice(0));
+  return Gpu{cu, std::move(ctx), ArchForDevice(fp)};
+}
+
+// Device memory freed at scope exit.
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(const DriverApi* cu) : cu_(cu) {}
+  ~DeviceMemory() {
+    for (CUdeviceptr p : ptrs_) cu_->cuMemFree(p);
+  }
+  CUdeviceptr Upload(const std::string& bytes) {
+    CUdeviceptr p = Alloc(bytes.size());
+    KFUSE_CHECK(cu_->cuMemcpyHtoD(p, bytes.data(), bytes.size()) == CUDA_SUCCESS);
+    return p;
+  }
+  CUdeviceptr Alloc(size_t bytes) {
+    CUdeviceptr p = 0;
+    KFUSE_CHECK(cu_->cuMemAlloc(&p, std::max<size_t>(bytes, 16)) == CUDA_SUCCESS);
+    ptrs_.push_back(p);
+    return p;
+  }
+  std::string Download(CUdeviceptr p, size_t bytes) {
+    std::string out(bytes, '\0');
+    KFUSE_CHECK(cu_->cuMemcpyDtoH(out.data(), p, bytes) == CUDA_SUCCESS);
+    return out;
+  }
+
+ private:
+  const DriverApi* cu_;
+  std::vector<CUdeviceptr> ptrs_;
+};
+
+TEST(GpuChainsTest, RandomChainsMatchReference) {
+  absl::StatusOr<Gpu> gpu = OpenGpu();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  NvrtcCompiler nvrtc;
+  Launcher launcher(*gpu->cu);
+  CompileOptions opts;
+  opts.arch = gpu->arch;
+  std::printf("%-60s %-44s %-4s %-10s %-10s %s\n", "chain", "variant", "out", "max err",
+              "eager err", "verdict");
+  for (int i = 0; i < kChains; ++i) {
+    RandomChain rc = MakeRandomChain(i);
+    SCOPED_TRACE(rc.name + "\n" + ToString(rc.chain));
+    const Chain& c = rc.chain;
+    KernelGroup g = OnlyGroup(c);
+    auto in = RandomInputs(rc, 2000 + i);
+    auto exact = Evaluate(c, in, rc.symbol_values, EvalMode::kExact64);
+    auto eager = Evaluate(c, in, rc.symbol_values, EvalMode::kEager);
+    ASSERT_TRUE(exact.ok() && eager.ok());
+    DeviceMemory mem(gpu->cu);
+    std::vector<DeviceBuffer> inputs;
+    for (const Node& n : c.nodes) {
+      if (n.kind != OpKind::kInput) continue;
+      inputs.push_back(DeviceBuffer{mem.Upload(ToBytes(n.type.dtype, in[n.input_index])),
+                                    ShapeOf(n.type, rc.symbol_values),
+                                    {},
+                                    n.type.dtype});
+    }
+    v1::KernelPlan plan = PlanFor(c);
+    for (const Variant& v : VariantsToTry(c, g)) {
+      absl::StatusOr<KernelSpec> spec = EmitPointwise(c, g, v);
+      ASSERT_TRUE(spec.ok()) << spec.status();
+      absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+      ASSERT_TRUE(k.ok()) << k.status();
+      plan.clear_kernels();
+      *plan.add_kernels() = ToProto(*k, /*include_source=*/false);
+      std::vector<DeviceBuffer> outputs;
+      for (int32_t o : c.outputs) {
+        const TensorType& t = c.nodes[o].type;
+        const size_t bytes =
+            static_cast<size_t>(Elements(t, rc.symbol_values)) * DTypeBytes(t.dtype);
+        CUdeviceptr p = mem.Alloc(bytes);
+        ASSERT_EQ(gpu->cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
+        outputs.push_back(DeviceBuffer{p, ShapeOf(t, rc.symbol_values), {}, t.dtype});
+      }
+      absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
+      ASSERT_TRUE(s.ok()) << v.ToString() << ": " << s;
+      ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();
+      for (size_t j = 0; j < c.outputs.size(); ++j) {
+        const DType t = outputs[j].dtype;
+        const std::vector<double>& ref = (*exact)[j];
+        std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
+        const double eager_err = MaxFiniteError((*eager)[j], ref);
+        OutputCheck check =
+            CheckOutput(t, got.data(), ref, eager_err, kSlack, absl::StrCat("output ", j));
+        std::printf("%-60s %-44s %-4zu %-10.3g %-10.3g %s\n", rc.name.substr(0, 60).c_str(),
+                    v.ToString().c_str(), j, check.max_abs_err, eager_err,
+                    check.ok ? "ok" : check.message.c_str());
+        EXPECT_TRUE(check.ok) << v.ToString() << ": " << check.message;
+      }
+    }
+  }
+}
+
+// y = x * 2 over f32[n]: one plan serves every n; the module loads once.
+TEST(GpuChainsTest, SymbolicPlanServesManySizesAndLoadsOnce) {
+  absl::StatusOr<Gpu> gpu = OpenGpu();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  Chain raw;
+  raw.symbols.push_back(SymbolInfo{"n", 1 << 20, 0});
+  int32_t x = raw.AddInput(TensorType{DType::kF32, {Dim::Sym(0)}});
+  raw.outputs.push_back(raw.AddOp(OpKind::kMul, {x, raw.AddConstant(2)}));
+  absl::StatusOr<Chain> c = Validate(raw);
+  ASSERT_TRUE(c.ok()) << c.status();
+  KernelGroup g = OnlyGroup(*c);
+  NvrtcCompiler nvrtc;
+  CompileOptions opts;
+  opts.arch = gpu->arch;
+  absl::StatusOr<CompiledKernel> k =
+      nvrtc.Compile(*EmitPointwise(*c, g, PointwiseHeuristic(*c, g)), opts);
+  ASSERT_TRUE(k.ok()) << k.status();
+  v1::KernelPlan plan = PlanFor(*c);
+  *plan.add_kernels() = ToProto(*k, false);
+  Launcher launcher(*gpu->cu);
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000003}}) {
+    DeviceMemory mem(gpu->cu);
+    std::vector<double> xs(n);
+    for (int64_t i = 0; i < n; ++i) xs[i] = static_cast<double>(i % 1000) - 500.25;
+    std::vector<DeviceBuffer> in = {{mem.Upload(ToBytes(DType::kF32, xs)), {n}, {}, DType::kF32}};
+    std::vector<DeviceBuffer> out = {{mem.Alloc(n * 4), {n}, {}, DType::kF32}};
+    ASSERT_TRUE(launcher.Launch(plan, in, out, nullptr).ok());
+    ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);
+    std::vector<double> got = ToDouble(DType::kF32, mem.Download(out[0].ptr, n * 4).data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 2 * xs[i]) << "n=" << n << " i=" << i;
+  }
+  EXPECT_EQ(launcher.cached_modules(), 1);
+}
+
+// A vectorised kernel's alignment precondition refuses a misaligned input.
+TEST(GpuChainsTest, LauncherRefusesMisalignedInput) {
+  absl::StatusOr<Gpu> gpu = OpenGpu();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  Chain raw;
+  int32_t x = raw.AddInput(TensorType{DType::kF32, {Dim::Static(4096)}});
+  raw.outputs.push_back(raw.AddOp(OpKind::kRelu, {x}));
+  absl::StatusOr<Chain> c = Validate(raw);
+  ASSERT_TRUE(c.ok());
+  KernelGroup g = OnlyGroup(*c);
+  absl::StatusOr<KernelSpec> spec = EmitPointwise(*c, g, PointwiseHeuristic(*c, g));
+  ASSERT_TRUE(spec.ok());
+  bool has_aligned = false;
+  for (const Precondition& p : spec->preconditions)
+    has_aligned |= p.kind == Precondition::Kind::kAligned;
+  ASSERT_TRUE(has_aligned) << "the heuristic f32 kernel should use vector loads";
+  NvrtcCompiler nvrtc;
+  CompileOptions opts;
+  opts.arch = gpu->arch;
+  absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+  ASSERT_TRUE(k.ok());
+  v1::KernelPlan plan = PlanFor(*c);
+  *plan.add_kernels() = ToProto(*k, false);
+  DeviceMemory mem(gpu->cu);
+  CUdeviceptr base = mem.Alloc(4097 * 4);
+  std::vector<DeviceBuffer> in = {{base + 4, {4096}, {}, DType::kF32}};
+  std::vector<DeviceBuffer> out = {{mem.Alloc(4096 * 4), {4096}, {}, DType::kF32}};
+  Launcher launcher(*gpu->cu);
+  absl::Status s = launcher.Launch(plan, in, out, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("launch refused"), absl::string_view::npos) << s;
+}
+
+}  // namespace
+}  // namespace kfuse
