@@ -88,7 +88,9 @@ struct BuiltKernel {
 }  // namespace
 
 Pipeline::Pipeline(PipelineDeps deps, PipelineOptions options)
-    : deps_(std::move(deps)), options_(std::move(options)) {
+    : deps_(std::move(deps)),
+      options_(std::move(options)),
+      hot_(std::make_unique<HotCache>(options_.hot_cache_bytes)) {
   KFUSE_CHECK(deps_.compiler != nullptr && deps_.store != nullptr);
 }
 
@@ -130,19 +132,38 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
 
 absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepared& p) const {
   if (p.request.policy().force()) return std::nullopt;
+  const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
+  auto usable = [&](const v1::KernelPlan& plan) {
+    return !wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED;
+  };
+  const std::string key = p.key.ArtifactKey();
+  // Sources are not kept in memory: a request for them reads the store.
+  if (!p.request.include_source()) {
+    std::shared_ptr<const v1::CompileResponse> hot = hot_->Get(key);
+    if (hot != nullptr && usable(hot->plan())) return Answer(p, *hot);
+  }
   KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetArtifact(p.key));
   if (!blob) return std::nullopt;
   storage::v1::Artifact artifact;
   if (!artifact.ParseFromString(*blob)) return std::nullopt;  // sha256 matched: a schema bug.
-  bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
-  if (wants_tuning && artifact.plan().provenance().state() != v1::TUNE_STATE_TUNED) return std::nullopt;
-  v1::CompileResponse response;
-  *response.mutable_plan() = std::move(*artifact.mutable_plan());
+  if (!usable(artifact.plan())) return std::nullopt;
+  v1::CompileResponse stored;
+  *stored.mutable_plan() = std::move(*artifact.mutable_plan());
+  v1::CompileResponse response = Answer(p, stored);
+  if (!p.request.include_source()) {
+    hot_->Put(key, std::make_shared<const v1::CompileResponse>(response));
+  }
+  return response;
+}
+
+v1::CompileResponse Pipeline::Answer(const Prepared& p, const v1::CompileResponse& stored) const {
+  v1::CompileResponse response = stored;
   if (!p.request.include_source()) {
     for (v1::Kernel& k : *response.mutable_plan()->mutable_kernels()) k.clear_source();
   }
   ApplyRequestNames(p, response.mutable_plan());
   response.set_cache(v1::CACHE_OUTCOME_HIT);
+  response.set_request_id(p.request.request_id());
   return response;
 }
 
@@ -285,11 +306,15 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
 
   v1::CompileResponse response;
   *response.mutable_plan() = std::move(plan);
+  for (v1::Kernel& k : *response.mutable_plan()->mutable_kernels()) {
+    if (!p.request.include_source()) k.clear_source();
+  }
   if (!p.request.include_source()) {
-    for (v1::Kernel& k : *response.mutable_plan()->mutable_kernels()) k.clear_source();
+    hot_->Put(p.key.ArtifactKey(), std::make_shared<const v1::CompileResponse>(response));
   }
   ApplyRequestNames(p, response.mutable_plan());
   response.set_cache(v1::CACHE_OUTCOME_MISS);
+  response.set_request_id(p.request.request_id());
   return response;
 }
 

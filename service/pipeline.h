@@ -24,6 +24,7 @@
 #include "core/roofline.h"
 #include "core/trial.h"
 #include "kfuse/v1/kfuse.pb.h"
+#include "service/hot_cache.h"
 #include "tuner/compiler.h"
 #include "tuner/runner.h"
 #include "tuner/search.h"
@@ -44,6 +45,7 @@ struct PipelineOptions {
   double quick_budget_seconds = 2.0;
   double full_budget_seconds = 10.0;
   bool read_only = false;           // Serve from the store, never compile.
+  int64_t hot_cache_bytes = int64_t{256} << 20;  // Plans kept in memory.
   std::string no_gpu_reason;        // Why tuning is unavailable, for DeviceInfo.
   uint32_t driver_version = 0;      // The GPU driver's, 0 without one.
 };
@@ -80,12 +82,19 @@ class Pipeline {
   absl::StatusOr<v1::CompileResponse> Build(const Prepared& p, const ProgressFn& progress,
                                             const std::atomic<bool>* cancel) const;
 
+  // Forgets the in-memory plans (after entries were deleted from the store).
+  void ClearHot() const { hot_->Clear(); }
+
   const PipelineDeps& deps() const { return deps_; }
   const PipelineOptions& options() const { return options_; }
 
  private:
+  // A hit's answer: the stored plan with this request's names.
+  v1::CompileResponse Answer(const Prepared& p, const v1::CompileResponse& stored) const;
+
   PipelineDeps deps_;
   PipelineOptions options_;
+  std::unique_ptr<HotCache> hot_;  // Internally synchronised.
 };
 
 // Names from this request (inputs, outputs, symbols) replace the stored ones:

@@ -288,6 +288,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::DeleteKernels(grpc::CallbackServerC
   absl::StatusOr<int> n = req->all() ? store->DeleteAll()
                                      : store->Delete(std::vector<std::string>(req->keys().begin(), req->keys().end()));
   if (!n.ok()) return Answer(ctx, n.status());
+  pipeline_->ClearHot();
   resp->set_deleted(*n);
   return Answer(ctx, absl::OkStatus());
 }
