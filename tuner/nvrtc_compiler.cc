@@ -221,7 +221,7 @@ absl::StatusOr<CompiledKernel> NvrtcCompiler::Compile(
   out.cubin.resize(size);
   r = nvrtcGetCUBIN(prog, out.cubin.data());
   if (r != NVRTC_SUCCESS) return NvrtcError(r, "get cubin");
-  if (opts.want_ptx) {
+  {  // PTX is always read: it proves the entry exists when ptxas says nothing.
     r = nvrtcGetPTXSize(prog, &size);
     if (r != NVRTC_SUCCESS) return NvrtcError(r, "get PTX size");
     out.ptx.resize(size);
@@ -231,6 +231,14 @@ absl::StatusOr<CompiledKernel> NvrtcCompiler::Compile(
   }
 
   std::optional<Resources> res = ParsePtxasResources(log, spec.entry);
+  // Some NVRTC builds return no ptxas report at all (seen on the H200
+  // machine's NVRTC 13.0): the entry is then checked in the PTX, and the
+  // resources stay unknown (zero).
+  if (!res.has_value() && log.find("ptxas") == std::string::npos &&
+      out.ptx.find(absl::StrCat(".entry ", spec.entry, "(")) != std::string::npos) {
+    res = Resources{};
+  }
+  if (!opts.want_ptx) out.ptx.clear();
   if (!res.has_value()) {
     // The generator named an entry its source does not define as an
     // extern "C" __global__ function: the runner could not launch it.
