@@ -4,13 +4,16 @@
 #
 #   bash bench/gpu/run.sh [--quick] [BUNDLE_DIR]   # default: build/gpu-bundle
 #
-# 1. the GPU tests (random chains against the fp64 evaluator, launcher);
-# 2. kfused on loopback with a fresh store; every case compiled with
+# 1. kfused on loopback with a fresh store; every case compiled with
 #    `kfuse compile --policy full` (tuned on this GPU), then a launch
 #    manifest per plan (kfuse-plan-manifest);
-# 3. the benchmark against eager PyTorch, torch.compile and the device copy.
-# Results go to bench/results/ and, when OUT is set, to $OUT with the logs.
-# Environment: BUDGET (tuning seconds per case, default 8), SKIP_TESTS=1.
+# 2. the benchmark against eager PyTorch, torch.compile and the device copy;
+# 3. the GPU tests (random chains against the fp64 evaluator, launcher,
+#    runner: fault, hang, wrong results).
+# Every stage has a time limit (the whole run fits in SECONDS_TOTAL, default
+# 420) and the log streams to $OUT as it goes, so a cut-off run keeps what it
+# measured. Results go to bench/results/ and $OUT.
+# Environment: BUDGET (tuning seconds per case, default 2), SKIP_TESTS=1.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 quick=""
@@ -18,53 +21,60 @@ if [[ "${1:-}" == "--quick" ]]; then quick=--quick; shift; fi
 bundle=$(realpath "${1:-build/gpu-bundle}")
 bin=$bundle/bin
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
 work=$(mktemp -d /tmp/kfuse-bench.XXXXXX)
-mkdir -p "$work/plans" "$work/manifests" bench/results
+out=${OUT:-$work/out}
+mkdir -p "$work/plans" "$work/manifests" "$out" bench/results
+exec > >(tee "$out/run.log") 2>&1
+end=$((SECONDS + ${SECONDS_TOTAL:-420}))
+left() { echo $((end - SECONDS > 5 ? end - SECONDS : 5)); }
 status=0
 
-# $OUT takes few files: the results, the logs, and one archive of the rest.
 finish() {
   [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  if [ -n "${OUT:-}" ]; then
-    mkdir -p "$OUT"
-    cp bench/results/"$(date +%F)"-pointwise* "$work"/*.log "$OUT/" 2>/dev/null
-    tar -C "$work" -czf "$OUT/plans-and-manifests.tar.gz" plans manifests 2>/dev/null
-  fi
+  cp bench/results/"$(date +%F)"-pointwise* "$out/" 2>/dev/null
+  cp "$work/kfused.log" "$out/" 2>/dev/null
+  tar -C "$work" -czf "$out/plans-and-manifests.tar.gz" plans manifests 2>/dev/null
 }
 trap finish EXIT
 
-nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv || true
-
-if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  echo "== GPU tests"
-  "$bin/kfuse_cross_test" --gtest_filter='GpuChains*:RandomChains*:BenchCases*' 2>&1 | tee "$work/gpu_tests.log" | tail -60
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
-fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used,memory.total --format=csv || true
 
 echo "== kfused"
 addr=127.0.0.1:$((7500 + RANDOM % 400))
 "$bin/kfused" --address="$addr" --store="$work/store.db" --worker="$bin/kfuse-worker" \
   --gpu_memory_budget=$((48 << 30)) >"$work/kfused.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 150); do "$bin/kfuse" --server "$addr" health >/dev/null 2>&1 && break; sleep 0.2; done
-"$bin/kfuse" --server "$addr" device | tee "$work/device.log"
+for _ in $(seq 1 300); do "$bin/kfuse" --server "$addr" health >/dev/null 2>&1 && break; sleep 0.2; done
+"$bin/kfuse" --server "$addr" device
 
 echo "== compile and tune each case"
 python3 bench/gpu/run_pointwise.py write-cases "$work/cases" $quick
 for chain in "$work"/cases/*.json; do
   name=$(basename "$chain" .json)
   start=$SECONDS
-  if "$bin/kfuse" --server "$addr" --timeout 300 compile "$chain" -o "$work/plans/$name.pb" \
-       --policy full --budget "${BUDGET:-8}" >"$work/plans/$name.txt" 2>&1 &&
+  if timeout 60 "$bin/kfuse" --server "$addr" --timeout 60 compile "$chain" -o "$work/plans/$name.pb" \
+       --policy full --budget "${BUDGET:-2}" >"$work/plans/$name.txt" 2>&1 &&
      "$bin/kfuse-plan-manifest" --plan "$work/plans/$name.pb" --out "$work/manifests/$name.json"; then
-    echo "$name: compiled in $((SECONDS - start)) s: $(grep -m1 -i -E 'tuned|heuristic' "$work/plans/$name.txt")"
+    echo "$name: compiled in $((SECONDS - start)) s: $(grep -m1 -E '^state' "$work/plans/$name.txt")"
   else
     echo "$name: FAILED"; cat "$work/plans/$name.txt"; status=1
   fi
 done
 
-echo "== benchmark"
-python3 bench/gpu/run_pointwise.py bench --manifests "$work/manifests" --out bench/results $quick \
-  2>&1 | tee "$work/bench.log"
-[ "${PIPESTATUS[0]}" = 0 ] || status=1
+bench_s=$(( $(left) - ${TESTS_RESERVE:-70} )); ((bench_s > 10)) || bench_s=10
+echo "== benchmark (limit $bench_s s)"
+timeout "$bench_s" python3 bench/gpu/run_pointwise.py bench \
+  --manifests "$work/manifests" --out bench/results $quick
+[ $? = 0 ] || status=1
+
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  echo "== GPU tests"
+  timeout $(( $(left) / 2 )) "$bin/kfuse_cross_test" --gtest_filter='GpuChains*:RandomChains*' 2>&1 |
+    grep -vE "^\[ RUN|^\[       OK" | tail -40
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  timeout "$(left)" "$bin/kfuse_tuner_test" --gtest_filter='RunnerGpu*' 2>&1 |
+    grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) |tests ran"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
 exit $status
