@@ -49,9 +49,14 @@ class WaitingUnary final : public grpc::ServerUnaryReactor {
   // Called from the job's thread with its result.
   void Complete(const JobTable::Result& r) {
     if (finished_.exchange(true)) return;
-    if (r.ok()) *resp_ = *r;
+    if (r.ok()) {
+      *resp_ = *r;
+      if (joined_) resp_->set_cache(v1::CACHE_OUTCOME_JOINED);
+    }
     Finish(ToGrpc(r.status()));
   }
+  // This call waits on a job another request started.
+  void set_joined(bool joined) { joined_ = joined; }
 
   void OnCancel() override {
     if (finished_.exchange(true)) return;
@@ -70,6 +75,7 @@ class WaitingUnary final : public grpc::ServerUnaryReactor {
   JobTable* jobs_;
   v1::CompileResponse* resp_;
   std::atomic<bool> finished_{false};
+  std::atomic<bool> joined_{false};
   absl::Mutex mu_;
   JobTable::Ticket ticket_ ABSL_GUARDED_BY(mu_);
   Shared<WaitingUnary> owner_;
@@ -170,8 +176,10 @@ KernelServiceImpl::~KernelServiceImpl() { Drain(); }
 void KernelServiceImpl::Drain() { pool_.reset(); }
 
 JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn done,
-                                             JobTable::ProgressFn progress, bool* rejected) {
+                                             JobTable::ProgressFn progress, bool* rejected,
+                                             bool* joined) {
   *rejected = false;
+  *joined = false;
   bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   std::string job_key = absl::StrCat(p.key.ArtifactKey(), wants_tuning ? "/tuned" : "/heuristic");
   if (pool_ == nullptr || pool_->queued() >= options_.max_queued_jobs) {
@@ -181,6 +189,7 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
   bool started = false;
   JobTable::Ticket t = jobs_.Join(job_key, p.request.policy().background(), std::move(done),
                                   std::move(progress), &started);
+  *joined = !started;
   if (started) {
     std::shared_ptr<JobTable::Job> job = t.job;
     pool_->Submit([this, job, p] {
@@ -205,9 +214,11 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
     return Answer(ctx, absl::OkStatus());
   }
   std::shared_ptr<WaitingUnary> reactor = (new WaitingUnary(&jobs_, resp))->Start();
-  bool rejected = false;
+  bool rejected = false, joined = false;
   JobTable::Ticket t = StartJob(
-      *p, [reactor](const JobTable::Result& r) { reactor->Complete(r); }, nullptr, &rejected);
+      *p, [reactor](const JobTable::Result& r) { reactor->Complete(r); }, nullptr, &rejected,
+      &joined);
+  reactor->set_joined(joined);
   if (rejected) {
     reactor->Complete(absl::ResourceExhaustedError("kfused: the job queue is full; retry later"));
   } else {
@@ -229,10 +240,10 @@ grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::Callba
     stream->Complete(hit.ok() ? JobTable::Result(std::move(**hit)) : JobTable::Result(hit.status()));
     return stream.get();
   }
-  bool rejected = false;
+  bool rejected = false, joined = false;
   JobTable::Ticket t = StartJob(
       *p, [stream](const JobTable::Result& r) { stream->Complete(r); },
-      [stream](const v1::TuneProgress& m) { stream->Push(m); }, &rejected);
+      [stream](const v1::TuneProgress& m) { stream->Push(m); }, &rejected, &joined);
   if (rejected) {
     stream->Complete(absl::ResourceExhaustedError("kfused: the job queue is full; retry later"));
   } else {

@@ -49,7 +49,7 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
  private:
   // Starts or joins the job for a prepared miss.
   JobTable::Ticket StartJob(const Prepared& p, JobTable::DoneFn done, JobTable::ProgressFn progress,
-                            bool* rejected);
+                            bool* rejected, bool* joined);
 
   Pipeline* pipeline_;
   ServiceOptions options_;

@@ -1,0 +1,206 @@
+// The service in process, on loopback, with a fake compiler: one job per
+// key, deadlines that end a wait and not the job, background jobs, errors.
+#include "service/server.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+// Compiles nothing: sleeps, counts, and returns a plausible kernel.
+class SlowCompiler : public Compiler {
+ public:
+  explicit SlowCompiler(std::chrono::milliseconds delay) : delay_(delay) {}
+  absl::StatusOr<CompiledKernel> Compile(const KernelSpec& spec, const CompileOptions& opts,
+                                         const std::atomic<bool>* cancel) override {
+    ++calls;
+    std::this_thread::sleep_for(delay_);
+    CompiledKernel k;
+    k.spec = spec;
+    k.arch = opts.arch;
+    k.cubin = "\x7f" "ELF-fake";
+    return k;
+  }
+  std::string Version() const override { return "fake-1"; }
+  std::atomic<int> calls{0};
+
+ private:
+  std::chrono::milliseconds delay_;
+};
+
+v1::CompileRequest Relu(double scale, bool background = false) {
+  v1::CompileRequest r;
+  v1::TensorSpec* in = r.mutable_chain()->add_inputs();
+  in->set_name("x");
+  in->set_dtype(v1::DTYPE_F32);
+  in->add_shape()->set_size(4096);
+  v1::Op* c = r.mutable_chain()->add_ops();
+  c->set_kind(v1::OP_CONSTANT);
+  c->set_value(scale);
+  v1::Op* mul = r.mutable_chain()->add_ops();
+  mul->set_kind(v1::OP_MUL);
+  mul->add_args()->set_input(0);
+  mul->add_args()->set_op(0);
+  v1::Op* relu = r.mutable_chain()->add_ops();
+  relu->set_kind(v1::OP_RELU);
+  relu->add_args()->set_op(1);
+  v1::Output* out = r.mutable_chain()->add_outputs();
+  out->set_name("y");
+  out->mutable_value()->set_op(2);
+  r.mutable_policy()->set_background(background);
+  return r;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void Start(std::chrono::milliseconds delay, int max_queued = 64) {
+    compiler_ = std::make_unique<SlowCompiler>(delay);
+    StoreOptions so;
+    so.path = ::testing::TempDir() + "/server_test_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+    std::remove(so.path.c_str());
+    store_ = *Store::Open(so);
+    PipelineDeps deps;
+    deps.compiler = compiler_.get();
+    deps.store = store_.get();
+    pipeline_ = std::make_unique<Pipeline>(std::move(deps), PipelineOptions{});
+    ServiceOptions opts;
+    opts.max_queued_jobs = max_queued;
+    service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), opts);
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(service_.get());
+    server_ = b.BuildAndStart();
+    ASSERT_NE(port, 0);
+    stub_ = v1::KernelService::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (service_) service_->Drain();
+  }
+  grpc::Status Compile(const v1::CompileRequest& req, v1::CompileResponse* resp,
+                       std::chrono::milliseconds deadline = std::chrono::seconds(20)) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    return stub_->Compile(&ctx, req, resp);
+  }
+
+  std::unique_ptr<SlowCompiler> compiler_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<KernelServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::KernelService::Stub> stub_;
+};
+
+TEST_F(ServerTest, IdenticalConcurrentRequestsShareOneJob) {
+  Start(std::chrono::milliseconds(300));
+  constexpr int kCallers = 8;
+  std::vector<std::thread> callers;
+  std::atomic<int> ok{0}, misses{0};
+  for (int i = 0; i < kCallers; ++i) {
+    callers.emplace_back([&] {
+      v1::CompileResponse resp;
+      if (Compile(Relu(2.0), &resp).ok()) {
+        ++ok;
+        if (resp.cache() == v1::CACHE_OUTCOME_MISS) ++misses;
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(ok.load(), kCallers);
+  EXPECT_EQ(compiler_->calls.load(), 1);
+  EXPECT_EQ(misses.load(), 1);
+  v1::CompileResponse again;
+  ASSERT_TRUE(Compile(Relu(2.0), &again).ok());
+  EXPECT_EQ(again.cache(), v1::CACHE_OUTCOME_HIT);
+  EXPECT_EQ(compiler_->calls.load(), 1);
+}
+
+TEST_F(ServerTest, DeadlineEndsTheWaitAndAnAbandonedJobIsCancelled) {
+  Start(std::chrono::milliseconds(600));
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(Relu(3.0), &resp, std::chrono::milliseconds(100));
+  EXPECT_TRUE(s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+              s.error_code() == grpc::StatusCode::CANCELLED)
+      << s.error_message();
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  // Nobody waited and it was not background work: nothing was stored.
+  grpc::ClientContext ctx;
+  v1::CompileResponse looked;
+  EXPECT_EQ(stub_->Lookup(&ctx, Relu(3.0), &looked).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServerTest, BackgroundJobFinishesAfterTheCallerLeaves) {
+  Start(std::chrono::milliseconds(400));
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(Relu(4.0, /*background=*/true), &resp, std::chrono::milliseconds(100));
+  EXPECT_FALSE(s.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  v1::CompileResponse hit;
+  ASSERT_TRUE(Compile(Relu(4.0), &hit).ok());
+  EXPECT_EQ(hit.cache(), v1::CACHE_OUTCOME_HIT);
+  EXPECT_EQ(compiler_->calls.load(), 1);
+}
+
+TEST_F(ServerTest, BadInputIsInvalidArgumentNamingTheOp) {
+  Start(std::chrono::milliseconds(0));
+  v1::CompileRequest bad = Relu(2.0);
+  bad.mutable_chain()->mutable_ops(1)->mutable_args(1)->set_op(7);
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(bad, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("ops[1]"), std::string::npos) << s.error_message();
+  EXPECT_EQ(compiler_->calls.load(), 0);
+}
+
+TEST_F(ServerTest, ReductionsAreUnimplementedUntilTheirGeneratorLands) {
+  Start(std::chrono::milliseconds(0));
+  v1::CompileRequest r = Relu(2.0);
+  v1::Op* sum = r.mutable_chain()->add_ops();
+  sum->set_kind(v1::OP_REDUCE_SUM);
+  sum->add_args()->set_op(2);
+  sum->mutable_reduce()->add_axes(-1);
+  r.mutable_chain()->mutable_outputs(0)->mutable_value()->set_op(3);
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("reduce_sum"), std::string::npos) << s.error_message();
+}
+
+TEST_F(ServerTest, FullQueueIsResourceExhausted) {
+  Start(std::chrono::milliseconds(0), /*max_queued=*/0);
+  v1::CompileResponse resp;
+  EXPECT_EQ(Compile(Relu(5.0), &resp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(ServerTest, TuneStreamsToAResultAndHeuristicPlansSayWhy) {
+  Start(std::chrono::milliseconds(0));
+  grpc::ClientContext ctx;
+  auto reader = stub_->Tune(&ctx, Relu(6.0));
+  v1::TuneProgress msg, last;
+  while (reader->Read(&msg)) last = msg;
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(last.has_result());
+  const v1::KernelPlan& plan = last.result().plan();
+  EXPECT_EQ(plan.api_version(), "kfuse.v1");
+  EXPECT_EQ(plan.provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  EXPECT_FALSE(plan.provenance().reason().empty());
+  ASSERT_EQ(plan.kernels_size(), 1);
+  EXPECT_EQ(plan.outputs(0).name(), "y");
+  EXPECT_EQ(plan.report().bound(), v1::BOUND_MEMORY);
+}
+
+}  // namespace
+}  // namespace kfuse
