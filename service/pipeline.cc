@@ -1,5 +1,6 @@
 #include "service/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -78,6 +79,36 @@ std::map<std::string, int64_t> SizesOf(const Chain& c, const std::vector<int64_t
 }
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// The chain's op positions (as the client numbered them) among `nodes`.
+std::vector<uint32_t> WireOps(const Chain& c, const std::vector<int32_t>& nodes) {
+  std::vector<uint32_t> ops;
+  for (int32_t id : nodes) {
+    if (c.nodes[id].kind != OpKind::kInput && c.nodes[id].wire_index >= 0) ops.push_back(c.nodes[id].wire_index);
+  }
+  std::sort(ops.begin(), ops.end());
+  ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+  return ops;
+}
+
+// One line for listings: the ops in order and the outputs' types.
+std::string ShortDescription(const Chain& c) {
+  std::string ops;
+  for (const Node& n : c.nodes) {
+    if (n.kind == OpKind::kInput || n.kind == OpKind::kConstant) continue;
+    absl::StrAppend(&ops, ops.empty() ? "" : " ", std::string(OpName(n.kind)));
+  }
+  if (ops.size() > 96) ops = ops.substr(0, 93) + "...";
+  std::string outs;
+  for (int32_t o : c.outputs) {
+    const TensorType& t = c.nodes[o].type;
+    std::vector<std::string> dims;
+    for (const Dim& d : t.shape) dims.push_back(d.is_static() ? absl::StrCat(d.size) : "?");
+    absl::StrAppend(&outs, outs.empty() ? "" : ", ", std::string(DTypeName(t.dtype)), "[",
+                    absl::StrJoin(dims, ","), "]");
+  }
+  return absl::StrCat(ops, " -> ", outs);
+}
 
 // One kernel of the plan as built: how it computes, and the evidence.
 struct BuiltKernel {
@@ -227,6 +258,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
     }
     if (cancel != nullptr && cancel->load()) return absl::CancelledError("compile cancelled: no caller waits");
     b.result.kernel.spec.partition_reason = group.reason;
+    b.result.kernel.spec.ops = WireOps(p.chain, group.nodes);
     b.report = Roofline(AnalyzeWork(p.chain, group.nodes, p.symbol_values), ceilings);
     b.report.sizes = SizesOf(p.chain, p.symbol_values);
     b.report.measured_seconds = b.result.report.measured_seconds;
@@ -285,7 +317,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   meta.arch = p.arch;
   meta.device = deps_.device && tuned ? deps_.device->name : p.arch;
   meta.state = tuned ? "tuned" : "heuristic";
-  meta.description = ToString(p.chain).substr(0, 200);
+  meta.description = ShortDescription(p.chain);
   if (!decision) {
     storage::v1::Decision d;
     for (const BuiltKernel& b : built) {
