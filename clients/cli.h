@@ -39,6 +39,14 @@ struct GlobalOptions {
   std::string server = kDefaultAddress;
   bool json = false;  // Machine output: the proto JSON mapping.
   double timeout_seconds = 60;
+  // Transport security (any of the TLS files turns TLS on).
+  bool tls = false;
+  std::string tls_ca;         // PEM roots that sign the server's certificate.
+  std::string tls_cert;       // Client certificate (mutual TLS).
+  std::string tls_key;        // Its private key.
+  std::string token_file;     // "authorization: Bearer <first line>".
+  std::string token;          // KFUSE_TOKEN; token_file wins.
+  std::string verify_key;     // 64 hex digits or a file: refuse unverified plans.
 };
 
 struct CompileOptions {
@@ -93,6 +101,9 @@ bool IsSafeFileStem(const std::string& s);
 int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io);
 // The exit code for a status coming back from the server.
 int ExitCodeFor(const absl::Status& status);
+// TLS files, token and verify key from the flags into `options`;
+// INVALID_ARGUMENT naming the flag for an unreadable file or a bad key.
+absl::Status ApplySecurityFlags(const GlobalOptions& g, ClientOptions& options);
 absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(
     const GlobalOptions& g);
 // The response without cubin and PTX bytes: what --json prints.

@@ -1,3 +1,5 @@
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -7,6 +9,8 @@
 #include "absl/time/time.h"
 #include "clients/cli.h"
 #include "clients/json.h"
+#include "clients/verify.h"
+#include "core/status.h"
 #include "google/protobuf/struct.pb.h"
 
 namespace kfuse::client {
@@ -83,6 +87,46 @@ int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io) {
   return ExitCodeFor(status);
 }
 
+namespace {
+
+absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, ": cannot read the file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+absl::Status ApplySecurityFlags(const GlobalOptions& g, ClientOptions& options) {
+  options.tls = g.tls || !g.tls_ca.empty() || !g.tls_cert.empty() || !g.tls_key.empty();
+  if (!g.tls_ca.empty()) {
+    KFUSE_ASSIGN_OR_RETURN(options.tls_root_certs_pem, ReadFlagFile(g.tls_ca, "--tls-ca"));
+  }
+  if (g.tls_cert.empty() != g.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!g.tls_cert.empty()) {
+    KFUSE_ASSIGN_OR_RETURN(options.tls_cert_chain_pem, ReadFlagFile(g.tls_cert, "--tls-cert"));
+    KFUSE_ASSIGN_OR_RETURN(options.tls_private_key_pem, ReadFlagFile(g.tls_key, "--tls-key"));
+  }
+  options.token = std::string(absl::StripAsciiWhitespace(g.token));
+  if (!g.token_file.empty()) {
+    KFUSE_ASSIGN_OR_RETURN(std::string text, ReadFlagFile(g.token_file, "--token-file"));
+    options.token = std::string(absl::StripAsciiWhitespace(text.substr(0, text.find('\n'))));
+    if (options.token.empty()) return absl::InvalidArgumentError("--token-file: the first line is empty");
+  }
+  if (!g.verify_key.empty()) {
+    absl::StatusOr<PublicKey> key = LoadPinnedKey(g.verify_key);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--verify-key: ", key.status().message()));
+    }
+    options.verify_key = *key;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(
     const GlobalOptions& g) {
   if (!(g.timeout_seconds > 0)) {
@@ -92,6 +136,7 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(
   options.address = g.server;
   options.deadline = absl::Seconds(g.timeout_seconds);
   options.client_name = "kfuse-cli";
+  KFUSE_RETURN_IF_ERROR(ApplySecurityFlags(g, options));
   return Client::Connect(options);
 }
 

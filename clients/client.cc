@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "clients/verify.h"
 #include "core/status.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -96,6 +97,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   if (options.deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("deadline must be positive");
   }
+  if (options.tls_cert_chain_pem.empty() != options.tls_private_key_pem.empty()) {
+    return absl::InvalidArgumentError("a client certificate and its key go together (--tls-cert, --tls-key)");
+  }
+  if (!options.tls_cert_chain_pem.empty() && !options.tls) {
+    return absl::InvalidArgumentError("a client certificate needs TLS");
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
@@ -103,6 +110,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   if (options.tls) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = options.tls_root_certs_pem;
+    ssl.pem_cert_chain = options.tls_cert_chain_pem;
+    ssl.pem_private_key = options.tls_private_key_pem;
     creds = grpc::SslCredentials(ssl);
   } else {
     creds = grpc::InsecureChannelCredentials();
@@ -134,6 +143,11 @@ std::unique_ptr<grpc::ClientContext> Client::NewContext(
   return ctx;
 }
 
+absl::Status Client::Verify(const kfuse::v1::CompileResponse& response) const {
+  if (!options_.verify_key) return absl::OkStatus();
+  return VerifyPlan(response.plan(), *options_.verify_key);
+}
+
 void Client::FillEnvironment(kfuse::v1::CompileRequest& request) const {
   if (request.env().client().empty()) {
     request.mutable_env()->set_client(
@@ -149,6 +163,7 @@ absl::StatusOr<kfuse::v1::CompileResponse> Client::Compile(
   kfuse::v1::CompileResponse response;
   KFUSE_RETURN_IF_ERROR(
       FromGrpc(stub_->Compile(ctx.get(), request, &response)));
+  KFUSE_RETURN_IF_ERROR(Verify(response));
   return response;
 }
 
@@ -165,6 +180,12 @@ absl::StatusOr<kfuse::v1::CompileResponse> Client::Tune(
     if (progress.has_result()) {
       result = progress.result();
       have_result = true;
+      // An unverified plan never reaches the caller, not even as progress.
+      if (absl::Status v = Verify(result); !v.ok()) {
+        ctx->TryCancel();
+        reader->Finish();
+        return v;
+      }
     }
     if (on_progress) on_progress(progress);
   }
@@ -182,6 +203,7 @@ absl::StatusOr<kfuse::v1::CompileResponse> Client::Lookup(
   auto ctx = NewContext();
   kfuse::v1::CompileResponse response;
   KFUSE_RETURN_IF_ERROR(FromGrpc(stub_->Lookup(ctx.get(), request, &response)));
+  KFUSE_RETURN_IF_ERROR(Verify(response));
   return response;
 }
 

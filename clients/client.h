@@ -15,11 +15,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "plan/signing.h"
 #include "kfuse/v1/kfuse.grpc.pb.h"
 #include "kfuse/v1/kfuse.pb.h"
 
@@ -41,6 +43,14 @@ struct ClientOptions {
   // TLS with these PEM roots (empty: system roots) when `tls` is set.
   bool tls = false;
   std::string tls_root_certs_pem;
+  // Mutual TLS: this client's PEM certificate chain and private key (both or
+  // neither; needs `tls`).
+  std::string tls_cert_chain_pem;
+  std::string tls_private_key_pem;
+  // When set, Compile, Tune and Lookup answer PERMISSION_DENIED for a plan
+  // whose signature does not verify against this key (kfused
+  // --print_public_key), before the caller sees any cubin.
+  std::optional<PublicKey> verify_key;
   // Sent as "authorization: Bearer <token>" when not empty.
   std::string token;
   // When > 0, Connect waits this long for the channel to be ready and
@@ -87,6 +97,8 @@ class Client {
   std::unique_ptr<grpc::ClientContext> NewContext(
       absl::Duration extra = absl::ZeroDuration()) const;
   void FillEnvironment(kfuse::v1::CompileRequest& request) const;
+  // OK without a verify key; else VerifyPlan's answer.
+  absl::Status Verify(const kfuse::v1::CompileResponse& response) const;
 
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -18,6 +18,16 @@ int main(int argc, char** argv) {
   app.add_flag("--json", g.json, "machine output: the proto JSON mapping");
   app.add_option("--timeout", g.timeout_seconds,
                  "seconds per call (tuning adds its budget)");
+  app.add_flag("--tls", g.tls, "TLS with the system roots (implied by --tls-ca)");
+  app.add_option("--tls-ca", g.tls_ca, "PEM CA that signs the server's certificate")->envname("KFUSE_TLS_CA");
+  app.add_option("--tls-cert", g.tls_cert, "PEM client certificate (mutual TLS)")->envname("KFUSE_TLS_CERT");
+  app.add_option("--tls-key", g.tls_key, "PEM key of --tls-cert")->envname("KFUSE_TLS_KEY");
+  app.add_option("--token-file", g.token_file, "file whose first line is the bearer token");
+  app.add_option("--token", g.token, "bearer token (prefer --token-file: argv is visible to others)")
+      ->envname("KFUSE_TOKEN");
+  app.add_option("--verify-key", g.verify_key,
+                 "kfused's public key (hex or file): refuse plans it did not sign")
+      ->envname("KFUSE_VERIFY_KEY");
 
   CompileOptions compile;
   auto* c = app.add_subcommand("compile", "compile a chain, print its plan");

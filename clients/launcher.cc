@@ -69,8 +69,9 @@ CUdeviceptr Pointer(BufferSlot s, absl::Span<const CUdeviceptr> in,
 
 }  // namespace
 
-Launcher::Launcher(const DriverApi& api, ScratchAllocator scratch)
-    : api_(api), scratch_(std::move(scratch)) {}
+Launcher::Launcher(const DriverApi& api, ScratchAllocator scratch,
+                   std::optional<PublicKey> pinned_key)
+    : pinned_key_(std::move(pinned_key)), api_(api), scratch_(std::move(scratch)) {}
 
 Launcher::~Launcher() {
   absl::MutexLock lock(&mu_);
@@ -116,6 +117,8 @@ absl::StatusOr<CUfunction> Launcher::Function(CUcontext ctx, const v1::Kernel& k
 }
 
 absl::StatusOr<PreparedPlan> Launcher::Prepare(const v1::KernelPlan& plan) {
+  // Nothing from an unverified plan reaches the driver.
+  if (pinned_key_) KFUSE_RETURN_IF_ERROR(VerifyPlanSignature(plan, *pinned_key_));
   CUcontext ctx = nullptr;
   KFUSE_RETURN_IF_ERROR(CuCheck(api_.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent"));
   if (ctx == nullptr)

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "absl/types/span.h"
 #include "clients/launch_config.h"
 #include "kfuse/v1/kfuse.pb.h"
+#include "plan/signing.h"
 #include "tuner/cuda/driver.h"
 
 namespace kfuse {
@@ -56,7 +58,10 @@ class Launcher {
   // `api` must outlive the Launcher. Without `scratch`, scratch memory comes
   // from cuMemAlloc and the launch waits for the stream before freeing it
   // (plans without intermediates or workspaces never wait).
-  explicit Launcher(const DriverApi& api, ScratchAllocator scratch = {});
+  // With `pinned_key`, a plan whose signature does not verify against it is
+  // refused (PermissionDenied) before any module is loaded.
+  explicit Launcher(const DriverApi& api, ScratchAllocator scratch = {},
+                    std::optional<PublicKey> pinned_key = std::nullopt);
   ~Launcher();
   Launcher(const Launcher&) = delete;
   Launcher& operator=(const Launcher&) = delete;
@@ -85,6 +90,7 @@ class Launcher {
   };
 
   absl::StatusOr<CUfunction> Function(CUcontext ctx, const v1::Kernel& kernel);
+  std::optional<PublicKey> pinned_key_;
   absl::Status RaiseSmemLimit(CUfunction f, uint32_t bytes);
   absl::Status LaunchOne(CUfunction f, const KernelLaunch& launch, absl::Span<const CUdeviceptr> in,
                          absl::Span<const CUdeviceptr> out,

@@ -485,3 +485,32 @@ TEST(DenseStridesTest, RowMajor) {
 
 }  // namespace
 }  // namespace kfuse
+
+namespace kfuse {
+namespace {
+
+// A pinned key refuses an unsigned or re-signed plan before any driver call:
+// the driver table here is all null, so a call would crash the test.
+TEST(LauncherPinnedKeyTest, UnverifiedPlansAreRefusedBeforeTheDriver) {
+  DriverApi no_driver{};
+  std::array<uint8_t, 32> seed_a{}, seed_b{};
+  seed_a.fill(1);
+  seed_b.fill(2);
+  SigningKey server = SigningKeyFromSeed(seed_a);
+  SigningKey other = SigningKeyFromSeed(seed_b);
+  Launcher launcher(no_driver, {}, server.public_key);
+
+  v1::KernelPlan plan;
+  plan.set_key("k");
+  plan.add_kernels()->set_cubin("\x7f" "ELF");
+  absl::StatusOr<PreparedPlan> unsigned_plan = launcher.Prepare(plan);
+  EXPECT_EQ(unsigned_plan.status().code(), absl::StatusCode::kPermissionDenied);
+
+  SignPlan(other, &plan);
+  absl::StatusOr<PreparedPlan> wrong_key = launcher.Prepare(plan);
+  EXPECT_EQ(wrong_key.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(launcher.cached_modules(), 0);
+}
+
+}  // namespace
+}  // namespace kfuse

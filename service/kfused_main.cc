@@ -6,6 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -18,6 +21,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "service/auth.h"
 #include "service/node.h"
 #include "service/server.h"
 
@@ -33,10 +37,98 @@ ABSL_FLAG(int, device, 0, "CUDA device ordinal to tune on");
 ABSL_FLAG(int64_t, gpu_memory_budget, int64_t{8} << 30, "GPU memory the tuning worker may use, bytes");
 ABSL_FLAG(std::string, worker, "", "path of kfuse-worker (default: beside kfused, or on PATH)");
 ABSL_FLAG(std::string, node, "", "this node's name in provenance (default: hostname)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this server; with --tls_key turns TLS on");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require client certificates signed by it (mutual TLS); needs --tls_cert");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "file of accepted tokens, one a line: every RPC but health must send 'authorization: Bearer <token>'");
+ABSL_FLAG(std::string, signing_key, "",
+          "Ed25519 key file (64 hex digits) signing every plan; default <store>.signing-key, created once");
+ABSL_FLAG(bool, print_public_key, false, "print the plan-signing public key (hex) and exit");
+ABSL_FLAG(bool, allow_insecure_remote, false,
+          "allow listening on a non-loopback address without TLS (tokens and plans then travel in clear)");
+
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// TLS from the flags, or insecure credentials where that is allowed.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(std::string* mode) {
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
+  const std::string ca = absl::GetFlag(FLAGS_tls_client_ca), address = absl::GetFlag(FLAGS_address);
+  if (cert.empty() != key.empty()) return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  if (cert.empty()) {
+    if (!ca.empty()) return absl::InvalidArgumentError("--tls_client_ca needs --tls_cert and --tls_key");
+    if (!kfuse::IsLoopbackAddress(address) && !absl::GetFlag(FLAGS_allow_insecure_remote)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to listen on ", address,
+          " without TLS: anyone on the network could send chains to compile and run on this GPU, and read "
+          "tokens and plans in transit. Pass --tls_cert/--tls_key (and --tls_client_ca), listen on loopback "
+          "behind a TLS proxy, or pass --allow_insecure_remote if the network is trusted"));
+    }
+    *mode = "plaintext";
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  auto key_pem = ReadFile(key, "--tls_key");
+  if (!key_pem.ok()) return key_pem.status();
+  auto cert_pem = ReadFile(cert, "--tls_cert");
+  if (!cert_pem.ok()) return cert_pem.status();
+  pair.private_key = *key_pem;
+  pair.cert_chain = *cert_pem;
+  ssl.pem_key_cert_pairs.push_back(pair);
+  *mode = "TLS";
+  if (!ca.empty()) {
+    auto ca_pem = ReadFile(ca, "--tls_client_ca");
+    if (!ca_pem.ok()) return ca_pem.status();
+    ssl.pem_root_certs = *ca_pem;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    *mode = "mutual TLS";
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("kfused: the kfuse kernel-fusion service. kfused --address=127.0.0.1:7420");
   absl::ParseCommandLine(argc, argv);
+
+  if (absl::GetFlag(FLAGS_print_public_key)) {
+    kfuse::NodeOptions ko;
+    ko.store_path = absl::GetFlag(FLAGS_store);
+    ko.signing_key_path = absl::GetFlag(FLAGS_signing_key);
+    absl::StatusOr<kfuse::SigningKey> key = kfuse::LoadNodeSigningKey(ko);
+    if (!key.ok()) {
+      std::fprintf(stderr, "kfused: %s\n", key.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("%s\n", key->public_key.Hex().c_str());
+    return 0;
+  }
+  std::string transport;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentials(&transport);
+  if (!creds.ok()) {
+    std::fprintf(stderr, "kfused: %s\n", creds.status().ToString().c_str());
+    return 1;
+  }
+  std::optional<kfuse::TokenSet> tokens;
+  if (!absl::GetFlag(FLAGS_auth_tokens_file).empty()) {
+    absl::StatusOr<kfuse::TokenSet> t = kfuse::TokenSet::LoadFile(absl::GetFlag(FLAGS_auth_tokens_file));
+    if (!t.ok()) {
+      std::fprintf(stderr, "kfused: %s\n", t.status().ToString().c_str());
+      return 1;
+    }
+    tokens = std::move(*t);
+  }
 
   // Signals are taken by sigwait below, never by a handler on a random thread.
   sigset_t stop_signals;
@@ -54,6 +146,7 @@ int main(int argc, char** argv) {
   opts.gpu_memory_budget = absl::GetFlag(FLAGS_gpu_memory_budget);
   opts.worker_path = absl::GetFlag(FLAGS_worker);
   opts.node = absl::GetFlag(FLAGS_node);
+  opts.signing_key_path = absl::GetFlag(FLAGS_signing_key);
   absl::StatusOr<std::unique_ptr<kfuse::ServiceNode>> node = kfuse::ServiceNode::Create(opts);
   if (!node.ok()) {
     std::fprintf(stderr, "kfused: %s\n", node.status().ToString().c_str());
@@ -63,13 +156,15 @@ int main(int argc, char** argv) {
   kfuse::ServiceOptions sopts;
   sopts.job_threads = absl::GetFlag(FLAGS_threads);
   sopts.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
+  sopts.tokens = tokens ? &*tokens : nullptr;
+  sopts.signing_key = &(*node)->signing_key();
   kfuse::KernelServiceImpl service((*node)->pipeline(), sopts);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_address), grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(absl::GetFlag(FLAGS_address), *creds, &port);
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.RegisterService(&service);
@@ -87,6 +182,9 @@ int main(int argc, char** argv) {
                (*node)->store_path().c_str(),
                tuning ? absl::StrCat("tuning on ", (*node)->device_name()).c_str()
                       : absl::StrCat("heuristic only: ", (*node)->no_gpu_reason()).c_str());
+  std::fprintf(stderr, "kfused: %s, %s; plans signed by Ed25519 key %s (%s)\n", transport.c_str(),
+               tokens ? absl::StrCat(tokens->size(), " accepted token(s)").c_str() : "no token required",
+               (*node)->signing_key().public_key.Hex().c_str(), (*node)->signing_key_path().c_str());
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

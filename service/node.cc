@@ -86,12 +86,30 @@ absl::StatusOr<std::string> DefaultStorePath() {
   return absl::StrCat(dir, "/kfuse.db");
 }
 
+absl::StatusOr<SigningKey> LoadNodeSigningKey(const NodeOptions& o, std::string* path) {
+  std::string key_path = o.signing_key_path;
+  if (key_path.empty()) {
+    std::string store = o.store_path;
+    if (store.empty()) {
+      KFUSE_ASSIGN_OR_RETURN(store, DefaultStorePath());
+    }
+    key_path = absl::StrCat(store, ".signing-key");
+  }
+  if (path != nullptr) *path = key_path;
+  // An explicit key file must exist: creating one silently would change the
+  // key clients pinned.
+  return LoadOrCreateSigningKey(key_path, /*create=*/o.signing_key_path.empty());
+}
+
 absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptions& o) {
   std::unique_ptr<ServiceNode> n(new ServiceNode());
   n->store_path_ = o.store_path;
   if (n->store_path_.empty()) {
     KFUSE_ASSIGN_OR_RETURN(n->store_path_, DefaultStorePath());
   }
+  NodeOptions key_options = o;
+  key_options.store_path = n->store_path_;
+  KFUSE_ASSIGN_OR_RETURN(n->signing_key_, LoadNodeSigningKey(key_options, &n->signing_key_path_));
   StoreOptions so;
   so.path = n->store_path_;
   so.max_bytes = o.store_max_bytes;

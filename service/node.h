@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache/store.h"
+#include "plan/signing.h"
 #include "service/pipeline.h"
 #include "tuner/compiler.h"
 #include "tuner/runner.h"
@@ -28,6 +29,9 @@ struct NodeOptions {
   int64_t gpu_memory_budget = int64_t{8} << 30;
   std::string worker_path;
   std::string node;
+  // Ed25519 key file that signs every plan answered. Empty: <store>.signing-key,
+  // created (mode 0600) on first start.
+  std::string signing_key_path;
 };
 
 class ServiceNode {
@@ -39,12 +43,16 @@ class ServiceNode {
   const std::string& store_path() const { return store_path_; }
   std::string device_name() const;
   const std::string& no_gpu_reason() const { return no_gpu_reason_; }
+  const SigningKey& signing_key() const { return signing_key_; }
+  const std::string& signing_key_path() const { return signing_key_path_; }
 
  private:
   ServiceNode() = default;
 
   std::string store_path_;
   std::string no_gpu_reason_;
+  std::string signing_key_path_;
+  SigningKey signing_key_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Compiler> compiler_;
   std::unique_ptr<Runner> runner_;
@@ -53,6 +61,10 @@ class ServiceNode {
 
 // $XDG_CACHE_HOME/kfuse/kfuse.db, else ~/.cache/kfuse/kfuse.db; creates the folder.
 absl::StatusOr<std::string> DefaultStorePath();
+
+// The signing key a node with these options uses, loaded or created where
+// NodeOptions says; `path` (if not null) receives the file's path.
+absl::StatusOr<SigningKey> LoadNodeSigningKey(const NodeOptions& options, std::string* path = nullptr);
 
 }  // namespace kfuse
 

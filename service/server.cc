@@ -173,6 +173,24 @@ KernelServiceImpl::KernelServiceImpl(Pipeline* pipeline, ServiceOptions options)
 
 KernelServiceImpl::~KernelServiceImpl() { Drain(); }
 
+absl::Status KernelServiceImpl::Authorize(grpc::CallbackServerContext* ctx) const {
+  if (options_.tokens == nullptr) return absl::OkStatus();
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  absl::string_view value = it == md.end() ? absl::string_view()
+                                           : absl::string_view(it->second.data(), it->second.size());
+  return options_.tokens->Check(value);
+}
+
+void KernelServiceImpl::Sign(v1::CompileResponse* resp) const {
+  if (options_.signing_key != nullptr && resp->has_plan()) SignPlan(*options_.signing_key, resp->mutable_plan());
+}
+
+JobTable::Result KernelServiceImpl::Signed(JobTable::Result r) const {
+  if (r.ok()) Sign(&*r);
+  return r;
+}
+
 void KernelServiceImpl::Drain() { pool_.reset(); }
 
 JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn done,
@@ -204,6 +222,7 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
 grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext* ctx,
                                                      const v1::CompileRequest* req,
                                                      v1::CompileResponse* resp) {
+  if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) return Answer(ctx, p.status());
   absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
@@ -211,12 +230,13 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
   if (hit->has_value()) {
     *resp = std::move(**hit);
     resp->set_request_id(req->request_id());
+    Sign(resp);
     return Answer(ctx, absl::OkStatus());
   }
   std::shared_ptr<WaitingUnary> reactor = (new WaitingUnary(&jobs_, resp))->Start();
   bool rejected = false, joined = false;
   JobTable::Ticket t = StartJob(
-      *p, [reactor](const JobTable::Result& r) { reactor->Complete(r); }, nullptr, &rejected,
+      *p, [this, reactor](const JobTable::Result& r) { reactor->Complete(Signed(r)); }, nullptr, &rejected,
       &joined);
   reactor->set_joined(joined);
   if (rejected) {
@@ -230,6 +250,10 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
 grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::CallbackServerContext* ctx,
                                                                     const v1::CompileRequest* req) {
   std::shared_ptr<TuneStream> stream = (new TuneStream(&jobs_))->Start();
+  if (absl::Status a = Authorize(ctx); !a.ok()) {
+    stream->Complete(a);
+    return stream.get();
+  }
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) {
     stream->Complete(p.status());
@@ -237,12 +261,12 @@ grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::Callba
   }
   absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
   if (!hit.ok() || hit->has_value()) {
-    stream->Complete(hit.ok() ? JobTable::Result(std::move(**hit)) : JobTable::Result(hit.status()));
+    stream->Complete(hit.ok() ? Signed(JobTable::Result(std::move(**hit))) : JobTable::Result(hit.status()));
     return stream.get();
   }
   bool rejected = false, joined = false;
   JobTable::Ticket t = StartJob(
-      *p, [stream](const JobTable::Result& r) { stream->Complete(r); },
+      *p, [this, stream](const JobTable::Result& r) { stream->Complete(Signed(r)); },
       [stream](const v1::TuneProgress& m) { stream->Push(m); }, &rejected, &joined);
   if (rejected) {
     stream->Complete(absl::ResourceExhaustedError("kfused: the job queue is full; retry later"));
@@ -254,6 +278,7 @@ grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::Callba
 
 grpc::ServerUnaryReactor* KernelServiceImpl::Lookup(grpc::CallbackServerContext* ctx,
                                                     const v1::CompileRequest* req, v1::CompileResponse* resp) {
+  if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) return Answer(ctx, p.status());
   absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
@@ -262,12 +287,14 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Lookup(grpc::CallbackServerContext*
     return Answer(ctx, absl::NotFoundError(absl::StrCat("no stored plan for key ", p->key.ArtifactKey())));
   }
   *resp = std::move(**hit);
+  Sign(resp);
   return Answer(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,
                                                          const v1::ListKernelsRequest* req,
                                                          v1::ListKernelsResponse* resp) {
+  if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
   int limit = req->limit() == 0 ? 100 : static_cast<int>(std::min<uint32_t>(req->limit(), 10000));
   auto list = pipeline_->deps().store->List(req->key_prefix(), limit, "artifact");
   if (!list.ok()) return Answer(ctx, list.status());
@@ -294,6 +321,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* KernelServiceImpl::DeleteKernels(grpc::CallbackServerContext* ctx,
                                                            const v1::DeleteKernelsRequest* req,
                                                            v1::DeleteKernelsResponse* resp) {
+  if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
   if (pipeline_->options().read_only) return Answer(ctx, absl::FailedPreconditionError("this server is read-only"));
   Store* store = pipeline_->deps().store;
   absl::StatusOr<int> n = req->all() ? store->DeleteAll()
@@ -307,6 +335,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::DeleteKernels(grpc::CallbackServerC
 grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerContext* ctx,
                                                            const v1::GetDeviceInfoRequest* req,
                                                            v1::DeviceInfo* resp) {
+  if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
   const PipelineDeps& d = pipeline_->deps();
   resp->set_has_gpu(d.device.has_value() && d.runner != nullptr);
   if (d.device) *resp->mutable_device() = ToProto(*d.device);

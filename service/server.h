@@ -11,8 +11,10 @@
 #include <string>
 
 #include "cache/store.h"
+#include "plan/signing.h"
 #include "kfuse/v1/kfuse.grpc.pb.h"
 #include "service/jobs.h"
+#include "service/auth.h"
 #include "service/pipeline.h"
 #include "service/thread_pool.h"
 
@@ -22,6 +24,13 @@ struct ServiceOptions {
   int job_threads = 2;       // Compile and tuning jobs at once.
   int max_queued_jobs = 64;  // Beyond this, new misses get RESOURCE_EXHAUSTED.
   std::string server_version = "kfused/0.1.0";
+  // When set (not owned; must outlive the service), every RPC must carry
+  // "authorization: Bearer <token>" with one of these tokens, else
+  // UNAUTHENTICATED. The health service is separate and stays open.
+  const TokenSet* tokens = nullptr;
+  // When set (not owned), every plan answered (hits too) is signed with it,
+  // at answer time, so a key change needs no store rewrite.
+  const SigningKey* signing_key = nullptr;
 };
 
 class KernelServiceImpl final : public v1::KernelService::CallbackService {
@@ -50,6 +59,12 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   // Starts or joins the job for a prepared miss.
   JobTable::Ticket StartJob(const Prepared& p, JobTable::DoneFn done, JobTable::ProgressFn progress,
                             bool* rejected, bool* joined);
+
+  // OK, or UNAUTHENTICATED when tokens are required and the call has none.
+  absl::Status Authorize(grpc::CallbackServerContext* ctx) const;
+  // Signs the plan in a result when a signing key is set.
+  JobTable::Result Signed(JobTable::Result r) const;
+  void Sign(v1::CompileResponse* resp) const;
 
   Pipeline* pipeline_;
   ServiceOptions options_;

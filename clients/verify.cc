@@ -1,0 +1,33 @@
+#include "clients/verify.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace kfuse {
+
+absl::Status VerifyPlan(const v1::KernelPlan& plan, const PublicKey& pinned) {
+  return VerifyPlanSignature(plan, pinned);
+}
+
+absl::StatusOr<PublicKey> LoadPinnedKey(const std::string& file_or_hex) {
+  std::string trimmed(absl::StripAsciiWhitespace(file_or_hex));
+  absl::StatusOr<PublicKey> direct = ParsePublicKeyHex(trimmed);
+  if (direct.ok()) return direct;
+  std::ifstream in(file_or_hex);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("verify key '", file_or_hex,
+                                            "' is neither 64 hex digits nor a readable file"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<PublicKey> key = ParsePublicKeyHex(text.str());
+  if (!key.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(file_or_hex, ": ", key.status().message()));
+  }
+  return key;
+}
+
+}  // namespace kfuse

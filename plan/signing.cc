@@ -1,0 +1,179 @@
+#include "plan/signing.h"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace kfuse {
+namespace {
+
+// sodium_init is thread safe and idempotent; once is enough.
+void InitSodium() {
+  static const int r = sodium_init();
+  (void)r;
+}
+
+std::string Sha256Hex(const std::string& bytes) {
+  unsigned char h[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(h, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(h), sizeof(h)));
+}
+
+// Deterministic serialization: fields in number order, maps sorted.
+std::string Deterministic(const google::protobuf::MessageLite& m) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+// "<name> <length>:<bytes>\n": unambiguous whatever the bytes hold.
+void AddString(std::string& out, absl::string_view name, absl::string_view value) {
+  absl::StrAppend(&out, name, " ", value.size(), ":", value, "\n");
+}
+
+}  // namespace
+
+std::string PublicKey::Hex() const {
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+SigningKey SigningKeyFromSeed(const std::array<uint8_t, 32>& seed) {
+  InitSodium();
+  SigningKey k;
+  k.seed = seed;
+  crypto_sign_seed_keypair(k.public_key.bytes.data(), k.secret.data(), seed.data());
+  return k;
+}
+
+SigningKey GenerateSigningKey() {
+  InitSodium();
+  std::array<uint8_t, 32> seed;
+  randombytes_buf(seed.data(), seed.size());
+  SigningKey k = SigningKeyFromSeed(seed);
+  sodium_memzero(seed.data(), seed.size());
+  return k;
+}
+
+absl::StatusOr<SigningKey> LoadOrCreateSigningKey(const std::string& path, bool create) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && create) {
+    SigningKey k = GenerateSigningKey();
+    int wfd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (wfd < 0) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot create signing key ", path, ": ", strerror(errno),
+                                                      " (pass --signing_key FILE)"));
+    }
+    std::string hex = absl::StrCat(
+        absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(k.seed.data()), 32)), "\n");
+    bool ok = write(wfd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size());
+    sodium_memzero(hex.data(), hex.size());
+    close(wfd);
+    if (!ok) return absl::InternalError(absl::StrCat("cannot write signing key ", path));
+    return k;
+  }
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrCat("cannot open signing key ", path, ": ", strerror(errno)));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (st.st_mode & 077) != 0) {
+    close(fd);
+    return absl::PermissionDeniedError(
+        absl::StrCat("signing key ", path, " is readable by group or others; chmod 600 it"));
+  }
+  char buf[130] = {0};
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  std::string text(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  sodium_memzero(buf, sizeof(buf));
+  absl::string_view hex = absl::StripAsciiWhitespace(text);
+  std::array<uint8_t, 32> seed{};
+  if (hex.size() != 64 || sodium_hex2bin(seed.data(), seed.size(), hex.data(), hex.size(), nullptr, nullptr,
+                                         nullptr) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("signing key ", path, ": expected 64 hex digits (an Ed25519 seed)"));
+  }
+  sodium_memzero(text.data(), text.size());
+  SigningKey k = SigningKeyFromSeed(seed);
+  sodium_memzero(seed.data(), seed.size());
+  return k;
+}
+
+absl::StatusOr<PublicKey> ParsePublicKeyHex(const std::string& hex) {
+  InitSodium();
+  PublicKey k;
+  absl::string_view h = absl::StripAsciiWhitespace(hex);
+  if (h.size() != 64 ||
+      sodium_hex2bin(k.bytes.data(), k.bytes.size(), h.data(), h.size(), nullptr, nullptr, nullptr) != 0) {
+    return absl::InvalidArgumentError("a public key is 64 hex digits (Ed25519, as kfused --print_public_key prints)");
+  }
+  return k;
+}
+
+std::string PlanSigningPayload(const v1::KernelPlan& plan) {
+  std::string out = "kfuse.v1 plan signature\n";
+  AddString(out, "key", plan.key());
+  absl::StrAppend(&out, "kernels ", plan.kernels_size(), "\n");
+  for (const v1::Kernel& k : plan.kernels()) {
+    AddString(out, "entry", k.entry());
+    AddString(out, "arch", k.arch());
+    absl::StrAppend(&out, "cubin ", Sha256Hex(k.cubin()), "\n");
+    absl::StrAppend(&out, "ptx ", Sha256Hex(k.ptx()), "\n");
+    v1::Kernel launch;
+    *launch.mutable_params() = k.params();
+    if (k.has_grid()) *launch.mutable_grid() = k.grid();
+    if (k.has_block()) *launch.mutable_block() = k.block();
+    launch.set_dynamic_smem_bytes(k.dynamic_smem_bytes());
+    if (k.has_cluster()) *launch.mutable_cluster() = k.cluster();
+    *launch.mutable_preconditions() = k.preconditions();
+    absl::StrAppend(&out, "launch ", Sha256Hex(Deterministic(launch)), "\n");
+  }
+  v1::KernelPlan shape;
+  *shape.mutable_symbols() = plan.symbols();
+  *shape.mutable_intermediates() = plan.intermediates();
+  *shape.mutable_inputs() = plan.inputs();
+  *shape.mutable_outputs() = plan.outputs();
+  absl::StrAppend(&out, "plan ", Sha256Hex(Deterministic(shape)), "\n");
+  return out;
+}
+
+void SignPlan(const SigningKey& key, v1::KernelPlan* plan) {
+  InitSodium();
+  std::string payload = PlanSigningPayload(*plan);
+  std::string sig(crypto_sign_BYTES, '\0');
+  crypto_sign_detached(reinterpret_cast<unsigned char*>(sig.data()), nullptr,
+                       reinterpret_cast<const unsigned char*>(payload.data()), payload.size(), key.secret.data());
+  plan->set_signature(std::move(sig));
+}
+
+absl::Status VerifyPlanSignature(const v1::KernelPlan& plan, const PublicKey& pinned) {
+  InitSodium();
+  if (plan.signature().empty()) {
+    return absl::PermissionDeniedError("plan is unsigned (the server has no signing key, or is not kfused)");
+  }
+  std::string payload = PlanSigningPayload(plan);
+  if (plan.signature().size() != crypto_sign_BYTES ||
+      crypto_sign_verify_detached(reinterpret_cast<const unsigned char*>(plan.signature().data()),
+                                  reinterpret_cast<const unsigned char*>(payload.data()), payload.size(),
+                                  pinned.bytes.data()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("plan signature does not verify against the pinned key ",
+                                                    pinned.Hex().substr(0, 16), "..."));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kfuse

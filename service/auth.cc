@@ -1,0 +1,103 @@
+#include "service/auth.h"
+
+#include <sodium.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace kfuse {
+namespace {
+
+constexpr size_t kMinTokenLength = 16;
+
+std::array<uint8_t, 32> Digest(absl::string_view s) {
+  std::array<uint8_t, 32> d;
+  crypto_hash_sha256(d.data(), reinterpret_cast<const unsigned char*>(s.data()), s.size());
+  return d;
+}
+
+}  // namespace
+
+absl::StatusOr<TokenSet> TokenSet::FromText(absl::string_view text) {
+  if (sodium_init() < 0) return absl::InternalError("libsodium failed to initialise");
+  TokenSet set;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    if (line.size() < kMinTokenLength) {
+      return absl::InvalidArgumentError(absl::StrCat("token file line ", line_no, ": a token needs at least ",
+                                                     kMinTokenLength, " characters"));
+    }
+    set.digests_.push_back(Digest(line));
+  }
+  if (set.digests_.empty()) return absl::InvalidArgumentError("the token file holds no token");
+  return set;
+}
+
+absl::StatusOr<TokenSet> TokenSet::LoadFile(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat("cannot read token file ", path));
+  if ((st.st_mode & 007) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("token file ", path, " is readable by others; chmod o-rwx it"));
+  }
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read token file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<TokenSet> set = FromText(text.str());
+  if (!set.ok()) return absl::Status(set.status().code(), absl::StrCat(path, ": ", set.status().message()));
+  return set;
+}
+
+absl::Status TokenSet::Check(absl::string_view authorization) const {
+  if (authorization.empty()) {
+    return absl::UnauthenticatedError("this server requires a token: send metadata 'authorization: Bearer <token>'");
+  }
+  absl::string_view token = authorization;
+  if (!absl::ConsumePrefix(&token, "Bearer ") && !absl::ConsumePrefix(&token, "bearer ")) {
+    return absl::UnauthenticatedError("the authorization metadata is not 'Bearer <token>'");
+  }
+  token = absl::StripAsciiWhitespace(token);
+  // Digests make every comparison the same length; every token is compared
+  // so the time does not say which one matched.
+  std::array<uint8_t, 32> d = Digest(token);
+  int matched = 0;
+  for (const auto& t : digests_) matched |= (sodium_memcmp(t.data(), d.data(), d.size()) == 0);
+  sodium_memzero(d.data(), d.size());
+  if (!matched) return absl::UnauthenticatedError("the token is not accepted by this server");
+  return absl::OkStatus();
+}
+
+bool IsLoopbackAddress(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) return true;
+  absl::string_view host = address;
+  if (absl::ConsumePrefix(&host, "[")) {
+    size_t end = host.find(']');
+    if (end == absl::string_view::npos) return false;
+    return host.substr(0, end) == "::1";
+  }
+  size_t colon = host.rfind(':');
+  if (colon != absl::string_view::npos) host = host.substr(0, colon);
+  if (host == "localhost") return true;
+  // 127.x.y.z, digits and dots only.
+  if (!absl::StartsWith(host, "127.")) return false;
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.') {
+      ++dots;
+    } else if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return dots == 3;
+}
+
+}  // namespace kfuse

@@ -1,0 +1,47 @@
+// Bearer-token authentication for kfused: the tokens allowed to call, loaded
+// from a file, checked against a call's "authorization" metadata in constant
+// time. Tokens are kept only as SHA-256 digests and never logged.
+//
+//   KFUSE_ASSIGN_OR_RETURN(TokenSet tokens, TokenSet::LoadFile("/etc/kfuse/tokens"));
+//   absl::Status s = tokens.Check("Bearer s3cret");   // OK or UNAUTHENTICATED
+#ifndef KFUSE_SERVICE_AUTH_H_
+#define KFUSE_SERVICE_AUTH_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kfuse {
+
+class TokenSet {
+ public:
+  // One token per line; blank lines and lines starting with '#' are skipped,
+  // surrounding whitespace is trimmed. INVALID_ARGUMENT for a file with no
+  // token or a token shorter than 16 characters; PERMISSION_DENIED for a file
+  // readable by others.
+  static absl::StatusOr<TokenSet> LoadFile(const std::string& path);
+  static absl::StatusOr<TokenSet> FromText(absl::string_view text);
+
+  // `authorization` is the metadata value, "Bearer <token>". UNAUTHENTICATED
+  // (naming what is missing, never echoing the value) unless it carries one
+  // of the tokens. Takes the same time whichever token matches.
+  absl::Status Check(absl::string_view authorization) const;
+
+  size_t size() const { return digests_.size(); }
+
+ private:
+  std::vector<std::array<uint8_t, 32>> digests_;
+};
+
+// True for addresses only this host can reach: 127.0.0.0/8, [::1],
+// localhost, unix: sockets. kfused refuses others without TLS.
+bool IsLoopbackAddress(absl::string_view address);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_SERVICE_AUTH_H_
