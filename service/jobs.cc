@@ -19,6 +19,18 @@ JobTable::Ticket JobTable::Join(const std::string& key, bool background, DoneFn 
   return Ticket{job, id};
 }
 
+JobTable::Ticket JobTable::JoinExisting(const std::string& key, bool background, DoneFn done,
+                                        ProgressFn progress) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return {};
+  std::shared_ptr<Job>& job = it->second;
+  job->background |= background;
+  int id = job->next_waiter++;
+  job->waiters[id] = {std::move(done), std::move(progress)};
+  return Ticket{job, id};
+}
+
 void JobTable::Leave(const Ticket& t) {
   absl::MutexLock lock(&mu_);
   t.job->waiters.erase(t.waiter);

@@ -45,6 +45,8 @@ class JobTable {
   // Joins the job for `key`, starting one if none runs (*started is then
   // true and the caller must run it and call Finish).
   Ticket Join(const std::string& key, bool background, DoneFn done, ProgressFn progress, bool* started);
+  // Joins the job for `key` if one runs; a ticket without a job otherwise.
+  Ticket JoinExisting(const std::string& key, bool background, DoneFn done, ProgressFn progress);
   // The waiter stops waiting; its callbacks will not be called.
   void Leave(const Ticket& t);
   // Sends a progress message to every waiter.

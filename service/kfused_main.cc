@@ -20,6 +20,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "service/auth.h"
 #include "service/node.h"
@@ -101,6 +102,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(std::
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("kfused: the kfuse kernel-fusion service. kfused --address=127.0.0.1:7420");
   absl::ParseCommandLine(argc, argv);
+  // Deadlock detection bookkeeping cost about 5% of a store hit under load.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   if (absl::GetFlag(FLAGS_print_public_key)) {
     kfuse::NodeOptions ko;

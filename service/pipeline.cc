@@ -130,7 +130,7 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   KFUSE_ASSIGN_OR_RETURN(Chain typed, TranslateChain(request.chain()));
   p.chain = Canonicalize(typed);
   // Unsupported ops are answered before a job starts.
-  KFUSE_RETURN_IF_ERROR(PartitionChain(p.chain).status());
+  KFUSE_ASSIGN_OR_RETURN(p.partition, PartitionChain(p.chain));
   p.chain_hash = ChainHash(p.chain);
 
   int cc = static_cast<int>(request.target().compute_capability());
@@ -205,7 +205,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
         "this server is read-only and the chain is not in its store; ask a server that compiles");
   }
   auto start = std::chrono::steady_clock::now();
-  KFUSE_ASSIGN_OR_RETURN(Partition part, PartitionChain(p.chain));
+  const Partition& part = p.partition;
 
   // A stored decision survives toolchain upgrades: recompile, do not retune.
   std::optional<storage::v1::Decision> decision;

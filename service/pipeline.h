@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "cache/store.h"
 #include "codegen/ir.h"
+#include "codegen/partition.h"
 #include "core/key.h"
 #include "core/roofline.h"
 #include "core/trial.h"
@@ -54,6 +55,7 @@ struct PipelineOptions {
 struct Prepared {
   v1::CompileRequest request;
   Chain chain;  // Canonical.
+  Partition partition;  // The kernels the chain becomes.
   std::string chain_hash;
   std::vector<int64_t> symbol_values;  // The shape bucket tuned for.
   std::string arch;

@@ -200,37 +200,70 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
   *joined = false;
   bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   std::string job_key = absl::StrCat(p.key.ArtifactKey(), wants_tuning ? "/tuned" : "/heuristic");
-  if (pool_ == nullptr || pool_->queued() >= options_.max_queued_jobs) {
-    *rejected = true;
-    return {};
-  }
+  // Joining a running job costs nothing, so only a new job meets the queue
+  // limit.
+  bool full = pool_ == nullptr || pool_->queued() >= options_.max_queued_jobs;
   bool started = false;
-  JobTable::Ticket t = jobs_.Join(job_key, p.request.policy().background(), std::move(done),
-                                  std::move(progress), &started);
+  JobTable::Ticket t = jobs_.JoinExisting(job_key, p.request.policy().background(), done, progress);
+  if (t.job == nullptr) {
+    if (full) {
+      *rejected = true;
+      return {};
+    }
+    t = jobs_.Join(job_key, p.request.policy().background(), std::move(done), std::move(progress),
+                   &started);
+  }
   *joined = !started;
   if (started) {
     std::shared_ptr<JobTable::Job> job = t.job;
     pool_->Submit([this, job, p] {
+      // Every caller left while the job was queued: do not build.
+      if (job->cancel.load()) {
+        jobs_.Finish(job, absl::CancelledError("compile cancelled: no caller waits"));
+        return;
+      }
       JobTable::Result r = pipeline_->Build(
           p, [this, job](const v1::TuneProgress& m) { jobs_.Progress(job, m); }, &job->cancel);
+      answers_.Clear();  // The store may now answer differently (tuned).
       jobs_.Finish(job, r);
     });
   }
   return t;
 }
 
+// The memo key: every field of the request that can change the answer.
+static std::string AnswerKey(const v1::CompileRequest& req) {
+  std::string key;
+  req.chain().AppendToString(&key);
+  key.push_back('\x1f');
+  req.target().AppendToString(&key);
+  key.push_back('\x1f');
+  req.policy().AppendToString(&key);
+  key.push_back(req.include_source() ? '1' : '0');
+  return key;
+}
+
 grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext* ctx,
                                                      const v1::CompileRequest* req,
                                                      v1::CompileResponse* resp) {
   if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
+  const std::string answer_key = req->policy().force() ? "" : AnswerKey(*req);
+  if (!answer_key.empty()) {
+    if (std::shared_ptr<const v1::CompileResponse> a = answers_.Get(answer_key)) {
+      *resp = *a;
+      resp->set_request_id(req->request_id());
+      return Answer(ctx, absl::OkStatus());
+    }
+  }
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) return Answer(ctx, p.status());
   absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
   if (!hit.ok()) return Answer(ctx, hit.status());
   if (hit->has_value()) {
     *resp = std::move(**hit);
-    resp->set_request_id(req->request_id());
     Sign(resp);
+    if (!answer_key.empty()) answers_.Put(answer_key, std::make_shared<const v1::CompileResponse>(*resp));
+    resp->set_request_id(req->request_id());
     return Answer(ctx, absl::OkStatus());
   }
   std::shared_ptr<WaitingUnary> reactor = (new WaitingUnary(&jobs_, resp))->Start();
@@ -328,6 +361,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::DeleteKernels(grpc::CallbackServerC
                                      : store->Delete(std::vector<std::string>(req->keys().begin(), req->keys().end()));
   if (!n.ok()) return Answer(ctx, n.status());
   pipeline_->ClearHot();
+  answers_.Clear();
   resp->set_deleted(*n);
   return Answer(ctx, absl::OkStatus());
 }

@@ -13,6 +13,7 @@
 #include "cache/store.h"
 #include "plan/signing.h"
 #include "kfuse/v1/kfuse.grpc.pb.h"
+#include "service/hot_cache.h"
 #include "service/jobs.h"
 #include "service/auth.h"
 #include "service/pipeline.h"
@@ -70,6 +71,11 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   ServiceOptions options_;
   JobTable jobs_;
   std::unique_ptr<ThreadPool> pool_;
+  // Signed answers to requests seen before, by the request's bytes: a
+  // repeated request skips translation, keying and signing. Cleared when a
+  // job finishes or entries are deleted, so it never outlives what the
+  // store would answer.
+  HotCache answers_{64 << 20};
 };
 
 grpc::Status ToGrpc(const absl::Status& s);
