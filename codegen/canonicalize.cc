@@ -213,7 +213,14 @@ Chain Canonicalize(const Chain& c) {
       bool weak = IsWeakScalar(tmp, static_cast<int32_t>(tmp.nodes.size() - 1));
       tmp.nodes.pop_back();
       double r;
-      if (FoldExactly(m, compute, values, &r)) {
+      // A weak result must re-validate to the same type, or the canonical
+      // chain would not validate unchanged (sqrt(4) is f32, 4 would be i32).
+      auto weak_type = [](double v) {
+        bool integral = v == std::floor(v) && v >= -2147483648.0 && v <= 2147483647.0 &&
+                        !(v == 0 && std::signbit(v));
+        return integral ? DType::kI32 : DType::kF32;
+      };
+      if (FoldExactly(m, compute, values, &r) && (!weak || weak_type(r) == m.type.dtype)) {
         Node k;
         k.kind = OpKind::kConstant;
         k.type = m.type;

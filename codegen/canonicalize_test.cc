@@ -270,3 +270,26 @@ TEST(CanonicalizeTest, DeepSharedScalarDagFoldsUntilOverflow) {
 
 }  // namespace
 }  // namespace kfuse
+
+namespace kfuse {
+namespace {
+
+// sqrt(4) of a weak constant is an f32 value; folding it to the weak
+// constant 2 would re-validate as i32 (found by fuzzing).
+TEST(CanonicalizeRegressionTest, FoldingKeepsWeakConstantsTypes) {
+  Chain c;
+  int x = c.AddInput(TensorType{DType::kI32, {Dim::Static(8)}});
+  int four = c.AddConstant(4.0);
+  int root = c.AddOp(OpKind::kSqrt, {four});
+  c.outputs = {c.AddOp(OpKind::kMul, {x, root})};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  Chain canon = Canonicalize(*v);
+  auto again = Validate(canon);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ChainHash(Canonicalize(*again)), ChainHash(canon));
+  EXPECT_EQ(again->nodes[again->outputs[0]].type.dtype, v->nodes[v->outputs[0]].type.dtype);
+}
+
+}  // namespace
+}  // namespace kfuse

@@ -280,7 +280,7 @@ Variant PointwiseHeuristic(const Chain& chain, const KernelGroup& group) {
   // Chains heavy in special functions hide latency with their own math: more
   // unrolling buys little speed and costs NVRTC time (the 10-op bf16 chain:
   // 32 elements a thread compiled in 1.4 s on the CI machine).
-  if (SpecialOps(chain, group) >= 3) items = std::max(1, 8 / vec);
+  if (SpecialOps(chain, group) >= 3) items = std::clamp(8 / vec, 1, 4);
   // Small tensors: keep at least two waves of blocks on a 132-SM device.
   if (numel >= 0 && numel / (int64_t{256} * vec * items) < 2 * 132) items = 1;
   return Make(vec, items, 256, 0);

@@ -193,10 +193,23 @@ absl::Status CheckInput(const Chain& c, int32_t id) {
       return Bad(c, id, "strides",
                  absl::StrCat("has ", n.strides.size(), " entries for rank ", n.type.rank()));
     }
+    // The furthest element a stride reaches must stay inside the element
+    // limit, so index arithmetic can never overflow.
+    const int64_t limit = Limits{}.max_elements;
+    int64_t extent = 0;
     for (size_t i = 0; i < n.strides.size(); ++i) {
       if (n.strides[i] < 0) {
         return Bad(c, id, absl::StrCat("strides[", i, "]"),
                    absl::StrCat("must not be negative, got ", n.strides[i]));
+      }
+      const Dim& d = n.type.shape[i];
+      int64_t size = d.is_static() ? d.size : c.symbols[d.symbol].max;
+      int64_t reach = 0;
+      if (n.strides[i] > limit ||
+          (size > 0 && (__builtin_mul_overflow(n.strides[i], size - 1, &reach) ||
+                        __builtin_add_overflow(extent, reach, &extent) || extent > limit))) {
+        return Bad(c, id, absl::StrCat("strides[", i, "]"),
+                   absl::StrCat("reaches past ", limit, " elements"));
       }
     }
   }

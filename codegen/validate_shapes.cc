@@ -115,7 +115,8 @@ absl::Status InferSlice(Chain& c, int32_t id) {
   };
   n.start = clamp(n.start);
   n.stop = std::max(clamp(n.stop), n.start);
-  int64_t len = (n.stop - n.start + n.step - 1) / n.step;
+  // Written so that a huge step cannot overflow.
+  int64_t len = n.stop == n.start ? 0 : 1 + (n.stop - n.start - 1) / n.step;
   if (len == 0) return Bad(c, id, "start", "the slice is empty");
   n.type = in;
   n.type.shape[n.axis] = Dim::Static(len);

@@ -1,6 +1,7 @@
 #include "codegen/validate.h"
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -314,6 +315,11 @@ TEST(ValidateTest, RejectsBadChains) {
       {"negative stride",
        [&](Chain& c) { c.outputs.push_back(c.AddInput(T(DType::kF32, S({2})), {-1})); },
        absl::StatusCode::kInvalidArgument, "strides[0]: must not be negative"},
+      {"stride reaching past the element limit",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddInput(T(DType::kF32, S({4, 2})), {int64_t{1} << 62, 1}));
+       },
+       absl::StatusCode::kInvalidArgument, "strides[0]: reaches past"},
       {"i64 input", [&](Chain& c) { c.outputs.push_back(in(c, DType::kI64, S({2}))); },
        absl::StatusCode::kUnimplemented, "dtype i64 not supported by element-wise ops"},
       {"f64 cast",
@@ -487,6 +493,27 @@ TEST(ValidateTest, DeepSharedScalarDagIsLinear) {
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(IsWeakScalar(*v, t));
   EXPECT_EQ(v->nodes[c.outputs[0]].type.dtype, DType::kF32);
+}
+
+}  // namespace
+}  // namespace kfuse
+
+namespace kfuse {
+namespace {
+
+// A step near INT64_MAX once overflowed the slice length (found by fuzzing).
+TEST(ValidateRegressionTest, HugeSliceStepGivesOneElement) {
+  Chain c;
+  int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(10)}});
+  int s = c.AddOp(OpKind::kSlice, {x});
+  c.nodes[s].axis = 0;
+  c.nodes[s].start = 3;
+  c.nodes[s].stop = 10;
+  c.nodes[s].step = std::numeric_limits<int64_t>::max();
+  c.outputs = {s};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->nodes[s].type.shape, (std::vector<Dim>{Dim::Static(1)}));
 }
 
 }  // namespace
