@@ -1,0 +1,153 @@
+#include "tests/fuzz/fuzz_codegen.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "codegen/canonicalize.h"
+#include "codegen/partition.h"
+#include "codegen/pointwise.h"
+#include "service/translate.h"
+#include "tests/fuzz/chain_mutator.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace kfuse::fuzz {
+namespace {
+
+bool IsIdentifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+  });
+}
+
+// The number of parameters in the entry's signature in `source`.
+int SignatureParams(const std::string& source, const std::string& entry) {
+  size_t at = source.find(" " + entry + "(");
+  if (at == std::string::npos) return -1;
+  size_t open = at + entry.size() + 1, close = source.find(')', open);
+  if (close == std::string::npos) return -1;
+  std::string list = source.substr(open + 1, close - open - 1);
+  if (list.find_first_not_of(" \n") == std::string::npos) return 0;
+  return 1 + static_cast<int>(std::count(list.begin(), list.end(), ','));
+}
+
+void CheckSpec(const KernelSpec& spec, const Chain& chain, const KernelGroup& group,
+               bool sole_kernel, const std::vector<std::string>& client) {
+  const std::string& src = spec.source;
+  FUZZ_CHECK(IsIdentifier(spec.entry) && spec.entry.size() <= 64, "entry '" << spec.entry << "'");
+  FUZZ_CHECK(src.find("#include") == std::string::npos, "#include in source\n" << src);
+  for (const std::string& s : client) {
+    FUZZ_CHECK(src.find(s) == std::string::npos, "client text '" << s << "' in source\n" << src);
+  }
+  // Every input, in order; the outputs the group writes, ascending (those it
+  // computes, and ones naming an input or constant, which it copies; all of
+  // them when it is the only kernel); then ascending symbols.
+  const std::set<int32_t> computed(group.nodes.begin(), group.nodes.end());
+  size_t writes = 0;
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    writes += spec.params[i].kind == KernelParam::Kind::kBuffer &&
+              spec.params[i].buffer.kind == BufferRef::Kind::kOutput;
+  }
+  size_t must_write = 0;
+  for (int32_t out : chain.outputs) must_write += sole_kernel || computed.count(out);
+  FUZZ_CHECK(writes >= must_write, writes << " output params, " << must_write << " outputs");
+  size_t i = 0;
+  const size_t n_in = static_cast<size_t>(chain.num_inputs());
+  for (; i < spec.params.size() && i < n_in; ++i) {
+    const KernelParam& p = spec.params[i];
+    FUZZ_CHECK(p.kind == KernelParam::Kind::kBuffer && p.buffer.kind == BufferRef::Kind::kInput &&
+                   p.buffer.index == i,
+               "param " << i << " is not input " << i);
+  }
+  FUZZ_CHECK(i == n_in, "fewer params than inputs");
+  int64_t last = -1;
+  for (size_t k = 0; k < writes; ++k, ++i) {
+    FUZZ_CHECK(i < spec.params.size(), "missing output params");
+    const KernelParam& p = spec.params[i];
+    FUZZ_CHECK(p.kind == KernelParam::Kind::kBuffer && p.buffer.kind == BufferRef::Kind::kOutput &&
+                   static_cast<int64_t>(p.buffer.index) > last &&
+                   p.buffer.index < chain.outputs.size() &&
+                   (computed.count(chain.outputs[p.buffer.index]) ||
+                    chain.nodes[chain.outputs[p.buffer.index]].kind == OpKind::kInput ||
+                    chain.nodes[chain.outputs[p.buffer.index]].kind == OpKind::kConstant),
+               "param " << i << " is not the next output the kernel writes");
+    last = p.buffer.index;
+  }
+  last = -1;
+  for (; i < spec.params.size(); ++i) {
+    const KernelParam& p = spec.params[i];
+    FUZZ_CHECK(p.kind == KernelParam::Kind::kScalar && p.value.kind() == SizeExpr::Kind::kSymbol &&
+                   p.value.value() > last &&
+                   p.value.value() < static_cast<int64_t>(chain.symbols.size()),
+               "param " << i << " is not the next symbol (kind " << static_cast<int>(p.kind)
+                        << ", buffer " << static_cast<int>(p.buffer.kind) << ":" << p.buffer.index
+                        << ")\n" << ToString(chain) << src);
+    last = p.value.value();
+  }
+  int sig = SignatureParams(src, spec.entry);
+  FUZZ_CHECK(sig == static_cast<int>(spec.params.size()),
+             "signature has " << sig << " params, contract " << spec.params.size() << "\n" << src);
+}
+
+}  // namespace
+
+std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, Coverage coverage) {
+  std::vector<KernelSpec> specs;
+  absl::StatusOr<Chain> typed = TranslateChain(proto);
+  if (!typed.ok()) {
+    FUZZ_CHECK(IsClientError(typed.status()), typed.status());
+    return specs;
+  }
+  const Chain chain = Canonicalize(*typed);
+  absl::StatusOr<Partition> partition = PartitionChain(chain);
+  if (!partition.ok()) {
+    FUZZ_CHECK(IsClientError(partition.status()), partition.status() << "\n" << ToString(chain));
+    return specs;
+  }
+  FUZZ_CHECK(!partition->kernels.empty() || chain.outputs.empty() ||
+                 std::all_of(chain.outputs.begin(), chain.outputs.end(),
+                             [&](int32_t o) { return chain.nodes[o].kind == OpKind::kInput ||
+                                                     chain.nodes[o].kind == OpKind::kConstant; }),
+             "no kernels for a chain that computes\n" << ToString(chain));
+  const std::vector<std::string> client = MarkedClientStrings(proto);
+  for (const KernelGroup& group : partition->kernels) {
+    if (group.family != Family::kPointwise) continue;
+    std::vector<Variant> variants = {PointwiseHeuristic(chain, group)};
+    absl::Status can = CanGenerate(chain, group, variants[0]);
+    // Open finding 3 (README.md): a chain computing nothing (outputs only
+    // inputs or constants) gets an empty group the generator refuses.
+    if (group.nodes.empty()) continue;
+    // Open finding 4 (README.md): outputs of shapes that do not broadcast
+    // together share one group; the generator answers Internal.
+    if (can.code() == absl::StatusCode::kInternal &&
+        can.message() == "kernel group outputs do not broadcast together") {
+      continue;
+    }
+    if (!can.ok()) {
+      // Groups the family does not cover; never a bad heuristic variant.
+      FUZZ_CHECK(can.code() == absl::StatusCode::kUnimplemented, can << "\n" << ToString(chain));
+      continue;
+    }
+    const std::vector<Numerics> numerics = {Numerics::kFast, Numerics::kReference64, Numerics::kEager};
+    if (coverage == Coverage::kAll) {
+      std::vector<Variant> space = PointwiseSpace(chain, group);
+      FUZZ_CHECK(!space.empty() && space.size() <= 64, space.size() << " variants");
+      variants.push_back(space[pick % space.size()]);
+      variants.push_back(space[(pick / 64 + space.size() / 2) % space.size()]);
+    }
+    for (const Variant& v : variants) {
+      absl::Status ok = CanGenerate(chain, group, v);
+      FUZZ_CHECK(ok.ok(), "space variant refused: " << ok << "\n" << ToString(chain));
+      for (Numerics n : numerics) {
+        absl::StatusOr<KernelSpec> spec = EmitPointwise(chain, group, v, n);
+        FUZZ_CHECK(spec.ok(), spec.status() << "\n" << ToString(chain));
+        CheckSpec(*spec, chain, group, partition->kernels.size() == 1, client);
+        specs.push_back(*std::move(spec));
+      }
+    }
+  }
+  return specs;
+}
+
+}  // namespace kfuse::fuzz

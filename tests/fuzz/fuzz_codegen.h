@@ -1,0 +1,34 @@
+// Source generation for a fuzzed chain with the launch-contract and
+// client-text checks, shared by codegen_fuzz and the NVRTC compile sample.
+//
+//   std::vector<KernelSpec> specs = GenerateChecked(proto, /*pick=*/seed, Coverage::kAll);
+//   // empty: refused (as InvalidArgument/Unimplemented); a broken invariant traps.
+#ifndef KFUSE_TESTS_FUZZ_FUZZ_CODEGEN_H_
+#define KFUSE_TESTS_FUZZ_FUZZ_CODEGEN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/launch.h"
+#include "kfuse/v1/kfuse.pb.h"
+
+namespace kfuse::fuzz {
+
+enum class Coverage {
+  kHeuristic,  // The heuristic variant (what a cache miss serves), all three Numerics.
+  kAll,        // Heuristic and two space variants (chosen by `pick`), all three Numerics.
+};
+
+// Translates, canonicalises and partitions `proto`, then emits every
+// pointwise kernel. Traps on a broken invariant: a refusal that is not
+// InvalidArgument/Unimplemented; a heuristic or space variant CanGenerate
+// refuses; an emit failure for a generatable variant; "#include" in source;
+// an entry that is not [A-Za-z_][A-Za-z0-9_]* or missing from the source;
+// client text (kClientMarker strings) in source; a params list that is not
+// every input, then the outputs the kernel writes, then ascending symbols,
+// or that disagrees with the entry's signature.
+std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, Coverage coverage);
+
+}  // namespace kfuse::fuzz
+
+#endif  // KFUSE_TESTS_FUZZ_FUZZ_CODEGEN_H_
