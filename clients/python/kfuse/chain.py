@@ -1,0 +1,581 @@
+"""The chain builder: write element-wise code on symbolic tensors, get a
+kfuse.v1.Chain (the wire message) or its JSON in the CLI's format.
+
+    import kfuse
+    c = kfuse.Chain()
+    x = c.input("x", "bf16", [kfuse.Sym("M", hint=32768), 4096])
+    b = c.input("bias", "bf16", [4096])
+    c.output("y", kfuse.gelu(x + b, approximate="tanh"))
+    c.to_json()      # the same chain as examples/gelu_bias_bf16.json
+
+Ops are appended in the order they are built; Python numbers become
+OP_CONSTANT ops without a dtype (weak scalars, as in PyTorch). Composites
+(softmax, norms, attention, linear) expand into the primitives the proto
+has; the server recognises the patterns it schedules specially. Shapes and
+dtypes are tracked only as far as composites need them (ranks, head dims).
+"""
+import builtins
+import math
+
+from google.protobuf import json_format
+
+from kfuse.v1 import kfuse_pb2 as pb
+
+_DTYPES = {
+    "f32": pb.DTYPE_F32, "float32": pb.DTYPE_F32, "float": pb.DTYPE_F32,
+    "f16": pb.DTYPE_F16, "float16": pb.DTYPE_F16, "half": pb.DTYPE_F16,
+    "bf16": pb.DTYPE_BF16, "bfloat16": pb.DTYPE_BF16,
+    "i32": pb.DTYPE_I32, "int32": pb.DTYPE_I32,
+    "bool": pb.DTYPE_BOOL,
+    "i64": pb.DTYPE_I64, "int64": pb.DTYPE_I64,
+    "f64": pb.DTYPE_F64, "float64": pb.DTYPE_F64,
+}
+_FLOATS = (pb.DTYPE_F16, pb.DTYPE_BF16, pb.DTYPE_F32, pb.DTYPE_F64)
+_INTS = (pb.DTYPE_I32, pb.DTYPE_I64)
+
+
+def dtype_of(d):
+    """A wire DType from "f32", "bfloat16", a torch.dtype, or a DType value."""
+    if d is None:
+        return None
+    if isinstance(d, int):
+        if d not in pb.DType.values() or d == pb.DTYPE_UNSPECIFIED:
+            raise ValueError(f"unknown dtype {d}")
+        return d
+    name = str(d).replace("torch.", "").lower()
+    if name.startswith("dtype_"):
+        name = name[len("dtype_"):]
+    if name not in _DTYPES:
+        raise ValueError(f"unknown dtype {d!r}; one of {sorted(_DTYPES)}")
+    return _DTYPES[name]
+
+
+class Sym:
+    """A runtime-sized dim: `name` is shared by dims of one size at launch;
+    `hint` is the size to tune for, `max` an upper bound if known."""
+
+    def __init__(self, name, hint=0, max=0):  # noqa: A002 (proto field name)
+        if not name:
+            raise ValueError("a symbol needs a name")
+        self.name, self.hint, self.max = name, int(hint), int(max)
+
+    def __repr__(self):
+        return f"Sym({self.name!r}, hint={self.hint})"
+
+
+def _dim_proto(d):
+    if isinstance(d, Sym):
+        return pb.Dim(symbol=d.name, hint=d.hint, max=d.max)
+    if isinstance(d, str):
+        return pb.Dim(symbol=d)
+    if isinstance(d, int) and not isinstance(d, bool) and d >= 0:
+        return pb.Dim(size=d)
+    raise ValueError(f"a dim is a size >= 0, a symbol name or a Sym; got {d!r}")
+
+
+def _dim_value(dim):
+    """The builder's view of a Dim proto: an int or the symbol's name."""
+    return dim.size if dim.WhichOneof("kind") == "size" else dim.symbol
+
+
+def _broadcast(shapes):
+    if any(s is None for s in shapes):
+        return None
+    rank = builtins.max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(rank):
+        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        big = [d for d in dims if d != 1]
+        out.append(big[0] if big else 1)
+    return tuple(out)
+
+
+def _promote(dtypes, weak_float=False):
+    known = [d for d in dtypes if d is not None]
+    if not known:
+        return None
+    floats = [d for d in known if d in _FLOATS]
+    if floats:
+        if pb.DTYPE_F64 in floats:
+            return pb.DTYPE_F64
+        if pb.DTYPE_F32 in floats or len(set(floats)) > 1:
+            return pb.DTYPE_F32
+        return floats[0]
+    if weak_float:
+        return pb.DTYPE_F32
+    ints = [d for d in known if d in _INTS]
+    if ints:
+        return pb.DTYPE_I64 if pb.DTYPE_I64 in ints else pb.DTYPE_I32
+    return pb.DTYPE_BOOL
+
+
+class Tensor:
+    """A value of a chain: an input or the result of an op. Supports
+    + - * / ** and unary -, comparisons (==, !=, <, <=, >, >= build ops),
+    & | ~ on booleans."""
+
+    __slots__ = ("chain", "ref", "dtype", "shape")
+
+    def __init__(self, chain, ref, dtype, shape):
+        self.chain, self.ref, self.dtype, self.shape = chain, ref, dtype, shape
+
+    @property
+    def rank(self):
+        if self.shape is None:
+            raise ValueError(f"the rank of {self!r} is unknown (an op of a chain read from JSON)")
+        return len(self.shape)
+
+    def __repr__(self):
+        kind, i = self.ref
+        dt = pb.DType.Name(self.dtype) if self.dtype else "?"
+        return f"Tensor({kind} {i}, {dt}, {self.shape})"
+
+    __hash__ = object.__hash__
+
+    def __add__(self, o): return add(self, o)
+    def __radd__(self, o): return add(o, self)
+    def __sub__(self, o): return sub(self, o)
+    def __rsub__(self, o): return sub(o, self)
+    def __mul__(self, o): return mul(self, o)
+    def __rmul__(self, o): return mul(o, self)
+    def __truediv__(self, o): return div(self, o)
+    def __rtruediv__(self, o): return div(o, self)
+    def __pow__(self, o): return pow(self, o)
+    def __rpow__(self, o): return pow(o, self)
+    def __neg__(self): return neg(self)
+    def __abs__(self): return abs(self)
+    def __eq__(self, o): return eq(self, o)  # noqa: E704
+    def __ne__(self, o): return ne(self, o)
+    def __lt__(self, o): return lt(self, o)
+    def __le__(self, o): return le(self, o)
+    def __gt__(self, o): return gt(self, o)
+    def __ge__(self, o): return ge(self, o)
+    def __and__(self, o): return logical_and(self, o)
+    def __or__(self, o): return logical_or(self, o)
+    def __invert__(self): return logical_not(self)
+    def __matmul__(self, o): return matmul(self, o)
+
+    def sum(self, axis=-1, keepdim=False): return sum(self, axis, keepdim)
+    def max(self, axis=-1, keepdim=False): return max(self, axis, keepdim)
+    def min(self, axis=-1, keepdim=False): return min(self, axis, keepdim)
+    def mean(self, axis=-1, keepdim=False): return mean(self, axis, keepdim)
+    def cast(self, dtype): return cast(self, dtype)
+    def transpose(self, d0=-2, d1=-1): return transpose(self, d0, d1)
+    def reshape(self, shape): return reshape(self, shape)
+
+
+class Chain:
+    """A chain under construction; see the module docstring."""
+
+    def __init__(self):
+        self._proto = pb.Chain()
+        self._inputs = []
+        self._ops = []
+
+    # Building.
+    def input(self, name, dtype, shape, strides=None):
+        dt = dtype_of(dtype)
+        spec = pb.TensorSpec(name=name, dtype=dt, shape=[_dim_proto(d) for d in shape],
+                             strides=list(strides or []))
+        self._proto.inputs.append(spec)
+        t = Tensor(self, ("input", len(self._inputs)), dt, tuple(_dim_value(d) for d in spec.shape))
+        self._inputs.append(t)
+        return t
+
+    def output(self, name, value):
+        if not isinstance(value, Tensor) or value.chain is not self:
+            raise ValueError(f"output {name!r} must be a tensor of this chain")
+        kind, i = value.ref
+        self._proto.outputs.append(pb.Output(name=name, value=pb.Ref(**{kind: i})))
+        return value
+
+    def constant(self, value, dtype=None):
+        dt = dtype_of(dtype)
+        op = pb.Op(kind=pb.OP_CONSTANT, value=float(value))
+        if dt:
+            op.dtype = dt
+        shape = ()
+        return self._append(op, dt if dt else (pb.DTYPE_F32 if isinstance(value, float) else None),
+                            shape)
+
+    def iota(self, shape, axis, dtype="i32"):
+        """Index along `axis` of a tensor of `shape`, in `dtype`."""
+        dt = dtype_of(dtype)
+        rank = len(shape)
+        op = pb.Op(kind=pb.OP_IOTA, dtype=dt, shape=pb.ShapeAttrs(shape=[_dim_proto(d) for d in shape]),
+                   axis=pb.AxisAttrs(axis=axis % rank if rank else 0))
+        return self._append(op, dt, tuple(d.name if isinstance(d, Sym) else d for d in shape))
+
+    def _append(self, op, dtype, shape):
+        self._proto.ops.append(op)
+        t = Tensor(self, ("op", len(self._ops)), dtype, shape)
+        self._ops.append(t)
+        return t
+
+    # Reading.
+    @property
+    def inputs(self):
+        return list(self._inputs)
+
+    @property
+    def ops(self):
+        return list(self._ops)
+
+    def to_proto(self):
+        """A copy of the chain as a kfuse.v1.Chain."""
+        c = pb.Chain()
+        c.CopyFrom(self._proto)
+        return c
+
+    def to_json(self, indent=2):
+        """The proto JSON mapping, as the CLI reads it (examples/*.json)."""
+        return json_format.MessageToJson(self._proto, indent=indent)
+
+    @classmethod
+    def from_proto(cls, proto):
+        c = cls()
+        c._proto.CopyFrom(proto)
+        for i, spec in enumerate(proto.inputs):
+            c._inputs.append(Tensor(c, ("input", i), spec.dtype or None,
+                                    tuple(_dim_value(d) for d in spec.shape)))
+        for j, op in enumerate(proto.ops):
+            c._ops.append(Tensor(c, ("op", j), op.dtype or None, None))
+        return c
+
+    @classmethod
+    def from_json(cls, text):
+        """A Chain from the CLI's JSON: a Chain, or a CompileRequest's chain."""
+        import json
+
+        doc = json.loads(text)
+        if isinstance(doc, dict) and "chain" in doc:
+            req = json_format.ParseDict(doc, pb.CompileRequest())
+            return cls.from_proto(req.chain)
+        return cls.from_proto(json_format.ParseDict(doc, pb.Chain()))
+
+    def __repr__(self):
+        return (f"Chain({len(self._proto.inputs)} inputs, {len(self._proto.ops)} ops, "
+                f"{len(self._proto.outputs)} outputs)")
+
+
+# ---------------------------------------------------------------------------
+# Primitives.
+
+def _chain_of(args):
+    chains = {id(a.chain): a.chain for a in args if isinstance(a, Tensor)}
+    if len(chains) != 1:
+        raise ValueError("an op needs at least one tensor, and all of one chain"
+                         if chains else "an op needs at least one tensor")
+    return next(iter(chains.values()))
+
+
+def _as_tensor(chain, x):
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (bool, int, float)):
+        return chain.constant(x)
+    raise TypeError(f"expected a kfuse Tensor or a Python number; got {type(x).__name__}")
+
+
+def _ref(t):
+    kind, i = t.ref
+    return pb.Ref(**{kind: i})
+
+
+def _emit(kind, args, out_dtype=None, out_shape=None, **attrs):
+    chain = _chain_of(args)
+    weak_float = any(isinstance(a, float) for a in args)
+    ts = [_as_tensor(chain, a) for a in args]
+    op = pb.Op(kind=kind, args=[_ref(t) for t in ts], **attrs)
+    real = [t for t, a in zip(ts, args) if isinstance(a, Tensor)]
+    dtype = out_dtype
+    if dtype is None:
+        dtype = _promote([t.dtype for t in real], weak_float)
+    if out_shape is None:
+        out_shape = _broadcast([t.shape for t in real])
+    return chain._append(op, dtype, out_shape)
+
+
+def _unary(kind, float_result=True):
+    def f(x):
+        dt = x.dtype
+        if float_result and dt is not None and dt not in _FLOATS:
+            dt = pb.DTYPE_F32
+        return _emit(kind, [x], out_dtype=dt)
+    f.__name__ = pb.OpKind.Name(kind)[3:].lower()
+    return f
+
+
+neg = _unary(pb.OP_NEG, False)
+abs = _unary(pb.OP_ABS, False)  # noqa: A001
+exp = _unary(pb.OP_EXP)
+exp2 = _unary(pb.OP_EXP2)
+log = _unary(pb.OP_LOG)
+log2 = _unary(pb.OP_LOG2)
+sqrt = _unary(pb.OP_SQRT)
+rsqrt = _unary(pb.OP_RSQRT)
+reciprocal = _unary(pb.OP_RECIPROCAL)
+sin = _unary(pb.OP_SIN)
+cos = _unary(pb.OP_COS)
+tanh = _unary(pb.OP_TANH)
+sigmoid = _unary(pb.OP_SIGMOID)
+relu = _unary(pb.OP_RELU, False)
+silu = _unary(pb.OP_SILU)
+softplus = _unary(pb.OP_SOFTPLUS)
+square = _unary(pb.OP_SQUARE, False)
+erf = _unary(pb.OP_ERF)
+floor = _unary(pb.OP_FLOOR, False)
+ceil = _unary(pb.OP_CEIL, False)
+
+
+def logical_not(x):
+    return _emit(pb.OP_LOGICAL_NOT, [x], out_dtype=pb.DTYPE_BOOL)
+
+
+def gelu(x, approximate="none"):
+    """GELU as torch.nn.functional.gelu: erf form, or approximate='tanh'."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate must be 'none' or 'tanh'; got {approximate!r}")
+    return _emit(pb.OP_GELU_TANH if approximate == "tanh" else pb.OP_GELU_ERF, [x])
+
+
+def add(a, b): return _emit(pb.OP_ADD, [a, b])
+def sub(a, b): return _emit(pb.OP_SUB, [a, b])
+def mul(a, b): return _emit(pb.OP_MUL, [a, b])
+
+
+def div(a, b):
+    t = _emit(pb.OP_DIV, [a, b])
+    if t.dtype is not None and t.dtype not in _FLOATS:
+        t.dtype = pb.DTYPE_F32  # True division, as PyTorch.
+    return t
+
+
+def maximum(a, b): return _emit(pb.OP_MAXIMUM, [a, b])
+def minimum(a, b): return _emit(pb.OP_MINIMUM, [a, b])
+def pow(a, b): return _emit(pb.OP_POW, [a, b])  # noqa: A001
+def eq(a, b): return _emit(pb.OP_EQ, [a, b], out_dtype=pb.DTYPE_BOOL)
+def ne(a, b): return _emit(pb.OP_NE, [a, b], out_dtype=pb.DTYPE_BOOL)
+def lt(a, b): return _emit(pb.OP_LT, [a, b], out_dtype=pb.DTYPE_BOOL)
+def le(a, b): return _emit(pb.OP_LE, [a, b], out_dtype=pb.DTYPE_BOOL)
+def gt(a, b): return _emit(pb.OP_GT, [a, b], out_dtype=pb.DTYPE_BOOL)
+def ge(a, b): return _emit(pb.OP_GE, [a, b], out_dtype=pb.DTYPE_BOOL)
+def logical_and(a, b): return _emit(pb.OP_LOGICAL_AND, [a, b], out_dtype=pb.DTYPE_BOOL)
+def logical_or(a, b): return _emit(pb.OP_LOGICAL_OR, [a, b], out_dtype=pb.DTYPE_BOOL)
+
+
+def where(cond, a, b):
+    chain = _chain_of([cond, a, b])
+    ts = [_as_tensor(chain, x) for x in (cond, a, b)]
+    dt = _promote([t.dtype for t, x in zip(ts[1:], (a, b)) if isinstance(x, Tensor)],
+                  any(isinstance(x, float) for x in (a, b)))
+    shape = _broadcast([t.shape for t, x in zip(ts, (cond, a, b)) if isinstance(x, Tensor)])
+    return _emit(pb.OP_WHERE, ts, out_dtype=dt, out_shape=shape)
+
+
+def cast(x, dtype):
+    dt = dtype_of(dtype)
+    return _emit(pb.OP_CAST, [x], out_dtype=dt, out_shape=x.shape, dtype=dt)
+
+
+def _axes(x, axis):
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if x.shape is None:
+        return axes, None
+    r = len(x.shape)
+    for a in axes:
+        if not -r <= a < r:
+            raise ValueError(f"axis {a} is out of range for rank {r}")
+    return axes, {a % r for a in axes}
+
+
+def _reduce(kind):
+    def f(x, axis=-1, keepdim=False):
+        axes, norm = _axes(x, axis)
+        shape = None
+        if norm is not None:
+            shape = tuple(1 if i in norm else d for i, d in enumerate(x.shape) if keepdim or i not in norm)
+        dt = x.dtype
+        if kind == pb.OP_REDUCE_MEAN and dt is not None and dt not in _FLOATS:
+            dt = pb.DTYPE_F32
+        return _emit(kind, [x], out_dtype=dt, out_shape=shape,
+                     reduce=pb.ReduceAttrs(axes=list(axes), keepdim=keepdim))
+    f.__name__ = pb.OpKind.Name(kind)[10:].lower()
+    return f
+
+
+sum = _reduce(pb.OP_REDUCE_SUM)  # noqa: A001
+max = _reduce(pb.OP_REDUCE_MAX)  # noqa: A001
+min = _reduce(pb.OP_REDUCE_MIN)  # noqa: A001
+mean = _reduce(pb.OP_REDUCE_MEAN)
+
+
+def permute(x, perm):
+    perm = [p % x.rank for p in perm]
+    if sorted(perm) != list(range(x.rank)):
+        raise ValueError(f"{perm} is not a permutation of rank {x.rank}")
+    return _emit(pb.OP_PERMUTE, [x], out_dtype=x.dtype, out_shape=tuple(x.shape[p] for p in perm),
+                 permute=pb.PermuteAttrs(perm=perm))
+
+
+def transpose(x, d0=-2, d1=-1):
+    perm = list(range(x.rank))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return permute(x, perm)
+
+
+def reshape(x, shape):
+    return _shape_op(pb.OP_RESHAPE, x, shape)
+
+
+def expand(x, shape):
+    return _shape_op(pb.OP_EXPAND, x, shape)
+
+
+def _shape_value(shape):
+    return tuple(d.name if isinstance(d, Sym) else d for d in shape)
+
+
+def _shape_op(kind, x, shape):
+    op_shape = pb.ShapeAttrs(shape=[_dim_proto(d) for d in shape])
+    return _emit(kind, [x], out_dtype=x.dtype, out_shape=_shape_value(shape), **{"shape": op_shape})
+
+
+def slice(x, axis, start, stop, step=1):  # noqa: A001
+    shape = None
+    if x.shape is not None and isinstance(x.shape[axis], int):
+        shape = list(x.shape)
+        shape[axis] = len(range(*builtins.slice(start, stop, step).indices(x.shape[axis])))
+        shape = tuple(shape)
+    return _emit(pb.OP_SLICE, [x], out_dtype=x.dtype, out_shape=shape,
+                 slice=pb.SliceAttrs(axis=axis, start=start, stop=stop, step=step))
+
+
+def concat(xs, axis=-1):
+    shape = None
+    if all(t.shape is not None for t in xs):
+        shape = list(xs[0].shape)
+        parts = [t.shape[axis] for t in xs]
+        shape[axis] = builtins.sum(parts) if all(isinstance(p, int) for p in parts) else None
+        shape = tuple(shape)
+    return _emit(pb.OP_CONCAT, list(xs), out_shape=shape, axis=pb.AxisAttrs(axis=axis))
+
+
+def matmul(a, b):
+    """Matrix product of the last two dims, batch dims broadcast."""
+    shape = None
+    if a.shape is not None and b.shape is not None:
+        if a.rank < 2 or b.rank < 2:
+            raise ValueError("matmul needs rank >= 2 on both sides")
+        batch = _broadcast([a.shape[:-2], b.shape[:-2]])
+        shape = tuple(batch) + (a.shape[-2], b.shape[-1])
+    return _emit(pb.OP_MATMUL, [a, b], out_shape=shape)
+
+
+# ---------------------------------------------------------------------------
+# Composites: expanded into primitives.
+
+def softmax(x, dim=-1, scale=None, mask=None, bias=None):
+    """softmax(x*scale + bias, masked where `mask` is False) along `dim`,
+    with the max subtracted first."""
+    if scale is not None:
+        x = x * float(scale)
+    if bias is not None:
+        x = x + bias
+    if mask is not None:
+        x = where(mask, x, -math.inf)
+    m = max(x, dim, keepdim=True)
+    e = exp(x - m)
+    return e / sum(e, dim, keepdim=True)
+
+
+def log_softmax(x, dim=-1):
+    m = max(x, dim, keepdim=True)
+    s = x - m
+    return s - log(sum(exp(s), dim, keepdim=True))
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.layer_norm over the last dim."""
+    mu = mean(x, -1, keepdim=True)
+    d = x - mu
+    var = mean(square(d), -1, keepdim=True)
+    y = d * rsqrt(var + float(eps))
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def rms_norm(x, weight=None, eps=1e-6):
+    y = x * rsqrt(mean(square(x), -1, keepdim=True) + float(eps))
+    return y * weight if weight is not None else y
+
+
+def add_rms_norm(x, residual, weight=None, eps=1e-6):
+    """(x + residual, rms_norm(x + residual)): the residual stream and its norm."""
+    s = x + residual
+    return s, rms_norm(s, weight, eps)
+
+
+_ACTIVATIONS = {
+    None: lambda y: y, "none": lambda y: y, "relu": relu, "silu": silu, "gelu": gelu,
+    "gelu_tanh": lambda y: gelu(y, "tanh"), "sigmoid": sigmoid, "tanh": tanh,
+}
+
+
+def linear(x, weight, bias=None, activation=None):
+    """x @ weight.T + bias, then `activation` (relu, silu, gelu, gelu_tanh,
+    sigmoid, tanh); weight is [out, in], as torch.nn.Linear's."""
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(str(k) for k in _ACTIVATIONS)}")
+    y = matmul(x, transpose(weight))
+    if bias is not None:
+        y = y + bias
+    return _ACTIVATIONS[activation](y)
+
+
+def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=None):
+    """softmax(q @ k^T * scale + bias, masked) @ v over [..., L, D] tensors.
+
+    mask: boolean, True where attention is allowed (broadcast to the scores);
+    causal: key j <= query i (aligned at the start); lengths: an integer
+    tensor of the batch dims (q's dims but the last two): keys at or past it
+    are masked. scale defaults to 1/sqrt(D) (D must then be static)."""
+    if scale is None:
+        d = q.shape[-1] if q.shape is not None else None
+        if not isinstance(d, int) or d <= 0:
+            raise ValueError("attention: the head dim is not static; pass scale=")
+        scale = 1.0 / math.sqrt(d)
+    s = matmul(q, transpose(k)) * float(scale)
+    if bias is not None:
+        s = s + bias
+    chain = q.chain
+    allowed = mask
+    if causal or lengths is not None:
+        if s.shape is None or any(x is None for x in s.shape):
+            raise ValueError("attention: causal/lengths need the score shape")
+        shape = list(s.shape)
+        col = chain.iota(shape, len(shape) - 1)
+        if causal:
+            c = col <= chain.iota(shape, len(shape) - 2)
+            allowed = c if allowed is None else logical_and(allowed, c)
+        if lengths is not None:
+            lens = reshape(lengths, list(lengths.shape) + [1] * (len(shape) - lengths.rank))
+            c = col < lens
+            allowed = c if allowed is None else logical_and(allowed, c)
+    p = softmax(s, -1, mask=allowed)
+    return matmul(p, v)
+
+
+__all__ = [
+    "Chain", "Tensor", "Sym", "dtype_of",
+    "neg", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
+    "tanh", "sigmoid", "relu", "silu", "softplus", "square", "erf", "floor", "ceil", "gelu",
+    "logical_not", "add", "sub", "mul", "div", "maximum", "minimum", "pow", "eq", "ne", "lt",
+    "le", "gt", "ge", "logical_and", "logical_or", "where", "cast",
+    "sum", "max", "min", "mean", "permute", "transpose", "reshape", "expand", "slice",
+    "concat", "matmul",
+    "softmax", "log_softmax", "layer_norm", "rms_norm", "add_rms_norm", "linear", "attention",
+]

@@ -1,0 +1,57 @@
+"""Exceptions of the kfuse client.
+
+    try:
+        client.compile(chain)
+    except KfuseError as e:
+        print(e.code, e.op, e.kind, e.message)  # INVALID_ARGUMENT 0 add ...
+"""
+import re
+
+_OP_RE = re.compile(r"\bop (\d+) \(([^)]*)\)")
+
+
+class KfuseError(Exception):
+    """The server (or the launcher) refused: `code` is the gRPC status name,
+    `message` its text, `op` the chain op it names ("op N (kind)"), if any."""
+
+    def __init__(self, code, message, op=None, kind=None):
+        self.code = code
+        self.message = message
+        if op is None:
+            m = _OP_RE.search(message or "")
+            if m:
+                op, kind = int(m.group(1)), m.group(2)
+        self.op = op
+        self.kind = kind
+        super().__init__(f"{code}: {message}")
+
+
+class ServerUnavailable(KfuseError):
+    """kfused could not be reached (UNAVAILABLE, or no answer in time)."""
+
+
+class LaunchError(KfuseError):
+    """A launch was refused (a precondition, a mismatched tensor) or the
+    driver failed; nothing was launched when code is FAILED_PRECONDITION or
+    INVALID_ARGUMENT."""
+
+
+class FallbackWarning(RuntimeWarning):
+    """Emitted once per Client when kfused is unreachable and calls fall
+    back to eager execution."""
+
+
+def from_rpc_error(err):
+    """A KfuseError (or ServerUnavailable) from a grpc.RpcError."""
+    import grpc
+
+    code = err.code() if hasattr(err, "code") else None
+    details = err.details() if hasattr(err, "details") else str(err)
+    name = code.name if code is not None else "UNKNOWN"
+    if code in (grpc.StatusCode.UNAVAILABLE,):
+        return ServerUnavailable(name, details or "server unavailable")
+    return KfuseError(name, details or "")
+
+
+__all__ = ["KfuseError", "ServerUnavailable", "LaunchError", "FallbackWarning",
+           "from_rpc_error"]

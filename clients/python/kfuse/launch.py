@@ -1,0 +1,436 @@
+"""Launching a KernelPlan on the caller's stream, following the launch
+contract (docs/api.md): symbols bound from input shapes, every
+precondition checked (a launch that would break one is refused with its
+description), scratch allocated, kernels launched in order.
+
+    launcher = kfuse.Launcher(pinned_key=None)
+    launcher.launch(plan, [a, b, c], [out], stream=torch.cuda.current_stream().cuda_stream)
+
+Tensors are torch tensors, objects with __cuda_array_interface__, or
+Buffer(ptr, shape, strides, dtype). resolve() is the GPU-free half (used by
+tests); Launcher needs cuda.bindings (pip install 'kfuse[cuda]'), imported
+on first launch. Modules are cached per (context, sha256 of the cubin) under
+a lock, so a warm launch is a dict lookup plus cuLaunchKernel.
+"""
+import ctypes
+import hashlib
+import threading
+from dataclasses import dataclass, field
+
+from kfuse.chain import dtype_of
+from kfuse.errors import LaunchError
+from kfuse.v1 import kfuse_pb2 as pb
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_MAX_DEPTH = 64
+_DTYPE_BYTES = {pb.DTYPE_F32: 4, pb.DTYPE_F16: 2, pb.DTYPE_BF16: 2, pb.DTYPE_I32: 4,
+                pb.DTYPE_BOOL: 1, pb.DTYPE_I64: 8, pb.DTYPE_F64: 8}
+_TYPESTR = {"<f4": pb.DTYPE_F32, "<f2": pb.DTYPE_F16, "<i4": pb.DTYPE_I32, "|b1": pb.DTYPE_BOOL,
+            "<i8": pb.DTYPE_I64, "<f8": pb.DTYPE_F64}
+
+
+def _invalid(msg):
+    return LaunchError("INVALID_ARGUMENT", msg)
+
+
+@dataclass
+class Buffer:
+    """A tensor in device memory: strides in elements (empty: dense)."""
+    ptr: int
+    shape: tuple
+    strides: tuple = ()
+    dtype: int = pb.DTYPE_UNSPECIFIED
+
+
+def as_buffer(t):
+    """A Buffer from a Buffer, a torch tensor or a __cuda_array_interface__."""
+    if isinstance(t, Buffer):
+        return Buffer(t.ptr, tuple(t.shape), tuple(t.strides), dtype_of(t.dtype))
+    if hasattr(t, "data_ptr") and hasattr(t, "stride"):  # torch (bf16 has no array interface)
+        return Buffer(t.data_ptr(), tuple(t.shape), tuple(t.stride()), dtype_of(t.dtype))
+    cai = getattr(t, "__cuda_array_interface__", None)
+    if cai is None:
+        raise TypeError(f"cannot launch on a {type(t).__name__}: pass a torch tensor, an object "
+                        "with __cuda_array_interface__, or kfuse.Buffer")
+    if cai["typestr"] not in _TYPESTR:
+        raise TypeError(f"unsupported element type {cai['typestr']}")
+    dt = _TYPESTR[cai["typestr"]]
+    strides = cai.get("strides")
+    if strides:
+        strides = tuple(s // _DTYPE_BYTES[dt] for s in strides)
+    return Buffer(cai["data"][0], tuple(cai["shape"]), tuple(strides or ()), dt)
+
+
+def eval_expr(e, symbols, _depth=0):
+    """An Expr's value with symbol i bound to symbols[i]: int64 arithmetic,
+    overflow an error, ceil_div by a positive divisor."""
+    if _depth > _MAX_DEPTH:
+        raise _invalid("plan expression nests deeper than 64")
+    kind = e.WhichOneof("kind")
+    if kind == "constant":
+        return e.constant
+    if kind == "symbol":
+        if e.symbol >= len(symbols):
+            raise _invalid(f"plan expression uses symbol {e.symbol} of {len(symbols)}")
+        return symbols[e.symbol]
+    if kind != "binary":
+        raise _invalid("plan expression is empty")
+    x = eval_expr(e.binary.lhs, symbols, _depth + 1)
+    y = eval_expr(e.binary.rhs, symbols, _depth + 1)
+    op = e.binary.op
+    if op == pb.Expr.OP_ADD:
+        r = x + y
+    elif op == pb.Expr.OP_SUB:
+        r = x - y
+    elif op == pb.Expr.OP_MUL:
+        r = x * y
+    elif op == pb.Expr.OP_CEIL_DIV:
+        if y <= 0:
+            raise _invalid(f"plan expression: ceil_div by {y}")
+        r = -((-x) // y)  # Ceiling for x > 0; truncation (as C) for x <= 0.
+    elif op == pb.Expr.OP_MIN:
+        r = min(x, y)
+    elif op == pb.Expr.OP_MAX:
+        r = max(x, y)
+    else:
+        raise _invalid(f"plan expression has unknown op {op}")
+    if not _I64_MIN <= r <= _I64_MAX:
+        raise _invalid("plan expression overflows int64")
+    return r
+
+
+def bind_symbols(plan, inputs):
+    """Symbol values from the inputs' shapes; all sources must agree."""
+    if len(inputs) != len(plan.inputs):
+        raise _invalid(f"plan has {len(plan.inputs)} inputs; got {len(inputs)}")
+    values = []
+    for sym in plan.symbols:
+        if not sym.sources:
+            raise _invalid(f"plan symbol '{sym.name}' has no source among the inputs")
+        value, first = None, ""
+        for src in sym.sources:
+            if src.input >= len(inputs) or src.axis >= len(inputs[src.input].shape):
+                raise _invalid(f"plan symbol '{sym.name}' reads input {src.input} axis {src.axis}, "
+                               "which the given inputs do not have")
+            v = inputs[src.input].shape[src.axis]
+            here = f"input {src.input} ('{plan.inputs[src.input].name}') axis {src.axis}"
+            if value is not None and v != value:
+                raise _invalid(f"symbol '{sym.name}' is {value} from {first} but {v} from {here}")
+            if value is None:
+                value, first = v, here
+        values.append(value)
+    return values
+
+
+def _dense(shape):
+    out, n = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        out[d] = n
+        n *= shape[d]
+    return out
+
+
+def _same_layout(shape, a, b):
+    return all(shape[d] <= 1 or a[d] == b[d] for d in range(len(shape)))
+
+
+@dataclass
+class KernelLaunch:
+    kernel: int
+    grid: tuple
+    block: tuple
+    cluster: tuple
+    dynamic_smem_bytes: int
+    empty: bool
+    params: list = field(default_factory=list)  # (kind, value) with kind "buffer"/"scalar"/...
+
+
+@dataclass
+class LaunchConfig:
+    symbols: list
+    intermediate_bytes: list
+    kernels: list
+
+
+def resolve(plan, inputs, outputs):
+    """The GPU-free half of a launch: LaunchConfig, or LaunchError
+    (INVALID_ARGUMENT: the tensors do not match; FAILED_PRECONDITION: a
+    precondition fails, quoting its description)."""
+    inputs = [as_buffer(t) for t in inputs]
+    outputs = [as_buffer(t) for t in outputs]
+    if len(outputs) != len(plan.outputs):
+        raise _invalid(f"plan has {len(plan.outputs)} outputs; got {len(outputs)}")
+    symbols = bind_symbols(plan, inputs)
+    by_name = {s.name: i for i, s in enumerate(plan.symbols)}
+    for what, specs, bufs in (("input", plan.inputs, inputs), ("output", plan.outputs, outputs)):
+        for i, (spec, buf) in enumerate(zip(specs, bufs)):
+            _check_tensor(f"{what} {i} ('{spec.name}')", spec, buf, symbols, by_name)
+    inter = []
+    for im in plan.intermediates:
+        if im.HasField("bytes"):
+            inter.append(eval_expr(im.bytes, symbols))
+            continue
+        n = _DTYPE_BYTES.get(im.dtype)
+        if n is None:
+            raise _invalid("plan intermediate has no valid dtype")
+        for e in im.shape:
+            d = eval_expr(e, symbols)
+            if d < 0:
+                raise _invalid("plan intermediate size is negative")
+            n *= d
+        inter.append(n)
+    cfg = LaunchConfig(symbols, inter, [])
+    for k, kernel in enumerate(plan.kernels):
+        _check_preconditions(k, kernel, inputs, outputs, inter, symbols)
+        cfg.kernels.append(_resolve_kernel(k, kernel, inputs, outputs, inter, symbols))
+    return cfg
+
+
+def _check_tensor(what, spec, buf, symbols, by_name):
+    if buf.dtype != spec.dtype:
+        raise _invalid(f"{what} must be {pb.DType.Name(spec.dtype)}; got "
+                       f"{pb.DType.Name(buf.dtype) if buf.dtype in pb.DType.values() else buf.dtype}")
+    if len(buf.shape) != len(spec.shape):
+        raise _invalid(f"{what} must have rank {len(spec.shape)}; got shape {list(buf.shape)}")
+    want = []
+    for d, dim in enumerate(spec.shape):
+        kind = dim.WhichOneof("kind")
+        if kind == "size":
+            want.append(dim.size)
+        elif kind == "symbol":
+            if dim.symbol not in by_name:
+                raise _invalid(f"{what} dim {d} uses symbol '{dim.symbol}' the plan does not define")
+            want.append(symbols[by_name[dim.symbol]])
+        else:
+            raise _invalid(f"{what} dim {d} is empty in the plan")
+    if want != list(buf.shape):
+        raise _invalid(f"{what} must have shape {want}; got {list(buf.shape)}")
+    if buf.strides and len(buf.strides) != len(buf.shape):
+        raise _invalid(f"{what} has {len(buf.strides)} strides for rank {len(buf.shape)}")
+    declared = list(spec.strides) or _dense(buf.shape)
+    actual = list(buf.strides) or _dense(buf.shape)
+    if not _same_layout(buf.shape, actual, declared):
+        raise _invalid(f"{what} must have strides {declared} (the kernel bakes them in); "
+                       f"got {actual}")
+
+
+def _slot(ref, inputs, outputs, inter):
+    kind = ref.WhichOneof("kind")
+    n = {"input": len(inputs), "output": len(outputs), "intermediate": len(inter)}.get(kind)
+    if n is None or getattr(ref, kind) >= n:
+        raise _invalid(f"plan refers to a missing buffer ({ref})")
+    return kind, getattr(ref, kind)
+
+
+def _check_preconditions(k, kernel, inputs, outputs, inter, symbols):
+    P = pb.Precondition
+    for p in kernel.preconditions:
+        if p.kind in (P.KIND_ALIGNED, P.KIND_CONTIGUOUS):
+            kind, i = _slot(p.buffer, inputs, outputs, inter)
+            if kind == "intermediate":
+                continue  # Ours: dense and 256-byte aligned.
+            b = inputs[i] if kind == "input" else outputs[i]
+            if p.kind == P.KIND_ALIGNED:
+                if p.value <= 0:
+                    raise _invalid("plan alignment is not positive")
+                ok, detail = b.ptr % p.value == 0, f"address {b.ptr:#x} is not a multiple of {p.value}"
+            else:
+                actual = list(b.strides) or _dense(b.shape)
+                ok = _same_layout(b.shape, actual, _dense(b.shape))
+                detail = f"strides {actual} are not dense for shape {list(b.shape)}"
+        elif p.kind in (P.KIND_AT_MOST, P.KIND_AT_LEAST, P.KIND_DIVISIBLE):
+            v = eval_expr(p.expr, symbols)
+            if p.kind == P.KIND_AT_MOST:
+                ok, detail = v <= p.value, f"{v} > {p.value}"
+            elif p.kind == P.KIND_AT_LEAST:
+                ok, detail = v >= p.value, f"{v} < {p.value}"
+            else:
+                if p.value <= 0:
+                    raise _invalid("plan divisor is not positive")
+                ok, detail = v % p.value == 0, f"{v} is not a multiple of {p.value}"
+        else:
+            raise _invalid(f"kernel {k} has a precondition of unknown kind {p.kind} (a newer "
+                           "server?): refusing to launch without checking it")
+        if not ok:
+            raise LaunchError("FAILED_PRECONDITION",
+                              f"launch refused: kernel {k} requires {p.description} ({detail})")
+
+
+def _dim3(d, has, symbols, what, limits):
+    out = []
+    for i, axis in enumerate("xyz"):
+        e = getattr(d, axis)
+        v = eval_expr(e, symbols) if has and e.WhichOneof("kind") else 1
+        if not 0 <= v <= limits[i]:
+            raise _invalid(f"{what} dim {i} is {v}, outside [0, {limits[i]}]")
+        out.append(v)
+    return tuple(out)
+
+
+def _resolve_kernel(k, kernel, inputs, outputs, inter, symbols):
+    where = f"kernel {k}"
+    grid = _dim3(kernel.grid, kernel.HasField("grid"), symbols, where + " grid",
+                 ((1 << 31) - 1, 65535, 65535))
+    block = _dim3(kernel.block, kernel.HasField("block"), symbols, where + " block", (1024, 1024, 64))
+    cluster = (_dim3(kernel.cluster, True, symbols, where + " cluster", (16, 16, 16))
+               if kernel.HasField("cluster") else (0, 0, 0))
+    threads = block[0] * block[1] * block[2]
+    if not 1 <= threads <= 1024:
+        raise _invalid(f"{where} block has {threads} threads; 1..1024 allowed")
+    launch = KernelLaunch(k, grid, block, cluster, kernel.dynamic_smem_bytes, 0 in grid)
+    Pm = pb.Param
+    for p in kernel.params:
+        if p.kind == Pm.KIND_BUFFER:
+            launch.params.append(("buffer", _slot(p.buffer, inputs, outputs, inter)))
+        elif p.kind == Pm.KIND_SCALAR:
+            v = eval_expr(p.value, symbols)
+            if p.scalar_dtype == pb.DTYPE_I32:
+                if not -(1 << 31) <= v < (1 << 31):
+                    raise _invalid(f"scalar parameter {v} does not fit the kernel's 32-bit argument")
+                launch.params.append(("i32", v))
+            elif p.scalar_dtype == pb.DTYPE_I64:
+                launch.params.append(("i64", v))
+            else:
+                raise _invalid("plan scalar parameter is neither i32 nor i64")
+        elif p.kind == Pm.KIND_WORKSPACE:
+            n = eval_expr(p.workspace_bytes, symbols)
+            if n < 0:
+                raise _invalid("plan workspace size is negative")
+            launch.params.append(("workspace", (n, p.workspace_zeroed)))
+        elif p.kind == Pm.KIND_TENSOR_MAP:
+            launch.params.append(("tensor_map", p.tensor_map))
+        else:
+            raise _invalid(f"plan parameter of unknown kind {p.kind} (a newer server?)")
+    return launch
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError as e:
+        raise ImportError("launching plans needs cuda.bindings: pip install 'kfuse[cuda]' "
+                          "(cuda-python, matching your driver's CUDA major version)") from e
+    return driver
+
+
+def _check(result, call):
+    err, *rest = result
+    if int(err) != 0:
+        raise LaunchError("INTERNAL", f"{call} failed: {err!r}")
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+class Launcher:
+    """Launches plans; thread safe. pinned_key (64 hex digits): plans that
+    do not verify are refused before any module is loaded."""
+
+    def __init__(self, pinned_key=None):
+        self._pinned = pinned_key
+        self._lock = threading.Lock()
+        self._modules = {}  # (context handle, sha256 of cubin) -> {entry: CUfunction}
+        self._smem = {}
+        self._verified = set()
+
+    @property
+    def cached_modules(self):
+        with self._lock:
+            return len(self._modules)
+
+    def _function(self, cu, ctx, kernel):
+        key = (int(ctx), hashlib.sha256(kernel.cubin).digest())
+        with self._lock:
+            mod = self._modules.get(key)
+            if mod is None:
+                mod = self._load(cu, kernel)
+                self._modules[key] = mod
+            f = mod["functions"].get(kernel.entry)
+            if f is None:
+                f = _check(cu.cuModuleGetFunction(mod["module"], kernel.entry.encode()),
+                           f"cuModuleGetFunction({kernel.entry})")
+                mod["functions"][kernel.entry] = f
+            return f
+
+    @staticmethod
+    def _load(cu, kernel):
+        err, module = cu.cuModuleLoadData(kernel.cubin)
+        if int(err) != 0 and kernel.ptx:  # A newer GPU than the cubin's target: JIT the PTX.
+            err, module = cu.cuModuleLoadData(kernel.ptx.encode() + b"\0")
+        if int(err) != 0:
+            raise LaunchError("INTERNAL", f"cuModuleLoadData({kernel.entry}, {kernel.arch}) failed: {err!r}")
+        return {"module": module, "functions": {}}
+
+    def launch(self, plan, inputs, outputs, stream=0):
+        """Checks the contract and enqueues the plan's kernels on `stream`
+        (a CUstream, its int handle, or torch's stream.cuda_stream)."""
+        if self._pinned:
+            sig = bytes(plan.signature)
+            if (plan.key, sig) not in self._verified:
+                from kfuse.signing import verify_plan
+
+                verify_plan(plan, self._pinned)
+                with self._lock:
+                    self._verified.add((plan.key, sig))
+        cfg = resolve(plan, inputs, outputs)
+        cu = _driver()
+        ctx = _check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(ctx) == 0:
+            raise LaunchError("FAILED_PRECONDITION", "no CUDA context is current (initialise "
+                              "CUDA first, e.g. torch.cuda.init())")
+        stream = cu.CUstream(int(stream) if not isinstance(stream, cu.CUstream) else int(stream))
+        ins = [as_buffer(t).ptr for t in inputs]
+        outs = [as_buffer(t).ptr for t in outputs]
+        scratch = []
+        try:
+            inter = [self._alloc(cu, n, stream, scratch) for n in cfg.intermediate_bytes]
+            for kl in cfg.kernels:
+                kernel = plan.kernels[kl.kernel]
+                f = self._function(cu, ctx, kernel)
+                if kl.empty:
+                    continue
+                if kl.cluster != (0, 0, 0):
+                    raise LaunchError("UNIMPLEMENTED", "cluster launches are not implemented in "
+                                      "the Python launcher yet")
+                self._raise_smem(cu, f, kl.dynamic_smem_bytes)
+                values, types = [], []
+                for kind, v in kl.params:
+                    if kind == "buffer":
+                        values.append({"input": ins, "output": outs, "intermediate": inter}[v[0]][v[1]])
+                        types.append(ctypes.c_void_p)
+                    elif kind in ("i32", "i64"):
+                        values.append(v)
+                        types.append(ctypes.c_int32 if kind == "i32" else ctypes.c_int64)
+                    elif kind == "workspace":
+                        p = self._alloc(cu, v[0], stream, scratch)
+                        if v[1] and v[0]:
+                            _check(cu.cuMemsetD8Async(p, 0, v[0], stream), "cuMemsetD8Async")
+                        values.append(p)
+                        types.append(ctypes.c_void_p)
+                    else:
+                        raise LaunchError("UNIMPLEMENTED", "tensor-map parameters are not "
+                                          "implemented in the Python launcher yet")
+                _check(cu.cuLaunchKernel(f, *kl.grid, *kl.block, kl.dynamic_smem_bytes, stream,
+                                         (tuple(values), tuple(types)), 0),
+                       f"cuLaunchKernel({kernel.entry})")
+        finally:
+            for p in scratch:  # Stream-ordered: freed once the kernels are done.
+                cu.cuMemFreeAsync(p, stream)
+
+    @staticmethod
+    def _alloc(cu, n, stream, scratch):
+        p = _check(cu.cuMemAllocAsync(max(n, 1), stream), "cuMemAllocAsync")
+        scratch.append(p)
+        return int(p)
+
+    def _raise_smem(self, cu, f, n):
+        if n <= 48 * 1024:
+            return
+        with self._lock:
+            if self._smem.get(int(f), 0) >= n:
+                return
+            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _check(cu.cuFuncSetAttribute(f, attr, n), "cuFuncSetAttribute")
+            self._smem[int(f)] = n
+
+
+__all__ = ["Buffer", "as_buffer", "eval_expr", "bind_symbols", "resolve", "LaunchConfig",
+           "KernelLaunch", "Launcher"]

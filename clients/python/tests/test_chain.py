@@ -1,0 +1,177 @@
+"""The builder without a server: the JSON it writes, round trips, shapes."""
+import json
+import math
+
+import pytest
+
+import kfuse
+from kfuse import pb
+from conftest import example
+
+
+def _canon(text):
+    doc = json.loads(text)
+    return kfuse.Chain.from_json(json.dumps(doc.get("chain", doc))).to_proto()
+
+
+def build_relu_fma(symbolic):
+    c = kfuse.Chain()
+    dim = kfuse.Sym("N", hint=134217728) if symbolic else 1048576
+    a, b, cc = (c.input(n, "f32", [dim]) for n in "abc")
+    c.output("out", kfuse.relu(a * b + cc))
+    return c
+
+
+def build_gelu_bias():
+    c = kfuse.Chain()
+    x = c.input("x", "bf16", [kfuse.Sym("M", hint=32768), 4096])
+    b = c.input("bias", "bf16", [4096])
+    c.output("y", kfuse.gelu(x + b, approximate="tanh"))
+    return c
+
+
+def build_transcendental():
+    c = kfuse.Chain()
+    a = c.input("a", "bf16", [kfuse.Sym("N", hint=134217728)])
+    b = c.input("b", "bf16", [kfuse.Sym("N", hint=134217728)])
+    t = kfuse.exp(-(a * a)) * 0.5 + kfuse.sin(a)
+    t = kfuse.tanh(t) * kfuse.sigmoid(b) - abs(a)
+    c.output("out", t + 0.1 * b)
+    return c
+
+
+def build_silu():
+    c = kfuse.Chain()
+    c.output("y", kfuse.silu(c.input("x", "f16", [kfuse.Sym("N", hint=16777216)])))
+    return c
+
+
+BUILDERS = {
+    "relu_fma_f32.json": lambda: build_relu_fma(False),
+    "relu_fma_f32_symbolic.json": lambda: build_relu_fma(True),
+    "gelu_bias_bf16.json": build_gelu_bias,
+    "transcendental_10op_bf16.json": build_transcendental,
+    "compile_request_sm90.json": build_silu,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_builder_writes_the_examples(name):
+    assert BUILDERS[name]().to_proto() == _canon(example(name))
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_json_round_trip(name):
+    c = BUILDERS[name]()
+    again = kfuse.Chain.from_json(c.to_json())
+    assert again.to_proto() == c.to_proto()
+    assert json.loads(again.to_json()) == json.loads(c.to_json())
+
+
+def test_json_uses_the_cli_format():
+    doc = json.loads(build_relu_fma(False).to_json())
+    assert doc["inputs"][0]["shape"] == [{"size": "1048576"}]
+    assert doc["ops"][0] == {"kind": "OP_MUL", "args": [{"input": 0}, {"input": 1}]}
+
+
+def test_from_json_accepts_a_compile_request():
+    c = kfuse.Chain.from_json(example("compile_request_sm90.json"))
+    assert c.to_proto().ops[0].kind == pb.OP_SILU
+    assert c.inputs[0].shape == ("N",)
+
+
+def test_scalars_are_weak_constants_and_operand_order_is_kept():
+    c = kfuse.Chain()
+    x = c.input("x", "f16", [4])
+    y = 2.0 - x
+    ops = c.to_proto().ops
+    assert ops[0].kind == pb.OP_CONSTANT and ops[0].value == 2.0 and ops[0].dtype == 0
+    assert ops[1].kind == pb.OP_SUB and ops[1].args[0].op == 0 and ops[1].args[1].input == 0
+    assert y.dtype == pb.DTYPE_F16
+
+
+def test_comparisons_and_where():
+    c = kfuse.Chain()
+    x = c.input("x", "f32", [8])
+    m = (x > 0) & ~(x == 1.0)
+    assert m.dtype == pb.DTYPE_BOOL
+    y = kfuse.where(m, x, 0.0)
+    kinds = [o.kind for o in c.to_proto().ops]
+    assert kinds == [pb.OP_CONSTANT, pb.OP_GT, pb.OP_CONSTANT, pb.OP_EQ, pb.OP_LOGICAL_NOT,
+                     pb.OP_LOGICAL_AND, pb.OP_CONSTANT, pb.OP_WHERE]
+    assert y.dtype == pb.DTYPE_F32 and y.shape == (8,)
+
+
+def test_cast_sets_the_op_dtype():
+    c = kfuse.Chain()
+    y = kfuse.cast(c.input("x", "f32", [8]), "bf16")
+    assert c.to_proto().ops[0].dtype == pb.DTYPE_BF16 and y.dtype == pb.DTYPE_BF16
+
+
+def test_reductions_shapes_and_attrs():
+    c = kfuse.Chain()
+    x = c.input("x", "f32", ["M", 1024])
+    s = kfuse.sum(x, axis=-1, keepdim=True)
+    m = x.mean(axis=0)
+    assert s.shape == ("M", 1) and m.shape == (1024,)
+    op = c.to_proto().ops[0]
+    assert op.kind == pb.OP_REDUCE_SUM and list(op.reduce.axes) == [-1] and op.reduce.keepdim
+
+
+def test_softmax_expands_to_primitives():
+    c = kfuse.Chain()
+    c.output("y", kfuse.softmax(c.input("x", "f32", [32, 1024])))
+    kinds = [o.kind for o in c.to_proto().ops]
+    assert kinds == [pb.OP_REDUCE_MAX, pb.OP_SUB, pb.OP_EXP, pb.OP_REDUCE_SUM, pb.OP_DIV]
+
+
+def test_attention_shapes_and_mask():
+    c = kfuse.Chain()
+    q = c.input("q", "bf16", [2, 8, 128, 64])
+    k = c.input("k", "bf16", [2, 8, 128, 64])
+    v = c.input("v", "bf16", [2, 8, 128, 64])
+    lens = c.input("lens", "i32", [2, 8])
+    o = kfuse.attention(q, k, v, causal=True, lengths=lens)
+    assert o.shape == (2, 8, 128, 64)
+    ops = c.to_proto().ops
+    kinds = [x.kind for x in ops]
+    assert kinds[:2] == [pb.OP_PERMUTE, pb.OP_MATMUL] and kinds[-1] == pb.OP_MATMUL
+    assert kinds.count(pb.OP_IOTA) == 2 and pb.OP_WHERE in kinds
+    consts = [x.value for x in ops if x.kind == pb.OP_CONSTANT]
+    assert 1 / math.sqrt(64) in consts and -math.inf in consts
+
+
+def test_attention_needs_a_static_head_dim_or_scale():
+    c = kfuse.Chain()
+    q = c.input("q", "f32", [4, "D"])
+    with pytest.raises(ValueError, match="scale"):
+        kfuse.attention(q, q, q)
+
+
+def test_linear_and_add_rms_norm():
+    c = kfuse.Chain()
+    x = c.input("x", "bf16", ["M", 512])
+    w = c.input("w", "bf16", [256, 512])
+    b = c.input("b", "bf16", [256])
+    y = kfuse.linear(x, w, b, activation="silu")
+    assert y.shape == ("M", 256)
+    r = c.input("r", "bf16", ["M", 256])
+    s, n = kfuse.add_rms_norm(y, r, c.input("g", "bf16", [256]))
+    assert s.shape == n.shape == ("M", 256)
+    with pytest.raises(ValueError):
+        kfuse.linear(x, w, activation="swish")
+
+
+def test_tensors_of_two_chains_do_not_mix():
+    a = kfuse.Chain().input("a", "f32", [4])
+    b = kfuse.Chain().input("b", "f32", [4])
+    with pytest.raises(ValueError):
+        a + b
+
+
+def test_bad_dims_and_dtypes():
+    c = kfuse.Chain()
+    with pytest.raises(ValueError):
+        c.input("x", "f8", [4])
+    with pytest.raises(ValueError):
+        c.input("x", "f32", [-1])

@@ -1,0 +1,164 @@
+"""The client against a real kfused on loopback (--no_gpu)."""
+import socket
+import warnings
+
+import pytest
+
+import kfuse
+from kfuse import pb
+from conftest import example
+from test_chain import BUILDERS
+
+
+def _cli_chain(name):
+    return kfuse.Chain.from_json(example(name))
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_builder_and_cli_json_get_the_same_key(client, name):
+    ours = client.compile(BUILDERS[name](), mode="heuristic")
+    theirs = client.compile(_cli_chain(name), mode="heuristic")
+    assert ours.plan.key == theirs.plan.key and ours.plan.key
+    assert theirs.cache == pb.CACHE_OUTCOME_HIT
+    assert ours.plan.kernels[0].cubin
+
+
+def test_lookup_list_delete(client):
+    chain = BUILDERS["relu_fma_f32.json"]()
+    key = client.compile(chain).plan.key
+    assert client.lookup(chain).plan.key == key
+    assert any(k.key == key for k in client.list(prefix=key[:8]).kernels)
+    assert client.delete([key]) == 1
+    assert client.lookup(chain) is None
+
+
+def test_device_info_and_health(client):
+    info = client.device_info()
+    assert not info.has_gpu and info.reason
+    assert client.health() == "SERVING"
+    assert client.health("kfuse.v1.KernelService") == "SERVING"
+    assert client.health("kfuse.v1.Tuning") == "NOT_SERVING"
+
+
+def test_rejected_chain_raises_with_the_op(client):
+    with pytest.raises(kfuse.KfuseError) as e:
+        client.compile(_cli_chain("bad_broadcast.json"))
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert e.value.op == 0 and e.value.kind == "add"
+    assert "broadcast" in e.value.message
+
+
+def test_builder_rejected_op_is_named(client):
+    c = kfuse.Chain()
+    x = c.input("x", "f32", [8])
+    y = c.input("y", "f32", [3])
+    c.output("o", kfuse.exp(x) + y)
+    with pytest.raises(kfuse.KfuseError) as e:
+        client.compile(c)
+    assert e.value.code == "INVALID_ARGUMENT" and e.value.op == 1
+
+
+def _composites():
+    def softmax(c):
+        x = c.input("x", "f32", [64, 1024])
+        return kfuse.softmax(x, scale=0.5)
+
+    def layer_norm(c):
+        x = c.input("x", "bf16", [kfuse.Sym("M", hint=4096), 1024])
+        return kfuse.layer_norm(x, c.input("w", "bf16", [1024]), c.input("b", "bf16", [1024]))
+
+    def rms_norm(c):
+        return kfuse.rms_norm(c.input("x", "f16", [128, 4096]), c.input("w", "f16", [4096]))
+
+    def add_rms_norm(c):
+        s, n = kfuse.add_rms_norm(c.input("x", "f32", [16, 256]), c.input("r", "f32", [16, 256]),
+                                  c.input("w", "f32", [256]))
+        c.output("s", s)
+        return n
+
+    def log_softmax(c):
+        return kfuse.log_softmax(c.input("x", "f32", [8, 100]))
+
+    def linear(c):
+        return kfuse.linear(c.input("x", "bf16", [128, 256]), c.input("w", "bf16", [512, 256]),
+                            c.input("b", "bf16", [512]), activation="gelu")
+
+    def attention(c):
+        q, k, v = (c.input(n, "bf16", [2, 4, 128, 64]) for n in "qkv")
+        return kfuse.attention(q, k, v, causal=True)
+
+    return {f.__name__: f for f in (softmax, layer_norm, rms_norm, add_rms_norm, log_softmax,
+                                    linear, attention)}
+
+
+COMPOSITES = _composites()
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITES))
+def test_composites_are_accepted_or_unimplemented(client, name):
+    c = kfuse.Chain()
+    c.output("y", COMPOSITES[name](c))
+    try:
+        resp = client.compile(c, mode="heuristic")
+    except kfuse.KfuseError as e:
+        # Reductions, layout views and matmul answer UNIMPLEMENTED until their
+        # generators land; anything else (INVALID_ARGUMENT) is a builder bug.
+        assert e.code == "UNIMPLEMENTED", e.message
+        return
+    assert resp.plan.kernels
+
+
+def test_element_wise_composites_compile(client):
+    c = kfuse.Chain()
+    x = c.input("x", "bf16", [kfuse.Sym("N", hint=1 << 20)])
+    c.output("a", kfuse.gelu(x))
+    c.output("b", kfuse.silu(x) * kfuse.gelu(x, approximate="tanh"))
+    c.output("c", kfuse.where(x > 0, kfuse.maximum(x, 0.5), kfuse.cast(x, "f32")))
+    resp = client.compile(c)
+    assert len(resp.plan.outputs) == 3
+
+
+def test_signed_plans_verify_with_the_pinned_key(kfused):
+    pytest.importorskip("nacl", reason="PyNaCl is not installed")
+    address, key = kfused
+    with kfuse.Client(address, verify_key=key, on_unavailable="raise") as c:
+        plan = c.compile(BUILDERS["gelu_bias_bf16.json"]()).plan
+        assert len(plan.signature) == 64
+        kfuse.signing.verify_plan(plan, key)
+        plan.kernels[0].grid.x.constant = 1 << 30  # Tampered launch contract.
+        with pytest.raises(kfuse.KfuseError, match="does not verify"):
+            kfuse.signing.verify_plan(plan, key)
+    other = "11" * 32
+    with kfuse.Client(address, verify_key=other, on_unavailable="raise") as c:
+        with pytest.raises(kfuse.KfuseError) as e:
+            c.compile(BUILDERS["relu_fma_f32.json"]())
+        assert e.value.code == "PERMISSION_DENIED"
+
+
+def _dead_address():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"  # Closed when we return: nothing listens.
+
+
+def test_unreachable_server_falls_back_with_one_warning():
+    c = kfuse.Client(_dead_address(), timeout=5)
+    chain = BUILDERS["relu_fma_f32.json"]()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert c.compile(chain) is None
+        assert c.compile(chain) is None
+        assert c.tune(chain) is None
+    assert [type(x.message) for x in w] == [kfuse.FallbackWarning]
+    assert "unreachable" in str(w[0].message)
+
+
+def test_unreachable_server_raises_when_configured():
+    c = kfuse.Client(_dead_address(), timeout=5, on_unavailable="raise")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(kfuse.ServerUnavailable) as e:
+            c.compile(BUILDERS["relu_fma_f32.json"]())
+    assert e.value.code == "UNAVAILABLE"
+    with pytest.raises(kfuse.ServerUnavailable):
+        kfuse.Client(_dead_address(), timeout=5).device_info()  # Admin calls always raise.

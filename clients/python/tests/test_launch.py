@@ -1,0 +1,204 @@
+"""The launcher's GPU-free half: expressions, symbol binding, tensor checks
+and precondition refusals; then a GPU launch where torch and a GPU exist."""
+import pytest
+
+import kfuse
+from kfuse import pb
+from kfuse.launch import Buffer, bind_symbols, eval_expr, resolve
+from conftest import example
+
+E = pb.Expr
+
+
+def c(v):
+    return E(constant=v)
+
+
+def s(i):
+    return E(symbol=i)
+
+
+def b(op, x, y):
+    return E(binary=E.Binary(op=op, lhs=x, rhs=y))
+
+
+@pytest.mark.parametrize("expr,want", [
+    (c(7), 7), (s(1), 100),
+    (b(E.OP_ADD, s(0), c(1)), 11), (b(E.OP_SUB, c(1), s(0)), -9),
+    (b(E.OP_MUL, s(0), s(1)), 1000), (b(E.OP_CEIL_DIV, s(1), c(32)), 4),
+    (b(E.OP_CEIL_DIV, c(96), c(32)), 3), (b(E.OP_CEIL_DIV, c(-5), c(2)), -2),
+    (b(E.OP_CEIL_DIV, c(0), c(8)), 0),
+    (b(E.OP_MIN, s(0), s(1)), 10), (b(E.OP_MAX, s(0), s(1)), 100),
+])
+def test_eval_expr(expr, want):
+    assert eval_expr(expr, [10, 100]) == want
+
+
+@pytest.mark.parametrize("expr,msg", [
+    (E(), "empty"), (s(5), "symbol 5"), (b(E.OP_CEIL_DIV, c(1), c(0)), "ceil_div by 0"),
+    (b(E.OP_MUL, c(1 << 62), c(4)), "overflows"), (b(99, c(1), c(1)), "unknown op"),
+])
+def test_eval_expr_errors(expr, msg):
+    with pytest.raises(kfuse.LaunchError, match=msg):
+        eval_expr(expr, [1])
+
+
+def test_deep_expressions_are_refused():
+    e = E()
+    cur = e
+    for _ in range(70):  # Built in place: protobuf's constructors copy with a depth limit.
+        cur.binary.op = E.OP_ADD
+        cur.binary.rhs.constant = 1
+        cur = cur.binary.lhs
+    cur.constant = 1
+    with pytest.raises(kfuse.LaunchError, match="deeper"):
+        eval_expr(e, [])
+
+
+def _plan():
+    """A plan as kfused writes one for relu_fma_f32_symbolic, plus one of
+    each precondition kind on N."""
+    plan = pb.KernelPlan(key="k")
+    f32 = pb.DTYPE_F32
+    for n in "abc":
+        plan.inputs.add(name=n, dtype=f32, shape=[pb.Dim(symbol="N")])
+    plan.outputs.add(name="out", dtype=f32, shape=[pb.Dim(symbol="N")])
+    plan.symbols.add(name="N", sources=[pb.SymbolSource(input=i) for i in range(3)])
+    k = plan.kernels.add(entry="kf_x", arch="sm_90")
+    k.grid.x.CopyFrom(b(E.OP_CEIL_DIV, s(0), c(2048)))
+    k.block.x.CopyFrom(c(256))
+    for i in range(3):
+        k.params.add(kind=pb.Param.KIND_BUFFER, buffer=pb.BufferRef(input=i))
+    k.params.add(kind=pb.Param.KIND_BUFFER, buffer=pb.BufferRef(output=0))
+    k.params.add(kind=pb.Param.KIND_SCALAR, value=s(0), scalar_dtype=pb.DTYPE_I64)
+    P = pb.Precondition
+    k.preconditions.add(kind=P.KIND_ALIGNED, buffer=pb.BufferRef(input=1), value=16,
+                        description="input 1 is 16-byte aligned (vector access)")
+    k.preconditions.add(kind=P.KIND_CONTIGUOUS, buffer=pb.BufferRef(output=0),
+                        description="output 0 is contiguous")
+    k.preconditions.add(kind=P.KIND_AT_MOST, expr=s(0), value=1 << 31, description="N fits 32 bits")
+    k.preconditions.add(kind=P.KIND_AT_LEAST, expr=s(0), value=4, description="N >= 4")
+    k.preconditions.add(kind=P.KIND_DIVISIBLE, expr=s(0), value=4, description="N % 4 == 0")
+    return plan
+
+
+def _bufs(n, ptr=0x10000, strides=(), dtype="f32"):
+    ins = [Buffer(ptr + i * 0x100000, (n,), (), dtype) for i in range(3)]
+    return ins, [Buffer(ptr + 0x400000, (n,), strides, dtype)]
+
+
+def test_resolve_binds_symbols_and_evaluates_the_launch():
+    cfg = resolve(_plan(), *_bufs(10000))
+    assert cfg.symbols == [10000]
+    k = cfg.kernels[0]
+    assert k.grid == (5, 1, 1) and k.block == (256, 1, 1) and not k.empty
+    assert k.params[:4] == [("buffer", ("input", 0)), ("buffer", ("input", 1)),
+                            ("buffer", ("input", 2)), ("buffer", ("output", 0))]
+    assert k.params[4] == ("i64", 10000)
+
+
+def test_symbol_sources_must_agree():
+    ins, outs = _bufs(16)
+    ins[2] = Buffer(ins[2].ptr, (32,), (), "f32")
+    with pytest.raises(kfuse.LaunchError, match=r"symbol 'N' is 16 from input 0 \('a'\).*32 from input 2"):
+        bind_symbols(_plan(), ins)
+
+
+@pytest.mark.parametrize("mutate,code,msg", [
+    (lambda i, o: i.__setitem__(1, Buffer(i[1].ptr + 4, (16,), (), "f32")), "FAILED_PRECONDITION",
+     r"kernel 0 requires input 1 is 16-byte aligned \(vector access\) \(address 0x[0-9a-f]+4 is not a multiple of 16\)"),
+    (lambda i, o: o.__setitem__(0, Buffer(o[0].ptr, (16,), (2,), "f32")), "INVALID_ARGUMENT",
+     r"output 0 \('out'\) must have strides \[1\]"),
+    (lambda i, o: o.__setitem__(0, Buffer(o[0].ptr, (16,), (), "bf16")), "INVALID_ARGUMENT",
+     "output 0 .* must be DTYPE_F32; got DTYPE_BF16"),
+    (lambda i, o: o.__setitem__(0, Buffer(o[0].ptr, (8,), (), "f32")), "INVALID_ARGUMENT",
+     r"must have shape \[16\]; got \[8\]"),
+    (lambda i, o: i.pop(), "INVALID_ARGUMENT", "plan has 3 inputs; got 2"),
+])
+def test_tensor_and_precondition_refusals(mutate, code, msg):
+    ins, outs = _bufs(16)
+    mutate(ins, outs)
+    with pytest.raises(kfuse.LaunchError, match=msg) as e:
+        resolve(_plan(), ins, outs)
+    assert e.value.code == code
+
+
+@pytest.mark.parametrize("n,msg", [(2, r"requires N >= 4 \(2 < 4\)"),
+                                   (18, r"requires N % 4 == 0 \(18 is not a multiple of 4\)"),
+                                   ((1 << 31) + 4, r"requires N fits 32 bits")])
+def test_expression_preconditions(n, msg):
+    with pytest.raises(kfuse.LaunchError, match=msg) as e:
+        resolve(_plan(), *_bufs(n))
+    assert e.value.code == "FAILED_PRECONDITION"
+
+
+def test_contiguous_precondition_refuses_strided_output():
+    plan = _plan()
+    plan.outputs[0].ClearField("strides")
+    plan.outputs[0].strides.append(2)  # Declared strided, but the kernel needs dense.
+    with pytest.raises(kfuse.LaunchError, match="requires output 0 is contiguous"):
+        resolve(plan, *_bufs(16, strides=(2,)))
+
+
+def test_unknown_precondition_kind_is_refused():
+    plan = _plan()
+    plan.kernels[0].preconditions.add(kind=99, description="future")
+    with pytest.raises(kfuse.LaunchError, match="unknown kind 99"):
+        resolve(plan, *_bufs(16))
+
+
+def test_empty_grid_is_marked_empty():
+    plan = _plan()
+    del plan.kernels[0].preconditions[3:]
+    assert resolve(plan, *_bufs(0)).kernels[0].empty
+
+
+def test_a_real_plan_resolves(client):
+    plan = client.compile(kfuse.Chain.from_json(example("relu_fma_f32_symbolic.json"))).plan
+    cfg = resolve(plan, *_bufs(1 << 20))
+    assert cfg.symbols == [1 << 20] and cfg.kernels[0].grid[0] >= 1
+    ins, outs = _bufs(1 << 20)
+    ins[0] = Buffer(ins[0].ptr + 4, (1 << 20,), (), "f32")
+    with pytest.raises(kfuse.LaunchError, match="launch refused: kernel 0 requires input 0"):
+        resolve(plan, ins, outs)
+
+
+def test_launcher_without_cuda_bindings_says_how_to_install(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def fake(name, *a, **kw):
+        if name.startswith("cuda"):
+            raise ImportError("no cuda")
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    with pytest.raises(ImportError, match=r"kfuse\[cuda\]"):
+        kfuse.Launcher().launch(_plan(), *_bufs(16))
+
+
+def _gpu():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    pytest.importorskip("cuda.bindings", reason="cuda-python (cuda.bindings) is not installed")
+    return torch
+
+
+@pytest.mark.gpu
+def test_gpu_launch_matches_torch(client):
+    torch = _gpu()
+    cc = torch.cuda.get_device_capability()
+    plan = client.compile(kfuse.Chain.from_json(example("relu_fma_f32_symbolic.json")),
+                          target=cc[0] * 10 + cc[1]).plan
+    n = 1 << 20
+    a, b_, c_ = (torch.randn(n, device="cuda") for _ in range(3))
+    out = torch.empty_like(a)
+    launcher = kfuse.Launcher()
+    stream = torch.cuda.current_stream()
+    launcher.launch(plan, [a, b_, c_], [out], stream=stream.cuda_stream)
+    launcher.launch(plan, [a, b_, c_], [out], stream=stream.cuda_stream)
+    torch.cuda.synchronize()
+    assert launcher.cached_modules == 1
+    torch.testing.assert_close(out, torch.relu(a * b_ + c_))
