@@ -72,37 +72,32 @@ float BF16ToFloat(uint16_t b) {
   return v;
 }
 
+double ElementToDouble(DType dtype, const void* data, int64_t i) {
+  switch (dtype) {
+    case DType::kF32:
+      return Load<float>(data, i);
+    case DType::kF64:
+      return Load<double>(data, i);
+    case DType::kF16:
+      return HalfToFloat(Load<uint16_t>(data, i));
+    case DType::kBF16:
+      return BF16ToFloat(Load<uint16_t>(data, i));
+    case DType::kI32:
+      return Load<int32_t>(data, i);
+    case DType::kI64:
+      return static_cast<double>(Load<int64_t>(data, i));
+    case DType::kBool:
+      return Load<uint8_t>(data, i);
+    case DType::kInvalid:
+      break;
+  }
+  KFUSE_CHECK(false && "ElementToDouble of kInvalid");
+  return 0;
+}
+
 std::vector<double> ToDouble(DType dtype, const void* data, int64_t n) {
   std::vector<double> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    double v = 0;
-    switch (dtype) {
-      case DType::kF32:
-        v = Load<float>(data, i);
-        break;
-      case DType::kF64:
-        v = Load<double>(data, i);
-        break;
-      case DType::kF16:
-        v = HalfToFloat(Load<uint16_t>(data, i));
-        break;
-      case DType::kBF16:
-        v = BF16ToFloat(Load<uint16_t>(data, i));
-        break;
-      case DType::kI32:
-        v = Load<int32_t>(data, i);
-        break;
-      case DType::kI64:
-        v = static_cast<double>(Load<int64_t>(data, i));
-        break;
-      case DType::kBool:
-        v = Load<uint8_t>(data, i);
-        break;
-      case DType::kInvalid:
-        KFUSE_CHECK(false && "ToDouble of kInvalid");
-    }
-    out[static_cast<size_t>(i)] = v;
-  }
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = ElementToDouble(dtype, data, i);
   return out;
 }
 
@@ -167,39 +162,71 @@ int64_t CountUnwritten(DType dtype, const void* data, absl::Span<const double> r
   return count;
 }
 
-OutputCheck CheckOutput(DType dtype, const void* data, absl::Span<const double> ref,
-                        double eager_max_err, double slack, const std::string& name) {
+CompareStats CompareOnHost(DType dtype, const void* data, absl::Span<const double> ref) {
+  CompareStats s;
+  s.unwritten = CountUnwritten(dtype, data, ref, &s.first_unwritten);
+  s.err = CompareToReference(dtype, data, ref);
+  return s;
+}
+
+OutputCheck JudgeOutput(DType dtype, const CompareStats& stats, int64_t n, double eager_max_err,
+                        double slack, const std::string& name, const ValuesAt& at) {
   OutputCheck c;
-  int64_t first = -1;
-  int64_t unwritten = CountUnwritten(dtype, data, ref, &first);
-  std::vector<double> got = ToDouble(dtype, data, static_cast<int64_t>(ref.size()));
-  if (unwritten > 0) {
-    c.message = absl::StrCat(name, ": ", unwritten, " of ", ref.size(),
-                             " elements not written (first at ", first, ")");
+  const ErrorStats& s = stats.err;
+  if (stats.unwritten > 0) {
+    c.message = absl::StrCat(name, ": ", stats.unwritten, " of ", n,
+                             " elements not written (first at ", stats.first_unwritten, ")");
     return c;
   }
-  ErrorStats s = CompareToReference(dtype, data, ref);
   c.max_abs_err = s.max_abs_err;
   if (s.special_mismatches > 0) {
-    size_t i = static_cast<size_t>(s.first_special_mismatch);
+    auto [got, want] = at(s.first_special_mismatch);
     c.message = absl::StrFormat(
         "%s: NaN/inf positions differ at %d elements (first at %d: got %g, want %g)", name,
-        s.special_mismatches, s.first_special_mismatch, got[i], ref[i]);
+        s.special_mismatches, s.first_special_mismatch, got, want);
     return c;
   }
   double tol = Tolerance(dtype, eager_max_err, s.max_abs_ref, slack);
   if (s.max_abs_err > tol) {
-    size_t i = static_cast<size_t>(s.worst_index);
+    auto [got, want] = at(s.worst_index);
     c.message = absl::StrFormat(
         "%s: max abs error %.3g at element %d (got %.8g, want %.8g) exceeds tolerance %.3g "
         "(eager error %.3g x slack %g + 4 eps x max|ref| %.3g)",
-        name, s.max_abs_err, s.worst_index, got[i], ref[i], tol, eager_max_err, slack,
-        s.max_abs_ref);
+        name, s.max_abs_err, s.worst_index, got, want, tol, eager_max_err, slack, s.max_abs_ref);
     return c;
   }
   c.ok = true;
   c.message = absl::StrFormat("%s: max abs error %.3g (tolerance %.3g)", name, s.max_abs_err, tol);
   return c;
+}
+
+OutputCheck CheckOutput(DType dtype, const void* data, absl::Span<const double> ref,
+                        double eager_max_err, double slack, const std::string& name) {
+  CompareStats s = CompareOnHost(dtype, data, ref);
+  return JudgeOutput(dtype, s, static_cast<int64_t>(ref.size()), eager_max_err, slack, name,
+                     [&](int64_t i) {
+                       return std::make_pair(ElementToDouble(dtype, data, i),
+                                             ref[static_cast<size_t>(i)]);
+                     });
+}
+
+PrepStats PrepareReference(DType eager_dtype, const void* eager, absl::Span<double> ref) {
+  PrepStats p;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    unsigned char bytes[8];
+    std::memcpy(bytes, &ref[i], 8);
+    bool all = true;
+    for (unsigned char b : bytes) all = all && b == kPoisonByte;
+    if (all && p.ref_unwritten++ == 0) p.first_ref_unwritten = static_cast<int64_t>(i);
+  }
+  p.eager_unwritten = CountUnwritten(eager_dtype, eager, ref, &p.first_eager_unwritten);
+  std::vector<double> e = ToDouble(eager_dtype, eager, static_cast<int64_t>(ref.size()));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    bool special = !std::isfinite(ref[i]) || !std::isfinite(e[i]);
+    bool same = (std::isnan(ref[i]) && std::isnan(e[i])) || ref[i] == e[i];
+    if (special && !same) ref[i] = e[i];
+  }
+  return p;
 }
 
 }  // namespace kfuse

@@ -1,6 +1,9 @@
-// Is a candidate's output right? Host-side comparison of a kernel's output
-// against the float64 reference, with eager PyTorch's own error as the
-// yardstick, so a fused kernel is held to the accuracy users already accept.
+// Is a candidate's output right? Comparison of a kernel's output against the
+// float64 reference, with eager PyTorch's own error as the yardstick, so a
+// fused kernel is held to the accuracy users already accept. The host
+// functions here are the reference semantics; the worker computes the same
+// CompareStats/PrepStats on the GPU (tuner/worker_kernels.h) and judges them
+// with JudgeOutput.
 //
 //   std::vector<double> ref = ...;                        // reference64 output
 //   ErrorStats eager = CompareToReference(DType::kBF16, eager_bytes, ref);
@@ -10,7 +13,9 @@
 #define KFUSE_TUNER_CHECK_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -24,6 +29,8 @@ inline constexpr unsigned char kPoisonByte = 0xFF;
 
 // Decodes `n` elements of `dtype` (f16/bf16 decoded exactly) to double.
 std::vector<double> ToDouble(DType dtype, const void* data, int64_t n);
+// Element i alone.
+double ElementToDouble(DType dtype, const void* data, int64_t i);
 
 // Machine epsilon of a dtype: 2^-23 f32, 2^-10 f16, 2^-7 bf16, 2^-52 f64,
 // 0 for integers and bool (which must match exactly unless eager differs).
@@ -64,6 +71,38 @@ OutputCheck CheckOutput(DType dtype, const void* data, absl::Span<const double> 
 // *first (if not null), or -1.
 int64_t CountUnwritten(DType dtype, const void* data, absl::Span<const double> ref,
                        int64_t* first = nullptr);
+
+// Everything a verdict on one output needs: CompareToReference's stats and
+// CountUnwritten's count. What the GPU comparison returns.
+struct CompareStats {
+  ErrorStats err;
+  int64_t unwritten = 0;
+  int64_t first_unwritten = -1;
+};
+
+// CompareToReference + CountUnwritten on the host.
+CompareStats CompareOnHost(DType dtype, const void* data, absl::Span<const double> ref);
+
+// (got, want) at element i, for messages.
+using ValuesAt = std::function<std::pair<double, double>(int64_t)>;
+
+// CheckOutput's verdict from stats over `n` elements: unwritten first, then
+// NaN/inf positions, then the max-abs error against Tolerance().
+OutputCheck JudgeOutput(DType dtype, const CompareStats& s, int64_t n, double eager_max_err,
+                        double slack, const std::string& name, const ValuesAt& at);
+
+// Before candidates are judged: unwritten reference elements (all bytes
+// 0xFF in the f64 output), unwritten eager elements (CountUnwritten against
+// the unadjusted reference), then, where eager's rounding made an inf or NaN
+// the reference does not have (or the reverse), the reference takes eager's
+// value so candidates are held to eager there.
+struct PrepStats {
+  int64_t ref_unwritten = 0;
+  int64_t first_ref_unwritten = -1;
+  int64_t eager_unwritten = 0;
+  int64_t first_eager_unwritten = -1;
+};
+PrepStats PrepareReference(DType eager_dtype, const void* eager, absl::Span<double> ref);
 
 // Float <-> 16-bit conversions (round to nearest even), used to make inputs.
 uint16_t FloatToHalf(float f);

@@ -1,5 +1,6 @@
 #include "tuner/runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <utility>
@@ -11,6 +12,8 @@
 
 namespace kfuse {
 namespace {
+
+constexpr int kMaxRepeats = 10000;
 
 absl::Status ValidateKernel(const CompiledKernel& k, const std::string& name, const CheckTask& t) {
   auto bad = [&](const std::string& why) {
@@ -58,9 +61,13 @@ absl::Status ValidateTask(const CheckTask& t) {
   }
   if (!(t.slack >= 1)) return absl::InvalidArgumentError("slack must be >= 1");
   if (!(t.watchdog_seconds > 0)) return absl::InvalidArgumentError("watchdog_seconds must be > 0");
-  if (t.timing.repeats < 1 || t.timing.warmup < 0 || !(t.timing.max_seconds > 0)) {
-    return absl::InvalidArgumentError("timing: repeats >= 1, warmup >= 0, max_seconds > 0");
+  if (t.timing.repeats < 1 || t.timing.repeats > kMaxRepeats || t.timing.min_repeats < 1 ||
+      t.timing.warmup < 0 || t.timing.warmup > kMaxRepeats || !(t.timing.max_seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "timing: repeats in [1, ", kMaxRepeats, "], warmup in [0, ", kMaxRepeats,
+        "], min_repeats >= 1, max_seconds > 0"));
   }
+  if (!(t.budget_seconds >= 0)) return absl::InvalidArgumentError("budget_seconds must be >= 0");
   for (size_t i = 0; i < t.candidates.size(); ++i) {
     KFUSE_RETURN_IF_ERROR(ValidateKernel(t.candidates[i], absl::StrCat("candidates[", i, "]"), t));
   }
@@ -72,9 +79,11 @@ int64_t TaskDeviceBytes(const CheckTask& t, int64_t l2_bytes) {
   int64_t total = 0;
   for (const BufferSpec& b : t.inputs) total += b.elements * DTypeBytes(b.dtype);
   for (const BufferSpec& b : t.outputs) total += b.elements * (DTypeBytes(b.dtype) + 8);
-  if (t.timing.flush_l2) total += std::max<int64_t>(2 * l2_bytes, 1 << 20);
+  if (t.timing.flush_l2) total += L2FlushBytes(l2_bytes);
   return total;
 }
+
+int64_t L2FlushBytes(int64_t l2_bytes) { return std::max<int64_t>(2 * l2_bytes, 256'000'000); }
 
 WorkerRunner::WorkerRunner(WorkerOptions opts) : opts_(std::move(opts)) {
   if (opts_.worker_path.empty()) opts_.worker_path = DefaultWorkerPath();
@@ -169,7 +178,18 @@ absl::StatusOr<std::vector<Trial>> WorkerRunner::Run(
     if (on_trial) on_trial(trials[next]);
     ++next;
   };
+  const auto run_start = std::chrono::steady_clock::now();
   while (next < n) {
+    if (task_in.budget_seconds > 0) {
+      std::chrono::duration<double> spent = std::chrono::steady_clock::now() - run_start;
+      req.budget_left_seconds = std::max(0.0, task_in.budget_seconds - spent.count());
+      // After a restart with nothing left: the seed was timed, skip the rest
+      // without starting a worker.
+      if (next > 0 && req.budget_left_seconds <= 0) {
+        while (next < n) finish(Outcome::kSkipped, kBudgetSpentMessage);
+        break;
+      }
+    }
     KFUSE_RETURN_IF_ERROR(EnsureStartedLocked());
     req.first_candidate = next;
     if (!worker_->Send(kMsgRun, EncodeRunRequest(req)).ok()) {

@@ -42,11 +42,20 @@ struct BufferSpec {
   InputDomain domain = InputDomain::kAny;  // Inputs only.
 };
 
+// How a candidate is timed, as triton's do_bench does (the benchmark's
+// yardstick): every timed launch is preceded by an L2 flush (a memset of
+// max(2 x L2, 256 MB)) and bracketed by events around the launch alone; the
+// launches are enqueued back to back and synchronized once; the median of the
+// samples is the candidate's time, and every sample is kept.
 struct TimingOptions {
-  int warmup = 3;
-  int repeats = 30;
+  int warmup = 3;  // Flush + launch pairs, timed together to estimate a repeat.
+  // At most this many timed launches. Between min_repeats and repeats, the
+  // count fills the candidate's share of the task's budget
+  // (CheckTask::budget_seconds), or max_seconds when it has none.
+  int repeats = 100;
   double max_seconds = 1.0;  // Per candidate: fewer repeats past this (at least 1).
-  bool flush_l2 = true;      // Overwrite 2x L2 before every timed launch.
+  bool flush_l2 = true;
+  int min_repeats = 10;
 };
 
 // One kernel's candidates and how to judge them. Params of every kernel here
@@ -66,6 +75,11 @@ struct CheckTask {
   // A candidate that has not finished (launch, check and timing) this long
   // after the timing budget is kTimeout; the worker is killed and restarted.
   double watchdog_seconds = 10.0;
+  // Wall time for the whole Run (inputs, references, checks, timing); 0: no
+  // limit. Candidate 0 (the seed) is always checked and timed; a later
+  // candidate not started when the budget is spent is kSkipped ("tuning
+  // budget spent"), and each one's timing fills its share of what is left.
+  double budget_seconds = 0;
 };
 
 class Runner {
@@ -123,13 +137,19 @@ class WorkerRunner : public Runner {
 };
 
 // Device bytes `task` allocates in the worker: inputs, candidate outputs,
-// f64 reference outputs, eager outputs, and the L2 flush buffer (2 x l2_bytes
-// when timing.flush_l2). What the memory budget is compared against.
+// f64 reference outputs, eager outputs, and the L2 flush buffer
+// (L2FlushBytes when timing.flush_l2). What the memory budget is compared
+// against.
 int64_t TaskDeviceBytes(const CheckTask& task, int64_t l2_bytes);
+
+// The L2 flush buffer: max(2 x l2_bytes, 256 MB), so it evicts any L2 and is
+// at least what triton's do_bench zeroes.
+int64_t L2FlushBytes(int64_t l2_bytes);
 
 // InvalidArgument naming the field when the task cannot be run: no
 // candidates, a buffer param out of range, an unevaluable grid, mismatched
-// output counts, non-positive sizes, slack < 1, watchdog <= 0.
+// output counts, non-positive sizes, slack < 1, watchdog <= 0, timing
+// counts out of range, a negative budget.
 absl::Status ValidateTask(const CheckTask& task);
 
 }  // namespace kfuse

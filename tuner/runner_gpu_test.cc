@@ -59,6 +59,16 @@ extern "C" __global__ void logf_f64(const float* a, const float* b, double* out,
 extern "C" __global__ void logf_nonan(const float* a, const float* b, float* out, long long n) {
   IDX out[i] = a[i] < 0 ? 0.f : logf(a[i]) + b[i];
 }
+// Three outputs of one input, as bench case three_outputs_f32.
+extern "C" __global__ void three(const float* x, float* o0, float* o1, float* o2, long long n) {
+  IDX float v = x[i];
+  o0[i] = fmaxf(v, 0.f); o1[i] = 1.f / (1.f + expf(-v)); o2[i] = v * v;
+}
+extern "C" __global__ void three_f64(const float* x, double* o0, double* o1, double* o2,
+                                     long long n) {
+  IDX double v = x[i];
+  o0[i] = v > 0 ? v : 0.0; o1[i] = 1.0 / (1.0 + exp(-v)); o2[i] = v * v;
+}
 extern "C" __global__ void logf_fast(const float* a, const float* b, float* out, long long n) {
   IDX out[i] = __logf(a[i]) + b[i];
 }
@@ -272,6 +282,86 @@ TEST(RunnerGpuTest, FailingReferenceIsAnErrorAndTheRunnerRecovers) {
   absl::StatusOr<std::vector<Trial>> ok = r->Run(Task({"add"}), nullptr);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(Outcomes(*ok), (std::vector<Outcome>{Outcome::kOk})) << Describe(*ok);
+}
+
+// Regression (bench/results/h200-run1, three_outputs_f32): "reference64
+// kernel left 134217728 elements of output 1 unwritten". The poison memsets
+// ran on the legacy stream, the kernels on a non-blocking one: nothing
+// ordered them, and a 1 GiB poison could land after the kernel's writes.
+TEST(RunnerGpuTest, ThreeLargeOutputsAreAllWritten) {
+  REQUIRE_GPU();
+  auto r = MakeRunner();
+  ASSERT_NE(r, nullptr);
+  const int64_t n = int64_t{1} << 27;
+  auto three = [&](const std::string& entry) {
+    CompiledKernel k = Kernel(entry);
+    k.spec.params = {KernelParam::Buffer({BufferRef::Kind::kInput, 0}),
+                     KernelParam::Buffer({BufferRef::Kind::kOutput, 0}),
+                     KernelParam::Buffer({BufferRef::Kind::kOutput, 1}),
+                     KernelParam::Buffer({BufferRef::Kind::kOutput, 2}),
+                     KernelParam::Scalar(SizeExpr::Symbol(0), DType::kI64)};
+    return k;
+  };
+  CheckTask task;
+  task.candidates = {three("three"), three("three")};
+  task.reference64 = three("three_f64");
+  task.eager = three("three");
+  task.symbol_values = {n};
+  task.inputs = {{DType::kF32, n, InputDomain::kAny}};
+  task.outputs = {{DType::kF32, n}, {DType::kF32, n}, {DType::kF32, n}};
+  for (int round = 0; round < 3; ++round) {
+    auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<Trial>> trials = r->Run(task, nullptr);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(trials.ok()) << trials.status();
+    EXPECT_EQ(Outcomes(*trials), (std::vector<Outcome>{Outcome::kOk, Outcome::kOk}))
+        << Describe(*trials);
+    std::printf("three outputs of 2^27 f32, 2 candidates: %.2f s, median %.1f us\n%s", secs,
+                (*trials)[0].median_seconds * 1e6, Describe(*trials).c_str());
+  }
+}
+
+// The issue's target, on the runner's side: 14 candidates of a 128M-element
+// kernel checked and timed within a 1 s budget (compiling takes the other
+// half of `--budget 2`). The seed is always timed; late ones may be skipped.
+TEST(RunnerGpuTest, LargeTaskFitsItsBudget) {
+  REQUIRE_GPU();
+  auto r = MakeRunner();
+  ASSERT_NE(r, nullptr);
+  CheckTask task = Task(std::vector<std::string>(14, "add"), int64_t{1} << 27);
+  task.timing = TimingOptions{};  // The defaults the search uses: 10..100 repeats.
+  task.budget_seconds = 1.0;
+  auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<Trial>> trials = r->Run(task, nullptr);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  std::printf("14 x add 2^27 f32 in %.2f s (budget 1 s)\n", secs);
+  int ok = 0;
+  for (const Trial& t : *trials) {
+    std::printf("  %s: median %.1f us over %zu samples\n", std::string(OutcomeName(t.outcome)).c_str(),
+                t.median_seconds * 1e6, t.samples_seconds.size());
+    ok += t.outcome == Outcome::kOk;
+    EXPECT_TRUE(t.outcome == Outcome::kOk || t.outcome == Outcome::kSkipped) << Describe(*trials);
+  }
+  EXPECT_EQ((*trials)[0].outcome, Outcome::kOk);
+  EXPECT_GE((*trials)[0].samples_seconds.size(), 10u);
+  EXPECT_GE(ok, 4) << Describe(*trials);
+  EXPECT_LT(secs, 1.6) << Describe(*trials);
+}
+
+TEST(RunnerGpuTest, SpentBudgetTimesTheSeedAndSkipsTheRest) {
+  REQUIRE_GPU();
+  auto r = MakeRunner();
+  ASSERT_NE(r, nullptr);
+  CheckTask task = Task({"add", "add", "add", "add"}, 1 << 24);
+  task.budget_seconds = 1e-3;  // Spent before the first candidate starts.
+  absl::StatusOr<std::vector<Trial>> trials = r->Run(task, nullptr);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ(Outcomes(*trials), (std::vector<Outcome>{Outcome::kOk, Outcome::kSkipped,
+                                                     Outcome::kSkipped, Outcome::kSkipped}))
+      << Describe(*trials);
+  EXPECT_EQ((*trials)[0].samples_seconds.size(), 10u);  // min(min_repeats, repeats).
+  EXPECT_THAT((*trials)[1].message, HasSubstr("budget"));
 }
 
 TEST(RunnerGpuTest, MeasureCeilings) {

@@ -60,6 +60,9 @@ TEST(RunnerTest, ValidateTaskRejectsBadTasks) {
       {"slack < 1", [](CheckTask& t) { t.slack = 0.5; }, "slack"},
       {"watchdog", [](CheckTask& t) { t.watchdog_seconds = 0; }, "watchdog"},
       {"repeats", [](CheckTask& t) { t.timing.repeats = 0; }, "repeats"},
+      {"too many repeats", [](CheckTask& t) { t.timing.repeats = 1 << 20; }, "repeats"},
+      {"min repeats", [](CheckTask& t) { t.timing.min_repeats = 0; }, "min_repeats"},
+      {"budget", [](CheckTask& t) { t.budget_seconds = -1; }, "budget_seconds"},
       {"unbound symbol", [](CheckTask& t) { t.symbol_values.clear(); }, "candidates[0]"},
       {"missing buffer", [](CheckTask& t) { t.candidates[1].spec.params[1].buffer.index = 3; },
        "candidates[1]: params[1]"},
@@ -77,10 +80,16 @@ TEST(RunnerTest, ValidateTaskRejectsBadTasks) {
 
 TEST(RunnerTest, TaskDeviceBytesCountsEveryBuffer) {
   CheckTask t = GoodTask();
-  // 1000 f32 in, 1000 bf16 out + 1000 f64 reference, 2 x 50 MB flush.
-  EXPECT_EQ(TaskDeviceBytes(t, 50'000'000), 4000 + 2000 + 8000 + 100'000'000);
+  // 1000 f32 in, 1000 bf16 out + 1000 f64 reference, 2 x 150 MB flush.
+  EXPECT_EQ(TaskDeviceBytes(t, 150'000'000), 4000 + 2000 + 8000 + 300'000'000);
+  // A small L2 still gets do_bench's 256 MB flush.
+  EXPECT_EQ(TaskDeviceBytes(t, 50'000'000), 4000 + 2000 + 8000 + 256'000'000);
+  EXPECT_EQ(L2FlushBytes(60 << 20), 256'000'000);
   t.timing.flush_l2 = false;
   EXPECT_EQ(TaskDeviceBytes(t, 50'000'000), 14000);
+  // Three f32 outputs: each has its f64 reference (the three-outputs case).
+  t.outputs = {{DType::kF32, 1000}, {DType::kF32, 1000}, {DType::kF32, 1000}};
+  EXPECT_EQ(TaskDeviceBytes(t, 50'000'000), 4000 + 3 * (4000 + 8000));
 }
 
 TEST(RunnerTest, RandomInputsFollowTheirDomainAndAreNeverZero) {
@@ -120,6 +129,21 @@ TEST(RunnerTest, RandomInputsFollowTheirDomainAndAreNeverZero) {
     // Same seed, same data; another stream (input), other data.
     EXPECT_EQ(RandomInput(spec, 42, 0), bytes);
     EXPECT_NE(RandomInput(spec, 42, 1), bytes);
+    EXPECT_NE(RandomInput(spec, 43, 0), bytes);
+    // Counter-based: a prefix is the same data (how the GPU can make it).
+    BufferSpec shorter = spec;
+    shorter.elements = 100;
+    EXPECT_EQ(RandomInput(shorter, 42, 0), bytes.substr(0, 100 * DTypeBytes(c.dtype)));
+  }
+}
+
+TEST(RunnerTest, RandomInputOfOneElementIsNotZero) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kBool,
+                  DType::kF64}) {
+    for (uint64_t seed = 1; seed < 200; ++seed) {
+      std::string b = RandomInput({t, 1, InputDomain::kAny}, seed, 0);
+      EXPECT_NE(ToDouble(t, b.data(), 1)[0], 0) << DTypeName(t) << " seed " << seed;
+    }
   }
 }
 

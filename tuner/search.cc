@@ -21,6 +21,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A budget already spent by compiling still runs (and times) the seed: 0
+// would mean "no limit" to the runner.
+constexpr double kLeastRunBudget = 1e-3;
+
 // What the search needs from a family's generator. Families slot in here.
 struct FamilyGenerator {
   Family family;
@@ -327,9 +331,12 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   task.outputs = buffers.outputs;
   task.symbol_values = symbols;
   task.slack = opts.slack;
-  const double left = std::max(0.0, opts.budget_seconds - Since(start));
-  task.timing.max_seconds =
-      std::clamp(left / static_cast<double>(task.candidates.size()), 0.02, 1.0);
+  // The runner gets what is left of the budget for inputs, references,
+  // checks and timing; it always times the seed, skips candidates it cannot
+  // start in time, and spreads the rest over the others' timing.
+  const double left = opts.budget_seconds - Since(start);
+  task.budget_seconds = std::max(left, kLeastRunBudget);
+  task.timing.max_seconds = std::clamp(left, 0.05, 1.0);
   std::vector<CompiledKernel> kernels = task.candidates;  // Unmapped, to return.
   KFUSE_RETURN_IF_ERROR(buffers.Apply(task.reference64.spec));
   KFUSE_RETURN_IF_ERROR(buffers.Apply(task.eager.spec));

@@ -46,8 +46,11 @@ enum class TuneMode {
 
 struct TuneOptions {
   TuneMode mode = TuneMode::kQuick;
-  // Wall time for compiling and timing. Compiling stops starting new work at
-  // half of it; the rest is shared among the candidates' timing.
+  // Wall time for the whole tuning: compiling, then running. Compiling stops
+  // starting new batches at half of it; what is left goes to the runner
+  // (CheckTask::budget_seconds), which always times the seed, records
+  // candidates it cannot start in time as kSkipped, and shares the rest
+  // among the candidates' timing.
   double budget_seconds = 2.0;
   std::string arch = "sm_90";
   // Unset (not measured, all zero): nominal ceilings for `arch`.

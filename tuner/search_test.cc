@@ -45,6 +45,22 @@ Fixture ReluChain(int64_t n = 1 << 24, DType t = DType::kF32) {
   return Fixture{*v, p->kernels[0]};
 }
 
+// bench/gpu/cases/three_outputs_f32: relu(x), sigmoid(x), x * x of one f32 x.
+Fixture ThreeOutputs(int64_t n = int64_t{1} << 27) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(n)}});
+  c.outputs.push_back(c.AddOp(OpKind::kRelu, {x}));
+  c.outputs.push_back(c.AddOp(OpKind::kSigmoid, {x}));
+  c.outputs.push_back(c.AddOp(OpKind::kMul, {x, x}));
+  c.input_names = {"x"};
+  c.output_names = {"relu", "sigmoid", "square"};
+  absl::StatusOr<Chain> v = Validate(c);
+  KFUSE_CHECK(v.ok());
+  absl::StatusOr<Partition> p = PartitionChain(*v);
+  KFUSE_CHECK(p.ok() && p->kernels.size() == 1);
+  return Fixture{*v, p->kernels[0]};
+}
+
 class FakeCompiler : public Compiler {
  public:
   absl::StatusOr<CompiledKernel> Compile(const KernelSpec& spec, const CompileOptions& opts,
@@ -78,14 +94,25 @@ class FakeRunner : public Runner {
   absl::StatusOr<std::vector<Trial>> Run(
       const CheckTask& task, const std::function<void(const Trial&)>& on_trial) override {
     last_task_ = task;
+    run_at_ = std::chrono::steady_clock::now();
     if (!fail_.ok()) return fail_;
     std::vector<Trial> out;
+    double spent = 0;  // Simulated, when cost_seconds_ > 0: WorkerRunner's budget rule.
     for (const CompiledKernel& k : task.candidates) {
       Script s;
       auto it = script_.find(k.spec.variant.ToString());
       if (it != script_.end()) s = it->second;
       Trial t;
       t.variant = k.spec.variant;
+      if (cost_seconds_ > 0 && !out.empty() && task.budget_seconds > 0 &&
+          spent >= task.budget_seconds) {
+        t.outcome = Outcome::kSkipped;
+        t.message = "tuning budget spent before this candidate started";
+        if (on_trial) on_trial(t);
+        out.push_back(t);
+        continue;
+      }
+      spent += cost_seconds_;
       t.outcome = s.outcome;
       t.median_seconds = s.seconds;
       t.samples_seconds = {s.seconds};
@@ -99,7 +126,9 @@ class FakeRunner : public Runner {
 
   std::map<std::string, Script> script_;
   absl::Status fail_;
+  double cost_seconds_ = 0;  // > 0: each run candidate spends this much budget.
   CheckTask last_task_;
+  std::chrono::steady_clock::time_point run_at_;
 };
 
 std::string FastSource(const Fixture& f, const Variant& v) {
@@ -242,6 +271,110 @@ TEST(TuneKernelTest, BudgetBoundsCandidates) {
   EXPECT_GE(r->trials.size(), 1u);
   EXPECT_LT(r->trials.size(), all->size());
   EXPECT_TRUE(r->tuned);
+}
+
+TEST(TuneKernelTest, RunnerGetsWhatIsLeftOfTheBudget) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  compiler.delay_ms_ = 30;
+  FakeRunner runner;
+  TuneOptions o = Opts(TuneMode::kFull);
+  o.budget_seconds = 2.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<TuneResult> r = TuneKernel(f.chain, f.group, o, compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double before_run = std::chrono::duration<double>(runner.run_at_ - t0).count();
+  const CheckTask& task = runner.last_task_;
+  // Compiling took some of it (30 ms per batch of 2); the runner got the rest.
+  EXPECT_GT(before_run, 0.03);
+  EXPECT_LE(task.budget_seconds, o.budget_seconds - 0.03);
+  EXPECT_NEAR(task.budget_seconds, o.budget_seconds - before_run, 0.05);
+  EXPECT_LE(task.timing.max_seconds, 1.0);
+  EXPECT_GE(task.timing.max_seconds, 0.05);
+  EXPECT_EQ(task.timing.min_repeats, 10);
+  EXPECT_EQ(task.timing.repeats, 100);
+}
+
+TEST(TuneKernelTest, SkippedForBudgetAreRecordedAndNeverWin) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  runner.cost_seconds_ = 0.8;  // Of ~2 s: candidates 0, 1 and 2 start in time.
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kFull, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok());
+  ASSERT_GE(cands->size(), 6u);
+  runner.script_[(*cands)[1].ToString()] = {Outcome::kOk, 0.8e-3};
+  runner.script_[(*cands)[5].ToString()] = {Outcome::kOk, 0.1e-3};  // Fastest, but too late.
+  TuneOptions o = Opts(TuneMode::kFull);
+  o.budget_seconds = 2.0;  // Compiling (fake) takes next to nothing of it.
+  absl::StatusOr<TuneResult> r = TuneKernel(f.chain, f.group, o, compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->trials.size(), cands->size());
+  int skipped = 0;
+  for (const Trial& t : r->trials) {
+    if (t.outcome != Outcome::kSkipped) continue;
+    ++skipped;
+    EXPECT_THAT(t.message, HasSubstr("budget"));
+  }
+  EXPECT_EQ(skipped, static_cast<int>(cands->size()) - 3);
+  EXPECT_EQ(r->trials[5].outcome, Outcome::kSkipped);
+  EXPECT_TRUE(r->tuned);
+  EXPECT_EQ(r->best, (*cands)[1]);
+}
+
+TEST(TuneKernelTest, BudgetSpentCompilingStillRunsTheSeed) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  compiler.delay_ms_ = 60;
+  FakeRunner runner;
+  runner.cost_seconds_ = 0.01;
+  TuneOptions o = Opts(TuneMode::kFull);
+  o.budget_seconds = 0.05;  // The three kernels that are always compiled take longer.
+  o.compile_threads = 1;
+  absl::StatusOr<TuneResult> r = TuneKernel(f.chain, f.group, o, compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Not 0, which would mean "no limit": the smallest budget, so the runner
+  // times the seed and skips whatever else got compiled.
+  EXPECT_GT(runner.last_task_.budget_seconds, 0);
+  EXPECT_LE(runner.last_task_.budget_seconds, 0.01);
+  ASSERT_GE(r->trials.size(), 1u);
+  EXPECT_EQ(r->trials[0].outcome, Outcome::kOk);
+  EXPECT_TRUE(r->tuned);
+}
+
+// The task for several outputs (bench/results/h200-run1 three_outputs_f32):
+// one BufferSpec per output in order, every kernel's output params naming
+// them 0, 1, 2, and device bytes for three f32 outputs plus three f64
+// references. (The failure there was stream ordering in the worker; this
+// pins the host side of the task.)
+TEST(TuneKernelTest, ThreeOutputsMapToThreeBuffers) {
+  Fixture f = ThreeOutputs();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const CheckTask& task = runner.last_task_;
+  const int64_t n = int64_t{1} << 27;
+  ASSERT_EQ(task.inputs.size(), 1u);
+  ASSERT_EQ(task.outputs.size(), 3u);
+  for (const BufferSpec& b : task.outputs) {
+    EXPECT_EQ(b.dtype, DType::kF32);
+    EXPECT_EQ(b.elements, n);
+  }
+  auto outputs_of = [](const CompiledKernel& k) {
+    std::vector<uint32_t> idx;
+    for (const KernelParam& p : k.spec.params)
+      if (p.kind == KernelParam::Kind::kBuffer && p.buffer.kind == BufferRef::Kind::kOutput)
+        idx.push_back(p.buffer.index);
+    return idx;
+  };
+  const std::vector<uint32_t> want = {0, 1, 2};
+  EXPECT_EQ(outputs_of(task.reference64), want);
+  EXPECT_EQ(outputs_of(task.eager), want);
+  for (const CompiledKernel& k : task.candidates) EXPECT_EQ(outputs_of(k), want);
+  EXPECT_TRUE(ValidateTask(task).ok());
+  EXPECT_EQ(TaskDeviceBytes(task, 60 << 20), 4 * n + 3 * (4 + 8) * n + 256'000'000);
 }
 
 TEST(TuneKernelTest, CompileErrorsAreRecorded) {

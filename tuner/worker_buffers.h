@@ -1,5 +1,7 @@
 // Device buffers for a check task and the random data that fills its inputs,
-// generated on the host from a seed so a run can be repeated.
+// from a seed so a run can be repeated. The worker makes inputs on the GPU
+// (WorkerKernels::FillRandom, the same bytes); RandomInput is the host
+// definition, for tests and small uploads.
 //
 //   std::string bytes = RandomInput({DType::kBF16, 1024, InputDomain::kPositive}, seed, 0);
 //   KFUSE_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Alloc(bytes.size()));
@@ -17,10 +19,12 @@
 
 namespace kfuse {
 
-// Host bytes for one input: kAny roughly normal (sd 1), kPositive uniform
-// (0.1, 4), kUnit uniform (-1, 1); f16/bf16 rounded from float; integers
-// small (-8..8, 1..8 for kPositive, -1..1 for kUnit); bool 0/1. `stream`
-// separates the inputs of one task (input index).
+// Host bytes for one input: kAny roughly normal (Irwin-Hall, sd 1, within
+// +-3.47), kPositive uniform [0.1, 4), kUnit uniform [-1, 1); f16/bf16
+// rounded from float; integers small (-8..8, 1..8 for kPositive, -1..1 for
+// kUnit); bool 0/1; element 0 never zero. Counter-based
+// (tuner/worker_shared_code.h): element i depends on (seed, stream, i) only.
+// `stream` separates the inputs of one task (input index).
 std::string RandomInput(const BufferSpec& spec, uint64_t seed, uint64_t stream);
 
 // An owned device allocation in the current context.
@@ -36,9 +40,16 @@ class DeviceBuffer {
 
   CUdeviceptr ptr() const { return ptr_; }
   size_t bytes() const { return bytes_; }
+  // Synchronous; the data is on the device when it returns.
   absl::Status Upload(const std::string& host) const;
+  // Synchronous, on the legacy stream: synchronize the stream that wrote
+  // the buffer first.
   absl::StatusOr<std::string> Download() const;
+  absl::Status CopyOut(size_t offset, void* dst, size_t bytes) const;
+  // On the legacy stream, asynchronous to the host: only ordered with work
+  // on blocking streams. Prefer FillAsync on the stream that uses the buffer.
   absl::Status Fill(unsigned char byte) const;
+  absl::Status FillAsync(unsigned char byte, CUstream stream) const;
 
  private:
   CUdeviceptr ptr_ = 0;

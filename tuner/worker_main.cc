@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "tuner/ceilings.h"
 #include "tuner/cuda/device.h"
 #include "tuner/cuda/driver.h"
+#include "tuner/worker_kernels.h"
 #include "tuner/worker_protocol.h"
 #include "tuner/worker_task.h"
 #include "tuner/worker_wire.h"
@@ -53,11 +55,15 @@ bool ParseArgs(int argc, char** argv, Args* a) {
   return a->fd >= 0;
 }
 
-// The GPU state of this process, made on kHello.
+// The GPU state of this process, made on kHello. Members are destroyed in
+// reverse: the helper kernels before the context.
 struct Gpu {
   DeviceFingerprint device;
   std::optional<ScopedPrimaryContext> ctx;
   CUstream stream = nullptr;
+  // Compiled on kHello (NVRTC, a few hundred ms), not in a task's budget.
+  absl::StatusOr<std::unique_ptr<WorkerKernels>> kernels =
+      absl::FailedPreconditionError("no hello yet");
 };
 
 absl::Status Init(int ordinal, Gpu* gpu) {
@@ -65,7 +71,15 @@ absl::Status Init(int ordinal, Gpu* gpu) {
   KFUSE_ASSIGN_OR_RETURN(ScopedPrimaryContext ctx, ScopedPrimaryContext::Create(ordinal));
   gpu->ctx.emplace(std::move(ctx));
   const DriverApi* cu = *LoadDriver();
-  return CuCheck(cu->cuStreamCreate(&gpu->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  // A blocking stream (flags 0): it stays ordered with the legacy stream,
+  // which the synchronous copies and memsets (DeviceBuffer::Upload, Fill,
+  // Download) use. With CU_STREAM_NON_BLOCKING a poison memset of a large
+  // output could land after the kernel that wrote it.
+  KFUSE_RETURN_IF_ERROR(CuCheck(cu->cuStreamCreate(&gpu->stream, 0), "cuStreamCreate"));
+  // A failure here is reported by each task (tuning needs the helpers), not
+  // by hello: the device itself is fine, and ceilings still work.
+  gpu->kernels = WorkerKernels::Create(ArchForDevice(gpu->device));
+  return absl::OkStatus();
 }
 
 int Serve(const Args& args) {
@@ -87,9 +101,11 @@ int Serve(const Args& args) {
         absl::StatusOr<RunRequest> req = DecodeRunRequest(f->payload);
         bool poisoned = false;
         absl::Status s = !req.ok() ? req.status() : init;
+        if (s.ok() && !gpu.kernels.ok()) s = gpu.kernels.status();
         if (s.ok()) {
           s = RunTaskInWorker(
-              *req, gpu.device, gpu.stream, [&] { return SendFrame(args.fd, kMsgReady, ""); },
+              *req, gpu.device, **gpu.kernels, gpu.stream,
+              [&] { return SendFrame(args.fd, kMsgReady, ""); },
               [&](const TrialResult& t) {
                 return SendFrame(args.fd, kMsgTrial, EncodeTrialResult(t));
               },

@@ -239,8 +239,11 @@ std::string EncodeRunRequest(const RunRequest& req) {
   w.F64(t.slack);
   w.U64(t.seed);
   w.F64(t.watchdog_seconds);
+  w.I64(t.timing.min_repeats);
+  w.F64(t.budget_seconds);
   w.U32(req.first_candidate);
   w.I64(req.memory_budget_bytes);
+  w.F64(req.budget_left_seconds);
   return w.data();
 }
 
@@ -261,8 +264,11 @@ absl::StatusOr<RunRequest> DecodeRunRequest(const std::string& payload) {
   t.slack = r.F64();
   t.seed = r.U64();
   t.watchdog_seconds = r.F64();
+  t.timing.min_repeats = static_cast<int>(r.I64());
+  t.budget_seconds = r.F64();
   req.first_candidate = r.U32();
   req.memory_budget_bytes = r.I64();
+  req.budget_left_seconds = r.F64();
   return Done(r, std::move(req));
 }
 

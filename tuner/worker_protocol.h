@@ -36,10 +36,16 @@ enum WorkerMsg : uint32_t {
   kMsgReady = 8,  // Worker: inputs made, references run; candidates follow.
 };
 
+// The message of a candidate skipped because CheckTask::budget_seconds ran out.
+inline constexpr char kBudgetSpentMessage[] = "tuning budget spent before this candidate started";
+
 struct RunRequest {
   CheckTask task;
   uint32_t first_candidate = 0;  // Candidates before this were already run.
   int64_t memory_budget_bytes = 0;
+  // What is left of task.budget_seconds when this request is sent (a
+  // restarted worker gets less); < 0: no limit.
+  double budget_left_seconds = -1;
 };
 
 // What the worker measures for one candidate; the parent adds the variant,

@@ -87,7 +87,9 @@ TEST(WorkerProtocolTest, RunRequestRoundTrips) {
   req.task.inputs = {{DType::kBF16, 100, InputDomain::kPositive},
                      {DType::kI32, 5, InputDomain::kUnit}};
   req.task.outputs = {{DType::kF32, 100, InputDomain::kAny}};
-  req.task.timing = {5, 50, 0.25, false};
+  req.task.timing = {5, 50, 0.25, false, 7};
+  req.task.budget_seconds = 1.75;
+  req.budget_left_seconds = 0.5;
   req.task.slack = 3.5;
   req.task.seed = 0xDEADBEEFCAFEull;
   req.task.watchdog_seconds = 4.5;
@@ -111,6 +113,9 @@ TEST(WorkerProtocolTest, RunRequestRoundTrips) {
   EXPECT_EQ(got->task.timing.repeats, 50);
   EXPECT_EQ(got->task.timing.max_seconds, 0.25);
   EXPECT_FALSE(got->task.timing.flush_l2);
+  EXPECT_EQ(got->task.timing.min_repeats, 7);
+  EXPECT_EQ(got->task.budget_seconds, 1.75);
+  EXPECT_EQ(got->budget_left_seconds, 0.5);
   EXPECT_EQ(got->task.slack, 3.5);
   EXPECT_EQ(got->task.seed, req.task.seed);
   EXPECT_EQ(got->task.watchdog_seconds, 4.5);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,40 +14,12 @@
 #include "tuner/cuda/driver.h"
 #include "tuner/worker_buffers.h"
 #include "tuner/worker_launch.h"
+#include "tuner/worker_timing.h"
 
 namespace kfuse {
 namespace {
 
-struct Events {
-  CUevent start = nullptr, end = nullptr;
-  ~Events() {
-    const DriverApi* cu = *LoadDriver();
-    if (start) cu->cuEventDestroy(start);
-    if (end) cu->cuEventDestroy(end);
-  }
-};
-
-// The outcome of one launch followed by a synchronize.
-struct RunResult {
-  Outcome outcome = Outcome::kOk;
-  std::string message;
-};
-
-RunResult FromLaunch(CUresult r, const char* what, bool* poisoned) {
-  if (r == CUDA_SUCCESS) return {};
-  bool sticky = IsStickyError(r);
-  *poisoned = *poisoned || sticky;
-  return {sticky ? Outcome::kFault : Outcome::kLaunchError,
-          std::string(CuCheck(r, what).message())};
-}
-
-// After a launch was accepted, any error at synchronization comes from the
-// kernel: treat it as a fault and the context as unusable.
-RunResult FromSync(CUresult r, const char* what, bool* poisoned) {
-  if (r == CUDA_SUCCESS) return {};
-  *poisoned = true;
-  return {Outcome::kFault, std::string(CuCheck(r, what).message())};
-}
+using Clock = std::chrono::steady_clock;
 
 RunResult LaunchAndSync(const LoadedKernel& k, BoundLaunch& l, CUstream s, bool* poisoned) {
   RunResult r = FromLaunch(LaunchOn(k, l, s), "cuLaunchKernel", poisoned);
@@ -55,8 +27,11 @@ RunResult LaunchAndSync(const LoadedKernel& k, BoundLaunch& l, CUstream s, bool*
   return FromSync((*LoadDriver())->cuStreamSynchronize(s), "kernel execution", poisoned);
 }
 
-absl::Status FillAll(const std::vector<DeviceBuffer>& bufs, unsigned char byte) {
-  for (const DeviceBuffer& b : bufs) KFUSE_RETURN_IF_ERROR(b.Fill(byte));
+// Poison on the stream the kernels run on. (The legacy-stream cuMemsetD8 is
+// not ordered with a non-blocking stream: the poison of a 1 GiB output could
+// land after the kernel wrote it.)
+absl::Status Poison(const std::vector<DeviceBuffer>& bufs, CUstream s) {
+  for (const DeviceBuffer& b : bufs) KFUSE_RETURN_IF_ERROR(b.FillAsync(kPoisonByte, s));
   return absl::OkStatus();
 }
 
@@ -67,75 +42,27 @@ LaunchBuffers Bind(const std::vector<DeviceBuffer>& in, const std::vector<Device
   return b;
 }
 
-// Runs one of our own kernels (reference64, eager) and downloads its outputs.
-// Errors are Internal: without them no candidate can be judged.
-absl::StatusOr<std::vector<std::string>> RunFixed(const char* name, const CompiledKernel& k,
-                                                  const CheckTask& task, const LaunchBuffers& lb,
-                                                  const std::vector<DeviceBuffer>& outs,
-                                                  CUstream stream, bool* poisoned) {
-  auto fail = [&](const std::string& why) {
+// Runs one of our own kernels (reference64, eager) into freshly poisoned
+// outputs. Errors are Internal: without them no candidate can be judged.
+absl::Status RunFixed(const char* name, const CompiledKernel& k, const CheckTask& task,
+                      const LaunchBuffers& lb, const std::vector<DeviceBuffer>& outs,
+                      CUstream stream, bool* poisoned) {
+  auto fail = [&](absl::string_view why) {
     return absl::InternalError(absl::StrCat(name, " kernel ", k.spec.entry, ": ", why));
   };
   absl::StatusOr<LoadedKernel> lk = LoadedKernel::Load(k);
-  if (!lk.ok()) return fail(std::string(lk.status().message()));
+  if (!lk.ok()) return fail(lk.status().message());
   absl::StatusOr<BoundLaunch> bl = BindLaunch(k.spec, task.symbol_values, lb);
-  if (!bl.ok()) return fail(std::string(bl.status().message()));
-  KFUSE_RETURN_IF_ERROR(FillAll(outs, kPoisonByte));
+  if (!bl.ok()) return fail(bl.status().message());
+  KFUSE_RETURN_IF_ERROR(Poison(outs, stream));
   RunResult r = LaunchAndSync(*lk, *bl, stream, poisoned);
   if (r.outcome != Outcome::kOk) return fail(r.message);
-  std::vector<std::string> host;
-  for (const DeviceBuffer& b : outs) {
-    KFUSE_ASSIGN_OR_RETURN(std::string h, b.Download());
-    host.push_back(std::move(h));
-  }
-  return host;
+  return absl::OkStatus();
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Warm-up, then timed launches with events around the kernel only, each
-// preceded by an L2 flush, until `repeats` or the time budget runs out.
-RunResult Time(const LoadedKernel& k, BoundLaunch& l, const TimingOptions& opt,
-               const DeviceBuffer* flush, CUstream s, const Events& ev, bool* poisoned,
-               std::vector<double>* samples) {
-  const DriverApi* cu = *LoadDriver();
-  for (int i = 0; i < opt.warmup; ++i) {
-    RunResult r = FromLaunch(LaunchOn(k, l, s), "cuLaunchKernel (warm-up)", poisoned);
-    if (r.outcome != Outcome::kOk) return r;
-  }
-  RunResult r = FromSync(cu->cuStreamSynchronize(s), "kernel execution (warm-up)", poisoned);
-  if (r.outcome != Outcome::kOk) return r;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < std::max(1, opt.repeats); ++i) {
-    if (flush != nullptr) {
-      r = FromLaunch(
-          cu->cuMemsetD8Async(flush->ptr(), static_cast<unsigned char>(i), flush->bytes(), s),
-          "cuMemsetD8Async (L2 flush)", poisoned);
-      if (r.outcome != Outcome::kOk) return r;
-    }
-    cu->cuEventRecord(ev.start, s);
-    r = FromLaunch(LaunchOn(k, l, s), "cuLaunchKernel (timed)", poisoned);
-    if (r.outcome != Outcome::kOk) return r;
-    cu->cuEventRecord(ev.end, s);
-    r = FromSync(cu->cuEventSynchronize(ev.end), "kernel execution (timed)", poisoned);
-    if (r.outcome != Outcome::kOk) return r;
-    float ms = 0;
-    r = FromLaunch(cu->cuEventElapsedTime(&ms, ev.start, ev.end), "cuEventElapsedTime", poisoned);
-    if (r.outcome != Outcome::kOk) return r;
-    samples->push_back(ms * 1e-3);
-    std::chrono::duration<double> spent = std::chrono::steady_clock::now() - t0;
-    if (spent.count() > opt.max_seconds) break;
-  }
-  return {};
-}
-
-absl::Status SkipAll(const RunRequest& req, const std::string& why, const TrialSink& send) {
-  for (uint32_t i = req.first_candidate; i < req.task.candidates.size(); ++i) {
+absl::Status SkipFrom(uint32_t first, const CheckTask& task, const std::string& why,
+                      const TrialSink& send) {
+  for (uint32_t i = first; i < task.candidates.size(); ++i) {
     TrialResult t;
     t.index = i;
     t.outcome = Outcome::kSkipped;
@@ -145,37 +72,80 @@ absl::Status SkipAll(const RunRequest& req, const std::string& why, const TrialS
   return absl::OkStatus();
 }
 
+// Per output: the reference is complete, eager is complete, the reference
+// is adjusted to eager's NaN/inf, and eager's own error is the yardstick.
+absl::StatusOr<std::vector<double>> PrepareReferences(const CheckTask& task,
+                                                      const WorkerKernels& kernels,
+                                                      const std::vector<DeviceBuffer>& refs,
+                                                      const std::vector<DeviceBuffer>& eager,
+                                                      CUstream stream) {
+  std::vector<double> eager_err;
+  auto internal = [](const absl::Status& s) {
+    return absl::InternalError(absl::StrCat("checking the reference outputs: ", s.message()));
+  };
+  for (size_t j = 0; j < task.outputs.size(); ++j) {
+    const BufferSpec& out = task.outputs[j];
+    absl::StatusOr<PrepStats> p =
+        kernels.Prepare(refs[j].ptr(), eager[j].ptr(), out.dtype, out.elements, stream);
+    if (!p.ok()) return internal(p.status());
+    if (p->ref_unwritten > 0) {
+      return absl::InternalError(absl::StrCat("reference64 kernel left ", p->ref_unwritten,
+                                              " elements of output ", j, " unwritten (first at ",
+                                              p->first_ref_unwritten, ")"));
+    }
+    if (p->eager_unwritten > 0) {
+      return absl::InternalError(absl::StrCat("eager kernel left ", p->eager_unwritten,
+                                              " elements of output ", j, " unwritten (first at ",
+                                              p->first_eager_unwritten, ")"));
+    }
+    absl::StatusOr<CompareStats> e =
+        kernels.Compare(eager[j].ptr(), out.dtype, refs[j].ptr(), out.elements, stream);
+    if (!e.ok()) return internal(e.status());
+    eager_err.push_back(e->err.max_abs_err);
+  }
+  return eager_err;
+}
+
 }  // namespace
 
 absl::Status RunTaskInWorker(const RunRequest& req, const DeviceFingerprint& device,
-                             CUstream stream, const ReadySink& ready, const TrialSink& send,
-                             bool* poisoned) {
+                             const WorkerKernels& kernels, CUstream stream, const ReadySink& ready,
+                             const TrialSink& send, bool* poisoned) {
+  const Clock::time_point received = Clock::now();
   const CheckTask& task = req.task;
   KFUSE_RETURN_IF_ERROR(ValidateTask(task));
   KFUSE_ASSIGN_OR_RETURN(const DriverApi* cu, LoadDriver());
   *poisoned = false;
+  // < 0: no budget.
+  auto budget_left = [&] {
+    if (req.budget_left_seconds < 0) return -1.0;
+    std::chrono::duration<double> spent = Clock::now() - received;
+    return std::max(0.0, req.budget_left_seconds - spent.count());
+  };
 
   int64_t need = TaskDeviceBytes(task, device.l2_bytes);
   size_t free_bytes = 0, total_bytes = 0;
   KFUSE_RETURN_IF_ERROR(CuCheck(cu->cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo"));
   if (req.memory_budget_bytes > 0 && need > req.memory_budget_bytes) {
-    return SkipAll(req,
-                   absl::StrCat("task needs ", need, " device bytes, over the worker's budget of ",
-                                req.memory_budget_bytes),
-                   send);
+    return SkipFrom(req.first_candidate, task,
+                    absl::StrCat("task needs ", need,
+                                 " device bytes, over the worker's budget of ",
+                                 req.memory_budget_bytes),
+                    send);
   }
   if (need > static_cast<int64_t>(free_bytes)) {
-    return SkipAll(req,
-                   absl::StrCat("task needs ", need, " device bytes; only ", free_bytes,
-                                " are free on the GPU"),
-                   send);
+    return SkipFrom(req.first_candidate, task,
+                    absl::StrCat("task needs ", need, " device bytes; only ", free_bytes,
+                                 " are free on the GPU"),
+                    send);
   }
 
+  // Inputs are made on the GPU; nothing of the task's size crosses PCIe.
   std::vector<DeviceBuffer> inputs, ref_outs, outs;
   for (size_t i = 0; i < task.inputs.size(); ++i) {
     const BufferSpec& b = task.inputs[i];
     KFUSE_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Alloc(b.elements * DTypeBytes(b.dtype)));
-    KFUSE_RETURN_IF_ERROR(d.Upload(RandomInput(b, task.seed, i)));
+    KFUSE_RETURN_IF_ERROR(kernels.FillRandom(d, b, task.seed, i, stream));
     inputs.push_back(std::move(d));
   }
   for (const BufferSpec& b : task.outputs) {
@@ -185,59 +155,25 @@ absl::Status RunTaskInWorker(const RunRequest& req, const DeviceFingerprint& dev
     outs.push_back(std::move(o));
   }
   const LaunchBuffers ref_lb = Bind(inputs, ref_outs), lb = Bind(inputs, outs);
-
-  KFUSE_ASSIGN_OR_RETURN(
-      std::vector<std::string> ref_host,
+  KFUSE_RETURN_IF_ERROR(
       RunFixed("reference64", task.reference64, task, ref_lb, ref_outs, stream, poisoned));
-  KFUSE_ASSIGN_OR_RETURN(std::vector<std::string> eager_host,
-                         RunFixed("eager", task.eager, task, lb, outs, stream, poisoned));
-  // Per output: the reference, and eager's error against it. Where eager's
-  // rounding made an inf or NaN the f64 reference does not have (or the
-  // reverse), candidates are held to eager's value instead.
-  std::vector<std::vector<double>> refs;
-  std::vector<double> eager_err;
-  for (size_t j = 0; j < task.outputs.size(); ++j) {
-    DType dt = task.outputs[j].dtype;
-    std::vector<double> ref = ToDouble(DType::kF64, ref_host[j].data(), task.outputs[j].elements);
-    int64_t first = -1;
-    // f64 poison is a NaN, which a NaN reference would hide from
-    // CountUnwritten: count all-0xFF elements directly.
-    int64_t unwritten = 0;
-    for (int64_t i = 0; i < task.outputs[j].elements; ++i) {
-      const auto* p = reinterpret_cast<const unsigned char*>(ref_host[j].data()) + 8 * i;
-      bool all = true;
-      for (int b = 0; b < 8; ++b) all = all && p[b] == kPoisonByte;
-      unwritten += all;
-    }
-    if (unwritten > 0) {
-      return absl::InternalError(absl::StrCat("reference64 kernel left ", unwritten,
-                                              " elements of output ", j, " unwritten"));
-    }
-    if (int64_t n = CountUnwritten(dt, eager_host[j].data(), ref, &first); n > 0) {
-      return absl::InternalError(absl::StrCat("eager kernel left ", n, " elements of output ", j,
-                                              " unwritten (first at ", first, ")"));
-    }
-    std::vector<double> eager = ToDouble(dt, eager_host[j].data(), task.outputs[j].elements);
-    for (size_t i = 0; i < ref.size(); ++i) {
-      bool special = !std::isfinite(ref[i]) || !std::isfinite(eager[i]);
-      bool same = (std::isnan(ref[i]) && std::isnan(eager[i])) || ref[i] == eager[i];
-      if (special && !same) ref[i] = eager[i];
-    }
-    eager_err.push_back(CompareToReference(dt, eager_host[j].data(), ref).max_abs_err);
-    refs.push_back(std::move(ref));
-  }
+  KFUSE_RETURN_IF_ERROR(RunFixed("eager", task.eager, task, lb, outs, stream, poisoned));
+  KFUSE_ASSIGN_OR_RETURN(std::vector<double> eager_err,
+                         PrepareReferences(task, kernels, ref_outs, outs, stream));
 
   DeviceBuffer flush;
   if (task.timing.flush_l2) {
-    KFUSE_ASSIGN_OR_RETURN(flush,
-                           DeviceBuffer::Alloc(std::max<int64_t>(2 * device.l2_bytes, 1 << 20)));
+    KFUSE_ASSIGN_OR_RETURN(flush, DeviceBuffer::Alloc(L2FlushBytes(device.l2_bytes)));
   }
-  Events ev;
-  KFUSE_RETURN_IF_ERROR(CuCheck(cu->cuEventCreate(&ev.start, CU_EVENT_DEFAULT), "cuEventCreate"));
-  KFUSE_RETURN_IF_ERROR(CuCheck(cu->cuEventCreate(&ev.end, CU_EVENT_DEFAULT), "cuEventCreate"));
+  KFUSE_ASSIGN_OR_RETURN(TimingEvents ev, TimingEvents::Create(task.timing.repeats));
 
   KFUSE_RETURN_IF_ERROR(ready());
-  for (uint32_t idx = req.first_candidate; idx < task.candidates.size(); ++idx) {
+  const uint32_t n = static_cast<uint32_t>(task.candidates.size());
+  for (uint32_t idx = req.first_candidate; idx < n; ++idx) {
+    // The seed (candidate 0) is always timed; the rest only while budget is left.
+    if (idx > 0 && req.budget_left_seconds >= 0 && budget_left() <= 0) {
+      return SkipFrom(idx, task, kBudgetSpentMessage, send);
+    }
     const CompiledKernel& k = task.candidates[idx];
     TrialResult t;
     t.index = idx;
@@ -250,21 +186,36 @@ absl::Status RunTaskInWorker(const RunRequest& req, const DeviceFingerprint& dev
       KFUSE_RETURN_IF_ERROR(send(t));
       continue;
     }
-    KFUSE_RETURN_IF_ERROR(FillAll(outs, kPoisonByte));
+    KFUSE_RETURN_IF_ERROR(Poison(outs, stream));
     RunResult r = LaunchAndSync(*lk, *bl, stream, poisoned);
     std::vector<std::string> notes;
-    if (r.outcome == Outcome::kOk) {
-      for (size_t j = 0; j < outs.size() && r.outcome == Outcome::kOk; ++j) {
-        KFUSE_ASSIGN_OR_RETURN(std::string got, outs[j].Download());
-        OutputCheck c = CheckOutput(task.outputs[j].dtype, got.data(), refs[j], eager_err[j],
-                                    task.slack, absl::StrCat("output ", j));
-        if (!c.ok) r = {Outcome::kWrongResult, c.message};
-        notes.push_back(c.message);
+    for (size_t j = 0; j < outs.size() && r.outcome == Outcome::kOk; ++j) {
+      const BufferSpec& out = task.outputs[j];
+      absl::StatusOr<CompareStats> s =
+          kernels.Compare(outs[j].ptr(), out.dtype, ref_outs[j].ptr(), out.elements, stream);
+      if (!s.ok()) {
+        // The candidate synchronized cleanly, so this is the context going
+        // bad under us: report it against the candidate and start afresh.
+        *poisoned = true;
+        r = {Outcome::kFault, absl::StrCat("checking output ", j, ": ", s.status().message())};
+        break;
       }
+      auto at = [&](int64_t i) {
+        absl::StatusOr<double> got = ElementAt(outs[j].ptr(), out.dtype, i);
+        absl::StatusOr<double> want = ElementAt(ref_outs[j].ptr(), DType::kF64, i);
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        return std::make_pair(got.ok() ? *got : nan, want.ok() ? *want : nan);
+      };
+      OutputCheck c = JudgeOutput(out.dtype, *s, out.elements, eager_err[j], task.slack,
+                                  absl::StrCat("output ", j), at);
+      if (!c.ok) r = {Outcome::kWrongResult, c.message};
+      notes.push_back(c.message);
     }
     if (r.outcome == Outcome::kOk) {
-      r = Time(*lk, *bl, task.timing, task.timing.flush_l2 ? &flush : nullptr, stream, ev, poisoned,
-               &t.samples_seconds);
+      const double share =
+          CandidateShare(task.timing, budget_left(), static_cast<int>(n - idx));
+      r = TimeCandidate(*lk, *bl, task.timing, share, task.timing.flush_l2 ? &flush : nullptr,
+                        stream, ev, poisoned, &t.samples_seconds);
       t.median_seconds = Median(t.samples_seconds);
     }
     t.outcome = r.outcome;
