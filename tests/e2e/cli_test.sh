@@ -19,8 +19,6 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kfuse-e2e.XXXXXX")
 store=$tmp/kfuse.db
 server_pid=""
-passed=0
-failed=0
 
 cleanup() {
   if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
@@ -31,18 +29,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $1"
-  [[ -n ${2:-} ]] && sed 's/^/    | /' <<<"$2"
-}
-# check NAME CONDITION-EXIT-CODE OUTPUT
-check() { if [[ $2 -eq 0 ]]; then pass "$1"; else fail "$1" "${3:-}"; fi; }
+source "$(dirname "$0")/lib.sh"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
 
 # Starts kfused on a fresh port and waits (bounded) for SERVING. Sets
 # server_pid and KFUSE_SERVER; retries with another port if the bind raced.

@@ -20,8 +20,6 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kfuse-load.XXXXXX")
 server_pid=""
-passed=0
-failed=0
 
 stop_server() {
   if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
@@ -41,17 +39,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $1"
-  [[ -n ${2:-} ]] && sed 's/^/    | /' <<<"$2"
-}
-check() { if [[ $2 -eq 0 ]]; then pass "$1"; else fail "$1" "${3:-}"; fi; }
+source "$(dirname "$0")/lib.sh"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
 
 # start_server KFUSED-FLAGS...: a fresh store, a fresh port, bounded wait.
 start_server() {

@@ -18,8 +18,6 @@ command -v openssl >/dev/null || { echo "openssl is needed" >&2; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kfuse-sec.XXXXXX")
 store=$tmp/kfuse.db
 server_pid=""
-passed=0
-failed=0
 unset KFUSE_TOKEN KFUSE_VERIFY_KEY KFUSE_TLS_CA KFUSE_TLS_CERT KFUSE_TLS_KEY
 
 stop_server() {
@@ -34,18 +32,10 @@ stop_server() {
 cleanup() { stop_server; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $1"
-  [[ -n ${2:-} ]] && sed 's/^/    | /' <<<"$2"
-}
+source "$(dirname "$0")/lib.sh"
 # expect NAME PATTERN OUTPUT: OUTPUT matches the extended regex PATTERN.
 expect() { if grep -Eq -- "$2" <<<"$3"; then pass "$1"; else fail "$1" "$3"; fi; }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
 
 # --- A throwaway PKI.
 pki=$tmp/pki
