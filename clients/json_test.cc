@@ -15,13 +15,14 @@ TEST(JsonTest, ExamplesParse) {
       "examples/relu_fma_f32.json",   "examples/relu_fma_f32_symbolic.json",
       "examples/gelu_bias_bf16.json", "examples/transcendental_10op_bf16.json",
       "examples/bad_broadcast.json",  "examples/compile_request_sm90.json",
+      "examples/softmax_bf16.json",   "examples/rmsnorm_residual_bf16.json",
   };
   for (const char* path : kExamples) {
     auto req = LoadCompileRequest(path);
     ASSERT_TRUE(req.ok()) << path << ": " << req.status();
     EXPECT_GT(req->chain().inputs_size(), 0) << path;
     EXPECT_GT(req->chain().ops_size(), 0) << path;
-    EXPECT_EQ(req->chain().outputs_size(), 1) << path;
+    EXPECT_GE(req->chain().outputs_size(), 1) << path;
   }
 }
 

@@ -1,6 +1,8 @@
 #include "codegen/partition.h"
 
 #include "absl/strings/str_cat.h"
+#include "codegen/row_analysis.h"
+#include "core/status.h"
 
 namespace kfuse {
 namespace {
@@ -18,9 +20,38 @@ std::string NotYet(OpKind k) {
   return "this op is not generated yet";
 }
 
+// A chain whose reductions all run along rows: one row kernel.
+absl::StatusOr<Partition> RowPartition(const Chain& c) {
+  KFUSE_RETURN_IF_ERROR(AnalyzeRows(c).status());
+  KernelGroup k;
+  k.family = Family::kRowReduction;
+  k.reason = "row reductions fused with their element-wise neighbours";
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    OpKind kind = c.nodes[id].kind;
+    if (kind != OpKind::kInput && kind != OpKind::kConstant) k.nodes.push_back(id);
+  }
+  std::vector<bool> is_result(c.nodes.size(), false);
+  for (int32_t o : c.outputs) is_result[o] = true;
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    if (is_result[id]) k.results.push_back(id);
+  }
+  Partition p;
+  p.kernels.push_back(std::move(k));
+  return p;
+}
+
 }  // namespace
 
 absl::StatusOr<Partition> PartitionChain(const Chain& c) {
+  bool reduces = false;
+  for (const Node& n : c.nodes) {
+    if (IsLayout(n.kind) || n.kind == OpKind::kMatmul) {
+      reduces = false;
+      break;
+    }
+    reduces = reduces || IsReduction(n.kind);
+  }
+  if (reduces) return RowPartition(c);
   KernelGroup k;
   k.family = Family::kPointwise;
   k.reason = "element-wise chain fused into one pass";

@@ -36,8 +36,12 @@ struct Partition {
 };
 
 // For a canonical chain. Today: a chain of inputs, constants and element-wise
-// ops (casts, where, comparisons included) is one pointwise kernel; the first
-// reduction, layout view or matmul answers Unimplemented, naming the op.
+// ops (casts, where, comparisons included) is one pointwise kernel; a chain
+// whose reductions all run along the innermost axis of one row shape, with
+// element-wise work around them, is one row kernel (see AnalyzeRows for what
+// answers Unimplemented, e.g. "reductions over an outer axis are not
+// generated yet"); the first layout view or matmul answers Unimplemented,
+// naming the op.
 absl::StatusOr<Partition> PartitionChain(const Chain& canonical);
 
 }  // namespace kfuse

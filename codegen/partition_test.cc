@@ -44,7 +44,7 @@ TEST(PartitionTest, NotYetGeneratedOpsAreUnimplemented) {
     OpKind kind;
     const char* message;
   } cases[] = {
-      {OpKind::kReduceSum, "op 1 (reduce_sum): row reductions are not generated yet"},
+      {OpKind::kReduceSum, "op 1 (reduce_sum): reductions over an outer axis are not generated yet"},
       {OpKind::kPermute, "op 1 (permute): layout views are not generated yet"},
       {OpKind::kMatmul, "op 1 (matmul): matmul is not generated yet"},
   };
@@ -54,7 +54,7 @@ TEST(PartitionTest, NotYetGeneratedOpsAreUnimplemented) {
     int e = c.AddOp(OpKind::kExp, {x});
     int op = c.AddOp(
         k.kind, k.kind == OpKind::kMatmul ? std::vector<int32_t>{e, e} : std::vector<int32_t>{e});
-    if (k.kind == OpKind::kReduceSum) c.nodes[op].axes = {1};
+    if (k.kind == OpKind::kReduceSum) c.nodes[op].axes = {0};
     if (k.kind == OpKind::kPermute) c.nodes[op].axes = {1, 0};
     c.nodes[e].wire_index = 0;
     c.nodes[op].wire_index = 1;
@@ -63,6 +63,22 @@ TEST(PartitionTest, NotYetGeneratedOpsAreUnimplemented) {
     EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(k.message));
   }
+}
+
+TEST(PartitionTest, RowReductionChainIsOneRowKernel) {
+  Chain c;
+  int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(64)}});
+  int m = c.AddOp(OpKind::kReduceMax, {x});
+  c.nodes[m].axes = {1};
+  c.nodes[m].keepdim = true;
+  int e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {x, m})});
+  c.outputs = {e, m};
+  auto p = PartitionChain(Typed(c));
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  EXPECT_EQ(p->kernels[0].family, Family::kRowReduction);
+  EXPECT_EQ(p->kernels[0].nodes.size(), 3u);
+  EXPECT_EQ(p->kernels[0].results.size(), 2u);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "codegen/analysis.h"
 #include "codegen/canonicalize.h"
 #include "codegen/partition.h"
+#include "codegen/generators.h"
 #include "codegen/pointwise.h"
 #include "core/status.h"
 #include "kfuse/storage/v1/storage.pb.h"
@@ -91,6 +92,17 @@ std::vector<uint32_t> WireOps(const Chain& c, const std::vector<int32_t>& nodes)
   return ops;
 }
 
+// Every family's generator version in the plan, in kernel order:
+// "pointwise/1" or "pointwise/1+row/1".
+std::string GeneratorVersions(const Partition& part) {
+  std::vector<std::string> versions;
+  for (const KernelGroup& g : part.kernels) {
+    std::string v = GeneratorVersion(g.family);
+    if (std::find(versions.begin(), versions.end(), v) == versions.end()) versions.push_back(v);
+  }
+  return absl::StrJoin(versions, "+");
+}
+
 // One line for listings: the ops in order and the outputs' types.
 std::string ShortDescription(const Chain& c) {
   std::string ops;
@@ -156,7 +168,7 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   p.key.spec = absl::StrCat("sizes=", absl::StrJoin(p.symbol_values, ","));
   p.key.device = p.can_tune ? absl::StrCat("gpu:", deps_.device->Digest()) : absl::StrCat("untuned:", p.arch);
   p.key.toolchain = absl::StrCat(deps_.compiler->Version(), "/", p.arch);
-  p.key.generator = kPointwiseGeneratorVersion;
+  p.key.generator = GeneratorVersions(p.partition);
   p.request = request;
   return p;
 }
@@ -228,7 +240,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
     BuiltKernel b;
     if (decision) {
       KFUSE_ASSIGN_OR_RETURN(Variant v, FromProto(decision->variants(i)));
-      KFUSE_ASSIGN_OR_RETURN(KernelSpec spec, EmitPointwise(p.chain, group, v));
+      KFUSE_ASSIGN_OR_RETURN(KernelSpec spec, EmitFamily(p.chain, group, v));
       CompileOptions copts;
       copts.arch = p.arch;
       KFUSE_ASSIGN_OR_RETURN(b.result.kernel, deps_.compiler->Compile(spec, copts, cancel));
@@ -295,7 +307,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   *plan.mutable_report() = ToProto(whole);
 
   v1::Provenance* prov = plan.mutable_provenance();
-  prov->set_generator_version(kPointwiseGeneratorVersion);
+  prov->set_generator_version(p.key.generator);
   prov->set_nvrtc_version(deps_.compiler->Version());
   if (deps_.device && tuned) *prov->mutable_device() = ToProto(*deps_.device);
   prov->set_state(tuned ? v1::TUNE_STATE_TUNED : v1::TUNE_STATE_HEURISTIC);
@@ -313,7 +325,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   // Store: the decision first (it survives toolchain changes), then the
   // artifact. A store failure is logged; the caller still gets its plan.
   EntryMeta meta;
-  meta.family = "pointwise";
+  meta.family = std::string(FamilyName(part.kernels.front().family));
   meta.arch = p.arch;
   meta.device = deps_.device && tuned ? deps_.device->name : p.arch;
   meta.state = tuned ? "tuned" : "heuristic";

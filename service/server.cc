@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "service/convert.h"
-#include "codegen/pointwise.h"
+#include "codegen/generators.h"
 #include "tuner/nvrtc_compiler.h"
 
 namespace kfuse {
@@ -336,7 +336,9 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
     v1::KernelSummary* k = resp->add_kernels();
     k->set_key(e.key);
     k->set_chain_hash(e.parts.chain);
-    k->set_family(e.meta.family == "pointwise" ? v1::FAMILY_POINTWISE : v1::FAMILY_UNSPECIFIED);
+    k->set_family(e.meta.family == "pointwise"       ? v1::FAMILY_POINTWISE
+                  : e.meta.family == "row_reduction" ? v1::FAMILY_ROW_REDUCTION
+                                                     : v1::FAMILY_UNSPECIFIED);
     k->set_arch(e.meta.arch);
     k->set_device(e.meta.device);
     k->set_state(e.meta.state == "tuned" ? v1::TUNE_STATE_TUNED : v1::TUNE_STATE_HEURISTIC);
@@ -379,7 +381,8 @@ grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerC
   for (const std::string& a : SupportedArchs()) resp->add_supported_archs(a);
   Ceilings c = d.device ? d.ceilings : NominalCeilings(pipeline_->options().default_compute_capability);
   *resp->mutable_ceilings() = ToProto(c);
-  resp->set_generator_version(kPointwiseGeneratorVersion);
+  resp->set_generator_version(absl::StrCat(GeneratorVersion(Family::kPointwise), "+",
+                                           GeneratorVersion(Family::kRowReduction)));
   resp->set_server_version(options_.server_version);
   return Answer(ctx, absl::OkStatus());
 }

@@ -165,18 +165,35 @@ TEST_F(ServerTest, BadInputIsInvalidArgumentNamingTheOp) {
   EXPECT_EQ(compiler_->calls.load(), 0);
 }
 
-TEST_F(ServerTest, ReductionsAreUnimplementedUntilTheirGeneratorLands) {
+TEST_F(ServerTest, OpsWithoutAGeneratorAreUnimplementedNamingTheOp) {
+  Start(std::chrono::milliseconds(0));
+  v1::CompileRequest r = Relu(2.0);
+  v1::Op* perm = r.mutable_chain()->add_ops();
+  perm->set_kind(v1::OP_PERMUTE);
+  perm->add_args()->set_op(2);
+  perm->mutable_permute()->add_perm(0);
+  r.mutable_chain()->mutable_outputs(0)->mutable_value()->set_op(3);
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("op 3 (permute)"), std::string::npos) << s.error_message();
+}
+
+TEST_F(ServerTest, ARowReductionChainIsOneRowKernel) {
   Start(std::chrono::milliseconds(0));
   v1::CompileRequest r = Relu(2.0);
   v1::Op* sum = r.mutable_chain()->add_ops();
   sum->set_kind(v1::OP_REDUCE_SUM);
   sum->add_args()->set_op(2);
   sum->mutable_reduce()->add_axes(-1);
+  sum->mutable_reduce()->set_keepdim(true);
   r.mutable_chain()->mutable_outputs(0)->mutable_value()->set_op(3);
   v1::CompileResponse resp;
   grpc::Status s = Compile(r, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
-  EXPECT_NE(s.error_message().find("reduce_sum"), std::string::npos) << s.error_message();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(resp.plan().kernels_size(), 1);
+  EXPECT_EQ(resp.plan().kernels(0).variant().family(), v1::FAMILY_ROW_REDUCTION);
+  EXPECT_EQ(resp.plan().provenance().generator_version(), "row/1");
 }
 
 TEST_F(ServerTest, FullQueueIsResourceExhausted) {

@@ -14,6 +14,7 @@
 #include "codegen/analysis.h"
 #include "codegen/emit_scalar.h"
 #include "codegen/pointwise.h"
+#include "codegen/row.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -34,8 +35,12 @@ struct FamilyGenerator {
   std::vector<Variant> (*prune)(const std::vector<Variant>&, Bound);
 };
 
+// The row space is small (36 at most): it is searched whole.
+std::vector<Variant> KeepAll(const std::vector<Variant>& space, Bound) { return space; }
+
 const FamilyGenerator kFamilies[] = {
     {Family::kPointwise, &PointwiseHeuristic, &PointwiseSpace, &EmitPointwise, &PrunePointwise},
+    {Family::kRowReduction, &RowHeuristic, &RowSpace, &EmitRow, &KeepAll},
 };
 
 absl::StatusOr<const FamilyGenerator*> FindFamily(Family f) {

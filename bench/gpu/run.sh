@@ -70,7 +70,7 @@ timeout "$bench_s" python3 bench/gpu/run_pointwise.py bench \
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   echo "== GPU tests"
-  timeout $(( $(left) / 2 )) "$bin/kfuse_cross_test" --gtest_filter='GpuChains*:RandomChains*' 2>&1 |
+  timeout $(( $(left) / 2 )) "$bin/kfuse_cross_test" --gtest_filter='GpuChains*:RandomChains*:GpuRow*' 2>&1 |
     grep -vE "^\[ RUN|^\[       OK" | tail -40
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   timeout "$(left)" "$bin/kfuse_tuner_test" --gtest_filter='RunnerGpu*:WorkerKernelsGpu*' 2>&1 |

@@ -1,0 +1,38 @@
+// One entry point per generator operation, dispatching on the kernel group's
+// family, so the service and the tuner need not know every family.
+//
+//   KFUSE_ASSIGN_OR_RETURN(KernelSpec k, EmitFamily(chain, group, variant));
+//   std::string version = GeneratorVersion(group.family);   // "row/1"
+#ifndef KFUSE_CODEGEN_GENERATORS_H_
+#define KFUSE_CODEGEN_GENERATORS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "codegen/emit_scalar.h"
+#include "codegen/ir.h"
+#include "codegen/partition.h"
+#include "core/launch.h"
+#include "core/variant.h"
+
+namespace kfuse {
+
+// EmitPointwise or EmitRow by group.family; Unimplemented for families
+// without a generator.
+absl::StatusOr<KernelSpec> EmitFamily(const Chain& chain, const KernelGroup& group,
+                                      const Variant& variant,
+                                      Numerics numerics = Numerics::kFast);
+absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,
+                               const Variant& variant);
+Variant FamilyHeuristic(const Chain& chain, const KernelGroup& group);
+std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group);
+
+// "pointwise/1", "row/1"; "" for families without a generator. Part of the
+// cache key: a generator change must not serve stale decisions.
+std::string GeneratorVersion(Family family);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_CODEGEN_GENERATORS_H_

@@ -1,0 +1,274 @@
+#include "codegen/row.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/row_plan.h"
+#include "core/status.h"
+
+namespace kfuse {
+namespace row_internal {
+namespace {
+
+constexpr int kMaxResidentElements = 128;
+
+bool Contains(std::initializer_list<int64_t> set, int64_t v) {
+  return std::find(set.begin(), set.end(), v) != set.end();
+}
+
+absl::Status BadParam(const Variant& v, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("variant ", v.ToString(), ": ", what));
+}
+
+SizeExpr DimExpr(const Dim& d) {
+  return d.is_static() ? SizeExpr::Const(d.size)
+                       : SizeExpr::Symbol(static_cast<uint32_t>(d.symbol));
+}
+
+}  // namespace
+
+int WidestElementBytes(const Chain& c, const RowStructure& r) {
+  int w = 1;
+  for (size_t id = 0; id < c.nodes.size(); ++id) {
+    if (c.nodes[id].kind == OpKind::kInput && r.cls[id] == RowStructure::Class::kElement) {
+      w = std::max(w, DTypeBytes(c.nodes[id].type.dtype));
+    }
+  }
+  for (int32_t o : c.outputs) {
+    if (r.cls[o] == RowStructure::Class::kElement) w = std::max(w, DTypeBytes(c.nodes[o].type.dtype));
+  }
+  return w;
+}
+
+absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
+                              const Variant& variant, Numerics numerics) {
+  if (group.family != Family::kRowReduction) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel group is ", std::string(FamilyName(group.family)), ", not row_reduction"));
+  }
+  std::vector<int32_t> all;
+  for (int32_t id = 0; id < static_cast<int32_t>(chain.nodes.size()); ++id) {
+    OpKind k = chain.nodes[id].kind;
+    if (k != OpKind::kInput && k != OpKind::kConstant) all.push_back(id);
+  }
+  if (group.nodes != all) {
+    return absl::UnimplementedError("a row kernel computes the whole chain");
+  }
+  if (variant.family != Family::kRowReduction) {
+    return BadParam(variant, "family must be row_reduction");
+  }
+  for (const auto& [name, value] : variant.params) {
+    if (name != "vec" && name != "threads" && name != "rows" && name != "resident") {
+      return BadParam(variant, absl::StrCat("unknown param \"", name, "\""));
+    }
+  }
+  for (const char* name : {"vec", "threads", "rows", "resident"}) {
+    if (!variant.params.count(name)) return BadParam(variant, absl::StrCat("missing ", name));
+  }
+  const int64_t vec = variant.Get("vec"), threads = variant.Get("threads"),
+                rows = variant.Get("rows"), resident = variant.Get("resident");
+  if (!Contains({1, 2, 4, 8}, vec)) return BadParam(variant, "vec must be 1, 2, 4 or 8");
+  if (!Contains({32, 64, 128, 256, 512, 1024}, threads)) {
+    return BadParam(variant, "threads must be a power of two from 32 to 1024");
+  }
+  if (!Contains({1, 2, 4, 8, 16}, rows)) return BadParam(variant, "rows must be 1, 2, 4, 8 or 16");
+  if (threads * rows > 1024) return BadParam(variant, "threads * rows exceeds 1024");
+  if (resident != 0 && resident != 1) return BadParam(variant, "resident must be 0 or 1");
+
+  Plan p;
+  KFUSE_ASSIGN_OR_RETURN(p.rows, AnalyzeRows(chain));
+  const RowStructure& r = p.rows;
+  p.numerics = numerics;
+  const int widest = WidestElementBytes(chain, r);
+  if (vec * widest > 16) {
+    return BadParam(variant, absl::StrCat("vec ", vec, " of ", widest,
+                                          "-byte elements exceeds 16-byte accesses"));
+  }
+  if (r.width.is_static() && r.width.size % vec != 0) {
+    return BadParam(variant, absl::StrCat("vec ", vec, " does not divide the row width ",
+                                          r.width.size));
+  }
+  for (int32_t id = 0; id < static_cast<int32_t>(chain.nodes.size()); ++id) {
+    if (chain.nodes[id].kind == OpKind::kInput && r.cls[id] == RowStructure::Class::kElement) {
+      p.elem_inputs.push_back(id);
+    }
+  }
+  std::set<int32_t> syms;
+  for (const Dim& d : r.row_shape) {
+    if (!d.is_static()) syms.insert(d.symbol);
+  }
+  p.symbols.assign(syms.begin(), syms.end());
+  p.vec = numerics == Numerics::kReference64 ? 1 : static_cast<int>(vec);
+  p.threads = static_cast<int>(threads);
+  p.rows_per_block = static_cast<int>(rows);
+  p.resident = resident == 1;
+  if (p.resident) {
+    if (!r.width.is_static()) return BadParam(variant, "resident needs a static row width");
+    const int64_t per_vec = threads * vec;
+    p.items = static_cast<int>((r.width.size + per_vec - 1) / per_vec);
+    const int64_t held = int64_t{p.items} * vec * static_cast<int64_t>(p.elem_inputs.size());
+    // Fewer registers per thread in bigger blocks (NVRTC spilled 72 held
+    // elements at 256 threads).
+    const int64_t budget = std::min<int64_t>(kMaxResidentElements, 16384 / (threads * rows));
+    if (held > budget) {
+      return BadParam(variant, absl::StrCat("resident rows need ", held,
+                                            " registers per thread; at most ", budget,
+                                            " at ", threads * rows, " threads per block"));
+    }
+  }
+  if (p.vec > 1) {
+    if (!r.width.is_static()) {
+      Precondition c;
+      c.kind = Precondition::Kind::kDivisible;
+      c.expr = DimExpr(r.width);
+      c.value = p.vec;
+      c.description = absl::StrCat("the row width is a multiple of ", p.vec, " (vector access)");
+      p.preconditions.push_back(std::move(c));
+    }
+    auto aligned = [&](BufferRef b, DType t, const char* kind) {
+      Precondition c;
+      c.kind = Precondition::Kind::kAligned;
+      c.buffer = b;
+      c.value = int64_t{p.vec} * DTypeBytes(t);
+      c.description = absl::StrCat(kind, " ", b.index, " is ", c.value,
+                                   "-byte aligned (vector access)");
+      p.preconditions.push_back(std::move(c));
+    };
+    for (int32_t id : p.elem_inputs) {
+      const Node& n = chain.nodes[id];
+      aligned(BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(n.input_index)},
+              n.type.dtype, "input");
+    }
+    for (size_t j = 0; j < chain.outputs.size(); ++j) {
+      const int32_t o = chain.outputs[j];
+      if (r.cls[o] != RowStructure::Class::kElement) continue;
+      aligned(BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(j)},
+              chain.nodes[o].type.dtype, "output");
+    }
+  }
+  return p;
+}
+
+}  // namespace row_internal
+
+using row_internal::MakePlan;
+using row_internal::Plan;
+
+absl::Status CanGenerateRow(const Chain& chain, const KernelGroup& group, const Variant& variant) {
+  return MakePlan(chain, group, variant, Numerics::kFast).status();
+}
+
+absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
+                                   const Variant& variant, Numerics numerics) {
+  KFUSE_ASSIGN_OR_RETURN(Plan plan, MakePlan(chain, group, variant, numerics));
+  KFUSE_ASSIGN_OR_RETURN(row_internal::Source src, row_internal::WriteSource(chain, plan));
+  KernelSpec k;
+  k.entry = std::move(src.entry);
+  k.source = std::move(src.text);
+  for (int i = 0; i < chain.num_inputs(); ++i) {
+    k.params.push_back(
+        KernelParam::Buffer(BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(i)}));
+  }
+  for (size_t j = 0; j < chain.outputs.size(); ++j) {
+    k.params.push_back(
+        KernelParam::Buffer(BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(j)}));
+  }
+  for (int32_t s : plan.symbols) {
+    k.params.push_back(KernelParam::Scalar(SizeExpr::Symbol(static_cast<uint32_t>(s)), DType::kI64));
+  }
+  SizeExpr rows = SizeExpr::Const(1);
+  for (size_t d = 0; d + 1 < plan.rows.row_shape.size(); ++d) {
+    const Dim& dim = plan.rows.row_shape[d];
+    rows = SizeExpr::Mul(rows, dim.is_static() ? SizeExpr::Const(dim.size)
+                                               : SizeExpr::Symbol(static_cast<uint32_t>(dim.symbol)));
+  }
+  k.grid.x = SizeExpr::CeilDiv(rows, SizeExpr::Const(plan.rows_per_block));
+  k.block.x = SizeExpr::Const(int64_t{plan.threads} * plan.rows_per_block);
+  k.preconditions = std::move(plan.preconditions);
+  k.variant = variant;
+  for (int32_t id : group.nodes) k.ops.push_back(static_cast<uint32_t>(id));
+  k.partition_reason = group.reason;
+  return k;
+}
+
+namespace {
+
+Variant Make(int vec, int threads, int rows, int resident) {
+  return Variant{Family::kRowReduction,
+                 {{"vec", vec}, {"threads", threads}, {"rows", rows}, {"resident", resident}}};
+}
+
+struct Shape {
+  int64_t width = -1;  // -1: symbolic.
+  int widest = 4;
+  int elem_inputs = 1;
+  std::vector<int> vecs;  // Legal without a runtime precondition, widest first.
+};
+
+Shape ShapeOf(const Chain& chain) {
+  Shape s;
+  auto r = AnalyzeRows(chain);
+  if (!r.ok()) return s;
+  if (r->width.is_static()) s.width = r->width.size;
+  s.widest = row_internal::WidestElementBytes(chain, *r);
+  s.elem_inputs = 0;
+  for (size_t id = 0; id < chain.nodes.size(); ++id) {
+    if (chain.nodes[id].kind == OpKind::kInput && r->cls[id] == RowStructure::Class::kElement) {
+      ++s.elem_inputs;
+    }
+  }
+  s.elem_inputs = std::max(s.elem_inputs, 1);
+  for (int v : {8, 4, 2, 1}) {
+    if (v * s.widest <= 16 && (v == 1 || (s.width > 0 && s.width % v == 0))) s.vecs.push_back(v);
+  }
+  return s;
+}
+
+int Pow2Ceil(int64_t x) {
+  int p = 1;
+  while (p < x && p < (1 << 20)) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
+  (void)group;
+  Shape s = ShapeOf(chain);
+  const int vec = s.vecs.empty() ? 1 : s.vecs.front();
+  const int64_t width = s.width > 0 ? s.width : 4096;
+  const int threads = std::clamp(Pow2Ceil((width + 4 * vec - 1) / (4 * vec)), 32, 1024);
+  const int rows = threads >= 128 ? 1 : 128 / threads;
+  const int64_t per_thread = (width + int64_t{threads} * vec - 1) / (int64_t{threads} * vec) * vec;
+  const int resident = s.width > 0 && per_thread * s.elem_inputs <= 32 ? 1 : 0;
+  return Make(vec, threads, rows, resident);
+}
+
+std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
+  Shape s = ShapeOf(chain);
+  if (s.vecs.empty()) return {};
+  std::vector<int> vecs(s.vecs.begin(), s.vecs.begin() + std::min<size_t>(2, s.vecs.size()));
+  std::set<Variant> seen;
+  std::vector<Variant> out;
+  auto add = [&](Variant v) {
+    if (seen.insert(v).second && CanGenerateRow(chain, group, v).ok()) out.push_back(std::move(v));
+  };
+  add(RowHeuristic(chain, group));
+  for (int vec : vecs) {
+    for (int threads : {32, 64, 128, 256, 512, 1024}) {
+      // Skip teams wider than the row needs (beyond one warp).
+      if (threads > 32 && s.width > 0 && int64_t{threads} * vec > s.width) continue;
+      std::vector<int> rows = threads < 256 ? std::vector<int>{128 / threads, 256 / threads}
+                                            : std::vector<int>{1};
+      for (int r : rows) {
+        for (int resident : {1, 0}) add(Make(vec, threads, std::max(r, 1), resident));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace kfuse

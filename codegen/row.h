@@ -1,0 +1,71 @@
+// The row-reduction family's generator: one header-free CUDA C++ kernel (for
+// NVRTC) for a chain whose reductions all run along the innermost axis of
+// rows [..., W], with element-wise work before, between and after them
+// (softmax, log_softmax, LayerNorm, RMSNorm, residual add + norm, masks).
+// Rows are held in registers when they fit, else re-read per phase (a
+// looped schedule: one block's row stays in L2 between passes).
+//
+//   KernelGroup g = PartitionChain(chain)->kernels[0];   // kRowReduction
+//   Variant v = RowHeuristic(chain, g);
+//   absl::StatusOr<KernelSpec> k = EmitRow(chain, g, v);
+//
+// Variant params (Family::kRowReduction):
+//   vec       elements per vector access: 1, 2, 4 or 8; vec * the widest
+//             per-element buffer <= 16 bytes; vec divides W (statically, or
+//             by a kDivisible precondition when W is symbolic).
+//   threads   threads per row: 32, 64, 128, 256, 512 or 1024.
+//   rows      rows per block: 1, 2, 4, 8 or 16; threads * rows <= 1024.
+//   resident  1: each thread loads its share of the row once into registers
+//             (static W only, at most min(128, 16384 / block) elements per
+//             thread over all per-element inputs); 0: every phase re-reads
+//             the row (from L2: one block's row stays resident there).
+//
+// Phases: reductions that depend on others (softmax: max, then the sum of
+// exp(x - max)) run in successive passes; independent ones share a pass.
+// Accumulation is in f32 (f64 under kReference64), per thread, then warp
+// shuffles, then shared memory across the warps of a row.
+//
+// Launch contract (KernelSpec.params, in order): one pointer per chain input,
+// one per chain output, then one i64 scalar per symbol of the row shape
+// (ascending). grid.x = ceil_div(rows of the chain, rows), block.x =
+// threads * rows. Full-row outputs are dense [..., W]; per-row outputs
+// dense [...] or [..., 1].
+#ifndef KFUSE_CODEGEN_ROW_H_
+#define KFUSE_CODEGEN_ROW_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "codegen/emit_scalar.h"
+#include "codegen/ir.h"
+#include "codegen/partition.h"
+#include "core/launch.h"
+#include "core/variant.h"
+
+namespace kfuse {
+
+inline constexpr char kRowGeneratorVersion[] = "row/1";
+
+// The kernel for `group` (the whole chain, family kRowReduction) of validated,
+// canonical `chain` under `variant`. Errors as CanGenerateRow. Same inputs
+// give byte-identical source.
+absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
+                                   const Variant& variant, Numerics numerics = Numerics::kFast);
+
+// OK when EmitRow can generate `variant`; InvalidArgument naming the
+// offending param otherwise; Unimplemented for groups the family does not
+// cover.
+absl::Status CanGenerateRow(const Chain& chain, const KernelGroup& group, const Variant& variant);
+
+// A good variant without timing: the widest safe vector, about four vectors
+// per thread, blocks of at least 128 threads, register-resident when a
+// thread holds at most 32 elements.
+Variant RowHeuristic(const Chain& chain, const KernelGroup& group);
+
+// Every legal variant worth timing (at most 36), heuristic first, stable.
+std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_CODEGEN_ROW_H_

@@ -1,0 +1,42 @@
+// Internal to the row family: the checked plan the emitter writes from.
+#ifndef KFUSE_CODEGEN_ROW_PLAN_H_
+#define KFUSE_CODEGEN_ROW_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codegen/emit_scalar.h"
+#include "codegen/ir.h"
+#include "codegen/partition.h"
+#include "codegen/row_analysis.h"
+#include "core/launch.h"
+
+namespace kfuse::row_internal {
+
+struct Plan {
+  RowStructure rows;
+  Numerics numerics = Numerics::kFast;
+  int vec = 1, threads = 32, rows_per_block = 1;
+  bool resident = false;
+  int items = 0;                        // Resident: vectors per thread.
+  std::vector<int32_t> elem_inputs;     // Input node ids read per element.
+  std::vector<int32_t> symbols;         // Symbols of the row shape, ascending.
+  std::vector<Precondition> preconditions;
+};
+
+absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
+                              const Variant& variant, Numerics numerics);
+
+// The widest per-element buffer (inputs read per element, full-row outputs).
+int WidestElementBytes(const Chain& chain, const RowStructure& rows);
+
+struct Source {
+  std::string entry, text;
+};
+absl::StatusOr<Source> WriteSource(const Chain& chain, const Plan& plan);
+
+}  // namespace kfuse::row_internal
+
+#endif  // KFUSE_CODEGEN_ROW_PLAN_H_

@@ -1,0 +1,212 @@
+#include "codegen/row.h"
+
+#include <string>
+
+#include "codegen/generators.h"
+#include "codegen/row_analysis.h"
+#include "codegen/row_test_chains.h"
+#include "codegen/validate.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+using ::testing::HasSubstr;
+
+KernelGroup Group(const Chain& c) {
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok() || p->kernels.size() != 1) return {};
+  return p->kernels[0];
+}
+
+struct Named {
+  const char* name;
+  Chain chain;
+  size_t phases;
+  size_t outputs;
+};
+
+std::vector<Named> Chains() {
+  using namespace row_test;
+  return {
+      {"softmax", Softmax(DType::kBF16, 8, 4096), 2, 1},
+      {"masked_softmax", Softmax(DType::kF32, -64, 1000, true, false), 2, 1},
+      {"log_softmax", Softmax(DType::kF32, 4, 1024, false, true, true), 2, 1},
+      {"layer_norm", LayerNorm(DType::kF32, 16, 5120), 2, 1},
+      {"rms_norm", RmsNormResidual(DType::kBF16, 16, 4096, false), 1, 1},
+      {"residual_rms_norm", RmsNormResidual(DType::kBF16, 16, 4096), 1, 2},
+      {"row_stats", RowStats(DType::kF32, 3, 50257), 1, 2},
+  };
+}
+
+TEST(RowPartitionTest, NormalisationChainsAreOneRowKernel) {
+  for (const Named& n : Chains()) {
+    SCOPED_TRACE(n.name);
+    absl::StatusOr<Partition> p = PartitionChain(n.chain);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 1u);
+    EXPECT_EQ(p->kernels[0].family, Family::kRowReduction);
+    EXPECT_EQ(p->kernels[0].results.size(), n.outputs);
+    absl::StatusOr<RowStructure> r = AnalyzeRows(n.chain);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->phases.size(), n.phases);
+  }
+}
+
+TEST(RowPartitionTest, OuterAxisReductionIsUnimplemented) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(8)}});
+  c.outputs = {row_test::Reduce(&c, OpKind::kReduceSum, x, 0)};
+  absl::StatusOr<Partition> p = PartitionChain(row_test::Finish(c));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(p.status().message()),
+              HasSubstr("op 0 (reduce_sum): reductions over an outer axis are not generated yet"));
+}
+
+TEST(RowPartitionTest, MixingFramesIsUnimplemented) {
+  // x[8, 8] - max(x) without keepdim broadcasts the max along columns.
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(8), Dim::Static(8)}});
+  int32_t m = row_test::Reduce(&c, OpKind::kReduceMax, x, 1, false);
+  c.outputs = {c.AddOp(OpKind::kSub, {x, m})};
+  absl::StatusOr<Partition> p = PartitionChain(row_test::Finish(c));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
+}
+
+TEST(RowValidationTest, BadInputIsInvalidArgumentNamingIt) {
+  struct Case {
+    const char* name;
+    std::function<Chain()> make;
+    const char* message;
+  } cases[] = {
+      {"axis out of range",
+       [] {
+         Chain c;
+         int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(8)}});
+         c.outputs = {row_test::Reduce(&c, OpKind::kReduceMax, x, 2)};
+         return c;
+       },
+       "axis 2 out of range for rank 2"},
+      {"norm weight of the wrong length",
+       [] {
+         Chain c;
+         int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(8)}});
+         int32_t w = c.AddInput(TensorType{DType::kF32, {Dim::Static(7)}});
+         int32_t m = row_test::Reduce(&c, OpKind::kReduceMean, x, 1);
+         c.outputs = {c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kSub, {x, m}), w})};
+         return c;
+       },
+       "op 2 (mul)"},
+      {"mask that does not broadcast",
+       [] {
+         Chain c;
+         int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(8)}});
+         int32_t k = c.AddInput(TensorType{DType::kBool, {Dim::Static(3), Dim::Static(8)}});
+         int32_t y = c.AddOp(OpKind::kWhere, {k, x, c.AddConstant(-HUGE_VAL)});
+         c.outputs = {row_test::Reduce(&c, OpKind::kReduceMax, y, 1)};
+         return c;
+       },
+       "op 1 (where)"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    Chain c = k.make();
+    for (size_t i = 0, w = 0; i < c.nodes.size(); ++i) {
+      if (c.nodes[i].kind != OpKind::kInput) c.nodes[i].wire_index = static_cast<int32_t>(w++);
+    }
+    absl::StatusOr<Chain> v = Validate(c);
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << v.status();
+    EXPECT_THAT(std::string(v.status().message()), HasSubstr(k.message));
+  }
+}
+
+TEST(RowVariantTest, IllegalVariantsNameTheParam) {
+  Chain c = row_test::Softmax(DType::kBF16, 8, 4096);
+  KernelGroup g = Group(c);
+  auto v = [](int vec, int threads, int rows, int resident) {
+    return Variant{Family::kRowReduction,
+                   {{"vec", vec}, {"threads", threads}, {"rows", rows}, {"resident", resident}}};
+  };
+  struct Case {
+    Variant v;
+    const char* message;
+  } cases[] = {
+      {v(16, 128, 1, 1), "vec must be"},
+      {v(8, 48, 1, 1), "threads must be"},
+      {v(8, 512, 4, 1), "threads * rows exceeds 1024"},
+      {v(8, 32, 1, 1), "resident rows need 128 registers"},  // Legal: exactly 128.
+      {v(8, 128, 3, 0), "rows must be"},
+  };
+  EXPECT_TRUE(CanGenerateRow(c, g, cases[3].v).ok());
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    if (i == 3) continue;
+    absl::Status s = CanGenerateRow(c, g, cases[i].v);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << cases[i].v.ToString();
+    EXPECT_THAT(std::string(s.message()), HasSubstr(cases[i].message));
+  }
+  Chain res = row_test::RmsNormResidual(DType::kBF16, 8, 4096);
+  EXPECT_THAT(std::string(CanGenerateRow(res, Group(res), v(8, 32, 1, 1)).message()),
+              HasSubstr("resident rows need 384 registers per thread; at most 128"));
+  Chain odd = row_test::Softmax(DType::kF32, 8, 50257);
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), v(4, 1024, 1, 0)).message()),
+              HasSubstr("does not divide the row width 50257"));
+  Chain sym = row_test::Softmax(DType::kF32, -8, 1000);
+  EXPECT_TRUE(CanGenerateRow(sym, Group(sym), v(4, 256, 1, 1)).ok());
+}
+
+TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
+  for (const Named& n : Chains()) {
+    SCOPED_TRACE(n.name);
+    KernelGroup g = Group(n.chain);
+    Variant h = RowHeuristic(n.chain, g);
+    EXPECT_TRUE(CanGenerateRow(n.chain, g, h).ok()) << h.ToString();
+    std::vector<Variant> space = RowSpace(n.chain, g);
+    ASSERT_FALSE(space.empty());
+    EXPECT_LE(space.size(), 36u);
+    EXPECT_EQ(space[0], h);
+    EXPECT_EQ(space, RowSpace(n.chain, g));
+    for (const Variant& v : space) {
+      absl::StatusOr<KernelSpec> k = EmitFamily(n.chain, g, v);
+      ASSERT_TRUE(k.ok()) << v.ToString() << ": " << k.status();
+      EXPECT_EQ(k->source, EmitRow(n.chain, g, v)->source);
+      EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
+    }
+  }
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/1");
+}
+
+TEST(RowVariantTest, HeuristicPicksTheSchedule) {
+  struct Case {
+    Chain chain;
+    Variant want;
+  } cases[] = {
+      {row_test::Softmax(DType::kBF16, 8, 4096),
+       Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 128}, {"rows", 1}, {"resident", 1}}}},
+      {row_test::Softmax(DType::kF32, 8, 50257),
+       Variant{Family::kRowReduction, {{"vec", 1}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}},
+      {row_test::Softmax(DType::kF32, 8, 128),
+       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 32}, {"rows", 4}, {"resident", 1}}}},
+  };
+  for (const Case& k : cases) EXPECT_EQ(RowHeuristic(k.chain, Group(k.chain)), k.want);
+}
+
+TEST(RowEmitTest, LaunchContract) {
+  Chain c = row_test::RmsNormResidual(DType::kBF16, -1024, 4096);
+  KernelGroup g = Group(c);
+  Variant v = RowHeuristic(c, g);
+  absl::StatusOr<KernelSpec> k = EmitRow(c, g, v);
+  ASSERT_TRUE(k.ok()) << k.status();
+  // 3 inputs, 2 outputs, 1 symbol.
+  ASSERT_EQ(k->params.size(), 6u);
+  EXPECT_EQ(k->params[5].kind, KernelParam::Kind::kScalar);
+  EXPECT_EQ(k->grid.x.Eval({1001}).value(), (1001 + v.Get("rows") - 1) / v.Get("rows"));
+  EXPECT_EQ(k->block.x.Eval({}).value(), v.Get("threads") * v.Get("rows"));
+  int aligned = 0;
+  for (const Precondition& p : k->preconditions) aligned += p.kind == Precondition::Kind::kAligned;
+  EXPECT_EQ(aligned, 5);  // x, w, residual, both outputs.
+}
+
+}  // namespace
+}  // namespace kfuse

@@ -1,0 +1,115 @@
+// Normalisation chains for the row family's tests (CPU, golden, NVRTC and
+// GPU), built from element-wise ops and reductions as a client would send
+// them: softmax, log_softmax, LayerNorm, RMSNorm with a residual add.
+//
+//   Chain c = row_test::Softmax(DType::kBF16, 8, 4096);   // validated, canonical
+#ifndef KFUSE_CODEGEN_ROW_TEST_CHAINS_H_
+#define KFUSE_CODEGEN_ROW_TEST_CHAINS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/canonicalize.h"
+#include "codegen/ir.h"
+#include "codegen/validate.h"
+#include "core/status.h"
+
+namespace kfuse::row_test {
+
+// rows < 0: a symbol "rows" with hint -rows.
+inline Dim Rows(Chain* c, int64_t rows) {
+  if (rows >= 0) return Dim::Static(rows);
+  c->symbols.push_back(SymbolInfo{"rows", -rows, 0});
+  return Dim::Sym(static_cast<int32_t>(c->symbols.size() - 1));
+}
+
+inline int32_t Reduce(Chain* c, OpKind k, int32_t x, int64_t axis, bool keepdim = true) {
+  int32_t r = c->AddOp(k, {x});
+  c->nodes[r].axes = {axis};
+  c->nodes[r].keepdim = keepdim;
+  return r;
+}
+
+inline Chain Finish(Chain c) {
+  for (size_t i = 0, w = 0; i < c.nodes.size(); ++i) {
+    if (c.nodes[i].kind != OpKind::kInput) c.nodes[i].wire_index = static_cast<int32_t>(w++);
+  }
+  absl::StatusOr<Chain> v = Validate(std::move(c));
+  KFUSE_CHECK(v.ok());
+  return Canonicalize(*v);
+}
+
+// softmax(x) over the last axis; masked: where(mask, x, -inf) first, with a
+// bool mask [1, W] (mask_rows 1) or [R, W].
+inline Chain Softmax(DType t, int64_t rows, int64_t width, bool masked = false,
+                     bool mask_per_row = true, bool log = false) {
+  Chain c;
+  Dim r = Rows(&c, rows);
+  int32_t x = c.AddInput(TensorType{t, {r, Dim::Static(width)}});
+  if (masked) {
+    int32_t m = c.AddInput(
+        TensorType{DType::kBool, {mask_per_row ? r : Dim::Static(1), Dim::Static(width)}});
+    x = c.AddOp(OpKind::kWhere, {m, x, c.AddConstant(-HUGE_VAL)});
+  }
+  int32_t mx = Reduce(&c, OpKind::kReduceMax, x, 1);
+  int32_t d = c.AddOp(OpKind::kSub, {x, mx});
+  int32_t e = c.AddOp(OpKind::kExp, {d});
+  int32_t s = Reduce(&c, OpKind::kReduceSum, e, 1);
+  if (log) {
+    c.outputs = {c.AddOp(OpKind::kSub, {d, c.AddOp(OpKind::kLog, {s})})};
+  } else {
+    c.outputs = {c.AddOp(OpKind::kDiv, {e, s})};
+  }
+  return Finish(std::move(c));
+}
+
+// LayerNorm over the last axis with weight and bias [W], eps 2^-17.
+inline Chain LayerNorm(DType t, int64_t rows, int64_t width) {
+  Chain c;
+  Dim r = Rows(&c, rows);
+  int32_t x = c.AddInput(TensorType{t, {r, Dim::Static(width)}});
+  int32_t w = c.AddInput(TensorType{t, {Dim::Static(width)}});
+  int32_t b = c.AddInput(TensorType{t, {Dim::Static(width)}});
+  int32_t mean = Reduce(&c, OpKind::kReduceMean, x, 1);
+  int32_t d = c.AddOp(OpKind::kSub, {x, mean});
+  int32_t var = Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kMul, {d, d}), 1);
+  int32_t inv = c.AddOp(OpKind::kRsqrt, {c.AddOp(OpKind::kAdd, {var, c.AddConstant(0x1p-17)})});
+  int32_t y = c.AddOp(OpKind::kMul, {d, inv});
+  c.outputs = {c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMul, {y, w}), b})};
+  return Finish(std::move(c));
+}
+
+// h = x + residual; outputs h and rmsnorm(h) * w (eps 2^-20); with_rstd adds
+// the per-row rsqrt as a third output [R] (a reduction without keepdim).
+inline Chain RmsNormResidual(DType t, int64_t rows, int64_t width, bool residual = true) {
+  Chain c;
+  Dim r = Rows(&c, rows);
+  int32_t x = c.AddInput(TensorType{t, {r, Dim::Static(width)}});
+  int32_t w = c.AddInput(TensorType{t, {Dim::Static(width)}});
+  int32_t h = x;
+  if (residual) {
+    int32_t res = c.AddInput(TensorType{t, {r, Dim::Static(width)}});
+    h = c.AddOp(OpKind::kAdd, {x, res});
+  }
+  int32_t ms = Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kMul, {h, h}), 1);
+  int32_t inv = c.AddOp(OpKind::kRsqrt, {c.AddOp(OpKind::kAdd, {ms, c.AddConstant(0x1p-20)})});
+  int32_t y = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kMul, {h, inv}), w});
+  c.outputs = residual ? std::vector<int32_t>{h, y} : std::vector<int32_t>{y};
+  return Finish(std::move(c));
+}
+
+// Per-row statistics without keepdim: max [R] and sum [R] of x [R, W].
+inline Chain RowStats(DType t, int64_t rows, int64_t width) {
+  Chain c;
+  Dim r = Rows(&c, rows);
+  int32_t x = c.AddInput(TensorType{t, {r, Dim::Static(width)}});
+  c.outputs = {Reduce(&c, OpKind::kReduceMax, x, 1, false),
+               Reduce(&c, OpKind::kReduceSum, x, 1, false)};
+  return Finish(std::move(c));
+}
+
+}  // namespace kfuse::row_test
+
+#endif  // KFUSE_CODEGEN_ROW_TEST_CHAINS_H_

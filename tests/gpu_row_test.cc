@@ -1,0 +1,234 @@
+// GPU property test of the row family: softmax (bf16, with a fully masked
+// row: NaN as torch.softmax), LayerNorm (f32) and residual RMSNorm (bf16)
+// at widths 1000 .. 50257 and an odd row count, every variant of the space
+// compiled with NVRTC for this GPU, launched through the C++ Launcher and
+// compared with the CPU fp64 evaluator, with eager PyTorch's error (the CPU
+// kEager evaluator) as the yardstick. Skips without a GPU.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "clients/launcher.h"
+#include "codegen/analysis.h"
+#include "codegen/evaluate.h"
+#include "codegen/numeric.h"
+#include "codegen/partition.h"
+#include "codegen/row.h"
+#include "codegen/row_test_chains.h"
+#include "gtest/gtest.h"
+#include "service/convert.h"
+#include "tuner/check.h"
+#include "tuner/cuda/device.h"
+#include "tuner/cuda/driver.h"
+#include "tuner/nvrtc_compiler.h"
+
+namespace kfuse {
+namespace {
+
+constexpr int64_t kRows = 7;  // Odd: the last block of multi-row variants is partial.
+constexpr double kSlack = 2.0;
+
+std::vector<int64_t> ShapeOf(const TensorType& t, const std::vector<int64_t>& symbols) {
+  std::vector<int64_t> s;
+  for (const Dim& d : t.shape) s.push_back(d.is_static() ? d.size : symbols[d.symbol]);
+  return s;
+}
+
+v1::KernelPlan PlanFor(const Chain& c) {
+  v1::KernelPlan plan;
+  plan.set_api_version("kfuse.v1");
+  for (const SymbolInfo& s : c.symbols) plan.add_symbols()->set_name(s.name);
+  auto spec = [&](const TensorType& t, v1::TensorSpec* out) {
+    out->set_dtype(static_cast<v1::DType>(t.dtype));
+    for (const Dim& d : t.shape) {
+      if (d.is_static())
+        out->add_shape()->set_size(d.size);
+      else
+        out->add_shape()->set_symbol(c.symbols[d.symbol].name);
+    }
+  };
+  for (const Node& n : c.nodes) {
+    if (n.kind != OpKind::kInput) continue;
+    v1::TensorSpec* in = plan.add_inputs();
+    in->set_name(absl::StrCat("in", n.input_index));
+    spec(n.type, in);
+    for (int axis = 0; axis < n.type.rank(); ++axis) {
+      const Dim& d = n.type.shape[axis];
+      if (d.is_static()) continue;
+      v1::SymbolSource* src = plan.mutable_symbols(d.symbol)->add_sources();
+      src->set_input(n.input_index);
+      src->set_axis(axis);
+    }
+  }
+  for (size_t j = 0; j < c.outputs.size(); ++j) {
+    v1::TensorSpec* out = plan.add_outputs();
+    out->set_name(absl::StrCat("out", j));
+    spec(c.nodes[c.outputs[j]].type, out);
+  }
+  return plan;
+}
+
+std::string ToBytes(DType t, const std::vector<double>& v) {
+  std::string out(v.size() * DTypeBytes(t), '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    char* p = out.data() + i * DTypeBytes(t);
+    if (t == DType::kF32) {
+      float f = static_cast<float>(v[i]);
+      std::memcpy(p, &f, 4);
+    } else if (t == DType::kBF16) {
+      uint16_t h = FloatToBF16(static_cast<float>(v[i]));
+      std::memcpy(p, &h, 2);
+    } else if (t == DType::kF16) {
+      uint16_t h = FloatToHalf(static_cast<float>(v[i]));
+      std::memcpy(p, &h, 2);
+    } else {
+      KFUSE_CHECK(t == DType::kBool);
+      *p = v[i] != 0;
+    }
+  }
+  return out;
+}
+
+double MaxFiniteError(const std::vector<double>& a, const std::vector<double>& ref) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::isfinite(a[i]) && std::isfinite(ref[i])) m = std::max(m, std::abs(a[i] - ref[i]));
+  return m;
+}
+
+// Inputs of `c`: values in [-4, 4] (positive weights), masks true with
+// probability 0.9 and all false in row 0.
+std::vector<std::vector<double>> Inputs(const Chain& c, const std::vector<int64_t>& syms,
+                                        unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-4, 4);
+  std::vector<std::vector<double>> in(c.num_inputs());
+  for (const Node& n : c.nodes) {
+    if (n.kind != OpKind::kInput) continue;
+    const int64_t count = static_cast<int64_t>(Elements(n.type, syms));
+    const int64_t width = n.type.shape.back().is_static() ? n.type.shape.back().size : 1;
+    std::vector<double>& v = in[n.input_index];
+    for (int64_t i = 0; i < count; ++i) {
+      if (n.type.dtype == DType::kBool) {
+        v.push_back(i >= width && u(rng) > -3.2 ? 1 : 0);
+      } else {
+        v.push_back(RoundTo(n.type.dtype, u(rng)));
+      }
+    }
+  }
+  return in;
+}
+
+struct Gpu {
+  const DriverApi* cu = nullptr;
+  ScopedPrimaryContext ctx;
+  std::string arch;
+};
+
+absl::StatusOr<Gpu> OpenGpu() {
+  KFUSE_ASSIGN_OR_RETURN(const DriverApi* cu, LoadDriver());
+  if (DeviceCount() == 0) return absl::UnavailableError("no CUDA device");
+  KFUSE_ASSIGN_OR_RETURN(ScopedPrimaryContext ctx, ScopedPrimaryContext::Create(0));
+  KFUSE_ASSIGN_OR_RETURN(DeviceFingerprint fp, QueryDevice(0));
+  return Gpu{cu, std::move(ctx), ArchForDevice(fp)};
+}
+
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(const DriverApi* cu) : cu_(cu) {}
+  ~DeviceMemory() {
+    for (CUdeviceptr p : ptrs_) cu_->cuMemFree(p);
+  }
+  CUdeviceptr Upload(const std::string& bytes) {
+    CUdeviceptr p = Alloc(bytes.size());
+    KFUSE_CHECK(cu_->cuMemcpyHtoD(p, bytes.data(), bytes.size()) == CUDA_SUCCESS);
+    return p;
+  }
+  CUdeviceptr Alloc(size_t bytes) {
+    CUdeviceptr p = 0;
+    KFUSE_CHECK(cu_->cuMemAlloc(&p, std::max<size_t>(bytes, 16)) == CUDA_SUCCESS);
+    ptrs_.push_back(p);
+    return p;
+  }
+  std::string Download(CUdeviceptr p, size_t bytes) {
+    std::string out(bytes, '\0');
+    KFUSE_CHECK(cu_->cuMemcpyDtoH(out.data(), p, bytes) == CUDA_SUCCESS);
+    return out;
+  }
+
+ private:
+  const DriverApi* cu_;
+  std::vector<CUdeviceptr> ptrs_;
+};
+
+TEST(GpuRowTest, EveryVariantMatchesReference) {
+  absl::StatusOr<Gpu> gpu = OpenGpu();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  NvrtcCompiler nvrtc;
+  Launcher launcher(*gpu->cu);
+  CompileOptions opts;
+  opts.arch = gpu->arch;
+  for (int64_t w : {1000, 1024, 4096, 5120, 8192, 50257}) {
+    const std::vector<std::pair<std::string, Chain>> chains = {
+        {"masked_softmax_bf16", row_test::Softmax(DType::kBF16, -kRows, w, true)},
+        {"log_softmax_f32", row_test::Softmax(DType::kF32, kRows, w, false, true, true)},
+        {"layer_norm_f32", row_test::LayerNorm(DType::kF32, -kRows, w)},
+        {"rms_residual_bf16", row_test::RmsNormResidual(DType::kBF16, -kRows, w)},
+        {"row_stats_f32", row_test::RowStats(DType::kF32, kRows, w)},
+    };
+    for (const auto& [name, c] : chains) {
+      SCOPED_TRACE(absl::StrCat(name, " W=", w));
+      const std::vector<int64_t> syms(c.symbols.size(), kRows);
+      KernelGroup g = PartitionChain(c)->kernels[0];
+      auto in = Inputs(c, syms, static_cast<unsigned>(w));
+      auto exact = Evaluate(c, in, syms, EvalMode::kExact64);
+      auto eager = Evaluate(c, in, syms, EvalMode::kEager);
+      ASSERT_TRUE(exact.ok() && eager.ok());
+      if (name == "masked_softmax_bf16") {
+        ASSERT_TRUE(std::isnan((*exact)[0][0])) << "a fully masked row is NaN";
+      }
+      DeviceMemory mem(gpu->cu);
+      std::vector<DeviceBuffer> inputs;
+      for (const Node& n : c.nodes) {
+        if (n.kind != OpKind::kInput) continue;
+        inputs.push_back(DeviceBuffer{mem.Upload(ToBytes(n.type.dtype, in[n.input_index])),
+                                      ShapeOf(n.type, syms), {}, n.type.dtype});
+      }
+      v1::KernelPlan plan = PlanFor(c);
+      for (const Variant& v : RowSpace(c, g)) {
+        absl::StatusOr<KernelSpec> spec = EmitRow(c, g, v);
+        ASSERT_TRUE(spec.ok()) << spec.status();
+        absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+        ASSERT_TRUE(k.ok()) << k.status();
+        plan.clear_kernels();
+        *plan.add_kernels() = ToProto(*k, /*include_source=*/false);
+        std::vector<DeviceBuffer> outputs;
+        for (int32_t o : c.outputs) {
+          const TensorType& t = c.nodes[o].type;
+          const size_t bytes = static_cast<size_t>(Elements(t, syms)) * DTypeBytes(t.dtype);
+          CUdeviceptr p = mem.Alloc(bytes);
+          ASSERT_EQ(gpu->cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
+          outputs.push_back(DeviceBuffer{p, ShapeOf(t, syms), {}, t.dtype});
+        }
+        absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
+        ASSERT_TRUE(s.ok()) << v.ToString() << ": " << s;
+        ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();
+        for (size_t j = 0; j < c.outputs.size(); ++j) {
+          const DType t = outputs[j].dtype;
+          const std::vector<double>& ref = (*exact)[j];
+          std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
+          const double eager_err = MaxFiniteError((*eager)[j], ref);
+          OutputCheck check =
+              CheckOutput(t, got.data(), ref, eager_err, kSlack, absl::StrCat("output ", j));
+          EXPECT_TRUE(check.ok) << v.ToString() << ": " << check.message;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kfuse
