@@ -19,6 +19,7 @@
 #include "codegen/row.h"
 #include "codegen/row_test_chains.h"
 #include "gtest/gtest.h"
+#include "tests/gpu_test_util.h"
 #include "service/convert.h"
 #include "tuner/check.h"
 #include "tuner/cuda/device.h"
@@ -122,47 +123,9 @@ std::vector<std::vector<double>> Inputs(const Chain& c, const std::vector<int64_
   return in;
 }
 
-struct Gpu {
-  const DriverApi* cu = nullptr;
-  ScopedPrimaryContext ctx;
-  std::string arch;
-};
-
-absl::StatusOr<Gpu> OpenGpu() {
-  KFUSE_ASSIGN_OR_RETURN(const DriverApi* cu, LoadDriver());
-  if (DeviceCount() == 0) return absl::UnavailableError("no CUDA device");
-  KFUSE_ASSIGN_OR_RETURN(ScopedPrimaryContext ctx, ScopedPrimaryContext::Create(0));
-  KFUSE_ASSIGN_OR_RETURN(DeviceFingerprint fp, QueryDevice(0));
-  return Gpu{cu, std::move(ctx), ArchForDevice(fp)};
-}
-
-class DeviceMemory {
- public:
-  explicit DeviceMemory(const DriverApi* cu) : cu_(cu) {}
-  ~DeviceMemory() {
-    for (CUdeviceptr p : ptrs_) cu_->cuMemFree(p);
-  }
-  CUdeviceptr Upload(const std::string& bytes) {
-    CUdeviceptr p = Alloc(bytes.size());
-    KFUSE_CHECK(cu_->cuMemcpyHtoD(p, bytes.data(), bytes.size()) == CUDA_SUCCESS);
-    return p;
-  }
-  CUdeviceptr Alloc(size_t bytes) {
-    CUdeviceptr p = 0;
-    KFUSE_CHECK(cu_->cuMemAlloc(&p, std::max<size_t>(bytes, 16)) == CUDA_SUCCESS);
-    ptrs_.push_back(p);
-    return p;
-  }
-  std::string Download(CUdeviceptr p, size_t bytes) {
-    std::string out(bytes, '\0');
-    KFUSE_CHECK(cu_->cuMemcpyDtoH(out.data(), p, bytes) == CUDA_SUCCESS);
-    return out;
-  }
-
- private:
-  const DriverApi* cu_;
-  std::vector<CUdeviceptr> ptrs_;
-};
+using gpu_test::DeviceMemory;
+using gpu_test::Gpu;
+using gpu_test::OpenGpu;
 
 TEST(GpuRowTest, EveryVariantMatchesReference) {
   absl::StatusOr<Gpu> gpu = OpenGpu();
