@@ -34,7 +34,11 @@ JobTable::Ticket JobTable::JoinExisting(const std::string& key, bool background,
 void JobTable::Leave(const Ticket& t) {
   absl::MutexLock lock(&mu_);
   t.job->waiters.erase(t.waiter);
-  if (t.job->waiters.empty() && !t.job->background) t.job->cancel = true;
+  if (t.job->waiters.empty() && !t.job->background) {
+    t.job->cancel = true;
+    auto it = jobs_.find(t.job->key);
+    if (it != jobs_.end() && it->second == t.job) jobs_.erase(it);
+  }
 }
 
 void JobTable::Progress(const std::shared_ptr<Job>& job, const v1::TuneProgress& msg) {
@@ -48,15 +52,15 @@ void JobTable::Progress(const std::shared_ptr<Job>& job, const v1::TuneProgress&
 }
 
 void JobTable::Finish(const std::shared_ptr<Job>& job, const Result& result) {
-  std::vector<DoneFn> fns;
+  std::vector<std::pair<DoneFn, bool>> fns;
   {
     absl::MutexLock lock(&mu_);
-    for (auto& [id, w] : job->waiters) fns.push_back(std::move(w.first));
+    for (auto& [id, w] : job->waiters) fns.emplace_back(std::move(w.first), id != 0);
     job->waiters.clear();
     auto it = jobs_.find(job->key);
     if (it != jobs_.end() && it->second == job) jobs_.erase(it);
   }
-  for (auto& f : fns) f(result);
+  for (auto& [f, joined] : fns) f(result, joined);
 }
 
 int JobTable::running() const {

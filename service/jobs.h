@@ -27,14 +27,15 @@ namespace kfuse {
 class JobTable {
  public:
   using Result = absl::StatusOr<v1::CompileResponse>;
-  using DoneFn = std::function<void(const Result&)>;
+  // `joined`: the waiter joined a job another request started.
+  using DoneFn = std::function<void(const Result&, bool joined)>;
   using ProgressFn = std::function<void(const v1::TuneProgress&)>;
 
   struct Job {
     std::string key;
     std::atomic<bool> cancel{false};
     bool background = false;  // Guarded by the table's mutex.
-    std::map<int, std::pair<DoneFn, ProgressFn>> waiters;  // Guarded likewise.
+    std::map<int, std::pair<DoneFn, ProgressFn>> waiters;  // Guarded likewise; 0 started it.
     int next_waiter = 0;
   };
   struct Ticket {
@@ -47,7 +48,9 @@ class JobTable {
   Ticket Join(const std::string& key, bool background, DoneFn done, ProgressFn progress, bool* started);
   // Joins the job for `key` if one runs; a ticket without a job otherwise.
   Ticket JoinExisting(const std::string& key, bool background, DoneFn done, ProgressFn progress);
-  // The waiter stops waiting; its callbacks will not be called.
+  // The waiter stops waiting; its callbacks will not be called. A job left
+  // with no waiter (and not background work) is cancelled and leaves the
+  // table, so a retry starts a fresh job instead of joining a doomed one.
   void Leave(const Ticket& t);
   // Sends a progress message to every waiter.
   void Progress(const std::shared_ptr<Job>& job, const v1::TuneProgress& msg);

@@ -49,14 +49,9 @@ class WaitingUnary final : public grpc::ServerUnaryReactor {
   // Called from the job's thread with its result.
   void Complete(const JobTable::Result& r) {
     if (finished_.exchange(true)) return;
-    if (r.ok()) {
-      *resp_ = *r;
-      if (joined_) resp_->set_cache(v1::CACHE_OUTCOME_JOINED);
-    }
+    if (r.ok()) *resp_ = *r;
     Finish(ToGrpc(r.status()));
   }
-  // This call waits on a job another request started.
-  void set_joined(bool joined) { joined_ = joined; }
 
   void OnCancel() override {
     if (finished_.exchange(true)) return;
@@ -75,7 +70,6 @@ class WaitingUnary final : public grpc::ServerUnaryReactor {
   JobTable* jobs_;
   v1::CompileResponse* resp_;
   std::atomic<bool> finished_{false};
-  std::atomic<bool> joined_{false};
   absl::Mutex mu_;
   JobTable::Ticket ticket_ ABSL_GUARDED_BY(mu_);
   Shared<WaitingUnary> owner_;
@@ -191,7 +185,17 @@ JobTable::Result KernelServiceImpl::Signed(JobTable::Result r) const {
   return r;
 }
 
+// Safe only once the server stopped taking calls (main calls it after
+// Server::Shutdown, which waits for every reactor to be done).
 void KernelServiceImpl::Drain() { pool_.reset(); }
+
+JobTable::Result KernelServiceImpl::ForWaiter(const Prepared& p, JobTable::Result r, bool joined) const {
+  if (!r.ok()) return r;
+  ApplyRequestNames(p, r->mutable_plan());
+  r->set_request_id(p.request.request_id());
+  if (joined) r->set_cache(v1::CACHE_OUTCOME_JOINED);
+  return r;
+}
 
 JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn done,
                                              JobTable::ProgressFn progress, bool* rejected,
@@ -199,7 +203,10 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
   *rejected = false;
   *joined = false;
   bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
-  std::string job_key = absl::StrCat(p.key.ArtifactKey(), wants_tuning ? "/tuned" : "/heuristic");
+  // Waiters on one job share its answer's sources, so the job key says
+  // whether sources were asked for; names and request ids are per waiter.
+  std::string job_key = absl::StrCat(p.key.ArtifactKey(), wants_tuning ? "/tuned" : "/heuristic",
+                                     p.request.include_source() ? "/source" : "");
   // Joining a running job costs nothing, so only a new job meets the queue
   // limit.
   bool full = pool_ == nullptr || pool_->queued() >= options_.max_queued_jobs;
@@ -268,10 +275,13 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
   }
   std::shared_ptr<WaitingUnary> reactor = (new WaitingUnary(&jobs_, resp))->Start();
   bool rejected = false, joined = false;
+  auto mine = std::make_shared<const Prepared>(*std::move(p));
   JobTable::Ticket t = StartJob(
-      *p, [this, reactor](const JobTable::Result& r) { reactor->Complete(Signed(r)); }, nullptr, &rejected,
-      &joined);
-  reactor->set_joined(joined);
+      *mine,
+      [this, reactor, mine](const JobTable::Result& r, bool joined) {
+        reactor->Complete(Signed(ForWaiter(*mine, r, joined)));
+      },
+      nullptr, &rejected, &joined);
   if (rejected) {
     reactor->Complete(absl::ResourceExhaustedError("kfused: the job queue is full; retry later"));
   } else {
@@ -298,8 +308,12 @@ grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::Callba
     return stream.get();
   }
   bool rejected = false, joined = false;
+  auto mine = std::make_shared<const Prepared>(*std::move(p));
   JobTable::Ticket t = StartJob(
-      *p, [this, stream](const JobTable::Result& r) { stream->Complete(Signed(r)); },
+      *mine,
+      [this, stream, mine](const JobTable::Result& r, bool joined) {
+        stream->Complete(Signed(ForWaiter(*mine, r, joined)));
+      },
       [stream](const v1::TuneProgress& m) { stream->Push(m); }, &rejected, &joined);
   if (rejected) {
     stream->Complete(absl::ResourceExhaustedError("kfused: the job queue is full; retry later"));

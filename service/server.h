@@ -57,6 +57,9 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   void Drain();
 
  private:
+  // The job's answer as this waiter asked for it: its names, its request id,
+  // JOINED if another request started the job.
+  JobTable::Result ForWaiter(const Prepared& p, JobTable::Result r, bool joined) const;
   // Starts or joins the job for a prepared miss.
   JobTable::Ticket StartJob(const Prepared& p, JobTable::DoneFn done, JobTable::ProgressFn progress,
                             bool* rejected, bool* joined);

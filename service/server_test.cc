@@ -142,6 +142,35 @@ TEST_F(ServerTest, DeadlineEndsTheWaitAndAnAbandonedJobIsCancelled) {
   EXPECT_EQ(stub_->Lookup(&ctx, Relu(3.0), &looked).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_F(ServerTest, ARetryAfterADeadlineGetsAnAnswerNotTheCancelledJob) {
+  Start(std::chrono::milliseconds(500));
+  v1::CompileResponse first;
+  EXPECT_FALSE(Compile(Relu(7.0), &first, std::chrono::milliseconds(100)).ok());
+  v1::CompileResponse retry;
+  grpc::Status s = Compile(Relu(7.0), &retry);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+TEST_F(ServerTest, JoinedCallersGetTheirOwnNamesAndRequestIds) {
+  Start(std::chrono::milliseconds(400));
+  v1::CompileRequest a = Relu(8.0), b = Relu(8.0);
+  a.mutable_chain()->mutable_outputs(0)->set_name("first");
+  a.set_request_id("req-a");
+  b.mutable_chain()->mutable_outputs(0)->set_name("second");
+  b.set_request_id("req-b");
+  v1::CompileResponse ra, rb;
+  std::thread t([&] { ASSERT_TRUE(Compile(a, &ra).ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(Compile(b, &rb).ok());
+  t.join();
+  EXPECT_EQ(compiler_->calls.load(), 1);
+  EXPECT_EQ(ra.plan().outputs(0).name(), "first");
+  EXPECT_EQ(rb.plan().outputs(0).name(), "second");
+  EXPECT_EQ(ra.request_id(), "req-a");
+  EXPECT_EQ(rb.request_id(), "req-b");
+  EXPECT_EQ(rb.cache(), v1::CACHE_OUTCOME_JOINED);
+}
+
 TEST_F(ServerTest, BackgroundJobFinishesAfterTheCallerLeaves) {
   Start(std::chrono::milliseconds(400));
   v1::CompileResponse resp;
