@@ -10,10 +10,12 @@ std::shared_ptr<const v1::CompileResponse> HotCache::Get(const std::string& key)
   return it->second.response;
 }
 
-void HotCache::Put(const std::string& key, std::shared_ptr<const v1::CompileResponse> response) {
+void HotCache::Put(const std::string& key, std::shared_ptr<const v1::CompileResponse> response,
+                   std::optional<uint64_t> generation) {
   int64_t size = static_cast<int64_t>(response->ByteSizeLong());
   if (size > max_bytes_) return;
   absl::MutexLock lock(&mu_);
+  if (generation && *generation != generation_) return;
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     bytes_ -= it->second.bytes;
@@ -31,8 +33,14 @@ void HotCache::Put(const std::string& key, std::shared_ptr<const v1::CompileResp
   }
 }
 
+uint64_t HotCache::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
 void HotCache::Clear() {
   absl::MutexLock lock(&mu_);
+  ++generation_;
   entries_.clear();
   ages_.clear();
   bytes_ = 0;

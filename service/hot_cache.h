@@ -10,6 +10,7 @@
 
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -23,8 +24,13 @@ class HotCache {
   explicit HotCache(int64_t max_bytes) : max_bytes_(max_bytes) {}
 
   std::shared_ptr<const v1::CompileResponse> Get(const std::string& key);
-  void Put(const std::string& key, std::shared_ptr<const v1::CompileResponse> response);
+  // With `generation`, the entry is kept only if no Clear() happened since
+  // generation() returned it: a reader that fetched the value from the store
+  // before a delete cannot bring the deleted plan back.
+  void Put(const std::string& key, std::shared_ptr<const v1::CompileResponse> response,
+           std::optional<uint64_t> generation = std::nullopt);
   void Clear();
+  uint64_t generation() const;
   int64_t bytes() const;
 
  private:
@@ -39,6 +45,7 @@ class HotCache {
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> ages_ ABSL_GUARDED_BY(mu_);  // Front: most recent.
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kfuse

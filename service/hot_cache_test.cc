@@ -44,6 +44,16 @@ TEST(HotCacheTest, ReplacingAKeyKeepsOneEntryAndClearEmpties) {
   EXPECT_EQ(hot.bytes(), 0);
 }
 
+TEST(HotCacheTest, APutFromBeforeAClearIsDropped) {
+  HotCache hot(10000);
+  uint64_t before = hot.generation();
+  hot.Clear();  // A delete between the reader's store read and its put.
+  hot.Put("a", Response("a", 100), before);
+  EXPECT_EQ(hot.Get("a"), nullptr);
+  hot.Put("a", Response("a", 100), hot.generation());
+  EXPECT_NE(hot.Get("a"), nullptr);
+}
+
 TEST(HotCacheTest, AnEntryLargerThanTheCapIsNotKept) {
   HotCache hot(100);
   hot.Put("a", Response("a", 1000));

@@ -169,34 +169,54 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   p.key.device = p.can_tune ? absl::StrCat("gpu:", deps_.device->Digest()) : absl::StrCat("untuned:", p.arch);
   p.key.toolchain = absl::StrCat(deps_.compiler->Version(), "/", p.arch);
   p.key.generator = GeneratorVersions(p.partition);
+  // On a server that tunes, each search depth has its own entry, so a
+  // heuristic answer never replaces a tuned one and FULL is not served a
+  // QUICK result; a request is served by its own depth or a deeper one.
+  p.lookup_keys = {p.key};
+  if (p.can_tune) {
+    const char* depths[] = {"full", "quick", "heuristic"};
+    const int mine = p.mode == TuneMode::kFull ? 0 : p.mode == TuneMode::kQuick ? 1 : 2;
+    p.lookup_keys.clear();
+    for (int d = 0; d <= mine; ++d) {
+      CacheKey k = p.key;
+      absl::StrAppend(&k.spec, ";search=", depths[d]);
+      p.lookup_keys.push_back(std::move(k));
+    }
+    p.key = p.lookup_keys.back();
+  }
   p.request = request;
   return p;
 }
 
-absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepared& p) const {
-  if (p.request.policy().force()) return std::nullopt;
+absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepared& p,
+                                                                    bool honour_force) const {
+  if (honour_force && p.request.policy().force()) return std::nullopt;
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   auto usable = [&](const v1::KernelPlan& plan) {
     return !wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED;
   };
-  const std::string key = p.key.ArtifactKey();
-  // Sources are not kept in memory: a request for them reads the store.
-  if (!p.request.include_source()) {
-    std::shared_ptr<const v1::CompileResponse> hot = hot_->Get(key);
-    if (hot != nullptr && usable(hot->plan())) return Answer(p, *hot);
+  const uint64_t generation = hot_->generation();
+  for (const CacheKey& candidate : p.lookup_keys) {
+    const std::string key = candidate.ArtifactKey();
+    // Sources are not kept in memory: a request for them reads the store.
+    if (!p.request.include_source()) {
+      std::shared_ptr<const v1::CompileResponse> hot = hot_->Get(key);
+      if (hot != nullptr && usable(hot->plan())) return Answer(p, *hot);
+    }
+    KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetArtifact(candidate));
+    if (!blob) continue;
+    storage::v1::Artifact artifact;
+    if (!artifact.ParseFromString(*blob)) continue;  // sha256 matched: a schema bug.
+    if (!usable(artifact.plan())) continue;
+    v1::CompileResponse stored;
+    *stored.mutable_plan() = std::move(*artifact.mutable_plan());
+    if (!p.request.include_source()) {
+      for (v1::Kernel& k : *stored.mutable_plan()->mutable_kernels()) k.clear_source();
+      hot_->Put(key, std::make_shared<const v1::CompileResponse>(stored), generation);
+    }
+    return Answer(p, stored);
   }
-  KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetArtifact(p.key));
-  if (!blob) return std::nullopt;
-  storage::v1::Artifact artifact;
-  if (!artifact.ParseFromString(*blob)) return std::nullopt;  // sha256 matched: a schema bug.
-  if (!usable(artifact.plan())) return std::nullopt;
-  v1::CompileResponse stored;
-  *stored.mutable_plan() = std::move(*artifact.mutable_plan());
-  v1::CompileResponse response = Answer(p, stored);
-  if (!p.request.include_source()) {
-    hot_->Put(key, std::make_shared<const v1::CompileResponse>(response));
-  }
-  return response;
+  return std::nullopt;
 }
 
 v1::CompileResponse Pipeline::Answer(const Prepared& p, const v1::CompileResponse& stored) const {

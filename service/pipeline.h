@@ -64,7 +64,8 @@ struct Prepared {
   double budget_seconds = 0;
   bool can_tune = false;     // A GPU of the target's architecture is here.
   std::string untuned_reason;
-  CacheKey key;
+  CacheKey key;                     // Where a build of this request is stored.
+  std::vector<CacheKey> lookup_keys;  // What may answer it, best first.
 };
 
 using ProgressFn = std::function<void(const v1::TuneProgress&)>;
@@ -78,7 +79,9 @@ class Pipeline {
   absl::StatusOr<Prepared> Prepare(const v1::CompileRequest& request) const;
   // The store only. nullopt on a miss. A stored heuristic answer is not a hit
   // for a request that asks for tuning on a server that can tune.
-  absl::StatusOr<std::optional<v1::CompileResponse>> Lookup(const Prepared& p) const;
+  // `honour_force`: a forced request misses (the Lookup RPC ignores force).
+  absl::StatusOr<std::optional<v1::CompileResponse>> Lookup(const Prepared& p,
+                                                            bool honour_force = true) const;
   // Partition, generate, compile, tune, store. Reuses a stored decision when
   // only the toolchain changed (recompiles, does not retune).
   absl::StatusOr<v1::CompileResponse> Build(const Prepared& p, const ProgressFn& progress,

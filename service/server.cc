@@ -262,6 +262,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
       return Answer(ctx, absl::OkStatus());
     }
   }
+  const uint64_t generation = answers_.generation();
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) return Answer(ctx, p.status());
   absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
@@ -269,7 +270,9 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
   if (hit->has_value()) {
     *resp = std::move(**hit);
     Sign(resp);
-    if (!answer_key.empty()) answers_.Put(answer_key, std::make_shared<const v1::CompileResponse>(*resp));
+    if (!answer_key.empty()) {
+      answers_.Put(answer_key, std::make_shared<const v1::CompileResponse>(*resp), generation);
+    }
     resp->set_request_id(req->request_id());
     return Answer(ctx, absl::OkStatus());
   }
@@ -328,7 +331,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Lookup(grpc::CallbackServerContext*
   if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) return Answer(ctx, p.status());
-  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
+  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p, /*honour_force=*/false);
   if (!hit.ok()) return Answer(ctx, hit.status());
   if (!hit->has_value()) {
     return Answer(ctx, absl::NotFoundError(absl::StrCat("no stored plan for key ", p->key.ArtifactKey())));
