@@ -73,16 +73,26 @@ absl::StatusOr<SigningKey> LoadOrCreateSigningKey(const std::string& path, bool 
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT && create) {
     SigningKey k = GenerateSigningKey();
-    int wfd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    // Written beside, then renamed into place: a failed write never leaves
+    // a partial key that every later start would refuse.
+    const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
+    int wfd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (wfd < 0) {
       return absl::PermissionDeniedError(absl::StrCat("cannot create signing key ", path, ": ", strerror(errno),
                                                       " (pass --signing_key FILE)"));
     }
     std::string hex = absl::StrCat(
         absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(k.seed.data()), 32)), "\n");
-    bool ok = write(wfd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size());
+    bool ok = write(wfd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size()) && fsync(wfd) == 0;
     sodium_memzero(hex.data(), hex.size());
-    close(wfd);
+    ok = close(wfd) == 0 && ok;
+    // link() fails if another process created the key meanwhile: use theirs.
+    if (ok && link(tmp.c_str(), path.c_str()) != 0) {
+      unlink(tmp.c_str());
+      if (errno == EEXIST) return LoadOrCreateSigningKey(path, false);
+      return absl::InternalError(absl::StrCat("cannot write signing key ", path, ": ", strerror(errno)));
+    }
+    unlink(tmp.c_str());
     if (!ok) return absl::InternalError(absl::StrCat("cannot write signing key ", path));
     return k;
   }

@@ -156,6 +156,10 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_max_queued_jobs) < 0) {
+    std::fprintf(stderr, "kfused: --threads must be at least 1 and --max_queued_jobs at least 0\n");
+    return 2;
+  }
   kfuse::ServiceOptions sopts;
   sopts.job_threads = absl::GetFlag(FLAGS_threads);
   sopts.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);

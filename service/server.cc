@@ -113,6 +113,7 @@ class TuneStream final : public grpc::ServerWriteReactor<v1::TuneProgress> {
     if (!ok) {
       closing_ = true;
       queue_.clear();
+      final_ = grpc::Status(grpc::StatusCode::CANCELLED, "the stream broke; the job goes on");
     }
     Pump();
   }
@@ -122,7 +123,8 @@ class TuneStream final : public grpc::ServerWriteReactor<v1::TuneProgress> {
       absl::MutexLock lock(&mu_);
       closing_ = true;
       t = ticket_;
-      queue_.clear();
+      // A message being written must live until OnWriteDone.
+      queue_.erase(queue_.begin() + (writing_ && !queue_.empty() ? 1 : 0), queue_.end());
       final_ = grpc::Status(grpc::StatusCode::CANCELLED, "the caller left; the job goes on");
       Pump();
     }
