@@ -1,5 +1,7 @@
 #include "codegen/partition.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "codegen/row_analysis.h"
 #include "core/status.h"
@@ -18,6 +20,33 @@ std::string NotYet(OpKind k) {
   if (IsLayout(k)) return "layout views are not generated yet";
   if (k == OpKind::kMatmul) return "matmul is not generated yet";
   return "this op is not generated yet";
+}
+
+// One pointwise kernel iterates over the broadcast of its outputs' shapes;
+// outputs that do not broadcast together would need a kernel each.
+absl::Status OutputsShareOneIterationSpace(const Chain& c) {
+  std::vector<Dim> space;
+  for (size_t j = 0; j < c.outputs.size(); ++j) {
+    const std::vector<Dim>& shape = c.nodes[c.outputs[j]].type.shape;
+    std::vector<Dim> merged(std::max(space.size(), shape.size()), Dim::Static(1));
+    for (size_t i = 0; i < merged.size(); ++i) {
+      const Dim* a = i < space.size() ? &space[space.size() - 1 - i] : nullptr;
+      const Dim* b = i < shape.size() ? &shape[shape.size() - 1 - i] : nullptr;
+      auto is_one = [](const Dim* d) { return d == nullptr || (d->is_static() && d->size == 1); };
+      Dim& out = merged[merged.size() - 1 - i];
+      if (is_one(a)) {
+        out = b != nullptr ? *b : Dim::Static(1);
+      } else if (is_one(b) || *a == *b) {
+        out = *a;
+      } else {
+        return absl::UnimplementedError(absl::StrCat(
+            "outputs[", j, "]: its shape does not broadcast with the earlier outputs'; one kernel "
+            "cannot write them all yet (ask for them in separate chains)"));
+      }
+    }
+    space = std::move(merged);
+  }
+  return absl::OkStatus();
 }
 
 // A chain whose reductions all run along rows: one row kernel.
@@ -63,6 +92,11 @@ absl::StatusOr<Partition> PartitionChain(const Chain& c) {
     }
     k.nodes.push_back(id);
   }
+  if (k.nodes.empty()) {
+    return absl::InvalidArgumentError(
+        "outputs: every output is a chain input or a constant: there is nothing to compute");
+  }
+  KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c));
   std::vector<bool> is_result(c.nodes.size(), false);
   for (int32_t o : c.outputs) is_result[o] = true;
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {

@@ -83,3 +83,34 @@ TEST(PartitionTest, RowReductionChainIsOneRowKernel) {
 
 }  // namespace
 }  // namespace kfuse
+
+namespace kfuse {
+namespace {
+
+// Found by fuzzing: an identity chain reached the generator as an empty
+// kernel; outputs that do not broadcast together reached it as INTERNAL.
+TEST(PartitionRegressionTest, NothingToComputeIsInvalidArgument) {
+  Chain c;
+  int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(8)}});
+  c.outputs = {x};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  absl::StatusOr<Partition> p = PartitionChain(Canonicalize(*v));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("outputs"), std::string::npos) << p.status();
+}
+
+TEST(PartitionRegressionTest, OutputsThatDoNotBroadcastTogetherAreUnimplemented) {
+  Chain c;
+  int a = c.AddInput(TensorType{DType::kF32, {Dim::Static(33)}});
+  int b = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(128)}});
+  c.outputs = {c.AddOp(OpKind::kRelu, {a}), c.AddOp(OpKind::kExp, {b})};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  absl::StatusOr<Partition> p = PartitionChain(Canonicalize(*v));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(p.status().message().find("outputs[1]"), std::string::npos) << p.status();
+}
+
+}  // namespace
+}  // namespace kfuse
