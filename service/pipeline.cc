@@ -275,6 +275,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
       to.arch = p.arch;
       to.ceilings = ceilings;
       to.symbol_values = p.symbol_values;
+      to.cancel = cancel;
       auto on_trial = [&](const Trial& t, int done, int total) {
         if (!progress) return;
         v1::TuneProgress msg;

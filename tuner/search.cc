@@ -181,9 +181,10 @@ std::vector<std::optional<absl::StatusOr<CompiledKernel>>> CompileWithin(
   std::vector<std::optional<absl::StatusOr<CompiledKernel>>> out(specs.size());
   for (size_t begin = 0; begin < specs.size(); begin += threads) {
     if (begin >= always && Since(start) >= stop_after) break;
+    if (opts.cancel != nullptr && opts.cancel->load()) break;
     size_t end = std::min(specs.size(), begin + threads);
     std::vector<KernelSpec> batch(specs.begin() + begin, specs.begin() + end);
-    auto results = pool->CompileAll(batch, copts);
+    auto results = pool->CompileAll(batch, copts, opts.cancel);
     for (size_t i = 0; i < results.size(); ++i) out[begin + i] = std::move(results[i]);
   }
   return out;
@@ -269,7 +270,7 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   if (heuristic_only) {
     CompileOptions copts;
     copts.arch = opts.arch;
-    KFUSE_ASSIGN_OR_RETURN(result.kernel, compiler.Compile(seed_spec, copts));
+    KFUSE_ASSIGN_OR_RETURN(result.kernel, compiler.Compile(seed_spec, copts, opts.cancel));
     result.untuned_reason = runner == nullptr ? "no GPU on this server" : "policy: heuristic";
     result.tuning_seconds = Since(start);
     return result;
@@ -306,6 +307,10 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   // Compile, stopping new batches at half the budget.
   auto compiled =
       CompileWithin(specs, /*always=*/3, opts, compiler, start, 0.5 * opts.budget_seconds);
+  auto cancelled = [&] { return opts.cancel != nullptr && opts.cancel->load(); };
+  if (cancelled() || !compiled[0] || !compiled[1] || !compiled[2]) {
+    return absl::CancelledError("tuning cancelled: no caller waits");
+  }
   for (int i = 0; i < 3; ++i) {
     if (!compiled[i]->ok())
       return absl::InternalError(absl::StrCat(
@@ -346,6 +351,7 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   KFUSE_RETURN_IF_ERROR(buffers.Apply(task.reference64.spec));
   KFUSE_RETURN_IF_ERROR(buffers.Apply(task.eager.spec));
   for (CompiledKernel& k : task.candidates) KFUSE_RETURN_IF_ERROR(buffers.Apply(k.spec));
+  if (cancelled()) return absl::CancelledError("tuning cancelled: no caller waits");
   absl::StatusOr<std::vector<Trial>> ran = runner->Run(task, [&](const Trial& t) {
     ++done;
     if (progress) progress(t, done, total);

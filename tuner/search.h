@@ -21,6 +21,7 @@
 #define KFUSE_TUNER_SEARCH_H_
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -62,6 +63,10 @@ struct TuneOptions {
   CompilePool* pool = nullptr;
   int compile_threads = 4;
   double slack = 2.0;  // CheckTask::slack.
+  // Set when nobody waits for the result any more: compiles stop (NVRTC's
+  // flow callback), no batch or GPU run starts, and TuneKernel returns
+  // Cancelled. A run already on the GPU finishes its task.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct TuneResult {

@@ -186,6 +186,18 @@ TEST(TuneKernelTest, FastestOkTrialWins) {
   EXPECT_NE(task.reference64.spec.source, task.candidates[0].spec.source);
 }
 
+TEST(TuneKernelTest, ACancelledJobNeverReachesTheGpu) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  std::atomic<bool> cancel{true};
+  TuneOptions opts = Opts(TuneMode::kQuick);
+  opts.cancel = &cancel;
+  absl::StatusOr<TuneResult> r = TuneKernel(f.chain, f.group, opts, compiler, &runner);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_EQ(runner.run_at_, std::chrono::steady_clock::time_point{});
+}
+
 TEST(TuneKernelTest, WrongOrFaultingVariantNeverWins) {
   Fixture f = ReluChain();
   FakeCompiler compiler;
