@@ -1,6 +1,7 @@
 #include "service/pipeline.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -185,6 +186,7 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
     p.key = p.lookup_keys.back();
   }
   p.request = request;
+  if (p.request.request_id().empty()) p.request.set_request_id(NewRequestId());
   return p;
 }
 
@@ -381,6 +383,12 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   response.set_cache(v1::CACHE_OUTCOME_MISS);
   response.set_request_id(p.request.request_id());
   return response;
+}
+
+std::string NewRequestId() {
+  static std::atomic<uint64_t> counter{0};
+  static const int64_t start = absl::ToUnixNanos(absl::Now());
+  return absl::StrCat(absl::Hex(start), "-", counter.fetch_add(1));
 }
 
 void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan) {

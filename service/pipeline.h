@@ -107,6 +107,9 @@ class Pipeline {
 // them differently.
 void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan);
 
+// A request id unique in this process, for requests that came without one.
+std::string NewRequestId();
+
 }  // namespace kfuse
 
 #endif  // KFUSE_SERVICE_PIPELINE_H_

@@ -260,7 +260,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
   if (!answer_key.empty()) {
     if (std::shared_ptr<const v1::CompileResponse> a = answers_.Get(answer_key)) {
       *resp = *a;
-      resp->set_request_id(req->request_id());
+      resp->set_request_id(req->request_id().empty() ? NewRequestId() : req->request_id());
       return Answer(ctx, absl::OkStatus());
     }
   }
@@ -275,7 +275,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
     if (!answer_key.empty()) {
       answers_.Put(answer_key, std::make_shared<const v1::CompileResponse>(*resp), generation);
     }
-    resp->set_request_id(req->request_id());
+    resp->set_request_id(p->request.request_id());
     return Answer(ctx, absl::OkStatus());
   }
   std::shared_ptr<WaitingUnary> reactor = (new WaitingUnary(&jobs_, resp))->Start();

@@ -171,6 +171,16 @@ TEST_F(ServerTest, JoinedCallersGetTheirOwnNamesAndRequestIds) {
   EXPECT_EQ(rb.cache(), v1::CACHE_OUTCOME_JOINED);
 }
 
+TEST_F(ServerTest, RequestsWithoutAnIdGetOne) {
+  Start(std::chrono::milliseconds(0));
+  v1::CompileResponse miss, hit;
+  ASSERT_TRUE(Compile(Relu(9.0), &miss).ok());
+  ASSERT_TRUE(Compile(Relu(9.0), &hit).ok());
+  EXPECT_FALSE(miss.request_id().empty());
+  EXPECT_FALSE(hit.request_id().empty());
+  EXPECT_NE(miss.request_id(), hit.request_id());
+}
+
 TEST_F(ServerTest, BackgroundJobFinishesAfterTheCallerLeaves) {
   Start(std::chrono::milliseconds(400));
   v1::CompileResponse resp;
