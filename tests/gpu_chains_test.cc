@@ -36,47 +36,6 @@ using testing_chains::RandomInputs;
 constexpr int kChains = 25;
 constexpr double kSlack = 2.0;
 
-std::vector<int64_t> ShapeOf(const TensorType& t, const std::vector<int64_t>& symbols) {
-  std::vector<int64_t> s;
-  for (const Dim& d : t.shape) s.push_back(d.is_static() ? d.size : symbols[d.symbol]);
-  return s;
-}
-
-// The plan's tensors and symbol table, as the service fills them in.
-v1::KernelPlan PlanFor(const Chain& c) {
-  v1::KernelPlan plan;
-  plan.set_api_version("kfuse.v1");
-  for (const SymbolInfo& s : c.symbols) plan.add_symbols()->set_name(s.name);
-  auto spec = [&](const TensorType& t, v1::TensorSpec* out) {
-    out->set_dtype(static_cast<v1::DType>(t.dtype));
-    for (const Dim& d : t.shape) {
-      if (d.is_static())
-        out->add_shape()->set_size(d.size);
-      else
-        out->add_shape()->set_symbol(c.symbols[d.symbol].name);
-    }
-  };
-  for (const Node& n : c.nodes) {
-    if (n.kind != OpKind::kInput) continue;
-    v1::TensorSpec* in = plan.add_inputs();
-    in->set_name(absl::StrCat("in", n.input_index));
-    spec(n.type, in);
-    for (int axis = 0; axis < n.type.rank(); ++axis) {
-      const Dim& d = n.type.shape[axis];
-      if (d.is_static()) continue;
-      v1::SymbolSource* src = plan.mutable_symbols(d.symbol)->add_sources();
-      src->set_input(n.input_index);
-      src->set_axis(axis);
-    }
-  }
-  for (size_t j = 0; j < c.outputs.size(); ++j) {
-    v1::TensorSpec* out = plan.add_outputs();
-    out->set_name(absl::StrCat("out", j));
-    spec(c.nodes[c.outputs[j]].type, out);
-  }
-  return plan;
-}
-
 KernelGroup OnlyGroup(const Chain& c) {
   absl::StatusOr<Partition> p = PartitionChain(c);
   KFUSE_CHECK(p.ok() && p->kernels.size() == 1);
@@ -164,6 +123,8 @@ TEST(RandomChainsTest, GenerateCompileAndEvaluateOnCpu) {
 }
 
 using gpu_test::DeviceMemory;
+using gpu_test::PlanFor;
+using gpu_test::ShapeOf;
 using gpu_test::Gpu;
 using gpu_test::OpenGpu;
 

@@ -32,46 +32,6 @@ namespace {
 constexpr int64_t kRows = 7;  // Odd: the last block of multi-row variants is partial.
 constexpr double kSlack = 2.0;
 
-std::vector<int64_t> ShapeOf(const TensorType& t, const std::vector<int64_t>& symbols) {
-  std::vector<int64_t> s;
-  for (const Dim& d : t.shape) s.push_back(d.is_static() ? d.size : symbols[d.symbol]);
-  return s;
-}
-
-v1::KernelPlan PlanFor(const Chain& c) {
-  v1::KernelPlan plan;
-  plan.set_api_version("kfuse.v1");
-  for (const SymbolInfo& s : c.symbols) plan.add_symbols()->set_name(s.name);
-  auto spec = [&](const TensorType& t, v1::TensorSpec* out) {
-    out->set_dtype(static_cast<v1::DType>(t.dtype));
-    for (const Dim& d : t.shape) {
-      if (d.is_static())
-        out->add_shape()->set_size(d.size);
-      else
-        out->add_shape()->set_symbol(c.symbols[d.symbol].name);
-    }
-  };
-  for (const Node& n : c.nodes) {
-    if (n.kind != OpKind::kInput) continue;
-    v1::TensorSpec* in = plan.add_inputs();
-    in->set_name(absl::StrCat("in", n.input_index));
-    spec(n.type, in);
-    for (int axis = 0; axis < n.type.rank(); ++axis) {
-      const Dim& d = n.type.shape[axis];
-      if (d.is_static()) continue;
-      v1::SymbolSource* src = plan.mutable_symbols(d.symbol)->add_sources();
-      src->set_input(n.input_index);
-      src->set_axis(axis);
-    }
-  }
-  for (size_t j = 0; j < c.outputs.size(); ++j) {
-    v1::TensorSpec* out = plan.add_outputs();
-    out->set_name(absl::StrCat("out", j));
-    spec(c.nodes[c.outputs[j]].type, out);
-  }
-  return plan;
-}
-
 std::string ToBytes(DType t, const std::vector<double>& v) {
   std::string out(v.size() * DTypeBytes(t), '\0');
   for (size_t i = 0; i < v.size(); ++i) {
@@ -124,6 +84,8 @@ std::vector<std::vector<double>> Inputs(const Chain& c, const std::vector<int64_
 }
 
 using gpu_test::DeviceMemory;
+using gpu_test::PlanFor;
+using gpu_test::ShapeOf;
 using gpu_test::Gpu;
 using gpu_test::OpenGpu;
 

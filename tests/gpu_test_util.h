@@ -1,5 +1,6 @@
 // What the GPU property tests share: the device (or why there is none) and
-// device memory freed at scope exit. Tests skip when OpenGpu() fails.
+// device memory freed at scope exit, and the plan tensors and symbol table
+// of a chain as the service fills them in. Tests skip when OpenGpu() fails.
 #ifndef KFUSE_TESTS_GPU_TEST_UTIL_H_
 #define KFUSE_TESTS_GPU_TEST_UTIL_H_
 
@@ -7,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "codegen/ir.h"
 #include "core/status.h"
+#include "kfuse/v1/kfuse.pb.h"
 #include "tuner/cuda/device.h"
 #include "tuner/cuda/driver.h"
 
@@ -56,6 +60,47 @@ class DeviceMemory {
   const DriverApi* cu_;
   std::vector<CUdeviceptr> ptrs_;
 };
+
+inline std::vector<int64_t> ShapeOf(const TensorType& t, const std::vector<int64_t>& symbols) {
+  std::vector<int64_t> s;
+  for (const Dim& d : t.shape) s.push_back(d.is_static() ? d.size : symbols[d.symbol]);
+  return s;
+}
+
+// The plan's tensors and symbol table, as the service fills them in.
+inline v1::KernelPlan PlanFor(const Chain& c) {
+  v1::KernelPlan plan;
+  plan.set_api_version("kfuse.v1");
+  for (const SymbolInfo& s : c.symbols) plan.add_symbols()->set_name(s.name);
+  auto spec = [&](const TensorType& t, v1::TensorSpec* out) {
+    out->set_dtype(static_cast<v1::DType>(t.dtype));
+    for (const Dim& d : t.shape) {
+      if (d.is_static())
+        out->add_shape()->set_size(d.size);
+      else
+        out->add_shape()->set_symbol(c.symbols[d.symbol].name);
+    }
+  };
+  for (const Node& n : c.nodes) {
+    if (n.kind != OpKind::kInput) continue;
+    v1::TensorSpec* in = plan.add_inputs();
+    in->set_name(absl::StrCat("in", n.input_index));
+    spec(n.type, in);
+    for (int axis = 0; axis < n.type.rank(); ++axis) {
+      const Dim& d = n.type.shape[axis];
+      if (d.is_static()) continue;
+      v1::SymbolSource* src = plan.mutable_symbols(d.symbol)->add_sources();
+      src->set_input(n.input_index);
+      src->set_axis(axis);
+    }
+  }
+  for (size_t j = 0; j < c.outputs.size(); ++j) {
+    v1::TensorSpec* out = plan.add_outputs();
+    out->set_name(absl::StrCat("out", j));
+    spec(c.nodes[c.outputs[j]].type, out);
+  }
+  return plan;
+}
 
 }  // namespace gpu_test
 }  // namespace kfuse
