@@ -22,6 +22,18 @@ std::string NotYet(OpKind k) {
   return "this op is not generated yet";
 }
 
+// A plan of the one kernel `k`, which writes every chain output.
+Partition OneKernel(const Chain& c, KernelGroup k) {
+  std::vector<bool> is_result(c.nodes.size(), false);
+  for (int32_t o : c.outputs) is_result[o] = true;
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    if (is_result[id]) k.results.push_back(id);
+  }
+  Partition p;
+  p.kernels.push_back(std::move(k));
+  return p;
+}
+
 // One pointwise kernel iterates over the broadcast of its outputs' shapes;
 // outputs that do not broadcast together would need a kernel each.
 absl::Status OutputsShareOneIterationSpace(const Chain& c) {
@@ -59,14 +71,7 @@ absl::StatusOr<Partition> RowPartition(const Chain& c) {
     OpKind kind = c.nodes[id].kind;
     if (kind != OpKind::kInput && kind != OpKind::kConstant) k.nodes.push_back(id);
   }
-  std::vector<bool> is_result(c.nodes.size(), false);
-  for (int32_t o : c.outputs) is_result[o] = true;
-  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
-    if (is_result[id]) k.results.push_back(id);
-  }
-  Partition p;
-  p.kernels.push_back(std::move(k));
-  return p;
+  return OneKernel(c, std::move(k));
 }
 
 }  // namespace
@@ -97,14 +102,7 @@ absl::StatusOr<Partition> PartitionChain(const Chain& c) {
         "outputs: every output is a chain input or a constant: there is nothing to compute");
   }
   KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c));
-  std::vector<bool> is_result(c.nodes.size(), false);
-  for (int32_t o : c.outputs) is_result[o] = true;
-  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
-    if (is_result[id]) k.results.push_back(id);
-  }
-  Partition p;
-  p.kernels.push_back(std::move(k));
-  return p;
+  return OneKernel(c, std::move(k));
 }
 
 }  // namespace kfuse
