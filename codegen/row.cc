@@ -28,6 +28,31 @@ SizeExpr DimExpr(const Dim& d) {
                        : SizeExpr::Symbol(static_cast<uint32_t>(d.symbol));
 }
 
+// Whether input `id` (a per-element input) holds different values in
+// different rows, rather than one row's worth broadcast to all.
+bool VariesByRow(const Chain& c, const RowStructure& r, int32_t id) {
+  const Node& n = c.nodes[id];
+  const int frame = static_cast<int>(r.row_shape.size()) - (r.reduced_frame[id] ? 1 : 0);
+  const int off = frame - n.type.rank();
+  for (int d = 0; d < n.type.rank(); ++d) {
+    if (off + d < static_cast<int>(r.row_shape.size()) - 1 && n.type.shape[d] != Dim::Static(1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether every per-element input is laid out as the rows are, so that one
+// misalignment (row r starts at element r * W) serves every buffer and a
+// row can be peeled to its first aligned vector.
+bool Peelable(const Chain& c, const RowStructure& r) {
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    if (c.nodes[id].kind != OpKind::kInput || r.cls[id] != RowStructure::Class::kElement) continue;
+    if (r.reduced_frame[id] || c.nodes[id].type.shape != r.row_shape) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int WidestElementBytes(const Chain& c, const RowStructure& r) {
@@ -87,13 +112,10 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     return BadParam(variant, absl::StrCat("vec ", vec, " of ", widest,
                                           "-byte elements exceeds 16-byte accesses"));
   }
-  if (r.width.is_static() && r.width.size % vec != 0) {
-    return BadParam(variant, absl::StrCat("vec ", vec, " does not divide the row width ",
-                                          r.width.size));
-  }
   for (int32_t id = 0; id < static_cast<int32_t>(chain.nodes.size()); ++id) {
     if (chain.nodes[id].kind == OpKind::kInput && r.cls[id] == RowStructure::Class::kElement) {
       p.elem_inputs.push_back(id);
+      if (VariesByRow(chain, r, id)) p.held_inputs.push_back(id);
     }
   }
   std::set<int32_t> syms;
@@ -101,15 +123,26 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     if (!d.is_static()) syms.insert(d.symbol);
   }
   p.symbols.assign(syms.begin(), syms.end());
-  p.vec = numerics == Numerics::kReference64 ? 1 : static_cast<int>(vec);
+  // The fp64 yardstick is the plainest schedule of the variant: scalar
+  // accesses, a loop over the row.
+  const bool reference = numerics == Numerics::kReference64;
+  if (r.width.is_static() && r.width.size % vec != 0) {
+    if (resident == 1 || !Peelable(chain, r)) {
+      return BadParam(variant, absl::StrCat("vec ", vec, " does not divide the row width ",
+                                            r.width.size,
+                                            resident == 1 ? " (resident rows)"
+                                                          : " (inputs of other shapes than the row)"));
+    }
+    p.peel = !reference && vec > 1;
+  }
+  p.vec = reference ? 1 : static_cast<int>(vec);
   p.threads = static_cast<int>(threads);
   p.rows_per_block = static_cast<int>(rows);
-  p.resident = resident == 1;
-  if (p.resident) {
+  if (resident == 1) {
     if (!r.width.is_static()) return BadParam(variant, "resident needs a static row width");
     const int64_t per_vec = threads * vec;
-    p.items = static_cast<int>((r.width.size + per_vec - 1) / per_vec);
-    const int64_t held = int64_t{p.items} * vec * static_cast<int64_t>(p.elem_inputs.size());
+    const int64_t items = (r.width.size + per_vec - 1) / per_vec;
+    const int64_t held = items * vec * static_cast<int64_t>(p.held_inputs.size());
     // Fewer registers per thread in bigger blocks (NVRTC spilled 72 held
     // elements at 256 threads).
     const int64_t budget = std::min<int64_t>(kMaxResidentElements, 16384 / (threads * rows));
@@ -118,6 +151,8 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
                                             " registers per thread; at most ", budget,
                                             " at ", threads * rows, " threads per block"));
     }
+    p.resident = !reference;
+    p.items = static_cast<int>(items);
   }
   if (p.vec > 1) {
     if (!r.width.is_static()) {
@@ -206,6 +241,8 @@ struct Shape {
   int widest = 4;
   int elem_inputs = 1;
   std::vector<int> vecs;  // Legal without a runtime precondition, widest first.
+  bool peelable = false;
+  std::vector<int> peel_vecs;  // Looped only, the row peeled; widest first.
 };
 
 Shape ShapeOf(const Chain& chain) {
@@ -215,14 +252,21 @@ Shape ShapeOf(const Chain& chain) {
   if (r->width.is_static()) s.width = r->width.size;
   s.widest = row_internal::WidestElementBytes(chain, *r);
   s.elem_inputs = 0;
-  for (size_t id = 0; id < chain.nodes.size(); ++id) {
-    if (chain.nodes[id].kind == OpKind::kInput && r->cls[id] == RowStructure::Class::kElement) {
+  for (int32_t id = 0; id < static_cast<int32_t>(chain.nodes.size()); ++id) {
+    if (chain.nodes[id].kind == OpKind::kInput && r->cls[id] == RowStructure::Class::kElement &&
+        row_internal::VariesByRow(chain, *r, id)) {
       ++s.elem_inputs;
     }
   }
   s.elem_inputs = std::max(s.elem_inputs, 1);
+  s.peelable = row_internal::Peelable(chain, *r);
   for (int v : {8, 4, 2, 1}) {
     if (v * s.widest <= 16 && (v == 1 || (s.width > 0 && s.width % v == 0))) s.vecs.push_back(v);
+  }
+  for (int v : {8, 4, 2}) {  // Looped rows peeled to their first aligned vector.
+    if (v * s.widest <= 16 && s.width > 0 && s.width % v != 0 && s.peelable) {
+      s.peel_vecs.push_back(v);
+    }
   }
   return s;
 }
@@ -238,12 +282,19 @@ int Pow2Ceil(int64_t x) {
 Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
   (void)group;
   Shape s = ShapeOf(chain);
-  const int vec = s.vecs.empty() ? 1 : s.vecs.front();
+  int vec = s.vecs.empty() ? 1 : s.vecs.front();
   const int64_t width = s.width > 0 ? s.width : 4096;
-  const int threads = std::clamp(Pow2Ceil((width + 4 * vec - 1) / (4 * vec)), 32, 1024);
-  const int rows = threads >= 128 ? 1 : 128 / threads;
+  auto threads_for = [&](int v) {
+    return std::clamp(Pow2Ceil((width + 4 * v - 1) / (4 * v)), 32, 1024);
+  };
+  int threads = threads_for(vec);
   const int64_t per_thread = (width + int64_t{threads} * vec - 1) / (int64_t{threads} * vec) * vec;
   const int resident = s.width > 0 && per_thread * s.elem_inputs <= 32 ? 1 : 0;
+  if (resident == 0 && !s.peel_vecs.empty() && s.peel_vecs.front() > vec) {
+    vec = s.peel_vecs.front();
+    threads = threads_for(vec);
+  }
+  const int rows = threads >= 128 ? 1 : 128 / threads;
   return Make(vec, threads, rows, resident);
 }
 
@@ -257,17 +308,19 @@ std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
     if (seen.insert(v).second && CanGenerateRow(chain, group, v).ok()) out.push_back(std::move(v));
   };
   add(RowHeuristic(chain, group));
-  for (int vec : vecs) {
+  auto sweep = [&](int vec, std::initializer_list<int> residents) {
     for (int threads : {32, 64, 128, 256, 512, 1024}) {
       // Skip teams wider than the row needs (beyond one warp).
       if (threads > 32 && s.width > 0 && int64_t{threads} * vec > s.width) continue;
       std::vector<int> rows = threads < 256 ? std::vector<int>{128 / threads, 256 / threads}
                                             : std::vector<int>{1};
       for (int r : rows) {
-        for (int resident : {1, 0}) add(Make(vec, threads, std::max(r, 1), resident));
+        for (int resident : residents) add(Make(vec, threads, std::max(r, 1), resident));
       }
     }
-  }
+  };
+  for (size_t i = 0; i < s.peel_vecs.size() && i < 2; ++i) sweep(s.peel_vecs[i], {0});
+  for (int vec : vecs) sweep(vec, {1, 0});
   return out;
 }
 

@@ -45,7 +45,7 @@
 
 namespace kfuse {
 
-inline constexpr char kRowGeneratorVersion[] = "row/1";
+inline constexpr char kRowGeneratorVersion[] = "row/2";
 
 // The kernel for `group` (the whole chain, family kRowReduction) of validated,
 // canonical `chain` under `variant`. Errors as CanGenerateRow. Same inputs

@@ -13,6 +13,7 @@
 //     a last pass writes full-row outputs; lane 0 writes per-row outputs.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -165,7 +166,19 @@ class Writer {
         KFUSE_CHECK(!value[a].empty());
         args.push_back(value[a]);
       }
-      KFUSE_ASSIGN_OR_RETURN(std::string e, EmitOpExpr(c_, id, args, p_.numerics, &needs_));
+      std::string e;
+      const Node& n = c_.nodes[id];
+      const int32_t divisor = n.kind == OpKind::kDiv ? n.args[1] : -1;
+      if (divisor >= 0 && p_.numerics == Numerics::kFast && RowLike(divisor) &&
+          (CT(id) == "float" || CT(id) == "double") && CT(divisor) == CT(id) &&
+          CT(n.args[0]) == CT(id)) {
+        // Division by a per-row value: one reciprocal per row (the
+        // compiler hoists it out of the unrolled pass), a multiply per
+        // element; within 1.5 ulp of the quotient.
+        e = absl::StrCat("(", args[0], " * ((", CT(id), ")1 / ", args[1], "))");
+      } else {
+        KFUSE_ASSIGN_OR_RETURN(e, EmitOpExpr(c_, id, args, p_.numerics, &needs_));
+      }
       value[id] = absl::StrCat("v", id);
       absl::StrAppend(&body, "  const ", CT(id), " v", id, " = ", e, ";\n");
     }
@@ -176,10 +189,19 @@ class Writer {
                         absl::StrJoin(params, ", "), ") {\n", body, "}\n");
   }
 
-  std::string Call(const std::string& name, const Closure& cl, const std::string& xindex,
+  bool Held(int32_t id) const {
+    return p_.resident &&
+           std::find(p_.held_inputs.begin(), p_.held_inputs.end(), id) != p_.held_inputs.end();
+  }
+
+  // Inside a pass: held inputs are x<id>[KF_X] (the element's slot in the
+  // registers), the others x<id>[kf_e] (the vector the pass just loaded).
+  std::string Call(const std::string& name, const Closure& cl,
                    const std::vector<std::string>& outs) const {
     std::vector<std::string> args;
-    for (int32_t id : cl.inputs) args.push_back(absl::StrCat("x", id, "[", xindex, "]"));
+    for (int32_t id : cl.inputs) {
+      args.push_back(absl::StrCat("x", id, Held(id) ? "[KF_X]" : "[kf_e]"));
+    }
     for (int32_t id : cl.rows) args.push_back(absl::StrCat("r", id));
     for (const std::string& o : outs) args.push_back(o);
     return absl::StrCat(name, "(", absl::StrJoin(args, ", "), ");");
@@ -207,54 +229,93 @@ class Writer {
 
   std::string Storage(int32_t id) const { return std::string(DTypeStorage(c_.nodes[id].type.dtype)); }
 
-  // Loads vector kf_c of input `id` into dst[first + e].
+  // Loads the `vec` elements from column kf_c of input `id` into
+  // dst[first + e].
   std::string LoadVec(int32_t id, const std::string& dst, const std::string& first,
-                      const std::string& indent) {
+                      const std::string& indent, int vec) {
     const Node& n = c_.nodes[id];
     const std::string in = absl::StrCat("in", n.input_index);
     const std::string at = absl::StrCat(in, " + kf_b", id, " + kf_c");
     std::string s;
-    if (p_.vec == 1) {
+    if (vec == 1) {
       return absl::StrCat(indent, dst, "[", first, "] = kf_valid ? ",
                           LoadExpr(absl::StrCat("(", at, ")[0]"), n.type.dtype, p_.numerics, &needs_),
                           " : (", CT(id), ")0;\n");
     }
-    const std::string vt = absl::StrCat("kf_vec<", Storage(id), ", ", p_.vec, ">");
+    const std::string vt = absl::StrCat("kf_vec<", Storage(id), ", ", vec, ">");
     absl::StrAppend(&s, indent, "if (kf_valid) {\n", indent, "  const ", vt,
                     " kf_t = *reinterpret_cast<const ", vt, "*>(", at, ");\n", indent,
-                    "#pragma unroll\n", indent, "  for (int kf_e = 0; kf_e < ", p_.vec,
+                    "#pragma unroll\n", indent, "  for (int kf_e = 0; kf_e < ", vec,
                     "; ++kf_e) ", dst, "[", first, " + kf_e] = ",
                     LoadExpr("kf_t.v[kf_e]", n.type.dtype, p_.numerics, &needs_), ";\n", indent,
                     "} else {\n", indent, "#pragma unroll\n", indent, "  for (int kf_e = 0; kf_e < ",
-                    p_.vec, "; ++kf_e) ", dst, "[", first, " + kf_e] = (", CT(id), ")0;\n",
+                    vec, "; ++kf_e) ", dst, "[", first, " + kf_e] = (", CT(id), ")0;\n",
                     indent, "}\n");
     return s;
   }
 
-  // A pass over the row: `inner` runs per element with x<id>[xindex]; `pre`
-  // and `post` per vector (kf_c is the vector's first column).
-  std::string Pass(const std::vector<int32_t>& loads, const std::string& pre,
-                   const std::string& inner, const std::string& post) {
+  // What a pass does per vector of `vec` columns from kf_c: `pre` and
+  // `post` once, `inner` per element (kf_e).
+  struct PassBody {
+    std::string pre, inner, post;
+  };
+  using BodyFn = std::function<PassBody(int vec)>;
+
+  // One vector of a pass: the loads of inputs not held, then the body.
+  std::string Vector(const std::vector<int32_t>& loads, const BodyFn& make, int vec,
+                     const std::string& indent) {
     std::string s;
-    const std::string step = absl::StrCat(int64_t{p_.threads} * p_.vec);
+    for (int32_t id : loads) {
+      if (Held(id)) continue;
+      absl::StrAppend(&s, indent, CT(id), " x", id, "[", vec, "];\n",
+                      LoadVec(id, absl::StrCat("x", id), "0", indent, vec));
+    }
+    const PassBody b = make(vec);
+    absl::StrAppend(&s, b.pre, "#pragma unroll\n      for (int kf_e = 0; kf_e < ", vec,
+                    "; ++kf_e) {\n", b.inner, "      }\n", b.post);
+    return s;
+  }
+
+  // A pass over the row. Resident: each thread's vectors, unrolled. Looped:
+  // a loop over the row's vectors; a peeled row (its width not a multiple
+  // of the vector) starts the loop at the first aligned column and does the
+  // row's few remaining columns at both ends one by one.
+  std::string Pass(const std::vector<int32_t>& loads, const BodyFn& make) {
+    std::string s;
+    const int v = p_.vec;
     if (p_.resident) {
       absl::StrAppend(&s, "#pragma unroll\n  for (int kf_i = 0; kf_i < ", p_.items,
                       "; ++kf_i) {\n    const long long kf_c = ((long long)kf_i * ", p_.threads,
-                      " + kf_lane) * ", p_.vec, ";\n    if (kf_c < kf_W) {\n", pre,
-                      "#pragma unroll\n      for (int kf_e = 0; kf_e < ", p_.vec,
-                      "; ++kf_e) {\n", inner, "      }\n", post, "    }\n  }\n");
-      return absl::StrReplaceAll(s, {{"KF_X", absl::StrCat("kf_i * ", p_.vec, " + kf_e")}});
+                      " + kf_lane) * ", v, ";\n    if (kf_c < kf_W) {\n",
+                      Vector(loads, make, v, "      "), "    }\n  }\n");
+      return absl::StrReplaceAll(s, {{"KF_X", absl::StrCat("kf_i * ", v, " + kf_e")}});
     }
-    absl::StrAppend(&s, "  for (long long kf_c = (long long)kf_lane * ", p_.vec,
-                    "; kf_c < kf_W; kf_c += ", step, ") {\n    {\n");
-    std::string body;
-    for (int32_t id : loads) {
-      absl::StrAppend(&body, "    ", CT(id), " x", id, "[", p_.vec, "];\n",
-                      LoadVec(id, absl::StrCat("x", id), "0", "    "));
+    if (!p_.peel) {
+      absl::StrAppend(&s, "  for (long long kf_c = (long long)kf_lane * ", v,
+                      "; kf_c < kf_W; kf_c += ", int64_t{p_.threads} * v, ") {\n    {\n",
+                      Vector(loads, make, v, "    "), "    }\n  }\n");
+      return absl::StrReplaceAll(s, {{"KF_X", "kf_e"}});
     }
-    absl::StrAppend(&s, body, pre, "#pragma unroll\n      for (int kf_e = 0; kf_e < ", p_.vec,
-                    "; ++kf_e) {\n", inner, "      }\n", post, "    }\n  }\n");
+    absl::StrAppend(&s, "  {\n    const long long kf_h = (", v, " - kf_r * kf_W % ", v, ") % ", v,
+                    ";\n    const long long kf_nv = (kf_W - kf_h) / ", v,
+                    ";\n    for (long long kf_j = kf_lane; kf_j < kf_nv; kf_j += ", p_.threads,
+                    ") {\n    const long long kf_c = kf_h + kf_j * ", v, ";\n",
+                    Vector(loads, make, v, "    "),
+                    "    }\n    for (long long kf_k = kf_lane; kf_k < kf_W - kf_nv * ", v,
+                    "; kf_k += ", p_.threads, ") {\n    const long long kf_c = kf_k < kf_h ? kf_k "
+                    ": kf_k + kf_nv * ", v, ";\n", Vector(loads, make, 1, "    "), "    }\n  }\n");
     return absl::StrReplaceAll(s, {{"KF_X", "kf_e"}});
+  }
+
+  // Sums in floating point whose threads add many elements each (a looped
+  // row, or a register-resident one of more than 64 per thread) are
+  // compensated; eager numerics keep PyTorch's plain order.
+  bool Compensated(int32_t red) const {
+    const OpKind k = c_.nodes[red].kind;
+    const std::string t = CT(red);
+    return (k == OpKind::kReduceSum || k == OpKind::kReduceMean) &&
+           (t == "float" || t == "double") && p_.numerics != Numerics::kEager &&
+           (!p_.resident || p_.items * p_.vec > 64);
   }
 
   std::string Identity(OpKind k, int32_t id) const {
@@ -338,15 +399,15 @@ class Writer {
       }
     }
     if (p_.resident) {
-      for (int32_t id : p_.elem_inputs) {
+      for (int32_t id : p_.held_inputs) {
         absl::StrAppend(s, "  ", CT(id), " x", id, "[", p_.items * p_.vec, "];\n");
       }
       absl::StrAppend(s, "#pragma unroll\n  for (int kf_i = 0; kf_i < ", p_.items,
                       "; ++kf_i) {\n    const long long kf_c = ((long long)kf_i * ", p_.threads,
                       " + kf_lane) * ", p_.vec, ";\n    if (kf_c < kf_W) {\n");
-      for (int32_t id : p_.elem_inputs) {
+      for (int32_t id : p_.held_inputs) {
         absl::StrAppend(s, LoadVec(id, absl::StrCat("x", id),
-                                   absl::StrCat("kf_i * ", p_.vec), "      "));
+                                   absl::StrCat("kf_i * ", p_.vec), "      ", p_.vec));
       }
       absl::StrAppend(s, "    }\n  }\n");
     }
@@ -367,6 +428,7 @@ class Writer {
       absl::StrAppend(s, "  // Phase ", ph + 1, ".\n");
       for (int32_t red : r_.phases[ph]) {
         absl::StrAppend(s, "  ", CT(red), " a", red, " = ", Identity(c_.nodes[red].kind, red), ";\n");
+        if (Compensated(red)) absl::StrAppend(s, "  ", CT(red), " e", red, " = 0;\n");
       }
       std::string inner;
       std::vector<std::string> outs;
@@ -374,7 +436,7 @@ class Writer {
         absl::StrAppend(&inner, "        ", CT(targets[t]), " kf_y", t, ";\n");
         outs.push_back(absl::StrCat("kf_y", t));
       }
-      absl::StrAppend(&inner, "        ", Call(name, cl, "KF_X", outs), "\n");
+      absl::StrAppend(&inner, "        ", Call(name, cl, outs), "\n");
       for (int32_t red : r_.phases[ph]) {
         const OpKind kind = c_.nodes[red].kind;
         const size_t t = std::find(targets.begin(), targets.end(), c_.nodes[red].args[0]) -
@@ -384,11 +446,20 @@ class Writer {
           absl::StrAppend(&inner, "        a", red, " = ",
                           kind == OpKind::kReduceMax ? "kf_max" : "kf_min", "(a", red, ", kf_y",
                           t, ");\n");
+        } else if (Compensated(red)) {
+          // Kahan: e<red> carries what the last addition lost, so a thread's
+          // long serial sum stays within a few ulps of the exact one.
+          absl::StrAppend(&inner, "        { const ", CT(red), " kf_d = kf_y", t, " - e", red,
+                          "; const ", CT(red), " kf_s = a", red, " + kf_d; e", red, " = (kf_s - a",
+                          red, ") - kf_d; a", red, " = kf_s; }\n");
         } else {
           absl::StrAppend(&inner, "        a", red, " += kf_y", t, ";\n");
         }
       }
-      absl::StrAppend(s, Pass(cl.inputs, "", inner, ""));
+      absl::StrAppend(s, Pass(cl.inputs, [&](int) { return PassBody{"", inner, ""}; }));
+      for (int32_t red : r_.phases[ph]) {
+        if (Compensated(red)) absl::StrAppend(s, "  a", red, " -= e", red, ";\n");
+      }
       for (int32_t red : r_.phases[ph]) {
         const Node& n = c_.nodes[red];
         const char* op = n.kind == OpKind::kReduceMax   ? "kf_max_op"
@@ -426,32 +497,36 @@ class Writer {
       Closure cl = Close(targets);
       KFUSE_ASSIGN_OR_RETURN(std::string f, PhaseFunction("kf_out", targets, cl));
       absl::StrAppend(funcs, f);
-      std::string pre, inner, post;
       std::vector<std::string> outs;
+      std::string compute;
       for (size_t t = 0; t < targets.size(); ++t) {
-        absl::StrAppend(&inner, "        ", CT(targets[t]), " kf_y", t, ";\n");
+        absl::StrAppend(&compute, "        ", CT(targets[t]), " kf_y", t, ";\n");
         outs.push_back(absl::StrCat("kf_y", t));
       }
-      absl::StrAppend(&inner, "        ", Call("kf_out", cl, "KF_X", outs), "\n");
-      for (size_t j = 0; j < c_.outputs.size(); ++j) {
-        const int32_t o = c_.outputs[j];
-        if (r_.cls[o] != Class::kElement) continue;
-        const size_t t = std::find(targets.begin(), targets.end(), o) - targets.begin();
-        const std::string os = OutputStorage(c_.nodes[o].type.dtype, p_.numerics);
-        const std::string val =
-            StoreExpr(absl::StrCat("kf_y", t), c_.nodes[o].type.dtype, p_.numerics, &needs_);
-        if (p_.vec == 1) {
-          absl::StrAppend(&inner, "        if (kf_valid) out", j, "[kf_r * kf_W + kf_c] = ", val,
-                          ";\n");
-        } else {
-          const std::string vt = absl::StrCat("kf_vec<", os, ", ", p_.vec, ">");
-          absl::StrAppend(&pre, "      ", vt, " kf_o", j, ";\n");
-          absl::StrAppend(&inner, "        kf_o", j, ".v[kf_e] = ", val, ";\n");
-          absl::StrAppend(&post, "      if (kf_valid) *reinterpret_cast<", vt, "*>(out", j,
-                          " + kf_r * kf_W + kf_c) = kf_o", j, ";\n");
+      absl::StrAppend(&compute, "        ", Call("kf_out", cl, outs), "\n");
+      auto body = [&](int vec) {
+        PassBody b{"", compute, ""};
+        for (size_t j = 0; j < c_.outputs.size(); ++j) {
+          const int32_t o = c_.outputs[j];
+          if (r_.cls[o] != Class::kElement) continue;
+          const size_t t = std::find(targets.begin(), targets.end(), o) - targets.begin();
+          const std::string os = OutputStorage(c_.nodes[o].type.dtype, p_.numerics);
+          const std::string val =
+              StoreExpr(absl::StrCat("kf_y", t), c_.nodes[o].type.dtype, p_.numerics, &needs_);
+          if (vec == 1) {
+            absl::StrAppend(&b.inner, "        if (kf_valid) out", j, "[kf_r * kf_W + kf_c] = ",
+                            val, ";\n");
+          } else {
+            const std::string vt = absl::StrCat("kf_vec<", os, ", ", vec, ">");
+            absl::StrAppend(&b.pre, "      ", vt, " kf_o", j, ";\n");
+            absl::StrAppend(&b.inner, "        kf_o", j, ".v[kf_e] = ", val, ";\n");
+            absl::StrAppend(&b.post, "      if (kf_valid) *reinterpret_cast<", vt, "*>(out", j,
+                            " + kf_r * kf_W + kf_c) = kf_o", j, ";\n");
+          }
         }
-      }
-      absl::StrAppend(s, "  // Full-row outputs.\n", Pass(cl.inputs, pre, inner, post));
+        return b;
+      };
+      absl::StrAppend(s, "  // Full-row outputs.\n", Pass(cl.inputs, body));
     }
     for (size_t j = 0; j < c_.outputs.size(); ++j) {
       const int32_t o = c_.outputs[j];

@@ -20,8 +20,15 @@ struct Plan {
   Numerics numerics = Numerics::kFast;
   int vec = 1, threads = 32, rows_per_block = 1;
   bool resident = false;
+  // Looped over a static width that is not a multiple of vec: each row's
+  // first aligned column starts the vector loop (see row.cc).
+  bool peel = false;
   int items = 0;                        // Resident: vectors per thread.
   std::vector<int32_t> elem_inputs;     // Input node ids read per element.
+  // Resident: the element inputs held in registers for the whole row (those
+  // that differ from row to row); the rest (a norm's weight, say) are read
+  // where they are used, from cache.
+  std::vector<int32_t> held_inputs;
   std::vector<int32_t> symbols;         // Symbols of the row shape, ascending.
   std::vector<Precondition> preconditions;
 };

@@ -123,8 +123,13 @@ TEST(GpuRowTest, EveryVariantMatchesReference) {
                                       ShapeOf(n.type, syms), {}, n.type.dtype});
       }
       v1::KernelPlan plan = PlanFor(c);
-      for (const Variant& v : RowSpace(c, g)) {
-        absl::StatusOr<KernelSpec> spec = EmitRow(c, g, v);
+      // Every variant, and the fp64 yardstick the tuner checks them with.
+      std::vector<std::pair<Variant, Numerics>> runs;
+      for (const Variant& v : RowSpace(c, g)) runs.push_back({v, Numerics::kFast});
+      runs.push_back({RowHeuristic(c, g), Numerics::kReference64});
+      for (const auto& [v, numerics] : runs) {
+        const bool yardstick = numerics == Numerics::kReference64;
+        absl::StatusOr<KernelSpec> spec = EmitRow(c, g, v, numerics);
         ASSERT_TRUE(spec.ok()) << spec.status();
         absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
         ASSERT_TRUE(k.ok()) << k.status();
@@ -133,7 +138,7 @@ TEST(GpuRowTest, EveryVariantMatchesReference) {
         std::vector<DeviceBuffer> outputs;
         for (int32_t o : c.outputs) {
           const TensorType& t = c.nodes[o].type;
-          const size_t bytes = static_cast<size_t>(Elements(t, syms)) * DTypeBytes(t.dtype);
+          const size_t bytes = static_cast<size_t>(Elements(t, syms)) * (yardstick ? 8 : DTypeBytes(t.dtype));
           CUdeviceptr p = mem.Alloc(bytes);
           ASSERT_EQ(gpu->cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
           outputs.push_back(DeviceBuffer{p, ShapeOf(t, syms), {}, t.dtype});
@@ -142,10 +147,11 @@ TEST(GpuRowTest, EveryVariantMatchesReference) {
         ASSERT_TRUE(s.ok()) << v.ToString() << ": " << s;
         ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();
         for (size_t j = 0; j < c.outputs.size(); ++j) {
-          const DType t = outputs[j].dtype;
+          // The yardstick writes doubles, within rounding of the exact sums.
+          const DType t = yardstick ? DType::kF64 : outputs[j].dtype;
           const std::vector<double>& ref = (*exact)[j];
           std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
-          const double eager_err = MaxFiniteError((*eager)[j], ref);
+          const double eager_err = yardstick ? 1e-9 : MaxFiniteError((*eager)[j], ref);
           OutputCheck check =
               CheckOutput(t, got.data(), ref, eager_err, kSlack, absl::StrCat("output ", j));
           EXPECT_TRUE(check.ok) << v.ToString() << ": " << check.message;
