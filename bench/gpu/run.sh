@@ -4,16 +4,18 @@
 #
 #   bash bench/gpu/run.sh [--quick] [BUNDLE_DIR]   # default: build/gpu-bundle
 #
-# 1. kfused on loopback with a fresh store; every case compiled with
-#    `kfuse compile --policy full` (tuned on this GPU), then a launch
-#    manifest per plan (kfuse-plan-manifest);
-# 2. the benchmark against eager PyTorch, torch.compile and the device copy;
-# 3. the GPU tests (random chains against the fp64 evaluator, launcher,
-#    runner: fault, hang, wrong results).
+# 1. kfused on loopback with a fresh store; every case of the suites compiled
+#    with `kfuse compile --policy full` (tuned on this GPU), then a launch
+#    manifest per plan and row count (kfuse-plan-manifest);
+# 2. per suite, the benchmark against eager PyTorch, torch.compile and the
+#    device copy (bench/gpu/suite.py);
+# 3. the GPU tests (random chains and row chains against the fp64 evaluator,
+#    launcher, runner: fault, hang, wrong results).
 # Every stage has a time limit (the whole run fits in SECONDS_TOTAL, default
 # 420) and the log streams to $OUT as it goes, so a cut-off run keeps what it
 # measured. Results go to bench/results/ and $OUT.
-# Environment: BUDGET (tuning seconds per case, default 2), SKIP_TESTS=1.
+# Environment: SUITES (default "pointwise row"), BUDGET (tuning seconds per
+# case, default 2), SKIP_TESTS=1, TESTS ("cross" or "tuner" for one half).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 quick=""
@@ -32,10 +34,11 @@ status=0
 
 finish() {
   [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  cp bench/results/"$(date +%F)"-pointwise* "$out/" 2>/dev/null
+  for suite in $suites; do cp bench/results/"$(date +%F)-$suite"* "$out/" 2>/dev/null; done
   cp "$work/kfused.log" "$out/" 2>/dev/null
   tar -C "$work" -czf "$out/plans-and-manifests.tar.gz" plans manifests 2>/dev/null
 }
+suites=${SUITES:-pointwise row}
 trap finish EXIT
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used,memory.total --format=csv || true
@@ -49,32 +52,49 @@ for _ in $(seq 1 300); do "$bin/kfuse" --server "$addr" health >/dev/null 2>&1 &
 "$bin/kfuse" --server "$addr" device
 
 echo "== compile and tune each case"
-python3 bench/gpu/run_pointwise.py write-cases "$work/cases" $quick
-for chain in "$work"/cases/*.json; do
-  name=$(basename "$chain" .json)
-  start=$SECONDS
-  if timeout 60 "$bin/kfuse" --server "$addr" --timeout 60 compile "$chain" -o "$work/plans/$name.pb" \
-       --policy full --budget "${BUDGET:-2}" >"$work/plans/$name.txt" 2>&1 &&
-     "$bin/kfuse-plan-manifest" --plan "$work/plans/$name.pb" --out "$work/manifests/$name.json"; then
-    echo "$name: compiled in $((SECONDS - start)) s: $(grep -m1 -E '^state' "$work/plans/$name.txt")"
-  else
-    echo "$name: FAILED"; cat "$work/plans/$name.txt"; status=1
-  fi
+python3 bench/gpu/suite.py write-cases "$work/cases" $quick
+for suite in $suites; do
+  for chain in "$work/cases/$suite"/*.json; do
+    name=$(basename "$chain" .json)
+    start=$SECONDS
+    rows=$(cat "$work/cases/$suite/$name.rows" 2>/dev/null)
+    if timeout 90 "$bin/kfuse" --server "$addr" --timeout 90 compile "$chain" -o "$work/plans/$name.pb" \
+         --policy full --budget "${BUDGET:-2}" >"$work/plans/$name.txt" 2>&1; then
+      echo "$name: compiled in $((SECONDS - start)) s: $(grep -m1 -E '^state' "$work/plans/$name.txt")"
+      first=1
+      for r in ${rows:-none}; do  # The first row count is the case's own; the rest, its sweep.
+        m=$work/manifests/$name.json sym=()
+        [ "$r" != none ] && sym=(--sym "rows=$r") && { [ $first = 1 ] || m=$work/manifests/$name@$r.json; }
+        "$bin/kfuse-plan-manifest" --plan "$work/plans/$name.pb" --out "$m" "${sym[@]}" || status=1
+        first=0
+      done
+    else
+      echo "$name: FAILED"; cat "$work/plans/$name.txt"; status=1
+    fi
+  done
 done
 
-bench_s=$(( $(left) - ${TESTS_RESERVE:-70} )); ((bench_s > 10)) || bench_s=10
-echo "== benchmark (limit $bench_s s)"
-timeout "$bench_s" python3 bench/gpu/run_pointwise.py bench \
-  --manifests "$work/manifests" --out bench/results $quick
-[ $? = 0 ] || status=1
+nsuites=$(wc -w <<<"$suites")
+for suite in $suites; do  # Each suite gets its share of what is left.
+  bench_s=$(( ($(left) - ${TESTS_RESERVE:-70}) / nsuites )); ((bench_s > 10)) || bench_s=10
+  nsuites=$((nsuites - 1))
+  echo "== benchmark: $suite suite (limit $bench_s s)"
+  timeout "$bench_s" python3 bench/gpu/suite.py bench --suite "$suite" \
+    --manifests "$work/manifests" --out bench/results $quick
+  [ $? = 0 ] || status=1
+done
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   echo "== GPU tests"
-  timeout $(( $(left) / 2 )) "$bin/kfuse_cross_test" --gtest_filter='GpuChains*:RandomChains*:GpuRow*' 2>&1 |
-    grep -vE "^\[ RUN|^\[       OK" | tail -40
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
-  timeout "$(left)" "$bin/kfuse_tuner_test" --gtest_filter='RunnerGpu*:WorkerKernelsGpu*' 2>&1 |
-    grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) |tests ran"
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  if [ "${TESTS:-cross}" = cross ]; then
+    timeout $(( $(left) / 2 )) "$bin/kfuse_cross_test" --gtest_filter='GpuChains*:RandomChains*:GpuRow*' 2>&1 |
+      grep -vE "^\[ RUN|^\[       OK" | tail -40
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  fi
+  if [ "${TESTS:-tuner}" = tuner ]; then
+    timeout "$(left)" "$bin/kfuse_tuner_test" --gtest_filter='RunnerGpu*:WorkerKernelsGpu*' 2>&1 |
+      grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) |tests ran"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  fi
 fi
 exit $status

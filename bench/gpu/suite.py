@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-"""kfuse's pointwise kernels against the anchors, on one GPU, in one process.
+"""kfuse's kernels against the anchors, on one GPU, in one process: the
+pointwise suite and the row suite (softmax, LayerNorm, RMSNorm).
 
 Each case is written once, as a function of an `ops` namespace, and becomes
-(1) the kfuse chain JSON sent to `kfuse compile` (write-cases), (2) the eager
-PyTorch function, (3) the torch.compile function (static shapes), and (4) the
-float64 reference the outputs are checked against.
+(1) the kfuse chain JSON sent to `kfuse compile` (write-cases; composites
+expand to primitives as the client libraries expand them), (2) the eager
+PyTorch function (torch.softmax, F.layer_norm, F.rms_norm for composites),
+(3) the torch.compile function (static shapes), and (4) the float64
+reference the outputs are checked against.
 
-  python3 run_pointwise.py write-cases DIR [--quick]       # chain JSONs
-  python3 run_pointwise.py bench --manifests DIR --out DIR [--quick]
+  python3 suite.py write-cases DIR [--quick]        # DIR/<suite>/<case>.json
+  python3 suite.py bench --suite S --manifests DIR --out DIR [--quick]
+
+Row cases have a symbolic row count: the chain is tuned for its hint, and
+write-cases lists in <case>.rows the counts to run it at (the hint first,
+then a sweep for some cases); `bench` finds the sweep's manifests as
+<case>@<rows>.json.
 
 `bench` reads one `<case>.json` manifest per case (kfuse-plan-manifest: entry,
 cubin, grid, block, parameters evaluated for the case's sizes), launches the
@@ -35,17 +43,39 @@ F32, F16, BF16, I32, BOOL = "f32", "f16", "bf16", "i32", "bool"
 WIRE_DTYPE = {F32: "DTYPE_F32", F16: "DTYPE_F16", BF16: "DTYPE_BF16", I32: "DTYPE_I32",
               BOOL: "DTYPE_BOOL"}
 ELEM_BYTES = {F32: 4, F16: 2, BF16: 2, I32: 4, BOOL: 1}
+SUITES = ("pointwise", "row")
+
+
+class Rows:
+    """A symbolic row count: the chain says `rows` (tuned for `hint`); the
+    benchmark runs it at `hint` and at each of `sweep`."""
+
+    def __init__(self, hint, sweep=()):
+        self.hint, self.sweep = hint, tuple(sweep)
 
 
 class Case:
-    def __init__(self, name, inputs, fn, quick_inputs=None):
+    def __init__(self, name, inputs, fn, quick_inputs=None, suite="pointwise"):
         self.name = name
         self.inputs = inputs  # [(name, dtype, shape, domain)]; domain "any"|"positive".
         self.fn = fn          # fn(ops, *inputs) -> {output name: value}, in order.
         self.quick_inputs = quick_inputs or inputs
+        self.suite = suite
 
     def specs(self, quick):
         return self.quick_inputs if quick else self.inputs
+
+    def rows(self, quick):
+        """The case's symbolic row count (a Rows), or None."""
+        for _, _, shape, _ in self.specs(quick):
+            for d in shape:
+                if isinstance(d, Rows):
+                    return d
+        return None
+
+
+def concrete(shape, rows):
+    return [rows if isinstance(d, Rows) else d for d in shape]
 
 
 def long10(o, a, b):
@@ -87,7 +117,7 @@ def _ew(n, dt, names):
     return [(nm, dt, [n], "any") for nm in names]
 
 
-def all_cases():
+def pointwise_cases():
     N, Q = 1 << 27, 1 << 21
     cases = []
     for dt in (F32, BF16):
@@ -115,6 +145,40 @@ def all_cases():
     return cases
 
 
+def row_cases():
+    """Softmax, LayerNorm and RMSNorm (and residual add + RMSNorm) over rows
+    of width W, about 128M elements each, the row count symbolic."""
+    cases = []
+    sweep_of = {("softmax", BF16, 4096), ("rms_norm", BF16, 4096), ("layer_norm", F32, 8192)}
+    for dt in (BF16, F32):
+        for op, widths in (("softmax", (1024, 4096, 5120, 8192, 50257)),
+                           ("layer_norm", (1024, 4096, 5120, 8192)),
+                           ("rms_norm", (1024, 4096, 5120, 8192)),
+                           ("add_rms_norm", (4096,))):
+            for w in widths:
+                r = (1 << 27) // w
+                sweep = (r - 1, r * 5 // 8, r * 3 // 2 + 1, 2 * r) if (op, dt, w) in sweep_of else ()
+                rows, quick = Rows(r, sweep), Rows(max(8, (1 << 21) // w) + 1)
+                x = lambda R: ("x", dt, [R, w], "any")
+                wt = ("weight", dt, [w], "any")
+                if op == "softmax":
+                    specs, fn = lambda R: [x(R)], lambda o, x: {"y": o.softmax(x)}
+                elif op == "layer_norm":
+                    specs = lambda R: [x(R), wt, ("bias", dt, [w], "any")]
+                    fn = lambda o, x, wt, b: {"y": o.layer_norm(x, wt, b)}
+                elif op == "rms_norm":
+                    specs, fn = lambda R: [x(R), wt], lambda o, x, wt: {"y": o.rms_norm(x, wt)}
+                else:
+                    specs = lambda R: [x(R), ("residual", dt, [R, w], "any"), wt]
+                    fn = lambda o, x, res, wt: dict(zip(("sum", "y"), o.add_rms_norm(x, res, wt)))
+                cases.append(Case(f"{op}_{dt}_{w}", specs(rows), fn, specs(quick), suite="row"))
+    return cases
+
+
+def all_cases(suite=None):
+    return [c for c in pointwise_cases() + row_cases() if suite in (None, c.suite)]
+
+
 # ---------------------------------------------------------------------------
 # The chain JSON (kfuse.v1.Chain in the proto3 JSON mapping), by recording.
 
@@ -136,7 +200,8 @@ class Recorder:
     """The `ops` namespace that records a chain instead of computing."""
     UNARY = {"relu": "OP_RELU", "silu": "OP_SILU", "exp": "OP_EXP", "sin": "OP_SIN",
              "cos": "OP_COS", "tanh": "OP_TANH", "sigmoid": "OP_SIGMOID", "abs": "OP_ABS",
-             "gelu_tanh": "OP_GELU_TANH"}
+             "gelu_tanh": "OP_GELU_TANH", "rsqrt": "OP_RSQRT", "square": "OP_SQUARE",
+             "log": "OP_LOG"}
 
     def __init__(self):
         self.ops = []
@@ -165,6 +230,31 @@ class Recorder:
     def logical_and(self, a, b): return self.op("OP_LOGICAL_AND", a, b)
     def cast(self, x, dt): return self.op("OP_CAST", x, dtype=dt)
 
+    def reduce(self, kind, x):  # Over the last axis, kept.
+        s = self.op(kind, x)
+        self.ops[-1]["reduce"] = {"axes": [-1], "keepdim": True}
+        return s
+
+    # The composites, as the client libraries expand them.
+    def softmax(self, x):
+        e = self.exp(x - self.reduce("OP_REDUCE_MAX", x))
+        return e / self.reduce("OP_REDUCE_SUM", e)
+
+    def layer_norm(self, x, weight, bias, eps=1e-5):
+        d = x - self.reduce("OP_REDUCE_MEAN", x)
+        return d * self.rsqrt(self.reduce("OP_REDUCE_MEAN", self.square(d)) + eps) * weight + bias
+
+    def rms_norm(self, x, weight, eps=1e-6):
+        return x * self.rsqrt(self.reduce("OP_REDUCE_MEAN", self.square(x)) + eps) * weight
+
+    def add_rms_norm(self, x, residual, weight):
+        s = x + residual
+        return s, self.rms_norm(s, weight)
+
+
+def wire_dim(d):
+    return {"symbol": "rows", "hint": str(d.hint)} if isinstance(d, Rows) else {"size": str(d)}
+
 
 def chain_json(case, quick):
     rec = Recorder()
@@ -172,7 +262,7 @@ def chain_json(case, quick):
     syms = [Sym(rec, {"input": i}) for i in range(len(specs))]
     outs = case.fn(rec, *syms)
     return {
-        "inputs": [{"name": nm, "dtype": WIRE_DTYPE[dt], "shape": [{"size": str(d)} for d in shape]}
+        "inputs": [{"name": nm, "dtype": WIRE_DTYPE[dt], "shape": [wire_dim(d) for d in shape]}
                    for nm, dt, shape, _ in specs],
         "ops": rec.ops,
         "outputs": [{"name": k, "value": v.ref} for k, v in outs.items()],
@@ -180,11 +270,18 @@ def chain_json(case, quick):
 
 
 def write_cases(out_dir, quick):
-    os.makedirs(out_dir, exist_ok=True)
+    """DIR/<suite>/<case>.json; beside each case with symbolic rows,
+    <case>.rows lists the row counts to run it at (the tuned one first)."""
     for case in all_cases():
-        with open(os.path.join(out_dir, case.name + ".json"), "w") as f:
+        d = os.path.join(out_dir, case.suite)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, case.name + ".json"), "w") as f:
             json.dump(chain_json(case, quick), f, indent=1)
             f.write("\n")
+        rows = case.rows(quick)
+        if rows:
+            with open(os.path.join(d, case.name + ".rows"), "w") as f:
+                f.write(" ".join(str(r) for r in (rows.hint,) + rows.sweep) + "\n")
     print(f"wrote {len(all_cases())} chains to {out_dir}")
 
 
@@ -214,6 +311,23 @@ def torch_ops(torch, F, reference):
             return F.gelu(x, approximate="tanh")
 
         @staticmethod
+        def softmax(x):
+            return torch.softmax(x, -1)
+
+        @staticmethod
+        def layer_norm(x, weight, bias):
+            return F.layer_norm(x, (x.shape[-1],), weight, bias, 1e-5)
+
+        @staticmethod
+        def rms_norm(x, weight):
+            return F.rms_norm(x, (x.shape[-1],), weight, 1e-6)
+
+        @staticmethod
+        def add_rms_norm(x, residual, weight):
+            s = x + residual
+            return s, F.rms_norm(s, (s.shape[-1],), weight, 1e-6)
+
+        @staticmethod
         def cast(x, to):
             y = x.to(dt[to])  # An explicit cast rounds, in the reference too.
             return y.to(torch.float64) if reference and y.is_floating_point() else y
@@ -221,11 +335,12 @@ def torch_ops(torch, F, reference):
     return Ops, dt
 
 
-def make_inputs(torch, case, quick, dt, seed):
+def make_inputs(torch, case, quick, dt, seed, rows=None):
     g = torch.Generator(device="cuda")
     g.manual_seed(seed)
     out = []
     for _, d, shape, domain in case.specs(quick):
+        shape = concrete(shape, rows)
         if d == BOOL:
             t = torch.rand(shape, device="cuda", generator=g) < 0.5
         elif d == I32:
@@ -366,17 +481,13 @@ def bench(args):
 
     eager_ops, dt = torch_ops(torch, F, reference=False)
     ref_ops, _ = torch_ops(torch, F, reference=True)
-    only = set(args.cases.split(",")) if args.cases else None
-    for i, case in enumerate(all_cases()):
-        if only and case.name not in only:
-            continue
-        path = os.path.join(args.manifests, case.name + ".json")
-        if not os.path.exists(path):
-            print(f"skip {case.name}: no manifest at {path}", flush=True)
-            continue
+
+    def measure(i, case, path, nrows, anchors):
+        """Checks and times one manifest; with `anchors`, eager and
+        torch.compile on the same inputs too."""
         launcher = KfuseLauncher(torch, cu, path)
         m = launcher.m
-        inputs = make_inputs(torch, case, args.quick, dt, seed=1234 + i)
+        inputs = make_inputs(torch, case, args.quick, dt, seed=1234 + i, rows=nrows)
         want = [(list(t["shape"]), t["dtype"]) for t in m["inputs"]]
         have = [(list(t.shape), d) for t, (_, d, _, _) in zip(inputs, case.specs(args.quick))]
         if want != have:  # A kernel launched on other shapes reads out of bounds.
@@ -402,39 +513,63 @@ def bench(args):
         ok = all(v[0] for v in verdicts)
         del eager_out, ref_out, ref_in
         torch.cuda.empty_cache()
-
-        k = rec(case.name, "kfuse", timed(run), nbytes,
-                {"state": m["state"], "variant": ";".join(kk["variant"] for kk in m["kernels"]),
-                 "correct": ok, "check": [v[3] for v in verdicts]})
-        e = rec(case.name, "eager", timed(lambda: eager_fn(*inputs)), nbytes)
-        t0 = time.time()
-        cf = torch.compile(eager_fn, dynamic=False)
-        cf(*inputs)
-        torch.cuda.synchronize()
-        c = rec(case.name, "torch.compile", timed(lambda: cf(*inputs)), nbytes,
-                {"compile_s": round(time.time() - t0, 1)})
-        rows.append({"case": case.name, "bytes": nbytes, "kfuse": k, "eager": e, "compile": c,
-                     "copy_GBps": copy["GBps"], "state": m["state"], "variant": k["variant"],
-                     "correct": ok, "check": "; ".join(v[3] for v in verdicts),
-                     "tuner_ms": m["report"]["measured_seconds"] * 1e3,
-                     "bound": m["report"]["bound"].replace("BOUND_", "").lower(),
-                     "predicted_ms": m["report"]["predicted_seconds"] * 1e3})
-        del inputs, outputs, run, launcher, cf
+        label = case.name if nrows is None else f"{case.name}@{nrows}"
+        row = {"case": label, "name": case.name, "bytes": nbytes, "state": m["state"], "correct": ok,
+               "check": "; ".join(v[3] for v in verdicts), "copy_GBps": copy["GBps"],
+               "tuner_ms": m["report"]["measured_seconds"] * 1e3,
+               "bound": m["report"]["bound"].replace("BOUND_", "").lower(),
+               "predicted_ms": m["report"]["predicted_seconds"] * 1e3}
+        row["kfuse"] = rec(label, "kfuse", timed(run), nbytes,
+                           {"state": m["state"], "variant": ";".join(k["variant"] for k in m["kernels"]),
+                            "correct": ok, "check": [v[3] for v in verdicts]})
+        row["variant"] = row["kfuse"]["variant"]
+        if anchors:
+            row["eager"] = rec(label, "eager", timed(lambda: eager_fn(*inputs)), nbytes)
+            t0 = time.time()
+            cf = torch.compile(eager_fn, dynamic=False)
+            cf(*inputs)
+            torch.cuda.synchronize()
+            row["compile"] = rec(label, "torch.compile", timed(lambda: cf(*inputs)), nbytes,
+                                 {"compile_s": round(time.time() - t0, 1)})
+            del cf
+        del inputs, outputs, run, launcher
         torch._dynamo.reset()
         torch.cuda.empty_cache()
-        write_results(args, device, copy, rows, records, quiet=True)  # A cut-off run keeps its rows.
+        return row
 
-    write_results(args, device, copy, rows, records)
-    return 0 if all(r["correct"] for r in rows) and rows else 1
+    only = set(args.cases.split(",")) if args.cases else None
+    sweeps = []
+    for i, case in enumerate(all_cases(args.suite)):
+        if only and case.name not in only:
+            continue
+        path = os.path.join(args.manifests, case.name + ".json")
+        if not os.path.exists(path):
+            print(f"skip {case.name}: no manifest at {path}", flush=True)
+            continue
+        crows = case.rows(args.quick)
+        rows.append(measure(i, case, path, crows and crows.hint, anchors=True))
+        if crows and crows.sweep:
+            sweep = {"case": case.name, "tuned_rows": crows.hint, "points": []}
+            for n in crows.sweep:
+                p = os.path.join(args.manifests, f"{case.name}@{n}.json")
+                if os.path.exists(p):
+                    sweep["points"].append(measure(i, case, p, n, anchors=False))
+            sweeps.append(sweep)
+        write_results(args, device, copy, rows, records, sweeps, quiet=True)  # A cut-off run keeps its rows.
+
+    write_results(args, device, copy, rows, records, sweeps)
+    every = rows + [p for sw in sweeps for p in sw["points"]]
+    return 0 if every and all(r["correct"] for r in every) else 1
 
 
-def write_results(args, device, copy, rows, records, quiet=False):
+def write_results(args, device, copy, rows, records, sweeps, quiet=False):
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, datetime.date.today().isoformat() + "-pointwise" +
-                        ("-quick" if args.quick else ""))
+    today = datetime.date.today().isoformat()
+    stem = os.path.join(args.out, f"{today}-{args.suite}" + ("-quick" if args.quick else ""))
     with open(stem + ".json", "w") as f:
-        json.dump({"device": device, "quick": args.quick, "records": records}, f, indent=1)
-    lines = [f"# kfuse pointwise vs anchors ({device}, {datetime.date.today().isoformat()}"
+        json.dump({"device": device, "suite": args.suite, "quick": args.quick,
+                   "records": records, "sweeps": sweeps}, f, indent=1)
+    lines = [f"# kfuse {args.suite} suite vs anchors ({device}, {today}"
              f"{', quick sizes' if args.quick else ''})", "",
              f"Device copy (1 GiB, read + write): {copy['GBps']} GB/s. Bytes: each input read "
              "once, each output written once. do_bench median, warmup 25, rep 150.", "",
@@ -450,6 +585,23 @@ def write_results(args, device, copy, rows, records, quiet=False):
             f"{r['tuner_ms'] / r['kfuse']['ms']:.3f} "
             f"| {r['state'].replace('TUNE_STATE_', '').lower()} | {r['variant']} "
             f"| {'ok' if r['correct'] else 'WRONG'}: {r['check']} |")
+    if rows:
+        speedups = [r["compile"]["ms"] / r["kfuse"]["ms"] for r in rows]
+        fractions = [r["kfuse"]["GBps"] / r["copy_GBps"] for r in rows]
+        lines += ["", f"Geometric mean speedup vs torch.compile: "
+                  f"{math.exp(sum(map(math.log, speedups)) / len(speedups)):.3f}x over {len(rows)} "
+                  f"cases; fraction of copy from {min(fractions):.2f} to {max(fractions):.2f}."]
+    if sweeps:
+        lines += ["", "One kernel per row width at other row counts (GB/s relative to the "
+                  "figure at the row count it was run for above):", "",
+                  "| case | rows | kfuse GB/s | relative | check |", "| --- | ---: | ---: | ---: | --- |"]
+        for sw in sweeps:
+            base = next((r for r in rows if r["name"] == sw["case"]), None)
+            for pt in sw["points"]:
+                rel = pt["kfuse"]["GBps"] / base["kfuse"]["GBps"] if base else float("nan")
+                lines.append(f"| {sw['case']} | {pt['case'].split('@')[1]} | "
+                             f"{pt['kfuse']['GBps']:.0f} | {rel:.3f} | "
+                             f"{'ok' if pt['correct'] else 'WRONG'}: {pt['check']} |")
     with open(stem + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     if not quiet:
@@ -469,6 +621,7 @@ def main():
                                                  "..", "results"))
     b.add_argument("--quick", action="store_true", help="the small sizes write-cases --quick wrote")
     b.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    b.add_argument("--suite", choices=SUITES, default="pointwise")
     args = p.parse_args()
     if args.cmd == "write-cases":
         write_cases(args.dir, args.quick)
