@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -68,6 +69,23 @@ struct TuneOptions {
   bool force = false;
 };
 
+// `kfuse chain`: a composite's chain, built locally (no server).
+struct ChainOptions {
+  // softmax|log_softmax|layer_norm|rms_norm|add_rms_norm|add_layer_norm.
+  std::string composite;
+  std::string dtype = "f32";    // f32|bf16|f16.
+  int64_t width = 0;            // The normalised (last) dim; required.
+  std::optional<int64_t> rows;  // A static row count, or:
+  std::string rows_symbol;      // a runtime row count of this symbol,
+  int64_t rows_hint = 0;        // tuned for this many rows.
+  std::optional<double> eps;    // Norms; default 1e-5 (layer) or 1e-6 (RMS).
+  std::optional<double> scale;  // softmax: x * scale first.
+  bool mask = false;            // softmax: a bool input "mask" of x's shape.
+  bool bias = false;       // softmax: "bias" of x's shape; layer norms: [W].
+  bool no_weight = false;  // Norms: no "weight" input.
+  std::string out;         // -o: write the JSON here instead of printing it.
+};
+
 struct CacheLsOptions {
   std::string prefix;
   uint32_t limit = 0;
@@ -86,6 +104,7 @@ int RunCacheRm(const GlobalOptions& g, const CacheRmOptions& o, CliIo& io);
 int RunDevice(const GlobalOptions& g, CliIo& io);
 int RunHealth(const GlobalOptions& g, const std::string& service, CliIo& io);
 int RunVersion(const GlobalOptions& g, CliIo& io);
+int RunChain(const GlobalOptions& g, const ChainOptions& o, CliIo& io);
 
 // Shared by the subcommands (cli_common.cc).
 

@@ -75,6 +75,28 @@ int main(int argc, char** argv) {
                      "service name (default: the whole server)");
   auto* version = app.add_subcommand("version", "client and API version");
 
+  ChainOptions chain;
+  auto* ch = app.add_subcommand("chain", "print a composite's chain JSON");
+  ch->add_option("composite", chain.composite,
+                 "softmax|log_softmax|layer_norm|rms_norm|add_rms_norm|"
+                 "add_layer_norm")
+      ->required();
+  ch->add_option("--dtype", chain.dtype, "f32|bf16|f16");
+  ch->add_option("--width", chain.width, "the normalised (last) dim")
+      ->required();
+  ch->add_option("--rows", chain.rows, "a static row count");
+  ch->add_option("--rows-symbol", chain.rows_symbol,
+                 "a runtime row count of this symbol (instead of --rows)");
+  ch->add_option("--rows-hint", chain.rows_hint,
+                 "the rows to tune for (with --rows-symbol)");
+  ch->add_option("--eps", chain.eps, "norms: 1e-5 (layer), 1e-6 (RMS)");
+  ch->add_option("--scale", chain.scale, "softmax: x * scale first");
+  ch->add_flag("--mask", chain.mask, "softmax: a bool input of x's shape");
+  ch->add_flag("--bias", chain.bias,
+               "softmax: an additive input of x's shape; layer norms: [W]");
+  ch->add_flag("--no-weight", chain.no_weight, "norms: no weight input");
+  ch->add_option("-o,--out", chain.out, "write the JSON to FILE");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -91,5 +113,6 @@ int main(int argc, char** argv) {
   if (device->parsed()) return RunDevice(g, io);
   if (health->parsed()) return RunHealth(g, health_service, io);
   if (version->parsed()) return RunVersion(g, io);
+  if (ch->parsed()) return RunChain(g, chain, io);
   return kExitUsage;
 }

@@ -1,0 +1,206 @@
+// Builds a kfuse.v1.Chain (the wire message) from C++ calls, with the
+// composites (softmax, normalisation layers) expanded into the primitives the
+// proto has, op for op as the Python client expands them.
+//
+//   ChainBuilder b;
+//   Value x = b.Input("x", v1::DTYPE_BF16,
+//                     {SymbolDim("tokens", /*hint=*/16384), StaticDim(4096)});
+//   Value res = b.Input("residual", v1::DTYPE_BF16,
+//                       {SymbolDim("tokens", 16384), StaticDim(4096)});
+//   Value w = b.Input("weight", v1::DTYPE_BF16, {StaticDim(4096)});
+//   AddNorm y = AddRmsNorm(b, x, res, w, /*eps=*/1e-6);
+//   b.Output("hidden", y.sum);
+//   b.Output("normed", y.normed);
+//   KFUSE_ASSIGN_OR_RETURN(v1::Chain chain, b.Build());
+//
+// Ops are appended in call order. C++ leaves the order of a call's arguments
+// unspecified, so build operands into named locals first when the op order
+// matters (it does for golden comparisons, never for meaning).
+//
+// Misuse never crashes: a Value of another builder, an unset Value or a bad
+// input spec records an error naming the field, later calls go on returning
+// unset Values, and Build() answers INVALID_ARGUMENT with the first error.
+// Shapes and dtypes are not checked here; the server validates the chain and
+// names the op that is wrong.
+#ifndef KFUSE_CLIENTS_CHAIN_BUILDER_H_
+#define KFUSE_CLIENTS_CHAIN_BUILDER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kfuse/v1/kfuse.pb.h"
+
+namespace kfuse::client {
+
+// A static dim, and a runtime-sized one shared by every dim of that symbol.
+v1::Dim StaticDim(int64_t size);
+v1::Dim SymbolDim(absl::string_view symbol, int64_t hint = 0, int64_t max = 0);
+
+// A chain input or op result of one ChainBuilder; cheap to copy. A
+// default-constructed Value is unset.
+class Value {
+ public:
+  Value() = default;
+  bool is_set() const { return builder_ != 0; }
+  // The wire reference: input i or op j.
+  v1::Ref ref() const;
+
+ private:
+  friend class ChainBuilder;
+  uint64_t builder_ = 0;  // The owning builder's id; 0: unset.
+  bool input_ = false;
+  uint32_t index_ = 0;
+};
+
+class ChainBuilder {
+ public:
+  ChainBuilder();
+  ChainBuilder(ChainBuilder&&) = default;
+  ChainBuilder& operator=(ChainBuilder&&) = default;
+  ChainBuilder(const ChainBuilder&) = delete;
+  ChainBuilder& operator=(const ChainBuilder&) = delete;
+
+  // A chain input; `strides` empty means contiguous row-major.
+  Value Input(absl::string_view name, v1::DType dtype,
+              std::vector<v1::Dim> shape, std::vector<int64_t> strides = {});
+  // A weak scalar (typed by its use, as a Python number in PyTorch), or one
+  // held in `dtype`.
+  Value Constant(double value);
+  Value Constant(double value, v1::DType dtype);
+  // Names `v` as a chain output. Names must be unique and non-empty.
+  void Output(absl::string_view name, Value v);
+
+  // Any op: `op` carries the kind and attributes, `args` become its refs.
+  Value Append(v1::Op op, const std::vector<Value>& args);
+  Value Unary(v1::OpKind kind, Value x) { return Append(OpOf(kind), {x}); }
+  Value Binary(v1::OpKind kind, Value a, Value b) {
+    return Append(OpOf(kind), {a, b});
+  }
+
+  Value Neg(Value x) { return Unary(v1::OP_NEG, x); }
+  Value Abs(Value x) { return Unary(v1::OP_ABS, x); }
+  Value Exp(Value x) { return Unary(v1::OP_EXP, x); }
+  Value Exp2(Value x) { return Unary(v1::OP_EXP2, x); }
+  Value Log(Value x) { return Unary(v1::OP_LOG, x); }
+  Value Log2(Value x) { return Unary(v1::OP_LOG2, x); }
+  Value Sqrt(Value x) { return Unary(v1::OP_SQRT, x); }
+  Value Rsqrt(Value x) { return Unary(v1::OP_RSQRT, x); }
+  Value Reciprocal(Value x) { return Unary(v1::OP_RECIPROCAL, x); }
+  Value Sin(Value x) { return Unary(v1::OP_SIN, x); }
+  Value Cos(Value x) { return Unary(v1::OP_COS, x); }
+  Value Tanh(Value x) { return Unary(v1::OP_TANH, x); }
+  Value Sigmoid(Value x) { return Unary(v1::OP_SIGMOID, x); }
+  Value Relu(Value x) { return Unary(v1::OP_RELU, x); }
+  Value Gelu(Value x) { return Unary(v1::OP_GELU_ERF, x); }
+  Value GeluTanh(Value x) { return Unary(v1::OP_GELU_TANH, x); }
+  Value Silu(Value x) { return Unary(v1::OP_SILU, x); }
+  Value Softplus(Value x) { return Unary(v1::OP_SOFTPLUS, x); }
+  Value Square(Value x) { return Unary(v1::OP_SQUARE, x); }
+  Value Erf(Value x) { return Unary(v1::OP_ERF, x); }
+  Value Floor(Value x) { return Unary(v1::OP_FLOOR, x); }
+  Value Ceil(Value x) { return Unary(v1::OP_CEIL, x); }
+  Value LogicalNot(Value x) { return Unary(v1::OP_LOGICAL_NOT, x); }
+
+  Value Add(Value a, Value b) { return Binary(v1::OP_ADD, a, b); }
+  Value Sub(Value a, Value b) { return Binary(v1::OP_SUB, a, b); }
+  Value Mul(Value a, Value b) { return Binary(v1::OP_MUL, a, b); }
+  Value Div(Value a, Value b) { return Binary(v1::OP_DIV, a, b); }
+  Value Maximum(Value a, Value b) { return Binary(v1::OP_MAXIMUM, a, b); }
+  Value Minimum(Value a, Value b) { return Binary(v1::OP_MINIMUM, a, b); }
+  Value Pow(Value a, Value b) { return Binary(v1::OP_POW, a, b); }
+  Value Eq(Value a, Value b) { return Binary(v1::OP_EQ, a, b); }
+  Value Ne(Value a, Value b) { return Binary(v1::OP_NE, a, b); }
+  Value Lt(Value a, Value b) { return Binary(v1::OP_LT, a, b); }
+  Value Le(Value a, Value b) { return Binary(v1::OP_LE, a, b); }
+  Value Gt(Value a, Value b) { return Binary(v1::OP_GT, a, b); }
+  Value Ge(Value a, Value b) { return Binary(v1::OP_GE, a, b); }
+  Value LogicalAnd(Value a, Value b) {
+    return Binary(v1::OP_LOGICAL_AND, a, b);
+  }
+  Value LogicalOr(Value a, Value b) { return Binary(v1::OP_LOGICAL_OR, a, b); }
+  // where(cond, a, b): a where cond is true.
+  Value Where(Value cond, Value a, Value b) {
+    return Append(OpOf(v1::OP_WHERE), {cond, a, b});
+  }
+  Value Cast(Value x, v1::DType dtype);
+
+  // Reductions over `axis` (negative counts from the end).
+  Value ReduceSum(Value x, int32_t axis = -1, bool keepdim = false) {
+    return Reduce(v1::OP_REDUCE_SUM, x, axis, keepdim);
+  }
+  Value ReduceMax(Value x, int32_t axis = -1, bool keepdim = false) {
+    return Reduce(v1::OP_REDUCE_MAX, x, axis, keepdim);
+  }
+  Value ReduceMin(Value x, int32_t axis = -1, bool keepdim = false) {
+    return Reduce(v1::OP_REDUCE_MIN, x, axis, keepdim);
+  }
+  Value ReduceMean(Value x, int32_t axis = -1, bool keepdim = false) {
+    return Reduce(v1::OP_REDUCE_MEAN, x, axis, keepdim);
+  }
+  Value Reduce(v1::OpKind kind, Value x, int32_t axis, bool keepdim);
+
+  // The chain, or INVALID_ARGUMENT naming the field: the first error a call
+  // recorded, no outputs, a duplicate output name. The builder stays usable.
+  absl::StatusOr<v1::Chain> Build() const;
+
+ private:
+  static v1::Op OpOf(v1::OpKind kind) {
+    v1::Op op;
+    op.set_kind(kind);
+    return op;
+  }
+  // Records the first error only: later ones usually follow from it.
+  void Fail(std::string message);
+  // OK if `v` is a value of this builder, else why not, naming `field`.
+  absl::Status Check(const Value& v, absl::string_view field) const;
+  Value Made(bool input, int index) const;
+
+  uint64_t id_;
+  v1::Chain chain_;
+  absl::Status error_;
+};
+
+// ---------------------------------------------------------------------------
+// Composites, expanded as the Python client's (clients/python/kfuse/chain.py).
+
+struct SoftmaxOptions {
+  int32_t axis = -1;
+  std::optional<double> scale;  // x * scale first.
+  std::optional<Value> bias;    // Then + bias.
+  std::optional<Value> mask;    // Then -inf where the bool mask is false.
+};
+
+// softmax(x*scale + bias, masked) along `axis`, the row max subtracted first:
+// [CONSTANT, MUL] [ADD] [CONSTANT -inf, WHERE] REDUCE_MAX SUB EXP REDUCE_SUM
+// DIV, reductions with keepdim.
+Value Softmax(ChainBuilder& b, Value x, const SoftmaxOptions& options = {});
+// (x - max) - log(sum(exp(x - max))) along `axis`.
+Value LogSoftmax(ChainBuilder& b, Value x, int32_t axis = -1);
+
+// torch.nn.functional.layer_norm over the last dim:
+// (x - mean) * rsqrt(mean((x - mean)^2) + eps) [* weight] [+ bias].
+Value LayerNorm(ChainBuilder& b, Value x, std::optional<Value> weight = {},
+                std::optional<Value> bias = {}, double eps = 1e-5);
+// x * rsqrt(mean(x^2) + eps) [* weight] over the last dim.
+Value RmsNorm(ChainBuilder& b, Value x, std::optional<Value> weight = {},
+              double eps = 1e-6);
+
+// The residual stream and its norm.
+struct AddNorm {
+  Value sum;     // x + residual.
+  Value normed;  // norm(x + residual).
+};
+AddNorm AddRmsNorm(ChainBuilder& b, Value x, Value residual,
+                   std::optional<Value> weight = {}, double eps = 1e-6);
+AddNorm AddLayerNorm(ChainBuilder& b, Value x, Value residual,
+                     std::optional<Value> weight = {},
+                     std::optional<Value> bias = {}, double eps = 1e-5);
+
+}  // namespace kfuse::client
+
+#endif  // KFUSE_CLIENTS_CHAIN_BUILDER_H_

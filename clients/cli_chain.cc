@@ -1,0 +1,165 @@
+// `kfuse chain`: writes the chain JSON of a composite (softmax, the norms)
+// for a row shape, built locally with the ChainBuilder; no server involved.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "clients/chain_builder.h"
+#include "clients/cli.h"
+#include "clients/json.h"
+#include "core/status.h"
+
+namespace kfuse::client {
+namespace {
+
+enum class Composite {
+  kSoftmax,
+  kLogSoftmax,
+  kLayerNorm,
+  kRmsNorm,
+  kAddRmsNorm,
+  kAddLayerNorm,
+};
+
+constexpr char kComposites[] =
+    "softmax, log_softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm";
+
+absl::StatusOr<Composite> ParseComposite(const std::string& name) {
+  const std::pair<const char*, Composite> kNames[] = {
+      {"softmax", Composite::kSoftmax},
+      {"log_softmax", Composite::kLogSoftmax},
+      {"layer_norm", Composite::kLayerNorm},
+      {"rms_norm", Composite::kRmsNorm},
+      {"add_rms_norm", Composite::kAddRmsNorm},
+      {"add_layer_norm", Composite::kAddLayerNorm},
+  };
+  for (const auto& [n, c] : kNames) {
+    if (name == n) return c;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("composite '", name, "': expected one of ", kComposites));
+}
+
+absl::StatusOr<v1::DType> ParseFloatDType(const std::string& name) {
+  if (name == "f32") return v1::DTYPE_F32;
+  if (name == "bf16") return v1::DTYPE_BF16;
+  if (name == "f16") return v1::DTYPE_F16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--dtype ", name, ": expected f32, bf16 or f16"));
+}
+
+absl::StatusOr<v1::Dim> RowsDim(const ChainOptions& o) {
+  if (o.rows.has_value() == !o.rows_symbol.empty()) {
+    return absl::InvalidArgumentError(
+        "--rows N (static) or --rows-symbol NAME (runtime): exactly one");
+  }
+  if (o.rows.has_value()) {
+    if (*o.rows < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rows ", *o.rows, ": must be >= 1"));
+    }
+    if (o.rows_hint != 0) {
+      return absl::InvalidArgumentError(
+          "--rows-hint goes with --rows-symbol, not --rows");
+    }
+    return StaticDim(*o.rows);
+  }
+  if (o.rows_hint < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rows-hint ", o.rows_hint, ": must be >= 0"));
+  }
+  return SymbolDim(o.rows_symbol, o.rows_hint);
+}
+
+// Refuses flags the composite would ignore, naming them.
+absl::Status CheckFlags(Composite c, const ChainOptions& o) {
+  const bool softmax = c == Composite::kSoftmax;
+  const bool norm = c != Composite::kSoftmax && c != Composite::kLogSoftmax;
+  const bool layer =
+      c == Composite::kLayerNorm || c == Composite::kAddLayerNorm;
+  auto refuse = [&](const char* flag, const char* which) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": applies to ", which, ", not ", o.composite));
+  };
+  if (o.scale.has_value() && !softmax) return refuse("--scale", "softmax");
+  if (o.mask && !softmax) return refuse("--mask", "softmax");
+  if (o.bias && !softmax && !layer) {
+    return refuse("--bias", "softmax, layer_norm and add_layer_norm");
+  }
+  if (o.eps.has_value() && !norm) return refuse("--eps", "the norms");
+  if (o.no_weight && !norm) return refuse("--no-weight", "the norms");
+  if (o.eps.has_value() && !(*o.eps >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--eps ", *o.eps, ": must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Chain> CompositeChain(const ChainOptions& o) {
+  KFUSE_ASSIGN_OR_RETURN(Composite c, ParseComposite(o.composite));
+  KFUSE_RETURN_IF_ERROR(CheckFlags(c, o));
+  KFUSE_ASSIGN_OR_RETURN(v1::DType dtype, ParseFloatDType(o.dtype));
+  if (o.width < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--width ", o.width, ": required, a size >= 1"));
+  }
+  KFUSE_ASSIGN_OR_RETURN(v1::Dim rows, RowsDim(o));
+  const std::vector<v1::Dim> row_shape = {rows, StaticDim(o.width)};
+  const std::vector<v1::Dim> width_shape = {StaticDim(o.width)};
+
+  ChainBuilder b;
+  Value x = b.Input("x", dtype, row_shape);
+  if (c == Composite::kSoftmax) {
+    SoftmaxOptions so;
+    so.scale = o.scale;
+    if (o.bias) so.bias = b.Input("bias", dtype, row_shape);
+    if (o.mask) so.mask = b.Input("mask", v1::DTYPE_BOOL, row_shape);
+    b.Output("y", Softmax(b, x, so));
+    return b.Build();
+  }
+  if (c == Composite::kLogSoftmax) {
+    b.Output("y", LogSoftmax(b, x));
+    return b.Build();
+  }
+  const bool add = c == Composite::kAddRmsNorm || c == Composite::kAddLayerNorm;
+  const bool layer =
+      c == Composite::kLayerNorm || c == Composite::kAddLayerNorm;
+  std::optional<Value> residual, weight, bias;
+  if (add) residual = b.Input("residual", dtype, row_shape);
+  if (!o.no_weight) weight = b.Input("weight", dtype, width_shape);
+  if (o.bias) bias = b.Input("bias", dtype, width_shape);
+  const double eps = o.eps.value_or(layer ? 1e-5 : 1e-6);
+  if (add) {
+    AddNorm y = layer ? AddLayerNorm(b, x, *residual, weight, bias, eps)
+                      : AddRmsNorm(b, x, *residual, weight, eps);
+    b.Output("sum", y.sum);
+    b.Output("normed", y.normed);
+  } else {
+    b.Output("y", layer ? LayerNorm(b, x, weight, bias, eps)
+                        : RmsNorm(b, x, weight, eps));
+  }
+  return b.Build();
+}
+
+}  // namespace
+
+int RunChain(const GlobalOptions& g, const ChainOptions& o, CliIo& io) {
+  absl::StatusOr<v1::Chain> chain = CompositeChain(o);
+  if (!chain.ok()) {
+    ReportError(g, chain.status(), io);
+    return kExitUsage;
+  }
+  const std::string json = ToJson(*chain, /*pretty=*/!g.json) + "\n";
+  if (o.out.empty()) {
+    io.out << json;
+    return kExitOk;
+  }
+  absl::Status written = WriteFile(o.out, json);
+  if (!written.ok()) return ReportError(g, written, io);
+  if (!g.json) io.out << "wrote " << o.out << "\n";
+  return kExitOk;
+}
+
+}  // namespace kfuse::client

@@ -1,0 +1,224 @@
+// `kfuse chain`: the JSON it prints parses back as a request with the
+// composite's inputs, and bad flags are usage errors naming the flag.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "clients/cli.h"
+#include "clients/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kfuse::client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class CliChainTest : public ::testing::Test {
+ protected:
+  ChainOptions Options(const char* composite) {
+    ChainOptions o;
+    o.composite = composite;
+    o.dtype = "bf16";
+    o.width = 4096;
+    o.rows_symbol = "tokens";
+    o.rows_hint = 16384;
+    return o;
+  }
+  // Runs the command; the chain it printed.
+  v1::Chain Run(const ChainOptions& o) {
+    EXPECT_EQ(RunChain(g_, o, io_), kExitOk) << err_.str();
+    absl::StatusOr<v1::CompileRequest> req =
+        ParseCompileRequest(out_.str(), "stdout");
+    EXPECT_TRUE(req.ok()) << req.status() << "\n" << out_.str();
+    return req.ok() ? req->chain() : v1::Chain();
+  }
+  std::vector<std::string> InputNames(const v1::Chain& c) {
+    std::vector<std::string> names;
+    for (const auto& in : c.inputs()) names.push_back(in.name());
+    return names;
+  }
+  std::vector<std::string> OutputNames(const v1::Chain& c) {
+    std::vector<std::string> names;
+    for (const auto& out : c.outputs()) names.push_back(out.name());
+    return names;
+  }
+
+  std::ostringstream out_, err_;
+  CliIo io_{out_, err_, false};
+  GlobalOptions g_;
+};
+
+TEST_F(CliChainTest, AddRmsNormInputsAndShapes) {
+  v1::Chain c = Run(Options("add_rms_norm"));
+  EXPECT_THAT(InputNames(c), ElementsAre("x", "residual", "weight"));
+  EXPECT_THAT(OutputNames(c), ElementsAre("sum", "normed"));
+  for (const auto& in : c.inputs()) EXPECT_EQ(in.dtype(), v1::DTYPE_BF16);
+  const v1::TensorSpec& x = c.inputs(0);
+  ASSERT_EQ(x.shape_size(), 2);
+  EXPECT_EQ(x.shape(0).symbol(), "tokens");
+  EXPECT_EQ(x.shape(0).hint(), 16384);
+  EXPECT_EQ(x.shape(1).size(), 4096);
+  ASSERT_EQ(c.inputs(2).shape_size(), 1);
+  EXPECT_EQ(c.inputs(2).shape(0).size(), 4096);
+  // The default RMS eps.
+  EXPECT_EQ(c.ops(3).kind(), v1::OP_CONSTANT);
+  EXPECT_EQ(c.ops(3).value(), 1e-6);
+}
+
+TEST_F(CliChainTest, SoftmaxWithEveryOption) {
+  ChainOptions o = Options("softmax");
+  o.dtype = "f16";
+  o.rows_symbol.clear();
+  o.rows_hint = 0;
+  o.rows = 128;
+  o.scale = 0.125;
+  o.mask = true;
+  o.bias = true;
+  v1::Chain c = Run(o);
+  EXPECT_THAT(InputNames(c), ElementsAre("x", "bias", "mask"));
+  EXPECT_EQ(c.inputs(1).dtype(), v1::DTYPE_F16);
+  EXPECT_EQ(c.inputs(2).dtype(), v1::DTYPE_BOOL);
+  for (const auto& in : c.inputs()) {
+    ASSERT_EQ(in.shape_size(), 2);
+    EXPECT_EQ(in.shape(0).size(), 128);
+    EXPECT_EQ(in.shape(1).size(), 4096);
+  }
+  EXPECT_EQ(c.ops_size(), 10);
+  EXPECT_EQ(c.ops(0).value(), 0.125);
+  // -inf survives the JSON round trip.
+  EXPECT_EQ(c.ops(3).value(), -HUGE_VAL);
+  EXPECT_THAT(out_.str(), HasSubstr("-Infinity"));
+  EXPECT_THAT(OutputNames(c), ElementsAre("y"));
+}
+
+TEST_F(CliChainTest, LayerNormFlags) {
+  ChainOptions o = Options("layer_norm");
+  o.dtype = "f32";
+  o.no_weight = true;
+  o.bias = true;
+  o.eps = 1e-3;
+  v1::Chain c = Run(o);
+  EXPECT_THAT(InputNames(c), ElementsAre("x", "bias"));
+  EXPECT_EQ(c.inputs(0).dtype(), v1::DTYPE_F32);
+  EXPECT_EQ(c.ops(4).value(), 1e-3);
+  EXPECT_EQ(c.ops(c.ops_size() - 1).kind(), v1::OP_ADD);
+}
+
+TEST_F(CliChainTest, DefaultsAreLayerNormEpsAndF32) {
+  ChainOptions o = Options("add_layer_norm");
+  o.dtype = ChainOptions().dtype;
+  v1::Chain c = Run(o);
+  EXPECT_THAT(InputNames(c), ElementsAre("x", "residual", "weight"));
+  EXPECT_EQ(c.inputs(0).dtype(), v1::DTYPE_F32);
+  EXPECT_EQ(c.ops(5).kind(), v1::OP_CONSTANT);
+  EXPECT_EQ(c.ops(5).value(), 1e-5);
+}
+
+TEST_F(CliChainTest, JsonFlagPrintsOneLine) {
+  g_.json = true;
+  ASSERT_EQ(RunChain(g_, Options("log_softmax"), io_), kExitOk);
+  const std::string text = out_.str();
+  EXPECT_EQ(text.find('\n'), text.size() - 1);
+}
+
+TEST_F(CliChainTest, WritesTheFile) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      ("kfuse_cli_chain_test_" + std::to_string(::getpid()) + ".json");
+  ChainOptions o = Options("rms_norm");
+  o.out = path.string();
+  ASSERT_EQ(RunChain(g_, o, io_), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "wrote " + o.out + "\n");
+  absl::StatusOr<v1::CompileRequest> req = LoadCompileRequest(o.out);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_THAT(InputNames(req->chain()), ElementsAre("x", "weight"));
+}
+
+struct BadFlags {
+  const char* name;
+  void (*edit)(ChainOptions& o);
+  const char* message;
+};
+
+class CliChainErrorTest : public CliChainTest,
+                          public ::testing::WithParamInterface<BadFlags> {};
+
+TEST_P(CliChainErrorTest, UsageErrorNamesTheFlag) {
+  ChainOptions o = Options("softmax");
+  GetParam().edit(o);
+  EXPECT_EQ(RunChain(g_, o, io_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(err_.str(), HasSubstr(GetParam().message));
+  EXPECT_EQ(out_.str(), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, CliChainErrorTest,
+    ::testing::Values(
+        BadFlags{"UnknownComposite",
+                 [](ChainOptions& o) { o.composite = "gelu"; },
+                 "composite 'gelu': expected one of softmax"},
+        BadFlags{"Dtype", [](ChainOptions& o) { o.dtype = "i32"; },
+                 "--dtype i32"},
+        BadFlags{"Width", [](ChainOptions& o) { o.width = 0; }, "--width 0"},
+        BadFlags{"NoRows", [](ChainOptions& o) { o.rows_symbol.clear(); },
+                 "exactly one"},
+        BadFlags{"BothRows", [](ChainOptions& o) { o.rows = 8; },
+                 "exactly one"},
+        BadFlags{"ZeroRows",
+                 [](ChainOptions& o) {
+                   o.rows_symbol.clear();
+                   o.rows_hint = 0;
+                   o.rows = 0;
+                 },
+                 "--rows 0"},
+        BadFlags{"HintWithStaticRows",
+                 [](ChainOptions& o) {
+                   o.rows_symbol.clear();
+                   o.rows = 8;
+                 },
+                 "--rows-hint goes with --rows-symbol"},
+        BadFlags{"NegativeHint", [](ChainOptions& o) { o.rows_hint = -1; },
+                 "--rows-hint -1"},
+        BadFlags{"EpsOnSoftmax", [](ChainOptions& o) { o.eps = 1e-5; },
+                 "--eps: applies to the norms, not softmax"},
+        BadFlags{"NoWeightOnSoftmax",
+                 [](ChainOptions& o) { o.no_weight = true; },
+                 "--no-weight: applies to the norms"},
+        BadFlags{"MaskOnNorm",
+                 [](ChainOptions& o) {
+                   o.composite = "rms_norm";
+                   o.mask = true;
+                 },
+                 "--mask: applies to softmax, not rms_norm"},
+        BadFlags{"ScaleOnLogSoftmax",
+                 [](ChainOptions& o) {
+                   o.composite = "log_softmax";
+                   o.scale = 2;
+                 },
+                 "--scale: applies to softmax, not log_softmax"},
+        BadFlags{"BiasOnRmsNorm",
+                 [](ChainOptions& o) {
+                   o.composite = "add_rms_norm";
+                   o.bias = true;
+                 },
+                 "--bias: applies to softmax, layer_norm and add_layer_norm"},
+        BadFlags{"NegativeEps",
+                 [](ChainOptions& o) {
+                   o.composite = "layer_norm";
+                   o.eps = -1;
+                 },
+                 "--eps -1: must be >= 0"}),
+    [](const ::testing::TestParamInfo<BadFlags>& info) {
+      return std::string(info.param.name);
+    });
+
+}  // namespace
+}  // namespace kfuse::client

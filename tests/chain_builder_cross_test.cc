@@ -1,0 +1,191 @@
+// The C++ builder's composites, and every `kfuse chain` output, are chains
+// the server accepts: they translate, validate and partition into one row
+// kernel whose source the generator emits. Misshapen operands come back
+// INVALID_ARGUMENT from the server's validator, naming the op.
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "clients/chain_builder.h"
+#include "clients/cli.h"
+#include "clients/json.h"
+#include "codegen/canonicalize.h"
+#include "codegen/partition.h"
+#include "codegen/row.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/translate.h"
+
+namespace kfuse {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace client;  // NOLINT: the builder's vocabulary reads better bare.
+
+// Translates, canonicalizes, partitions and emits `wire`; expects one row
+// kernel computing every output.
+void ExpectOneRowKernel(const v1::Chain& wire) {
+  absl::StatusOr<Chain> typed = TranslateChain(wire);
+  ASSERT_TRUE(typed.ok()) << typed.status() << "\n" << ToJson(wire);
+  Chain canonical = Canonicalize(*typed);
+  absl::StatusOr<Partition> p = PartitionChain(canonical);
+  ASSERT_TRUE(p.ok()) << p.status() << "\n" << ToString(canonical);
+  ASSERT_EQ(p->kernels.size(), 1u) << ToString(canonical);
+  const KernelGroup& g = p->kernels[0];
+  EXPECT_EQ(g.family, Family::kRowReduction) << g.reason;
+  absl::StatusOr<KernelSpec> spec =
+      EmitRow(canonical, g, RowHeuristic(canonical, g));
+  EXPECT_TRUE(spec.ok()) << spec.status();
+}
+
+struct Composite {
+  const char* name;
+  // Declares the inputs on `b`, names the outputs.
+  std::function<void(ChainBuilder& b, v1::DType t, v1::Dim rows)> build;
+};
+
+std::vector<v1::Dim> RowShape(v1::Dim rows) { return {rows, StaticDim(4096)}; }
+
+const std::vector<Composite>& Composites() {
+  static const auto* composites = new std::vector<Composite>{
+      {"softmax",
+       [](ChainBuilder& b, v1::DType t, v1::Dim rows) {
+         b.Output("y", Softmax(b, b.Input("x", t, RowShape(rows))));
+       }},
+      {"softmax_scale_bias_mask",
+       [](ChainBuilder& b, v1::DType t, v1::Dim rows) {
+         Value x = b.Input("x", t, RowShape(rows));
+         SoftmaxOptions o;
+         o.scale = 0.0883883476;
+         o.bias = b.Input("bias", t, RowShape(rows));
+         o.mask = b.Input("mask", v1::DTYPE_BOOL, RowShape(rows));
+         b.Output("y", Softmax(b, x, o));
+       }},
+      {"softmax_row_mask",
+       [](ChainBuilder& b, v1::DType t, v1::Dim rows) {
+         Value x = b.Input("x", t, RowShape(rows));
+         SoftmaxOptions o;
+         o.mask = b.Input("mask", v1::DTYPE_BOOL, {StaticDim(4096)});
+         b.Output("y", Softmax(b, x, o));
+       }},
+      {"log_softmax",
+       [](ChainBuilder& b, v1::DType t, v1::Dim rows) {
+         b.Output("y", LogSoftmax(b, b.Input("x", t, RowShape(rows))));
+       }},
+      {"layer_norm",
+       [](ChainBuilder& b, v1::DType t, v1::Dim rows) {
+         Value x = b.Input("x", t, RowShape(rows));
+         Value w = b.Input("weight", t, {StaticDim(4096)});
+         Value bias = b.Input("bias", t, {StaticDim(4096)});
+         b.Output("y", LayerNorm(b, x, w, bias));
+       }},
+      {"rms_norm",
+       [](ChainBuilder& b, v1::DType t, v1::Dim rows) {
+         Value x = b.Input("x", t, RowShape(rows));
+         Value w = b.Input("weight", t, {StaticDim(4096)});
+         b.Output("y", RmsNorm(b, x, w));
+       }},
+      {"add_rms_norm",
+       [](ChainBuilder& b, v1::DType t, v1::Dim rows) {
+         Value x = b.Input("x", t, RowShape(rows));
+         Value r = b.Input("residual", t, RowShape(rows));
+         Value w = b.Input("weight", t, {StaticDim(4096)});
+         AddNorm y = AddRmsNorm(b, x, r, w);
+         b.Output("sum", y.sum);
+         b.Output("normed", y.normed);
+       }},
+      {"add_layer_norm",
+       [](ChainBuilder& b, v1::DType t, v1::Dim rows) {
+         Value x = b.Input("x", t, RowShape(rows));
+         Value r = b.Input("residual", t, RowShape(rows));
+         Value w = b.Input("weight", t, {StaticDim(4096)});
+         Value bias = b.Input("bias", t, {StaticDim(4096)});
+         AddNorm y = AddLayerNorm(b, x, r, w, bias);
+         b.Output("sum", y.sum);
+         b.Output("normed", y.normed);
+       }},
+  };
+  return *composites;
+}
+
+TEST(ChainBuilderCrossTest, CompositesAreOneRowKernel) {
+  for (const Composite& c : Composites()) {
+    for (v1::DType t : {v1::DTYPE_BF16, v1::DTYPE_F32}) {
+      for (const v1::Dim& rows : {SymbolDim("tokens", 8192), StaticDim(64)}) {
+        SCOPED_TRACE(::testing::Message()
+                     << c.name << " " << v1::DType_Name(t) << " rows "
+                     << rows.ShortDebugString());
+        ChainBuilder b;
+        c.build(b, t, rows);
+        absl::StatusOr<v1::Chain> wire = b.Build();
+        ASSERT_TRUE(wire.ok()) << wire.status();
+        ExpectOneRowKernel(*wire);
+      }
+    }
+  }
+}
+
+TEST(ChainBuilderCrossTest, MaskOfAnotherShapeIsInvalid) {
+  ChainBuilder b;
+  Value x = b.Input("x", v1::DTYPE_BF16, RowShape(SymbolDim("tokens", 8192)));
+  SoftmaxOptions o;
+  o.mask = b.Input("mask", v1::DTYPE_BOOL, {StaticDim(3), StaticDim(4095)});
+  b.Output("y", Softmax(b, x, o));
+  absl::StatusOr<v1::Chain> wire = b.Build();
+  ASSERT_TRUE(wire.ok()) << wire.status();  // Shapes are the server's job.
+  absl::StatusOr<Chain> typed = TranslateChain(*wire);
+  ASSERT_FALSE(typed.ok());
+  EXPECT_EQ(typed.status().code(), absl::StatusCode::kInvalidArgument);
+  // The where (op 1, after the -inf constant) is named.
+  EXPECT_THAT(std::string(typed.status().message()), HasSubstr("op 1 (where)"));
+  EXPECT_THAT(std::string(typed.status().message()),
+              HasSubstr("do not broadcast"));
+}
+
+// Every `kfuse chain` composite and flag combination, through the JSON the
+// command prints.
+TEST(ChainBuilderCrossTest, CliChainsAreOneRowKernel) {
+  struct Flags {
+    const char* composite;
+    bool mask, bias, no_weight, scale;
+  };
+  const Flags cases[] = {
+      {"softmax", false, false, false, false},
+      {"softmax", true, true, false, true},
+      {"log_softmax", false, false, false, false},
+      {"layer_norm", false, false, false, false},
+      {"layer_norm", false, true, true, false},
+      {"rms_norm", false, false, false, false},
+      {"rms_norm", false, false, true, false},
+      {"add_rms_norm", false, false, false, false},
+      {"add_layer_norm", false, true, false, false},
+  };
+  for (const Flags& f : cases) {
+    for (const char* dtype : {"f32", "bf16", "f16"}) {
+      SCOPED_TRACE(::testing::Message()
+                   << f.composite << " " << dtype << " mask " << f.mask
+                   << " bias " << f.bias << " no_weight " << f.no_weight);
+      ChainOptions o;
+      o.composite = f.composite;
+      o.dtype = dtype;
+      o.width = 4096;
+      o.rows_symbol = "tokens";
+      o.rows_hint = 8192;
+      o.mask = f.mask;
+      o.bias = f.bias;
+      o.no_weight = f.no_weight;
+      if (f.scale) o.scale = 0.125;
+      std::ostringstream out, err;
+      CliIo io{out, err, false};
+      ASSERT_EQ(RunChain(GlobalOptions(), o, io), kExitOk) << err.str();
+      absl::StatusOr<v1::CompileRequest> req =
+          ParseCompileRequest(out.str(), "kfuse chain");
+      ASSERT_TRUE(req.ok()) << req.status();
+      ExpectOneRowKernel(req->chain());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kfuse
