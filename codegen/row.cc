@@ -14,6 +14,9 @@ namespace row_internal {
 namespace {
 
 constexpr int kMaxResidentElements = 128;
+// Dynamic shared memory a block may take on sm_90 (227 KiB), less what the
+// team reductions use.
+constexpr int64_t kMaxStageBytes = 227 * 1024 - 1024;
 
 bool Contains(std::initializer_list<int64_t> set, int64_t v) {
   return std::find(set.begin(), set.end(), v) != set.end();
@@ -101,7 +104,9 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   }
   if (!Contains({1, 2, 4, 8, 16}, rows)) return BadParam(variant, "rows must be 1, 2, 4, 8 or 16");
   if (threads * rows > 1024) return BadParam(variant, "threads * rows exceeds 1024");
-  if (resident != 0 && resident != 1) return BadParam(variant, "resident must be 0 or 1");
+  if (resident < 0 || resident > 2) {
+    return BadParam(variant, "resident must be 0 (re-read), 1 (registers) or 2 (shared memory)");
+  }
 
   Plan p;
   KFUSE_ASSIGN_OR_RETURN(p.rows, AnalyzeRows(chain));
@@ -138,6 +143,22 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   p.vec = reference ? 1 : static_cast<int>(vec);
   p.threads = static_cast<int>(threads);
   p.rows_per_block = static_cast<int>(rows);
+  if (resident == 2) {
+    // The row's per-row inputs staged in shared memory by the first pass
+    // that reads them; later passes read them there, not from L2 or HBM.
+    if (!r.width.is_static()) return BadParam(variant, "resident=2 needs a static row width");
+    p.stage_stride = (r.width.size + vec + 15) / 16 * 16;
+    int64_t bytes = 0;
+    for (int32_t id : p.held_inputs) {
+      bytes += rows * p.stage_stride * DTypeBytes(chain.nodes[id].type.dtype);
+    }
+    if (bytes > kMaxStageBytes) {
+      return BadParam(variant, absl::StrCat("resident=2 needs ", bytes,
+                                            " bytes of shared memory a block; at most ",
+                                            kMaxStageBytes));
+    }
+    if (!reference) p.stage_bytes = static_cast<int>(bytes);
+  }
   if (resident == 1) {
     if (!r.width.is_static()) return BadParam(variant, "resident needs a static row width");
     const int64_t per_vec = threads * vec;
@@ -222,6 +243,7 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
   }
   k.grid.x = SizeExpr::CeilDiv(rows, SizeExpr::Const(plan.rows_per_block));
   k.block.x = SizeExpr::Const(int64_t{plan.threads} * plan.rows_per_block);
+  k.dynamic_smem_bytes = static_cast<uint32_t>(plan.stage_bytes);
   k.preconditions = std::move(plan.preconditions);
   k.variant = variant;
   for (int32_t id : group.nodes) k.ops.push_back(static_cast<uint32_t>(id));
@@ -280,7 +302,6 @@ int Pow2Ceil(int64_t x) {
 }  // namespace
 
 Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
-  (void)group;
   Shape s = ShapeOf(chain);
   int vec = s.vecs.empty() ? 1 : s.vecs.front();
   const int64_t width = s.width > 0 ? s.width : 4096;
@@ -295,6 +316,12 @@ Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
     threads = threads_for(vec);
   }
   const int rows = threads >= 128 ? 1 : 128 / threads;
+  // A wide looped row is staged in shared memory when it fits, so its later
+  // passes read no L2 (rows in flight x row bytes can exceed it).
+  if (resident == 0 && width >= 16384) {
+    Variant staged = Make(vec, threads, rows, 2);
+    if (CanGenerateRow(chain, group, staged).ok()) return staged;
+  }
   return Make(vec, threads, rows, resident);
 }
 
@@ -315,12 +342,15 @@ std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
       std::vector<int> rows = threads < 256 ? std::vector<int>{128 / threads, 256 / threads}
                                             : std::vector<int>{1};
       for (int r : rows) {
-        for (int resident : residents) add(Make(vec, threads, std::max(r, 1), resident));
+        for (int resident : residents) {
+          if (resident == 2 && threads < 256) continue;  // Staging is for wide rows.
+          add(Make(vec, threads, std::max(r, 1), resident));
+        }
       }
     }
   };
-  for (size_t i = 0; i < s.peel_vecs.size() && i < 2; ++i) sweep(s.peel_vecs[i], {0});
-  for (int vec : vecs) sweep(vec, {1, 0});
+  for (size_t i = 0; i < s.peel_vecs.size() && i < 2; ++i) sweep(s.peel_vecs[i], {2, 0});
+  for (int vec : vecs) sweep(vec, {1, 2, 0});
   return out;
 }
 

@@ -87,6 +87,7 @@ struct Closure {
   std::vector<int32_t> compute;  // Element-wise nodes (and constants), ascending.
   std::vector<int32_t> inputs;   // Per-element inputs read, ascending.
   std::vector<int32_t> rows;     // Per-row values read, ascending.
+  std::vector<int32_t> kept;     // Values an earlier pass kept in registers.
 };
 
 class Writer {
@@ -120,8 +121,11 @@ class Writer {
     return r_.cls[id] == Class::kRow || (IsInput(id) && r_.cls[id] == Class::kUniform);
   }
 
-  Closure Close(const std::vector<int32_t>& targets) const {
-    std::set<int32_t> compute, inputs, rows;
+  // What computing `targets` per element needs; values in `kept` (held in
+  // registers by an earlier pass) are read, not recomputed.
+  Closure Close(const std::vector<int32_t>& targets,
+                const std::set<int32_t>& kept = {}) const {
+    std::set<int32_t> compute, inputs, rows, held;
     std::vector<int32_t> stack = targets;
     std::set<int32_t> seen;
     while (!stack.empty()) {
@@ -130,6 +134,8 @@ class Writer {
       if (!seen.insert(id).second) continue;
       if (RowLike(id)) {
         rows.insert(id);
+      } else if (kept.count(id)) {
+        held.insert(id);
       } else if (IsInput(id)) {
         inputs.insert(id);
       } else {
@@ -139,7 +145,8 @@ class Writer {
     }
     return Closure{{compute.begin(), compute.end()},
                    {inputs.begin(), inputs.end()},
-                   {rows.begin(), rows.end()}};
+                   {rows.begin(), rows.end()},
+                   {held.begin(), held.end()}};
   }
 
   // A device function computing `targets` for one element.
@@ -155,6 +162,10 @@ class Writer {
     for (int32_t id : cl.rows) {
       params.push_back(absl::StrCat("const ", CT(id), " r", id));
       value[id] = absl::StrCat("r", id);
+    }
+    for (int32_t id : cl.kept) {
+      params.push_back(absl::StrCat("const ", CT(id), " h", id));
+      value[id] = absl::StrCat("h", id);
     }
     for (size_t k = 0; k < targets.size(); ++k) {
       params.push_back(absl::StrCat(CT(targets[k]), "& y", k));
@@ -203,6 +214,7 @@ class Writer {
       args.push_back(absl::StrCat("x", id, Held(id) ? "[KF_X]" : "[kf_e]"));
     }
     for (int32_t id : cl.rows) args.push_back(absl::StrCat("r", id));
+    for (int32_t id : cl.kept) args.push_back(absl::StrCat("h", id, "[KF_X]"));
     for (const std::string& o : outs) args.push_back(o);
     return absl::StrCat(name, "(", absl::StrJoin(args, ", "), ");");
   }
@@ -229,28 +241,46 @@ class Writer {
 
   std::string Storage(int32_t id) const { return std::string(DTypeStorage(c_.nodes[id].type.dtype)); }
 
+  // Where a pass reads an input's column kf_c from: global memory, global
+  // memory and then a copy into the row's shared-memory stage (the first
+  // pass of a resident=2 row), or the stage (later passes).
+  enum class Src { kGlobal, kGlobalAndStage, kStage };
+
   // Loads the `vec` elements from column kf_c of input `id` into
   // dst[first + e].
   std::string LoadVec(int32_t id, const std::string& dst, const std::string& first,
-                      const std::string& indent, int vec) {
+                      const std::string& indent, int vec, Src src = Src::kGlobal) {
     const Node& n = c_.nodes[id];
-    const std::string in = absl::StrCat("in", n.input_index);
-    const std::string at = absl::StrCat(in, " + kf_b", id, " + kf_c");
-    std::string s;
-    if (vec == 1) {
+    const std::string stage = absl::StrCat("kf_s", id, " + kf_so + kf_c");
+    const std::string at = src == Src::kStage
+                               ? stage
+                               : absl::StrCat("in", n.input_index, " + kf_b", id, " + kf_c");
+    const std::string zero = absl::StrCat("(", CT(id), ")0");
+    if (vec == 1 && src != Src::kGlobalAndStage) {
       return absl::StrCat(indent, dst, "[", first, "] = kf_valid ? ",
                           LoadExpr(absl::StrCat("(", at, ")[0]"), n.type.dtype, p_.numerics, &needs_),
-                          " : (", CT(id), ")0;\n");
+                          " : ", zero, ";\n");
+    }
+    if (vec == 1) {
+      return absl::StrCat(indent, "if (kf_valid) {\n", indent, "  const ", Storage(id),
+                          " kf_u = (", at, ")[0];\n", indent, "  (", stage, ")[0] = kf_u;\n",
+                          indent, "  ", dst, "[", first, "] = ",
+                          LoadExpr("kf_u", n.type.dtype, p_.numerics, &needs_), ";\n", indent,
+                          "} else {\n", indent, "  ", dst, "[", first, "] = ", zero, ";\n",
+                          indent, "}\n");
     }
     const std::string vt = absl::StrCat("kf_vec<", Storage(id), ", ", vec, ">");
+    std::string s;
     absl::StrAppend(&s, indent, "if (kf_valid) {\n", indent, "  const ", vt,
-                    " kf_t = *reinterpret_cast<const ", vt, "*>(", at, ");\n", indent,
-                    "#pragma unroll\n", indent, "  for (int kf_e = 0; kf_e < ", vec,
+                    " kf_t = *reinterpret_cast<const ", vt, "*>(", at, ");\n");
+    if (src == Src::kGlobalAndStage) {
+      absl::StrAppend(&s, indent, "  *reinterpret_cast<", vt, "*>(", stage, ") = kf_t;\n");
+    }
+    absl::StrAppend(&s, indent, "#pragma unroll\n", indent, "  for (int kf_e = 0; kf_e < ", vec,
                     "; ++kf_e) ", dst, "[", first, " + kf_e] = ",
                     LoadExpr("kf_t.v[kf_e]", n.type.dtype, p_.numerics, &needs_), ";\n", indent,
                     "} else {\n", indent, "#pragma unroll\n", indent, "  for (int kf_e = 0; kf_e < ",
-                    vec, "; ++kf_e) ", dst, "[", first, " + kf_e] = (", CT(id), ")0;\n",
-                    indent, "}\n");
+                    vec, "; ++kf_e) ", dst, "[", first, " + kf_e] = ", zero, ";\n", indent, "}\n");
     return s;
   }
 
@@ -261,14 +291,22 @@ class Writer {
   };
   using BodyFn = std::function<PassBody(int vec)>;
 
+  bool Staged(int32_t id) const {
+    return p_.stage_bytes > 0 &&
+           std::find(p_.held_inputs.begin(), p_.held_inputs.end(), id) != p_.held_inputs.end();
+  }
+
   // One vector of a pass: the loads of inputs not held, then the body.
   std::string Vector(const std::vector<int32_t>& loads, const BodyFn& make, int vec,
                      const std::string& indent) {
     std::string s;
     for (int32_t id : loads) {
       if (Held(id)) continue;
+      const Src src = !Staged(id)         ? Src::kGlobal
+                      : staged_.count(id) ? Src::kStage
+                                          : Src::kGlobalAndStage;
       absl::StrAppend(&s, indent, CT(id), " x", id, "[", vec, "];\n",
-                      LoadVec(id, absl::StrCat("x", id), "0", indent, vec));
+                      LoadVec(id, absl::StrCat("x", id), "0", indent, vec, src));
     }
     const PassBody b = make(vec);
     absl::StrAppend(&s, b.pre, "#pragma unroll\n      for (int kf_e = 0; kf_e < ", vec,
@@ -281,8 +319,18 @@ class Writer {
   // of the vector) starts the loop at the first aligned column and does the
   // row's few remaining columns at both ends one by one.
   std::string Pass(const std::vector<int32_t>& loads, const BodyFn& make) {
+    std::string s = PassText(loads, make);
+    for (int32_t id : loads) {
+      if (Staged(id)) staged_.insert(id);  // Later passes read the stage.
+    }
+    return s;
+  }
+
+  std::string PassText(const std::vector<int32_t>& loads, const BodyFn& make) {
     std::string s;
     const int v = p_.vec;
+    // A looped pass: a few vectors in flight per thread.
+    const char* unroll = "#pragma unroll 4\n";
     if (p_.resident) {
       absl::StrAppend(&s, "#pragma unroll\n  for (int kf_i = 0; kf_i < ", p_.items,
                       "; ++kf_i) {\n    const long long kf_c = ((long long)kf_i * ", p_.threads,
@@ -291,14 +339,19 @@ class Writer {
       return absl::StrReplaceAll(s, {{"KF_X", absl::StrCat("kf_i * ", v, " + kf_e")}});
     }
     if (!p_.peel) {
-      absl::StrAppend(&s, "  for (long long kf_c = (long long)kf_lane * ", v,
-                      "; kf_c < kf_W; kf_c += ", int64_t{p_.threads} * v, ") {\n    {\n",
-                      Vector(loads, make, v, "    "), "    }\n  }\n");
+      absl::StrAppend(&s, "  {\n", p_.stage_bytes > 0 ? "    const long long kf_so = 0;\n" : "",
+                      unroll, "  for (long long kf_c = (long long)kf_lane * ", v,
+                      "; kf_c < kf_W; kf_c += ", int64_t{p_.threads} * v, ") {\n",
+                      Vector(loads, make, v, "    "), "  }\n  }\n");
       return absl::StrReplaceAll(s, {{"KF_X", "kf_e"}});
     }
+    // The stage keeps vectors aligned: column c at kf_so + c.
     absl::StrAppend(&s, "  {\n    const long long kf_h = (", v, " - kf_r * kf_W % ", v, ") % ", v,
-                    ";\n    const long long kf_nv = (kf_W - kf_h) / ", v,
-                    ";\n    for (long long kf_j = kf_lane; kf_j < kf_nv; kf_j += ", p_.threads,
+                    ";\n    const long long kf_nv = (kf_W - kf_h) / ", v, ";\n",
+                    p_.stage_bytes > 0 ? absl::StrCat("    const long long kf_so = (", v,
+                                                      " - kf_h) % ", v, ";\n")
+                                       : "",
+                    unroll, "    for (long long kf_j = kf_lane; kf_j < kf_nv; kf_j += ", p_.threads,
                     ") {\n    const long long kf_c = kf_h + kf_j * ", v, ";\n",
                     Vector(loads, make, v, "    "),
                     "    }\n    for (long long kf_k = kf_lane; kf_k < kf_W - kf_nv * ", v,
@@ -398,6 +451,17 @@ class Writer {
                         " : (", CT(id), ")0;\n");
       }
     }
+    if (p_.stage_bytes > 0) {
+      absl::StrAppend(s, "  extern __shared__ __align__(16) unsigned char kf_smem[];\n");
+      int64_t offset = 0;
+      for (int32_t id : p_.held_inputs) {
+        absl::StrAppend(s, "  ", Storage(id), "* const kf_s", id, " = reinterpret_cast<",
+                        Storage(id), "*>(kf_smem + ", offset, ") + (long long)kf_team * ",
+                        p_.stage_stride, ";\n");
+        offset += int64_t{p_.rows_per_block} * p_.stage_stride *
+                  DTypeBytes(c_.nodes[id].type.dtype);
+      }
+    }
     if (p_.resident) {
       for (int32_t id : p_.held_inputs) {
         absl::StrAppend(s, "  ", CT(id), " x", id, "[", p_.items * p_.vec, "];\n");
@@ -412,6 +476,9 @@ class Writer {
       absl::StrAppend(s, "    }\n  }\n");
     }
     KFUSE_RETURN_IF_ERROR(RowValues(0, s));
+    // Each pass's per-element targets: the reductions' operands, then the
+    // full-row outputs.
+    std::vector<std::vector<int32_t>> pass_targets;
     for (size_t ph = 0; ph < r_.phases.size(); ++ph) {
       std::vector<int32_t> targets;
       for (int32_t red : r_.phases[ph]) {
@@ -421,14 +488,63 @@ class Writer {
         }
         if (std::find(targets.begin(), targets.end(), a) == targets.end()) targets.push_back(a);
       }
-      Closure cl = Close(targets);
+      pass_targets.push_back(std::move(targets));
+    }
+    std::vector<int32_t> out_targets;
+    for (int32_t o : c_.outputs) {
+      if (r_.cls[o] == Class::kElement &&
+          std::find(out_targets.begin(), out_targets.end(), o) == out_targets.end()) {
+        out_targets.push_back(o);
+      }
+    }
+    pass_targets.push_back(out_targets);
+    // Resident rows keep in registers a pass's value that a later pass
+    // needs (softmax's exp(x - max), summed, then divided), instead of
+    // computing it again.
+    std::set<int32_t> kept;
+    std::vector<std::vector<int32_t>> keep(pass_targets.size());
+    if (p_.resident) {
+      for (size_t a = 0; a + 1 < pass_targets.size(); ++a) {
+        for (int32_t t : pass_targets[a]) {
+          for (size_t b = a + 1; b < pass_targets.size(); ++b) {
+            const Closure later = Close(pass_targets[b], kept);
+            if (std::binary_search(later.compute.begin(), later.compute.end(), t)) {
+              keep[a].push_back(t);
+              kept.insert(t);
+              break;
+            }
+          }
+        }
+      }
+    }
+    std::set<int32_t> available;  // Kept by the passes emitted so far.
+    for (size_t ph = 0; ph < r_.phases.size(); ++ph) {
+      const std::vector<int32_t>& targets = pass_targets[ph];
+      Closure cl = Close(targets, available);
       const std::string name = absl::StrCat("kf_phase", ph + 1);
       KFUSE_ASSIGN_OR_RETURN(std::string f, PhaseFunction(name, targets, cl));
       absl::StrAppend(funcs, f);
+      for (int32_t t : keep[ph]) {
+        absl::StrAppend(s, "  ", CT(t), " h", t, "[", p_.items * p_.vec, "];\n");
+      }
       absl::StrAppend(s, "  // Phase ", ph + 1, ".\n");
+      // A thread keeps one accumulator per vector lane (shorter dependency
+      // chains), combined after the pass; not in big blocks of resident
+      // rows, where registers are short (NVRTC spilled at 512 threads).
+      const bool roomy = !p_.resident || p_.threads * p_.rows_per_block < 512;
+      const int lanes = p_.numerics == Numerics::kFast && roomy ? p_.vec : 1;
+      const std::string lane = lanes > 1 ? "[kf_e]" : "";
       for (int32_t red : r_.phases[ph]) {
-        absl::StrAppend(s, "  ", CT(red), " a", red, " = ", Identity(c_.nodes[red].kind, red), ";\n");
-        if (Compensated(red)) absl::StrAppend(s, "  ", CT(red), " e", red, " = 0;\n");
+        const std::string dims = lanes > 1 ? absl::StrCat("[", lanes, "]") : "";
+        const std::string id = Identity(c_.nodes[red].kind, red);
+        absl::StrAppend(s, "  ", CT(red), " a", red, dims, lanes > 1 ? ";\n" : "",
+                        lanes > 1 ? absl::StrCat("#pragma unroll\n  for (int kf_e = 0; kf_e < ",
+                                                 lanes, "; ++kf_e) a", red, "[kf_e]")
+                                  : "",
+                        " = ", id, ";\n");
+        if (Compensated(red)) {
+          absl::StrAppend(s, "  ", CT(red), " e", red, dims, lanes > 1 ? " = {}" : " = 0", ";\n");
+        }
       }
       std::string inner;
       std::vector<std::string> outs;
@@ -437,28 +553,48 @@ class Writer {
         outs.push_back(absl::StrCat("kf_y", t));
       }
       absl::StrAppend(&inner, "        ", Call(name, cl, outs), "\n");
+      for (int32_t t : keep[ph]) {
+        const size_t k = std::find(targets.begin(), targets.end(), t) - targets.begin();
+        absl::StrAppend(&inner, "        h", t, "[KF_X] = kf_y", k, ";\n");
+      }
       for (int32_t red : r_.phases[ph]) {
         const OpKind kind = c_.nodes[red].kind;
         const size_t t = std::find(targets.begin(), targets.end(), c_.nodes[red].args[0]) -
                          targets.begin();
+        const std::string a = absl::StrCat("a", red, lane), e = absl::StrCat("e", red, lane);
         if (kind == OpKind::kReduceMax || kind == OpKind::kReduceMin) {
           needs_.minmax = true;
-          absl::StrAppend(&inner, "        a", red, " = ",
-                          kind == OpKind::kReduceMax ? "kf_max" : "kf_min", "(a", red, ", kf_y",
-                          t, ");\n");
+          absl::StrAppend(&inner, "        ", a, " = ",
+                          kind == OpKind::kReduceMax ? "kf_max" : "kf_min", "(", a, ", kf_y", t,
+                          ");\n");
         } else if (Compensated(red)) {
           // Kahan: e<red> carries what the last addition lost, so a thread's
           // long serial sum stays within a few ulps of the exact one.
-          absl::StrAppend(&inner, "        { const ", CT(red), " kf_d = kf_y", t, " - e", red,
-                          "; const ", CT(red), " kf_s = a", red, " + kf_d; e", red, " = (kf_s - a",
-                          red, ") - kf_d; a", red, " = kf_s; }\n");
+          absl::StrAppend(&inner, "        { const ", CT(red), " kf_d = kf_y", t, " - ", e,
+                          "; const ", CT(red), " kf_s = ", a, " + kf_d; ", e, " = (kf_s - ", a,
+                          ") - kf_d; ", a, " = kf_s; }\n");
         } else {
-          absl::StrAppend(&inner, "        a", red, " += kf_y", t, ";\n");
+          absl::StrAppend(&inner, "        ", a, " += kf_y", t, ";\n");
         }
       }
       absl::StrAppend(s, Pass(cl.inputs, [&](int) { return PassBody{"", inner, ""}; }));
       for (int32_t red : r_.phases[ph]) {
-        if (Compensated(red)) absl::StrAppend(s, "  a", red, " -= e", red, ";\n");
+        const OpKind kind = c_.nodes[red].kind;
+        if (lanes == 1) {
+          if (Compensated(red)) absl::StrAppend(s, "  a", red, " -= e", red, ";\n");
+          continue;
+        }
+        // The lanes into lane 0 (the scalar a<red> below).
+        const std::string combine =
+            kind == OpKind::kReduceMax   ? absl::StrCat("kf_max(a", red, "[0], a", red, "[kf_e])")
+            : kind == OpKind::kReduceMin ? absl::StrCat("kf_min(a", red, "[0], a", red, "[kf_e])")
+                                         : absl::StrCat("a", red, "[0] + a", red, "[kf_e]");
+        if (Compensated(red)) {
+          absl::StrAppend(s, "#pragma unroll\n  for (int kf_e = 0; kf_e < ", lanes,
+                          "; ++kf_e) a", red, "[kf_e] -= e", red, "[kf_e];\n");
+        }
+        absl::StrAppend(s, "#pragma unroll\n  for (int kf_e = 1; kf_e < ", lanes, "; ++kf_e) a",
+                        red, "[0] = ", combine, ";\n");
       }
       for (int32_t red : r_.phases[ph]) {
         const Node& n = c_.nodes[red];
@@ -471,8 +607,8 @@ class Writer {
                           p_.rows_per_block * (p_.threads / 32), "];\n");
           buf = absl::StrCat("kf_buf", red);
         }
-        std::string v = absl::StrCat("kf_team_reduce<", p_.threads, ">(a", red, ", ", buf, ", ",
-                                     op, "())");
+        std::string v = absl::StrCat("kf_team_reduce<", p_.threads, ">(a", red,
+                                     lanes > 1 ? "[0]" : "", ", ", buf, ", ", op, "())");
         if (n.kind == OpKind::kReduceMean) v = absl::StrCat(v, " / (", CT(red), ")kf_W");
         if (p_.numerics == Numerics::kEager && n.type.dtype == DType::kBF16) {
           needs_.bf16 = true;
@@ -484,17 +620,12 @@ class Writer {
         absl::StrAppend(s, "  const ", CT(red), " r", red, " = ", v, ";\n");
       }
       KFUSE_RETURN_IF_ERROR(RowValues(static_cast<int>(ph) + 1, s));
+      available.insert(keep[ph].begin(), keep[ph].end());
     }
     // Full-row outputs.
-    std::vector<int32_t> targets;
-    for (int32_t o : c_.outputs) {
-      if (r_.cls[o] == Class::kElement &&
-          std::find(targets.begin(), targets.end(), o) == targets.end()) {
-        targets.push_back(o);
-      }
-    }
+    const std::vector<int32_t>& targets = out_targets;
     if (!targets.empty()) {
-      Closure cl = Close(targets);
+      Closure cl = Close(targets, available);
       KFUSE_ASSIGN_OR_RETURN(std::string f, PhaseFunction("kf_out", targets, cl));
       absl::StrAppend(funcs, f);
       std::vector<std::string> outs;
@@ -543,6 +674,7 @@ class Writer {
   const Plan& p_;
   const RowStructure& r_;
   PreludeNeeds needs_;
+  std::set<int32_t> staged_;  // resident=2: inputs a pass has staged.
 };
 
 }  // namespace

@@ -23,6 +23,11 @@ struct Plan {
   // Looped over a static width that is not a multiple of vec: each row's
   // first aligned column starts the vector loop (see row.cc).
   bool peel = false;
+  // resident=2: bytes of dynamic shared memory for the staged rows (0: none)
+  // and each staged row's length in elements (a multiple of 16, room for the
+  // peel's shift).
+  int stage_bytes = 0;
+  int64_t stage_stride = 0;
   int items = 0;                        // Resident: vectors per thread.
   std::vector<int32_t> elem_inputs;     // Input node ids read per element.
   // Resident: the element inputs held in registers for the whole row (those

@@ -161,6 +161,12 @@ TEST(RowVariantTest, IllegalVariantsNameTheParam) {
   EXPECT_TRUE(CanGenerateRow(odd_norm, Group(odd_norm), v(1, 256, 1, 0)).ok());
   Chain sym = row_test::Softmax(DType::kF32, -8, 1000);
   EXPECT_TRUE(CanGenerateRow(sym, Group(sym), v(4, 256, 1, 1)).ok());
+  // resident=2: the rows staged in shared memory, which must hold them.
+  EXPECT_TRUE(CanGenerateRow(odd, Group(odd), v(4, 1024, 1, 2)).ok());
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), v(4, 512, 2, 2)).message()),
+              HasSubstr("resident=2 needs 402176 bytes of shared memory a block; at most"));
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), v(4, 512, 1, 3)).message()),
+              HasSubstr("resident must be 0 (re-read), 1 (registers) or 2 (shared memory)"));
 }
 
 TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
@@ -171,7 +177,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
     EXPECT_TRUE(CanGenerateRow(n.chain, g, h).ok()) << h.ToString();
     std::vector<Variant> space = RowSpace(n.chain, g);
     ASSERT_FALSE(space.empty());
-    EXPECT_LE(space.size(), 36u);
+    EXPECT_LE(space.size(), 40u);
     EXPECT_EQ(space[0], h);
     EXPECT_EQ(space, RowSpace(n.chain, g));
     for (const Variant& v : space) {
@@ -192,7 +198,7 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
       {row_test::Softmax(DType::kBF16, 8, 4096),
        Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 128}, {"rows", 1}, {"resident", 1}}}},
       {row_test::Softmax(DType::kF32, 8, 50257),
-       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}},
+       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 2}}}},
       {row_test::Softmax(DType::kF32, 8, 128),
        Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 32}, {"rows", 4}, {"resident", 1}}}},
   };
@@ -213,6 +219,20 @@ TEST(RowEmitTest, ReferenceIsScalarAndLooped) {
       EXPECT_NE(k->source.find("for (long long kf_c = (long long)kf_lane * 1;"), std::string::npos);
     }
   }
+}
+
+TEST(RowEmitTest, StagedRowsAskForTheirSharedMemory) {
+  Chain c = row_test::Softmax(DType::kBF16, -64, 50257);
+  KernelGroup g = Group(c);
+  Variant v{Family::kRowReduction, {{"vec", 8}, {"threads", 1024}, {"rows", 1}, {"resident", 2}}};
+  absl::StatusOr<KernelSpec> k = EmitRow(c, g, v);
+  ASSERT_TRUE(k.ok()) << k.status();
+  // 50257 + 8 columns rounded up to 16, bf16.
+  EXPECT_EQ(k->dynamic_smem_bytes, 50272u * 2);
+  EXPECT_NE(k->source.find("extern __shared__"), std::string::npos);
+  absl::StatusOr<KernelSpec> ref = EmitRow(c, g, v, Numerics::kReference64);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->dynamic_smem_bytes, 0u);  // The yardstick reads global memory.
 }
 
 TEST(RowEmitTest, LaunchContract) {

@@ -55,7 +55,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float x1, const flo
   y0 = v3;
   y1 = v10;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_189b3a9b3ea5(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, __kf_bf16* __restrict__ out1, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_04ad93c4ca8f(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, __kf_bf16* __restrict__ out1, const long long s0) {
   const long long kf_W = 4096LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 128;
@@ -68,10 +68,13 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_189b3a9b3ea5(const __kf
   const long long kf_b1 = 0LL;
   const long long kf_b2 = kf_c0 * 4096LL;
   // Phase 1.
-  float a6 = (float)0;
-  float e6 = 0;
+  float a6[8];
+#pragma unroll
+  for (int kf_e = 0; kf_e < 8; ++kf_e) a6[kf_e] = (float)0;
+  float e6[8] = {};
+  {
+#pragma unroll 4
   for (long long kf_c = (long long)kf_lane * 8; kf_c < kf_W; kf_c += 1024) {
-    {
     float x0[8];
     if (kf_valid) {
       const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c);
@@ -94,18 +97,22 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_189b3a9b3ea5(const __kf
       for (int kf_e = 0; kf_e < 8; ++kf_e) {
         float kf_y0;
         kf_phase1(x0[kf_e], x2[kf_e], kf_y0);
-        { const float kf_d = kf_y0 - e6; const float kf_s = a6 + kf_d; e6 = (kf_s - a6) - kf_d; a6 = kf_s; }
+        { const float kf_d = kf_y0 - e6[kf_e]; const float kf_s = a6[kf_e] + kf_d; e6[kf_e] = (kf_s - a6[kf_e]) - kf_d; a6[kf_e] = kf_s; }
       }
-    }
   }
-  a6 -= e6;
+  }
+#pragma unroll
+  for (int kf_e = 0; kf_e < 8; ++kf_e) a6[kf_e] -= e6[kf_e];
+#pragma unroll
+  for (int kf_e = 1; kf_e < 8; ++kf_e) a6[0] = a6[0] + a6[kf_e];
   __shared__ float kf_buf6[4];
-  const float r6 = kf_team_reduce<128>(a6, kf_buf6, kf_sum_op()) / (float)kf_W;
+  const float r6 = kf_team_reduce<128>(a6[0], kf_buf6, kf_sum_op()) / (float)kf_W;
   const float r7 = (0x1p-20f + r6);
   const float r8 = rsqrtf(r7);
   // Full-row outputs.
+  {
+#pragma unroll 4
   for (long long kf_c = (long long)kf_lane * 8; kf_c < kf_W; kf_c += 1024) {
-    {
     float x0[8];
     if (kf_valid) {
       const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c);
@@ -145,6 +152,6 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_189b3a9b3ea5(const __kf
       }
       if (kf_valid) *reinterpret_cast<kf_vec<__kf_bf16, 8>*>(out0 + kf_r * kf_W + kf_c) = kf_o0;
       if (kf_valid) *reinterpret_cast<kf_vec<__kf_bf16, 8>*>(out1 + kf_r * kf_W + kf_c) = kf_o1;
-    }
+  }
   }
 }

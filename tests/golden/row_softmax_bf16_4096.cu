@@ -57,13 +57,11 @@ __device__ __forceinline__ void kf_phase2(const float x0, const float r1, float&
   const float v3 = __expf(v2);
   y0 = v3;
 }
-__device__ __forceinline__ void kf_out(const float x0, const float r1, const float r4, float& y0) {
-  const float v2 = (x0 - r1);
-  const float v3 = __expf(v2);
-  const float v5 = (v3 * ((float)1 / r4));
+__device__ __forceinline__ void kf_out(const float r4, const float h3, float& y0) {
+  const float v5 = (h3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_a705c89aa84d(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_5b01e77b345d(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 4096LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 128;
@@ -89,7 +87,9 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_a705c89aa84d(const __kf
     }
   }
   // Phase 1.
-  float a1 = __int_as_float(0xff800000);
+  float a1[8];
+#pragma unroll
+  for (int kf_e = 0; kf_e < 8; ++kf_e) a1[kf_e] = __int_as_float(0xff800000);
 #pragma unroll
   for (int kf_i = 0; kf_i < 4; ++kf_i) {
     const long long kf_c = ((long long)kf_i * 128 + kf_lane) * 8;
@@ -98,14 +98,19 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_a705c89aa84d(const __kf
       for (int kf_e = 0; kf_e < 8; ++kf_e) {
         float kf_y0;
         kf_phase1(x0[kf_i * 8 + kf_e], kf_y0);
-        a1 = kf_max(a1, kf_y0);
+        a1[kf_e] = kf_max(a1[kf_e], kf_y0);
       }
     }
   }
+#pragma unroll
+  for (int kf_e = 1; kf_e < 8; ++kf_e) a1[0] = kf_max(a1[0], a1[kf_e]);
   __shared__ float kf_buf1[4];
-  const float r1 = kf_team_reduce<128>(a1, kf_buf1, kf_max_op());
+  const float r1 = kf_team_reduce<128>(a1[0], kf_buf1, kf_max_op());
+  float h3[32];
   // Phase 2.
-  float a4 = (float)0;
+  float a4[8];
+#pragma unroll
+  for (int kf_e = 0; kf_e < 8; ++kf_e) a4[kf_e] = (float)0;
 #pragma unroll
   for (int kf_i = 0; kf_i < 4; ++kf_i) {
     const long long kf_c = ((long long)kf_i * 128 + kf_lane) * 8;
@@ -114,12 +119,15 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_a705c89aa84d(const __kf
       for (int kf_e = 0; kf_e < 8; ++kf_e) {
         float kf_y0;
         kf_phase2(x0[kf_i * 8 + kf_e], r1, kf_y0);
-        a4 += kf_y0;
+        h3[kf_i * 8 + kf_e] = kf_y0;
+        a4[kf_e] += kf_y0;
       }
     }
   }
+#pragma unroll
+  for (int kf_e = 1; kf_e < 8; ++kf_e) a4[0] = a4[0] + a4[kf_e];
   __shared__ float kf_buf4[4];
-  const float r4 = kf_team_reduce<128>(a4, kf_buf4, kf_sum_op());
+  const float r4 = kf_team_reduce<128>(a4[0], kf_buf4, kf_sum_op());
   // Full-row outputs.
 #pragma unroll
   for (int kf_i = 0; kf_i < 4; ++kf_i) {
@@ -129,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_a705c89aa84d(const __kf
 #pragma unroll
       for (int kf_e = 0; kf_e < 8; ++kf_e) {
         float kf_y0;
-        kf_out(x0[kf_i * 8 + kf_e], r1, r4, kf_y0);
+        kf_out(r4, h3[kf_i * 8 + kf_e], kf_y0);
         kf_o0.v[kf_e] = kf_f2bf(kf_y0);
       }
       if (kf_valid) *reinterpret_cast<kf_vec<__kf_bf16, 8>*>(out0 + kf_r * kf_W + kf_c) = kf_o0;

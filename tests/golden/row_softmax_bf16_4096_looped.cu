@@ -63,7 +63,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float r1, const flo
   const float v5 = (v3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_63cc7ba3dd1b(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_ccb31327ac14(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 4096LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 128;
@@ -74,9 +74,12 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_63cc7ba3dd1b(const __kf
   const long long kf_c0 = kf_t;
   const long long kf_b0 = kf_c0 * 4096LL;
   // Phase 1.
-  float a1 = __int_as_float(0xff800000);
+  float a1[8];
+#pragma unroll
+  for (int kf_e = 0; kf_e < 8; ++kf_e) a1[kf_e] = __int_as_float(0xff800000);
+  {
+#pragma unroll 4
   for (long long kf_c = (long long)kf_lane * 8; kf_c < kf_W; kf_c += 1024) {
-    {
     float x0[8];
     if (kf_valid) {
       const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c);
@@ -90,17 +93,22 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_63cc7ba3dd1b(const __kf
       for (int kf_e = 0; kf_e < 8; ++kf_e) {
         float kf_y0;
         kf_phase1(x0[kf_e], kf_y0);
-        a1 = kf_max(a1, kf_y0);
+        a1[kf_e] = kf_max(a1[kf_e], kf_y0);
       }
-    }
   }
+  }
+#pragma unroll
+  for (int kf_e = 1; kf_e < 8; ++kf_e) a1[0] = kf_max(a1[0], a1[kf_e]);
   __shared__ float kf_buf1[4];
-  const float r1 = kf_team_reduce<128>(a1, kf_buf1, kf_max_op());
+  const float r1 = kf_team_reduce<128>(a1[0], kf_buf1, kf_max_op());
   // Phase 2.
-  float a4 = (float)0;
-  float e4 = 0;
+  float a4[8];
+#pragma unroll
+  for (int kf_e = 0; kf_e < 8; ++kf_e) a4[kf_e] = (float)0;
+  float e4[8] = {};
+  {
+#pragma unroll 4
   for (long long kf_c = (long long)kf_lane * 8; kf_c < kf_W; kf_c += 1024) {
-    {
     float x0[8];
     if (kf_valid) {
       const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c);
@@ -114,16 +122,20 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_63cc7ba3dd1b(const __kf
       for (int kf_e = 0; kf_e < 8; ++kf_e) {
         float kf_y0;
         kf_phase2(x0[kf_e], r1, kf_y0);
-        { const float kf_d = kf_y0 - e4; const float kf_s = a4 + kf_d; e4 = (kf_s - a4) - kf_d; a4 = kf_s; }
+        { const float kf_d = kf_y0 - e4[kf_e]; const float kf_s = a4[kf_e] + kf_d; e4[kf_e] = (kf_s - a4[kf_e]) - kf_d; a4[kf_e] = kf_s; }
       }
-    }
   }
-  a4 -= e4;
+  }
+#pragma unroll
+  for (int kf_e = 0; kf_e < 8; ++kf_e) a4[kf_e] -= e4[kf_e];
+#pragma unroll
+  for (int kf_e = 1; kf_e < 8; ++kf_e) a4[0] = a4[0] + a4[kf_e];
   __shared__ float kf_buf4[4];
-  const float r4 = kf_team_reduce<128>(a4, kf_buf4, kf_sum_op());
+  const float r4 = kf_team_reduce<128>(a4[0], kf_buf4, kf_sum_op());
   // Full-row outputs.
+  {
+#pragma unroll 4
   for (long long kf_c = (long long)kf_lane * 8; kf_c < kf_W; kf_c += 1024) {
-    {
     float x0[8];
     if (kf_valid) {
       const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c);
@@ -141,6 +153,6 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_63cc7ba3dd1b(const __kf
         kf_o0.v[kf_e] = kf_f2bf(kf_y0);
       }
       if (kf_valid) *reinterpret_cast<kf_vec<__kf_bf16, 8>*>(out0 + kf_r * kf_W + kf_c) = kf_o0;
-    }
+  }
   }
 }

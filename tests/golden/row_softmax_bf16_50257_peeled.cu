@@ -63,7 +63,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float r1, const flo
   const float v5 = (v3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(1024) kf_row_1a810bbca7b0(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(1024) kf_row_91909851337f(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 50257LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 1024;
@@ -73,16 +73,23 @@ extern "C" __global__ void __launch_bounds__(1024) kf_row_1a810bbca7b0(const __k
   long long kf_t = kf_valid ? kf_r : 0;
   const long long kf_c0 = kf_t;
   const long long kf_b0 = kf_c0 * 50257LL;
+  extern __shared__ __align__(16) unsigned char kf_smem[];
+  __kf_bf16* const kf_s0 = reinterpret_cast<__kf_bf16*>(kf_smem + 0) + (long long)kf_team * 50272;
   // Phase 1.
-  float a1 = __int_as_float(0xff800000);
+  float a1[8];
+#pragma unroll
+  for (int kf_e = 0; kf_e < 8; ++kf_e) a1[kf_e] = __int_as_float(0xff800000);
   {
     const long long kf_h = (8 - kf_r * kf_W % 8) % 8;
     const long long kf_nv = (kf_W - kf_h) / 8;
+    const long long kf_so = (8 - kf_h) % 8;
+#pragma unroll 4
     for (long long kf_j = kf_lane; kf_j < kf_nv; kf_j += 1024) {
     const long long kf_c = kf_h + kf_j * 8;
     float x0[8];
     if (kf_valid) {
       const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c);
+      *reinterpret_cast<kf_vec<__kf_bf16, 8>*>(kf_s0 + kf_so + kf_c) = kf_t;
     #pragma unroll
       for (int kf_e = 0; kf_e < 8; ++kf_e) x0[0 + kf_e] = kf_bf2f(kf_t.v[kf_e]);
     } else {
@@ -93,34 +100,46 @@ extern "C" __global__ void __launch_bounds__(1024) kf_row_1a810bbca7b0(const __k
       for (int kf_e = 0; kf_e < 8; ++kf_e) {
         float kf_y0;
         kf_phase1(x0[kf_e], kf_y0);
-        a1 = kf_max(a1, kf_y0);
+        a1[kf_e] = kf_max(a1[kf_e], kf_y0);
       }
     }
     for (long long kf_k = kf_lane; kf_k < kf_W - kf_nv * 8; kf_k += 1024) {
     const long long kf_c = kf_k < kf_h ? kf_k : kf_k + kf_nv * 8;
     float x0[1];
-    x0[0] = kf_valid ? kf_bf2f((in0 + kf_b0 + kf_c)[0]) : (float)0;
+    if (kf_valid) {
+      const __kf_bf16 kf_u = (in0 + kf_b0 + kf_c)[0];
+      (kf_s0 + kf_so + kf_c)[0] = kf_u;
+      x0[0] = kf_bf2f(kf_u);
+    } else {
+      x0[0] = (float)0;
+    }
 #pragma unroll
       for (int kf_e = 0; kf_e < 1; ++kf_e) {
         float kf_y0;
         kf_phase1(x0[kf_e], kf_y0);
-        a1 = kf_max(a1, kf_y0);
+        a1[kf_e] = kf_max(a1[kf_e], kf_y0);
       }
     }
   }
+#pragma unroll
+  for (int kf_e = 1; kf_e < 8; ++kf_e) a1[0] = kf_max(a1[0], a1[kf_e]);
   __shared__ float kf_buf1[32];
-  const float r1 = kf_team_reduce<1024>(a1, kf_buf1, kf_max_op());
+  const float r1 = kf_team_reduce<1024>(a1[0], kf_buf1, kf_max_op());
   // Phase 2.
-  float a4 = (float)0;
-  float e4 = 0;
+  float a4[8];
+#pragma unroll
+  for (int kf_e = 0; kf_e < 8; ++kf_e) a4[kf_e] = (float)0;
+  float e4[8] = {};
   {
     const long long kf_h = (8 - kf_r * kf_W % 8) % 8;
     const long long kf_nv = (kf_W - kf_h) / 8;
+    const long long kf_so = (8 - kf_h) % 8;
+#pragma unroll 4
     for (long long kf_j = kf_lane; kf_j < kf_nv; kf_j += 1024) {
     const long long kf_c = kf_h + kf_j * 8;
     float x0[8];
     if (kf_valid) {
-      const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c);
+      const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(kf_s0 + kf_so + kf_c);
     #pragma unroll
       for (int kf_e = 0; kf_e < 8; ++kf_e) x0[0 + kf_e] = kf_bf2f(kf_t.v[kf_e]);
     } else {
@@ -131,33 +150,38 @@ extern "C" __global__ void __launch_bounds__(1024) kf_row_1a810bbca7b0(const __k
       for (int kf_e = 0; kf_e < 8; ++kf_e) {
         float kf_y0;
         kf_phase2(x0[kf_e], r1, kf_y0);
-        { const float kf_d = kf_y0 - e4; const float kf_s = a4 + kf_d; e4 = (kf_s - a4) - kf_d; a4 = kf_s; }
+        { const float kf_d = kf_y0 - e4[kf_e]; const float kf_s = a4[kf_e] + kf_d; e4[kf_e] = (kf_s - a4[kf_e]) - kf_d; a4[kf_e] = kf_s; }
       }
     }
     for (long long kf_k = kf_lane; kf_k < kf_W - kf_nv * 8; kf_k += 1024) {
     const long long kf_c = kf_k < kf_h ? kf_k : kf_k + kf_nv * 8;
     float x0[1];
-    x0[0] = kf_valid ? kf_bf2f((in0 + kf_b0 + kf_c)[0]) : (float)0;
+    x0[0] = kf_valid ? kf_bf2f((kf_s0 + kf_so + kf_c)[0]) : (float)0;
 #pragma unroll
       for (int kf_e = 0; kf_e < 1; ++kf_e) {
         float kf_y0;
         kf_phase2(x0[kf_e], r1, kf_y0);
-        { const float kf_d = kf_y0 - e4; const float kf_s = a4 + kf_d; e4 = (kf_s - a4) - kf_d; a4 = kf_s; }
+        { const float kf_d = kf_y0 - e4[kf_e]; const float kf_s = a4[kf_e] + kf_d; e4[kf_e] = (kf_s - a4[kf_e]) - kf_d; a4[kf_e] = kf_s; }
       }
     }
   }
-  a4 -= e4;
+#pragma unroll
+  for (int kf_e = 0; kf_e < 8; ++kf_e) a4[kf_e] -= e4[kf_e];
+#pragma unroll
+  for (int kf_e = 1; kf_e < 8; ++kf_e) a4[0] = a4[0] + a4[kf_e];
   __shared__ float kf_buf4[32];
-  const float r4 = kf_team_reduce<1024>(a4, kf_buf4, kf_sum_op());
+  const float r4 = kf_team_reduce<1024>(a4[0], kf_buf4, kf_sum_op());
   // Full-row outputs.
   {
     const long long kf_h = (8 - kf_r * kf_W % 8) % 8;
     const long long kf_nv = (kf_W - kf_h) / 8;
+    const long long kf_so = (8 - kf_h) % 8;
+#pragma unroll 4
     for (long long kf_j = kf_lane; kf_j < kf_nv; kf_j += 1024) {
     const long long kf_c = kf_h + kf_j * 8;
     float x0[8];
     if (kf_valid) {
-      const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c);
+      const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(kf_s0 + kf_so + kf_c);
     #pragma unroll
       for (int kf_e = 0; kf_e < 8; ++kf_e) x0[0 + kf_e] = kf_bf2f(kf_t.v[kf_e]);
     } else {
@@ -176,7 +200,7 @@ extern "C" __global__ void __launch_bounds__(1024) kf_row_1a810bbca7b0(const __k
     for (long long kf_k = kf_lane; kf_k < kf_W - kf_nv * 8; kf_k += 1024) {
     const long long kf_c = kf_k < kf_h ? kf_k : kf_k + kf_nv * 8;
     float x0[1];
-    x0[0] = kf_valid ? kf_bf2f((in0 + kf_b0 + kf_c)[0]) : (float)0;
+    x0[0] = kf_valid ? kf_bf2f((kf_s0 + kf_so + kf_c)[0]) : (float)0;
 #pragma unroll
       for (int kf_e = 0; kf_e < 1; ++kf_e) {
         float kf_y0;
