@@ -357,4 +357,26 @@ absl::StatusOr<std::string> EmitOpExpr(const Chain& chain, int32_t node,
   return e;
 }
 
+std::string NumericsName(Numerics n) {
+  switch (n) {
+    case Numerics::kFast: return "fast";
+    case Numerics::kReference64: return "reference64";
+    case Numerics::kEager: return "eager";
+  }
+  return "";
+}
+
+uint64_t SourceHash(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string DimCode(const Dim& d) {
+  return d.is_static() ? absl::StrCat(d.size, "LL") : absl::StrCat("s", d.symbol);
+}
+
 }  // namespace kfuse

@@ -78,6 +78,14 @@ absl::StatusOr<std::string> EmitOpExpr(const Chain& chain, int32_t node,
                                        const std::vector<std::string>& args,
                                        Numerics n, PreludeNeeds* needs);
 
+// Shared by the generators' writers:
+// "fast", "reference64" or "eager", as generated headers name the numerics.
+std::string NumericsName(Numerics n);
+// The 64-bit FNV-1a hash of generated text (kernel entry names come from it).
+uint64_t SourceHash(const std::string& text);
+// A dim as a C++ expression: "4096LL", or its symbol's kernel parameter "s0".
+std::string DimCode(const Dim& d);
+
 }  // namespace kfuse
 
 #endif  // KFUSE_CODEGEN_EMIT_SCALAR_H_

@@ -36,24 +36,6 @@ std::string BufferName(const BufferRef& b, bool written) {
   return "";
 }
 
-std::string NumericsName(Numerics n) {
-  switch (n) {
-    case Numerics::kFast: return "fast";
-    case Numerics::kReference64: return "reference64";
-    case Numerics::kEager: return "eager";
-  }
-  return "";
-}
-
-uint64_t Fnv1a(const std::string& s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 class Writer {
  public:
   Writer(const Chain& chain, const Plan& plan) : c_(chain), p_(plan), s_(plan.space) {}
@@ -72,7 +54,7 @@ class Writer {
                                     p_.idx32 ? "int32" : "int64", " indexing.\n",
                                     CudaPrelude(needs_), elem, kernel);
     Source src;
-    src.entry = absl::StrFormat("kf_pw_%012x", Fnv1a(text) >> 16);
+    src.entry = absl::StrFormat("kf_pw_%012x", SourceHash(text) >> 16);
     src.text = absl::StrReplaceAll(text, {{kEntryPlaceholder, src.entry}});
     return src;
   }

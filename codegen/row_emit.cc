@@ -61,27 +61,34 @@ __device__ __forceinline__ V kf_team_reduce(V v, V* buf, Op op) {
 }
 )";
 
-std::string NumericsName(Numerics n) {
-  switch (n) {
-    case Numerics::kFast: return "fast";
-    case Numerics::kReference64: return "reference64";
-    case Numerics::kEager: return "eager";
+// The online softmax's combination of two (max, sum of exp(x - max)) pairs,
+// and its team reduction; kf_oexp is the chain's exp (its numerics).
+constexpr char kOnlineTemplate[] = R"(__device__ __forceinline__ void kf_ms_merge(float& m, float& s, float m2, float s2) {
+  const float mm = kf_max(m, m2);
+  s = (m == mm ? s : s * kf_oexp(m - mm)) + (m2 == mm ? s2 : s2 * kf_oexp(m2 - mm));
+  m = mm;
+}
+template <int kT>
+__device__ __forceinline__ void kf_team_reduce_ms(float& m, float& s, float* bm, float* bs) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    kf_ms_merge(m, s, m2, s2);
   }
-  return "";
-}
-
-uint64_t Fnv1a(const std::string& s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
+  if (kT > 32) {
+    const int base = (threadIdx.x / kT) * (kT / 32);
+    if ((threadIdx.x & 31) == 0) {
+      bm[base + (threadIdx.x % kT) / 32] = m;
+      bs[base + (threadIdx.x % kT) / 32] = s;
+    }
+    __syncthreads();
+    m = bm[base];
+    s = bs[base];
+#pragma unroll
+    for (int w = 1; w < kT / 32; ++w) kf_ms_merge(m, s, bm[base + w], bs[base + w]);
   }
-  return h;
 }
-
-std::string DimCode(const Dim& d) {
-  return d.is_static() ? absl::StrCat(d.size, "LL") : absl::StrCat("s", d.symbol);
-}
+)";
 
 struct Closure {
   std::vector<int32_t> compute;  // Element-wise nodes (and constants), ascending.
@@ -107,7 +114,7 @@ class Writer {
         " reduction phase(s), ", v.ToString(), ", numerics ", NumericsName(p_.numerics), ".\n",
         CudaPrelude(needs_), kTeamReduce, funcs, body);
     Source src;
-    src.entry = absl::StrFormat("kf_row_%012x", Fnv1a(text) >> 16);
+    src.entry = absl::StrFormat("kf_row_%012x", SourceHash(text) >> 16);
     src.text = absl::StrReplaceAll(text, {{kEntryPlaceholder, src.entry}});
     return src;
   }
@@ -360,6 +367,30 @@ class Writer {
     return absl::StrReplaceAll(s, {{"KF_X", "kf_e"}});
   }
 
+  // Phases ph and ph + 1 as one pass: phase ph is max(t) alone, phase
+  // ph + 1 is sum(exp(t - max)) alone, in float, on a looped row (where a
+  // pass costs a read of the row). Returns the exp node, or -1.
+  int32_t OnlinePair(size_t ph) const {
+    if (p_.resident || p_.numerics != Numerics::kFast || ph + 1 >= r_.phases.size() ||
+        r_.phases[ph].size() != 1 || r_.phases[ph + 1].size() != 1) {
+      return -1;
+    }
+    const int32_t m = r_.phases[ph][0], sum = r_.phases[ph + 1][0];
+    const Node &mn = c_.nodes[m], &sn = c_.nodes[sum];
+    if (mn.kind != OpKind::kReduceMax || sn.kind != OpKind::kReduceSum || CT(m) != "float" ||
+        CT(sum) != "float") {
+      return -1;
+    }
+    const int32_t e = sn.args[0];
+    if (c_.nodes[e].kind != OpKind::kExp || CT(e) != "float") return -1;
+    const Node& u = c_.nodes[c_.nodes[e].args[0]];
+    if (u.kind != OpKind::kSub || u.args[0] != mn.args[0] || u.args[1] != m ||
+        CT(c_.nodes[e].args[0]) != "float") {
+      return -1;
+    }
+    return e;
+  }
+
   // Sums in floating point whose threads add many elements each (a looped
   // row, or a register-resident one of more than 64 per thread) are
   // compensated; eager numerics keep PyTorch's plain order.
@@ -405,6 +436,64 @@ class Writer {
       absl::StrAppend(s, "  const ", CT(id), " r", id, " = ", e, ";\n");
     }
     return absl::OkStatus();
+  }
+
+  // One pass for a row's max M = max(t) and S = sum(exp(t - M)): each lane
+  // keeps a running max and the sum scaled to it (rescaled when the max
+  // grows), as FlashAttention's online softmax. The two passes' values
+  // exactly where they are special: a NaN or +inf makes S NaN (M NaN or
+  // +inf); -inf terms add nothing, and a row of -inf only (M = -inf) gets
+  // S = NaN, as exp(-inf - -inf) gives the two passes.
+  absl::Status OnlinePass(size_t ph, int32_t exp_node, std::string* funcs, std::string* s) {
+    const int32_t m = r_.phases[ph][0], sum = r_.phases[ph + 1][0];
+    const int32_t t = c_.nodes[m].args[0];
+    const std::vector<int32_t> targets = {t};
+    Closure cl = Close(targets);
+    const std::string name = absl::StrCat("kf_phase", ph + 1);
+    KFUSE_ASSIGN_OR_RETURN(std::string f, PhaseFunction(name, targets, cl));
+    absl::StrAppend(funcs, f);
+    if (!online_prelude_) {  // The chain's exp, in its numerics, for the merges.
+      KFUSE_ASSIGN_OR_RETURN(std::string e, EmitOpExpr(c_, exp_node, {"x"}, p_.numerics, &needs_));
+      absl::StrAppend(funcs, "__device__ __forceinline__ float kf_oexp(const float x) { return ", e,
+                      "; }\n", kOnlineTemplate);
+      online_prelude_ = true;
+    }
+    needs_.minmax = true;
+    const int lanes = p_.vec;
+    absl::StrAppend(s, "  // Phases ", ph + 1, " and ", ph + 2,
+                    " in one pass: the row's max and its sum of exp(x - max).\n  float a", m,
+                    "[", lanes, "], a", sum, "[", lanes,
+                    "];\n#pragma unroll\n  for (int kf_e = 0; kf_e < ", lanes, "; ++kf_e) {\n    a",
+                    m, "[kf_e] = __int_as_float(0xff800000);\n    a", sum, "[kf_e] = 0.f;\n  }\n");
+    KFUSE_ASSIGN_OR_RETURN(std::string ex, EmitOpExpr(c_, exp_node, {"(kf_y0 - kf_m)"},
+                                                      p_.numerics, &needs_));
+    KFUSE_ASSIGN_OR_RETURN(std::string rescale, EmitOpExpr(c_, exp_node, {"(kf_m - kf_y0)"},
+                                                           p_.numerics, &needs_));
+    const std::string inner = absl::StrCat(
+        "        float kf_y0;\n        ", Call(name, cl, {"kf_y0"}), "\n        float& kf_m = a",
+        m, "[kf_e];\n        float& kf_s = a", sum, "[kf_e];\n",
+        "        if (!(kf_y0 <= kf_m) && kf_m == kf_m) {\n          kf_s *= ", rescale,
+        ";\n          kf_m = kf_y0;\n        }\n",
+        "        kf_s += kf_y0 == __int_as_float(0xff800000) ? 0.f : ", ex, ";\n");
+    absl::StrAppend(s, Pass(cl.inputs, [&](int) { return PassBody{"", inner, ""}; }));
+    absl::StrAppend(s, "#pragma unroll\n  for (int kf_e = 1; kf_e < ", lanes,
+                    "; ++kf_e) kf_ms_merge(a", m, "[0], a", sum, "[0], a", m, "[kf_e], a", sum,
+                    "[kf_e]);\n");
+    std::string bm = "(float*)0", bs = "(float*)0";
+    if (p_.threads > 32) {
+      const int slots = p_.rows_per_block * (p_.threads / 32);
+      absl::StrAppend(s, "  __shared__ float kf_buf", m, "[", slots, "], kf_buf", sum, "[", slots,
+                      "];\n");
+      bm = absl::StrCat("kf_buf", m);
+      bs = absl::StrCat("kf_buf", sum);
+    }
+    absl::StrAppend(s, "  kf_team_reduce_ms<", p_.threads, ">(a", m, "[0], a", sum, "[0], ", bm,
+                    ", ", bs, ");\n  const float r", m, " = a", m, "[0];\n");
+    KFUSE_RETURN_IF_ERROR(RowValues(static_cast<int>(ph) + 1, s));
+    absl::StrAppend(s, "  const float r", sum, " = r", m,
+                    " == __int_as_float(0xff800000) ? __int_as_float(0x7fffffff) : a", sum,
+                    "[0];\n");
+    return RowValues(static_cast<int>(ph) + 2, s);
   }
 
   absl::Status Kernel(std::string* funcs, std::string* s) {
@@ -519,6 +608,11 @@ class Writer {
     }
     std::set<int32_t> available;  // Kept by the passes emitted so far.
     for (size_t ph = 0; ph < r_.phases.size(); ++ph) {
+      if (const int32_t e = OnlinePair(ph); e >= 0) {
+        KFUSE_RETURN_IF_ERROR(OnlinePass(ph, e, funcs, s));
+        ++ph;
+        continue;
+      }
       const std::vector<int32_t>& targets = pass_targets[ph];
       Closure cl = Close(targets, available);
       const std::string name = absl::StrCat("kf_phase", ph + 1);
@@ -529,9 +623,15 @@ class Writer {
       }
       absl::StrAppend(s, "  // Phase ", ph + 1, ".\n");
       // A thread keeps one accumulator per vector lane (shorter dependency
-      // chains), combined after the pass; not in big blocks of resident
-      // rows, where registers are short (NVRTC spilled at 512 threads).
-      const bool roomy = !p_.resident || p_.threads * p_.rows_per_block < 512;
+      // chains), combined after the pass: on looped rows, and for max/min
+      // on resident rows (a NaN-checking select chain); not for resident
+      // sums (the H200 run7 lost 4-7% on LayerNorm bf16 with them) nor in
+      // resident blocks of 512 threads and more (NVRTC spilled).
+      bool minmax = false;
+      for (int32_t red : r_.phases[ph]) {
+        minmax |= c_.nodes[red].kind == OpKind::kReduceMax || c_.nodes[red].kind == OpKind::kReduceMin;
+      }
+      const bool roomy = !p_.resident || (minmax && p_.threads * p_.rows_per_block < 512);
       const int lanes = p_.numerics == Numerics::kFast && roomy ? p_.vec : 1;
       const std::string lane = lanes > 1 ? "[kf_e]" : "";
       for (int32_t red : r_.phases[ph]) {
@@ -675,6 +775,7 @@ class Writer {
   const RowStructure& r_;
   PreludeNeeds needs_;
   std::set<int32_t> staged_;  // resident=2: inputs a pass has staged.
+  bool online_prelude_ = false;
 };
 
 }  // namespace

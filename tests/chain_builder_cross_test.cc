@@ -143,6 +143,21 @@ TEST(ChainBuilderCrossTest, MaskOfAnotherShapeIsInvalid) {
               HasSubstr("do not broadcast"));
 }
 
+TEST(ChainBuilderCrossTest, NormWeightOfTheWrongLengthIsInvalid) {
+  ChainBuilder b;
+  Value x = b.Input("x", v1::DTYPE_BF16, RowShape(SymbolDim("tokens", 8192)));
+  Value w = b.Input("weight", v1::DTYPE_BF16, {StaticDim(4095)});
+  b.Output("y", RmsNorm(b, x, w, 1e-6));
+  absl::StatusOr<v1::Chain> wire = b.Build();
+  ASSERT_TRUE(wire.ok()) << wire.status();
+  absl::StatusOr<Chain> typed = TranslateChain(*wire);
+  ASSERT_FALSE(typed.ok());
+  EXPECT_EQ(typed.status().code(), absl::StatusCode::kInvalidArgument);
+  // square, mean, +eps, rsqrt, x * rsqrt, then op 6: * weight.
+  EXPECT_THAT(std::string(typed.status().message()), HasSubstr("op 6 (mul): args[1]"));
+  EXPECT_THAT(std::string(typed.status().message()), HasSubstr("do not broadcast"));
+}
+
 // Every `kfuse chain` composite and flag combination, through the JSON the
 // command prints.
 TEST(ChainBuilderCrossTest, CliChainsAreOneRowKernel) {

@@ -14,8 +14,9 @@
 # Every stage has a time limit (the whole run fits in SECONDS_TOTAL, default
 # 420) and the log streams to $OUT as it goes, so a cut-off run keeps what it
 # measured. Results go to bench/results/ and $OUT.
-# Environment: SUITES (default "pointwise row"), BUDGET (tuning seconds per
-# case, default 2), SKIP_TESTS=1, TESTS ("cross" or "tuner" for one half).
+# Environment: SUITES (default "pointwise row"), CASES (comma-separated case
+# names, default all), BUDGET (tuning seconds per case, default 2),
+# SKIP_TESTS=1, TESTS ("cross" or "tuner" for one half).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 quick=""
@@ -56,6 +57,7 @@ python3 bench/gpu/suite.py write-cases "$work/cases" $quick
 for suite in $suites; do
   for chain in "$work/cases/$suite"/*.json; do
     name=$(basename "$chain" .json)
+    [ -n "${CASES:-}" ] && [[ ",$CASES," != *",$name,"* ]] && continue
     start=$SECONDS
     rows=$(cat "$work/cases/$suite/$name.rows" 2>/dev/null)
     if timeout 90 "$bin/kfuse" --server "$addr" --timeout 90 compile "$chain" -o "$work/plans/$name.pb" \
@@ -80,14 +82,14 @@ for suite in $suites; do  # Each suite gets its share of what is left.
   nsuites=$((nsuites - 1))
   echo "== benchmark: $suite suite (limit $bench_s s)"
   timeout "$bench_s" python3 bench/gpu/suite.py bench --suite "$suite" \
-    --manifests "$work/manifests" --out bench/results $quick
+    --manifests "$work/manifests" --out bench/results $quick ${CASES:+--cases "$CASES"}
   [ $? = 0 ] || status=1
 done
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   echo "== GPU tests"
   if [ "${TESTS:-cross}" = cross ]; then
-    timeout $(( $(left) / 2 )) "$bin/kfuse_cross_test" --gtest_filter='GpuChains*:RandomChains*:GpuRow*' 2>&1 |
+    timeout $(( $(left) / 2 )) "$bin/kfuse_cross_test" --gtest_filter='GpuChains*:RandomChains*:GpuRow*:GpuReduce*' 2>&1 |
       grep -vE "^\[ RUN|^\[       OK" | tail -40
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
   fi

@@ -42,7 +42,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float x1, const flo
   const float v12 = (v11 + x2);
   y0 = v12;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_6dec3d9b3133(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_498de9fa2a67(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, const long long s0) {
   const long long kf_W = 1024LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 64;
@@ -70,9 +70,7 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_6dec3d9b3133(const floa
     }
   }
   // Phase 1.
-  float a3[4];
-#pragma unroll
-  for (int kf_e = 0; kf_e < 4; ++kf_e) a3[kf_e] = (float)0;
+  float a3 = (float)0;
 #pragma unroll
   for (int kf_i = 0; kf_i < 4; ++kf_i) {
     const long long kf_c = ((long long)kf_i * 64 + kf_lane) * 4;
@@ -81,18 +79,14 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_6dec3d9b3133(const floa
       for (int kf_e = 0; kf_e < 4; ++kf_e) {
         float kf_y0;
         kf_phase1(x0[kf_i * 4 + kf_e], kf_y0);
-        a3[kf_e] += kf_y0;
+        a3 += kf_y0;
       }
     }
   }
-#pragma unroll
-  for (int kf_e = 1; kf_e < 4; ++kf_e) a3[0] = a3[0] + a3[kf_e];
   __shared__ float kf_buf3[4];
-  const float r3 = kf_team_reduce<64>(a3[0], kf_buf3, kf_sum_op()) / (float)kf_W;
+  const float r3 = kf_team_reduce<64>(a3, kf_buf3, kf_sum_op()) / (float)kf_W;
   // Phase 2.
-  float a7[4];
-#pragma unroll
-  for (int kf_e = 0; kf_e < 4; ++kf_e) a7[kf_e] = (float)0;
+  float a7 = (float)0;
 #pragma unroll
   for (int kf_i = 0; kf_i < 4; ++kf_i) {
     const long long kf_c = ((long long)kf_i * 64 + kf_lane) * 4;
@@ -101,14 +95,12 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_6dec3d9b3133(const floa
       for (int kf_e = 0; kf_e < 4; ++kf_e) {
         float kf_y0;
         kf_phase2(x0[kf_i * 4 + kf_e], r3, kf_y0);
-        a7[kf_e] += kf_y0;
+        a7 += kf_y0;
       }
     }
   }
-#pragma unroll
-  for (int kf_e = 1; kf_e < 4; ++kf_e) a7[0] = a7[0] + a7[kf_e];
   __shared__ float kf_buf7[4];
-  const float r7 = kf_team_reduce<64>(a7[0], kf_buf7, kf_sum_op()) / (float)kf_W;
+  const float r7 = kf_team_reduce<64>(a7, kf_buf7, kf_sum_op()) / (float)kf_W;
   const float r8 = (0x1p-17f + r7);
   const float r9 = rsqrtf(r8);
   // Full-row outputs.

@@ -61,7 +61,7 @@ __device__ __forceinline__ void kf_out(const float r4, const float h3, float& y0
   const float v5 = (h3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_5b01e77b345d(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_47b5fafe4a42(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 4096LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 128;
@@ -108,9 +108,7 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_5b01e77b345d(const __kf
   const float r1 = kf_team_reduce<128>(a1[0], kf_buf1, kf_max_op());
   float h3[32];
   // Phase 2.
-  float a4[8];
-#pragma unroll
-  for (int kf_e = 0; kf_e < 8; ++kf_e) a4[kf_e] = (float)0;
+  float a4 = (float)0;
 #pragma unroll
   for (int kf_i = 0; kf_i < 4; ++kf_i) {
     const long long kf_c = ((long long)kf_i * 128 + kf_lane) * 8;
@@ -120,14 +118,12 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_5b01e77b345d(const __kf
         float kf_y0;
         kf_phase2(x0[kf_i * 8 + kf_e], r1, kf_y0);
         h3[kf_i * 8 + kf_e] = kf_y0;
-        a4[kf_e] += kf_y0;
+        a4 += kf_y0;
       }
     }
   }
-#pragma unroll
-  for (int kf_e = 1; kf_e < 8; ++kf_e) a4[0] = a4[0] + a4[kf_e];
   __shared__ float kf_buf4[4];
-  const float r4 = kf_team_reduce<128>(a4[0], kf_buf4, kf_sum_op());
+  const float r4 = kf_team_reduce<128>(a4, kf_buf4, kf_sum_op());
   // Full-row outputs.
 #pragma unroll
   for (int kf_i = 0; kf_i < 4; ++kf_i) {

@@ -52,10 +52,31 @@ __device__ __forceinline__ V kf_team_reduce(V v, V* buf, Op op) {
 __device__ __forceinline__ void kf_phase1(const float x0, float& y0) {
   y0 = x0;
 }
-__device__ __forceinline__ void kf_phase2(const float x0, const float r1, float& y0) {
-  const float v2 = (x0 - r1);
-  const float v3 = __expf(v2);
-  y0 = v3;
+__device__ __forceinline__ float kf_oexp(const float x) { return __expf(x); }
+__device__ __forceinline__ void kf_ms_merge(float& m, float& s, float m2, float s2) {
+  const float mm = kf_max(m, m2);
+  s = (m == mm ? s : s * kf_oexp(m - mm)) + (m2 == mm ? s2 : s2 * kf_oexp(m2 - mm));
+  m = mm;
+}
+template <int kT>
+__device__ __forceinline__ void kf_team_reduce_ms(float& m, float& s, float* bm, float* bs) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    kf_ms_merge(m, s, m2, s2);
+  }
+  if (kT > 32) {
+    const int base = (threadIdx.x / kT) * (kT / 32);
+    if ((threadIdx.x & 31) == 0) {
+      bm[base + (threadIdx.x % kT) / 32] = m;
+      bs[base + (threadIdx.x % kT) / 32] = s;
+    }
+    __syncthreads();
+    m = bm[base];
+    s = bs[base];
+#pragma unroll
+    for (int w = 1; w < kT / 32; ++w) kf_ms_merge(m, s, bm[base + w], bs[base + w]);
+  }
 }
 __device__ __forceinline__ void kf_out(const float x0, const float r1, const float r4, float& y0) {
   const float v2 = (x0 - r1);
@@ -63,7 +84,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float r1, const flo
   const float v5 = (v3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_ccb31327ac14(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_6f3385e42f95(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 4096LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 128;
@@ -73,10 +94,13 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_ccb31327ac14(const __kf
   long long kf_t = kf_valid ? kf_r : 0;
   const long long kf_c0 = kf_t;
   const long long kf_b0 = kf_c0 * 4096LL;
-  // Phase 1.
-  float a1[8];
+  // Phases 1 and 2 in one pass: the row's max and its sum of exp(x - max).
+  float a1[8], a4[8];
 #pragma unroll
-  for (int kf_e = 0; kf_e < 8; ++kf_e) a1[kf_e] = __int_as_float(0xff800000);
+  for (int kf_e = 0; kf_e < 8; ++kf_e) {
+    a1[kf_e] = __int_as_float(0xff800000);
+    a4[kf_e] = 0.f;
+  }
   {
 #pragma unroll 4
   for (long long kf_c = (long long)kf_lane * 8; kf_c < kf_W; kf_c += 1024) {
@@ -93,45 +117,22 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_ccb31327ac14(const __kf
       for (int kf_e = 0; kf_e < 8; ++kf_e) {
         float kf_y0;
         kf_phase1(x0[kf_e], kf_y0);
-        a1[kf_e] = kf_max(a1[kf_e], kf_y0);
+        float& kf_m = a1[kf_e];
+        float& kf_s = a4[kf_e];
+        if (!(kf_y0 <= kf_m) && kf_m == kf_m) {
+          kf_s *= __expf((kf_m - kf_y0));
+          kf_m = kf_y0;
+        }
+        kf_s += kf_y0 == __int_as_float(0xff800000) ? 0.f : __expf((kf_y0 - kf_m));
       }
   }
   }
 #pragma unroll
-  for (int kf_e = 1; kf_e < 8; ++kf_e) a1[0] = kf_max(a1[0], a1[kf_e]);
-  __shared__ float kf_buf1[4];
-  const float r1 = kf_team_reduce<128>(a1[0], kf_buf1, kf_max_op());
-  // Phase 2.
-  float a4[8];
-#pragma unroll
-  for (int kf_e = 0; kf_e < 8; ++kf_e) a4[kf_e] = (float)0;
-  float e4[8] = {};
-  {
-#pragma unroll 4
-  for (long long kf_c = (long long)kf_lane * 8; kf_c < kf_W; kf_c += 1024) {
-    float x0[8];
-    if (kf_valid) {
-      const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c);
-    #pragma unroll
-      for (int kf_e = 0; kf_e < 8; ++kf_e) x0[0 + kf_e] = kf_bf2f(kf_t.v[kf_e]);
-    } else {
-    #pragma unroll
-      for (int kf_e = 0; kf_e < 8; ++kf_e) x0[0 + kf_e] = (float)0;
-    }
-#pragma unroll
-      for (int kf_e = 0; kf_e < 8; ++kf_e) {
-        float kf_y0;
-        kf_phase2(x0[kf_e], r1, kf_y0);
-        { const float kf_d = kf_y0 - e4[kf_e]; const float kf_s = a4[kf_e] + kf_d; e4[kf_e] = (kf_s - a4[kf_e]) - kf_d; a4[kf_e] = kf_s; }
-      }
-  }
-  }
-#pragma unroll
-  for (int kf_e = 0; kf_e < 8; ++kf_e) a4[kf_e] -= e4[kf_e];
-#pragma unroll
-  for (int kf_e = 1; kf_e < 8; ++kf_e) a4[0] = a4[0] + a4[kf_e];
-  __shared__ float kf_buf4[4];
-  const float r4 = kf_team_reduce<128>(a4[0], kf_buf4, kf_sum_op());
+  for (int kf_e = 1; kf_e < 8; ++kf_e) kf_ms_merge(a1[0], a4[0], a1[kf_e], a4[kf_e]);
+  __shared__ float kf_buf1[4], kf_buf4[4];
+  kf_team_reduce_ms<128>(a1[0], a4[0], kf_buf1, kf_buf4);
+  const float r1 = a1[0];
+  const float r4 = r1 == __int_as_float(0xff800000) ? __int_as_float(0x7fffffff) : a4[0];
   // Full-row outputs.
   {
 #pragma unroll 4
