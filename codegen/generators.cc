@@ -1,7 +1,10 @@
 #include "codegen/generators.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "codegen/pointwise.h"
+#include "codegen/reduce.h"
 #include "codegen/row.h"
 
 namespace kfuse {
@@ -12,38 +15,78 @@ absl::Status NoGenerator(Family f) {
       absl::StrCat("no generator for family ", std::string(FamilyName(f))));
 }
 
+// The pointwise generator writes, besides its outputs, every group node that
+// a node outside the group consumes. In a plan of several kernels, nodes
+// outside the group also belong to earlier kernels, which recompute what
+// they need rather than read it; only the group's intermediates are read by
+// later kernels. So the pointwise generator sees a chain in which nodes
+// outside the group consume the group's intermediates and nothing else of
+// it. Node ids, types and everything the group computes are unchanged.
+const Chain& PointwiseView(const Chain& chain, const KernelGroup& group, Chain* storage) {
+  const std::set<int32_t> mine(group.nodes.begin(), group.nodes.end());
+  const std::set<int32_t> shared(group.intermediates.begin(), group.intermediates.end());
+  auto hidden = [&](int32_t id, int32_t arg) {
+    return !mine.count(id) && mine.count(arg) && !shared.count(arg);
+  };
+  bool any = false;
+  for (int32_t id = 0; id < static_cast<int32_t>(chain.nodes.size()) && !any; ++id) {
+    for (int32_t a : chain.nodes[id].args) any = any || hidden(id, a);
+  }
+  if (!any) return chain;
+  *storage = chain;
+  for (int32_t id = 0; id < static_cast<int32_t>(storage->nodes.size()); ++id) {
+    std::vector<int32_t>& args = storage->nodes[id].args;
+    std::vector<int32_t> kept;
+    for (int32_t a : args) {
+      if (!hidden(id, a)) kept.push_back(a);
+    }
+    args = std::move(kept);
+  }
+  return *storage;
+}
+
 }  // namespace
 
 absl::StatusOr<KernelSpec> EmitFamily(const Chain& chain, const KernelGroup& group,
                                       const Variant& variant, Numerics numerics) {
+  Chain view;
   switch (group.family) {
-    case Family::kPointwise: return EmitPointwise(chain, group, variant, numerics);
+    case Family::kPointwise:
+      return EmitPointwise(PointwiseView(chain, group, &view), group, variant, numerics);
     case Family::kRowReduction: return EmitRow(chain, group, variant, numerics);
+    case Family::kReduction: return EmitReduce(chain, group, variant, numerics);
     default: return NoGenerator(group.family);
   }
 }
 
 absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,
                                const Variant& variant) {
+  Chain view;
   switch (group.family) {
-    case Family::kPointwise: return CanGenerate(chain, group, variant);
+    case Family::kPointwise:
+      return CanGenerate(PointwiseView(chain, group, &view), group, variant);
     case Family::kRowReduction: return CanGenerateRow(chain, group, variant);
+    case Family::kReduction: return CanGenerateReduce(chain, group, variant);
     default: return NoGenerator(group.family);
   }
 }
 
 Variant FamilyHeuristic(const Chain& chain, const KernelGroup& group) {
+  Chain view;
   switch (group.family) {
-    case Family::kPointwise: return PointwiseHeuristic(chain, group);
+    case Family::kPointwise: return PointwiseHeuristic(PointwiseView(chain, group, &view), group);
     case Family::kRowReduction: return RowHeuristic(chain, group);
+    case Family::kReduction: return ReduceHeuristic(chain, group);
     default: return Variant{group.family, {}};
   }
 }
 
 std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group) {
+  Chain view;
   switch (group.family) {
-    case Family::kPointwise: return PointwiseSpace(chain, group);
+    case Family::kPointwise: return PointwiseSpace(PointwiseView(chain, group, &view), group);
     case Family::kRowReduction: return RowSpace(chain, group);
+    case Family::kReduction: return ReduceSpace(chain, group);
     default: return {};
   }
 }
@@ -52,6 +95,7 @@ std::string GeneratorVersion(Family family) {
   switch (family) {
     case Family::kPointwise: return kPointwiseGeneratorVersion;
     case Family::kRowReduction: return kRowGeneratorVersion;
+    case Family::kReduction: return kReduceGeneratorVersion;
     default: return "";
   }
 }

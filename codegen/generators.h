@@ -2,7 +2,7 @@
 // family, so the service and the tuner need not know every family.
 //
 //   KFUSE_ASSIGN_OR_RETURN(KernelSpec k, EmitFamily(chain, group, variant));
-//   std::string version = GeneratorVersion(group.family);   // "row/1"
+//   std::string version = GeneratorVersion(group.family);   // "reduce/1"
 #ifndef KFUSE_CODEGEN_GENERATORS_H_
 #define KFUSE_CODEGEN_GENERATORS_H_
 
@@ -19,8 +19,11 @@
 
 namespace kfuse {
 
-// EmitPointwise or EmitRow by group.family; Unimplemented for families
-// without a generator.
+// EmitPointwise, EmitRow or EmitReduce by group.family; Unimplemented for
+// families without a generator. Use these rather than a family's own entry
+// points for groups of a plan of several kernels: the pointwise generator is
+// shown only the group's intermediates as read by other kernels (nodes other
+// kernels recompute are not written back to memory).
 absl::StatusOr<KernelSpec> EmitFamily(const Chain& chain, const KernelGroup& group,
                                       const Variant& variant,
                                       Numerics numerics = Numerics::kFast);
@@ -29,7 +32,7 @@ absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,
 Variant FamilyHeuristic(const Chain& chain, const KernelGroup& group);
 std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group);
 
-// "pointwise/1", "row/1"; "" for families without a generator. Part of the
+// "pointwise/1", "row/2", "reduce/1"; "" for families without a generator. Part of the
 // cache key: a generator change must not serve stale decisions.
 std::string GeneratorVersion(Family family);
 

@@ -1,8 +1,11 @@
 #include "codegen/partition.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/reduce.h"
 #include "codegen/row_analysis.h"
 #include "core/status.h"
 
@@ -16,10 +19,13 @@ std::string OpLabel(const Chain& c, int32_t id) {
 }
 
 std::string NotYet(OpKind k) {
-  if (IsReduction(k)) return "row reductions are not generated yet";
   if (IsLayout(k)) return "layout views are not generated yet";
   if (k == OpKind::kMatmul) return "matmul is not generated yet";
   return "this op is not generated yet";
+}
+
+bool IsLeaf(const Chain& c, int32_t id) {
+  return c.nodes[id].kind == OpKind::kInput || c.nodes[id].kind == OpKind::kConstant;
 }
 
 // A plan of the one kernel `k`, which writes every chain output.
@@ -35,10 +41,11 @@ Partition OneKernel(const Chain& c, KernelGroup k) {
 }
 
 // One pointwise kernel iterates over the broadcast of its outputs' shapes;
-// outputs that do not broadcast together would need a kernel each.
-absl::Status OutputsShareOneIterationSpace(const Chain& c) {
+// outputs that do not broadcast together would need a kernel each. `which`:
+// the positions in c.outputs the kernel writes.
+absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<size_t>& which) {
   std::vector<Dim> space;
-  for (size_t j = 0; j < c.outputs.size(); ++j) {
+  for (size_t j : which) {
     const std::vector<Dim>& shape = c.nodes[c.outputs[j]].type.shape;
     std::vector<Dim> merged(std::max(space.size(), shape.size()), Dim::Static(1));
     for (size_t i = 0; i < merged.size(); ++i) {
@@ -61,6 +68,12 @@ absl::Status OutputsShareOneIterationSpace(const Chain& c) {
   return absl::OkStatus();
 }
 
+absl::Status OutputsShareOneIterationSpace(const Chain& c) {
+  std::vector<size_t> all(c.outputs.size());
+  for (size_t j = 0; j < all.size(); ++j) all[j] = j;
+  return OutputsShareOneIterationSpace(c, all);
+}
+
 // A chain whose reductions all run along rows: one row kernel.
 absl::StatusOr<Partition> RowPartition(const Chain& c) {
   KFUSE_RETURN_IF_ERROR(AnalyzeRows(c).status());
@@ -74,17 +87,123 @@ absl::StatusOr<Partition> RowPartition(const Chain& c) {
   return OneKernel(c, std::move(k));
 }
 
+// The element-wise nodes computing `roots` from chain inputs, constants and
+// reductions (which other kernels compute), `roots` included when they are
+// element-wise.
+std::set<int32_t> ElementwiseClosure(const Chain& c, std::vector<int32_t> roots) {
+  std::set<int32_t> out;
+  while (!roots.empty()) {
+    const int32_t id = roots.back();
+    roots.pop_back();
+    if (IsLeaf(c, id) || IsReduction(c.nodes[id].kind) || !out.insert(id).second) continue;
+    for (int32_t a : c.nodes[id].args) roots.push_back(a);
+  }
+  return out;
+}
+
+std::string AxesText(const Node& n) { return absl::StrCat("[", absl::StrJoin(n.axes, ", "), "]"); }
+
+// Some reduction runs over outer axes: a reduction kernel per reduction, in
+// chain order, then one pointwise kernel for the other outputs.
+absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
+  const int32_t n = static_cast<int32_t>(c.nodes.size());
+  std::vector<int32_t> reductions;
+  for (int32_t id = 0; id < n; ++id) {
+    const Node& nd = c.nodes[id];
+    if (!IsReduction(nd.kind)) continue;
+    const TensorType& in = c.nodes[nd.args[0]].type;
+    if (in.rank() > 0 && nd.axes == std::vector<int64_t>{in.rank() - 1}) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(c, id),
+          ": a reduction along the innermost axis in a chain that also reduces over an outer "
+          "axis is not generated yet (the row kernel cannot read another kernel's results)"));
+    }
+    KFUSE_RETURN_IF_ERROR(CheckOuterReduction(c, id));
+    reductions.push_back(id);
+  }
+  std::set<int32_t> consumed;  // Reductions other nodes read.
+  for (const Node& nd : c.nodes) {
+    for (int32_t a : nd.args) {
+      if (IsReduction(c.nodes[a].kind)) consumed.insert(a);
+    }
+  }
+  Partition p;
+  for (int32_t r : reductions) {
+    const Node& nd = c.nodes[r];
+    std::set<int32_t> nodes = ElementwiseClosure(c, {nd.args[0]});
+    nodes.insert(r);
+    KernelGroup k;
+    k.family = Family::kReduction;
+    k.nodes.assign(nodes.begin(), nodes.end());
+    k.results = {r};
+    if (consumed.count(r)) {
+      k.intermediates = {r};
+      p.intermediates.push_back(r);
+    }
+    k.reason = absl::StrCat(
+        OpLabel(c, r), " over outer axes ", AxesText(nd),
+        ": a kernel of its own, as each result needs the whole reduced extent (a thread per "
+        "kept element loops over it, computing the operand inline); ",
+        k.intermediates.empty() ? "its result is a chain output"
+                                : "later kernels read its result from memory");
+    p.kernels.push_back(std::move(k));
+  }
+
+  // The outputs no reduction kernel writes: one pointwise kernel, which
+  // recomputes the element-wise work it shares with the reduction kernels.
+  std::vector<size_t> rest;
+  std::vector<int32_t> roots;
+  for (size_t j = 0; j < c.outputs.size(); ++j) {
+    if (IsReduction(c.nodes[c.outputs[j]].kind)) continue;
+    rest.push_back(j);
+    roots.push_back(c.outputs[j]);
+  }
+  if (rest.empty()) return p;
+  const std::set<int32_t> nodes = ElementwiseClosure(c, roots);
+  if (nodes.empty()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "outputs[", rest[0],
+        "]: a chain input or constant as an output beside reductions over an outer axis is not "
+        "generated yet"));
+  }
+  KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c, rest));
+  KernelGroup k;
+  k.family = Family::kPointwise;
+  k.nodes.assign(nodes.begin(), nodes.end());
+  const std::set<int32_t> results(roots.begin(), roots.end());
+  k.results.assign(results.begin(), results.end());
+  std::set<int32_t> read;
+  for (int32_t id : k.nodes) {
+    for (int32_t a : c.nodes[id].args) {
+      if (IsReduction(c.nodes[a].kind)) read.insert(a);
+    }
+  }
+  std::vector<std::string> labels;
+  for (int32_t r : read) labels.push_back(OpLabel(c, r));
+  k.reason = labels.empty()
+                 ? "element-wise outputs beside the reductions, in one pass"
+                 : absl::StrCat("element-wise work after the reductions, reading ",
+                                absl::StrJoin(labels, ", "), " from memory, broadcast");
+  p.kernels.push_back(std::move(k));
+  return p;
+}
+
 }  // namespace
 
 absl::StatusOr<Partition> PartitionChain(const Chain& c) {
-  bool reduces = false;
-  for (const Node& n : c.nodes) {
+  bool reduces = false, outer = false;
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    const Node& n = c.nodes[id];
     if (IsLayout(n.kind) || n.kind == OpKind::kMatmul) {
-      reduces = false;
-      break;
+      return absl::UnimplementedError(absl::StrCat(OpLabel(c, id), ": ", NotYet(n.kind)));
     }
-    reduces = reduces || IsReduction(n.kind);
+    if (!IsReduction(n.kind)) continue;
+    reduces = true;
+    const int rank = c.nodes[n.args[0]].type.rank();
+    outer = outer || std::find(n.axes.begin(), n.axes.end(), rank - 1) == n.axes.end() ||
+            n.axes.size() > 1;
   }
+  if (outer) return OuterReductionPartition(c);
   if (reduces) return RowPartition(c);
   KernelGroup k;
   k.family = Family::kPointwise;
@@ -103,6 +222,46 @@ absl::StatusOr<Partition> PartitionChain(const Chain& c) {
   }
   KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c));
   return OneKernel(c, std::move(k));
+}
+
+std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& c, const Partition& p) {
+  std::vector<IntermediateBuffer> out;
+  for (int32_t id : p.intermediates) {
+    IntermediateBuffer b;
+    b.dtype = c.nodes[id].type.dtype;
+    for (const Dim& d : c.nodes[id].type.shape) {
+      b.shape.push_back(d.is_static() ? SizeExpr::Const(d.size)
+                                      : SizeExpr::Symbol(static_cast<uint32_t>(d.symbol)));
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+absl::Status NumberIntermediates(const Partition& p, KernelSpec* spec) {
+  auto renumber = [&](BufferRef* b) -> absl::Status {
+    if (b->kind != BufferRef::Kind::kIntermediate) return absl::OkStatus();
+    auto it = std::find(p.intermediates.begin(), p.intermediates.end(),
+                        static_cast<int32_t>(b->index));
+    if (it == p.intermediates.end()) {
+      return absl::InternalError(absl::StrCat("kernel ", spec->entry, " names node ", b->index,
+                                              " as an intermediate; the partition does not"));
+    }
+    b->index = static_cast<uint32_t>(it - p.intermediates.begin());
+    return absl::OkStatus();
+  };
+  for (KernelParam& k : spec->params) {
+    if (k.kind == KernelParam::Kind::kBuffer) KFUSE_RETURN_IF_ERROR(renumber(&k.buffer));
+    if (k.kind == KernelParam::Kind::kTensorMap) {
+      KFUSE_RETURN_IF_ERROR(renumber(&k.tensor_map.buffer));
+    }
+  }
+  for (Precondition& c : spec->preconditions) {
+    if (c.kind == Precondition::Kind::kAligned || c.kind == Precondition::Kind::kContiguous) {
+      KFUSE_RETURN_IF_ERROR(renumber(&c.buffer));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kfuse

@@ -2,7 +2,7 @@
 // the family whose generator emits it and the reason its boundary is drawn.
 //
 //   KFUSE_ASSIGN_OR_RETURN(Partition p, PartitionChain(canonical));
-//   for (const KernelGroup& k : p.kernels) EmitPointwise(canonical, k, variant);
+//   for (const KernelGroup& k : p.kernels) EmitFamily(canonical, k, variant);
 #ifndef KFUSE_CODEGEN_PARTITION_H_
 #define KFUSE_CODEGEN_PARTITION_H_
 
@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "codegen/ir.h"
+#include "core/launch.h"
 #include "core/variant.h"
 
 namespace kfuse {
@@ -21,28 +23,55 @@ struct KernelGroup {
   Family family = Family::kInvalid;
   // Node ids the kernel computes, ascending. Chain inputs and constants it
   // reads are not listed; its operands are chain inputs, constants, or nodes
-  // of earlier kernels (listed in Partition::intermediates).
+  // of earlier kernels (listed in Partition::intermediates). A node may be
+  // listed by several kernels: each computes it (element-wise work is
+  // recomputed rather than stored and read back).
   std::vector<int32_t> nodes;
   // Nodes whose values leave this kernel: chain outputs and intermediates
   // that later kernels read, ascending.
   std::vector<int32_t> results;
   std::string reason;  // Why the boundary is here, for the plan and logs.
+  // The results later kernels read, ascending (each one is also in
+  // Partition::intermediates). Empty when the kernel is the plan's last.
+  std::vector<int32_t> intermediates;
 };
 
 struct Partition {
   std::vector<KernelGroup> kernels;  // In launch order.
-  // Node ids materialised in HBM between kernels (empty with one kernel).
+  // Node ids materialised in HBM between kernels, ascending (empty with one
+  // kernel). A plan lists them in this order (KernelPlan.intermediates).
   std::vector<int32_t> intermediates;
 };
 
-// For a canonical chain. Today: a chain of inputs, constants and element-wise
-// ops (casts, where, comparisons included) is one pointwise kernel; a chain
-// whose reductions all run along the innermost axis of one row shape, with
-// element-wise work around them, is one row kernel (see AnalyzeRows for what
-// answers Unimplemented, e.g. "reductions over an outer axis are not
-// generated yet"); the first layout view or matmul answers Unimplemented,
-// naming the op.
+// For a canonical chain:
+//  - inputs, constants and element-wise ops (casts, where, comparisons
+//    included): one pointwise kernel;
+//  - reductions all along the innermost axis of one row shape, with
+//    element-wise work around them: one row kernel (see AnalyzeRows for what
+//    answers Unimplemented);
+//  - some reduction over outer axes (axes without the innermost one): one
+//    reduction kernel per reduction, in chain order, each computing its
+//    operand inline from chain inputs, constants and earlier reductions'
+//    results; then one pointwise kernel for the outputs that are not
+//    reductions, reading the reductions' results as intermediates (x -
+//    mean(x, axis=0) is two kernels; softmax over axis 0 is three).
+//    Unimplemented, naming the op: a reduction over the innermost axis in
+//    such a chain (the row kernel does not read intermediates yet), one over
+//    the innermost and outer axes together, or min/max of bool values; and,
+//    naming an output, a chain whose outputs beside such reductions are all
+//    chain inputs or constants;
+//  - the first layout view or matmul answers Unimplemented, naming the op.
 absl::StatusOr<Partition> PartitionChain(const Chain& canonical);
+
+// The buffers of p.intermediates in order, as a plan lists them: each in its
+// node's dtype and shape, dense.
+std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& canonical, const Partition& p);
+
+// Generators name an intermediate by its node id (BufferRef{kIntermediate,
+// node}); a plan names it by its position in Partition::intermediates.
+// Renumbers every intermediate buffer `spec` names, from the first numbering
+// to the second. Internal error for a node that is not an intermediate.
+absl::Status NumberIntermediates(const Partition& p, KernelSpec* spec);
 
 }  // namespace kfuse
 

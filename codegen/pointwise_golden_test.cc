@@ -2,13 +2,11 @@
 // On a mismatch the first differing line is printed; after an intended change
 // run with KFUSE_UPDATE_GOLDEN=1 (from the repository root) and review the
 // diff of tests/golden/.
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_split.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/golden_test_util.h"
 #include "codegen/pointwise.h"
 #include "codegen/pointwise_test_chains.h"
 #include "gtest/gtest.h"
@@ -18,43 +16,6 @@ namespace {
 
 using pointwise_test::TestChain;
 
-std::string GoldenPath(const std::string& name) {
-  return "tests/golden/pointwise_" + name + ".cu";
-}
-
-// "" when equal, else where and how the first line differs.
-std::string FirstDifference(const std::string& want, const std::string& got) {
-  std::vector<std::string> a = absl::StrSplit(want, '\n');
-  std::vector<std::string> b = absl::StrSplit(got, '\n');
-  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    std::string x = i < a.size() ? a[i] : "<end of file>";
-    std::string y = i < b.size() ? b[i] : "<end of file>";
-    if (x != y) {
-      return "line " + std::to_string(i + 1) + "\n  expected: " + x + "\n  actual:   " + y;
-    }
-  }
-  return "";
-}
-
-void CheckGolden(const std::string& name, const std::string& source) {
-  const std::string path = GoldenPath(name);
-  const char* update = std::getenv("KFUSE_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
-    std::ofstream out(path, std::ios::binary);
-    out << source;
-    ASSERT_TRUE(out.good()) << "cannot write " << path << " (run from the repository root)";
-    return;
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in.good()) << "missing " << path
-                         << " (run from the repository root; KFUSE_UPDATE_GOLDEN=1 creates it)";
-  std::stringstream want;
-  want << in.rdbuf();
-  std::string diff = FirstDifference(want.str(), source);
-  EXPECT_EQ(diff, "") << path << " differs at " << diff
-                      << "\n(KFUSE_UPDATE_GOLDEN=1 rewrites the goldens)";
-}
-
 class PointwiseGolden : public ::testing::TestWithParam<int> {};
 
 TEST_P(PointwiseGolden, HeuristicVariantMatches) {
@@ -62,7 +23,7 @@ TEST_P(PointwiseGolden, HeuristicVariantMatches) {
   Variant v = PointwiseHeuristic(tc.chain, tc.group);
   absl::StatusOr<KernelSpec> k = EmitPointwise(tc.chain, tc.group, v);
   ASSERT_TRUE(k.ok()) << k.status();
-  CheckGolden(tc.name, k->source);
+  golden::CheckGolden(absl::StrCat("pointwise_", tc.name), k->source);
 }
 
 INSTANTIATE_TEST_SUITE_P(Chains, PointwiseGolden, ::testing::Range(0, 6),
@@ -77,14 +38,14 @@ TEST(PointwiseGoldenNumerics, ReferenceAndEagerMatch) {
                                   std::pair{"_eager", Numerics::kEager}}) {
     absl::StatusOr<KernelSpec> k = EmitPointwise(tc.chain, tc.group, v, numerics);
     ASSERT_TRUE(k.ok()) << k.status();
-    CheckGolden(tc.name + suffix, k->source);
+    golden::CheckGolden(absl::StrCat("pointwise_", tc.name + suffix), k->source);
   }
 }
 
 TEST(PointwiseGoldenNumerics, FirstDifferenceNamesTheLine) {
-  EXPECT_EQ(FirstDifference("a\nb\nc", "a\nb\nc"), "");
-  EXPECT_EQ(FirstDifference("a\nb\nc", "a\nx\nc"), "line 2\n  expected: b\n  actual:   x");
-  EXPECT_EQ(FirstDifference("a", "a\nz"), "line 2\n  expected: <end of file>\n  actual:   z");
+  EXPECT_EQ(golden::FirstDifference("a\nb\nc", "a\nb\nc"), "");
+  EXPECT_EQ(golden::FirstDifference("a\nb\nc", "a\nx\nc"), "line 2\n  expected: b\n  actual:   x");
+  EXPECT_EQ(golden::FirstDifference("a", "a\nz"), "line 2\n  expected: <end of file>\n  actual:   z");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ std::string_view FamilyName(Family f) {
     case Family::kRowReduction: return "row_reduction";
     case Family::kMatmul: return "matmul";
     case Family::kAttention: return "attention";
+    case Family::kReduction: return "reduction";
     case Family::kInvalid: break;
   }
   return "invalid";

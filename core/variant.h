@@ -20,6 +20,7 @@ enum class Family : uint8_t {
   kRowReduction = 2,
   kMatmul = 3,
   kAttention = 4,
+  kReduction = 5,  // Reductions over outer axes (codegen/reduce.h).
 };
 
 std::string_view FamilyName(Family f);

@@ -294,6 +294,8 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
     if (cancel != nullptr && cancel->load()) return absl::CancelledError("compile cancelled: no caller waits");
     b.result.kernel.spec.partition_reason = group.reason;
     b.result.kernel.spec.ops = WireOps(p.chain, group.nodes);
+    // Generators name intermediates by node id; the plan by position.
+    KFUSE_RETURN_IF_ERROR(NumberIntermediates(part, &b.result.kernel.spec));
     b.report = Roofline(AnalyzeWork(p.chain, group.nodes, p.symbol_values), ceilings);
     b.report.sizes = SizesOf(p.chain, p.symbol_values);
     b.report.measured_seconds = b.result.report.measured_seconds;
@@ -309,6 +311,11 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   plan.set_api_version("kfuse.v1");
   plan.set_key(p.key.ArtifactKey());
   AddSymbols(p.chain, &plan);
+  for (const IntermediateBuffer& buffer : IntermediateBuffers(p.chain, part)) {
+    v1::Intermediate* im = plan.add_intermediates();
+    im->set_dtype(static_cast<v1::DType>(buffer.dtype));
+    for (const SizeExpr& d : buffer.shape) *im->add_shape() = ToProto(d);
+  }
   Work total;
   double measured = 0;
   for (const BuiltKernel& b : built) {

@@ -357,6 +357,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
     k->set_chain_hash(e.parts.chain);
     k->set_family(e.meta.family == "pointwise"       ? v1::FAMILY_POINTWISE
                   : e.meta.family == "row_reduction" ? v1::FAMILY_ROW_REDUCTION
+                  : e.meta.family == "reduction"     ? v1::FAMILY_REDUCTION
                                                      : v1::FAMILY_UNSPECIFIED);
     k->set_arch(e.meta.arch);
     k->set_device(e.meta.device);
@@ -401,7 +402,8 @@ grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerC
   Ceilings c = d.device ? d.ceilings : NominalCeilings(pipeline_->options().default_compute_capability);
   *resp->mutable_ceilings() = ToProto(c);
   resp->set_generator_version(absl::StrCat(GeneratorVersion(Family::kPointwise), "+",
-                                           GeneratorVersion(Family::kRowReduction)));
+                                           GeneratorVersion(Family::kRowReduction), "+",
+                                           GeneratorVersion(Family::kReduction)));
   resp->set_server_version(options_.server_version);
   return Answer(ctx, absl::OkStatus());
 }

@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -256,6 +258,125 @@ TEST_F(ServerTest, TuneStreamsToAResultAndHeuristicPlansSayWhy) {
   ASSERT_EQ(plan.kernels_size(), 1);
   EXPECT_EQ(plan.outputs(0).name(), "y");
   EXPECT_EQ(plan.report().bound(), v1::BOUND_MEMORY);
+}
+
+}  // namespace
+}  // namespace kfuse
+
+namespace kfuse {
+namespace {
+
+// softmax(x, axis=0) of x bf16 [n, 1000]: max, sub, exp, sum, div.
+v1::CompileRequest ColumnSoftmax() {
+  v1::CompileRequest r;
+  v1::Chain* c = r.mutable_chain();
+  v1::TensorSpec* in = c->add_inputs();
+  in->set_name("x");
+  in->set_dtype(v1::DTYPE_BF16);
+  in->add_shape()->set_symbol("n");
+  in->mutable_shape(0)->set_hint(4096);
+  in->add_shape()->set_size(1000);
+  auto op = [&](v1::OpKind kind, std::vector<int> args, bool reduce = false) {
+    v1::Op* o = c->add_ops();
+    o->set_kind(kind);
+    for (int a : args) {
+      if (a < 0) {
+        o->add_args()->set_input(0);
+      } else {
+        o->add_args()->set_op(a);
+      }
+    }
+    if (reduce) {
+      o->mutable_reduce()->add_axes(0);
+      o->mutable_reduce()->set_keepdim(true);
+    }
+  };
+  op(v1::OP_REDUCE_MAX, {-1}, true);  // 0
+  op(v1::OP_SUB, {-1, 0});            // 1
+  op(v1::OP_EXP, {1});                // 2
+  op(v1::OP_REDUCE_SUM, {2}, true);   // 3
+  op(v1::OP_DIV, {2, 3});             // 4
+  v1::Output* out = c->add_outputs();
+  out->set_name("y");
+  out->mutable_value()->set_op(4);
+  r.mutable_policy()->set_mode(v1::TuningPolicy::MODE_HEURISTIC);
+  return r;
+}
+
+// The buffers kernel `k` of `plan` names, as "input 0", "intermediate 1", ...
+std::vector<std::string> Buffers(const v1::Kernel& k) {
+  std::vector<std::string> out;
+  for (const v1::Param& p : k.params()) {
+    if (p.kind() != v1::Param::KIND_BUFFER) continue;
+    const v1::BufferRef& b = p.buffer();
+    out.push_back(b.has_input()    ? "input " + std::to_string(b.input())
+                  : b.has_output() ? "output " + std::to_string(b.output())
+                                   : "intermediate " + std::to_string(b.intermediate()));
+  }
+  return out;
+}
+
+TEST_F(ServerTest, SoftmaxOverAnOuterAxisIsAPlanOfThreeKernels) {
+  Start(std::chrono::milliseconds(0));
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(ColumnSoftmax(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const v1::KernelPlan& plan = resp.plan();
+  ASSERT_EQ(plan.kernels_size(), 3);
+  EXPECT_EQ(plan.kernels(0).variant().family(), v1::FAMILY_REDUCTION);
+  EXPECT_EQ(plan.kernels(1).variant().family(), v1::FAMILY_REDUCTION);
+  EXPECT_EQ(plan.kernels(2).variant().family(), v1::FAMILY_POINTWISE);
+  EXPECT_EQ(plan.kernels(0).variant().params().at("block"), 256);
+  EXPECT_EQ(plan.provenance().generator_version(), "reduce/1+pointwise/1");
+  EXPECT_EQ(plan.provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  EXPECT_EQ(compiler_->calls.load(), 3);
+  // Ops as the client numbered them, and why each boundary is there.
+  EXPECT_EQ(std::vector<uint32_t>(plan.kernels(0).ops().begin(), plan.kernels(0).ops().end()),
+            std::vector<uint32_t>{0});
+  EXPECT_EQ(std::vector<uint32_t>(plan.kernels(1).ops().begin(), plan.kernels(1).ops().end()),
+            (std::vector<uint32_t>{1, 2, 3}));
+  EXPECT_EQ(std::vector<uint32_t>(plan.kernels(2).ops().begin(), plan.kernels(2).ops().end()),
+            (std::vector<uint32_t>{1, 2, 4}));
+  EXPECT_NE(plan.kernels(0).partition_reason().find("op 0 (reduce_max) over outer axes [0]"),
+            std::string::npos)
+      << plan.kernels(0).partition_reason();
+  EXPECT_NE(plan.kernels(2).partition_reason().find("reading op 0 (reduce_max), op 3 (reduce_sum)"),
+            std::string::npos)
+      << plan.kernels(2).partition_reason();
+  // The max and the sum travel between kernels through intermediate buffers.
+  const std::vector<std::string> k0 = Buffers(plan.kernels(0)), k1 = Buffers(plan.kernels(1)),
+                                 k2 = Buffers(plan.kernels(2));
+  ASSERT_EQ(k0.size(), 2u);
+  EXPECT_EQ(k0[0], "input 0");
+  EXPECT_EQ(k0[1].rfind("intermediate ", 0), 0u);
+  ASSERT_EQ(k1.size(), 3u);
+  EXPECT_EQ(k1[1], k0[1]);  // The max, read.
+  EXPECT_EQ(k1[2].rfind("intermediate ", 0), 0u);
+  EXPECT_EQ(k2, (std::vector<std::string>{"input 0", k0[1], k1[2], "output 0"}));
+  EXPECT_EQ(plan.outputs(0).name(), "y");
+}
+
+// Needs service/pipeline.cc to list Partition::intermediates in the plan
+// (IntermediateBuffers) and to renumber the kernels' intermediate buffers to
+// positions in that list (NumberIntermediates).
+TEST_F(ServerTest, APlanOfSeveralKernelsListsItsIntermediates) {
+  Start(std::chrono::milliseconds(0));
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(ColumnSoftmax(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const v1::KernelPlan& plan = resp.plan();
+  ASSERT_EQ(plan.intermediates_size(), 2);
+  for (const v1::Intermediate& im : plan.intermediates()) {
+    EXPECT_EQ(im.dtype(), v1::DTYPE_BF16);
+    ASSERT_EQ(im.shape_size(), 2);  // [1, 1000]: keepdim.
+    EXPECT_EQ(im.shape(0).constant(), 1);
+    EXPECT_EQ(im.shape(1).constant(), 1000);
+  }
+  EXPECT_EQ(Buffers(plan.kernels(0)), (std::vector<std::string>{"input 0", "intermediate 0"}));
+  EXPECT_EQ(Buffers(plan.kernels(1)),
+            (std::vector<std::string>{"input 0", "intermediate 0", "intermediate 1"}));
+  EXPECT_EQ(Buffers(plan.kernels(2)),
+            (std::vector<std::string>{"input 0", "intermediate 0", "intermediate 1", "output 0"}));
 }
 
 }  // namespace

@@ -32,34 +32,6 @@ namespace {
 constexpr int64_t kRows = 7;  // Odd: the last block of multi-row variants is partial.
 constexpr double kSlack = 2.0;
 
-std::string ToBytes(DType t, const std::vector<double>& v) {
-  std::string out(v.size() * DTypeBytes(t), '\0');
-  for (size_t i = 0; i < v.size(); ++i) {
-    char* p = out.data() + i * DTypeBytes(t);
-    if (t == DType::kF32) {
-      float f = static_cast<float>(v[i]);
-      std::memcpy(p, &f, 4);
-    } else if (t == DType::kBF16) {
-      uint16_t h = FloatToBF16(static_cast<float>(v[i]));
-      std::memcpy(p, &h, 2);
-    } else if (t == DType::kF16) {
-      uint16_t h = FloatToHalf(static_cast<float>(v[i]));
-      std::memcpy(p, &h, 2);
-    } else {
-      KFUSE_CHECK(t == DType::kBool);
-      *p = v[i] != 0;
-    }
-  }
-  return out;
-}
-
-double MaxFiniteError(const std::vector<double>& a, const std::vector<double>& ref) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::isfinite(a[i]) && std::isfinite(ref[i])) m = std::max(m, std::abs(a[i] - ref[i]));
-  return m;
-}
-
 // Inputs of `c`: values in [-4, 4] (positive weights), masks true with
 // probability 0.9 and all false in row 0.
 std::vector<std::vector<double>> Inputs(const Chain& c, const std::vector<int64_t>& syms,
@@ -84,6 +56,8 @@ std::vector<std::vector<double>> Inputs(const Chain& c, const std::vector<int64_
 }
 
 using gpu_test::DeviceMemory;
+using gpu_test::MaxFiniteError;
+using gpu_test::ToBytes;
 using gpu_test::PlanFor;
 using gpu_test::ShapeOf;
 using gpu_test::Gpu;

@@ -5,13 +5,19 @@
 #define KFUSE_TESTS_GPU_TEST_UTIL_H_
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/ir.h"
+#include "codegen/partition.h"
+#include "core/launch.h"
 #include "core/status.h"
 #include "kfuse/v1/kfuse.pb.h"
+#include "service/convert.h"
+#include "tuner/check.h"
 #include "tuner/cuda/device.h"
 #include "tuner/cuda/driver.h"
 
@@ -100,6 +106,62 @@ inline v1::KernelPlan PlanFor(const Chain& c) {
     spec(c.nodes[c.outputs[j]].type, out);
   }
   return plan;
+}
+
+// A plan of several kernels as the service assembles one: PlanFor(c), then
+// `kernels` in launch order with their intermediate buffers renumbered from
+// node ids to positions in p.intermediates, and those buffers listed. `f64`:
+// the kernels were emitted in kReference64, whose intermediates hold doubles.
+inline absl::StatusOr<v1::KernelPlan> PlanOfKernels(const Chain& c, const Partition& p,
+                                                    std::vector<CompiledKernel> kernels,
+                                                    bool f64) {
+  v1::KernelPlan plan = PlanFor(c);
+  for (CompiledKernel& k : kernels) {
+    KFUSE_RETURN_IF_ERROR(NumberIntermediates(p, &k.spec));
+    *plan.add_kernels() = ToProto(k, /*include_source=*/false);
+  }
+  for (const IntermediateBuffer& b : IntermediateBuffers(c, p)) {
+    v1::Intermediate* im = plan.add_intermediates();
+    im->set_dtype(static_cast<v1::DType>(b.dtype));
+    SizeExpr bytes = SizeExpr::Const(f64 ? 8 : DTypeBytes(b.dtype));
+    for (const SizeExpr& d : b.shape) {
+      *im->add_shape() = ToProto(d);
+      bytes = SizeExpr::Mul(bytes, d);
+    }
+    if (f64) *im->mutable_bytes() = ToProto(bytes);
+  }
+  return plan;
+}
+
+// Host values as the bytes of a buffer of dtype `t` (f32, bf16, f16, bool).
+inline std::string ToBytes(DType t, const std::vector<double>& v) {
+  std::string out(v.size() * DTypeBytes(t), '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    char* p = out.data() + i * DTypeBytes(t);
+    if (t == DType::kF32) {
+      float f = static_cast<float>(v[i]);
+      std::memcpy(p, &f, 4);
+    } else if (t == DType::kBF16) {
+      uint16_t h = FloatToBF16(static_cast<float>(v[i]));
+      std::memcpy(p, &h, 2);
+    } else if (t == DType::kF16) {
+      uint16_t h = FloatToHalf(static_cast<float>(v[i]));
+      std::memcpy(p, &h, 2);
+    } else {
+      KFUSE_CHECK(t == DType::kBool);
+      *p = v[i] != 0;
+    }
+  }
+  return out;
+}
+
+// The largest |a - ref| over the elements where both are finite.
+inline double MaxFiniteError(const std::vector<double>& a, const std::vector<double>& ref) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isfinite(a[i]) && std::isfinite(ref[i])) m = std::max(m, std::abs(a[i] - ref[i]));
+  }
+  return m;
 }
 
 }  // namespace gpu_test

@@ -13,7 +13,9 @@
 #include "absl/strings/str_join.h"
 #include "codegen/analysis.h"
 #include "codegen/emit_scalar.h"
+#include "codegen/generators.h"
 #include "codegen/pointwise.h"
+#include "codegen/reduce.h"
 #include "codegen/row.h"
 #include "core/status.h"
 
@@ -35,12 +37,16 @@ struct FamilyGenerator {
   std::vector<Variant> (*prune)(const std::vector<Variant>&, Bound);
 };
 
-// The row space is small (36 at most): it is searched whole.
+// The row space is small (36 at most), the reduction space three: they are
+// searched whole.
 std::vector<Variant> KeepAll(const std::vector<Variant>& space, Bound) { return space; }
 
+// Pointwise groups go through codegen/generators.h, which shows a group of a
+// plan of several kernels only the intermediates other kernels read.
 const FamilyGenerator kFamilies[] = {
-    {Family::kPointwise, &PointwiseHeuristic, &PointwiseSpace, &EmitPointwise, &PrunePointwise},
+    {Family::kPointwise, &FamilyHeuristic, &FamilySpace, &EmitFamily, &PrunePointwise},
     {Family::kRowReduction, &RowHeuristic, &RowSpace, &EmitRow, &KeepAll},
+    {Family::kReduction, &ReduceHeuristic, &ReduceSpace, &EmitReduce, &KeepAll},
 };
 
 absl::StatusOr<const FamilyGenerator*> FindFamily(Family f) {
@@ -84,31 +90,6 @@ Trial FailedTrial(const Variant& v, Outcome o, std::string message) {
   return t;
 }
 
-// The runner knows inputs and outputs only. A kernel's buffers are chain
-// inputs, chain outputs and intermediates between kernels; intermediates it
-// reads become extra inputs (random data) and those it writes extra outputs,
-// and only the outputs it writes are compared.
-struct BufferMap {
-  std::vector<BufferSpec> inputs, outputs;
-  std::map<std::pair<BufferRef::Kind, uint32_t>, BufferRef> remap;
-
-  absl::Status Apply(KernelSpec& spec) const {
-    for (KernelParam& p : spec.params) {
-      BufferRef* ref = p.kind == KernelParam::Kind::kBuffer      ? &p.buffer
-                       : p.kind == KernelParam::Kind::kTensorMap ? &p.tensor_map.buffer
-                                                                 : nullptr;
-      if (ref == nullptr) continue;
-      auto it = remap.find({ref->kind, ref->index});
-      if (it == remap.end())
-        return absl::InternalError(absl::StrCat(
-            "kernel ", spec.entry, " (", spec.variant.ToString(),
-            ") has a buffer parameter its seed does not: the generator broke its contract"));
-      *ref = it->second;
-    }
-    return absl::OkStatus();
-  }
-};
-
 InputDomain ToInputDomain(Domain d) {
   switch (d) {
     case Domain::kPositive:
@@ -119,6 +100,65 @@ InputDomain ToInputDomain(Domain d) {
       break;
   }
   return InputDomain::kAny;
+}
+
+
+// Compiles `specs` in batches so the budget is looked at between batches;
+// specs past the point where `stop_after` seconds have gone are not compiled
+// (nullopt), except the first `always` ones.
+std::vector<std::optional<absl::StatusOr<CompiledKernel>>> CompileWithin(
+    const std::vector<KernelSpec>& specs, size_t always, const TuneOptions& opts,
+    Compiler& compiler, Clock::time_point start, double stop_after) {
+  std::unique_ptr<CompilePool> own;
+  CompilePool* pool = opts.pool;
+  const int threads = std::max(1, opts.compile_threads);
+  if (pool == nullptr) {
+    own = std::make_unique<CompilePool>(compiler, threads, std::max<int>(threads, specs.size()));
+    pool = own.get();
+  }
+  CompileOptions copts;
+  copts.arch = opts.arch;
+  std::vector<std::optional<absl::StatusOr<CompiledKernel>>> out(specs.size());
+  for (size_t begin = 0; begin < specs.size(); begin += threads) {
+    if (begin >= always && Since(start) >= stop_after) break;
+    if (opts.cancel != nullptr && opts.cancel->load()) break;
+    size_t end = std::min(specs.size(), begin + threads);
+    std::vector<KernelSpec> batch(specs.begin() + begin, specs.begin() + end);
+    auto results = pool->CompileAll(batch, copts, opts.cancel);
+    for (size_t i = 0; i < results.size(); ++i) out[begin + i] = std::move(results[i]);
+  }
+  return out;
+}
+
+void FillReport(const Chain& chain, absl::Span<const int64_t> symbols, RooflineReport& r) {
+  for (size_t s = 0; s < chain.symbols.size() && s < symbols.size(); ++s)
+    r.sizes[chain.symbols[s].name] = symbols[s];
+}
+
+std::string OutcomeSummary(const std::vector<Trial>& trials) {
+  std::map<std::string, int> counts;
+  for (const Trial& t : trials) counts[std::string(OutcomeName(t.outcome))]++;
+  std::vector<std::string> parts;
+  for (const auto& [name, n] : counts) parts.push_back(absl::StrCat(n, " ", name));
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace
+
+absl::Status BufferMap::Apply(KernelSpec& spec) const {
+  for (KernelParam& p : spec.params) {
+    BufferRef* ref = p.kind == KernelParam::Kind::kBuffer      ? &p.buffer
+                     : p.kind == KernelParam::Kind::kTensorMap ? &p.tensor_map.buffer
+                                                               : nullptr;
+    if (ref == nullptr) continue;
+    auto it = remap.find({ref->kind, ref->index});
+    if (it == remap.end())
+      return absl::InternalError(absl::StrCat(
+          "kernel ", spec.entry, " (", spec.variant.ToString(),
+          ") has a buffer parameter its seed does not: the generator broke its contract"));
+    *ref = it->second;
+  }
+  return absl::OkStatus();
 }
 
 BufferMap MapBuffers(const Chain& chain, const KernelGroup& group, const KernelSpec& seed,
@@ -163,47 +203,6 @@ BufferMap MapBuffers(const Chain& chain, const KernelGroup& group, const KernelS
   return m;
 }
 
-// Compiles `specs` in batches so the budget is looked at between batches;
-// specs past the point where `stop_after` seconds have gone are not compiled
-// (nullopt), except the first `always` ones.
-std::vector<std::optional<absl::StatusOr<CompiledKernel>>> CompileWithin(
-    const std::vector<KernelSpec>& specs, size_t always, const TuneOptions& opts,
-    Compiler& compiler, Clock::time_point start, double stop_after) {
-  std::unique_ptr<CompilePool> own;
-  CompilePool* pool = opts.pool;
-  const int threads = std::max(1, opts.compile_threads);
-  if (pool == nullptr) {
-    own = std::make_unique<CompilePool>(compiler, threads, std::max<int>(threads, specs.size()));
-    pool = own.get();
-  }
-  CompileOptions copts;
-  copts.arch = opts.arch;
-  std::vector<std::optional<absl::StatusOr<CompiledKernel>>> out(specs.size());
-  for (size_t begin = 0; begin < specs.size(); begin += threads) {
-    if (begin >= always && Since(start) >= stop_after) break;
-    if (opts.cancel != nullptr && opts.cancel->load()) break;
-    size_t end = std::min(specs.size(), begin + threads);
-    std::vector<KernelSpec> batch(specs.begin() + begin, specs.begin() + end);
-    auto results = pool->CompileAll(batch, copts, opts.cancel);
-    for (size_t i = 0; i < results.size(); ++i) out[begin + i] = std::move(results[i]);
-  }
-  return out;
-}
-
-void FillReport(const Chain& chain, absl::Span<const int64_t> symbols, RooflineReport& r) {
-  for (size_t s = 0; s < chain.symbols.size() && s < symbols.size(); ++s)
-    r.sizes[chain.symbols[s].name] = symbols[s];
-}
-
-std::string OutcomeSummary(const std::vector<Trial>& trials) {
-  std::map<std::string, int> counts;
-  for (const Trial& t : trials) counts[std::string(OutcomeName(t.outcome))]++;
-  std::vector<std::string> parts;
-  for (const auto& [name, n] : counts) parts.push_back(absl::StrCat(n, " ", name));
-  return absl::StrJoin(parts, ", ");
-}
-
-}  // namespace
 
 int ComputeCapabilityOf(const std::string& arch) {
   if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0) return 0;

@@ -23,10 +23,12 @@
 #include <cstdint>
 #include <atomic>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "codegen/ir.h"
 #include "codegen/partition.h"
 #include "core/launch.h"
@@ -102,6 +104,21 @@ absl::StatusOr<std::vector<Variant>> CandidateVariants(const Chain& chain, const
 // than 6 survive (narrow dtypes, odd shapes) it keeps the whole space. A
 // compute-bound kernel keeps the whole space.
 std::vector<Variant> PrunePointwise(const std::vector<Variant>& space, Bound bound);
+
+// How a kernel's buffers reach the runner, which knows inputs and outputs
+// only: chain inputs keep their numbers (with the domains their ops need),
+// chain outputs and the intermediates the kernel writes become outputs (the
+// ones compared), intermediates it reads become extra random inputs.
+struct BufferMap {
+  std::vector<BufferSpec> inputs, outputs;
+  std::map<std::pair<BufferRef::Kind, uint32_t>, BufferRef> remap;
+
+  // Renumbers `spec`'s buffer parameters; Internal when it has a buffer the
+  // map's seed did not.
+  absl::Status Apply(KernelSpec& spec) const;
+};
+BufferMap MapBuffers(const Chain& chain, const KernelGroup& group, const KernelSpec& seed,
+                     absl::Span<const int64_t> symbols);
 
 // "sm_90a" -> 90; 0 when `arch` is not of that form.
 int ComputeCapabilityOf(const std::string& arch);

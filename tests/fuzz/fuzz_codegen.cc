@@ -5,8 +5,8 @@
 #include <string>
 
 #include "codegen/canonicalize.h"
+#include "codegen/generators.h"
 #include "codegen/partition.h"
-#include "codegen/pointwise.h"
 #include "service/translate.h"
 #include "tests/fuzz/chain_mutator.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -33,24 +33,30 @@ int SignatureParams(const std::string& source, const std::string& entry) {
 }
 
 void CheckSpec(const KernelSpec& spec, const Chain& chain, const KernelGroup& group,
-               bool sole_kernel, const std::vector<std::string>& client) {
+               const std::vector<int32_t>& intermediates, bool sole_kernel,
+               const std::vector<std::string>& client) {
   const std::string& src = spec.source;
   FUZZ_CHECK(IsIdentifier(spec.entry) && spec.entry.size() <= 64, "entry '" << spec.entry << "'");
   FUZZ_CHECK(src.find("#include") == std::string::npos, "#include in source\n" << src);
   for (const std::string& s : client) {
     FUZZ_CHECK(src.find(s) == std::string::npos, "client text '" << s << "' in source\n" << src);
   }
-  // Every input, in order; the outputs the group writes, ascending (those it
+  // Every input, in order; the intermediates it reads (other kernels'
+  // results), ascending; the outputs the group writes, ascending (those it
   // computes, and ones naming an input or constant, which it copies; all of
-  // them when it is the only kernel); then ascending symbols.
+  // them when it is the only kernel); the intermediates it writes (its
+  // group's), ascending; then ascending symbols.
+  // A kernel may compute a node another kernel writes (element-wise work is
+  // recomputed, not stored): what it writes are its results.
   const std::set<int32_t> computed(group.nodes.begin(), group.nodes.end());
+  const std::set<int32_t> written(group.results.begin(), group.results.end());
   size_t writes = 0;
   for (size_t i = 0; i < spec.params.size(); ++i) {
     writes += spec.params[i].kind == KernelParam::Kind::kBuffer &&
               spec.params[i].buffer.kind == BufferRef::Kind::kOutput;
   }
   size_t must_write = 0;
-  for (int32_t out : chain.outputs) must_write += sole_kernel || computed.count(out);
+  for (int32_t out : chain.outputs) must_write += sole_kernel || written.count(out);
   FUZZ_CHECK(writes >= must_write, writes << " output params, " << must_write << " outputs");
   size_t i = 0;
   const size_t n_in = static_cast<size_t>(chain.num_inputs());
@@ -61,18 +67,38 @@ void CheckSpec(const KernelSpec& spec, const Chain& chain, const KernelGroup& gr
                "param " << i << " is not input " << i);
   }
   FUZZ_CHECK(i == n_in, "fewer params than inputs");
+  auto intermediate = [&](size_t at) {
+    return at < spec.params.size() && spec.params[at].kind == KernelParam::Kind::kBuffer &&
+           spec.params[at].buffer.kind == BufferRef::Kind::kIntermediate;
+  };
   int64_t last = -1;
+  for (; intermediate(i) && !computed.count(spec.params[i].buffer.index); ++i) {
+    const uint32_t node = spec.params[i].buffer.index;
+    FUZZ_CHECK(static_cast<int64_t>(node) > last && node < chain.nodes.size() &&
+                   std::count(intermediates.begin(), intermediates.end(), node) == 1,
+               "param " << i << " is not the next intermediate the kernel reads");
+    last = node;
+  }
+  last = -1;
   for (size_t k = 0; k < writes; ++k, ++i) {
     FUZZ_CHECK(i < spec.params.size(), "missing output params");
     const KernelParam& p = spec.params[i];
     FUZZ_CHECK(p.kind == KernelParam::Kind::kBuffer && p.buffer.kind == BufferRef::Kind::kOutput &&
                    static_cast<int64_t>(p.buffer.index) > last &&
                    p.buffer.index < chain.outputs.size() &&
-                   (computed.count(chain.outputs[p.buffer.index]) ||
+                   (written.count(chain.outputs[p.buffer.index]) ||
                     chain.nodes[chain.outputs[p.buffer.index]].kind == OpKind::kInput ||
                     chain.nodes[chain.outputs[p.buffer.index]].kind == OpKind::kConstant),
                "param " << i << " is not the next output the kernel writes");
     last = p.buffer.index;
+  }
+  last = -1;
+  for (; intermediate(i); ++i) {
+    const uint32_t node = spec.params[i].buffer.index;
+    FUZZ_CHECK(static_cast<int64_t>(node) > last &&
+                   std::count(group.intermediates.begin(), group.intermediates.end(), node) == 1,
+               "param " << i << " is not the next intermediate the kernel writes");
+    last = node;
   }
   last = -1;
   for (; i < spec.params.size(); ++i) {
@@ -112,9 +138,9 @@ std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, C
              "no kernels for a chain that computes\n" << ToString(chain));
   const std::vector<std::string> client = MarkedClientStrings(proto);
   for (const KernelGroup& group : partition->kernels) {
-    if (group.family != Family::kPointwise) continue;
-    std::vector<Variant> variants = {PointwiseHeuristic(chain, group)};
-    absl::Status can = CanGenerate(chain, group, variants[0]);
+    if (group.family != Family::kPointwise && group.family != Family::kReduction) continue;
+    std::vector<Variant> variants = {FamilyHeuristic(chain, group)};
+    absl::Status can = CanGenerateFamily(chain, group, variants[0]);
     if (!can.ok()) {
       // Groups the family does not cover; never a bad heuristic variant.
       FUZZ_CHECK(can.code() == absl::StatusCode::kUnimplemented, can << "\n" << ToString(chain));
@@ -122,18 +148,19 @@ std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, C
     }
     const std::vector<Numerics> numerics = {Numerics::kFast, Numerics::kReference64, Numerics::kEager};
     if (coverage == Coverage::kAll) {
-      std::vector<Variant> space = PointwiseSpace(chain, group);
+      std::vector<Variant> space = FamilySpace(chain, group);
       FUZZ_CHECK(!space.empty() && space.size() <= 64, space.size() << " variants");
       variants.push_back(space[pick % space.size()]);
       variants.push_back(space[(pick / 64 + space.size() / 2) % space.size()]);
     }
     for (const Variant& v : variants) {
-      absl::Status ok = CanGenerate(chain, group, v);
+      absl::Status ok = CanGenerateFamily(chain, group, v);
       FUZZ_CHECK(ok.ok(), "space variant refused: " << ok << "\n" << ToString(chain));
       for (Numerics n : numerics) {
-        absl::StatusOr<KernelSpec> spec = EmitPointwise(chain, group, v, n);
+        absl::StatusOr<KernelSpec> spec = EmitFamily(chain, group, v, n);
         FUZZ_CHECK(spec.ok(), spec.status() << "\n" << ToString(chain));
-        CheckSpec(*spec, chain, group, partition->kernels.size() == 1, client);
+        CheckSpec(*spec, chain, group, partition->intermediates, partition->kernels.size() == 1,
+                  client);
         specs.push_back(*std::move(spec));
       }
     }

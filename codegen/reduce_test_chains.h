@@ -1,0 +1,97 @@
+// Chains that reduce over outer axes, for the reduction family's tests (CPU,
+// golden, NVRTC and GPU), built as a client would send them: a column sum,
+// centring by the column mean, softmax over axis 0, a [B, S, H] reduction
+// over the sequence axis, a count of positive entries per column.
+//
+//   Chain c = reduce_test::ColumnSoftmax(DType::kBF16, -4096, 1000);  // canonical
+#ifndef KFUSE_CODEGEN_REDUCE_TEST_CHAINS_H_
+#define KFUSE_CODEGEN_REDUCE_TEST_CHAINS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/canonicalize.h"
+#include "codegen/ir.h"
+#include "codegen/validate.h"
+#include "core/status.h"
+
+namespace kfuse::reduce_test {
+
+// size < 0: a symbol `name` with hint -size.
+inline Dim Size(Chain* c, int64_t size, const char* name) {
+  if (size >= 0) return Dim::Static(size);
+  c->symbols.push_back(SymbolInfo{name, -size, 0});
+  return Dim::Sym(static_cast<int32_t>(c->symbols.size() - 1));
+}
+
+inline int32_t Reduce(Chain* c, OpKind k, int32_t x, std::vector<int64_t> axes, bool keepdim) {
+  int32_t r = c->AddOp(k, {x});
+  c->nodes[r].axes = std::move(axes);
+  c->nodes[r].keepdim = keepdim;
+  return r;
+}
+
+inline Chain Finish(Chain c) {
+  for (size_t i = 0, w = 0; i < c.nodes.size(); ++i) {
+    if (c.nodes[i].kind != OpKind::kInput) c.nodes[i].wire_index = static_cast<int32_t>(w++);
+  }
+  absl::StatusOr<Chain> v = Validate(std::move(c));
+  KFUSE_CHECK(v.ok());
+  return Canonicalize(*v);
+}
+
+// sum(x, axis=0) of x [N, M]: [M].
+inline Chain ColumnSum(DType t, int64_t n, int64_t m) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
+  c.outputs = {Reduce(&c, OpKind::kReduceSum, x, {0}, false)};
+  return Finish(std::move(c));
+}
+
+// x - mean(x, axis=0, keepdim=True) of x [N, M].
+inline Chain CenterColumns(DType t, int64_t n, int64_t m) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
+  int32_t mean = Reduce(&c, OpKind::kReduceMean, x, {0}, true);
+  c.outputs = {c.AddOp(OpKind::kSub, {x, mean})};
+  return Finish(std::move(c));
+}
+
+// softmax(x, axis=0) of x [N, M]: max, exp(x - max), sum, divide.
+inline Chain ColumnSoftmax(DType t, int64_t n, int64_t m) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
+  int32_t mx = Reduce(&c, OpKind::kReduceMax, x, {0}, true);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {x, mx})});
+  int32_t s = Reduce(&c, OpKind::kReduceSum, e, {0}, true);
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, s})};
+  return Finish(std::move(c));
+}
+
+// Of x [B, S, H] and w [H]: mean(x, axis=1) [B, H] and min(x * w, axes
+// (0, 1)) [H], both without keepdim.
+inline Chain SequenceStats(DType t, int64_t b, int64_t s, int64_t h) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Dim::Static(b), Size(&c, s, "s"), Dim::Static(h)}});
+  int32_t w = c.AddInput(TensorType{t, {Dim::Static(h)}});
+  int32_t mean = Reduce(&c, OpKind::kReduceMean, x, {1}, false);
+  int32_t mn = Reduce(&c, OpKind::kReduceMin, c.AddOp(OpKind::kMul, {x, w}), {0, 1}, false);
+  c.outputs = {mean, mn};
+  return Finish(std::move(c));
+}
+
+// sum(x > 0, axis=0) of x [N, M] (an i32 count per column) and the column
+// max beside it, keepdim.
+inline Chain CountPositive(DType t, int64_t n, int64_t m) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
+  int32_t pos = c.AddOp(OpKind::kGt, {x, c.AddConstant(0)});
+  c.outputs = {Reduce(&c, OpKind::kReduceSum, pos, {0}, true),
+               Reduce(&c, OpKind::kReduceMax, x, {0}, true)};
+  return Finish(std::move(c));
+}
+
+}  // namespace kfuse::reduce_test
+
+#endif  // KFUSE_CODEGEN_REDUCE_TEST_CHAINS_H_

@@ -1,0 +1,168 @@
+// GPU property test of plans that reduce over outer axes: a column sum
+// (symbolic N), centring by the column mean (f32, bf16), softmax over axis 0
+// (bf16, f32: two reduction kernels and a pointwise one, two intermediates),
+// a [B, S, H] reduction over the sequence axis and over two outer axes, and
+// an integer count per column. For every variant of every kernel (the other
+// kernels at their heuristic), and for the whole plan in the fp64 yardstick,
+// the plan is compiled with NVRTC for this GPU, launched through the C++
+// Launcher on fresh random inputs and compared with the CPU fp64 evaluator,
+// with eager PyTorch's error (the CPU kEager evaluator) as the yardstick.
+// Skips without a GPU.
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "clients/launcher.h"
+#include "codegen/analysis.h"
+#include "codegen/evaluate.h"
+#include "codegen/generators.h"
+#include "codegen/numeric.h"
+#include "codegen/partition.h"
+#include "codegen/reduce_test_chains.h"
+#include "gtest/gtest.h"
+#include "tests/gpu_test_util.h"
+#include "tuner/check.h"
+#include "tuner/cuda/device.h"
+#include "tuner/cuda/driver.h"
+#include "tuner/nvrtc_compiler.h"
+
+namespace kfuse {
+namespace {
+
+constexpr double kSlack = 2.0;
+
+// Values in [-4, 4], rounded to each input's dtype; a fresh seed per case.
+std::vector<std::vector<double>> Inputs(const Chain& c, const std::vector<int64_t>& syms,
+                                        unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-4, 4);
+  std::vector<std::vector<double>> in(c.num_inputs());
+  for (const Node& n : c.nodes) {
+    if (n.kind != OpKind::kInput) continue;
+    const int64_t count = static_cast<int64_t>(Elements(n.type, syms));
+    for (int64_t i = 0; i < count; ++i) in[n.input_index].push_back(RoundTo(n.type.dtype, u(rng)));
+  }
+  return in;
+}
+
+using gpu_test::DeviceMemory;
+using gpu_test::MaxFiniteError;
+using gpu_test::ToBytes;
+using gpu_test::Gpu;
+using gpu_test::OpenGpu;
+using gpu_test::PlanOfKernels;
+using gpu_test::ShapeOf;
+
+// One launch of the plan: each kernel's variant, and the numerics of all.
+struct PlanRun {
+  std::vector<Variant> variants;
+  Numerics numerics = Numerics::kFast;
+  std::string label;
+};
+
+TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
+  absl::StatusOr<Gpu> gpu = OpenGpu();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  NvrtcCompiler nvrtc;
+  Launcher launcher(*gpu->cu);
+  CompileOptions opts;
+  opts.arch = gpu->arch;
+  // Symbolic sizes are bound to 1027 (N) and 37 (S): odd, so no block is full
+  // by accident.
+  const std::vector<std::pair<std::string, Chain>> chains = {
+      {"column_sum_f32", reduce_test::ColumnSum(DType::kF32, -1027, 1000)},
+      {"center_f32", reduce_test::CenterColumns(DType::kF32, 333, 4096)},
+      {"center_bf16", reduce_test::CenterColumns(DType::kBF16, -1027, 1000)},
+      {"softmax0_bf16", reduce_test::ColumnSoftmax(DType::kBF16, -1027, 1000)},
+      {"softmax0_f32", reduce_test::ColumnSoftmax(DType::kF32, 333, 4096)},
+      {"softmax0_f16", reduce_test::ColumnSoftmax(DType::kF16, -1027, 257)},
+      {"sequence_f32", reduce_test::SequenceStats(DType::kF32, 3, -37, 257)},
+      {"sequence_bf16", reduce_test::SequenceStats(DType::kBF16, 5, 64, 768)},
+      {"count_f32", reduce_test::CountPositive(DType::kF32, -1027, 999)},
+  };
+  unsigned seed = 1;
+  for (const auto& [name, c] : chains) {
+    SCOPED_TRACE(name);
+    std::vector<int64_t> syms;
+    for (const SymbolInfo& s : c.symbols) syms.push_back(s.hint == 37 ? 37 : 1027);
+    absl::StatusOr<Partition> part = PartitionChain(c);
+    ASSERT_TRUE(part.ok()) << part.status();
+    auto in = Inputs(c, syms, seed++);
+    auto exact = Evaluate(c, in, syms, EvalMode::kExact64);
+    auto eager = Evaluate(c, in, syms, EvalMode::kEager);
+    ASSERT_TRUE(exact.ok() && eager.ok());
+    DeviceMemory mem(gpu->cu);
+    std::vector<DeviceBuffer> inputs;
+    for (const Node& n : c.nodes) {
+      if (n.kind != OpKind::kInput) continue;
+      inputs.push_back(DeviceBuffer{mem.Upload(ToBytes(n.type.dtype, in[n.input_index])),
+                                    ShapeOf(n.type, syms), {}, n.type.dtype});
+    }
+    // Every variant of each kernel with the others at their heuristic, then
+    // the whole plan as the fp64 yardstick the tuner checks with.
+    std::vector<Variant> seeds;
+    for (const KernelGroup& g : part->kernels) seeds.push_back(FamilyHeuristic(c, g));
+    std::vector<PlanRun> runs;
+    for (size_t i = 0; i < part->kernels.size(); ++i) {
+      for (const Variant& v : FamilySpace(c, part->kernels[i])) {
+        PlanRun r{seeds, Numerics::kFast, absl::StrCat("kernel ", i, " ", v.ToString())};
+        r.variants[i] = v;
+        runs.push_back(std::move(r));
+      }
+    }
+    runs.push_back(PlanRun{seeds, Numerics::kReference64, "reference64"});
+    std::map<std::pair<size_t, std::pair<Variant, int>>, CompiledKernel> compiled;
+    for (const PlanRun& run : runs) {
+      SCOPED_TRACE(run.label);
+      const bool yardstick = run.numerics == Numerics::kReference64;
+      std::vector<CompiledKernel> kernels;
+      for (size_t i = 0; i < part->kernels.size(); ++i) {
+        const auto key = std::make_pair(i, std::make_pair(run.variants[i],
+                                                          static_cast<int>(run.numerics)));
+        auto it = compiled.find(key);
+        if (it == compiled.end()) {
+          absl::StatusOr<KernelSpec> spec =
+              EmitFamily(c, part->kernels[i], run.variants[i], run.numerics);
+          ASSERT_TRUE(spec.ok()) << spec.status();
+          absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+          ASSERT_TRUE(k.ok()) << k.status();
+          it = compiled.emplace(key, *std::move(k)).first;
+        }
+        kernels.push_back(it->second);
+      }
+      absl::StatusOr<v1::KernelPlan> plan = PlanOfKernels(c, *part, kernels, yardstick);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      ASSERT_EQ(plan->intermediates_size(), static_cast<int>(part->intermediates.size()));
+      std::vector<DeviceBuffer> outputs;
+      for (int32_t o : c.outputs) {
+        const TensorType& t = c.nodes[o].type;
+        const size_t bytes =
+            static_cast<size_t>(Elements(t, syms)) * (yardstick ? 8 : DTypeBytes(t.dtype));
+        CUdeviceptr p = mem.Alloc(bytes);
+        ASSERT_EQ(gpu->cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
+        outputs.push_back(DeviceBuffer{p, ShapeOf(t, syms), {}, t.dtype});
+      }
+      absl::Status s = launcher.Launch(*plan, inputs, outputs, nullptr);
+      ASSERT_TRUE(s.ok()) << s;
+      ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);
+      for (size_t j = 0; j < c.outputs.size(); ++j) {
+        // The yardstick writes doubles, within rounding of the exact sums.
+        const DType t = yardstick ? DType::kF64 : outputs[j].dtype;
+        const std::vector<double>& ref = (*exact)[j];
+        std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
+        const double eager_err = yardstick ? 1e-9 : MaxFiniteError((*eager)[j], ref);
+        OutputCheck check =
+            CheckOutput(t, got.data(), ref, eager_err, kSlack, absl::StrCat("output ", j));
+        EXPECT_TRUE(check.ok) << check.message;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kfuse

@@ -1,0 +1,62 @@
+// NVRTC compiles (sm_90) every variant of every kernel of the plans that
+// chains reducing over outer axes become: a column sum (symbolic N), centring
+// by the column mean (f32, bf16), softmax over axis 0 (bf16, f16, f32), a
+// [B, S, H] reduction over the sequence axis and over two outer axes, and an
+// integer count per column; and the fp64 and eager yardsticks of each
+// kernel's heuristic. No GPU needed.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/generators.h"
+#include "codegen/partition.h"
+#include "codegen/reduce_test_chains.h"
+#include "gtest/gtest.h"
+#include "tuner/nvrtc_compiler.h"
+
+namespace kfuse {
+namespace {
+
+TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
+  NvrtcCompiler nvrtc;
+  CompileOptions opts;
+  opts.arch = "sm_90";
+  const std::vector<std::pair<std::string, Chain>> chains = {
+      {"column_sum_f32", reduce_test::ColumnSum(DType::kF32, -4096, 1000)},
+      {"center_f32", reduce_test::CenterColumns(DType::kF32, 4096, 1024)},
+      {"center_bf16", reduce_test::CenterColumns(DType::kBF16, -4096, 1000)},
+      {"softmax0_bf16", reduce_test::ColumnSoftmax(DType::kBF16, -4096, 1024)},
+      {"softmax0_f16", reduce_test::ColumnSoftmax(DType::kF16, 4096, 1000)},
+      {"softmax0_f32", reduce_test::ColumnSoftmax(DType::kF32, -4096, 1000)},
+      {"sequence_f32", reduce_test::SequenceStats(DType::kF32, 4, -512, 768)},
+      {"sequence_bf16", reduce_test::SequenceStats(DType::kBF16, 4, 512, 768)},
+      {"count_f32", reduce_test::CountPositive(DType::kF32, -4096, 1000)},
+  };
+  for (const auto& [name, c] : chains) {
+    absl::StatusOr<Partition> p = PartitionChain(c);
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status();
+    ASSERT_GE(p->kernels.size(), 1u);
+    for (size_t i = 0; i < p->kernels.size(); ++i) {
+      const KernelGroup& g = p->kernels[i];
+      std::vector<std::pair<Variant, Numerics>> runs;
+      for (const Variant& v : FamilySpace(c, g)) runs.push_back({v, Numerics::kFast});
+      ASSERT_FALSE(runs.empty()) << name << " kernel " << i;
+      runs.push_back({FamilyHeuristic(c, g), Numerics::kReference64});
+      runs.push_back({FamilyHeuristic(c, g), Numerics::kEager});
+      for (const auto& [v, numerics] : runs) {
+        SCOPED_TRACE(absl::StrCat(name, " kernel ", i, " ", v.ToString(), " numerics ",
+                                  static_cast<int>(numerics)));
+        absl::StatusOr<KernelSpec> spec = EmitFamily(c, g, v, numerics);
+        ASSERT_TRUE(spec.ok()) << spec.status();
+        absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+        ASSERT_TRUE(k.ok()) << k.status() << "\n" << spec->source;
+        if (g.family == Family::kReduction) {
+          EXPECT_EQ(k->resources.spill_bytes, 0u) << "spills";
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kfuse
