@@ -96,6 +96,17 @@ struct CacheRmOptions {
   bool all = false;
 };
 
+// `kfuse repro`: replays a repro bundle that kfused left (service/repro.h),
+// locally, without a server.
+struct ReproOptions {
+  std::string bundle_dir;
+  // Judge this build's regenerated source instead of the recorded kernel.cu
+  // (after a generator fix).
+  bool regenerated = false;
+  std::string worker;  // kfuse-worker; "": beside kfuse or in the build tree.
+  int device = 0;      // CUDA device for wrong_result, fault and timeout.
+};
+
 int RunCompile(const GlobalOptions& g, const CompileOptions& o, CliIo& io);
 int RunTune(const GlobalOptions& g, const TuneOptions& o, CliIo& io);
 int RunCacheLs(const GlobalOptions& g, const CacheLsOptions& o, CliIo& io);
@@ -105,6 +116,9 @@ int RunDevice(const GlobalOptions& g, CliIo& io);
 int RunHealth(const GlobalOptions& g, const std::string& service, CliIo& io);
 int RunVersion(const GlobalOptions& g, CliIo& io);
 int RunChain(const GlobalOptions& g, const ChainOptions& o, CliIo& io);
+// Exit 0: the incident no longer reproduces (or, without a GPU, the compile
+// step passed); 1: it reproduces; 2: not a readable bundle.
+int RunRepro(const GlobalOptions& g, const ReproOptions& o, CliIo& io);
 
 // Shared by the subcommands (cli_common.cc).
 

@@ -97,6 +97,15 @@ int main(int argc, char** argv) {
   ch->add_flag("--no-weight", chain.no_weight, "norms: no weight input");
   ch->add_option("-o,--out", chain.out, "write the JSON to FILE");
 
+  ReproOptions repro;
+  auto* rp = app.add_subcommand(
+      "repro", "replay a repro bundle kfused left: regenerate, compile, run (no server)");
+  rp->add_option("bundle", repro.bundle_dir, "the bundle's directory")->required();
+  rp->add_flag("--regenerated", repro.regenerated,
+               "judge this build's generated source, not the recorded kernel.cu");
+  rp->add_option("--worker", repro.worker, "path of kfuse-worker");
+  rp->add_option("--device", repro.device, "CUDA device to run on");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -114,5 +123,6 @@ int main(int argc, char** argv) {
   if (health->parsed()) return RunHealth(g, health_service, io);
   if (version->parsed()) return RunVersion(g, io);
   if (ch->parsed()) return RunChain(g, chain, io);
+  if (rp->parsed()) return RunRepro(g, repro, io);
   return kExitUsage;
 }

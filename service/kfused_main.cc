@@ -47,6 +47,9 @@ ABSL_FLAG(std::string, auth_tokens_file, "",
 ABSL_FLAG(std::string, signing_key, "",
           "Ed25519 key file (64 hex digits) signing every plan; default <store>.signing-key, created once");
 ABSL_FLAG(bool, print_public_key, false, "print the plan-signing public key (hex) and exit");
+ABSL_FLAG(std::string, repro_dir, "<store>.repro",
+          "where failed compiles and failing variants leave repro bundles for `kfuse repro` (empty: none)");
+ABSL_FLAG(int, repro_max_bundles, 100, "repro bundles kept; the oldest are removed first");
 ABSL_FLAG(bool, allow_insecure_remote, false,
           "allow listening on a non-loopback address without TLS (tokens and plans then travel in clear)");
 
@@ -150,6 +153,12 @@ int main(int argc, char** argv) {
   opts.worker_path = absl::GetFlag(FLAGS_worker);
   opts.node = absl::GetFlag(FLAGS_node);
   opts.signing_key_path = absl::GetFlag(FLAGS_signing_key);
+  opts.repro_dir = absl::GetFlag(FLAGS_repro_dir);
+  opts.repro_max_bundles = absl::GetFlag(FLAGS_repro_max_bundles);
+  if (opts.repro_max_bundles < 1) {
+    std::fprintf(stderr, "kfused: --repro_max_bundles must be at least 1 (--repro_dir= turns bundles off)\n");
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<kfuse::ServiceNode>> node = kfuse::ServiceNode::Create(opts);
   if (!node.ok()) {
     std::fprintf(stderr, "kfused: %s\n", node.status().ToString().c_str());
@@ -192,6 +201,10 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "kfused: %s, %s; plans signed by Ed25519 key %s (%s)\n", transport.c_str(),
                tokens ? absl::StrCat(tokens->size(), " accepted token(s)").c_str() : "no token required",
                (*node)->signing_key().public_key.Hex().c_str(), (*node)->signing_key_path().c_str());
+  const kfuse::PipelineOptions& po = (*node)->pipeline()->options();
+  std::fprintf(stderr, "kfused: repro bundles %s\n",
+               po.repro_dir.empty() ? "off" : absl::StrCat("in ", po.repro_dir, " (at most ",
+                                                             po.repro_limits.max_bundles, ")").c_str());
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/status.h"
 #include "kfuse/v1/kfuse.pb.h"
 #include "service/convert.h"
@@ -58,16 +59,6 @@ Ceilings StoredOrMeasuredCeilings(Store& store, Runner& runner, const DeviceFing
   absl::Status s = store.PutDecision(key, ToProto(*measured).SerializeAsString(), meta);
   if (!s.ok()) std::fprintf(stderr, "kfused: warning: storing ceilings: %s\n", s.ToString().c_str());
   return *measured;
-}
-
-// kfuse-worker beside kfused (installed), else in the build tree's tuner/.
-std::string FindWorker() {
-  std::string beside = DefaultWorkerPath();
-  if (access(beside.c_str(), X_OK) == 0) return beside;
-  std::string dir = beside.substr(0, beside.rfind('/'));
-  std::string in_build = absl::StrCat(dir, "/../tuner/kfuse-worker");
-  if (access(in_build.c_str(), X_OK) == 0) return in_build;
-  return beside;
 }
 
 }  // namespace
@@ -134,7 +125,7 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
     WorkerOptions wo;
     wo.device = o.device;
     wo.memory_budget_bytes = o.gpu_memory_budget;
-    wo.worker_path = o.worker_path.empty() ? FindWorker() : o.worker_path;
+    wo.worker_path = o.worker_path.empty() ? DefaultWorkerPath() : o.worker_path;
     absl::StatusOr<std::unique_ptr<WorkerRunner>> runner = WorkerRunner::Create(wo);
     if (runner.ok()) {
       absl::StatusOr<DeviceFingerprint> dev = (*runner)->Device();
@@ -152,6 +143,8 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
     }
   }
   po.no_gpu_reason = n->no_gpu_reason_;
+  po.repro_dir = absl::StrReplaceAll(o.repro_dir, {{"<store>", n->store_path_}});
+  po.repro_limits.max_bundles = o.repro_max_bundles;
   n->pipeline_ = std::make_unique<Pipeline>(std::move(deps), std::move(po));
   return n;
 }

@@ -32,6 +32,10 @@ struct NodeOptions {
   // Ed25519 key file that signs every plan answered. Empty: <store>.signing-key,
   // created (mode 0600) on first start.
   std::string signing_key_path;
+  // Where failed builds leave repro bundles (service/repro.h): "<store>"
+  // stands for the store's path; empty: no bundles.
+  std::string repro_dir = "<store>.repro";
+  int repro_max_bundles = 100;
 };
 
 class ServiceNode {

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <set>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -16,6 +19,7 @@
 #include "kfuse/storage/v1/storage.pb.h"
 #include "service/convert.h"
 #include "service/translate.h"
+#include "tuner/nvrtc_compiler.h"
 
 namespace kfuse {
 namespace {
@@ -127,6 +131,41 @@ std::string ShortDescription(const Chain& c) {
 struct BuiltKernel {
   TuneResult result;
   RooflineReport report;
+};
+
+absl::StatusOr<CompiledKernel> CompileVariant(const Chain& chain, const KernelGroup& group,
+                                              const Variant& v, const std::string& arch,
+                                              Compiler& compiler, const std::atomic<bool>* cancel) {
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec spec, EmitFamily(chain, group, v));
+  CompileOptions copts;
+  copts.arch = arch;
+  return compiler.Compile(spec, copts, cancel);
+}
+
+// A failed build leaves a repro bundle unless the caller went away.
+bool LeavesRepro(const absl::Status& s) { return !s.ok() && s.code() != absl::StatusCode::kCancelled; }
+
+// Which of the heuristic variant's kernels TuneKernel says did not compile.
+Numerics FailedNumerics(const absl::Status& s) {
+  if (absl::StartsWith(s.message(), "the float64 reference")) return Numerics::kReference64;
+  if (absl::StartsWith(s.message(), "the eager reference")) return Numerics::kEager;
+  return Numerics::kFast;
+}
+
+// The repro bundles one request may still leave: one per kernel and kind,
+// `limit` in all, so a search full of failures leaves a few, not dozens.
+class ReproQuota {
+ public:
+  explicit ReproQuota(int limit) : left_(limit) {}
+  bool Take(size_t kernel, ReproKind kind) {
+    if (left_ <= 0 || !seen_.insert({kernel, kind}).second) return false;
+    --left_;
+    return true;
+  }
+
+ private:
+  int left_;
+  std::set<std::pair<size_t, ReproKind>> seen_;
 };
 
 }  // namespace
@@ -257,15 +296,20 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
 
   std::vector<BuiltKernel> built;
   int total_trials = 0;
+  ReproQuota repro_quota(options_.repro_limits.per_request);
   for (size_t i = 0; i < part.kernels.size(); ++i) {
     const KernelGroup& group = part.kernels[i];
     BuiltKernel b;
     if (decision) {
       KFUSE_ASSIGN_OR_RETURN(Variant v, FromProto(decision->variants(i)));
-      KFUSE_ASSIGN_OR_RETURN(KernelSpec spec, EmitFamily(p.chain, group, v));
-      CompileOptions copts;
-      copts.arch = p.arch;
-      KFUSE_ASSIGN_OR_RETURN(b.result.kernel, deps_.compiler->Compile(spec, copts, cancel));
+      absl::StatusOr<CompiledKernel> kernel =
+          CompileVariant(p.chain, group, v, p.arch, *deps_.compiler, cancel);
+      if (!kernel.ok()) {
+        if (LeavesRepro(kernel.status()))
+          LeaveRepro(p, i, ReproKind::kCompileError, v, Numerics::kFast, kernel.status().message());
+        return kernel.status();
+      }
+      b.result.kernel = *std::move(kernel);
       b.result.best = v;
       b.result.tuned = decision->state() == v1::TUNE_STATE_TUNED;
       if (i < static_cast<size_t>(decision->measured_seconds_size()))
@@ -287,8 +331,20 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
         *msg.mutable_trial() = ToProto(t);
         progress(msg);
       };
-      KFUSE_ASSIGN_OR_RETURN(b.result, TuneKernel(p.chain, group, to, *deps_.compiler,
-                                                  p.can_tune ? deps_.runner : nullptr, on_trial));
+      absl::StatusOr<TuneResult> tuned =
+          TuneKernel(p.chain, group, to, *deps_.compiler, p.can_tune ? deps_.runner : nullptr, on_trial);
+      if (!tuned.ok()) {
+        // What fails here is the heuristic variant (or its yardsticks).
+        if (LeavesRepro(tuned.status()))
+          LeaveRepro(p, i, ReproKind::kCompileError, FamilyHeuristic(p.chain, group),
+                     FailedNumerics(tuned.status()), tuned.status().message());
+        return tuned.status();
+      }
+      b.result = *std::move(tuned);
+      for (const Trial& t : b.result.trials) {
+        std::optional<ReproKind> kind = ReproKindOf(t.outcome);
+        if (kind && repro_quota.Take(i, *kind)) LeaveRepro(p, i, *kind, t.variant, Numerics::kFast, t.message);
+      }
       if (b.result.untuned_reason.empty() && !b.result.tuned) b.result.untuned_reason = p.untuned_reason;
     }
     if (cancel != nullptr && cancel->load()) return absl::CancelledError("compile cancelled: no caller waits");
@@ -390,6 +446,41 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   response.set_cache(v1::CACHE_OUTCOME_MISS);
   response.set_request_id(p.request.request_id());
   return response;
+}
+
+void Pipeline::LeaveRepro(const Prepared& p, size_t index, ReproKind kind, const Variant& variant,
+                          Numerics numerics, absl::string_view message) const {
+  if (options_.repro_dir.empty()) return;
+  const KernelGroup& group = p.partition.kernels[index];
+  ReproInfo info;
+  info.kind = kind;
+  info.chain = p.request.chain();
+  info.kernel_index = static_cast<int>(index);
+  info.variant = variant;
+  info.numerics = numerics;
+  // A generator that rejects the variant leaves no kernel.cu; the message says why.
+  if (absl::StatusOr<KernelSpec> spec = EmitFamily(p.chain, group, variant, numerics); spec.ok()) {
+    info.entry = spec->entry;
+    info.source = std::move(spec->source);
+  }
+  info.message = std::string(message);
+  info.key = p.key.ArtifactKey();
+  info.symbol_values = p.symbol_values;
+  info.generator_version = GeneratorVersion(group.family);
+  info.nvrtc_version = deps_.compiler->Version();
+  info.arch = p.arch;
+  CompileOptions copts;
+  copts.arch = p.arch;
+  info.compile_options = NvrtcOptions(copts);
+  info.driver_version = options_.driver_version;
+  info.device = deps_.device;
+  absl::StatusOr<std::string> dir = WriteReproBundle(options_.repro_dir, info, options_.repro_limits);
+  if (dir.ok()) {
+    fprintf(stderr, "kfused: %s in kernel %zu (%s): repro bundle %s\n", std::string(ReproKindName(kind)).c_str(),
+            index, variant.ToString().c_str(), dir->c_str());
+  } else {
+    fprintf(stderr, "kfused: warning: writing a repro bundle failed: %s\n", dir.status().ToString().c_str());
+  }
 }
 
 std::string NewRequestId() {

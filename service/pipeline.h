@@ -26,6 +26,7 @@
 #include "core/trial.h"
 #include "kfuse/v1/kfuse.pb.h"
 #include "service/hot_cache.h"
+#include "service/repro.h"
 #include "tuner/compiler.h"
 #include "tuner/runner.h"
 #include "tuner/search.h"
@@ -49,6 +50,11 @@ struct PipelineOptions {
   int64_t hot_cache_bytes = int64_t{256} << 20;  // Plans kept in memory.
   std::string no_gpu_reason;        // Why tuning is unavailable, for DeviceInfo.
   uint32_t driver_version = 0;      // The GPU driver's, 0 without one.
+  // Where builds leave repro bundles (service/repro.h): a kernel that fails
+  // to build, and tuning trials that fail to compile, compute the wrong
+  // answer, fault or time out. Empty: none.
+  std::string repro_dir;
+  ReproLimits repro_limits;
 };
 
 // A validated request with its key: everything Lookup and Build need.
@@ -96,6 +102,10 @@ class Pipeline {
  private:
   // A hit's answer: the stored plan with this request's names.
   v1::CompileResponse Answer(const Prepared& p, const v1::CompileResponse& stored) const;
+  // Leaves a repro bundle for `variant` of kernel `index`; a failure to write
+  // it is logged, never returned.
+  void LeaveRepro(const Prepared& p, size_t index, ReproKind kind, const Variant& variant,
+                  Numerics numerics, absl::string_view message) const;
 
   PipelineDeps deps_;
   PipelineOptions options_;

@@ -11,11 +11,12 @@
 #include <string>
 
 #include "cache/store.h"
-#include "plan/signing.h"
+#include "core/version.h"
 #include "kfuse/v1/kfuse.grpc.pb.h"
+#include "plan/signing.h"
+#include "service/auth.h"
 #include "service/hot_cache.h"
 #include "service/jobs.h"
-#include "service/auth.h"
 #include "service/pipeline.h"
 #include "service/thread_pool.h"
 
@@ -24,7 +25,7 @@ namespace kfuse {
 struct ServiceOptions {
   int job_threads = 2;       // Compile and tuning jobs at once.
   int max_queued_jobs = 64;  // Beyond this, new misses get RESOURCE_EXHAUSTED.
-  std::string server_version = "kfused/0.1.0";
+  std::string server_version = std::string("kfused/") + kKfuseVersion;
   // When set (not owned; must outlive the service), every RPC must carry
   // "authorization: Bearer <token>" with one of these tokens, else
   // UNAUTHENTICATED. The health service is separate and stays open.

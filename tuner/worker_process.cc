@@ -24,7 +24,11 @@ std::string DefaultWorkerPath() {
   if (n <= 0) return "kfuse-worker";
   std::string self(buf, static_cast<size_t>(n));
   size_t slash = self.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/kfuse-worker";
+  const std::string dir = slash == std::string::npos ? std::string(".") : self.substr(0, slash);
+  const std::string beside = dir + "/kfuse-worker";
+  if (access(beside.c_str(), X_OK) == 0) return beside;
+  const std::string in_build = dir + "/../tuner/kfuse-worker";  // kfused, kfuse in a build tree.
+  return access(in_build.c_str(), X_OK) == 0 ? in_build : beside;
 }
 
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const std::string& path,

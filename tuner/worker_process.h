@@ -42,7 +42,9 @@ class WorkerProcess {
   int wait_status_ = 0;
 };
 
-// kfuse-worker next to the running executable (/proc/self/exe).
+// kfuse-worker next to the running executable (/proc/self/exe), else in
+// the build tree's tuner/ beside the executable's folder; the first when
+// neither exists (the error then names it).
 std::string DefaultWorkerPath();
 
 }  // namespace kfuse
