@@ -25,12 +25,15 @@
 #include "service/auth.h"
 #include "service/node.h"
 #include "service/server.h"
+#include "tuner/nvrtc_compiler.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:7420", "host:port to listen on (loopback by default)");
 ABSL_FLAG(std::string, store, "", "SQLite store path (default: $XDG_CACHE_HOME/kfuse/kfuse.db or ~/.cache/kfuse/kfuse.db)");
 ABSL_FLAG(int64_t, store_max_bytes, int64_t{4} << 30, "store size cap; least recently used entries are evicted");
 ABSL_FLAG(int, threads, 2, "compile and tuning jobs run at once");
 ABSL_FLAG(int, max_queued_jobs, 64, "queued jobs beyond which new misses get RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, nvrtc_max_concurrent, kfuse::kDefaultMaxConcurrentCompiles,
+          "NVRTC programs compiling at once in the process (bounds NVRTC's memory)");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request or response message");
 ABSL_FLAG(bool, no_gpu, false, "never tune: answer every miss with the heuristic kernel");
 ABSL_FLAG(bool, read_only, false, "serve from the store only, never compile");
@@ -143,6 +146,11 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  if (absl::GetFlag(FLAGS_nvrtc_max_concurrent) < 1) {
+    std::fprintf(stderr, "kfused: --nvrtc_max_concurrent must be at least 1\n");
+    return 2;
+  }
+  kfuse::SetMaxConcurrentCompiles(absl::GetFlag(FLAGS_nvrtc_max_concurrent));
   kfuse::NodeOptions opts;
   opts.store_path = absl::GetFlag(FLAGS_store);
   opts.store_max_bytes = absl::GetFlag(FLAGS_store_max_bytes);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -312,6 +313,35 @@ TEST(NvrtcCompilerTest, WarmFloat4CompileTime) {
         "[ info ] float4 10-op kernel, %s, compile %d: %.1f ms, %u regs\n",
         opts.arch.c_str(), i, k->compile_seconds * 1e3, k->resources.registers);
   }
+}
+
+// NVRTC's memory is bounded by how many programs compile at once: six
+// threads under a limit of two never have more than two in NVRTC, and all
+// compile; a source over the size limit never reaches NVRTC.
+TEST(NvrtcCompilerTest, ConcurrentCompilesAreBounded) {
+  SetMaxConcurrentCompiles(2);
+  NvrtcCompiler nvrtc;
+  CompileOptions opts;
+  opts.arch = "sm_90";
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] {
+      if (nvrtc.Compile(Float4Spec(absl::StrCat("kf_gate_", i)), opts).ok()) ++ok;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const int peak = PeakConcurrentCompiles();
+  SetMaxConcurrentCompiles(kDefaultMaxConcurrentCompiles);
+  EXPECT_EQ(ok.load(), 6);
+  EXPECT_GE(peak, 1);
+  EXPECT_LE(peak, 2);
+
+  KernelSpec huge = TinySpec("kf_huge");
+  huge.source += std::string(size_t{5} << 20, ' ');
+  absl::StatusOr<CompiledKernel> k = nvrtc.Compile(huge, opts);
+  EXPECT_EQ(k.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(k.status().message()), HasSubstr("exceeds the compiler's limit"));
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -15,6 +17,50 @@ namespace kfuse {
 namespace {
 
 constexpr size_t kErrorLogBytes = 4096;  // Log kept in an error message.
+// Generated sources are tens of KB; a larger one is refused before NVRTC
+// sees it (NVRTC's memory grows with the source it parses).
+constexpr size_t kMaxSourceBytes = size_t{4} << 20;
+
+// The process-wide bound on NVRTC programs compiling at once (job threads
+// and the tuner's compile pools share it), so NVRTC's memory is bounded by
+// that many programs' peaks.
+struct Gate {
+  absl::Mutex mu;
+  int limit ABSL_GUARDED_BY(mu) = kDefaultMaxConcurrentCompiles;
+  int in_flight ABSL_GUARDED_BY(mu) = 0;
+  int peak ABSL_GUARDED_BY(mu) = 0;
+};
+
+Gate& TheGate() {
+  static Gate* g = new Gate;
+  return *g;
+}
+
+// Takes a slot (waiting for one, checking `cancel`); releases it on scope
+// exit. ok() false when cancelled while waiting.
+class Slot {
+ public:
+  explicit Slot(const std::atomic<bool>* cancel) {
+    Gate& g = TheGate();
+    absl::MutexLock lock(&g.mu);
+    auto free = [&g]() ABSL_SHARED_LOCKS_REQUIRED(g.mu) { return g.in_flight < g.limit; };
+    while (!g.mu.AwaitWithTimeout(absl::Condition(&free), absl::Milliseconds(20))) {
+      if (cancel != nullptr && cancel->load()) return;
+    }
+    held_ = true;
+    g.peak = std::max(g.peak, ++g.in_flight);
+  }
+  ~Slot() {
+    if (!held_) return;
+    Gate& g = TheGate();
+    absl::MutexLock lock(&g.mu);
+    --g.in_flight;
+  }
+  bool ok() const { return held_; }
+
+ private:
+  bool held_ = false;
+};
 constexpr size_t kKeptLogBytes = 65536;  // Log kept in a CompiledKernel.
 
 // NVRTC's flow callback: 1 cancels. Runs on the compiling thread; reads only.
@@ -170,6 +216,19 @@ std::optional<Resources> ParsePtxasResources(absl::string_view log,
   return r;
 }
 
+void SetMaxConcurrentCompiles(int n) {
+  Gate& g = TheGate();
+  absl::MutexLock lock(&g.mu);
+  g.limit = std::max(1, n);
+  g.peak = g.in_flight;
+}
+
+int PeakConcurrentCompiles() {
+  Gate& g = TheGate();
+  absl::MutexLock lock(&g.mu);
+  return g.peak;
+}
+
 NvrtcCompiler::NvrtcCompiler()
     : version_(NvrtcVersionString()), supported_(SupportedArchs()) {}
 
@@ -183,7 +242,17 @@ absl::StatusOr<CompiledKernel> NvrtcCompiler::Compile(
         absl::StrCat("compile options: arch ", opts.arch,
                      " is not supported by ", version_));
   }
+  if (spec.source.size() > kMaxSourceBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "generated source of ", spec.source.size(), " bytes for ", spec.entry,
+        " exceeds the compiler's limit of ", kMaxSourceBytes, " bytes"));
+  }
   auto start = std::chrono::steady_clock::now();
+  Slot slot(cancel);
+  if (!slot.ok()) {
+    return absl::CancelledError(absl::StrCat("compile of ", spec.entry, " for ",
+                                             opts.arch, " cancelled while waiting for NVRTC"));
+  }
 
   nvrtcProgram prog = nullptr;
   std::string file = absl::StrCat(spec.entry, ".cu");

@@ -8,11 +8,14 @@
 //   KFUSE_ASSIGN_OR_RETURN(CompiledKernel k, nvrtc.Compile(spec, opts, &stop));
 //   // k.cubin (ELF), k.ptx, k.resources.registers, k.compile_seconds
 //
-// Memory: NVRTC allocates per program (tens of MB for a small kernel, more for
-// large unrolled GEMMs) and frees it when the program is destroyed, which
-// Compile always does. Concurrency is bounded by CompilePool's thread count;
-// a hard per-process cap (RLIMIT_AS) is the service's job, as NVRTC reports
-// exhaustion as NVRTC_ERROR_OUT_OF_MEMORY (mapped to ResourceExhausted).
+// Memory: NVRTC allocates per program and frees it when the program is
+// destroyed, which Compile always does. At most SetMaxConcurrentCompiles()
+// programs compile at once in the process (job threads and tuner pools
+// alike; the others wait, cancellably), and sources over 4 MiB are refused,
+// so NVRTC's memory is bounded by that many programs' peaks (measured in
+// docs/reliability.md). A hard cap is the unit's MemoryMax
+// (deploy/kfused.service); NVRTC reports exhaustion as
+// NVRTC_ERROR_OUT_OF_MEMORY, answered as ResourceExhausted.
 #ifndef KFUSE_TUNER_NVRTC_COMPILER_H_
 #define KFUSE_TUNER_NVRTC_COMPILER_H_
 
@@ -24,6 +27,13 @@
 #include "tuner/compiler.h"
 
 namespace kfuse {
+
+inline constexpr int kDefaultMaxConcurrentCompiles = 8;
+
+// The process-wide bound on NVRTC programs compiling at once (at least 1),
+// and the most that have compiled at once since it was last set.
+void SetMaxConcurrentCompiles(int n);
+int PeakConcurrentCompiles();
 
 // "nvrtc-13.0", from the loaded library (not the headers).
 std::string NvrtcVersionString();
