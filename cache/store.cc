@@ -193,6 +193,9 @@ absl::StatusOr<std::optional<std::string>> Store::GetDecision(const CacheKey& k)
 absl::StatusOr<std::optional<std::string>> Store::GetArtifact(const CacheKey& k) {
   return Get(Kind::kArtifact, k.ArtifactKey(), /*count_hit=*/true);
 }
+void Store::NoteArtifactHit(const std::string& artifact_key) {
+  RecordHit(Kind::kArtifact, artifact_key);
+}
 absl::Status Store::PutDecision(const CacheKey& k, const std::string& blob, const EntryMeta& meta) {
   return Put(Kind::kDecision, k, blob, meta);
 }

@@ -83,6 +83,11 @@ class Store {
   absl::StatusOr<std::optional<std::string>> GetDecision(const CacheKey& k);
   absl::Status PutDecision(const CacheKey& k, const std::string& blob, const EntryMeta& meta);
   absl::StatusOr<std::optional<std::string>> GetArtifact(const CacheKey& k);
+  // A hit on the artifact of this key (CacheKey::ArtifactKey, a plan's
+  // `key`) served from a copy in memory: counted and dated as GetArtifact's
+  // hits are (in memory, written by the flusher), so the LRU order sees the
+  // entries that are hot.
+  void NoteArtifactHit(const std::string& artifact_key);
   absl::Status PutArtifact(const CacheKey& k, const std::string& blob, const EntryMeta& meta);
 
   // Entries whose key starts with `key_prefix`, most recently used first;

@@ -276,6 +276,29 @@ TEST(StoreTest, ConcurrentReadersAndWriters) {
   EXPECT_TRUE(store->IntegrityCheck().ok());
 }
 
+// Hits served from a copy in memory date and count the entry as store hits
+// do, so the LRU order does not evict what is hot.
+TEST(StoreTest, MemoryHitsRefreshTheEntry) {
+  int64_t clock = 5000;
+  StoreOptions o{.path = FreshDbPath("memory-hits")};
+  o.now_ms = [&clock] { return clock; };
+  auto store = OpenOrDie(o);
+  CacheKey old_key = TestKey("old"), hot_key = TestKey("hot");
+  ASSERT_TRUE(store->PutArtifact(hot_key, "hot", TestMeta()).ok());
+  clock = 6000;
+  ASSERT_TRUE(store->PutArtifact(old_key, "old", TestMeta()).ok());
+  clock = 9000;
+  store->NoteArtifactHit(hot_key.ArtifactKey());
+  store->NoteArtifactHit(hot_key.ArtifactKey());
+  auto list = store->List("", 0, "artifact");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].key, hot_key.ArtifactKey());  // Most recently used first.
+  EXPECT_EQ((*list)[0].last_used_ms, 9000);
+  EXPECT_EQ((*list)[0].hits, 2);
+  EXPECT_EQ((*list)[1].last_used_ms, 6000);
+}
+
 TEST(StoreTest, HitLatency) {
   auto store = OpenOrDie({.path = FreshDbPath("latency")});
   struct Case {

@@ -242,7 +242,10 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
     // Sources are not kept in memory: a request for them reads the store.
     if (!p.request.include_source()) {
       std::shared_ptr<const v1::CompileResponse> hot = hot_->Get(key);
-      if (hot != nullptr && usable(hot->plan())) return Answer(p, *hot);
+      if (hot != nullptr && usable(hot->plan())) {
+        deps_.store->NoteArtifactHit(key);  // The LRU order sees memory hits too.
+        return Answer(p, *hot);
+      }
     }
     KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetArtifact(candidate));
     if (!blob) continue;

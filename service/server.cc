@@ -259,6 +259,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
   const std::string answer_key = req->policy().force() ? "" : AnswerKey(*req);
   if (!answer_key.empty()) {
     if (std::shared_ptr<const v1::CompileResponse> a = answers_.Get(answer_key)) {
+      pipeline_->deps().store->NoteArtifactHit(a->plan().key());  // For the LRU order.
       *resp = *a;
       resp->set_request_id(req->request_id().empty() ? NewRequestId() : req->request_id());
       return Answer(ctx, absl::OkStatus());
