@@ -3,6 +3,7 @@
 #include "clients/cli.h"
 #include "clients/cli_format.h"
 #include "clients/json.h"
+#include "core/version.h"
 #include "google/protobuf/struct.pb.h"
 
 namespace kfuse::client {
@@ -42,11 +43,11 @@ int RunHealth(const GlobalOptions& g, const std::string& service, CliIo& io) {
 int RunVersion(const GlobalOptions& g, CliIo& io) {
   if (g.json) {
     google::protobuf::Struct s;
-    (*s.mutable_fields())["client"].set_string_value(kClientVersion);
+    (*s.mutable_fields())["client"].set_string_value(kKfuseVersion);
     (*s.mutable_fields())["api"].set_string_value("kfuse.v1");
     io.out << ToJson(s, /*pretty=*/false) << "\n";
   } else {
-    io.out << "kfuse " << kClientVersion << " (API kfuse.v1)\n";
+    io.out << "kfuse " << kKfuseVersion << " (API kfuse.v1)\n";
   }
   return kExitOk;
 }

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "clients/verify.h"
 #include "core/status.h"
+#include "core/version.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -151,7 +152,7 @@ absl::Status Client::Verify(const kfuse::v1::CompileResponse& response) const {
 void Client::FillEnvironment(kfuse::v1::CompileRequest& request) const {
   if (request.env().client().empty()) {
     request.mutable_env()->set_client(
-        absl::StrCat(options_.client_name, "/", kClientVersion));
+        absl::StrCat(options_.client_name, "/", kKfuseVersion));
   }
 }
 

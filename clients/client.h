@@ -21,15 +21,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/version.h"
 #include "kfuse/v1/kfuse.grpc.pb.h"
 #include "kfuse/v1/kfuse.pb.h"
 #include "plan/signing.h"
 
 namespace kfuse::client {
 
-// The version of this client, sent in ClientEnvironment.client.
-inline constexpr const char* kClientVersion = kKfuseVersion;
 // The default kfused address (kfused's --address default).
 inline constexpr char kDefaultAddress[] = "127.0.0.1:7420";
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "clients/fake_kernel_service.h"
+#include "core/version.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -45,7 +46,7 @@ TEST_F(ClientTest, CompileFillsClientName) {
   auto r = c->Compile(Request());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->plan().key(), "key-1");
-  EXPECT_EQ(service_.last_client, absl::StrCat("kfuse-cpp/", kClientVersion));
+  EXPECT_EQ(service_.last_client, absl::StrCat("kfuse-cpp/", kKfuseVersion));
   auto req = Request();
   req.mutable_env()->set_client("torch/2.5");
   ASSERT_TRUE(c->Compile(req).ok());

@@ -36,9 +36,6 @@
 
 namespace kfuse {
 
-// The release recorded in bundles (CMakeLists.txt's project version).
-inline constexpr const char* kReproKfuseVersion = kKfuseVersion;
-
 enum class ReproKind : uint8_t { kCompileError, kWrongResult, kFault, kTimeout };
 
 // "compile_error", "wrong_result", "fault", "timeout".
@@ -59,7 +56,7 @@ struct ReproInfo {
   std::string key;                      // The request's artifact key.
   std::vector<int64_t> symbol_values;   // The shape bucket it was built for.
   // Versions and the machine.
-  std::string kfuse_version = kReproKfuseVersion;
+  std::string kfuse_version = kKfuseVersion;
   std::string generator_version;  // "pointwise/1".
   std::string nvrtc_version;      // "nvrtc-13.0".
   std::string arch;               // "sm_90a".

@@ -125,7 +125,7 @@ TEST(ReproTest, BundleHoldsChainVariantSourceAndInfo) {
   EXPECT_EQ(f.at("message").string_value(), info.message);
   EXPECT_EQ(f.at("key").string_value(), info.key);
   EXPECT_EQ(f.at("kernel_index").number_value(), 0);
-  EXPECT_EQ(f.at("versions").struct_value().fields().at("kfuse").string_value(), kReproKfuseVersion);
+  EXPECT_EQ(f.at("versions").struct_value().fields().at("kfuse").string_value(), kKfuseVersion);
   EXPECT_EQ(f.at("versions").struct_value().fields().at("nvrtc").string_value(), "nvrtc-13.0");
   EXPECT_EQ(f.at("versions").struct_value().fields().at("driver").number_value(), 13000);
   EXPECT_EQ(f.at("compile").struct_value().fields().at("arch").string_value(), "sm_90a");
