@@ -290,6 +290,12 @@ std::string AttrString(const Chain& c, const Node& n) {
 
 }  // namespace
 
+std::string OpLabel(const Chain& c, int32_t id) {
+  const Node& n = c.nodes[id];
+  int32_t index = n.wire_index >= 0 ? n.wire_index : id - c.num_inputs();
+  return absl::StrCat("op ", index, " (", std::string(OpName(n.kind)), ")");
+}
+
 std::string ToString(const Chain& c) {
   std::string out;
   for (size_t i = 0; i < c.nodes.size(); ++i) {

@@ -123,6 +123,10 @@ struct Chain {
 // A human-readable listing, one node a line ("%3 = mul(%1, %2) : bf16[N,4096]").
 std::string ToString(const Chain& c);
 
+// How messages name node `id` of a validated chain: "op 3 (reduce_sum)",
+// numbered as the client's ops are.
+std::string OpLabel(const Chain& c, int32_t id);
+
 }  // namespace kfuse
 
 #endif  // KFUSE_CODEGEN_IR_H_

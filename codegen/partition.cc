@@ -12,12 +12,6 @@
 namespace kfuse {
 namespace {
 
-std::string OpLabel(const Chain& c, int32_t id) {
-  const Node& n = c.nodes[id];
-  int32_t index = n.wire_index >= 0 ? n.wire_index : id - c.num_inputs();
-  return absl::StrCat("op ", index, " (", std::string(OpName(n.kind)), ")");
-}
-
 std::string NotYet(OpKind k) {
   if (IsLayout(k)) return "layout views are not generated yet";
   if (k == OpKind::kMatmul) return "matmul is not generated yet";

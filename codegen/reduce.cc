@@ -12,12 +12,6 @@
 namespace kfuse {
 namespace {
 
-std::string OpLabel(const Chain& c, int32_t id) {
-  const Node& n = c.nodes[id];
-  int32_t index = n.wire_index >= 0 ? n.wire_index : id - c.num_inputs();
-  return absl::StrCat("op ", index, " (", std::string(OpName(n.kind)), ")");
-}
-
 absl::Status BadParam(const Variant& v, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("variant ", v.ToString(), ": ", what));
 }

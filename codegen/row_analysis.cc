@@ -10,13 +10,6 @@ namespace {
 
 using Class = RowStructure::Class;
 
-std::string OpLabel(const Chain& c, int32_t id) {
-  const Node& n = c.nodes[id];
-  if (n.kind == OpKind::kInput) return absl::StrCat("input ", n.input_index);
-  int32_t index = n.wire_index >= 0 ? n.wire_index : id - c.num_inputs();
-  return absl::StrCat("op ", index, " (", std::string(OpName(n.kind)), ")");
-}
-
 absl::Status NotRow(const Chain& c, int32_t id, const std::string& why) {
   return absl::UnimplementedError(absl::StrCat(OpLabel(c, id), ": ", why));
 }
