@@ -1,0 +1,230 @@
+#include "service/log.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace kfuse {
+namespace {
+
+std::atomic<LogFormat> g_format{LogFormat::kText};
+
+const char* JsonLevel(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
+  }
+  return "info";
+}
+
+char TextLevel(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return 'D';
+    case LogLevel::kInfo:
+      return 'I';
+    case LogLevel::kWarning:
+      return 'W';
+    case LogLevel::kError:
+      return 'E';
+  }
+  return 'I';
+}
+
+// The length of the well-formed UTF-8 sequence at the start of `s`, or 0
+// when it is not one (a stray byte, an overlong form, a surrogate).
+size_t Utf8SequenceLength(absl::string_view s) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  auto cont = [&](size_t i) { return i < s.size() && (byte(i) & 0xC0) == 0x80; };
+  unsigned char b = byte(0);
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return cont(1) ? 2 : 0;
+  if (b >= 0xE0 && b <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (b == 0xE0 && byte(1) < 0xA0) return 0;   // Overlong.
+    if (b == 0xED && byte(1) >= 0xA0) return 0;  // Surrogate.
+    return 3;
+  }
+  if (b >= 0xF0 && b <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (b == 0xF0 && byte(1) < 0x90) return 0;   // Overlong.
+    if (b == 0xF4 && byte(1) >= 0x90) return 0;  // Past U+10FFFF.
+    return 4;
+  }
+  return 0;
+}
+
+// A JSON string literal, quotes included. Control characters become
+// \u00XX, and bytes that are not UTF-8 become U+FFFD, so the line stays one
+// valid JSON object whatever a client sent.
+void AppendJsonString(std::string* out, absl::string_view s) {
+  out->push_back('"');
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(static_cast<char>(c));
+    } else if (c < 0x20 || c == 0x7F) {
+      absl::StrAppendFormat(out, "\\u%04x", c);
+    } else if (c >= 0x80) {
+      size_t n = Utf8SequenceLength(s.substr(i));
+      if (n == 0) {
+        out->append("\\ufffd");
+        ++i;
+        continue;
+      }
+      out->append(s.data() + i, n);
+      i += n;
+      continue;
+    } else {
+      out->push_back(static_cast<char>(c));
+    }
+    ++i;
+  }
+  out->push_back('"');
+}
+
+// Text values stay bare when they are plain words; anything with a space, a
+// quote, '=', a backslash or a control character is quoted and escaped, so
+// one event is always one line and key=value pairs cannot be forged.
+bool NeedsQuotes(absl::string_view s) {
+  if (s.empty()) return true;
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c == 0x7F || c == '"' || c == '=' || c == '\\') return true;
+  }
+  return false;
+}
+
+void AppendTextValue(std::string* out, absl::string_view s) {
+  if (!NeedsQuotes(s)) {
+    out->append(s.data(), s.size());
+    return;
+  }
+  out->push_back('"');
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          absl::StrAppendFormat(out, "\\x%02x", c);
+        } else {
+          out->push_back(ch);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+// Keys come from our code; anything but [A-Za-z0-9_.-] becomes '_' so a
+// bad key cannot break the line either.
+void AppendTextKey(std::string* out, absl::string_view key) {
+  if (key.empty()) {
+    out->push_back('_');
+    return;
+  }
+  for (char c : key) {
+    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                 c == '.' || c == '-';
+    out->push_back(plain ? c : '_');
+  }
+}
+
+std::string Timestamp() { return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()); }
+
+}  // namespace
+
+void SetLogFormat(LogFormat format) { g_format.store(format, std::memory_order_relaxed); }
+
+bool ParseLogFormat(absl::string_view name, LogFormat* format) {
+  if (name == "text") {
+    *format = LogFormat::kText;
+    return true;
+  }
+  if (name == "json") {
+    *format = LogFormat::kJson;
+    return true;
+  }
+  return false;
+}
+
+std::string FormatLogLine(LogFormat format, LogLevel level, absl::string_view event,
+                          std::initializer_list<LogField> fields) {
+  std::string line;
+  line.reserve(96 + 32 * fields.size());
+  if (format == LogFormat::kJson) {
+    line.append("{\"ts\":");
+    AppendJsonString(&line, Timestamp());
+    line.append(",\"level\":");
+    AppendJsonString(&line, JsonLevel(level));
+    line.append(",\"event\":");
+    AppendJsonString(&line, event);
+    for (const LogField& f : fields) {
+      line.push_back(',');
+      AppendJsonString(&line, f.key);
+      line.push_back(':');
+      AppendJsonString(&line, f.value);
+    }
+    line.push_back('}');
+    return line;
+  }
+  line.append(Timestamp());
+  line.push_back(' ');
+  line.push_back(TextLevel(level));
+  line.push_back(' ');
+  AppendTextValue(&line, event);
+  for (const LogField& f : fields) {
+    line.push_back(' ');
+    AppendTextKey(&line, f.key);
+    line.push_back('=');
+    AppendTextValue(&line, f.value);
+  }
+  return line;
+}
+
+void LogEvent(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields) {
+  std::string line = FormatLogLine(g_format.load(std::memory_order_relaxed), level, event, fields);
+  line.push_back('\n');
+  // One write(2) for the whole line, so lines of concurrent threads never
+  // interleave; the loop only finishes a write a signal cut short.
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;  // Nowhere left to report it.
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace kfuse

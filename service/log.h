@@ -1,0 +1,47 @@
+// Structured logs: one event a line on stderr, as JSON for log collectors
+// (--log_format=json) or as text for people (the default). Every event that
+// belongs to a request carries its request id.
+//
+//   LogEvent(LogLevel::kWarning, "fleet_unavailable",
+//            {{"error", status.ToString()}, {"retry_in_s", "5"}});
+//   LogEvent(LogLevel::kInfo, "build", {{"request_id", id}, {"key", key}, {"seconds", "1.2"}});
+//
+// JSON: {"ts":"2026-11-30T03:04:05.678Z","level":"warning","event":"fleet_unavailable","error":"...",...}
+// Text: 2026-11-30T03:04:05.678Z W fleet_unavailable error="..." retry_in_s=5
+// Values are escaped (JSON strings; text quotes values with spaces), so a
+// client string in a field cannot forge a line.
+#ifndef KFUSE_SERVICE_LOG_H_
+#define KFUSE_SERVICE_LOG_H_
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "absl/strings/string_view.h"
+
+namespace kfuse {
+
+enum class LogLevel { kDebug, kInfo, kWarning, kError };
+enum class LogFormat { kText, kJson };
+
+// Process-wide; set once at start-up (reads and writes are atomic).
+void SetLogFormat(LogFormat format);
+// "text" | "json" -> true and sets *format; anything else -> false (the
+// caller answers InvalidArgument naming its flag).
+bool ParseLogFormat(absl::string_view name, LogFormat* format);
+
+struct LogField {
+  absl::string_view key;
+  std::string value;
+};
+
+// Writes one line atomically (one write(2) call) to stderr.
+void LogEvent(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields);
+
+// The line LogEvent would write, without the trailing newline (for tests).
+std::string FormatLogLine(LogFormat format, LogLevel level, absl::string_view event,
+                          std::initializer_list<LogField> fields);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_SERVICE_LOG_H_

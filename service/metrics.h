@@ -1,0 +1,89 @@
+// Prometheus metrics of a kfuse node (prometheus-cpp): requests by RPC and
+// status code, hits and misses by tier, compile and tuning times, queue
+// depth, verification failures and the fleet store's state.
+//
+//   KFUSE_ASSIGN_OR_RETURN(auto m, Metrics::Create("0.0.0.0:9420"));  // serves /metrics
+//   m->Lookup("local", /*hit=*/true);
+//   builder.experimental().SetInterceptorCreators(m->Interceptors());
+//
+// Every method is thread-safe and cheap (no allocation after the first
+// call with a label value). Metrics::Create("") keeps the registry without
+// serving it (tests read Text()).
+#ifndef KFUSE_SERVICE_METRICS_H_
+#define KFUSE_SERVICE_METRICS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/server_interceptor.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kfuse {
+
+class Metrics {
+ public:
+  // `listen_address` "host:port" serves GET /metrics; empty serves nothing.
+  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& listen_address);
+  virtual ~Metrics();
+
+  // kfuse_requests_total{rpc, code}: one per finished RPC. `rpc` is the
+  // method's short name ("Compile"), `code` the gRPC code's name ("OK",
+  // "INVALID_ARGUMENT").
+  void Request(absl::string_view rpc, absl::string_view code);
+  // kfuse_lookups_total{tier, result}: tier "memory" | "local" | "fleet",
+  // result "hit" | "miss".
+  void Lookup(absl::string_view tier, bool hit);
+  // kfuse_compile_seconds (histogram): one NVRTC compile of one kernel.
+  void CompileSeconds(double seconds);
+  // kfuse_tuning_seconds (histogram): one whole build (every kernel of a plan,
+  // compile, check and timing), labelled by how it ended: "tuned" |
+  // "heuristic" | "decision" (recompiled a stored decision) | "error".
+  void BuildSeconds(absl::string_view how, double seconds);
+  // kfuse_queue_depth (gauge): jobs waiting for a worker thread.
+  void SetQueueDepth(int jobs);
+  // kfuse_jobs_running (gauge).
+  void SetJobsRunning(int jobs);
+  // kfuse_verification_failures_total{what}: "fleet_signature",
+  // "fleet_key", "import", "blob_sha256", "variant_check" ...
+  void VerificationFailure(absl::string_view what);
+  // kfuse_fleet_up (gauge): 1 while the fleet store answers, 0 while it
+  // does not; absent when no fleet store is configured.
+  void SetFleetUp(bool up);
+  // kfuse_fleet_errors_total{op}: "get" | "publish" | "lease" | "connect".
+  void FleetError(absl::string_view op);
+  // kfuse_fleet_leases_total{result}: "acquired" | "held_elsewhere" |
+  // "waited" (another node's tune arrived) | "expired" (took over).
+  void FleetLease(absl::string_view result);
+  // kfuse_background_tunes_total: cold starts answered with the heuristic
+  // kernel while tuning went on.
+  void BackgroundTune();
+
+  // The exposition text (Prometheus text format 0.0.4). A labelled family
+  // shows once it has a series (after its first call); the unlabelled ones
+  // (but kfuse_fleet_up) show from the start at 0.
+  std::string Text() const;
+  // The port /metrics is served on (the one the system chose for
+  // "host:0"); 0 when nothing is served.
+  int ListeningPort() const;
+  // gRPC server interceptors that call Request() for every RPC, when its
+  // status is sent. This Metrics must outlive the server they are given to.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> Interceptors();
+
+ protected:
+  Metrics();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A process-wide instance that is never served: for code built without a
+// node (tests, tools). Never null.
+Metrics& NullMetrics();
+
+}  // namespace kfuse
+
+#endif  // KFUSE_SERVICE_METRICS_H_
