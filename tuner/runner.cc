@@ -122,6 +122,7 @@ absl::Status WorkerRunner::EnsureStartedLocked() {
   KFUSE_ASSIGN_OR_RETURN(HelloReply hello, DecodeHelloReply(f->payload));
   KFUSE_RETURN_IF_ERROR(hello.status);  // Unavailable: no GPU.
   device_ = hello.device;
+  pid_.store(static_cast<int>(w->pid()), std::memory_order_relaxed);
   worker_ = std::move(w);
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #ifndef KFUSE_TUNER_RUNNER_H_
 #define KFUSE_TUNER_RUNNER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -124,6 +125,9 @@ class WorkerRunner : public Runner {
 
   // Worker processes started so far (1 + restarts); for tests and metrics.
   int starts() const;
+  // The current worker's process id (0 before the first start), so GPU load
+  // readings can leave our own work out. Does not wait for a running task.
+  int pid() const { return pid_.load(std::memory_order_relaxed); }
 
  private:
   explicit WorkerRunner(WorkerOptions opts);
@@ -134,6 +138,7 @@ class WorkerRunner : public Runner {
   std::unique_ptr<WorkerProcess> worker_;
   DeviceFingerprint device_;
   int starts_ = 0;
+  std::atomic<int> pid_{0};
 };
 
 // Device bytes `task` allocates in the worker: inputs, candidate outputs,

@@ -50,16 +50,23 @@ absl::StatusOr<DeviceFingerprint> QueryDevice(int ordinal) {
   fp.memory_bytes = static_cast<int64_t>(total);
   KFUSE_ASSIGN_OR_RETURN(int ecc, Attr(cu, dev, CU_DEVICE_ATTRIBUTE_ECC_ENABLED, "ECC"));
   fp.ecc = ecc != 0;
-  KFUSE_ASSIGN_OR_RETURN(int domain,
-                         Attr(cu, dev, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, "PCI domain"));
-  KFUSE_ASSIGN_OR_RETURN(int bus, Attr(cu, dev, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, "PCI bus"));
-  KFUSE_ASSIGN_OR_RETURN(int slot, Attr(cu, dev, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, "PCI device"));
-  char pci[64];
-  std::snprintf(pci, sizeof(pci), "%08x:%02x:%02x.0", domain, bus, slot);
+  KFUSE_ASSIGN_OR_RETURN(std::string pci, PciBusId(ordinal));
   NvmlFacts nvml = QueryNvml(pci);
   fp.power_limit_mw = nvml.power_limit_mw;
   fp.mig = nvml.mig;
   return fp;
+}
+
+absl::StatusOr<std::string> PciBusId(int ordinal) {
+  KFUSE_ASSIGN_OR_RETURN(const DriverApi* cu, LoadDriver());
+  CUdevice dev = 0;
+  KFUSE_RETURN_IF_ERROR(CuCheck(cu->cuDeviceGet(&dev, ordinal), "cuDeviceGet"));
+  KFUSE_ASSIGN_OR_RETURN(int domain, Attr(cu, dev, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, "PCI domain"));
+  KFUSE_ASSIGN_OR_RETURN(int bus, Attr(cu, dev, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, "PCI bus"));
+  KFUSE_ASSIGN_OR_RETURN(int slot, Attr(cu, dev, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, "PCI device"));
+  char pci[64];
+  std::snprintf(pci, sizeof(pci), "%08x:%02x:%02x.0", domain, bus, slot);
+  return std::string(pci);
 }
 
 absl::StatusOr<int> DriverVersion() {
