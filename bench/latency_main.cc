@@ -9,6 +9,13 @@
 // answers; the figure is the serving path (gRPC, translate, key, lookup).
 // cold: each iteration changes one constant of the chain so its key is new;
 // the figure is the heuristic compile path (generate, NVRTC, store).
+// fleet: two nodes sharing a fleet store. Each iteration compiles a new
+// chain on --server (untimed), then asks --second_server for it: the figure
+// is the second node's serving path for a kernel another node built (local
+// miss, fleet read, verification, local copy), which must be FLEET_HIT.
+//
+//   kfuse-latency --server 127.0.0.1:7420 --second_server 127.0.0.1:7421
+//       --chain examples/relu_fma_f32.json --iterations 50 --mode fleet
 // One channel and one stub for the whole run.
 #include <algorithm>
 #include <chrono>
@@ -31,7 +38,8 @@ ABSL_FLAG(std::string, server, kfuse::client::kDefaultAddress,
 ABSL_FLAG(std::string, chain, "examples/relu_fma_f32.json",
           "chain (or CompileRequest) in JSON");
 ABSL_FLAG(int, iterations, 1000, "measured Compile calls");
-ABSL_FLAG(std::string, mode, "hit", "hit | cold");
+ABSL_FLAG(std::string, mode, "hit", "hit | cold | fleet");
+ABSL_FLAG(std::string, second_server, "", "fleet mode: the node that did not build, HOST:PORT");
 ABSL_FLAG(double, timeout, 60, "seconds per call");
 
 namespace {
@@ -77,12 +85,16 @@ double Percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "kfuse-latency --server ADDR --chain FILE --iterations N --mode "
-      "hit|cold");
+      "hit|cold|fleet [--second_server ADDR]");
   absl::ParseCommandLine(argc, argv);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   const int iterations = absl::GetFlag(FLAGS_iterations);
-  if ((mode != "hit" && mode != "cold") || iterations <= 0) {
-    std::fprintf(stderr, "--mode must be hit or cold, --iterations > 0\n");
+  if ((mode != "hit" && mode != "cold" && mode != "fleet") || iterations <= 0) {
+    std::fprintf(stderr, "--mode must be hit, cold or fleet, --iterations > 0\n");
+    return 2;
+  }
+  if ((mode == "fleet") == absl::GetFlag(FLAGS_second_server).empty()) {
+    std::fprintf(stderr, "--second_server goes with --mode fleet (and only with it)\n");
     return 2;
   }
   auto request = kfuse::client::LoadCompileRequest(absl::GetFlag(FLAGS_chain));
@@ -100,10 +112,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
     return 3;
   }
+  std::unique_ptr<kfuse::client::Client> second;
+  if (mode == "fleet") {
+    kfuse::client::ClientOptions o2 = options;
+    o2.address = absl::GetFlag(FLAGS_second_server);
+    auto c2 = kfuse::client::Client::Connect(o2);
+    if (!c2.ok()) {
+      std::fprintf(stderr, "%s\n", c2.status().ToString().c_str());
+      return 3;
+    }
+    second = std::move(*c2);
+  }
   const int salt = static_cast<int>(std::random_device{}() % 5000);
-  if (mode == "cold" && !SetConstant(*request, 0, salt)) {
+  if (mode != "hit" && !SetConstant(*request, 0, salt)) {
     std::fprintf(stderr,
-                 "--mode cold needs a chain with an OP_CONSTANT to vary\n");
+                 "--mode cold and fleet need a chain with an OP_CONSTANT to vary\n");
     return 2;
   }
   // Warm: the store (hit) or the server's compile path and NVRTC (cold).
@@ -116,18 +139,28 @@ int main(int argc, char** argv) {
   std::vector<double> seconds;
   seconds.reserve(iterations);
   int unexpected = 0;
+  const kfuse::v1::CacheOutcome expected = mode == "hit"    ? kfuse::v1::CACHE_OUTCOME_HIT
+                                            : mode == "cold" ? kfuse::v1::CACHE_OUTCOME_MISS
+                                                             : kfuse::v1::CACHE_OUTCOME_FLEET_HIT;
+  kfuse::client::Client* timed = second != nullptr ? second.get() : client->get();
   for (int i = 0; i < iterations; ++i) {
-    if (mode == "cold") SetConstant(*request, i + 1, salt);
+    if (mode != "hit") SetConstant(*request, i + 1, salt);
+    if (mode == "fleet") {
+      auto built = (*client)->Compile(*request);  // The first node builds and publishes.
+      if (!built.ok()) {
+        std::fprintf(stderr, "Compile %d on --server: %s\n", i, built.status().ToString().c_str());
+        return 1;
+      }
+    }
     const auto t0 = Clock::now();
-    auto r = (*client)->Compile(*request);
+    auto r = timed->Compile(*request);
     const auto t1 = Clock::now();
     if (!r.ok()) {
       std::fprintf(stderr, "Compile %d: %s\n", i,
                    r.status().ToString().c_str());
       return 1;
     }
-    const bool hit = r->cache() == kfuse::v1::CACHE_OUTCOME_HIT;
-    if (hit != (mode == "hit")) ++unexpected;
+    if (r->cache() != expected) ++unexpected;
     seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
   }
   const double scale = mode == "hit" ? 1e6 : 1e3;
@@ -141,8 +174,8 @@ int main(int argc, char** argv) {
               Percentile(seconds, 99) * scale, unit,
               Percentile(seconds, 100) * scale, unit);
   if (unexpected > 0) {
-    std::printf("warning: %d of %d answers were not %s\n", unexpected,
-                iterations, mode == "hit" ? "hits" : "misses");
+    std::printf("warning: %d of %d answers were not %s\n", unexpected, iterations,
+                kfuse::v1::CacheOutcome_Name(expected).c_str());
   }
-  return 0;
+  return unexpected > 0 && mode == "fleet" ? 1 : 0;
 }

@@ -102,6 +102,9 @@ class Store {
   absl::StatusOr<int> DeleteAll();
   // Which key parts differ from the nearest stored entry (most parts equal).
   absl::StatusOr<Explanation> Explain(const CacheKey& k);
+  // The same, where the request's tuning decision is filed under another key
+  // than its artifact (the service keys decisions by variant schema).
+  absl::StatusOr<Explanation> Explain(const CacheKey& k, const CacheKey& decision);
   // Sum of stored blob bytes (what max_bytes caps).
   absl::StatusOr<int64_t> TotalBytes();
   // PRAGMA integrity_check; DataLoss naming the first problem.

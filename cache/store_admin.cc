@@ -122,9 +122,11 @@ absl::StatusOr<int> Store::DeleteAll() {
   return deleted;
 }
 
-absl::StatusOr<Explanation> Store::Explain(const CacheKey& k) {
+absl::StatusOr<Explanation> Store::Explain(const CacheKey& k) { return Explain(k, k); }
+
+absl::StatusOr<Explanation> Store::Explain(const CacheKey& k, const CacheKey& decision) {
   const std::string artifact_key = k.ArtifactKey();
-  const std::string decision_key = k.DecisionKey();
+  const std::string decision_key = decision.DecisionKey();
   Explanation ex;
   bool have_decision = false;
   std::string nearest_kind;
@@ -149,7 +151,7 @@ absl::StatusOr<Explanation> Store::Explain(const CacheKey& k) {
               " ORDER BY (chain = ?1) + (spec = ?2) + (device = ?3) + (", tc,
               " = ?4) + (generator = ?5) DESC, chain = ?1 DESC, last_used_ms DESC LIMIT 1")));
       int i = 1;
-      for (const auto& part : k.Parts()) s.Bind(i++, part.second);
+      for (const auto& part : (kind == Kind::kArtifact ? k : decision).Parts()) s.Bind(i++, part.second);
       KFUSE_ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) continue;
       ex.nearest_key = s.Text(0);
@@ -171,7 +173,7 @@ absl::StatusOr<Explanation> Store::Explain(const CacheKey& k) {
                            ": the store holds no entries to compare with (a cold miss)");
     return ex;
   }
-  const auto want = k.Parts();
+  const auto want = (nearest_kind == "decision" ? decision : k).Parts();
   const auto have = nearest.Parts();
   std::vector<std::string> lines;
   for (size_t i = 0; i < want.size(); ++i) {

@@ -127,6 +127,17 @@ TEST(StoreTest, ExplainNamesTheDifferingPart) {
   CacheKey tc = stored;
   tc.toolchain = "nvrtc-14.0";
   EXPECT_THAT(store->Explain(tc)->text, HasSubstr("a recompile, not a retune"));
+  // Decisions filed by variant schema: a new generator version with the
+  // same schema finds the decision (a recompile), another schema does not.
+  CacheKey decision = stored;
+  decision.generator = "pointwise-variants/1";
+  ASSERT_TRUE(store->PutDecision(decision, "d", TestMeta()).ok());
+  CacheKey next_gen = stored;
+  next_gen.generator = "pointwise/4";
+  EXPECT_THAT(store->Explain(next_gen, decision)->text, HasSubstr("a recompile, not a retune"));
+  CacheKey other_schema = decision;
+  other_schema.generator = "pointwise-variants/2";
+  EXPECT_THAT(store->Explain(next_gen, other_schema)->text, HasSubstr("a miss means tuning"));
   auto exact = store->Explain(stored);
   ASSERT_TRUE(exact.ok());
   EXPECT_TRUE(exact->found_exact);

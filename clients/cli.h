@@ -9,10 +9,13 @@
 #define KFUSE_CLIENTS_CLI_H_
 
 #include <cstdint>
+#include <istream>
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -67,6 +70,12 @@ struct TuneOptions {
   std::string mode = "quick";  // quick|full.
   double budget_seconds = 0;
   bool force = false;
+  // --manifest: tune every (chain, bucket) a manifest lists instead of one
+  // chain (RunTuneManifest).
+  std::string manifest;
+  std::string state;  // Finished items; "" is <manifest>.state.
+  double budget_total_seconds =
+      0;  // 0: no limit; else no item starts after it.
 };
 
 // `kfuse chain`: a composite's chain, built locally (no server).
@@ -96,6 +105,21 @@ struct CacheRmOptions {
   bool all = false;
 };
 
+// `kfuse cache explain`: why a chain would miss.
+struct CacheExplainOptions {
+  std::string chain_path;
+  std::string arch;    // As compile's.
+  std::string policy;  // heuristic|quick|full; "" keeps the file's.
+};
+
+// `kfuse cache export`: exactly one of keys, prefix and all.
+struct CacheExportOptions {
+  std::vector<std::string> keys;  // Artifact keys or unique prefixes.
+  std::string prefix;
+  bool all = false;
+  std::string out;  // -o: the bundle file.
+};
+
 // `kfuse repro`: replays a repro bundle that kfused left (service/repro.h),
 // locally, without a server.
 struct ReproOptions {
@@ -112,6 +136,15 @@ int RunTune(const GlobalOptions& g, const TuneOptions& o, CliIo& io);
 int RunCacheLs(const GlobalOptions& g, const CacheLsOptions& o, CliIo& io);
 int RunCacheShow(const GlobalOptions& g, const std::string& key, CliIo& io);
 int RunCacheRm(const GlobalOptions& g, const CacheRmOptions& o, CliIo& io);
+int RunCacheExplain(const GlobalOptions& g, const CacheExplainOptions& o,
+                    CliIo& io);
+int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
+                   CliIo& io);
+// Exit 1 when the server rejected any entry (each is printed).
+int RunCacheImport(const GlobalOptions& g, const std::string& bundle_path,
+                   CliIo& io);
+// `kfuse tune --manifest`: exit 1 when any item failed.
+int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io);
 int RunDevice(const GlobalOptions& g, CliIo& io);
 int RunHealth(const GlobalOptions& g, const std::string& service, CliIo& io);
 int RunVersion(const GlobalOptions& g, CliIo& io);
@@ -119,6 +152,90 @@ int RunChain(const GlobalOptions& g, const ChainOptions& o, CliIo& io);
 // Exit 0: the incident no longer reproduces (or, without a GPU, the compile
 // step passed); 1: it reproduces; 2: not a readable bundle.
 int RunRepro(const GlobalOptions& g, const ReproOptions& o, CliIo& io);
+
+// Store bundles (`kfuse cache export|import`, cli_cache.cc): the 16 bytes
+// kBundleMagic, then each kfuse.v1.StoreEntry as a varint length and the
+// message (the framing of google/protobuf/util/delimited_message_util.h).
+inline constexpr char kBundleMagic[] = "KFUSE-BUNDLE-v1\n";
+inline constexpr size_t kBundleMagicSize = sizeof(kBundleMagic) - 1;  // 16.
+// Larger entries are refused as damage rather than allocated.
+inline constexpr int64_t kMaxBundleEntryBytes = int64_t{1} << 30;
+
+// Reads a bundle one entry at a time.
+class BundleReader {
+ public:
+  // NOT_FOUND naming the path; DATA_LOSS naming it when the file does not
+  // start with kBundleMagic.
+  static absl::StatusOr<std::unique_ptr<BundleReader>> Open(
+      const std::string& path);
+  // The next entry; false at the end. DATA_LOSS naming the file, the entry
+  // and its byte offset when the file is truncated or an entry does not
+  // parse.
+  absl::StatusOr<bool> Next(kfuse::v1::StoreEntry* entry);
+  int64_t offset() const { return offset_; }  // Bytes read so far.
+  int64_t entries() const { return entries_; }
+
+ private:
+  BundleReader(std::string path, std::unique_ptr<std::istream> in)
+      : path_(std::move(path)), in_(std::move(in)) {}
+  absl::Status Damaged(int64_t at, const std::string& why) const;
+
+  std::string path_;
+  std::unique_ptr<std::istream> in_;
+  int64_t offset_ = 0;
+  int64_t entries_ = 0;
+};
+
+// `kfuse tune --manifest` (cli_manifest.cc): the manifest's items, resume
+// bookkeeping and the progress line, all testable without a server.
+
+// What an entry of the manifest does not say: the command's flags.
+struct ManifestDefaults {
+  std::string mode = "quick";  // quick|full.
+  std::string arch;
+  double budget_seconds = 0;
+};
+
+// One (chain, bucket) to tune.
+struct ManifestItem {
+  int entry = 0;      // Index in "entries".
+  int bucket = -1;    // Index in the entry's "buckets"; -1 without buckets.
+  std::string label;  // "relu.json n=4096" for progress lines.
+  kfuse::v1::CompileRequest request;  // Hints, target and policy applied.
+  std::string id;  // ManifestItemId(request): the state file's key.
+};
+
+// The manifest's items in order. `base_dir` resolves relative chain paths.
+// INVALID_ARGUMENT naming the entry index and field for a bad manifest.
+absl::StatusOr<std::vector<ManifestItem>> ParseManifest(
+    const std::string& json, const std::string& what,
+    const std::string& base_dir, const ManifestDefaults& defaults);
+absl::StatusOr<std::vector<ManifestItem>> LoadManifest(
+    const std::string& path, const ManifestDefaults& defaults);
+// Sets the hint of every dim whose symbol the bucket names (inputs and op
+// shapes); INVALID_ARGUMENT naming a symbol the chain does not have.
+absl::Status ApplyBucket(
+    const std::vector<std::pair<std::string, int64_t>>& bucket,
+    kfuse::v1::Chain* chain);
+// Hex sha256 of the chain (hints included: the bucket), mode and target.
+std::string ManifestItemId(const kfuse::v1::CompileRequest& request);
+
+// The state file: one JSON object a line per finished item. A missing file
+// is an empty state; lines that do not parse (a run killed mid-write) are
+// skipped.
+absl::StatusOr<std::set<std::string>> LoadTuneState(const std::string& path);
+// Appends the item's line ("outcome": tuned | stored) and flushes it.
+absl::Status AppendTuneState(const std::string& path, const ManifestItem& item,
+                             const std::string& outcome,
+                             const std::string& key);
+// "[2/6] relu.json n=4096  trials 3/12  elapsed 1m02s  ETA 3m10s"; ETA "-"
+// when negative (not known yet).
+std::string FormatManifestProgress(size_t index, size_t count,
+                                   const std::string& label, uint32_t done,
+                                   uint32_t total, double elapsed_seconds,
+                                   double eta_seconds);
+// 62.4 -> "1m02s"; 3725 -> "1h02m05s"; 4.2 -> "4s".
+std::string FormatDuration(double seconds);
 
 // Shared by the subcommands (cli_common.cc).
 

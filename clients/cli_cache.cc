@@ -1,6 +1,11 @@
-// `kfuse cache ls|show|rm`: the store, through ListKernels and DeleteKernels.
-// There is no lookup by key in the API; a key (or a unique prefix of one, as
-// `ls` prints) is resolved with ListKernels(key_prefix).
+// `kfuse cache ls|show|rm|explain|export|import`: the store, through
+// ListKernels, DeleteKernels, Explain, ExportKernels and ImportKernels. There
+// is no lookup by key in the API; a key (or a unique prefix of one, as `ls`
+// prints) is resolved with ListKernels(key_prefix). Bundles are streamed:
+// neither export nor import holds more than one batch of entries.
+#include <cstdio>
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -8,6 +13,8 @@
 #include "clients/cli_format.h"
 #include "clients/json.h"
 #include "core/status.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/delimited_message_util.h"
 
 namespace kfuse::client {
 namespace {
@@ -99,6 +106,235 @@ int RunCacheRm(const GlobalOptions& g, const CacheRmOptions& o, CliIo& io) {
            << (resp->deleted() == 1 ? " kernel\n" : " kernels\n");
   }
   return kExitOk;
+}
+
+// --- Bundles.
+
+absl::StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(
+    const std::string& path) {
+  auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
+  if (!*in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::string magic(kBundleMagicSize, '\0');
+  in->read(magic.data(), static_cast<std::streamsize>(magic.size()));
+  if (in->gcount() != static_cast<std::streamsize>(magic.size()) ||
+      magic != std::string(kBundleMagic, kBundleMagicSize)) {
+    return absl::DataLossError(absl::StrCat(
+        path,
+        ": not a kfuse bundle (offset 0: expected \"KFUSE-BUNDLE-v1\\n\")"));
+  }
+  std::unique_ptr<BundleReader> r(new BundleReader(path, std::move(in)));
+  r->offset_ = static_cast<int64_t>(kBundleMagicSize);
+  return r;
+}
+
+absl::Status BundleReader::Damaged(int64_t at, const std::string& why) const {
+  return absl::DataLossError(
+      absl::StrCat(path_, ": entry ", entries_, " at offset ", at, ": ", why));
+}
+
+absl::StatusOr<bool> BundleReader::Next(kfuse::v1::StoreEntry* entry) {
+  const int64_t start = offset_;
+  uint64_t size = 0;
+  for (int shift = 0;; shift += 7) {
+    const int c = in_->get();
+    if (c == std::char_traits<char>::eof()) {
+      if (shift == 0) return false;  // A clean end between entries.
+      return Damaged(start, "the file ends inside the entry's length");
+    }
+    ++offset_;
+    if (shift > 63) return Damaged(start, "the entry's length is not a varint");
+    size |= static_cast<uint64_t>(c & 0x7f) << shift;
+    if ((c & 0x80) == 0) break;
+  }
+  if (size > static_cast<uint64_t>(kMaxBundleEntryBytes)) {
+    return Damaged(start, absl::StrCat("an entry of ", size, " bytes (at most ",
+                                       kMaxBundleEntryBytes, ")"));
+  }
+  std::string bytes(size, '\0');
+  in_->read(bytes.data(), static_cast<std::streamsize>(size));
+  const int64_t got = in_->gcount();
+  offset_ += got;
+  if (got != static_cast<int64_t>(size)) {
+    return Damaged(start, absl::StrCat("truncated: ", size, " bytes expected, ",
+                                       got, " left in the file"));
+  }
+  if (!entry->ParseFromString(bytes)) {
+    return Damaged(start, "not a kfuse.v1.StoreEntry");
+  }
+  ++entries_;
+  return true;
+}
+
+namespace {
+
+// Import requests stay under these (the server takes at most 10000 entries
+// a request; 8 MiB keeps requests well under message limits).
+constexpr size_t kImportBatchBytes = size_t{8} << 20;
+constexpr int kImportBatchEntries = 10000;
+
+void Add(const kfuse::v1::ImportKernelsResponse& r,
+         kfuse::v1::ImportKernelsResponse* total) {
+  total->set_imported(total->imported() + r.imported());
+  total->set_already_present(total->already_present() + r.already_present());
+  for (const std::string& line : r.rejected()) total->add_rejected(line);
+}
+
+}  // namespace
+
+int RunCacheExplain(const GlobalOptions& g, const CacheExplainOptions& o,
+                    CliIo& io) {
+  auto request = LoadCompileRequest(o.chain_path);
+  if (request.ok() && !o.arch.empty()) {
+    auto target = ParseArch(o.arch);
+    if (target.ok()) {
+      *request->mutable_target() = *target;
+    } else {
+      request = target.status();
+    }
+  }
+  if (request.ok() && !o.policy.empty()) {
+    auto mode = ParsePolicyMode(o.policy);
+    if (mode.ok()) {
+      request->mutable_policy()->set_mode(*mode);
+    } else {
+      request = mode.status();
+    }
+  }
+  if (!request.ok()) {
+    ReportError(g, request.status(), io);
+    return kExitUsage;
+  }
+  auto client = ConnectFromFlags(g);
+  if (!client.ok()) return ReportError(g, client.status(), io);
+  auto resp = (*client)->Explain(*std::move(request));
+  if (!resp.ok()) return ReportError(g, resp.status(), io);
+  io.out << (g.json ? ToJson(*resp, /*pretty=*/false) + "\n"
+                    : FormatExplain(*resp));
+  return kExitOk;
+}
+
+int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
+                   CliIo& io) {
+  const int given = !o.keys.empty() + !o.prefix.empty() + o.all;
+  if (given != 1 || o.out.empty()) {
+    ReportError(g,
+                absl::InvalidArgumentError(
+                    given != 1 ? "cache export: give exactly one of KEY..., "
+                                 "--prefix and --all"
+                               : "cache export: -o FILE is required"),
+                io);
+    return kExitUsage;
+  }
+  auto client = ConnectFromFlags(g);
+  if (!client.ok()) return ReportError(g, client.status(), io);
+  kfuse::v1::ExportKernelsRequest req;
+  for (const std::string& k : o.keys) req.add_keys(k);
+  req.set_key_prefix(o.prefix);
+  req.set_all(o.all);
+
+  // Written beside the target and renamed at the end: a failed export
+  // leaves no bundle that looks whole.
+  const std::string partial = o.out + ".partial";
+  std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    return ReportError(
+        g, absl::PermissionDeniedError(absl::StrCat("cannot write ", partial)),
+        io);
+  }
+  out.write(kBundleMagic, kBundleMagicSize);
+  int decisions = 0, artifacts = 0;
+  absl::Status s = (*client)->ExportKernels(
+      req, [&](kfuse::v1::StoreEntry& e) -> absl::Status {
+        if (!google::protobuf::util::SerializeDelimitedToOstream(e, &out)) {
+          return absl::DataLossError(
+              absl::StrCat("writing ", partial, " failed"));
+        }
+        ++(e.kind() == "decision" ? decisions : artifacts);
+        return absl::OkStatus();
+      });
+  out.close();
+  if (s.ok() && !out)
+    s = absl::DataLossError(absl::StrCat("writing ", partial, " failed"));
+  if (s.ok() && std::rename(partial.c_str(), o.out.c_str()) != 0) {
+    s = absl::PermissionDeniedError(
+        absl::StrCat("cannot rename ", partial, " to ", o.out));
+  }
+  if (!s.ok()) {
+    std::remove(partial.c_str());
+    return ReportError(g, s, io);
+  }
+  std::ifstream done(o.out, std::ios::binary | std::ios::ate);
+  const int64_t bytes = done ? static_cast<int64_t>(done.tellg()) : 0;
+  if (g.json) {
+    google::protobuf::Struct summary;
+    auto& f = *summary.mutable_fields();
+    f["file"].set_string_value(o.out);
+    f["decisions"].set_number_value(decisions);
+    f["artifacts"].set_number_value(artifacts);
+    f["bytes"].set_number_value(static_cast<double>(bytes));
+    io.out << ToJson(summary, /*pretty=*/false) << "\n";
+  } else {
+    io.out << "exported " << decisions + artifacts << " entries (" << decisions
+           << " decisions, " << artifacts << " artifacts), "
+           << FormatBytes(static_cast<double>(bytes)) << " to " << o.out
+           << "\n";
+  }
+  return kExitOk;
+}
+
+int RunCacheImport(const GlobalOptions& g, const std::string& bundle_path,
+                   CliIo& io) {
+  // The whole bundle is read once before anything is sent: a damaged file
+  // sends nothing.
+  {
+    auto reader = BundleReader::Open(bundle_path);
+    if (!reader.ok()) {
+      ReportError(g, reader.status(), io);
+      return kExitUsage;
+    }
+    kfuse::v1::StoreEntry e;
+    for (;;) {
+      absl::StatusOr<bool> more = (*reader)->Next(&e);
+      if (!more.ok()) {
+        ReportError(g, more.status(), io);
+        return kExitUsage;
+      }
+      if (!*more) break;
+    }
+  }
+  auto client = ConnectFromFlags(g);
+  if (!client.ok()) return ReportError(g, client.status(), io);
+  auto reader = BundleReader::Open(bundle_path);
+  if (!reader.ok()) return ReportError(g, reader.status(), io);
+  kfuse::v1::ImportKernelsResponse total;
+  kfuse::v1::ImportKernelsRequest batch;
+  size_t batch_bytes = 0;
+  auto send = [&]() -> absl::Status {
+    if (batch.entries_size() == 0) return absl::OkStatus();
+    KFUSE_ASSIGN_OR_RETURN(kfuse::v1::ImportKernelsResponse r,
+                           (*client)->ImportKernels(batch));
+    Add(r, &total);
+    batch.Clear();
+    batch_bytes = 0;
+    return absl::OkStatus();
+  };
+  kfuse::v1::StoreEntry e;
+  for (;;) {
+    absl::StatusOr<bool> more = (*reader)->Next(&e);
+    if (!more.ok()) return ReportError(g, more.status(), io);
+    if (!*more) break;
+    const size_t size = e.ByteSizeLong();
+    if (batch.entries_size() >= kImportBatchEntries ||
+        (batch_bytes > 0 && batch_bytes + size > kImportBatchBytes)) {
+      if (absl::Status s = send(); !s.ok()) return ReportError(g, s, io);
+    }
+    batch_bytes += size;
+    *batch.add_entries() = std::move(e);
+  }
+  if (absl::Status s = send(); !s.ok()) return ReportError(g, s, io);
+  io.out << (g.json ? ToJson(total, /*pretty=*/false) + "\n"
+                    : FormatImportResult(total));
+  return total.rejected_size() > 0 ? kExitFailed : kExitOk;
 }
 
 }  // namespace kfuse::client

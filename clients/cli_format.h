@@ -49,6 +49,14 @@ std::string FormatKernelTable(const kfuse::v1::ListKernelsResponse& r,
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
 // `kfuse cache show`: every summary field of one entry.
 std::string FormatKernelSummary(const kfuse::v1::KernelSummary& k);
+// `kfuse cache explain`: key, stored or not, the nearest entry, a table of
+// the key parts (a '*' marks those that differ from the nearest entry,
+// "(same)" the nearest entry's values that do not) and the server's
+// explanation.
+std::string FormatExplain(const kfuse::v1::ExplainResponse& r);
+// `kfuse cache import`: one "rejected ..." line per refused entry, then
+// "imported N, already present M, rejected K".
+std::string FormatImportResult(const kfuse::v1::ImportKernelsResponse& r);
 // `kfuse device`.
 std::string FormatDeviceInfo(const kfuse::v1::DeviceInfo& d);
 // One progress line: "[ 3/12] time  pointwise{...}  4.1 us  best 3.9 us".

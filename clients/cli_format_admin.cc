@@ -104,6 +104,43 @@ std::string FormatKernelSummary(const kfuse::v1::KernelSummary& k) {
   return out;
 }
 
+std::string FormatExplain(const kfuse::v1::ExplainResponse& r) {
+  std::vector<std::vector<std::string>> head = {
+      {"key", r.key()},
+      {"stored", r.found() ? "yes (a hit)" : "no (a miss)"},
+      {"nearest", r.nearest_key().empty() ? "-" : r.nearest_key()},
+  };
+  if (!r.fleet().empty()) head.push_back({"fleet", r.fleet()});
+  std::string out = FormatTable(head);
+  std::vector<std::vector<std::string>> rows = {
+      {" ", "PART", "THIS REQUEST", "NEAREST STORED"}};
+  for (const auto& p : r.parts()) {
+    bool differs = false;
+    for (const std::string& d : r.differing_parts()) differs |= d == p.name();
+    const std::string nearest = p.nearest_value().empty() ? "-"
+                                : p.nearest_value() == p.value()
+                                    ? "(same)"
+                                    : OneLine(p.nearest_value(), 64);
+    rows.push_back(
+        {differs ? "*" : " ", p.name(), OneLine(p.value(), 64), nearest});
+  }
+  if (r.parts_size() > 0) absl::StrAppend(&out, "\n", FormatTable(rows));
+  if (!r.text().empty()) {
+    absl::StrAppend(&out, "\n", r.text(), r.text().back() == '\n' ? "" : "\n");
+  }
+  return out;
+}
+
+std::string FormatImportResult(const kfuse::v1::ImportKernelsResponse& r) {
+  std::string out;
+  for (const std::string& line : r.rejected()) {
+    absl::StrAppend(&out, "rejected ", OneLine(line, 300), "\n");
+  }
+  absl::StrAppend(&out, "imported ", r.imported(), ", already present ",
+                  r.already_present(), ", rejected ", r.rejected_size(), "\n");
+  return out;
+}
+
 std::string FormatDeviceInfo(const kfuse::v1::DeviceInfo& d) {
   std::vector<std::vector<std::string>> rows;
   if (d.has_gpu()) {

@@ -225,5 +225,50 @@ TEST(FormatProgressTest, LineAndBar) {
   EXPECT_EQ(FormatProgressBar(20, 10, 4), "[####]");
 }
 
+TEST(FormatExplainTest, MarksTheDifferingParts) {
+  kfuse::v1::ExplainResponse r;
+  r.set_key("k80");
+  r.set_nearest_key("k90");
+  r.set_fleet("off");
+  r.add_differing_parts("toolchain");
+  auto* chain = r.add_parts();
+  chain->set_name("chain");
+  chain->set_value("c0ffee");
+  chain->set_nearest_value("c0ffee");
+  auto* tc = r.add_parts();
+  tc->set_name("toolchain");
+  tc->set_value("nvrtc-13.0/sm_80");
+  tc->set_nearest_value("nvrtc-13.0/sm_90");
+  r.set_text("no artifact k80; differs in toolchain");
+  const std::string out = FormatExplain(r);
+  EXPECT_THAT(out, HasSubstr("stored   no (a miss)\n"));
+  EXPECT_THAT(out, HasSubstr("nearest  k90\n"));
+  EXPECT_THAT(out, HasSubstr("fleet    off\n"));
+  EXPECT_THAT(out,
+              HasSubstr("   PART       THIS REQUEST      NEAREST STORED\n"));
+  EXPECT_THAT(out, HasSubstr("   chain      c0ffee            (same)\n"));
+  EXPECT_THAT(out,
+              HasSubstr("*  toolchain  nvrtc-13.0/sm_80  nvrtc-13.0/sm_90\n"));
+  EXPECT_THAT(out, HasSubstr("\nno artifact k80; differs in toolchain\n"));
+
+  kfuse::v1::ExplainResponse cold;
+  cold.set_key("k");
+  auto* p = cold.add_parts();
+  p->set_name("chain");
+  p->set_value("c0ffee");
+  EXPECT_THAT(FormatExplain(cold), HasSubstr("nearest  -\n"));
+  EXPECT_THAT(FormatExplain(cold), HasSubstr("   chain  c0ffee        -\n"));
+}
+
+TEST(FormatImportResultTest, RejectedLinesThenCounts) {
+  kfuse::v1::ImportKernelsResponse r;
+  r.set_imported(3);
+  r.set_already_present(1);
+  r.add_rejected("artifact 0123456789abcdef: signature does not verify");
+  EXPECT_EQ(FormatImportResult(r),
+            "rejected artifact 0123456789abcdef: signature does not verify\n"
+            "imported 3, already present 1, rejected 1\n");
+}
+
 }  // namespace
 }  // namespace kfuse::client

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "clients/cli.h"
 #include "clients/fake_kernel_service.h"
 #include "gmock/gmock.h"
@@ -154,6 +155,176 @@ TEST_F(CliRunTest, ServerRefusalIsExitOne) {
   std::ofstream(o.chain_path) << "{\"inputs\": []}";
   EXPECT_EQ(RunCompile(g_, o, io_), kExitFailed);
   EXPECT_THAT(err_.str(), HasSubstr("INVALID_ARGUMENT: chain: no outputs"));
+}
+
+kfuse::v1::StoreEntry Entry(const std::string& kind, const std::string& key,
+                            size_t blob_bytes = 8) {
+  kfuse::v1::StoreEntry e;
+  e.set_kind(kind);
+  e.set_key(key);
+  e.set_blob(std::string(blob_bytes, 'b'));
+  e.set_signature("sig");
+  return e;
+}
+
+TEST_F(CliRunTest, CacheExplainTableAndJson) {
+  CacheExplainOptions o;
+  o.chain_path = "examples/relu_fma_f32.json";
+  o.arch = "sm_80";
+  ASSERT_EQ(RunCacheExplain(g_, o, io_), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("stored   no (a miss)"));
+  EXPECT_THAT(out_.str(), HasSubstr("*  toolchain  fake-1/sm_80"));
+  EXPECT_THAT(out_.str(), HasSubstr("*  device     untuned:sm_80"));
+  EXPECT_THAT(out_.str(), HasSubstr("   chain      c0ffee         (same)"));
+  EXPECT_THAT(out_.str(), HasSubstr("differs in device, toolchain"));
+  out_.str("");
+  g_.json = true;
+  o.arch = "";
+  ASSERT_EQ(RunCacheExplain(g_, o, io_), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("\"found\":true"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"nearestValue\""));
+  o.arch = "sm_9000";
+  EXPECT_EQ(RunCacheExplain(g_, o, io_), kExitUsage);
+}
+
+TEST_F(CliRunTest, CacheExportThenImportRoundTrips) {
+  fake_.service().entries = {Entry("decision", "d1"), Entry("artifact", "a1"),
+                             Entry("artifact", "a2")};
+  std::filesystem::create_directories(dir_);
+  CacheExportOptions ex;
+  ex.all = true;
+  ex.out = (dir_ / "b.kfb").string();
+  ASSERT_EQ(RunCacheExport(g_, ex, io_), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(),
+              HasSubstr("exported 3 entries (1 decisions, 2 artifacts)"));
+  EXPECT_FALSE(std::filesystem::exists(ex.out + ".partial"));
+  std::ifstream f(ex.out, std::ios::binary);
+  std::string magic(16, '\0');
+  f.read(magic.data(), 16);
+  EXPECT_EQ(magic, "KFUSE-BUNDLE-v1\n");
+
+  auto reader = BundleReader::Open(ex.out);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  kfuse::v1::StoreEntry e;
+  std::vector<std::string> keys;
+  while (*(*reader)->Next(&e)) keys.push_back(e.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"d1", "a1", "a2"}));
+  EXPECT_EQ((*reader)->offset(),
+            static_cast<int64_t>(std::filesystem::file_size(ex.out)));
+
+  out_.str("");
+  ASSERT_EQ(RunCacheImport(g_, ex.out, io_), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "imported 3, already present 0, rejected 0\n");
+  out_.str("");
+  ASSERT_EQ(RunCacheImport(g_, ex.out, io_), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "imported 0, already present 3, rejected 0\n");
+}
+
+TEST_F(CliRunTest, CacheImportPrintsRejectionsAndFails) {
+  fake_.service().entries = {Entry("artifact", "a1"),
+                             Entry("artifact", "a2bcdef")};
+  fake_.service().entries[1].set_signature("forged");
+  std::filesystem::create_directories(dir_);
+  CacheExportOptions ex;
+  ex.keys = {"a"};
+  ex.out = (dir_ / "b.kfb").string();
+  ASSERT_EQ(RunCacheExport(g_, ex, io_), kExitOk) << err_.str();
+  out_.str("");
+  EXPECT_EQ(RunCacheImport(g_, ex.out, io_), kExitFailed);
+  EXPECT_EQ(out_.str(),
+            "rejected artifact a2bcdef: signature does not verify\n"
+            "imported 1, already present 0, rejected 1\n");
+}
+
+TEST_F(CliRunTest, CacheExportNeedsOneSelectionAndReportsServerErrors) {
+  CacheExportOptions ex;
+  ex.out = (dir_ / "b.kfb").string();
+  EXPECT_EQ(RunCacheExport(g_, ex, io_), kExitUsage);
+  ex.all = true;
+  ex.prefix = "ab";
+  EXPECT_EQ(RunCacheExport(g_, ex, io_), kExitUsage);
+  EXPECT_THAT(err_.str(),
+              HasSubstr("exactly one of KEY..., --prefix and --all"));
+  std::filesystem::create_directories(dir_);
+  CacheExportOptions unknown;
+  unknown.keys = {"zz"};
+  unknown.out = ex.out;
+  EXPECT_EQ(RunCacheExport(g_, unknown, io_), kExitFailed);
+  EXPECT_THAT(
+      err_.str(),
+      HasSubstr("NOT_FOUND: no stored artifact has a key starting with zz"));
+  EXPECT_FALSE(std::filesystem::exists(ex.out));
+  EXPECT_FALSE(std::filesystem::exists(ex.out + ".partial"));
+}
+
+TEST_F(CliRunTest, CacheImportBatchesByBytesAndCount) {
+  // Three 3 MiB entries: two fit in an 8 MiB batch, the third goes alone.
+  fake_.service().entries = {Entry("artifact", "a1", 3 << 20),
+                             Entry("artifact", "a2", 3 << 20),
+                             Entry("artifact", "a3", 3 << 20)};
+  std::filesystem::create_directories(dir_);
+  CacheExportOptions ex;
+  ex.all = true;
+  ex.out = (dir_ / "big.kfb").string();
+  ASSERT_EQ(RunCacheExport(g_, ex, io_), kExitOk) << err_.str();
+  ASSERT_EQ(RunCacheImport(g_, ex.out, io_), kExitOk) << err_.str();
+  EXPECT_EQ(fake_.service().import_batches, (std::vector<int>{2, 1}));
+
+  // 10001 small entries: 10000, then 1.
+  const std::string many = (dir_ / "many.kfb").string();
+  {
+    std::ofstream out(many, std::ios::binary);
+    out.write(kBundleMagic, kBundleMagicSize);
+    for (int i = 0; i < 10001; ++i) {
+      const std::string bytes =
+          Entry("artifact", "k" + std::to_string(i), 1).SerializeAsString();
+      out.put(static_cast<char>(bytes.size()));  // < 128: a one-byte varint.
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+  }
+  fake_.service().import_batches.clear();
+  ASSERT_EQ(RunCacheImport(g_, many, io_), kExitOk) << err_.str();
+  EXPECT_EQ(fake_.service().import_batches, (std::vector<int>{10000, 1}));
+}
+
+TEST_F(CliRunTest, DamagedBundlesNameTheFileAndOffsetAndSendNothing) {
+  std::filesystem::create_directories(dir_);
+  const std::string bad_magic = (dir_ / "bad.kfb").string();
+  std::ofstream(bad_magic, std::ios::binary) << "KFUSE-BUNDLE-v0\nxxxx";
+  EXPECT_EQ(RunCacheImport(g_, bad_magic, io_), kExitUsage);
+  EXPECT_THAT(err_.str(),
+              HasSubstr(bad_magic + ": not a kfuse bundle (offset 0"));
+
+  const std::string entry = Entry("artifact", "a1", 40).SerializeAsString();
+  const std::string truncated = (dir_ / "trunc.kfb").string();
+  {
+    std::ofstream out(truncated, std::ios::binary);
+    out.write(kBundleMagic, kBundleMagicSize);
+    out.put(static_cast<char>(entry.size()));
+    out << entry;
+    out.put(static_cast<char>(entry.size()));
+    out << entry.substr(0, 10);
+  }
+  err_.str("");
+  EXPECT_EQ(RunCacheImport(g_, truncated, io_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat(
+                              truncated, ": entry 1 at offset ",
+                              17 + entry.size(), ": truncated: ", entry.size(),
+                              " bytes expected, 10 left in the file")));
+
+  const std::string garbage = (dir_ / "garbage.kfb").string();
+  {
+    std::ofstream out(garbage, std::ios::binary);
+    out.write(kBundleMagic, kBundleMagicSize);
+    out.put(3);
+    out << "\xff\xff\xff";
+  }
+  err_.str("");
+  EXPECT_EQ(RunCacheImport(g_, garbage, io_), kExitUsage);
+  EXPECT_THAT(err_.str(),
+              HasSubstr(": entry 0 at offset 16: not a kfuse.v1.StoreEntry"));
+  EXPECT_EQ(RunCacheImport(g_, (dir_ / "none.kfb").string(), io_), kExitUsage);
+  EXPECT_TRUE(fake_.service().import_batches.empty());
 }
 
 }  // namespace

@@ -234,6 +234,51 @@ absl::StatusOr<kfuse::v1::DeviceInfo> Client::GetDeviceInfo() {
   return response;
 }
 
+absl::StatusOr<kfuse::v1::ExplainResponse> Client::Explain(
+    kfuse::v1::CompileRequest request) {
+  FillEnvironment(request);
+  auto ctx = NewContext();
+  kfuse::v1::ExplainResponse response;
+  KFUSE_RETURN_IF_ERROR(
+      FromGrpc(stub_->Explain(ctx.get(), request, &response)));
+  return response;
+}
+
+absl::Status Client::ExportKernels(
+    const kfuse::v1::ExportKernelsRequest& request,
+    const std::function<absl::Status(kfuse::v1::StoreEntry&)>& on_entry) {
+  auto ctx = NewContext();
+  auto reader = stub_->ExportKernels(ctx.get(), request);
+  kfuse::v1::StoreEntry entry;
+  while (reader->Read(&entry)) {
+    if (absl::Status s = on_entry(entry); !s.ok()) {
+      ctx->TryCancel();
+      reader->Finish();
+      return s;
+    }
+  }
+  return FromGrpc(reader->Finish());
+}
+
+absl::StatusOr<std::vector<kfuse::v1::StoreEntry>> Client::ExportKernels(
+    const kfuse::v1::ExportKernelsRequest& request) {
+  std::vector<kfuse::v1::StoreEntry> entries;
+  KFUSE_RETURN_IF_ERROR(ExportKernels(request, [&](kfuse::v1::StoreEntry& e) {
+    entries.push_back(std::move(e));
+    return absl::OkStatus();
+  }));
+  return entries;
+}
+
+absl::StatusOr<kfuse::v1::ImportKernelsResponse> Client::ImportKernels(
+    const kfuse::v1::ImportKernelsRequest& request) {
+  auto ctx = NewContext();
+  kfuse::v1::ImportKernelsResponse response;
+  KFUSE_RETURN_IF_ERROR(
+      FromGrpc(stub_->ImportKernels(ctx.get(), request, &response)));
+  return response;
+}
+
 absl::StatusOr<HealthState> Client::Health(const std::string& service) {
   auto ctx = NewContext();
   grpc::GenericStub generic(channel_);

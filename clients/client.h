@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -84,6 +85,21 @@ class Client {
   absl::StatusOr<kfuse::v1::DeleteKernelsResponse> DeleteKernels(
       const kfuse::v1::DeleteKernelsRequest& request);
   absl::StatusOr<kfuse::v1::DeviceInfo> GetDeviceInfo();
+  // Why this request would miss: the key parts that differ from the nearest
+  // stored entry. Never compiles.
+  absl::StatusOr<kfuse::v1::ExplainResponse> Explain(
+      kfuse::v1::CompileRequest request);
+  // Streams the selected entries, calling `on_entry` for each as it
+  // arrives; an error from `on_entry` cancels the stream and is returned.
+  absl::Status ExportKernels(
+      const kfuse::v1::ExportKernelsRequest& request,
+      const std::function<absl::Status(kfuse::v1::StoreEntry&)>& on_entry);
+  // As above, collecting the entries (small exports; they are all in memory).
+  absl::StatusOr<std::vector<kfuse::v1::StoreEntry>> ExportKernels(
+      const kfuse::v1::ExportKernelsRequest& request);
+  // Entries the server verifies (signed by a key it trusts) and stores.
+  absl::StatusOr<kfuse::v1::ImportKernelsResponse> ImportKernels(
+      const kfuse::v1::ImportKernelsRequest& request);
   // grpc.health.v1.Health/Check for `service` ("" is the whole server).
   absl::StatusOr<HealthState> Health(const std::string& service = "");
 

@@ -101,6 +101,68 @@ TEST_F(ClientTest, AdminCalls) {
   EXPECT_EQ(info->reason(), "no GPU in the fake");
 }
 
+kfuse::v1::StoreEntry Entry(const std::string& key,
+                            const std::string& sig = "") {
+  kfuse::v1::StoreEntry e;
+  e.set_kind("artifact");
+  e.set_key(key);
+  e.set_signature(sig);
+  return e;
+}
+
+TEST_F(ClientTest, ExplainNamesTheDifferingParts) {
+  auto c = MakeClient();
+  auto req = Request();
+  req.mutable_target()->set_compute_capability(80);
+  auto r = c->Explain(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->found());
+  EXPECT_EQ(r->key(), "key-sm_80");
+  EXPECT_EQ(std::vector<std::string>(r->differing_parts().begin(),
+                                     r->differing_parts().end()),
+            (std::vector<std::string>{"device", "toolchain"}));
+}
+
+TEST_F(ClientTest, ExportStreamsEntriesAndACallbackErrorStopsIt) {
+  service_.entries = {Entry("aa1"), Entry("aa2"), Entry("bb3")};
+  auto c = MakeClient();
+  kfuse::v1::ExportKernelsRequest req;
+  req.set_key_prefix("aa");
+  auto some = c->ExportKernels(req);
+  ASSERT_TRUE(some.ok()) << some.status();
+  ASSERT_EQ(some->size(), 2u);
+  EXPECT_EQ((*some)[1].key(), "aa2");
+  req.set_key_prefix("");
+  req.set_all(true);
+  int seen = 0;
+  absl::Status s = c->ExportKernels(req, [&](kfuse::v1::StoreEntry& e) {
+    ++seen;
+    return e.key() == "aa2" ? absl::DataLossError("disk full")
+                            : absl::OkStatus();
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(seen, 2);
+  kfuse::v1::ExportKernelsRequest unknown;
+  unknown.add_keys("zz");
+  EXPECT_EQ(c->ExportKernels(unknown).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, ImportCountsAndRejections) {
+  auto c = MakeClient();
+  kfuse::v1::ImportKernelsRequest req;
+  *req.add_entries() = Entry("aa1");
+  *req.add_entries() = Entry("aa1");
+  *req.add_entries() = Entry("0123456789abcdef0123", "forged");
+  auto r = c->ImportKernels(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->imported(), 1u);
+  EXPECT_EQ(r->already_present(), 1u);
+  ASSERT_EQ(r->rejected_size(), 1);
+  EXPECT_EQ(r->rejected(0),
+            "artifact 0123456789abcdef: signature does not verify");
+}
+
 TEST_F(ClientTest, TokenIsSentAsBearer) {
   options_.token = "s3cret";
   auto c = MakeClient();

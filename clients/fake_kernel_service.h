@@ -1,12 +1,18 @@
 // A canned kfuse.v1.KernelService for client and CLI tests (no kfused).
 // Compile: INVALID_ARGUMENT for a chain without outputs, else a one-kernel
 // plan, a miss the first time and hits after. Tune: three progress messages
-// for MODE_FULL, none (a buggy server) otherwise.
+// for MODE_FULL (a miss the first time a request is seen, a hit after),
+// none (a buggy server) otherwise. Explain: found for sm_90 (or no target),
+// device and toolchain differ for another arch. ExportKernels streams
+// `entries`; ImportKernels rejects entries whose signature is "forged".
 #ifndef KFUSE_CLIENTS_FAKE_KERNEL_SERVICE_H_
 #define KFUSE_CLIENTS_FAKE_KERNEL_SERVICE_H_
 
+#include <chrono>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
@@ -41,9 +47,18 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
   }
   grpc::Status Tune(grpc::ServerContext*, const kfuse::v1::CompileRequest* req,
                     grpc::ServerWriter<kfuse::v1::TuneProgress>* w) override {
+    tune_requests.push_back(*req);
+    if (req->chain().outputs_size() == 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "chain: no outputs");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(tune_delay_ms));
     const int n = req->policy().mode() == kfuse::v1::TuningPolicy::MODE_FULL
                       ? 3
                       : 0;  // QUICK: end without a result (a buggy server).
+    kfuse::v1::CompileRequest seen = *req;
+    seen.clear_env();
+    const bool stored = !tuned.insert(seen.SerializeAsString()).second;
     for (int i = 1; i <= n; ++i) {
       kfuse::v1::TuneProgress p;
       p.set_phase("time");
@@ -51,7 +66,11 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
       p.set_total(n);
       p.mutable_trial()->set_outcome(kfuse::v1::Trial::OUTCOME_OK);
       p.mutable_trial()->set_median_seconds(1e-6 * (10 - i));
-      if (i == n) p.mutable_result()->mutable_plan()->set_key("tuned");
+      if (i == n) {
+        p.mutable_result()->mutable_plan()->set_key("tuned");
+        p.mutable_result()->set_cache(stored ? kfuse::v1::CACHE_OUTCOME_HIT
+                                             : kfuse::v1::CACHE_OUTCOME_MISS);
+      }
       w->Write(p);
     }
     return grpc::Status::OK;
@@ -86,12 +105,88 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status Explain(grpc::ServerContext*,
+                       const kfuse::v1::CompileRequest* req,
+                       kfuse::v1::ExplainResponse* resp) override {
+    const uint32_t cc = req->target().compute_capability();
+    const std::string arch = "sm_" + std::to_string(cc == 0 ? 90 : cc);
+    const bool found = arch == "sm_90";
+    resp->set_key(found ? "key-1" : "key-" + arch);
+    resp->set_found(found);
+    resp->set_nearest_key("key-1");
+    const std::vector<std::vector<std::string>> parts = {
+        {"chain", "c0ffee", "c0ffee"},
+        {"spec", "sizes=", "sizes="},
+        {"device", "untuned:" + arch, "untuned:sm_90"},
+        {"toolchain", "fake-1/" + arch, "fake-1/sm_90"},
+        {"generator", "pointwise/1", "pointwise/1"}};
+    for (const auto& p : parts) {
+      auto* part = resp->add_parts();
+      part->set_name(p[0]);
+      part->set_value(p[1]);
+      part->set_nearest_value(p[2]);
+      if (p[1] != p[2]) resp->add_differing_parts(p[0]);
+    }
+    resp->set_text(found ? "artifact key-1 is stored (a hit)"
+                         : "no artifact key-" + arch +
+                               "; differs in device, toolchain");
+    resp->set_fleet("off");
+    return grpc::Status::OK;
+  }
+  grpc::Status ExportKernels(
+      grpc::ServerContext*, const kfuse::v1::ExportKernelsRequest* req,
+      grpc::ServerWriter<kfuse::v1::StoreEntry>* w) override {
+    for (const std::string& key : req->keys()) {
+      bool any = false;
+      for (const auto& e : entries) any |= e.key().rfind(key, 0) == 0;
+      if (!any) {
+        return grpc::Status(
+            grpc::StatusCode::NOT_FOUND,
+            "no stored artifact has a key starting with " + key);
+      }
+    }
+    for (const auto& e : entries) {
+      bool selected = req->all() || (!req->key_prefix().empty() &&
+                                     e.key().rfind(req->key_prefix(), 0) == 0);
+      for (const std::string& key : req->keys()) {
+        selected |= e.key().rfind(key, 0) == 0;
+      }
+      if (selected) w->Write(e);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status ImportKernels(grpc::ServerContext*,
+                             const kfuse::v1::ImportKernelsRequest* req,
+                             kfuse::v1::ImportKernelsResponse* resp) override {
+    import_batches.push_back(req->entries_size());
+    for (const auto& e : req->entries()) {
+      if (e.signature() == "forged") {
+        resp->add_rejected(e.kind() + " " + e.key().substr(0, 16) +
+                           ": signature does not verify");
+      } else if (imported.insert(e.key()).second) {
+        resp->set_imported(resp->imported() + 1);
+      } else {
+        resp->set_already_present(resp->already_present() + 1);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
   // Keys ListKernels answers from (filtered by prefix).
   std::vector<std::string> keys = {"ab0"};
   std::string entry = "kfuse_pw_0";
   int compiles = 0;
   std::string last_client;
   std::string last_auth;
+  // Tune: every request, a delay before answering, what was tuned before.
+  std::vector<kfuse::v1::CompileRequest> tune_requests;
+  int tune_delay_ms = 0;
+  std::set<std::string> tuned;
+  // ExportKernels answers from these; ImportKernels records batch sizes and
+  // the keys it took.
+  std::vector<kfuse::v1::StoreEntry> entries;
+  std::vector<int> import_batches;
+  std::set<std::string> imported;
 };
 
 // The fake on a free loopback port, with the default health service.
@@ -104,6 +199,7 @@ class FakeServer {
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port);
     builder.RegisterService(&service_);
+    builder.SetMaxReceiveMessageSize(64 << 20);  // As kfused's default.
     server_ = builder.BuildAndStart();
     address_ = "127.0.0.1:" + std::to_string(port);
   }

@@ -47,14 +47,22 @@ int main(int argc, char** argv) {
 
   TuneOptions tune;
   auto* t = app.add_subcommand("tune", "tune a chain, showing progress");
-  t->add_option("chain", tune.chain_path, "kfuse.v1.Chain in JSON")->required();
+  t->add_option("chain", tune.chain_path, "kfuse.v1.Chain in JSON");
   t->add_option("--budget", tune.budget_seconds, "tuning budget, seconds");
   t->add_option("--mode", tune.mode, "quick|full");
   t->add_option("--arch", tune.arch, "target: sm_80, sm_90, sm_90a, ...");
   t->add_flag("--force", tune.force, "retune even if a decision is stored");
+  t->add_option(
+      "--manifest", tune.manifest,
+      "tune every chain and shape bucket a manifest lists (docs/api.md)");
+  t->add_option("--budget-total", tune.budget_total_seconds,
+                "with --manifest: start no item after this many seconds");
+  t->add_option("--state", tune.state,
+                "with --manifest: finished items (default MANIFEST.state); a "
+                "rerun skips them");
 
-  auto* cache =
-      app.add_subcommand("cache", "list, show, remove stored kernels");
+  auto* cache = app.add_subcommand(
+      "cache", "list, show, remove, explain, export, import stored kernels");
   cache->require_subcommand(1);
   CacheLsOptions ls;
   auto* cls = cache->add_subcommand("ls", "list stored kernels");
@@ -67,6 +75,33 @@ int main(int argc, char** argv) {
   auto* crm = cache->add_subcommand("rm", "remove stored kernels");
   crm->add_option("keys", rm.keys, "keys or unique key prefixes");
   crm->add_flag("--all", rm.all, "remove every stored kernel");
+  CacheExplainOptions explain;
+  auto* cexplain = cache->add_subcommand(
+      "explain",
+      "why a chain would miss: its key parts against the nearest stored entry");
+  cexplain
+      ->add_option("chain", explain.chain_path,
+                   "kfuse.v1.Chain (or CompileRequest) in JSON")
+      ->required();
+  cexplain->add_option("--arch", explain.arch,
+                       "target: sm_80, sm_90, sm_90a, ...");
+  cexplain->add_option("--policy", explain.policy, "heuristic|quick|full");
+  CacheExportOptions exp;
+  auto* cexport = cache->add_subcommand(
+      "export", "write stored kernels (signed by the server) to a bundle file");
+  cexport->add_option("keys", exp.keys, "artifact keys or unique key prefixes");
+  cexport->add_option("--prefix", exp.prefix,
+                      "every artifact whose key starts with this");
+  cexport->add_flag("--all", exp.all, "every stored entry");
+  cexport->add_option("-o,--out", exp.out, "the bundle file")->required();
+  std::string import_path;
+  auto* cimport =
+      cache->add_subcommand("import",
+                            "send a bundle's entries to the server (it keeps "
+                            "those signed by a key it trusts)");
+  cimport
+      ->add_option("bundle", import_path, "a file `kfuse cache export` wrote")
+      ->required();
 
   auto* device = app.add_subcommand("device", "the server's GPU, or why none");
   std::string health_service;
@@ -115,10 +150,20 @@ int main(int argc, char** argv) {
 
   CliIo io{std::cout, std::cerr, isatty(STDOUT_FILENO) != 0};
   if (c->parsed()) return RunCompile(g, compile, io);
-  if (t->parsed()) return RunTune(g, tune, io);
+  if (t->parsed()) {
+    if (!tune.manifest.empty()) return RunTuneManifest(g, tune, io);
+    if (tune.chain_path.empty()) {
+      std::cerr << "kfuse tune: give a chain file or --manifest FILE\n";
+      return kExitUsage;
+    }
+    return RunTune(g, tune, io);
+  }
   if (cls->parsed()) return RunCacheLs(g, ls, io);
   if (cshow->parsed()) return RunCacheShow(g, show_key, io);
   if (crm->parsed()) return RunCacheRm(g, rm, io);
+  if (cexplain->parsed()) return RunCacheExplain(g, explain, io);
+  if (cexport->parsed()) return RunCacheExport(g, exp, io);
+  if (cimport->parsed()) return RunCacheImport(g, import_path, io);
   if (device->parsed()) return RunDevice(g, io);
   if (health->parsed()) return RunHealth(g, health_service, io);
   if (version->parsed()) return RunVersion(g, io);

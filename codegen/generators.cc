@@ -100,4 +100,13 @@ std::string GeneratorVersion(Family family) {
   }
 }
 
+std::string VariantSchemaVersion(Family family) {
+  switch (family) {
+    case Family::kPointwise: return kPointwiseVariantSchema;
+    case Family::kRowReduction: return kRowVariantSchema;
+    case Family::kReduction: return kReduceVariantSchema;
+    default: return "";
+  }
+}
+
 }  // namespace kfuse

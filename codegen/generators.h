@@ -35,6 +35,10 @@ std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group);
 // "pointwise/1", "row/2", "reduce/1"; "" for families without a generator. Part of the
 // cache key: a generator change must not serve stale decisions.
 std::string GeneratorVersion(Family family);
+// "pointwise-variants/1", ...: the meaning of the family's variant
+// parameters. Tuning decisions are keyed by it rather than by the generator
+// version, so a new generator that keeps its variant schema reuses them.
+std::string VariantSchemaVersion(Family family);
 
 }  // namespace kfuse
 

@@ -49,6 +49,10 @@
 namespace kfuse {
 
 inline constexpr char kPointwiseGeneratorVersion[] = "pointwise/1";
+// What the variant's parameters mean. A generator change that keeps them
+// keeps this: stored tuning decisions stay valid and are recompiled, not
+// retuned. Bump it when a parameter's meaning or range changes.
+inline constexpr char kPointwiseVariantSchema[] = "pointwise-variants/1";
 
 // The kernel for `group` of validated `chain` under `variant`. Errors as
 // CanGenerate. Same inputs give byte-identical source.

@@ -51,6 +51,10 @@
 namespace kfuse {
 
 inline constexpr char kReduceGeneratorVersion[] = "reduce/1";
+// What the variant's parameters mean. A generator change that keeps them
+// keeps this: stored tuning decisions stay valid and are recompiled, not
+// retuned. Bump it when a parameter's meaning or range changes.
+inline constexpr char kReduceVariantSchema[] = "reduce-variants/1";
 
 // OK when reduction `node` of validated `chain` is one the family computes:
 // over a non-empty set of axes without the innermost one. Unimplemented,

@@ -46,6 +46,10 @@
 namespace kfuse {
 
 inline constexpr char kRowGeneratorVersion[] = "row/2";
+// What the variant's parameters mean. A generator change that keeps them
+// keeps this: stored tuning decisions stay valid and are recompiled, not
+// retuned. Bump it when a parameter's meaning or range changes.
+inline constexpr char kRowVariantSchema[] = "row-variants/1";
 
 // The kernel for `group` (the whole chain, family kRowReduction) of validated,
 // canonical `chain` under `variant`. Errors as CanGenerateRow. Same inputs

@@ -5,12 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
@@ -182,6 +186,100 @@ absl::Status VerifyPlanSignature(const v1::KernelPlan& plan, const PublicKey& pi
                                   pinned.bytes.data()) != 0) {
     return absl::PermissionDeniedError(absl::StrCat("plan signature does not verify against the pinned key ",
                                                     pinned.Hex().substr(0, 16), "..."));
+  }
+  return absl::OkStatus();
+}
+
+std::string StoreEntrySigningPayload(const v1::StoreEntry& e) {
+  std::string out = "kfuse.v1 store entry signature\n";
+  AddString(out, "kind", e.kind());
+  AddString(out, "key", e.key());
+  AddString(out, "chain", e.chain());
+  AddString(out, "spec", e.spec());
+  AddString(out, "device", e.device());
+  AddString(out, "toolchain", e.toolchain());
+  AddString(out, "generator", e.generator());
+  AddString(out, "family", e.family());
+  AddString(out, "arch", e.arch());
+  AddString(out, "device_name", e.device_name());
+  AddString(out, "state", e.state());
+  AddString(out, "description", e.description());
+  absl::StrAppend(&out, "blob ", Sha256Hex(e.blob()), "\n");
+  AddString(out, "blob_sha256", e.blob_sha256());
+  AddString(out, "node", e.node());
+  absl::StrAppend(&out, "created_unix_ms ", e.created_unix_ms(), "\n");
+  AddString(out, "kfuse_version", e.kfuse_version());
+  AddString(out, "signer", e.signer());
+  return out;
+}
+
+void SignStoreEntry(const SigningKey& key, v1::StoreEntry* entry) {
+  InitSodium();
+  entry->set_signer(std::string(reinterpret_cast<const char*>(key.public_key.bytes.data()),
+                                key.public_key.bytes.size()));
+  std::string payload = StoreEntrySigningPayload(*entry);
+  std::string sig(crypto_sign_BYTES, '\0');
+  crypto_sign_detached(reinterpret_cast<unsigned char*>(sig.data()), nullptr,
+                       reinterpret_cast<const unsigned char*>(payload.data()), payload.size(), key.secret.data());
+  entry->set_signature(std::move(sig));
+}
+
+absl::StatusOr<TrustedKeys> TrustedKeys::Parse(const std::string& text) {
+  TrustedKeys t;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    absl::StatusOr<PublicKey> k = ParsePublicKeyHex(std::string(line));
+    if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("trusted keys, line ", line_no, ": ", k.status().message()));
+    t.Add(*k);
+  }
+  return t;
+}
+
+absl::StatusOr<TrustedKeys> TrustedKeys::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read trusted keys file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<TrustedKeys> t = Parse(text.str());
+  if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", t.status().message()));
+  return t;
+}
+
+void TrustedKeys::Add(const PublicKey& key) {
+  if (!Contains(key)) keys_.push_back(key);
+}
+
+bool TrustedKeys::Contains(const PublicKey& key) const {
+  for (const PublicKey& k : keys_) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+absl::Status VerifyStoreEntry(const v1::StoreEntry& e, const TrustedKeys& trusted) {
+  InitSodium();
+  const std::string name = absl::StrCat(e.kind(), " ", e.key().substr(0, 16));
+  PublicKey signer;
+  if (e.signer().size() != signer.bytes.size()) {
+    return absl::PermissionDeniedError(absl::StrCat(name, ": unsigned entry"));
+  }
+  std::copy(e.signer().begin(), e.signer().end(), signer.bytes.begin());
+  if (!trusted.Contains(signer)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(name, ": signed by ", signer.Hex().substr(0, 16), "..., which is not a trusted key"));
+  }
+  std::string payload = StoreEntrySigningPayload(e);
+  if (e.signature().size() != crypto_sign_BYTES ||
+      crypto_sign_verify_detached(reinterpret_cast<const unsigned char*>(e.signature().data()),
+                                  reinterpret_cast<const unsigned char*>(payload.data()), payload.size(),
+                                  signer.bytes.data()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(name, ": signature does not verify"));
+  }
+  if (Sha256Hex(e.blob()) != e.blob_sha256()) {
+    return absl::DataLossError(absl::StrCat(name, ": blob does not match its sha256"));
   }
   return absl::OkStatus();
 }

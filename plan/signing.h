@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -59,6 +60,37 @@ void SignPlan(const SigningKey& key, v1::KernelPlan* plan);
 // PERMISSION_DENIED "plan is unsigned" / "plan signature does not verify
 // against the pinned key".
 absl::Status VerifyPlanSignature(const v1::KernelPlan& plan, const PublicKey& pinned);
+
+// Store entries travelling between nodes (fleet store, bundles) are signed
+// by the node that made them. The payload covers every field but the
+// signature itself (docs/security.md).
+std::string StoreEntrySigningPayload(const v1::StoreEntry& entry);
+// Sets entry->signer and entry->signature.
+void SignStoreEntry(const SigningKey& key, v1::StoreEntry* entry);
+
+// The public keys whose entries a node accepts: its own and those an
+// operator lists (--trusted_keys).
+class TrustedKeys {
+ public:
+  TrustedKeys() = default;
+  explicit TrustedKeys(std::vector<PublicKey> keys) : keys_(std::move(keys)) {}
+  // One 64-hex-digit key a line; blank lines and '#' comments are skipped.
+  // INVALID_ARGUMENT naming the line otherwise.
+  static absl::StatusOr<TrustedKeys> Parse(const std::string& text);
+  static absl::StatusOr<TrustedKeys> Load(const std::string& path);
+  void Add(const PublicKey& key);
+  bool Contains(const PublicKey& key) const;
+  size_t size() const { return keys_.size(); }
+
+ private:
+  std::vector<PublicKey> keys_;
+};
+
+// OK when the entry is signed by a trusted key, its signature verifies and
+// its blob matches blob_sha256; PERMISSION_DENIED (untrusted or bad
+// signature) or DATA_LOSS (blob) naming the entry's key otherwise. Does not
+// recompute the key from its parts (cache/ knows how).
+absl::Status VerifyStoreEntry(const v1::StoreEntry& entry, const TrustedKeys& trusted);
 
 }  // namespace kfuse
 

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "service/auth.h"
+#include "service/log.h"
 #include "service/node.h"
 #include "service/server.h"
 #include "tuner/nvrtc_compiler.h"
@@ -38,6 +39,15 @@ ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request or response message
 ABSL_FLAG(bool, no_gpu, false, "never tune: answer every miss with the heuristic kernel");
 ABSL_FLAG(bool, read_only, false, "serve from the store only, never compile");
 ABSL_FLAG(int, device, 0, "CUDA device ordinal to tune on");
+ABSL_FLAG(std::string, devices, "",
+          "GPUs to tune on, one worker each: all, or a list such as 0,1 (default: --device); "
+          "GPUs of another model than the first are left out");
+ABSL_FLAG(double, tune_max_gpu_busy, 1.0,
+          "tuning waits while other processes keep the GPU busier than this (0..1) or leave less than "
+          "--gpu_memory_budget free; 1: never waits");
+ABSL_FLAG(double, tune_max_wait_seconds, 600,
+          "with --tune_max_gpu_busy below 1: a tuning job that found no idle GPU this long is deferred "
+          "(the request gets the heuristic kernel)");
 ABSL_FLAG(int64_t, gpu_memory_budget, int64_t{8} << 30, "GPU memory the tuning worker may use, bytes");
 ABSL_FLAG(std::string, worker, "", "path of kfuse-worker (default: beside kfused, or on PATH)");
 ABSL_FLAG(std::string, node, "", "this node's name in provenance (default: hostname)");
@@ -53,6 +63,16 @@ ABSL_FLAG(bool, print_public_key, false, "print the plan-signing public key (hex
 ABSL_FLAG(std::string, repro_dir, "<store>.repro",
           "where failed compiles and failing variants leave repro bundles for `kfuse repro` (empty: none)");
 ABSL_FLAG(int, repro_max_bundles, 100, "repro bundles kept; the oldest are removed first");
+ABSL_FLAG(std::string, metrics_address, "",
+          "serve Prometheus metrics at http://HOST:PORT/metrics (empty: not served)");
+ABSL_FLAG(std::string, log_format, "text", "log lines on stderr: text (for people) or json (one object a line)");
+ABSL_FLAG(std::string, fleet_dsn, "",
+          "fleet store: PostgreSQL conninfo or URI (password from PGPASSWORD/PGPASSFILE); empty: local store only");
+ABSL_FLAG(bool, fleet_read_only, false, "read the fleet store, never publish or take tuning leases (reader role)");
+ABSL_FLAG(std::string, trusted_keys, "",
+          "file of Ed25519 public keys (hex, one a line) whose fleet entries and imports are trusted besides ours");
+ABSL_FLAG(double, fleet_lease_seconds, 120,
+          "a tuning lease outlives a node that died while tuning by at most this (longer than any tuning budget)");
 ABSL_FLAG(bool, allow_insecure_remote, false,
           "allow listening on a non-loopback address without TLS (tokens and plans then travel in clear)");
 
@@ -110,6 +130,12 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   // Deadlock detection bookkeeping cost about 5% of a store hit under load.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  kfuse::LogFormat log_format;
+  if (!kfuse::ParseLogFormat(absl::GetFlag(FLAGS_log_format), &log_format)) {
+    std::fprintf(stderr, "kfused: --log_format must be text or json\n");
+    return 2;
+  }
+  kfuse::SetLogFormat(log_format);
 
   if (absl::GetFlag(FLAGS_print_public_key)) {
     kfuse::NodeOptions ko;
@@ -157,12 +183,28 @@ int main(int argc, char** argv) {
   opts.no_gpu = absl::GetFlag(FLAGS_no_gpu);
   opts.read_only = absl::GetFlag(FLAGS_read_only);
   opts.device = absl::GetFlag(FLAGS_device);
+  opts.devices = absl::GetFlag(FLAGS_devices);
+  opts.tune_max_gpu_busy = absl::GetFlag(FLAGS_tune_max_gpu_busy);
+  opts.idle.max_wait_seconds = absl::GetFlag(FLAGS_tune_max_wait_seconds);
+  if (opts.tune_max_gpu_busy < 0 || opts.tune_max_gpu_busy > 1) {
+    std::fprintf(stderr, "kfused: --tune_max_gpu_busy must be between 0 and 1\n");
+    return 2;
+  }
   opts.gpu_memory_budget = absl::GetFlag(FLAGS_gpu_memory_budget);
   opts.worker_path = absl::GetFlag(FLAGS_worker);
   opts.node = absl::GetFlag(FLAGS_node);
   opts.signing_key_path = absl::GetFlag(FLAGS_signing_key);
   opts.repro_dir = absl::GetFlag(FLAGS_repro_dir);
   opts.repro_max_bundles = absl::GetFlag(FLAGS_repro_max_bundles);
+  opts.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  opts.fleet_dsn = absl::GetFlag(FLAGS_fleet_dsn);
+  opts.fleet_read_only = absl::GetFlag(FLAGS_fleet_read_only);
+  opts.trusted_keys_path = absl::GetFlag(FLAGS_trusted_keys);
+  opts.fleet_lease_seconds = absl::GetFlag(FLAGS_fleet_lease_seconds);
+  if (opts.fleet_lease_seconds <= 0) {
+    std::fprintf(stderr, "kfused: --fleet_lease_seconds must be positive\n");
+    return 2;
+  }
   if (opts.repro_max_bundles < 1) {
     std::fprintf(stderr, "kfused: --repro_max_bundles must be at least 1 (--repro_dir= turns bundles off)\n");
     return 2;
@@ -182,6 +224,8 @@ int main(int argc, char** argv) {
   sopts.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
   sopts.tokens = tokens ? &*tokens : nullptr;
   sopts.signing_key = &(*node)->signing_key();
+  sopts.trusted_keys = &(*node)->trusted_keys();
+  sopts.metrics = &(*node)->metrics();
   kfuse::KernelServiceImpl service((*node)->pipeline(), sopts);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -192,6 +236,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.RegisterService(&service);
+  builder.experimental().SetInterceptorCreators((*node)->metrics().Interceptors());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::fprintf(stderr, "kfused: cannot listen on %s (in use, or not an address of this host)\n",
@@ -209,6 +254,14 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "kfused: %s, %s; plans signed by Ed25519 key %s (%s)\n", transport.c_str(),
                tokens ? absl::StrCat(tokens->size(), " accepted token(s)").c_str() : "no token required",
                (*node)->signing_key().public_key.Hex().c_str(), (*node)->signing_key_path().c_str());
+  if (!opts.metrics_address.empty()) {
+    std::fprintf(stderr, "kfused: metrics on http://%s/metrics\n", opts.metrics_address.c_str());
+  }
+  if ((*node)->fleet() != nullptr) {
+    std::fprintf(stderr, "kfused: fleet store %s (%s), %zu trusted key(s)\n",
+                 kfuse::RedactDsn(opts.fleet_dsn).c_str(),
+                 opts.fleet_read_only ? "read-only" : "read and publish", (*node)->trusted_keys().size());
+  }
   const kfuse::PipelineOptions& po = (*node)->pipeline()->options();
   std::fprintf(stderr, "kfused: repro bundles %s\n",
                po.repro_dir.empty() ? "off" : absl::StrCat("in ", po.repro_dir, " (at most ",

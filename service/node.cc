@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -10,7 +11,9 @@
 #include "absl/strings/str_replace.h"
 #include "core/status.h"
 #include "kfuse/v1/kfuse.pb.h"
+#include "core/version.h"
 #include "service/convert.h"
+#include "service/log.h"
 #include "tuner/cuda/device.h"
 #include "tuner/cuda/driver.h"
 #include "tuner/worker_process.h"
@@ -101,6 +104,11 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
   NodeOptions key_options = o;
   key_options.store_path = n->store_path_;
   KFUSE_ASSIGN_OR_RETURN(n->signing_key_, LoadNodeSigningKey(key_options, &n->signing_key_path_));
+  if (!o.trusted_keys_path.empty()) {
+    KFUSE_ASSIGN_OR_RETURN(n->trusted_keys_, TrustedKeys::Load(o.trusted_keys_path));
+  }
+  n->trusted_keys_.Add(n->signing_key_.public_key);
+  KFUSE_ASSIGN_OR_RETURN(n->metrics_, Metrics::Create(o.metrics_address));
   StoreOptions so;
   so.path = n->store_path_;
   so.max_bytes = o.store_max_bytes;
@@ -111,9 +119,34 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
   PipelineDeps deps;
   deps.compiler = n->compiler_.get();
   deps.store = n->store_.get();
+  deps.metrics = n->metrics_.get();
   PipelineOptions po;
   po.node = o.node.empty() ? Hostname() : o.node;
   po.read_only = o.read_only;
+  if (!o.fleet_dsn.empty()) {
+    FleetOptions fo;
+    fo.dsn = o.fleet_dsn;
+    fo.read_only = o.fleet_read_only || o.read_only;
+    fo.holder = absl::StrCat(po.node, "/", getpid());
+    Metrics* metrics = n->metrics_.get();
+    const std::string shown = RedactDsn(fo.dsn);
+    fo.on_state_change = [metrics, shown](bool up, const absl::Status& why) {
+      metrics->SetFleetUp(up);
+      if (up) {
+        LogEvent(LogLevel::kInfo, "fleet_up", {{"dsn", shown}});
+      } else {
+        metrics->FleetError("connect");
+        LogEvent(LogLevel::kWarning, "fleet_unavailable",
+                 {{"dsn", shown}, {"error", why.ToString()}, {"effect", "serving from the local store only"}});
+      }
+    };
+    FleetTierOptions to;
+    to.lease_seconds = o.fleet_lease_seconds;
+    to.origin = EntryOrigin{po.node, 0, kKfuseVersion};
+    n->fleet_ = std::make_unique<FleetTier>(FleetStore::Create(fo), &n->signing_key_, n->trusted_keys_,
+                                            n->metrics_.get(), to);
+    deps.fleet = n->fleet_.get();
+  }
   absl::StatusOr<const DriverApi*> driver = o.no_gpu ? nullptr : LoadDriver();
   if (o.no_gpu) {
     n->no_gpu_reason_ = "tuning disabled (--no_gpu)";
@@ -122,24 +155,52 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
   } else if (DeviceCount() == 0) {
     n->no_gpu_reason_ = "the NVIDIA driver is loaded but sees no GPU";
   } else {
-    WorkerOptions wo;
-    wo.device = o.device;
-    wo.memory_budget_bytes = o.gpu_memory_budget;
-    wo.worker_path = o.worker_path.empty() ? DefaultWorkerPath() : o.worker_path;
-    absl::StatusOr<std::unique_ptr<WorkerRunner>> runner = WorkerRunner::Create(wo);
-    if (runner.ok()) {
-      absl::StatusOr<DeviceFingerprint> dev = (*runner)->Device();
+    KFUSE_ASSIGN_OR_RETURN(std::vector<int> devices, o.devices.empty()
+                                                        ? absl::StatusOr<std::vector<int>>(std::vector<int>{o.device})
+                                                        : ParseDeviceList(o.devices, DeviceCount()));
+    WorkerPoolOptions wpo;
+    wpo.devices = devices;
+    wpo.worker.memory_budget_bytes = o.gpu_memory_budget;
+    wpo.worker.worker_path = o.worker_path.empty() ? DefaultWorkerPath() : o.worker_path;
+    wpo.pci_bus_id = PciBusId;
+    if (o.tune_max_gpu_busy < 1.0) {
+      IdlePolicy idle = o.idle;
+      idle.max_others_busy = o.tune_max_gpu_busy;
+      idle.min_free_bytes = std::max(idle.min_free_bytes, o.gpu_memory_budget);  // Room for a task.
+      KFUSE_RETURN_IF_ERROR(ValidateIdlePolicy(idle));
+      wpo.idle = idle;
+    }
+    if (devices.size() == 1 && !wpo.idle) {
+      // One GPU, no gate: the worker runner itself (it restarts its worker
+      // after a fault instead of leaving a pool).
+      WorkerOptions wo = wpo.worker;
+      wo.device = devices[0];
+      absl::StatusOr<std::unique_ptr<WorkerRunner>> runner = WorkerRunner::Create(wo);
+      if (runner.ok()) {
+        n->runner_ = std::move(*runner);
+      } else {
+        n->no_gpu_reason_ = std::string(runner.status().message());
+      }
+    } else {
+      absl::StatusOr<WorkerPool> pool = CreateWorkerPool(wpo);
+      if (pool.ok()) {
+        for (const std::string& note : pool->notes) LogEvent(LogLevel::kWarning, "tuning_gpu", {{"note", note}});
+        n->runner_ = std::move(pool->pool);
+      } else {
+        n->no_gpu_reason_ = std::string(pool.status().message());
+      }
+    }
+    if (n->runner_ != nullptr) {
+      absl::StatusOr<DeviceFingerprint> dev = n->runner_->Device();
       if (dev.ok()) {
         deps.device = *dev;
-        deps.ceilings = StoredOrMeasuredCeilings(*n->store_, **runner, *dev);
-        n->runner_ = std::move(*runner);
+        deps.ceilings = StoredOrMeasuredCeilings(*n->store_, *n->runner_, *dev);
         deps.runner = n->runner_.get();
         if (auto v = DriverVersion(); v.ok()) po.driver_version = *v;
       } else {
         n->no_gpu_reason_ = std::string(dev.status().message());
+        n->runner_.reset();
       }
-    } else {
-      n->no_gpu_reason_ = std::string(runner.status().message());
     }
   }
   po.no_gpu_reason = n->no_gpu_reason_;

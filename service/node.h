@@ -14,9 +14,12 @@
 #include "absl/status/statusor.h"
 #include "cache/store.h"
 #include "plan/signing.h"
+#include "service/fleet_tier.h"
+#include "service/metrics.h"
 #include "service/pipeline.h"
 #include "tuner/compiler.h"
 #include "tuner/runner.h"
+#include "tuner/runner_pool.h"
 
 namespace kfuse {
 
@@ -26,7 +29,17 @@ struct NodeOptions {
   bool no_gpu = false;
   bool read_only = false;
   int device = 0;
+  // GPUs to tune on, one worker each: "" (just `device`), "all", or "0,1".
+  // GPUs of another model than the first are left out (they would not share
+  // its results), with a warning.
+  std::string devices;
   int64_t gpu_memory_budget = int64_t{8} << 30;
+  // Tuning waits while other processes keep a GPU busier than this
+  // (0..1, NVML's per-process SM use) or leave less than gpu_memory_budget
+  // free; 1: never waits. Past idle.max_wait_seconds a tuning job gives up
+  // ("deferred") and the request gets the heuristic kernel.
+  double tune_max_gpu_busy = 1.0;
+  IdlePolicy idle;
   std::string worker_path;
   std::string node;
   // Ed25519 key file that signs every plan answered. Empty: <store>.signing-key,
@@ -36,6 +49,17 @@ struct NodeOptions {
   // stands for the store's path; empty: no bundles.
   std::string repro_dir = "<store>.repro";
   int repro_max_bundles = 100;
+  // Prometheus /metrics on this address ("host:port"); empty: not served
+  // (the metrics are still kept, for tests).
+  std::string metrics_address;
+  // The fleet store (PostgreSQL, libpq conninfo); empty: local only.
+  std::string fleet_dsn;
+  bool fleet_read_only = false;  // A serving-only node: never publishes or leases.
+  // Public keys (hex, one a line) whose fleet entries and imports are
+  // trusted besides this node's own. Empty: only its own.
+  std::string trusted_keys_path;
+  // A tuning lease outlives a node that died while tuning by at most this.
+  double fleet_lease_seconds = 120;
 };
 
 class ServiceNode {
@@ -49,6 +73,9 @@ class ServiceNode {
   const std::string& no_gpu_reason() const { return no_gpu_reason_; }
   const SigningKey& signing_key() const { return signing_key_; }
   const std::string& signing_key_path() const { return signing_key_path_; }
+  const TrustedKeys& trusted_keys() const { return trusted_keys_; }
+  Metrics& metrics() { return *metrics_; }
+  FleetTier* fleet() { return fleet_.get(); }
 
  private:
   ServiceNode() = default;
@@ -57,7 +84,10 @@ class ServiceNode {
   std::string no_gpu_reason_;
   std::string signing_key_path_;
   SigningKey signing_key_;
+  TrustedKeys trusted_keys_;
+  std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Store> store_;
+  std::unique_ptr<FleetTier> fleet_;
   std::unique_ptr<Compiler> compiler_;
   std::unique_ptr<Runner> runner_;
   std::unique_ptr<Pipeline> pipeline_;

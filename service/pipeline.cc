@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "codegen/analysis.h"
@@ -16,7 +17,9 @@
 #include "codegen/generators.h"
 #include "codegen/pointwise.h"
 #include "core/status.h"
+#include "core/version.h"
 #include "kfuse/storage/v1/storage.pb.h"
+#include "service/log.h"
 #include "service/convert.h"
 #include "service/translate.h"
 #include "tuner/nvrtc_compiler.h"
@@ -108,6 +111,17 @@ std::string GeneratorVersions(const Partition& part) {
   return absl::StrJoin(versions, "+");
 }
 
+// The variant schemas of the plan's families, in kernel order: what a
+// stored decision's variants mean.
+std::string VariantSchemas(const Partition& part) {
+  std::vector<std::string> versions;
+  for (const KernelGroup& g : part.kernels) {
+    std::string v = VariantSchemaVersion(g.family);
+    if (std::find(versions.begin(), versions.end(), v) == versions.end()) versions.push_back(v);
+  }
+  return absl::StrJoin(versions, "+");
+}
+
 // One line for listings: the ops in order and the outputs' types.
 std::string ShortDescription(const Chain& c) {
   std::string ops;
@@ -173,7 +187,8 @@ class ReproQuota {
 Pipeline::Pipeline(PipelineDeps deps, PipelineOptions options)
     : deps_(std::move(deps)),
       options_(std::move(options)),
-      hot_(std::make_unique<HotCache>(options_.hot_cache_bytes)) {
+      hot_(std::make_unique<HotCache>(options_.hot_cache_bytes)),
+      store_writer_(std::make_unique<ThreadPool>(1)) {
   KFUSE_CHECK(deps_.compiler != nullptr && deps_.store != nullptr);
 }
 
@@ -224,6 +239,8 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
     }
     p.key = p.lookup_keys.back();
   }
+  p.decision_key = p.key;
+  p.decision_key.generator = VariantSchemas(p.partition);
   p.request = request;
   if (p.request.request_id().empty()) p.request.set_request_id(NewRequestId());
   return p;
@@ -244,11 +261,15 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
       std::shared_ptr<const v1::CompileResponse> hot = hot_->Get(key);
       if (hot != nullptr && usable(hot->plan())) {
         deps_.store->NoteArtifactHit(key);  // The LRU order sees memory hits too.
+        metrics().Lookup("memory", true);
         return Answer(p, *hot);
       }
     }
     KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetArtifact(candidate));
-    if (!blob) continue;
+    if (!blob) {
+      metrics().Lookup("local", false);
+      continue;
+    }
     storage::v1::Artifact artifact;
     if (!artifact.ParseFromString(*blob)) continue;  // sha256 matched: a schema bug.
     if (!usable(artifact.plan())) continue;
@@ -258,9 +279,50 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
       for (v1::Kernel& k : *stored.mutable_plan()->mutable_kernels()) k.clear_source();
       hot_->Put(key, std::make_shared<const v1::CompileResponse>(stored), generation);
     }
+    metrics().Lookup("local", true);
     return Answer(p, stored);
   }
   return std::nullopt;
+}
+
+std::optional<v1::CompileResponse> Pipeline::FleetLookup(const Prepared& p) const {
+  if (deps_.fleet == nullptr) return std::nullopt;
+  for (const CacheKey& candidate : p.lookup_keys) {
+    std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kArtifact, candidate);
+    if (!e) continue;
+    if (std::optional<v1::CompileResponse> r = AnswerFromFleet(p, candidate, *e)) return r;
+  }
+  return std::nullopt;
+}
+
+std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, const CacheKey& key,
+                                                             const v1::StoreEntry& entry) const {
+  storage::v1::Artifact artifact;
+  if (!artifact.ParseFromString(entry.blob())) return std::nullopt;
+  const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
+  if (wants_tuning && artifact.plan().provenance().state() != v1::TUNE_STATE_TUNED) return std::nullopt;
+  // Verified by the tier; the local copy makes later requests local hits
+  // (memory serves them until it lands).
+  if (!options_.read_only) {
+    store_writer_->Submit([store = deps_.store, entry, id = p.request.request_id()] {
+      if (absl::Status s = PutStoreEntry(*store, entry); !s.ok()) {
+        LogEvent(LogLevel::kWarning, "store_put_failed", {{"request_id", id}, {"key", entry.key()}, {"error", s.ToString()}});
+      }
+    });
+  }
+  v1::CompileResponse stored;
+  *stored.mutable_plan() = std::move(*artifact.mutable_plan());
+  for (v1::Kernel& k : *stored.mutable_plan()->mutable_kernels()) {
+    if (!p.request.include_source()) k.clear_source();
+  }
+  if (!p.request.include_source()) {
+    hot_->Put(key.ArtifactKey(), std::make_shared<const v1::CompileResponse>(stored));
+  }
+  v1::CompileResponse response = Answer(p, stored);
+  response.set_cache(v1::CACHE_OUTCOME_FLEET_HIT);
+  LogEvent(LogLevel::kInfo, "fleet_hit",
+           {{"request_id", p.request.request_id()}, {"key", entry.key()}, {"from_node", entry.node()}});
+  return response;
 }
 
 v1::CompileResponse Pipeline::Answer(const Prepared& p, const v1::CompileResponse& stored) const {
@@ -276,6 +338,27 @@ v1::CompileResponse Pipeline::Answer(const Prepared& p, const v1::CompileRespons
 
 absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const ProgressFn& progress,
                                                     const std::atomic<bool>* cancel) const {
+  FleetTier* fleet = deps_.fleet;
+  if (fleet != nullptr && !p.request.policy().force()) {
+    if (std::optional<v1::CompileResponse> hit = FleetLookup(p)) return *std::move(hit);
+  }
+  if (fleet == nullptr || options_.read_only) return BuildHere(p, progress, cancel);
+  // One node of the fleet builds a key; the others wait for its result.
+  FleetTier::Turn turn = fleet->AwaitTurn(p.key, cancel);
+  if (turn.arrived) {
+    std::optional<v1::CompileResponse> r = AnswerFromFleet(p, p.key, *turn.arrived);
+    if (r) {
+      fleet->EndTurn(p.key, turn);
+      return *std::move(r);
+    }
+  }
+  absl::StatusOr<v1::CompileResponse> r = BuildHere(p, progress, cancel);
+  fleet->EndTurn(p.key, turn);
+  return r;
+}
+
+absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const ProgressFn& progress,
+                                                        const std::atomic<bool>* cancel) const {
   if (options_.read_only) {
     return absl::FailedPreconditionError(
         "this server is read-only and the chain is not in its store; ask a server that compiles");
@@ -286,11 +369,26 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   // A stored decision survives toolchain upgrades: recompile, do not retune.
   std::optional<storage::v1::Decision> decision;
   if (!p.request.policy().force()) {
-    KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetDecision(p.key));
+    KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetDecision(p.decision_key));
+    if (!blob && deps_.fleet != nullptr) {
+      // Tuned by another node for another toolchain or generator version.
+      if (std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kDecision, p.decision_key)) {
+        blob = e->blob();
+        if (absl::Status s = PutStoreEntry(*deps_.store, *e); !s.ok()) {
+          LogEvent(LogLevel::kWarning, "store_put_failed",
+                   {{"request_id", p.request.request_id()}, {"key", e->key()}, {"error", s.ToString()}});
+        }
+      }
+    }
     storage::v1::Decision d;
     if (blob && d.ParseFromString(*blob) && d.variants_size() == static_cast<int>(part.kernels.size()) &&
         (d.state() == v1::TUNE_STATE_TUNED || !p.can_tune || p.mode == TuneMode::kHeuristic)) {
       decision = std::move(d);
+    }
+    // A decision whose variants the current generators reject is retuned.
+    for (size_t i = 0; decision && i < part.kernels.size(); ++i) {
+      absl::StatusOr<Variant> v = FromProto(decision->variants(static_cast<int>(i)));
+      if (!v.ok() || !CanGenerateFamily(p.chain, part.kernels[i], *v).ok()) decision.reset();
     }
   }
 
@@ -429,13 +527,34 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
     d.set_state(prov->state());
     d.set_tuning_seconds(seconds);
     if (deps_.device && tuned) *d.mutable_device() = ToProto(*deps_.device);
-    absl::Status s = deps_.store->PutDecision(p.key, d.SerializeAsString(), meta);
-    if (!s.ok()) fprintf(stderr, "kfused: warning: storing decision failed: %s\n", s.ToString().c_str());
+    const std::string blob = d.SerializeAsString();
+    absl::Status s = deps_.store->PutDecision(p.decision_key, blob, meta);
+    if (!s.ok()) {
+      LogEvent(LogLevel::kWarning, "store_put_failed",
+               {{"request_id", p.request.request_id()}, {"kind", "decision"}, {"error", s.ToString()}});
+    }
+    if (deps_.fleet != nullptr) deps_.fleet->Publish(Store::Kind::kDecision, p.decision_key, meta, blob);
   }
   storage::v1::Artifact artifact;
   *artifact.mutable_plan() = plan;
-  absl::Status s = deps_.store->PutArtifact(p.key, artifact.SerializeAsString(), meta);
-  if (!s.ok()) fprintf(stderr, "kfused: warning: storing artifact failed: %s\n", s.ToString().c_str());
+  const std::string artifact_blob = artifact.SerializeAsString();
+  absl::Status s = deps_.store->PutArtifact(p.key, artifact_blob, meta);
+  if (!s.ok()) {
+    LogEvent(LogLevel::kWarning, "store_put_failed",
+             {{"request_id", p.request.request_id()}, {"kind", "artifact"}, {"error", s.ToString()}});
+  }
+  if (deps_.fleet != nullptr) deps_.fleet->Publish(Store::Kind::kArtifact, p.key, meta, artifact_blob);
+  metrics().BuildSeconds(decision ? "decision" : tuned ? "tuned" : "heuristic", seconds);
+  for (const BuiltKernel& b : built) {
+    for (const Trial& t : b.result.trials) {
+      if (t.compile_seconds > 0) metrics().CompileSeconds(t.compile_seconds);
+    }
+  }
+  LogEvent(LogLevel::kInfo, "build",
+           {{"request_id", p.request.request_id()}, {"key", p.key.ArtifactKey()},
+            {"state", meta.state}, {"reused_decision", decision ? "true" : "false"},
+            {"kernels", absl::StrCat(built.size())}, {"trials", absl::StrCat(total_trials)},
+            {"seconds", absl::StrFormat("%.3f", seconds)}});
 
   v1::CompileResponse response;
   *response.mutable_plan() = std::move(plan);
@@ -479,10 +598,12 @@ void Pipeline::LeaveRepro(const Prepared& p, size_t index, ReproKind kind, const
   info.device = deps_.device;
   absl::StatusOr<std::string> dir = WriteReproBundle(options_.repro_dir, info, options_.repro_limits);
   if (dir.ok()) {
-    fprintf(stderr, "kfused: %s in kernel %zu (%s): repro bundle %s\n", std::string(ReproKindName(kind)).c_str(),
-            index, variant.ToString().c_str(), dir->c_str());
+    LogEvent(LogLevel::kWarning, "repro_bundle",
+             {{"request_id", p.request.request_id()}, {"what", std::string(ReproKindName(kind))},
+              {"kernel", absl::StrCat(index)}, {"variant", variant.ToString()}, {"bundle", *dir}});
   } else {
-    fprintf(stderr, "kfused: warning: writing a repro bundle failed: %s\n", dir.status().ToString().c_str());
+    LogEvent(LogLevel::kWarning, "repro_bundle_failed",
+             {{"request_id", p.request.request_id()}, {"error", dir.status().ToString()}});
   }
 }
 

@@ -25,8 +25,11 @@
 #include "core/roofline.h"
 #include "core/trial.h"
 #include "kfuse/v1/kfuse.pb.h"
+#include "service/fleet_tier.h"
 #include "service/hot_cache.h"
+#include "service/metrics.h"
 #include "service/repro.h"
+#include "service/thread_pool.h"
 #include "tuner/compiler.h"
 #include "tuner/runner.h"
 #include "tuner/search.h"
@@ -39,6 +42,8 @@ struct PipelineDeps {
   Store* store = nullptr;        // Required.
   std::optional<DeviceFingerprint> device;  // The GPU tuning runs on.
   Ceilings ceilings;             // Measured on `device`, or nominal.
+  FleetTier* fleet = nullptr;    // The shared second tier; null: local only.
+  Metrics* metrics = nullptr;    // Null: NullMetrics().
 };
 
 struct PipelineOptions {
@@ -71,6 +76,10 @@ struct Prepared {
   bool can_tune = false;     // A GPU of the target's architecture is here.
   std::string untuned_reason;
   CacheKey key;                     // Where a build of this request is stored.
+  // Where its tuning decision is: `key` with the generator part replaced by
+  // the families' variant schemas, so a new generator version that keeps
+  // its variant schema finds the decisions tuned by the old one.
+  CacheKey decision_key;
   std::vector<CacheKey> lookup_keys;  // What may answer it, best first.
 };
 
@@ -89,9 +98,16 @@ class Pipeline {
   absl::StatusOr<std::optional<v1::CompileResponse>> Lookup(const Prepared& p,
                                                             bool honour_force = true) const;
   // Partition, generate, compile, tune, store. Reuses a stored decision when
-  // only the toolchain changed (recompiles, does not retune).
+  // only the toolchain or the generator (not its variant schema) changed:
+  // recompiles, does not retune. With a fleet tier: first looks there (a
+  // FLEET_HIT is copied into the local store), takes the key's tuning lease
+  // or waits for the node that holds it, and publishes what it built.
   absl::StatusOr<v1::CompileResponse> Build(const Prepared& p, const ProgressFn& progress,
                                             const std::atomic<bool>* cancel) const;
+  // The fleet tier only: a verified plan for one of the lookup keys, copied
+  // into the local store; nullopt on a miss, without a fleet, or when it is
+  // down.
+  std::optional<v1::CompileResponse> FleetLookup(const Prepared& p) const;
 
   // Forgets the in-memory plans (after entries were deleted from the store).
   void ClearHot() const { hot_->Clear(); }
@@ -102,6 +118,14 @@ class Pipeline {
  private:
   // A hit's answer: the stored plan with this request's names.
   v1::CompileResponse Answer(const Prepared& p, const v1::CompileResponse& stored) const;
+  // A verified fleet artifact for this request, copied into the local store
+  // and memory; nullopt when it does not serve the request.
+  std::optional<v1::CompileResponse> AnswerFromFleet(const Prepared& p, const CacheKey& key,
+                                                     const v1::StoreEntry& entry) const;
+  // Builds without the fleet's lease (Build wraps it).
+  absl::StatusOr<v1::CompileResponse> BuildHere(const Prepared& p, const ProgressFn& progress,
+                                                const std::atomic<bool>* cancel) const;
+  Metrics& metrics() const { return deps_.metrics != nullptr ? *deps_.metrics : NullMetrics(); }
   // Leaves a repro bundle for `variant` of kernel `index`; a failure to write
   // it is logged, never returned.
   void LeaveRepro(const Prepared& p, size_t index, ReproKind kind, const Variant& variant,
@@ -110,6 +134,10 @@ class Pipeline {
   PipelineDeps deps_;
   PipelineOptions options_;
   std::unique_ptr<HotCache> hot_;  // Internally synchronised.
+  // Copies fleet entries into the local store after the answer left (an
+  // fsynced write is most of a fleet hit's time otherwise). One thread, so
+  // writes keep their order; drained when the pipeline goes.
+  std::unique_ptr<ThreadPool> store_writer_;
 };
 
 // Names from this request (inputs, outputs, symbols) replace the stored ones:

@@ -1,5 +1,6 @@
 #include "service/server.h"
 
+#include <chrono>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
@@ -165,7 +166,9 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, const absl::S
 
 KernelServiceImpl::KernelServiceImpl(Pipeline* pipeline, ServiceOptions options)
     : pipeline_(pipeline), options_(std::move(options)),
-      pool_(std::make_unique<ThreadPool>(options_.job_threads)) {}
+      pool_(std::make_unique<ThreadPool>(options_.job_threads)) {
+  if (options_.metrics == nullptr) options_.metrics = &NullMetrics();
+}
 
 KernelServiceImpl::~KernelServiceImpl() { Drain(); }
 
@@ -226,18 +229,80 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
   if (started) {
     std::shared_ptr<JobTable::Job> job = t.job;
     pool_->Submit([this, job, p] {
+      options_.metrics->SetQueueDepth(pool_->queued());
       // Every caller left while the job was queued: do not build.
       if (job->cancel.load()) {
         jobs_.Finish(job, absl::CancelledError("compile cancelled: no caller waits"));
         return;
       }
+      options_.metrics->SetJobsRunning(jobs_.running());
       JobTable::Result r = pipeline_->Build(
           p, [this, job](const v1::TuneProgress& m) { jobs_.Progress(job, m); }, &job->cancel);
+      if (!r.ok()) options_.metrics->BuildSeconds("error", 0);
       answers_.Clear();  // The store may now answer differently (tuned).
       jobs_.Finish(job, r);
+      options_.metrics->SetJobsRunning(jobs_.running());
     });
+    options_.metrics->SetQueueDepth(pool_->queued());
   }
   return t;
+}
+
+bool KernelServiceImpl::CannotWaitForTuning(const grpc::CallbackServerContext& ctx, const Prepared& p) const {
+  if (!p.can_tune || p.mode == TuneMode::kHeuristic) return false;
+  if (p.request.policy().background()) return true;
+  // Tuning takes its budget plus compiles; a caller that cannot wait that
+  // long gets the heuristic kernel now.
+  constexpr double kCompileAllowanceSeconds = 2.0;
+  const double left = std::chrono::duration<double>(ctx.deadline() - std::chrono::system_clock::now()).count();
+  return left < p.budget_seconds + kCompileAllowanceSeconds;
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerContext* ctx, const Prepared& p,
+                                                       v1::CompileResponse* resp) {
+  // The heuristic kernel for the caller, now.
+  v1::CompileRequest now_request = p.request;
+  now_request.mutable_policy()->set_mode(v1::TuningPolicy::MODE_HEURISTIC);
+  now_request.mutable_policy()->set_background(false);
+  absl::StatusOr<Prepared> now = pipeline_->Prepare(now_request);
+  if (!now.ok()) return Answer(ctx, now.status());
+  auto mark = [](JobTable::Result r) {
+    if (r.ok()) r->set_tuning_in_background(true);
+    return r;
+  };
+  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*now);
+  if (!hit.ok()) return Answer(ctx, hit.status());
+  std::shared_ptr<WaitingUnary> reactor;
+  auto mine = std::make_shared<const Prepared>(*std::move(now));
+  bool rejected = false, joined = false;
+  if (!hit->has_value()) {
+    reactor = (new WaitingUnary(&jobs_, resp))->Start();
+    JobTable::Ticket t = StartJob(
+        *mine,
+        [this, reactor, mine, mark](const JobTable::Result& r, bool joined) {
+          reactor->Complete(Signed(mark(ForWaiter(*mine, r, joined))));
+        },
+        nullptr, &rejected, &joined);
+    if (rejected) {
+      reactor->Complete(absl::ResourceExhaustedError("kfused: the job queue is full; retry later"));
+      return reactor.get();
+    }
+    reactor->Attach(std::move(t));
+  }
+  // The tuning job, with nobody waiting on it: it finishes and stores.
+  Prepared background = p;
+  background.request.mutable_policy()->set_background(true);
+  JobTable::Ticket tuning =
+      StartJob(background, [](const JobTable::Result&, bool) {}, nullptr, &rejected, &joined);
+  if (tuning.job != nullptr) {
+    jobs_.Leave(tuning);
+    if (!joined) options_.metrics->BackgroundTune();
+  }
+  if (reactor != nullptr) return reactor.get();
+  *resp = *mark(std::move(**hit));
+  Sign(resp);
+  resp->set_request_id(p.request.request_id());
+  return Answer(ctx, absl::OkStatus());
 }
 
 // The memo key: every field of the request that can change the answer.
@@ -279,6 +344,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
     resp->set_request_id(p->request.request_id());
     return Answer(ctx, absl::OkStatus());
   }
+  if (CannotWaitForTuning(*ctx, *p)) return ColdStart(ctx, *p, resp);
   std::shared_ptr<WaitingUnary> reactor = (new WaitingUnary(&jobs_, resp))->Start();
   bool rejected = false, joined = false;
   auto mine = std::make_shared<const Prepared>(*std::move(p));

@@ -17,6 +17,7 @@
 #include "service/auth.h"
 #include "service/hot_cache.h"
 #include "service/jobs.h"
+#include "service/metrics.h"
 #include "service/pipeline.h"
 #include "service/thread_pool.h"
 
@@ -33,6 +34,11 @@ struct ServiceOptions {
   // When set (not owned), every plan answered (hits too) is signed with it,
   // at answer time, so a key change needs no store rewrite.
   const SigningKey* signing_key = nullptr;
+  // Public keys whose entries ImportKernels accepts (not owned); the signing
+  // key's own public key is always accepted. Null: only this node's own.
+  const TrustedKeys* trusted_keys = nullptr;
+  // Not owned; NullMetrics() when null.
+  Metrics* metrics = nullptr;
 };
 
 class KernelServiceImpl final : public v1::KernelService::CallbackService {
@@ -53,6 +59,13 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
                                           v1::DeleteKernelsResponse* resp) override;
   grpc::ServerUnaryReactor* GetDeviceInfo(grpc::CallbackServerContext* ctx,
                                           const v1::GetDeviceInfoRequest* req, v1::DeviceInfo* resp) override;
+  // Store administration between nodes: service/server_admin.cc.
+  grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* ctx, const v1::CompileRequest* req,
+                                    v1::ExplainResponse* resp) override;
+  grpc::ServerWriteReactor<v1::StoreEntry>* ExportKernels(grpc::CallbackServerContext* ctx,
+                                                          const v1::ExportKernelsRequest* req) override;
+  grpc::ServerUnaryReactor* ImportKernels(grpc::CallbackServerContext* ctx, const v1::ImportKernelsRequest* req,
+                                          v1::ImportKernelsResponse* resp) override;
 
   // Waits for running jobs to end (after the server stopped taking calls).
   void Drain();
@@ -64,6 +77,14 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   // Starts or joins the job for a prepared miss.
   JobTable::Ticket StartJob(const Prepared& p, JobTable::DoneFn done, JobTable::ProgressFn progress,
                             bool* rejected, bool* joined);
+
+  // A miss that wants tuning from a caller who cannot wait for it
+  // (policy.background, or a deadline shorter than the tuning budget).
+  bool CannotWaitForTuning(const grpc::CallbackServerContext& ctx, const Prepared& p) const;
+  // Answers such a caller with the heuristic kernel (stored or compiled
+  // now) and starts the tuning job in the background.
+  grpc::ServerUnaryReactor* ColdStart(grpc::CallbackServerContext* ctx, const Prepared& p,
+                                      v1::CompileResponse* resp);
 
   // OK, or UNAUTHENTICATED when tokens are required and the call has none.
   absl::Status Authorize(grpc::CallbackServerContext* ctx) const;

@@ -1,0 +1,350 @@
+#include "cache/fleet.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "core/status.h"
+
+namespace kfuse {
+namespace {
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// A PGresult that clears itself.
+struct Result {
+  explicit Result(PGresult* r) : r(r) {}
+  ~Result() { PQclear(r); }
+  Result(const Result&) = delete;
+  Result& operator=(const Result&) = delete;
+  PGresult* r;
+};
+
+// Query parameters: strings and bytea go as binary (raw bytes, any content),
+// integers as text.
+class Params {
+ public:
+  void Bytes(std::string value) { Add(std::move(value), 1); }
+  void Int(int64_t value) { Add(absl::StrCat(value), 0); }
+  void Double(double value) { Add(absl::StrCat(value), 0); }
+
+  int size() const { return static_cast<int>(values_.size()); }
+  const char* const* values() {
+    ptrs_.clear();
+    for (const std::string& v : values_) ptrs_.push_back(v.c_str());
+    return ptrs_.data();
+  }
+  const int* lengths() const { return lengths_.data(); }
+  const int* formats() const { return formats_.data(); }
+
+ private:
+  void Add(std::string value, int format) {
+    lengths_.push_back(static_cast<int>(value.size()));
+    formats_.push_back(format);
+    values_.push_back(std::move(value));
+  }
+  std::vector<std::string> values_;
+  std::vector<const char*> ptrs_;
+  std::vector<int> lengths_, formats_;
+};
+
+// The status a failed result stands for. Connection trouble, shutdowns and
+// timeouts are Unavailable (the store pauses); a missing privilege is
+// PermissionDenied (a reader role asked to write); the rest Internal.
+absl::Status ResultStatus(PGconn* c, const PGresult* r, absl::string_view what) {
+  const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  std::string sqlstate = state != nullptr ? state : "";
+  std::string message = absl::StrCat("fleet store: ", what, ": ",
+                                     absl::StripTrailingAsciiWhitespace(PQerrorMessage(c)));
+  if (PQstatus(c) == CONNECTION_BAD || sqlstate.empty() || absl::StartsWith(sqlstate, "08") ||
+      absl::StartsWith(sqlstate, "57") || absl::StartsWith(sqlstate, "53")) {
+    return absl::UnavailableError(message);
+  }
+  if (sqlstate == "42501") return absl::PermissionDeniedError(message);
+  return absl::InternalError(absl::StrCat(message, " (SQLSTATE ", sqlstate, ")"));
+}
+
+absl::StatusOr<std::unique_ptr<Result>> Exec(PGconn* c, const char* sql, Params& p, absl::string_view what) {
+  auto r = std::make_unique<Result>(PQexecParams(c, sql, p.size(), nullptr, p.values(), p.lengths(),
+                                                 p.formats(), /*resultFormat=*/1));
+  ExecStatusType s = PQresultStatus(r->r);
+  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) return ResultStatus(c, r->r, what);
+  return r;
+}
+
+std::string Field(const PGresult* r, int col) {
+  return std::string(PQgetvalue(r, 0, col), PQgetlength(r, 0, col));
+}
+
+// int8 in binary format: 8 bytes, network order.
+int64_t Int8Field(const PGresult* r, int col) {
+  if (PQgetlength(r, 0, col) != 8) return 0;
+  const auto* b = reinterpret_cast<const unsigned char*>(PQgetvalue(r, 0, col));
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | b[i];
+  return static_cast<int64_t>(v);
+}
+
+constexpr char kGetSql[] =
+    "SELECT e.kind, e.key, e.chain, e.spec, e.device, e.toolchain, e.generator, e.family, e.arch,"
+    " e.device_name, e.state, e.description, b.data, e.blob_sha256, e.node, e.created_unix_ms,"
+    " e.kfuse_version, e.signer, e.signature"
+    " FROM kfuse_entries e JOIN kfuse_blobs b ON b.sha256 = e.blob_sha256"
+    " WHERE e.kind = $1 AND e.key = $2";
+
+// One statement, so one round trip: the blob (if new), then the entry (if
+// new). Neither is ever rewritten.
+constexpr char kPublishSql[] =
+    "WITH blob AS (INSERT INTO kfuse_blobs (sha256, bytes, data) VALUES ($1, $2, $3)"
+    " ON CONFLICT (sha256) DO NOTHING)"
+    " INSERT INTO kfuse_entries (kind, key, chain, spec, device, toolchain, generator, family, arch,"
+    " device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version, signer, signature)"
+    " VALUES ($4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $1, $16, $17, $18, $19, $20)"
+    " ON CONFLICT (kind, key) DO NOTHING";
+
+// Free, expired or already ours: take it (or extend it).
+constexpr char kLeaseSql[] =
+    "INSERT INTO kfuse_leases AS l (key, holder, expires_at)"
+    " VALUES ($1, $2, now() + make_interval(secs => $3))"
+    " ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at"
+    " WHERE l.expires_at < now() OR l.holder = EXCLUDED.holder"
+    " RETURNING l.holder";
+
+constexpr char kReleaseSql[] = "DELETE FROM kfuse_leases WHERE key = $1 AND holder = $2";
+
+}  // namespace
+
+struct FleetStore::Conn {
+  explicit Conn(PGconn* c) : c(c) {}
+  ~Conn() { PQfinish(c); }
+  PGconn* c;
+};
+
+std::unique_ptr<FleetStore> FleetStore::Create(FleetOptions options) {
+  return std::unique_ptr<FleetStore>(new FleetStore(std::move(options)));
+}
+
+FleetStore::FleetStore(FleetOptions options) : opts_(std::move(options)) {}
+
+FleetStore::~FleetStore() = default;
+
+std::string RedactDsn(const std::string& dsn) {
+  std::string s = dsn;
+  // URI form: postgresql://user:secret@host/db.
+  if (size_t scheme = s.find("://"); scheme != std::string::npos) {
+    size_t at = s.find('@', scheme);
+    size_t colon = s.find(':', scheme + 3);
+    if (at != std::string::npos && colon != std::string::npos && colon < at) {
+      s.replace(colon + 1, at - colon - 1, "***");
+    }
+    return s;
+  }
+  // Keyword form: password=secret.
+  for (size_t p = s.find("password"); p != std::string::npos; p = s.find("password", p + 1)) {
+    size_t eq = s.find('=', p);
+    if (eq == std::string::npos) break;
+    size_t v = s.find_first_not_of(' ', eq + 1);
+    if (v == std::string::npos) break;
+    size_t end = s[v] == '\'' ? s.find('\'', v + 1) + 1 : s.find(' ', v);
+    s.replace(v, (end == std::string::npos || end == 0 ? s.size() : end) - v, "***");
+  }
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
+  // Our defaults first: anything the DSN says wins (later keywords override).
+  const std::string timeout = absl::StrCat(opts_.connect_timeout_seconds);
+  const std::string options = absl::StrCat("-c statement_timeout=", opts_.statement_timeout_ms);
+  const std::string user_timeout = absl::StrCat(opts_.statement_timeout_ms);
+  const char* keys[] = {"connect_timeout", "options", "application_name", "keepalives_idle",
+                        "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname", nullptr};
+  const char* values[] = {timeout.c_str(), options.c_str(), "kfused", "10", "3", "3",
+                          user_timeout.c_str(), opts_.dsn.c_str(), nullptr};
+  auto conn = std::make_unique<Conn>(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
+  if (conn->c == nullptr || PQstatus(conn->c) != CONNECTION_OK) {
+    return absl::UnavailableError(absl::StrCat("fleet store ", DisplayDsn(), ": ",
+                                               absl::StripTrailingAsciiWhitespace(
+                                                   conn->c != nullptr ? PQerrorMessage(conn->c) : "out of memory")));
+  }
+  Params none;
+  absl::StatusOr<std::unique_ptr<Result>> r =
+      Exec(conn->c, "SELECT schema_version FROM kfuse_fleet_meta", none, "reading the schema version");
+  if (!r.ok()) {
+    if (absl::IsUnavailable(r.status())) return r.status();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "fleet store ", DisplayDsn(), " has no kfuse schema (apply deploy/postgres/fleet.sql): ", r.status().message()));
+  }
+  // Binary int4: 4 bytes, network order.
+  const PGresult* res = (*r)->r;
+  int version = -1;
+  if (PQntuples(res) == 1 && PQgetlength(res, 0, 0) == 4) {
+    const auto* b = reinterpret_cast<const unsigned char*>(PQgetvalue(res, 0, 0));
+    version = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
+  }
+  if (version != kFleetSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("fleet store ", DisplayDsn(), " has schema version ", version,
+                                                      "; this kfused speaks ", kFleetSchemaVersion));
+  }
+  return conn;
+}
+
+absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Acquire() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!idle_.empty()) {
+      std::unique_ptr<Conn> c = std::move(idle_.back());
+      idle_.pop_back();
+      return c;
+    }
+    if (int64_t wait = retry_at_ms_ - NowMs(); wait > 0) {
+      return absl::UnavailableError(
+          absl::StrCat("fleet store unreachable; next attempt in ", (wait + 999) / 1000, " s"));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Conn>> c = Connect();
+  if (!c.ok()) NoteFailure(c.status());
+  return c;
+}
+
+void FleetStore::Release(std::unique_ptr<Conn> conn) {
+  if (PQstatus(conn->c) != CONNECTION_OK || PQtransactionStatus(conn->c) != PQTRANS_IDLE) return;
+  absl::MutexLock lock(&mu_);
+  if (static_cast<int>(idle_.size()) < opts_.max_idle_connections) idle_.push_back(std::move(conn));
+}
+
+void FleetStore::NoteSuccess() {
+  bool report = false;
+  {
+    absl::MutexLock lock(&mu_);
+    pause_seconds_ = 0;
+    retry_at_ms_ = 0;
+    report = !up_ || !reported_;
+    up_ = ever_up_ = reported_ = true;
+  }
+  if (report && opts_.on_state_change) opts_.on_state_change(true, absl::OkStatus());
+}
+
+void FleetStore::NoteFailure(const absl::Status& why) {
+  bool report = false;
+  std::vector<std::unique_ptr<Conn>> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    pause_seconds_ = pause_seconds_ == 0 ? opts_.retry_min_seconds
+                                         : std::min(pause_seconds_ * 2, opts_.retry_max_seconds);
+    retry_at_ms_ = NowMs() + static_cast<int64_t>(pause_seconds_ * 1000);
+    report = up_ || !reported_;
+    up_ = false;
+    reported_ = true;
+    dropped.swap(idle_);  // Likely dead too; closed outside the lock.
+  }
+  if (report && opts_.on_state_change) opts_.on_state_change(false, why);
+}
+
+absl::Status FleetStore::WithConnection(const std::function<absl::Status(PGconn*)>& body) {
+  KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Conn> conn, Acquire());
+  absl::Status s = body(conn->c);
+  if (absl::IsUnavailable(s) || PQstatus(conn->c) != CONNECTION_OK) {
+    NoteFailure(s.ok() ? absl::UnavailableError("fleet store connection lost") : s);
+    return s.ok() ? absl::UnavailableError("fleet store connection lost") : s;
+  }
+  NoteSuccess();
+  Release(std::move(conn));
+  return s;
+}
+
+absl::Status FleetStore::Ping() {
+  return WithConnection([](PGconn*) { return absl::OkStatus(); });
+}
+
+bool FleetStore::up() const {
+  absl::MutexLock lock(&mu_);
+  return up_;
+}
+
+absl::StatusOr<std::optional<v1::StoreEntry>> FleetStore::Get(Store::Kind kind, const std::string& key) {
+  std::optional<v1::StoreEntry> out;
+  KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
+    Params p;
+    p.Bytes(kind == Store::Kind::kDecision ? "decision" : "artifact");
+    p.Bytes(key);
+    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kGetSql, p, "reading an entry"));
+    if (PQntuples(r->r) == 0) return absl::OkStatus();
+    const PGresult* res = r->r;
+    v1::StoreEntry e;
+    e.set_kind(Field(res, 0));
+    e.set_key(Field(res, 1));
+    e.set_chain(Field(res, 2));
+    e.set_spec(Field(res, 3));
+    e.set_device(Field(res, 4));
+    e.set_toolchain(Field(res, 5));
+    e.set_generator(Field(res, 6));
+    e.set_family(Field(res, 7));
+    e.set_arch(Field(res, 8));
+    e.set_device_name(Field(res, 9));
+    e.set_state(Field(res, 10));
+    e.set_description(Field(res, 11));
+    e.set_blob(Field(res, 12));
+    e.set_blob_sha256(Field(res, 13));
+    e.set_node(Field(res, 14));
+    e.set_created_unix_ms(Int8Field(res, 15));
+    e.set_kfuse_version(Field(res, 16));
+    e.set_signer(Field(res, 17));
+    e.set_signature(Field(res, 18));
+    out = std::move(e);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status FleetStore::Publish(const v1::StoreEntry& e) {
+  if (opts_.read_only) return absl::FailedPreconditionError("fleet store is read-only on this node");
+  return WithConnection([&](PGconn* c) -> absl::Status {
+    Params p;
+    p.Bytes(e.blob_sha256());
+    p.Int(static_cast<int64_t>(e.blob().size()));
+    p.Bytes(e.blob());
+    for (const std::string* s : {&e.kind(), &e.key(), &e.chain(), &e.spec(), &e.device(), &e.toolchain(),
+                                 &e.generator(), &e.family(), &e.arch(), &e.device_name(), &e.state(),
+                                 &e.description(), &e.node()}) {
+      p.Bytes(*s);
+    }
+    p.Int(e.created_unix_ms());
+    p.Bytes(e.kfuse_version());
+    p.Bytes(e.signer());
+    p.Bytes(e.signature());
+    return Exec(c, kPublishSql, p, "publishing an entry").status();
+  });
+}
+
+absl::StatusOr<bool> FleetStore::TryLease(const std::string& key, double ttl_seconds) {
+  if (opts_.read_only) return absl::FailedPreconditionError("fleet store is read-only on this node");
+  bool ours = false;
+  KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
+    Params p;
+    p.Bytes(key);
+    p.Bytes(opts_.holder);
+    p.Double(ttl_seconds);
+    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kLeaseSql, p, "taking a tuning lease"));
+    ours = PQntuples(r->r) == 1;
+    return absl::OkStatus();
+  }));
+  return ours;
+}
+
+absl::Status FleetStore::ReleaseLease(const std::string& key) {
+  if (opts_.read_only) return absl::OkStatus();
+  return WithConnection([&](PGconn* c) -> absl::Status {
+    Params p;
+    p.Bytes(key);
+    p.Bytes(opts_.holder);
+    return Exec(c, kReleaseSql, p, "releasing a tuning lease").status();
+  });
+}
+
+}  // namespace kfuse

@@ -1,0 +1,120 @@
+// The fleet store: a PostgreSQL database that many kfuse nodes share, the
+// second tier behind each node's SQLite store. Entries are published once
+// (content-addressed blobs, INSERT ... ON CONFLICT DO NOTHING) and never
+// rewritten; a tuning lease per key lets one node tune while the others wait
+// for its result. The database being away is never an error for a request:
+// calls return Unavailable at once while it is down, and the store retries
+// the connection with a growing pause (docs/cache.md, "Fleet tier").
+//
+//   FleetOptions o; o.dsn = "host=pg dbname=kfuse user=kfuse_writer"; o.holder = "node-a/4242";
+//   auto fleet = FleetStore::Create(o);
+//   KFUSE_ASSIGN_OR_RETURN(std::optional<v1::StoreEntry> e, fleet->Get(Store::Kind::kArtifact, key));
+//   KFUSE_RETURN_IF_ERROR(fleet->Publish(signed_entry));
+//
+// Signing and verifying entries is the caller's (plan/signing.h); this class
+// moves rows. Thread-safe: a small pool of connections, one per call.
+#ifndef KFUSE_CACHE_FLEET_H_
+#define KFUSE_CACHE_FLEET_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cache/store.h"
+#include "kfuse/v1/kfuse.pb.h"
+
+typedef struct pg_conn PGconn;
+
+namespace kfuse {
+
+// The schema version of deploy/postgres/fleet.sql this binary speaks.
+inline constexpr int kFleetSchemaVersion = 1;
+
+struct FleetOptions {
+  // libpq connection string or URI. Passwords belong in PGPASSWORD or
+  // PGPASSFILE, not here (the string is logged without its password anyway).
+  std::string dsn;
+  bool read_only = false;  // A reader role: never publishes, never leases.
+  std::string holder;      // This node in leases: name and process.
+  int connect_timeout_seconds = 2;
+  int statement_timeout_ms = 5000;
+  // After a failure, calls fail fast for this long, doubling up to the max.
+  double retry_min_seconds = 1;
+  double retry_max_seconds = 30;
+  int max_idle_connections = 4;
+  // Called on every change between up and down (and on the first success),
+  // with the error that took it down: for warnings and the metric.
+  std::function<void(bool up, const absl::Status& why)> on_state_change;
+};
+
+// A libpq conninfo string or URI with any password replaced by ***.
+std::string RedactDsn(const std::string& dsn);
+
+class FleetStore {
+ public:
+  // Never fails and never blocks: connects on first use.
+  static std::unique_ptr<FleetStore> Create(FleetOptions options);
+  ~FleetStore();
+  FleetStore(const FleetStore&) = delete;
+  FleetStore& operator=(const FleetStore&) = delete;
+
+  // The entry stored under (kind, key), blob included; nullopt when none.
+  // Unavailable when the database cannot be reached (or is in its retry
+  // pause); FailedPrecondition when its schema is not kFleetSchemaVersion.
+  absl::StatusOr<std::optional<v1::StoreEntry>> Get(Store::Kind kind, const std::string& key);
+  // Publishes a signed entry and its blob in one transaction; an entry
+  // already there is left as it is (OK). FailedPrecondition when read-only.
+  absl::Status Publish(const v1::StoreEntry& entry);
+
+  // Takes the tuning lease on `key` for ttl_seconds when it is free, expired
+  // or already ours. true: ours; false: another node holds it.
+  absl::StatusOr<bool> TryLease(const std::string& key, double ttl_seconds);
+  // Gives the lease back if we hold it.
+  absl::Status ReleaseLease(const std::string& key);
+
+  // Connects (or reuses a connection) and checks the schema: OK when the
+  // database answers. Respects the retry pause.
+  absl::Status Ping();
+
+  // Whether the last call reached the database.
+  bool up() const;
+  const FleetOptions& options() const { return opts_; }
+  // The DSN without any password, for logs.
+  std::string DisplayDsn() const { return RedactDsn(opts_.dsn); }
+
+ private:
+  explicit FleetStore(FleetOptions options);
+
+  struct Conn;  // Owns a PGconn.
+  // A connection from the pool, or a new one; Unavailable in the pause.
+  absl::StatusOr<std::unique_ptr<Conn>> Acquire();
+  // Back to the pool when healthy; dropped otherwise.
+  void Release(std::unique_ptr<Conn> conn);
+  absl::StatusOr<std::unique_ptr<Conn>> Connect();
+  // Records the outcome of a call: a connection-level failure starts (or
+  // lengthens) the pause and marks the store down.
+  void NoteSuccess();
+  void NoteFailure(const absl::Status& why);
+  // Runs `body` on a pooled connection, handling failures as above.
+  absl::Status WithConnection(const std::function<absl::Status(PGconn*)>& body);
+
+  const FleetOptions opts_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Conn>> idle_ ABSL_GUARDED_BY(mu_);
+  bool up_ ABSL_GUARDED_BY(mu_) = false;
+  bool ever_up_ ABSL_GUARDED_BY(mu_) = false;
+  bool reported_ ABSL_GUARDED_BY(mu_) = false;  // A state was reported.
+  double pause_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t retry_at_ms_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace kfuse
+
+#endif  // KFUSE_CACHE_FLEET_H_

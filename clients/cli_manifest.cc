@@ -1,0 +1,435 @@
+// `kfuse tune --manifest`: offline tuning of a list of chains and shape
+// buckets through the Tune stream, with a total budget and a state file so
+// that a rerun resumes where the last one stopped. Parsing and bookkeeping
+// are plain functions (cli.h), tested without a server.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "clients/cli.h"
+#include "clients/cli_format.h"
+#include "clients/json.h"
+#include "core/key.h"
+#include "core/status.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace kfuse::client {
+namespace {
+
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+constexpr int kBarWidth = 16;
+
+absl::Status Bad(const std::string& where, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
+}
+
+// A whole number in (0, 2^53]: JSON numbers are doubles.
+absl::StatusOr<int64_t> PositiveInt(const Value& v, const std::string& where) {
+  if (v.kind_case() != Value::kNumberValue || !(v.number_value() > 0) ||
+      v.number_value() > 9007199254740992.0 || std::floor(v.number_value()) != v.number_value()) {
+    return Bad(where, "expected a positive whole number");
+  }
+  return static_cast<int64_t>(v.number_value());
+}
+
+absl::StatusOr<std::string> String(const Value& v, const std::string& where) {
+  if (v.kind_case() != Value::kStringValue) return Bad(where, "expected a string");
+  return v.string_value();
+}
+
+// quick|full into the policy's mode.
+absl::StatusOr<kfuse::v1::TuningPolicy::Mode> TuneMode(const std::string& mode, const std::string& where) {
+  absl::StatusOr<kfuse::v1::TuningPolicy::Mode> m = ParsePolicyMode(mode);
+  if (!m.ok() || (*m != kfuse::v1::TuningPolicy::MODE_QUICK && *m != kfuse::v1::TuningPolicy::MODE_FULL)) {
+    return Bad(where, absl::StrCat("'", mode, "': expected quick or full"));
+  }
+  return *m;
+}
+
+// The entry's chain: a path (relative to the manifest) or an inline object.
+absl::StatusOr<kfuse::v1::CompileRequest> EntryChain(const Value& v, const std::string& where,
+                                                     const std::string& base_dir, std::string* name) {
+  if (v.kind_case() == Value::kStringValue) {
+    std::filesystem::path path(v.string_value());
+    if (path.is_relative() && !base_dir.empty()) path = std::filesystem::path(base_dir) / path;
+    *name = v.string_value();
+    absl::StatusOr<kfuse::v1::CompileRequest> r = LoadCompileRequest(path.string());
+    if (!r.ok()) return Bad(where, std::string(r.status().message()));
+    return r;
+  }
+  if (v.kind_case() != Value::kStructValue)
+    return Bad(where, "expected a file name or a kfuse.v1.Chain object");
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(v.struct_value(), &json).ok()) {
+    return Bad(where, "cannot read the inline chain");
+  }
+  absl::StatusOr<kfuse::v1::CompileRequest> r = ParseCompileRequest(json, where);
+  if (!r.ok()) return Bad(where, std::string(r.status().message()));
+  return r;
+}
+
+// The buckets of an entry, each a list of (symbol, hint).
+absl::StatusOr<std::vector<std::vector<std::pair<std::string, int64_t>>>> Buckets(const Value& v,
+                                                                                  const std::string& where) {
+  if (v.kind_case() != Value::kListValue) return Bad(where, "expected a list of {\"symbol\": size} objects");
+  std::vector<std::vector<std::pair<std::string, int64_t>>> out;
+  for (int j = 0; j < v.list_value().values_size(); ++j) {
+    const std::string at = absl::StrCat(where, "[", j, "]");
+    const Value& b = v.list_value().values(j);
+    if (b.kind_case() != Value::kStructValue || b.struct_value().fields().empty()) {
+      return Bad(at, "expected an object of symbol sizes, e.g. {\"n\": 4096}");
+    }
+    // Sorted by symbol, so labels and ids do not depend on the JSON's order.
+    std::map<std::string, int64_t> sizes;
+    for (const auto& [symbol, size] : b.struct_value().fields()) {
+      KFUSE_ASSIGN_OR_RETURN(sizes[symbol], PositiveInt(size, absl::StrCat(at, ".", symbol)));
+    }
+    out.emplace_back(sizes.begin(), sizes.end());
+  }
+  return out;
+}
+
+std::string BucketLabel(const std::vector<std::pair<std::string, int64_t>>& bucket) {
+  return absl::StrJoin(bucket, ",", [](std::string* out, const std::pair<std::string, int64_t>& p) {
+    absl::StrAppend(out, p.first, "=", p.second);
+  });
+}
+
+std::string Deterministic(const google::protobuf::Message& m) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+absl::Status ApplyBucket(const std::vector<std::pair<std::string, int64_t>>& bucket,
+                         kfuse::v1::Chain* chain) {
+  std::set<std::string> symbols;
+  auto apply = [&](kfuse::v1::Dim& d) {
+    if (d.kind_case() != kfuse::v1::Dim::kSymbol) return;
+    symbols.insert(d.symbol());
+    for (const auto& [symbol, size] : bucket) {
+      if (d.symbol() == symbol) d.set_hint(size);
+    }
+  };
+  for (auto& in : *chain->mutable_inputs()) {
+    for (auto& d : *in.mutable_shape()) apply(d);
+  }
+  for (auto& op : *chain->mutable_ops()) {
+    if (!op.has_shape()) continue;
+    for (auto& d : *op.mutable_shape()->mutable_shape()) apply(d);
+  }
+  for (const auto& [symbol, size] : bucket) {
+    if (symbols.count(symbol) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", symbol, "' is not a symbol of the chain",
+          symbols.empty() ? " (it has none)" : absl::StrCat(" (it has ", absl::StrJoin(symbols, ", "), ")")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string ManifestItemId(const kfuse::v1::CompileRequest& request) {
+  return Sha256Hex(absl::StrCat(Deterministic(request.chain()), "\x1f", request.policy().mode(), "\x1f",
+                                Deterministic(request.target())));
+}
+
+absl::StatusOr<std::vector<ManifestItem>> ParseManifest(const std::string& json, const std::string& what,
+                                                        const std::string& base_dir,
+                                                        const ManifestDefaults& defaults) {
+  KFUSE_ASSIGN_OR_RETURN(kfuse::v1::TuningPolicy::Mode default_mode, TuneMode(defaults.mode, "--mode"));
+  Struct root;
+  KFUSE_RETURN_IF_ERROR(ParseJson(json, what, &root));
+  for (const auto& [field, value] : root.fields()) {
+    if (field != "entries") return Bad(what, absl::StrCat("unknown field '", field, "' (expected entries)"));
+  }
+  auto entries = root.fields().find("entries");
+  if (entries == root.fields().end() || entries->second.kind_case() != Value::kListValue) {
+    return Bad(what, "expected {\"entries\": [...]}");
+  }
+  std::vector<ManifestItem> items;
+  const auto& list = entries->second.list_value();
+  for (int i = 0; i < list.values_size(); ++i) {
+    const std::string where = absl::StrCat("entries[", i, "]");
+    if (list.values(i).kind_case() != Value::kStructValue) return Bad(where, "expected an object");
+    const auto& fields = list.values(i).struct_value().fields();
+    for (const auto& [field, value] : fields) {
+      if (field != "chain" && field != "buckets" && field != "mode" && field != "budget_seconds" &&
+          field != "arch") {
+        return Bad(where, absl::StrCat("unknown field '", field,
+                                       "' (expected chain, buckets, mode, budget_seconds, arch)"));
+      }
+    }
+    auto chain = fields.find("chain");
+    if (chain == fields.end()) return Bad(absl::StrCat(where, ".chain"), "missing");
+    std::string name = where;
+    KFUSE_ASSIGN_OR_RETURN(kfuse::v1::CompileRequest request,
+                           EntryChain(chain->second, absl::StrCat(where, ".chain"), base_dir, &name));
+
+    kfuse::v1::TuningPolicy::Mode mode = default_mode;
+    if (auto m = fields.find("mode"); m != fields.end()) {
+      KFUSE_ASSIGN_OR_RETURN(std::string text, String(m->second, absl::StrCat(where, ".mode")));
+      KFUSE_ASSIGN_OR_RETURN(mode, TuneMode(text, absl::StrCat(where, ".mode")));
+    }
+    request.mutable_policy()->set_mode(mode);
+    double budget = defaults.budget_seconds;
+    if (auto b = fields.find("budget_seconds"); b != fields.end()) {
+      if (b->second.kind_case() != Value::kNumberValue || !(b->second.number_value() >= 0)) {
+        return Bad(absl::StrCat(where, ".budget_seconds"), "expected a number of seconds >= 0");
+      }
+      budget = b->second.number_value();
+    }
+    if (budget > 0) request.mutable_policy()->set_budget_seconds(budget);
+    std::string arch = defaults.arch;
+    if (auto a = fields.find("arch"); a != fields.end()) {
+      KFUSE_ASSIGN_OR_RETURN(arch, String(a->second, absl::StrCat(where, ".arch")));
+    }
+    if (!arch.empty()) {
+      absl::StatusOr<kfuse::v1::Target> target = ParseArch(arch);
+      if (!target.ok()) return Bad(absl::StrCat(where, ".arch"), std::string(target.status().message()));
+      *request.mutable_target() = *target;
+    }
+
+    std::vector<std::vector<std::pair<std::string, int64_t>>> buckets;
+    if (auto b = fields.find("buckets"); b != fields.end()) {
+      KFUSE_ASSIGN_OR_RETURN(buckets, Buckets(b->second, absl::StrCat(where, ".buckets")));
+    }
+    if (buckets.empty()) {
+      items.push_back({i, -1, name, request, ManifestItemId(request)});
+      continue;
+    }
+    for (size_t j = 0; j < buckets.size(); ++j) {
+      ManifestItem item{i, static_cast<int>(j), absl::StrCat(name, " ", BucketLabel(buckets[j])), request,
+                        ""};
+      if (absl::Status s = ApplyBucket(buckets[j], item.request.mutable_chain()); !s.ok()) {
+        return Bad(absl::StrCat(where, ".buckets[", j, "]"), std::string(s.message()));
+      }
+      item.id = ManifestItemId(item.request);
+      items.push_back(std::move(item));
+    }
+  }
+  return items;
+}
+
+absl::StatusOr<std::vector<ManifestItem>> LoadManifest(const std::string& path,
+                                                       const ManifestDefaults& defaults) {
+  KFUSE_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseManifest(text, path, std::filesystem::path(path).parent_path().string(), defaults);
+}
+
+absl::StatusOr<std::set<std::string>> LoadTuneState(const std::string& path) {
+  std::set<std::string> done;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return done;
+  KFUSE_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    Struct record;
+    if (line.empty() || !ParseJson(line, path, &record).ok()) continue;
+    auto id = record.fields().find("id");
+    if (id != record.fields().end() && id->second.kind_case() == Value::kStringValue) {
+      done.insert(id->second.string_value());
+    }
+  }
+  return done;
+}
+
+absl::Status AppendTuneState(const std::string& path, const ManifestItem& item, const std::string& outcome,
+                             const std::string& key) {
+  Struct record;
+  auto& f = *record.mutable_fields();
+  f["id"].set_string_value(item.id);
+  f["entry"].set_number_value(item.entry);
+  if (item.bucket >= 0) f["bucket"].set_number_value(item.bucket);
+  f["label"].set_string_value(item.label);
+  f["outcome"].set_string_value(outcome);
+  f["key"].set_string_value(key);
+  f["unix_ms"].set_number_value(static_cast<double>(absl::ToUnixMillis(absl::Now())));
+  std::ofstream out(path, std::ios::app);
+  out << ToJson(record, /*pretty=*/false) << "\n";
+  out.flush();
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot append to the state file ", path));
+  return absl::OkStatus();
+}
+
+std::string FormatDuration(double seconds) {
+  const int64_t s = seconds > 0 ? static_cast<int64_t>(std::llround(seconds)) : 0;
+  if (s < 60) return absl::StrCat(s, "s");
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%dh%02dm%02ds", s / 3600, (s / 60) % 60, s % 60);
+}
+
+std::string FormatManifestProgress(size_t index, size_t count, const std::string& label, uint32_t done,
+                                   uint32_t total, double elapsed_seconds, double eta_seconds) {
+  return absl::StrCat("[", index, "/", count, "] ", label, "  trials ",
+                      total == 0 ? "-" : absl::StrCat(done, "/", total), "  elapsed ",
+                      FormatDuration(elapsed_seconds), "  ETA ",
+                      eta_seconds < 0 ? "-" : FormatDuration(eta_seconds));
+}
+
+namespace {
+
+// What became of the items of one run.
+struct Tally {
+  int tuned = 0, stored = 0, skipped = 0, failed = 0, not_started = 0;
+};
+
+void PrintItemJson(CliIo& io, size_t index, const ManifestItem& item, const std::string& outcome,
+                   const std::string& key, const std::string& error) {
+  Struct line;
+  auto& f = *line.mutable_fields();
+  f["item"].set_number_value(static_cast<double>(index));
+  f["label"].set_string_value(item.label);
+  f["id"].set_string_value(item.id);
+  f["outcome"].set_string_value(outcome);
+  if (!key.empty()) f["key"].set_string_value(key);
+  if (!error.empty()) f["error"].set_string_value(error);
+  io.out << ToJson(line, /*pretty=*/false) << "\n" << std::flush;
+}
+
+}  // namespace
+
+int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
+  auto usage = [&](const std::string& why) {
+    ReportError(g, absl::InvalidArgumentError(why), io);
+    return kExitUsage;
+  };
+  if (!o.chain_path.empty()) return usage("tune: give a chain or --manifest, not both");
+  if (o.force) return usage("tune --manifest: --force is not supported; remove the state file to retune");
+  if (o.budget_total_seconds < 0) return usage("--budget-total must be >= 0 seconds");
+  if (o.budget_seconds < 0) return usage("--budget must be >= 0 seconds");
+  absl::StatusOr<std::vector<ManifestItem>> items =
+      LoadManifest(o.manifest, ManifestDefaults{o.mode, o.arch, o.budget_seconds});
+  if (!items.ok()) return usage(std::string(items.status().message()));
+  const std::string state_path = o.state.empty() ? o.manifest + ".state" : o.state;
+  absl::StatusOr<std::set<std::string>> done = LoadTuneState(state_path);
+  if (!done.ok()) return usage(std::string(done.status().message()));
+  auto client = ConnectFromFlags(g);
+  if (!client.ok()) return ReportError(g, client.status(), io);
+
+  const bool bar = io.out_is_tty && !g.json;
+  const size_t count = items->size();
+  size_t to_run = 0;
+  for (const ManifestItem& item : *items) to_run += done->count(item.id) == 0;
+  const absl::Time start = absl::Now();
+  auto elapsed = [&] { return absl::ToDoubleSeconds(absl::Now() - start); };
+  Tally tally;
+  size_t last_width = 0;
+  auto clear_bar = [&] {
+    if (bar && last_width > 0) io.out << "\r" << std::string(last_width, ' ') << "\r";
+    last_width = 0;
+  };
+  int exit_code = kExitOk;
+  for (size_t i = 0; i < count; ++i) {
+    const ManifestItem& item = (*items)[i];
+    const size_t index = i + 1;
+    if (done->count(item.id) > 0) {
+      ++tally.skipped;
+      if (g.json) PrintItemJson(io, index, item, "skipped", "", "");
+      continue;
+    }
+    if ((o.budget_total_seconds > 0 && elapsed() >= o.budget_total_seconds) ||
+        exit_code == kExitUnavailable) {
+      ++tally.not_started;
+      continue;
+    }
+    const int finished = tally.tuned + tally.stored + tally.failed;
+    auto on_progress = [&](const kfuse::v1::TuneProgress& p) {
+      if (!bar) return;
+      const double fraction =
+          (finished + (p.total() > 0 ? static_cast<double>(std::min(p.done(), p.total())) / p.total() : 0)) /
+          static_cast<double>(to_run);
+      double eta = fraction > 0 ? elapsed() * (1 - fraction) / fraction : -1;
+      if (o.budget_total_seconds > 0 && eta >= 0)
+        eta = std::min(eta, std::max(0.0, o.budget_total_seconds - elapsed()));
+      std::string line =
+          absl::StrCat(FormatProgressBar(p.done(), p.total(), kBarWidth), " ",
+                       FormatManifestProgress(index, count, item.label, p.done(), p.total(), elapsed(), eta));
+      constexpr size_t kMax = 110;  // One terminal line.
+      if (line.size() > kMax) line = line.substr(0, kMax - 3) + "...";
+      const size_t width = line.size();
+      line.append(last_width > width ? last_width - width : 0, ' ');
+      last_width = width;
+      io.out << "\r" << line << std::flush;
+    };
+    const absl::Time item_start = absl::Now();
+    absl::StatusOr<kfuse::v1::CompileResponse> r = (*client)->Tune(item.request, on_progress);
+    clear_bar();
+    const std::string took = FormatDuration(absl::ToDoubleSeconds(absl::Now() - item_start));
+    if (!r.ok()) {
+      ++tally.failed;
+      const std::string error =
+          absl::StrCat(absl::StatusCodeToString(r.status().code()), ": ", r.status().message());
+      if (g.json) {
+        PrintItemJson(io, index, item, "failed", "", error);
+      } else {
+        io.out << "[" << index << "/" << count << "] " << item.label << ": failed: " << error << "\n";
+      }
+      // No server: the items left are not started, and the exit code says why.
+      if (r.status().code() == absl::StatusCode::kUnavailable) {
+        exit_code = kExitUnavailable;
+      }
+      continue;
+    }
+    const bool stored =
+        r->cache() == kfuse::v1::CACHE_OUTCOME_HIT || r->cache() == kfuse::v1::CACHE_OUTCOME_FLEET_HIT;
+    ++(stored ? tally.stored : tally.tuned);
+    const std::string outcome = stored ? "stored" : "tuned";
+    if (absl::Status s = AppendTuneState(state_path, item, outcome, r->plan().key()); !s.ok()) {
+      io.err << "kfuse: warning: " << s.message() << "\n";
+    }
+    if (g.json) {
+      PrintItemJson(io, index, item, outcome, r->plan().key(), "");
+    } else {
+      const auto& prov = r->plan().provenance();
+      const std::string what =
+          stored ? "already stored"
+          : prov.state() == kfuse::v1::TUNE_STATE_HEURISTIC
+              ? absl::StrCat("heuristic (", prov.reason().empty() ? "untuned" : prov.reason(), ")")
+              : "tuned";
+      io.out << "[" << index << "/" << count << "] " << item.label << ": " << what << "  key "
+             << r->plan().key().substr(0, 16) << "  (" << took << ")\n";
+    }
+  }
+  if (g.json) {
+    Struct summary;
+    auto& f = *summary.mutable_fields();
+    f["tuned"].set_number_value(tally.tuned);
+    f["already_stored"].set_number_value(tally.stored);
+    f["skipped"].set_number_value(tally.skipped);
+    f["failed"].set_number_value(tally.failed);
+    f["not_started"].set_number_value(tally.not_started);
+    f["state"].set_string_value(state_path);
+    io.out << ToJson(summary, /*pretty=*/false) << "\n";
+  } else {
+    io.out << "tuned " << tally.tuned << ", already stored " << tally.stored << ", failed " << tally.failed
+           << ", not started " << tally.not_started;
+    if (tally.not_started > 0) io.out << (exit_code == kExitUnavailable ? " (no server)" : " (budget)");
+    if (tally.skipped > 0)
+      io.out << "; " << tally.skipped << " done in an earlier run (" << state_path << ")";
+    io.out << "; " << FormatDuration(elapsed()) << "\n";
+  }
+  if (exit_code != kExitOk) return exit_code;
+  return tally.failed > 0 ? kExitFailed : kExitOk;
+}
+
+}  // namespace kfuse::client

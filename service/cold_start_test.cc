@@ -1,0 +1,177 @@
+// A server that can tune, with a fake GPU whose timing takes a while: a
+// caller that cannot wait for tuning gets the heuristic kernel at once and
+// the next caller the tuned one; a new generator version that keeps its
+// variant schema reuses the stored decision instead of retuning.
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "service/server.h"
+#include "service/service_test_util.h"
+
+namespace kfuse {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using service_testing::FakeCompiler;
+using service_testing::LoopbackServer;
+using service_testing::ScaledActivation;
+using service_testing::TestStorePath;
+
+// Every candidate passes; each Run takes `delay`, like timing on a GPU.
+class SlowGpu : public Runner {
+ public:
+  explicit SlowGpu(std::chrono::milliseconds delay) : delay_(delay) {}
+  absl::StatusOr<std::vector<Trial>> Run(const CheckTask& task,
+                                         const std::function<void(const Trial&)>& on_trial) override {
+    ++runs;
+    std::this_thread::sleep_for(delay_);
+    std::vector<Trial> trials;
+    for (size_t i = 0; i < task.candidates.size(); ++i) {
+      Trial t;
+      t.outcome = Outcome::kOk;
+      t.median_seconds = 1e-5 * static_cast<double>(1 + (i * 7) % 5);
+      if (on_trial) on_trial(t);
+      trials.push_back(t);
+    }
+    return trials;
+  }
+  absl::StatusOr<DeviceFingerprint> Device() override { return Fingerprint(); }
+  absl::StatusOr<Ceilings> MeasureCeilings() override { return NominalCeilings(90); }
+  static DeviceFingerprint Fingerprint() {
+    DeviceFingerprint d;
+    d.name = "Fake GPU";
+    d.cc_major = 9;
+    return d;
+  }
+  std::atomic<int> runs{0};
+
+ private:
+  std::chrono::milliseconds delay_;
+};
+
+v1::CompileRequest Silu(double scale, bool background = false) {
+  v1::CompileRequest r = ScaledActivation(v1::OP_SILU, scale, 1 << 20);
+  r.mutable_policy()->set_background(background);
+  return r;
+}
+
+class ColdStartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = *Store::Open({.path = TestStorePath()});
+    PipelineDeps deps;
+    deps.compiler = &compiler_;
+    deps.store = store_.get();
+    deps.runner = &gpu_;
+    deps.device = SlowGpu::Fingerprint();
+    deps.ceilings = NominalCeilings(90);
+    PipelineOptions po;
+    po.quick_budget_seconds = 2.0;
+    pipeline_ = std::make_unique<Pipeline>(std::move(deps), po);
+    service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), ServiceOptions{});
+    server_ = std::make_unique<LoopbackServer>(service_.get());
+    stub_ = server_->stub();
+  }
+  void TearDown() override {
+    server_.reset();
+    if (service_) service_->Drain();
+  }
+  grpc::Status Compile(const v1::CompileRequest& req, v1::CompileResponse* resp, std::chrono::milliseconds deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    return stub_->Compile(&ctx, req, resp);
+  }
+  // Waits (bounded) until the store answers the request with a tuned plan.
+  bool WaitForTuned(const v1::CompileRequest& req) {
+    for (int i = 0; i < 200; ++i) {
+      grpc::ClientContext ctx;
+      v1::CompileResponse r;
+      if (stub_->Lookup(&ctx, req, &r).ok() && r.plan().provenance().state() == v1::TUNE_STATE_TUNED) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  FakeCompiler compiler_;
+  SlowGpu gpu_{std::chrono::milliseconds(1500)};
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<KernelServiceImpl> service_;
+  std::unique_ptr<LoopbackServer> server_;
+  v1::KernelService::Stub* stub_ = nullptr;
+};
+
+TEST_F(ColdStartTest, AShortDeadlineGetsTheHeuristicKernelNowAndTheNextCallerTheTunedOne) {
+  v1::CompileResponse first;
+  const auto t0 = Clock::now();
+  grpc::Status s = Compile(Silu(1.5), &first, std::chrono::milliseconds(1000));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_LT(seconds, 1.0);  // Not after the 1.5 s a timing run takes.
+  EXPECT_TRUE(first.tuning_in_background());
+  EXPECT_EQ(first.plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+
+  ASSERT_TRUE(WaitForTuned(Silu(1.5)));
+  v1::CompileResponse next;
+  ASSERT_TRUE(Compile(Silu(1.5), &next, std::chrono::seconds(30)).ok());
+  EXPECT_EQ(next.cache(), v1::CACHE_OUTCOME_HIT);
+  EXPECT_EQ(next.plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  EXPECT_FALSE(next.tuning_in_background());
+}
+
+TEST_F(ColdStartTest, BackgroundPolicyAnswersAtOnceEvenWithTimeToWait) {
+  v1::CompileResponse first;
+  ASSERT_TRUE(Compile(Silu(2.5, /*background=*/true), &first, std::chrono::seconds(60)).ok());
+  EXPECT_TRUE(first.tuning_in_background());
+  EXPECT_EQ(first.plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  ASSERT_TRUE(WaitForTuned(Silu(2.5)));
+}
+
+TEST_F(ColdStartTest, ACallerWithTimeWaitsForTheTunedKernel) {
+  v1::CompileResponse r;
+  ASSERT_TRUE(Compile(Silu(3.5), &r, std::chrono::seconds(60)).ok());
+  EXPECT_FALSE(r.tuning_in_background());
+  EXPECT_EQ(r.plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  EXPECT_EQ(r.cache(), v1::CACHE_OUTCOME_MISS);
+}
+
+TEST_F(ColdStartTest, ANewGeneratorVersionWithTheSameVariantSchemaReusesTheDecision) {
+  absl::StatusOr<Prepared> p = pipeline_->Prepare(Silu(4.5));
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(p->can_tune);
+  auto tuned = pipeline_->Build(*p, nullptr, nullptr);
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  ASSERT_EQ(tuned->plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  const int runs = gpu_.runs.load();
+  ASSERT_GT(runs, 0);
+
+  // What Prepare gives once the generator's version moves and its variant
+  // schema does not: another artifact key, the same decision key.
+  Prepared next = *p;
+  next.key.generator += "-next";
+  for (CacheKey& k : next.lookup_keys) k.generator += "-next";
+  ASSERT_NE(next.key.ArtifactKey(), p->key.ArtifactKey());
+  auto miss = pipeline_->Lookup(next);
+  ASSERT_TRUE(miss.ok());
+  EXPECT_FALSE(miss->has_value());
+  auto rebuilt = pipeline_->Build(next, nullptr, nullptr);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_EQ(gpu_.runs.load(), runs);  // Recompiled, not retuned.
+  EXPECT_EQ(rebuilt->plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  ASSERT_EQ(rebuilt->plan().kernels_size(), tuned->plan().kernels_size());
+  EXPECT_EQ(rebuilt->plan().kernels(0).variant().DebugString(), tuned->plan().kernels(0).variant().DebugString());
+
+  // A variant schema change is a different decision key: retuned.
+  Prepared schema = next;
+  schema.decision_key.generator += "-schema2";
+  schema.key.generator += "-again";
+  ASSERT_TRUE(pipeline_->Build(schema, nullptr, nullptr).ok());
+  EXPECT_GT(gpu_.runs.load(), runs);
+}
+
+}  // namespace
+}  // namespace kfuse

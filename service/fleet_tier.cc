@@ -1,0 +1,151 @@
+#include "service/fleet_tier.h"
+
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "service/log.h"
+
+namespace kfuse {
+namespace {
+
+std::string KeyOf(Store::Kind kind, const CacheKey& key) {
+  return kind == Store::Kind::kDecision ? key.DecisionKey() : key.ArtifactKey();
+}
+
+}  // namespace
+
+FleetTier::FleetTier(std::unique_ptr<FleetStore> fleet, const SigningKey* signing_key, TrustedKeys trusted,
+                     Metrics* metrics, FleetTierOptions options)
+    : fleet_(std::move(fleet)),
+      signing_key_(signing_key),
+      trusted_(std::move(trusted)),
+      metrics_(metrics != nullptr ? metrics : &NullMetrics()),
+      options_(std::move(options)) {
+  if (signing_key_ != nullptr) trusted_.Add(signing_key_->public_key);
+  watcher_ = std::thread([this] { Watch(); });
+}
+
+FleetTier::~FleetTier() {
+  {
+    absl::MutexLock lock(&stop_mu_);
+    stop_ = true;
+  }
+  watcher_.join();
+}
+
+void FleetTier::Watch() {
+  // The first look connects at start-up, so a wrong DSN shows in the log at
+  // once rather than at the first miss.
+  bool first = true;
+  absl::MutexLock lock(&stop_mu_);
+  while (!stop_) {
+    if (first || !fleet_->up()) {
+      stop_mu_.Unlock();
+      (void)fleet_->Ping();  // Success or failure is reported by the store.
+      stop_mu_.Lock();
+      first = false;
+    }
+    stop_mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(options_.watch_seconds));
+  }
+}
+
+std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey& key) {
+  const std::string k = KeyOf(kind, key);
+  absl::StatusOr<std::optional<v1::StoreEntry>> got = fleet_->Get(kind, k);
+  if (!got.ok()) {
+    if (!absl::IsUnavailable(got.status())) {
+      metrics_->FleetError("get");
+      LogEvent(LogLevel::kWarning, "fleet_read_failed", {{"key", k}, {"error", got.status().ToString()}});
+    }
+    metrics_->Lookup("fleet", false);
+    return std::nullopt;
+  }
+  if (!got->has_value()) {
+    metrics_->Lookup("fleet", false);
+    return std::nullopt;
+  }
+  v1::StoreEntry& e = **got;
+  // The row must be what was asked for, and what a trusted node signed.
+  absl::Status ok = e.key() == k && e.kind() == (kind == Store::Kind::kDecision ? "decision" : "artifact")
+                        ? CheckEntryKey(e)
+                        : absl::InvalidArgumentError("entry filed under another key");
+  const char* what = "fleet_key";
+  if (ok.ok()) {
+    ok = VerifyStoreEntry(e, trusted_);
+    what = "fleet_signature";
+  }
+  if (!ok.ok()) {
+    metrics_->VerificationFailure(what);
+    metrics_->Lookup("fleet", false);
+    LogEvent(LogLevel::kWarning, "fleet_entry_rejected", {{"key", k}, {"node", e.node()}, {"error", ok.ToString()}});
+    return std::nullopt;
+  }
+  metrics_->Lookup("fleet", true);
+  return std::move(e);
+}
+
+std::string FleetTier::Probe(const CacheKey& key) {
+  absl::StatusOr<std::optional<v1::StoreEntry>> got = fleet_->Get(Store::Kind::kArtifact, key.ArtifactKey());
+  if (!got.ok()) return "unavailable";
+  return got->has_value() ? "hit" : "miss";
+}
+
+void FleetTier::Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& meta, const std::string& blob) {
+  if (read_only() || signing_key_ == nullptr) return;
+  EntryOrigin origin = options_.origin;
+  origin.created_unix_ms = absl::ToUnixMillis(absl::Now());
+  v1::StoreEntry e = MakeStoreEntry(kind, key, meta, blob, origin);
+  SignStoreEntry(*signing_key_, &e);
+  absl::Status s = fleet_->Publish(e);
+  if (!s.ok()) {
+    metrics_->FleetError("publish");
+    // An outage was logged once when it began; each entry it costs is not.
+    if (!absl::IsUnavailable(s)) {
+      LogEvent(LogLevel::kWarning, "fleet_publish_failed", {{"key", e.key()}, {"error", s.ToString()}});
+    }
+  }
+}
+
+FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel) {
+  Turn turn;
+  if (read_only()) return turn;
+  const std::string lease_key = key.ArtifactKey();
+  bool waited = false;
+  while (cancel == nullptr || !cancel->load()) {
+    absl::StatusOr<bool> ours = fleet_->TryLease(lease_key, options_.lease_seconds);
+    if (!ours.ok()) {
+      // Down, or refused: build here rather than wait on a database.
+      if (!absl::IsUnavailable(ours.status())) metrics_->FleetError("lease");
+      return turn;
+    }
+    if (*ours) {
+      turn.leased = true;
+      metrics_->FleetLease(waited ? "expired" : "acquired");
+      // Another node may have published and let go between this node's
+      // miss and its lease: look once more before building.
+      turn.arrived = Fetch(Store::Kind::kArtifact, key);
+      return turn;
+    }
+    if (!waited) metrics_->FleetLease("held_elsewhere");
+    waited = true;
+    std::this_thread::sleep_for(std::chrono::duration<double>(options_.poll_seconds));
+    if (std::optional<v1::StoreEntry> e = Fetch(Store::Kind::kArtifact, key)) {
+      metrics_->FleetLease("waited");
+      turn.arrived = std::move(e);
+      return turn;
+    }
+  }
+  return turn;
+}
+
+void FleetTier::EndTurn(const CacheKey& key, const Turn& turn) {
+  if (!turn.leased) return;
+  // A lease that cannot be given back lapses after lease_seconds.
+  if (absl::Status s = fleet_->ReleaseLease(key.ArtifactKey()); !s.ok() && !absl::IsUnavailable(s)) {
+    LogEvent(LogLevel::kWarning, "fleet_lease_release_failed", {{"key", key.ArtifactKey()}, {"error", s.ToString()}});
+  }
+}
+
+}  // namespace kfuse

@@ -1,0 +1,94 @@
+// The fleet store as a node uses it: reads that are verified before use
+// (a trusted signer, a key that is the hash of its parts, a blob that
+// matches its sha256), publishing signed entries after a build, and the
+// tuning lease around a build so that one node of the fleet tunes a key
+// while the others wait for its result. Whatever the database does, a
+// request never fails because of it: a fleet that is down is a miss, and a
+// build goes on locally.
+//
+//   FleetTier fleet(FleetStore::Create(o), &signing_key, trusted, &metrics, {});
+//   if (auto e = fleet.Fetch(Store::Kind::kArtifact, key)) { ... serve it ... }
+//   FleetTier::Turn t = fleet.AwaitTurn(key, cancel);
+//   if (t.arrived) { ... another node built it ... } else { ... build, Publish ... }
+//   fleet.EndTurn(key, t);
+#ifndef KFUSE_SERVICE_FLEET_TIER_H_
+#define KFUSE_SERVICE_FLEET_TIER_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+
+#include "cache/fleet.h"
+#include "cache/store.h"
+#include "cache/store_entry.h"
+#include "core/key.h"
+#include "plan/signing.h"
+#include "service/metrics.h"
+
+namespace kfuse {
+
+struct FleetTierOptions {
+  // A lease outlives a build that died with its node by at most this long;
+  // longer than any build takes (the node sets it from its tuning budgets).
+  double lease_seconds = 120;
+  double poll_seconds = 0.1;  // How often a waiting node looks for the result.
+  double watch_seconds = 1.0;  // How often a node looks for a database that went away.
+  EntryOrigin origin;         // This node, for the entries it publishes.
+};
+
+class FleetTier {
+ public:
+  // `signing_key` and `metrics` are not owned and must outlive the tier.
+  FleetTier(std::unique_ptr<FleetStore> fleet, const SigningKey* signing_key, TrustedKeys trusted,
+            Metrics* metrics, FleetTierOptions options);
+
+  // The verified entry, or nullopt: a miss, the database away, or an entry
+  // that fails verification (counted, logged, never used).
+  std::optional<v1::StoreEntry> Fetch(Store::Kind kind, const CacheKey& key);
+  // "hit" | "miss" | "unavailable", for `kfuse cache explain`.
+  std::string Probe(const CacheKey& key);
+
+  // Signs and publishes an entry this node made. A failure is logged and
+  // counted, never returned: the local store already has it.
+  void Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& meta, const std::string& blob);
+
+  struct Turn {
+    bool leased = false;  // This node holds the lease: release it after.
+    // Another node's build of the key arrived while this one waited.
+    std::optional<v1::StoreEntry> arrived;
+  };
+  // Takes the tuning lease for the artifact of `key`, or, while another node
+  // holds it, waits for that node's entry (or for its lease to lapse, then
+  // takes it). Returns at once, to build locally, when the fleet is read-only
+  // or down, and when `cancel` is set.
+  Turn AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel);
+  void EndTurn(const CacheKey& key, const Turn& turn);
+
+  ~FleetTier();
+
+  bool read_only() const { return fleet_->options().read_only; }
+  FleetStore& store() { return *fleet_; }
+
+ private:
+  // While the database is away, looks for it every `watch_seconds`, so the
+  // node (and kfuse_fleet_up) sees it come back even if every request hits
+  // the local store.
+  void Watch();
+
+  std::unique_ptr<FleetStore> fleet_;
+  const SigningKey* signing_key_;
+  TrustedKeys trusted_;
+  Metrics* metrics_;
+  FleetTierOptions options_;
+  absl::Mutex stop_mu_;
+  bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
+  std::thread watcher_;
+};
+
+}  // namespace kfuse
+
+#endif  // KFUSE_SERVICE_FLEET_TIER_H_

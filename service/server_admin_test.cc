@@ -1,0 +1,429 @@
+// Explain, ExportKernels and ImportKernels in process: two nodes with their
+// own stores on loopback, a fake compiler, no GPU.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cache/store_entry.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kfuse/storage/v1/storage.pb.h"
+#include "plan/signing.h"
+#include "service/auth.h"
+#include "service/server.h"
+#include "service/service_test_util.h"
+
+namespace kfuse {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+using service_testing::FakeCompiler;
+using service_testing::LoopbackServer;
+using service_testing::ScaledActivation;
+using service_testing::TestStorePath;
+
+// relu(x * scale) over 4096 f32 elements.
+v1::CompileRequest Relu(double scale) { return ScaledActivation(v1::OP_RELU, scale); }
+
+SigningKey KeyFrom(uint8_t fill) {
+  std::array<uint8_t, 32> seed;
+  seed.fill(fill);
+  return SigningKeyFromSeed(seed);
+}
+
+struct NodeConfig {
+  std::string name;
+  uint8_t key_seed = 1;
+  bool signing = true;
+  bool read_only = false;
+  std::vector<PublicKey> trusted;
+  const TokenSet* tokens = nullptr;
+};
+
+// One kfused in process: store, pipeline, service, server, stub.
+class Node {
+ public:
+  explicit Node(const NodeConfig& c) {
+    store = *Store::Open({.path = TestStorePath("_" + c.name)});
+    PipelineDeps deps;
+    deps.compiler = &compiler;
+    deps.store = store.get();
+    PipelineOptions po;
+    po.node = c.name;
+    po.read_only = c.read_only;
+    pipeline = std::make_unique<Pipeline>(std::move(deps), po);
+    key = KeyFrom(c.key_seed);
+    trusted = TrustedKeys(c.trusted);
+    ServiceOptions opts;
+    opts.signing_key = c.signing ? &key : nullptr;
+    opts.trusted_keys = &trusted;
+    opts.tokens = c.tokens;
+    service = std::make_unique<KernelServiceImpl>(pipeline.get(), opts);
+    server = std::make_unique<LoopbackServer>(service.get());
+    stub = server->stub();
+  }
+  ~Node() {
+    server.reset();
+    service->Drain();
+  }
+
+  std::unique_ptr<grpc::ClientContext> Ctx() {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    return ctx;
+  }
+  v1::CompileResponse Compile(const v1::CompileRequest& req) {
+    v1::CompileResponse resp;
+    grpc::Status s = stub->Compile(Ctx().get(), req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  }
+  grpc::Status Explain(const v1::CompileRequest& req, v1::ExplainResponse* resp) {
+    return stub->Explain(Ctx().get(), req, resp);
+  }
+  grpc::Status Export(const v1::ExportKernelsRequest& req, std::vector<v1::StoreEntry>* out) {
+    auto ctx = Ctx();
+    auto reader = stub->ExportKernels(ctx.get(), req);
+    v1::StoreEntry e;
+    while (reader->Read(&e)) out->push_back(e);
+    return reader->Finish();
+  }
+  grpc::Status Import(const std::vector<v1::StoreEntry>& entries, v1::ImportKernelsResponse* resp) {
+    v1::ImportKernelsRequest req;
+    for (const v1::StoreEntry& e : entries) *req.add_entries() = e;
+    return stub->ImportKernels(Ctx().get(), req, resp);
+  }
+  // "kind/key" of every stored entry.
+  std::set<std::string> Keys() {
+    std::set<std::string> out;
+    absl::StatusOr<std::vector<EntrySummary>> list = store->List("", 0);
+    EXPECT_TRUE(list.ok()) << list.status();
+    if (!list.ok()) return out;
+    for (const EntrySummary& e : *list) out.insert(e.kind + "/" + e.key);
+    return out;
+  }
+
+  FakeCompiler compiler;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Pipeline> pipeline;
+  SigningKey key;
+  TrustedKeys trusted;
+  std::unique_ptr<KernelServiceImpl> service;
+  std::unique_ptr<LoopbackServer> server;
+  v1::KernelService::Stub* stub = nullptr;
+};
+
+v1::ExportKernelsRequest All() {
+  v1::ExportKernelsRequest r;
+  r.set_all(true);
+  return r;
+}
+
+std::set<std::string> KeysOf(const std::vector<v1::StoreEntry>& entries) {
+  std::set<std::string> out;
+  for (const v1::StoreEntry& e : entries) out.insert(e.kind() + "/" + e.key());
+  return out;
+}
+
+const v1::StoreEntry& FirstOfKind(const std::vector<v1::StoreEntry>& entries, const std::string& kind) {
+  for (const v1::StoreEntry& e : entries) {
+    if (e.kind() == kind) return e;
+  }
+  ADD_FAILURE() << "no " << kind << " among the entries";
+  return entries.front();
+}
+
+TEST(ServerAdminTest, ExplainAStoredRequestAndOneForAnotherArch) {
+  Node a({.name = "node-a"});
+  v1::ExplainResponse cold;
+  ASSERT_TRUE(a.Explain(Relu(2.0), &cold).ok());
+  EXPECT_FALSE(cold.found());
+  EXPECT_TRUE(cold.nearest_key().empty());
+  ASSERT_EQ(cold.parts_size(), 5);
+  EXPECT_TRUE(cold.parts(0).nearest_value().empty());
+  EXPECT_THAT(cold.text(), HasSubstr("cold miss"));
+
+  const v1::CompileResponse compiled = a.Compile(Relu(2.0));
+  v1::ExplainResponse same;
+  ASSERT_TRUE(a.Explain(Relu(2.0), &same).ok());
+  EXPECT_TRUE(same.found());
+  EXPECT_EQ(same.key(), compiled.plan().key());
+  EXPECT_EQ(same.fleet(), "off");
+  EXPECT_THAT(same.differing_parts(), IsEmpty());
+  ASSERT_EQ(same.parts_size(), 5);
+  for (const v1::KeyPart& p : same.parts()) {
+    EXPECT_FALSE(p.value().empty()) << p.name();
+    EXPECT_EQ(p.value(), p.nearest_value()) << p.name();
+  }
+
+  v1::CompileRequest sm80 = Relu(2.0);
+  sm80.mutable_target()->set_compute_capability(80);
+  v1::ExplainResponse other;
+  ASSERT_TRUE(a.Explain(sm80, &other).ok());
+  EXPECT_FALSE(other.found());
+  EXPECT_NE(other.key(), compiled.plan().key());
+  EXPECT_EQ(other.nearest_key(), compiled.plan().key());
+  EXPECT_THAT(other.differing_parts(), UnorderedElementsAre("device", "toolchain"));
+  std::vector<std::string> names;
+  for (const v1::KeyPart& p : other.parts()) {
+    names.push_back(p.name());
+    if (p.name() == "toolchain") {
+      EXPECT_EQ(p.value(), "fake-1/sm_80");
+      EXPECT_EQ(p.nearest_value(), "fake-1/sm_90");
+    } else if (p.name() == "chain") {
+      EXPECT_EQ(p.value(), p.nearest_value());
+    }
+  }
+  EXPECT_THAT(names, ElementsAre("chain", "spec", "device", "toolchain", "generator"));
+  EXPECT_THAT(other.text(), HasSubstr("toolchain"));
+  // Explaining never compiles.
+  EXPECT_EQ(a.compiler.calls.load(), 1);
+}
+
+TEST(ServerAdminTest, ExplainOfABadRequestIsItsError) {
+  Node a({.name = "node-a"});
+  v1::CompileRequest bad = Relu(2.0);
+  bad.mutable_chain()->mutable_ops(1)->mutable_args(1)->set_op(7);
+  v1::ExplainResponse resp;
+  grpc::Status s = a.Explain(bad, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("ops[1]"));
+}
+
+TEST(ServerAdminTest, ExportThenImportRoundTripsAndTheSecondNodeServesAHit) {
+  Node a({.name = "node-a", .key_seed = 1});
+  Node b({.name = "node-b", .key_seed = 2, .trusted = {KeyFrom(1).public_key}});
+  a.Compile(Relu(2.0));
+  a.Compile(Relu(3.0));
+  std::vector<v1::StoreEntry> entries;
+  ASSERT_TRUE(a.Export(All(), &entries).ok());
+  ASSERT_EQ(entries.size(), 4u);  // Two decisions, two artifacts.
+  EXPECT_EQ(KeysOf(entries), a.Keys());
+  TrustedKeys only_a({a.key.public_key});
+  for (const v1::StoreEntry& e : entries) {
+    EXPECT_TRUE(VerifyStoreEntry(e, only_a).ok()) << e.kind() << " " << e.key();
+    EXPECT_TRUE(CheckEntryKey(e).ok());
+    EXPECT_EQ(e.node(), "node-a");
+    EXPECT_EQ(e.kfuse_version(), kKfuseVersion);
+    EXPECT_GT(e.created_unix_ms(), 0);
+  }
+
+  // B answered Relu(2) itself before (a memoised hit), so the import
+  // replaces its own entry and the next answer must be A's.
+  EXPECT_EQ(b.Compile(Relu(2.0)).plan().provenance().node(), "node-b");
+  EXPECT_EQ(b.Compile(Relu(2.0)).cache(), v1::CACHE_OUTCOME_HIT);
+  v1::ImportKernelsResponse imported;
+  ASSERT_TRUE(b.Import(entries, &imported).ok());
+  EXPECT_THAT(imported.rejected(), IsEmpty());
+  // B's own decision for Relu(2) may equal A's (already present); every
+  // other entry is new or replaces B's.
+  EXPECT_GE(imported.imported(), 3u);
+  EXPECT_EQ(imported.imported() + imported.already_present(), 4u);
+  EXPECT_EQ(b.Keys(), a.Keys());
+
+  const int calls = b.compiler.calls.load();
+  v1::CompileResponse two = b.Compile(Relu(2.0)), three = b.Compile(Relu(3.0));
+  EXPECT_EQ(two.cache(), v1::CACHE_OUTCOME_HIT);
+  EXPECT_EQ(three.cache(), v1::CACHE_OUTCOME_HIT);
+  EXPECT_EQ(two.plan().provenance().node(), "node-a");
+  EXPECT_EQ(three.plan().provenance().node(), "node-a");
+  EXPECT_EQ(b.compiler.calls.load(), calls);
+
+  v1::ImportKernelsResponse again;
+  ASSERT_TRUE(b.Import(entries, &again).ok());
+  EXPECT_EQ(again.imported(), 0u);
+  EXPECT_EQ(again.already_present(), 4u);
+}
+
+TEST(ServerAdminTest, ExportByKeyPrefixOrKeyBringsTheDecisionAlong) {
+  Node a({.name = "node-a"});
+  const std::string k2 = a.Compile(Relu(2.0)).plan().key();
+  const std::string k3 = a.Compile(Relu(3.0)).plan().key();
+  std::vector<v1::StoreEntry> by_key;
+  v1::ExportKernelsRequest req;
+  req.add_keys(k3.substr(0, 12));
+  ASSERT_TRUE(a.Export(req, &by_key).ok());
+  ASSERT_EQ(by_key.size(), 2u);
+  EXPECT_EQ(by_key[0].kind(), "decision");  // Before its artifact.
+  EXPECT_EQ(by_key[1].kind(), "artifact");
+  EXPECT_EQ(by_key[1].key(), k3);
+  EXPECT_EQ(EntryKey(by_key[0]).DecisionKey(), by_key[0].key());
+  EXPECT_EQ(by_key[0].chain(), by_key[1].chain());
+  EXPECT_EQ(by_key[0].spec(), by_key[1].spec());
+  EXPECT_EQ(by_key[0].device(), by_key[1].device());
+
+  std::vector<v1::StoreEntry> by_prefix;
+  v1::ExportKernelsRequest prefix;
+  prefix.set_key_prefix(k2);
+  ASSERT_TRUE(a.Export(prefix, &by_prefix).ok());
+  ASSERT_EQ(by_prefix.size(), 2u);
+  EXPECT_EQ(by_prefix[1].key(), k2);
+}
+
+TEST(ServerAdminTest, ExportSelectionErrorsNameTheKey) {
+  Node a({.name = "node-a"});
+  // Artifacts until two keys share their first hex digit (17 suffice).
+  std::map<char, std::string> first;
+  char shared = 0;
+  for (int i = 0; shared == 0; ++i) {
+    CacheKey k{absl::StrCat("chain-", i), "spec", "device", "tc", "gen"};
+    ASSERT_TRUE(a.store->PutArtifact(k, absl::StrCat("blob ", i), EntryMeta{}).ok());
+    if (!first.emplace(k.ArtifactKey()[0], k.ArtifactKey()).second) shared = k.ArtifactKey()[0];
+  }
+  std::vector<v1::StoreEntry> out;
+  v1::ExportKernelsRequest ambiguous;
+  ambiguous.add_keys(std::string(1, shared));
+  grpc::Status s = a.Export(ambiguous, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr(absl::StrCat("keys[0]: key prefix ", std::string(1, shared), " is ambiguous")));
+
+  v1::ExportKernelsRequest unknown;
+  unknown.add_keys(first.begin()->second);
+  unknown.add_keys("zzzz");
+  s = a.Export(unknown, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("keys[1]: no stored artifact has a key starting with zzzz"));
+
+  v1::ExportKernelsRequest two = All();
+  two.set_key_prefix("a");
+  EXPECT_EQ(a.Export(two, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(a.Export(v1::ExportKernelsRequest(), &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(out, IsEmpty());
+
+  // Everything, streamed: one message per entry.
+  ASSERT_TRUE(a.Export(All(), &out).ok());
+  EXPECT_EQ(out.size(), first.size() + 1);
+}
+
+TEST(ServerAdminTest, ExportWithoutASigningKeyIsRefused) {
+  Node a({.name = "node-a", .signing = false});
+  a.Compile(Relu(2.0));
+  std::vector<v1::StoreEntry> out;
+  grpc::Status s = a.Export(All(), &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(out, IsEmpty());
+}
+
+TEST(ServerAdminTest, AnUntrustedSignerIsRejectedAndNamed) {
+  Node a({.name = "node-a", .key_seed = 1});
+  Node b({.name = "node-b", .key_seed = 2});  // Trusts only itself.
+  a.Compile(Relu(2.0));
+  std::vector<v1::StoreEntry> entries;
+  ASSERT_TRUE(a.Export(All(), &entries).ok());
+  v1::ImportKernelsResponse resp;
+  ASSERT_TRUE(b.Import(entries, &resp).ok());
+  EXPECT_EQ(resp.imported(), 0u);
+  ASSERT_EQ(resp.rejected_size(), 2);
+  const v1::StoreEntry& artifact = FirstOfKind(entries, "artifact");
+  bool named = false;
+  for (const std::string& r : resp.rejected()) {
+    EXPECT_THAT(r, HasSubstr("which is not a trusted key"));
+    named |= absl::StartsWith(r, absl::StrCat("artifact ", artifact.key().substr(0, 16), ": signed by "));
+  }
+  EXPECT_TRUE(named) << resp.rejected(0) << "\n" << resp.rejected(1);
+  EXPECT_THAT(b.Keys(), IsEmpty());
+
+  // B's own export comes back in.
+  b.Compile(Relu(3.0));
+  std::vector<v1::StoreEntry> own;
+  ASSERT_TRUE(b.Export(All(), &own).ok());
+  ASSERT_TRUE(b.store->DeleteAll().ok());
+  ASSERT_TRUE(b.Import(own, &resp).ok());
+  EXPECT_EQ(resp.imported(), 2u);
+}
+
+TEST(ServerAdminTest, TamperedOrMiskeyedEntriesAreRejectedAndTheStoreIsUnchanged) {
+  Node a({.name = "node-a", .key_seed = 1});
+  Node b({.name = "node-b", .key_seed = 2, .trusted = {KeyFrom(1).public_key}});
+  a.Compile(Relu(2.0));
+  a.Compile(Relu(3.0));
+  std::vector<v1::StoreEntry> entries;
+  ASSERT_TRUE(a.Export(All(), &entries).ok());
+  const v1::StoreEntry& artifact = FirstOfKind(entries, "artifact");
+
+  // The blob changed after signing (its sha256 updated to match).
+  v1::StoreEntry tampered = artifact;
+  tampered.mutable_blob()->append("x");
+  tampered.set_blob_sha256(Sha256Hex(tampered.blob()));
+  // The blob changed, the sha256 not.
+  v1::StoreEntry bad_blob = artifact;
+  bad_blob.mutable_blob()->back() ^= 1;
+  // Signed by a trusted key, but filed under another entry's key.
+  v1::StoreEntry miskeyed = artifact;
+  for (const v1::StoreEntry& e : entries) {
+    if (e.kind() == "artifact" && e.key() != artifact.key()) miskeyed.set_key(e.key());
+  }
+  SignStoreEntry(a.key, &miskeyed);
+  // Parts and key agree, but the plan inside belongs to another key.
+  v1::StoreEntry moved =
+      MakeStoreEntry(Store::Kind::kArtifact, CacheKey{"c", "s", "d", "t", "g"}, EntryMetaOf(artifact),
+                     artifact.blob(), EntryOrigin{"node-a", 1, "0"});
+  SignStoreEntry(a.key, &moved);
+  // Not signed at all.
+  v1::StoreEntry unsigned_entry = artifact;
+  unsigned_entry.clear_signer();
+  unsigned_entry.clear_signature();
+
+  v1::ImportKernelsResponse resp;
+  ASSERT_TRUE(b.Import({tampered, bad_blob, miskeyed, moved, unsigned_entry}, &resp).ok());
+  EXPECT_EQ(resp.imported(), 0u);
+  ASSERT_EQ(resp.rejected_size(), 5);
+  const std::string name = absl::StrCat("artifact ", artifact.key().substr(0, 16), ": ");
+  EXPECT_EQ(resp.rejected(0), name + "signature does not verify");
+  EXPECT_EQ(resp.rejected(1), name + "signature does not verify");
+  EXPECT_THAT(resp.rejected(2), HasSubstr(absl::StrCat("artifact ", miskeyed.key().substr(0, 16),
+                                                       ": key is not the hash of its parts")));
+  EXPECT_THAT(resp.rejected(3), HasSubstr("the plan inside is keyed"));
+  EXPECT_EQ(resp.rejected(4), name + "unsigned entry");
+  EXPECT_THAT(b.Keys(), IsEmpty());
+
+  // Good entries in the same request still go in; the bad ones do not.
+  std::vector<v1::StoreEntry> mixed = {tampered, FirstOfKind(entries, "decision")};
+  ASSERT_TRUE(b.Import(mixed, &resp).ok());
+  EXPECT_EQ(resp.imported(), 1u);
+  EXPECT_EQ(resp.rejected_size(), 1);
+  EXPECT_EQ(b.Keys(), std::set<std::string>{"decision/" + mixed[1].key()});
+}
+
+TEST(ServerAdminTest, ImportIsRefusedByAReadOnlyServerAndCapped) {
+  Node a({.name = "node-a", .key_seed = 1});
+  Node ro({.name = "node-ro", .key_seed = 1, .read_only = true});
+  a.Compile(Relu(2.0));
+  std::vector<v1::StoreEntry> entries;
+  ASSERT_TRUE(a.Export(All(), &entries).ok());
+  v1::ImportKernelsResponse resp;
+  grpc::Status s = ro.Import(entries, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(ro.Keys(), IsEmpty());
+
+  v1::StoreEntry tiny;
+  tiny.set_kind("artifact");
+  std::vector<v1::StoreEntry> many(10001, tiny);
+  s = a.Import(many, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("entries: at most 10000"));
+}
+
+TEST(ServerAdminTest, EveryAdminRpcNeedsTheToken) {
+  const TokenSet tokens = *TokenSet::FromText("admin-token-0123456789");
+  Node a({.name = "node-a", .tokens = &tokens});
+  v1::ExplainResponse explained;
+  EXPECT_EQ(a.Explain(Relu(2.0), &explained).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  std::vector<v1::StoreEntry> out;
+  EXPECT_EQ(a.Export(All(), &out).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  v1::ImportKernelsResponse imported;
+  EXPECT_EQ(a.Import({}, &imported).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+}  // namespace
+}  // namespace kfuse

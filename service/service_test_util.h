@@ -1,0 +1,104 @@
+// What the service's in-process tests share: a compiler that compiles
+// nothing, a one-activation chain, a fresh store path per test, and a
+// kfuse.v1 server on a loopback port with its stub.
+#ifndef KFUSE_SERVICE_SERVICE_TEST_UTIL_H_
+#define KFUSE_SERVICE_SERVICE_TEST_UTIL_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kfuse/v1/kfuse.grpc.pb.h"
+#include "tuner/compiler.h"
+
+namespace kfuse::service_testing {
+
+// Compiles nothing: waits `delay`, counts, returns a plausible kernel.
+class FakeCompiler : public Compiler {
+ public:
+  explicit FakeCompiler(std::chrono::milliseconds delay = std::chrono::milliseconds(0)) : delay_(delay) {}
+  absl::StatusOr<CompiledKernel> Compile(const KernelSpec& spec, const CompileOptions& opts,
+                                         const std::atomic<bool>* cancel) override {
+    ++calls;
+    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    CompiledKernel k;
+    k.spec = spec;
+    k.arch = opts.arch;
+    k.cubin = "\x7f" "ELF-fake";
+    return k;
+  }
+  std::string Version() const override { return "fake-1"; }
+  std::atomic<int> calls{0};
+
+ private:
+  std::chrono::milliseconds delay_;
+};
+
+// activation(x * scale) over `elements` f32 values, output "y".
+inline v1::CompileRequest ScaledActivation(v1::OpKind activation, double scale, int64_t elements = 4096) {
+  v1::CompileRequest r;
+  v1::TensorSpec* in = r.mutable_chain()->add_inputs();
+  in->set_name("x");
+  in->set_dtype(v1::DTYPE_F32);
+  in->add_shape()->set_size(elements);
+  v1::Op* c = r.mutable_chain()->add_ops();
+  c->set_kind(v1::OP_CONSTANT);
+  c->set_value(scale);
+  v1::Op* mul = r.mutable_chain()->add_ops();
+  mul->set_kind(v1::OP_MUL);
+  mul->add_args()->set_input(0);
+  mul->add_args()->set_op(0);
+  v1::Op* act = r.mutable_chain()->add_ops();
+  act->set_kind(activation);
+  act->add_args()->set_op(1);
+  v1::Output* out = r.mutable_chain()->add_outputs();
+  out->set_name("y");
+  out->mutable_value()->set_op(2);
+  return r;
+}
+
+// A store path unique to the running test (and `name`), removed first.
+inline std::string TestStorePath(const std::string& name = "") {
+  std::string path = absl::StrCat(::testing::TempDir(), "/kfuse_service_",
+                                  ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name(), "_",
+                                  ::testing::UnitTest::GetInstance()->current_test_info()->name(), name, ".db");
+  std::remove(path.c_str());
+  return path;
+}
+
+// `service` on 127.0.0.1 (a free port) and a stub to it; shut down when
+// destroyed (before the service goes).
+class LoopbackServer {
+ public:
+  explicit LoopbackServer(grpc::Service* service) {
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(service);
+    server_ = b.BuildAndStart();
+    EXPECT_NE(port, 0);
+    stub_ = v1::KernelService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+  ~LoopbackServer() {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  v1::KernelService::Stub* stub() { return stub_.get(); }
+
+ private:
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::KernelService::Stub> stub_;
+};
+
+}  // namespace kfuse::service_testing
+
+#endif  // KFUSE_SERVICE_SERVICE_TEST_UTIL_H_
