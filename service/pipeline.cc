@@ -548,6 +548,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   for (const BuiltKernel& b : built) {
     for (const Trial& t : b.result.trials) {
       if (t.compile_seconds > 0) metrics().CompileSeconds(t.compile_seconds);
+      if (t.outcome == Outcome::kWrongResult) metrics().VerificationFailure("variant_check");
     }
   }
   LogEvent(LogLevel::kInfo, "build",

@@ -318,6 +318,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
   std::vector<const v1::StoreEntry*> accepted;
   for (const v1::StoreEntry& e : req->entries()) {
     if (absl::Status s = CheckImport(e, trusted); !s.ok()) {
+      options_.metrics->VerificationFailure("import");
       resp->add_rejected(Rejection(e, s));
     } else {
       accepted.push_back(&e);

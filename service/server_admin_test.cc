@@ -63,7 +63,9 @@ class Node {
     pipeline = std::make_unique<Pipeline>(std::move(deps), po);
     key = KeyFrom(c.key_seed);
     trusted = TrustedKeys(c.trusted);
+    metrics = *Metrics::Create("");
     ServiceOptions opts;
+    opts.metrics = metrics.get();
     opts.signing_key = c.signing ? &key : nullptr;
     opts.trusted_keys = &trusted;
     opts.tokens = c.tokens;
@@ -113,6 +115,7 @@ class Node {
   }
 
   FakeCompiler compiler;
+  std::unique_ptr<Metrics> metrics;
   std::unique_ptr<Store> store;
   std::unique_ptr<Pipeline> pipeline;
   SigningKey key;
@@ -332,6 +335,7 @@ TEST(ServerAdminTest, AnUntrustedSignerIsRejectedAndNamed) {
   }
   EXPECT_TRUE(named) << resp.rejected(0) << "\n" << resp.rejected(1);
   EXPECT_THAT(b.Keys(), IsEmpty());
+  EXPECT_THAT(b.metrics->Text(), HasSubstr("kfuse_verification_failures_total{what=\"import\"} 2"));
 
   // B's own export comes back in.
   b.Compile(Relu(3.0));
