@@ -324,28 +324,35 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
       accepted.push_back(&e);
     }
   }
-  Store& store = *pipeline_->deps().store;
-  uint32_t imported = 0, present = 0;
-  for (const v1::StoreEntry* e : accepted) {
-    absl::StatusOr<bool> stored = AlreadyStored(store, *e);
-    if (stored.ok() && *stored) {
-      ++present;
-      continue;
+  // Each Put is an fsynced transaction: the writes run on a job thread, so a
+  // large import never holds a gRPC callback thread. `req` and `resp` live
+  // until the reactor finishes.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  pool_->Submit([this, reactor, resp, accepted = std::move(accepted)] {
+    Store& store = *pipeline_->deps().store;
+    uint32_t imported = 0, present = 0;
+    for (const v1::StoreEntry* e : accepted) {
+      absl::StatusOr<bool> stored = AlreadyStored(store, *e);
+      if (stored.ok() && *stored) {
+        ++present;
+        continue;
+      }
+      absl::Status s = stored.ok() ? PutStoreEntry(store, *e) : stored.status();
+      if (!s.ok()) {
+        resp->add_rejected(Rejection(*e, s));
+        continue;
+      }
+      ++imported;
     }
-    absl::Status s = stored.ok() ? PutStoreEntry(store, *e) : stored.status();
-    if (!s.ok()) {
-      resp->add_rejected(Rejection(*e, s));
-      continue;
+    if (imported > 0) {
+      pipeline_->ClearHot();  // Entries may have replaced what memory holds.
+      answers_.Clear();
     }
-    ++imported;
-  }
-  if (imported > 0) {
-    pipeline_->ClearHot();  // Entries may have replaced what memory holds.
-    answers_.Clear();
-  }
-  resp->set_imported(imported);
-  resp->set_already_present(present);
-  return Reply(ctx, absl::OkStatus());
+    resp->set_imported(imported);
+    resp->set_already_present(present);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
 }
 
 }  // namespace kfuse
