@@ -17,7 +17,6 @@
 #include "codegen/generators.h"
 #include "codegen/pointwise.h"
 #include "core/status.h"
-#include "core/version.h"
 #include "kfuse/storage/v1/storage.pb.h"
 #include "service/log.h"
 #include "service/convert.h"

@@ -236,9 +236,13 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
         return;
       }
       options_.metrics->SetJobsRunning(jobs_.running());
+      const auto start = std::chrono::steady_clock::now();
       JobTable::Result r = pipeline_->Build(
           p, [this, job](const v1::TuneProgress& m) { jobs_.Progress(job, m); }, &job->cancel);
-      if (!r.ok()) options_.metrics->BuildSeconds("error", 0);
+      if (!r.ok()) {  // Successful builds are timed by the pipeline, by how they ended.
+        options_.metrics->BuildSeconds(
+            "error", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
       answers_.Clear();  // The store may now answer differently (tuned).
       jobs_.Finish(job, r);
       options_.metrics->SetJobsRunning(jobs_.running());
