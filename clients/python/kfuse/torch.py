@@ -1,0 +1,624 @@
+"""Fuse a PyTorch function into one kfuse plan: trace, compile once per
+signature, launch on the current stream.
+
+    import kfuse.torch
+
+    @kfuse.torch.fuse
+    def swiglu(x, y):
+        return torch.nn.functional.silu(x) * y
+
+    out = swiglu(a, b)   # first call per dtypes/shapes/device: trace + Compile RPC
+    out = swiglu(a, b)   # warm: a cache lookup, output allocation and the launch
+
+The first call with given input dtypes, shapes and device traces `fn` with
+torch.fx (trace="fx", the default) or make_fx (trace="aten"), translates the
+graph into a kfuse.Chain, checks every value's dtype and shape against the
+function run on meta tensors, compiles it (client.compile) and caches the
+plan. Arguments must be tensors, passed positionally.
+
+Fallbacks (never a wrong answer):
+- an op it cannot translate, a non-tensor argument, a dtype or shape the
+  chain would get wrong, or a chain the server answers UNIMPLEMENTED: the
+  function runs eagerly for that signature, with one warning naming the
+  first such op (fallback="warn"), none ("silent"), or kfuse.KfuseError
+  UNIMPLEMENTED ("raise");
+- kfused unreachable: eager with one warning per function ("warn"), silent,
+  or kfuse.ServerUnavailable ("raise"); retried after RETRY_SECONDS;
+- a launch refused before anything ran (a precondition such as alignment):
+  eager for that call, warned once per function ("warn");
+- CPU tensors: eager, silently (kernels are GPU-only).
+A chain the server refuses otherwise (INVALID_ARGUMENT, ...) raises its
+kfuse.KfuseError, with the fx node added as a note and as `.node`.
+Inference only: inputs that require grad while grad mode is on raise
+NotImplementedError.
+"""
+import functools
+import itertools
+import operator
+import os
+import threading
+import time
+import warnings
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover (the tests skip without torch)
+    raise ImportError("kfuse.torch needs PyTorch (pip install torch)") from e
+
+import kfuse.chain as K
+from kfuse.client import Client
+from kfuse.errors import FallbackWarning, KfuseError, LaunchError, ServerUnavailable
+from kfuse.launch import Launcher
+from kfuse.plan_cache import PlanCache, chain_fingerprint
+from kfuse.v1 import kfuse_pb2 as pb
+
+RETRY_SECONDS = 30.0
+_TORCH_DTYPES = {pb.DTYPE_F32: torch.float32, pb.DTYPE_F16: torch.float16,
+                 pb.DTYPE_BF16: torch.bfloat16, pb.DTYPE_I32: torch.int32,
+                 pb.DTYPE_BOOL: torch.bool, pb.DTYPE_I64: torch.int64, pb.DTYPE_F64: torch.float64}
+_FALLBACKS = ("warn", "raise", "silent")
+
+# Shared by every fused function: plans by (chain fingerprint, inputs, device).
+plans = PlanCache()
+_shared = {}
+_shared_lock = threading.Lock()
+
+
+def _default_client():
+    with _shared_lock:
+        if "client" not in _shared:
+            _shared["client"] = Client(os.environ.get("KFUSE_ADDRESS", "127.0.0.1:7420"),
+                                       timeout=120, on_unavailable="raise")
+        return _shared["client"]
+
+
+def _default_launcher():
+    with _shared_lock:
+        if "launcher" not in _shared:
+            _shared["launcher"] = Launcher()
+        return _shared["launcher"]
+
+
+class Unsupported(KfuseError):
+    """A function kfuse.torch cannot translate; `node` names the fx node."""
+
+    def __init__(self, message, node=None):
+        super().__init__("UNIMPLEMENTED", message)
+        self.node = node
+
+
+# ---------------------------------------------------------------------------
+# Translation: fx nodes -> chain builder calls.
+
+def _dim_arg(d):
+    if isinstance(d, (list, tuple)):
+        return tuple(d)
+    return d
+
+
+def _reduce(fn):
+    def f(x, dim=None, keepdim=False, *, dtype=None):
+        if dim is None or dtype is not None or (isinstance(dim, (list, tuple)) and not dim):
+            raise TypeError("full reductions and dtype= are not translated")
+        return fn(x, _dim_arg(dim), keepdim)
+    return f
+
+
+def _softmax(fn):
+    def f(x, dim=None, _stacklevel=3, dtype=None):
+        if dim is None or dtype is not None:
+            raise TypeError("softmax needs dim and no dtype")
+        return fn(x, dim)
+    return f
+
+
+def _aten_softmax(fn):
+    def f(x, dim, half_to_float):
+        if half_to_float:
+            raise TypeError("half_to_float is not translated")
+        return fn(x, dim)
+    return f
+
+
+def _add(a, b, *, alpha=1):
+    return a + (b if alpha == 1 else b * alpha)
+
+
+def _sub(a, b, *, alpha=1):
+    return a - (b if alpha == 1 else b * alpha)
+
+
+def _div(a, b, *, rounding_mode=None):
+    if rounding_mode is not None:
+        raise TypeError("rounding_mode is not translated")
+    return a / b
+
+
+def _gelu(x, approximate="none"):
+    return K.gelu(x, approximate)
+
+
+def _pow(x, e):
+    if not isinstance(e, (int, float)) or isinstance(e, bool):
+        raise TypeError("only pow by a scalar exponent is translated")
+    return x ** float(e) if isinstance(x, K.Tensor) else x ** e
+
+
+def _where(cond, a, b):
+    return K.where(cond, a, b)
+
+
+def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *_):
+    if len(normalized_shape) != 1:
+        raise TypeError("layer_norm over more than the last dim is not translated")
+    return K.layer_norm(x, weight, bias, eps)
+
+
+def _rms_norm(x, normalized_shape, weight=None, eps=None):
+    if len(normalized_shape) != 1:
+        raise TypeError("rms_norm over more than the last dim is not translated")
+    if eps is None:
+        eps = torch.finfo(_TORCH_DTYPES[x.dtype]).eps
+    return K.rms_norm(x, weight, eps)
+
+
+def _to(x, *args, **kwargs):
+    dtype = kwargs.pop("dtype", None)
+    for a in args:
+        if isinstance(a, torch.dtype) and dtype is None:
+            dtype = a
+        else:
+            raise TypeError("only .to(dtype) is translated")
+    if dtype is None or set(kwargs) - {"copy", "non_blocking", "memory_format"}:
+        raise TypeError("only .to(dtype) is translated")
+    return _cast(x, dtype)
+
+
+def _cast(x, dtype):
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype.replace("torch.", ""))
+    if K.dtype_of(dtype) == x.dtype:
+        return x
+    return K.cast(x, dtype)
+
+
+def _to_copy(x, *, dtype=None, **kwargs):
+    if dtype is None or any(v is not None for k, v in kwargs.items()
+                            if k in ("layout", "device", "pin_memory", "memory_format")):
+        raise TypeError("only _to_copy(dtype=) is translated")
+    return K.cast(x, dtype)
+
+
+def _no_inplace(fn):
+    def f(x, inplace=False):
+        if inplace:
+            raise TypeError("inplace=True is not translated")
+        return fn(x)
+    return f
+
+
+def _method_cast(dtype):
+    return lambda x: _cast(x, dtype)
+
+
+def _amax(x, dim=None, keepdim=False):
+    if dim is None or (isinstance(dim, (list, tuple)) and not dim):
+        raise TypeError("full reductions are not translated")
+    return K.max(x, _dim_arg(dim), keepdim)
+
+
+def _clamp(x, min=None, max=None):  # noqa: A002 (torch's names)
+    if min is not None:
+        x = K.maximum(x, min)
+    if max is not None:
+        x = K.minimum(x, max)
+    return x
+
+
+F = torch.nn.functional
+_BASE = {
+    "add": _add, "sub": _sub, "mul": K.mul, "div": _div, "neg": K.neg, "abs": K.abs,
+    "exp": K.exp, "log": K.log, "sqrt": K.sqrt, "rsqrt": K.rsqrt, "tanh": K.tanh,
+    "sigmoid": K.sigmoid, "relu": K.relu, "silu": K.silu, "gelu": _gelu, "square": K.square,
+    "erf": K.erf, "reciprocal": K.reciprocal, "pow": _pow, "maximum": K.maximum,
+    "minimum": K.minimum, "where": _where, "sum": _reduce(K.sum), "mean": _reduce(K.mean),
+    "amax": _amax, "softmax": _softmax(K.softmax), "log_softmax": _softmax(K.log_softmax),
+    "clamp": _clamp, "eq": K.eq, "ne": K.ne, "lt": K.lt, "le": K.le, "gt": K.gt, "ge": K.ge,
+}
+_FUNCTIONS = {
+    operator.add: K.add, operator.sub: K.sub, operator.mul: K.mul, operator.truediv: K.div,
+    operator.neg: K.neg, operator.pow: _pow, operator.abs: K.abs,
+    operator.eq: K.eq, operator.ne: K.ne, operator.lt: K.lt, operator.le: K.le,
+    operator.gt: K.gt, operator.ge: K.ge,
+    F.relu: _no_inplace(K.relu), F.gelu: _gelu, F.silu: _no_inplace(K.silu), F.sigmoid: K.sigmoid,
+    F.tanh: K.tanh,
+    F.softmax: _softmax(K.softmax), F.log_softmax: _softmax(K.log_softmax),
+    F.layer_norm: _layer_norm,
+}
+if hasattr(F, "rms_norm"):
+    _FUNCTIONS[F.rms_norm] = _rms_norm
+for _name, _f in _BASE.items():
+    if hasattr(torch, _name):
+        _FUNCTIONS[getattr(torch, _name)] = _f
+_METHODS = dict(_BASE, to=_to, type=_to, float=_method_cast(torch.float32),
+                half=_method_cast(torch.float16), bfloat16=_method_cast(torch.bfloat16),
+                double=_method_cast(torch.float64), int=_method_cast(torch.int32),
+                long=_method_cast(torch.int64), bool=_method_cast(torch.bool))
+_ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
+    "add": _add, "sub": _sub, "mul": K.mul, "div": _div, "neg": K.neg, "abs": K.abs,
+    "exp": K.exp, "log": K.log, "sqrt": K.sqrt, "rsqrt": K.rsqrt, "tanh": K.tanh,
+    "sigmoid": K.sigmoid, "relu": K.relu, "silu": K.silu, "gelu": _gelu, "erf": K.erf,
+    "reciprocal": K.reciprocal, "pow": _pow, "maximum": K.maximum, "minimum": K.minimum,
+    "where": _where, "sum": _reduce(K.sum), "mean": _reduce(K.mean), "amax": _amax,
+    "_softmax": _aten_softmax(K.softmax), "_log_softmax": _aten_softmax(K.log_softmax),
+    "_to_copy": _to_copy, "clamp": _clamp, "eq": K.eq, "ne": K.ne, "lt": K.lt, "le": K.le,
+    "gt": K.gt, "ge": K.ge, "square": K.square,
+}
+
+
+def _handler(node):
+    if node.op == "call_method":
+        return _METHODS.get(node.target)
+    if node.op != "call_function":
+        return None
+    packet = getattr(node.target, "overloadpacket", None)
+    if packet is not None:  # An ATen op.
+        ns = getattr(packet, "__module__", "") or ""
+        name = packet.__name__
+        if "aten" not in ns and "aten" not in str(packet):
+            return None
+        if name.endswith("_") and not name.startswith("_"):
+            # In place on a temporary only this op reads (decompositions write
+            # such ops): the same as the out-of-place op.
+            target = node.args[0] if node.args else None
+            if (not isinstance(target, torch.fx.Node) or target.op == "placeholder"
+                    or len(target.users) != 1):
+                return None
+            name = name[:-1]
+        return _ATEN.get(name)
+    try:
+        return _FUNCTIONS.get(node.target)
+    except TypeError:  # Unhashable target.
+        return None
+
+
+def _describe(node):
+    t = node.target
+    if node.op == "call_method":
+        return f"Tensor.{t}"
+    if hasattr(t, "overloadpacket"):
+        return str(t)
+    mod = getattr(t, "__module__", None) or ""
+    name = getattr(t, "__name__", None) or str(t)
+    return f"{mod}.{name}" if mod and mod != "_operator" else f"operator.{name}" if mod else name
+
+
+def _has_tensor(values):
+    found = []
+    torch.fx.node.map_aggregate(values, lambda v: found.append(v) if isinstance(v, K.Tensor) else v)
+    return bool(found)
+
+
+def _python_value(node, args, kwargs):
+    """A call that reads static metadata (x.shape, x.size(d), x.dtype) or
+    computes on Python values only (sizes, constants)."""
+    if node.op == "call_function" and node.target is getattr and isinstance(args[0], K.Tensor):
+        if args[1] == "shape" and len(args) == 2:
+            return torch.Size(args[0].shape)
+        if args[1] == "ndim" and len(args) == 2:
+            return len(args[0].shape)
+        raise TypeError(f"attribute {args[1]!r} is not translated")
+    if node.op == "call_method" and node.target in ("size", "dim") and isinstance(args[0], K.Tensor):
+        shape = torch.Size(args[0].shape)
+        if node.target == "dim":
+            return len(shape)
+        return shape if len(args) == 1 and not kwargs else shape[args[1] if len(args) > 1 else kwargs["dim"]]
+    if _has_tensor((args, kwargs)):
+        return _NOT_PYTHON
+    if node.op == "call_function" and node.target in _PURE_PYTHON:
+        return node.target(*args, **kwargs)
+    raise TypeError("not a call on Python values")
+
+
+_NOT_PYTHON = object()
+_PURE_PYTHON = {getattr, operator.getitem, operator.add, operator.sub, operator.mul,
+                operator.truediv, operator.floordiv, operator.neg, operator.pow}
+
+
+def _meta_values(gm, specs):
+    """Each node's value run on meta tensors: {node: value}."""
+    seen = {}
+
+    class _Record(torch.fx.Interpreter):
+        def run_node(self, n):
+            v = super().run_node(n)
+            seen[n] = v
+            return v
+
+    metas = [torch.empty(shape, dtype=dt, device="meta") for dt, shape in specs]
+    out = _Record(gm).run(*metas)
+    return seen, out
+
+
+def translate(gm, specs, name="f"):
+    """A kfuse.Chain for an fx GraphModule whose placeholders take tensors of
+    `specs` ((torch dtype, shape) pairs). Raises Unsupported naming the
+    first node it cannot translate, or whose dtype or shape would differ
+    from torch's. Returns (chain, [fx node name per chain op index], whether
+    the function returns a tuple)."""
+    try:
+        meta, _ = _meta_values(gm, specs)
+    except Exception as e:  # noqa: BLE001 (any failure means: run eagerly)
+        raise Unsupported(f"{name}: cannot run on meta tensors ({type(e).__name__}: {e})") from None
+    c = K.Chain()
+    env, op_nodes = {}, []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(specs):
+        raise Unsupported(f"{name}: takes {len(placeholders)} arguments; got {len(specs)}")
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            dt, shape = specs[len(env)]
+            env[node] = c.input(node.name, dt, [int(d) for d in shape])
+            continue
+        if node.op == "output":
+            outs = node.args[0]
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            for i, o in enumerate(outs):
+                v = env.get(o) if isinstance(o, torch.fx.Node) else None
+                if not isinstance(v, K.Tensor) or v.ref[0] != "op":
+                    raise Unsupported(f"{name}: output {i} is not a value computed by an op")
+                c.output(f"out{i}" if len(outs) > 1 else "out", v)
+            return c, op_nodes, isinstance(node.args[0], (list, tuple))
+        args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+        what = f"{name}: op {_describe(node)} (fx node '{node.name}')"
+        try:
+            value = _python_value(node, args, kwargs)
+        except Exception as e:  # noqa: BLE001
+            raise Unsupported(f"{what} is not supported by kfuse.torch ({e})", node.name) from None
+        if value is not _NOT_PYTHON:
+            env[node] = value
+            continue
+        f = _handler(node)
+        if f is None:
+            raise Unsupported(f"{what} is not supported by kfuse.torch", node.name)
+        before = len(c.ops)
+        try:
+            v = f(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            raise Unsupported(f"{what} is not supported with these arguments ({e})", node.name) from None
+        op_nodes.extend([node.name] * (len(c.ops) - before))
+        m = meta.get(node)
+        if not isinstance(v, K.Tensor) or not isinstance(m, torch.Tensor):
+            raise Unsupported(f"{what} does not yield one tensor", node.name)
+        if v.dtype != K.dtype_of(m.dtype) or tuple(v.shape) != tuple(m.shape):
+            got = pb.DType.Name(v.dtype) if v.dtype else "?"
+            raise Unsupported(f"{what}: the chain would give {got} {list(v.shape)} where torch "
+                              f"gives {m.dtype} {list(m.shape)}", node.name)
+        env[node] = v
+    raise Unsupported(f"{name}: the graph has no output")
+
+
+# ---------------------------------------------------------------------------
+# The fused function.
+
+class _Eager:
+    __slots__ = ("reason", "retry_at")
+
+    def __init__(self, reason, retry_at=None):
+        self.reason, self.retry_at = reason, retry_at
+
+
+class _Fused:
+    __slots__ = ("plan", "outputs", "tuple_out")
+
+    def __init__(self, plan, outputs, tuple_out):
+        self.plan, self.outputs, self.tuple_out = plan, outputs, tuple_out
+
+
+_tokens = itertools.count()
+
+
+class FusedFunction:
+    """What fuse() returns; call it as the function. `cache` holds this
+    function's entries by signature; gpu_only=False (tests, with a fake
+    launcher) lets host tensors take the launch path."""
+
+    def __init__(self, fn, client=None, fallback="warn", mode="quick", trace="fx", launcher=None):
+        if fallback not in _FALLBACKS:
+            raise ValueError(f"fallback must be one of {_FALLBACKS}; got {fallback!r}")
+        if mode not in (None, "heuristic", "quick", "full"):
+            raise ValueError(f"mode must be 'heuristic', 'quick' or 'full'; got {mode!r}")
+        if trace not in ("fx", "aten"):
+            raise ValueError(f"trace must be 'fx' or 'aten'; got {trace!r}")
+        functools.update_wrapper(self, fn)
+        self.fn, self.fallback, self.mode, self.trace = fn, fallback, mode, trace
+        self._client, self._launcher = client, launcher
+        self.name = getattr(fn, "__qualname__", None) or repr(fn)
+        self.cache = PlanCache()
+        self.gpu_only = True
+        self._token = next(_tokens)
+        self._gm = None
+        self._lock = threading.Lock()
+        self._warned = set()
+
+    # The warm path.
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            return self._eager_once(args, kwargs, "keyword arguments are not fused")
+        sig, dev = [], None
+        grad = torch.is_grad_enabled()
+        for a in args:
+            if not isinstance(a, torch.Tensor):
+                return self._eager_once(args, kwargs, f"a {type(a).__name__} argument is not fused "
+                                        "(pass tensors only)")
+            if grad and a.requires_grad:
+                raise NotImplementedError(
+                    f"kfuse.torch is inference-only for now: {self.name} got an input that requires "
+                    "grad; call it under torch.no_grad() / torch.inference_mode(), or detach it")
+            if dev is None:
+                dev = a.device
+            elif a.device != dev:
+                return self._eager_once(args, kwargs, "inputs are on different devices")
+            sig.append((a.dtype, a.shape, a.is_contiguous()))
+        if dev is None or (dev.type != "cuda" and self.gpu_only):
+            return self.fn(*args)
+        key = (tuple(sig), dev.index if dev.index is not None else -1)
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self.cache.get_or_create(key, lambda: self._build(args, sig, dev))
+        if type(entry) is _Eager:
+            if entry.retry_at is not None and time.monotonic() >= entry.retry_at:
+                self.cache.invalidate(key)
+            return self.fn(*args)
+        outs = [torch.empty(shape, dtype=dt, device=dev) for dt, shape in entry.outputs]
+        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
+        try:
+            self.launcher.launch(entry.plan, args, outs, stream=stream)
+        except LaunchError as e:
+            if e.code not in ("FAILED_PRECONDITION", "INVALID_ARGUMENT") or self.fallback == "raise":
+                raise
+            self._warn_once("launch", f"{e.message}; running eagerly")
+            return self.fn(*args)
+        return tuple(outs) if entry.tuple_out else outs[0]
+
+    @property
+    def launcher(self):
+        if self._launcher is None:
+            self._launcher = _default_launcher()
+        return self._launcher
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = _default_client()
+        return self._client
+
+    # The cold path.
+    def graph(self):
+        """The traced torch.fx GraphModule (fx tracing; traced once)."""
+        with self._lock:
+            if self._gm is None:
+                self._gm = torch.fx.symbolic_trace(self.fn)
+            return self._gm
+
+    def chain_for(self, *args):
+        """(kfuse.Chain, fx node name per op, tuple output?) for these tensors;
+        raises Unsupported. No RPC."""
+        specs = [(a.dtype, tuple(a.shape)) for a in args]
+        try:
+            if self.trace == "aten":
+                from torch.fx.experimental.proxy_tensor import make_fx
+
+                gm = make_fx(torch.func.functionalize(self.fn), tracing_mode="fake")(*args)
+            else:
+                gm = self.graph()
+        except Exception as e:  # noqa: BLE001 (untraceable: run eagerly)
+            raise Unsupported(f"{self.name}: cannot be traced ({type(e).__name__}: {e})") from None
+        return translate(gm, specs, self.name)
+
+    def plan_for(self, *args):
+        """The cache entry for these tensors, compiling on a miss (tests use
+        it with host tensors): a KernelPlan, or None where it runs eagerly."""
+        sig = [(a.dtype, a.shape, a.is_contiguous()) for a in args]
+        dev = args[0].device
+        key = (tuple(sig), dev.index if dev.index is not None else -1)
+        entry = self.cache.get_or_create(key, lambda: self._build(args, sig, dev))
+        return None if type(entry) is _Eager else entry.plan
+
+    def _build(self, args, sig, dev):
+        if not all(contiguous for _, _, contiguous in sig):
+            return self._eager("a non-contiguous input is not fused")
+        try:
+            chain, op_nodes, tuple_out = self.chain_for(*args)
+        except Unsupported as e:
+            if self.fallback == "raise":
+                raise
+            return self._eager(e.message)
+        ordinal = dev.index if dev.index is not None else -1
+        key = (chain_fingerprint(chain), tuple((dt, shape) for dt, shape, _ in sig), ordinal)
+        try:
+            plan = plans.get_or_create(key, lambda: self._compile(chain, dev))
+        except ServerUnavailable as e:
+            if self.fallback == "raise":
+                raise
+            self._warn_once("unavailable", f"{e.message}; running eagerly")
+            return _Eager(e.message, time.monotonic() + RETRY_SECONDS)
+        except _ClientFellBack:
+            return _Eager("kfused is unreachable", time.monotonic() + RETRY_SECONDS)
+        except KfuseError as e:
+            node = op_nodes[e.op] if e.op is not None and 0 <= e.op < len(op_nodes) else None
+            if e.code == "UNIMPLEMENTED" and self.fallback != "raise":
+                return self._eager(f"{self.name}: kfused cannot compile it yet: {e.message}")
+            e.node = node
+            e.add_note(f"kfuse.torch: while compiling {self.name}"
+                       + (f" (op {e.op} is fx node '{node}')" if node else ""))
+            raise
+        outputs = []
+        for spec in plan.outputs:
+            dims = [d.size if d.WhichOneof("kind") == "size" else None for d in spec.shape]
+            if None in dims or spec.dtype not in _TORCH_DTYPES:
+                return self._eager(f"{self.name}: the plan's output '{spec.name}' has a shape or "
+                                   "dtype that is not static")
+            outputs.append((_TORCH_DTYPES[spec.dtype], tuple(dims)))
+        want = [(m.dtype, tuple(m.shape)) for m in _meta_outputs(self, args, tuple_out)]
+        if outputs != want:
+            return self._eager(f"{self.name}: the plan's outputs {outputs} differ from torch's {want}")
+        return _Fused(plan, outputs, tuple_out)
+
+    def _compile(self, chain, dev):
+        target = 0
+        if dev.type == "cuda":
+            major, minor = torch.cuda.get_device_capability(dev)
+            target = major * 10 + minor
+        try:
+            resp = self.client.compile(chain, target=target, mode=self.mode)
+        except KfuseError as e:
+            if e.code == "DEADLINE_EXCEEDED":
+                raise ServerUnavailable(e.code, f"kfused at {self.client.address} did not answer "
+                                        f"in time: {e.message}") from None
+            raise
+        if resp is None:  # The client ran with on_unavailable="eager" and has warned.
+            raise _ClientFellBack()
+        return resp.plan
+
+    def _eager(self, reason):
+        self._warn_once(("eager", reason), reason + "; running eagerly")
+        return _Eager(reason)
+
+    def _eager_once(self, args, kwargs, reason):
+        if self.fallback == "raise":
+            raise Unsupported(f"{self.name}: {reason}")
+        self._warn_once(("call", reason), f"{self.name}: {reason}; running eagerly")
+        return self.fn(*args, **kwargs)
+
+    def _warn_once(self, key, message):
+        if self.fallback == "silent":
+            return
+        with self._lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        warnings.warn(f"kfuse.torch: {message}", FallbackWarning, stacklevel=4)
+
+
+class _ClientFellBack(Exception):
+    pass
+
+
+def _meta_outputs(ff, args, tuple_out):
+    metas = [torch.empty(a.shape, dtype=a.dtype, device="meta") for a in args]
+    out = ff.fn(*metas)
+    return list(out) if tuple_out else [out]
+
+
+def fuse(fn=None, *, client=None, fallback="warn", mode="quick", trace="fx", launcher=None):
+    """Decorator: @fuse or @fuse(client=..., fallback="warn"|"raise"|"silent",
+    mode="heuristic"|"quick"|"full", trace="fx"|"aten"). See the module
+    docstring."""
+    if fn is None:
+        return lambda f: FusedFunction(f, client, fallback, mode, trace, launcher)
+    return FusedFunction(fn, client, fallback, mode, trace, launcher)
+
+
+__all__ = ["fuse", "FusedFunction", "translate", "Unsupported", "plans", "RETRY_SECONDS"]

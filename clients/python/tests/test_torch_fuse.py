@@ -1,0 +1,358 @@
+"""kfuse.torch.fuse: translation of torch functions into chains, the
+fallbacks (unsupported ops, unreachable or refusing server, grad inputs,
+host tensors), the plan cache against a real kfused, and (marked gpu) fused
+launches compared with eager PyTorch plus the warm-call overhead."""
+import socket
+import time
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+
+import kfuse  # noqa: E402
+import kfuse.torch as kt  # noqa: E402
+from kfuse import pb  # noqa: E402
+
+F = torch.nn.functional
+
+
+def _kinds(chain):
+    return [pb.OpKind.Name(op.kind) for op in chain.to_proto().ops]
+
+
+class CountingClient:
+    """A client double: forwards to `real` (or answers with `error`), counting compiles."""
+
+    def __init__(self, real=None, error=None):
+        self.real, self.error, self.calls = real, error, 0
+        self.address = "fake"
+
+    def compile(self, chain, **kw):
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+        return self.real.compile(chain, **kw)
+
+
+class EagerLauncher:
+    """A launcher double for host tensors: writes the eager result into the
+    outputs, recording each launch."""
+
+    def __init__(self, fn):
+        self.fn, self.launches = fn, []
+
+    def launch(self, plan, inputs, outputs, stream=0):
+        kfuse.resolve(plan, inputs, outputs)  # The real launcher's checks.
+        self.launches.append((plan.key, [tuple(o.shape) for o in outputs]))
+        res = self.fn(*inputs)
+        for o, r in zip(outputs, res if isinstance(res, tuple) else (res,)):
+            o.copy_(r)
+
+
+def _add_rms(x, r, w):
+    s = x + r
+    return s, F.rms_norm(s, (s.shape[-1],), w, 1e-6)
+
+
+def _silu_mul(x, y):
+    return F.silu(x) * y
+
+
+CASES = {
+    "silu_mul": (_silu_mul, [("bf16", (4, 64)), ("bf16", (4, 64))], ["OP_SILU", "OP_MUL"]),
+    "gelu_tanh_bias": (lambda x, b: F.gelu(x + b, approximate="tanh"),
+                       [("f32", (8, 32)), ("f32", (32,))], ["OP_ADD", "OP_GELU_TANH"]),
+    "gelu_erf_method": (lambda x: x.sigmoid() * F.gelu(x), [("f32", (16,))],
+                        ["OP_SIGMOID", "OP_GELU_ERF", "OP_MUL"]),
+    "scalars_and_cast": (lambda x: (x * 2.0 - 1).float(), [("f16", (8, 8))],
+                         ["OP_CONSTANT", "OP_MUL", "OP_CONSTANT", "OP_SUB", "OP_CAST"]),
+    "pow_where_relu": (lambda x, y: torch.where(x > 0, x ** 2, torch.relu(y)),
+                       [("f32", (4, 4)), ("f32", (4, 4))],
+                       ["OP_CONSTANT", "OP_GT", "OP_CONSTANT", "OP_POW", "OP_RELU", "OP_WHERE"]),
+    "max_min_exp_log": (lambda a, b: torch.log(torch.maximum(a, b)) + torch.exp(torch.minimum(a, b)),
+                        [("f32", (8,)), ("f32", (8,))],
+                        ["OP_MAXIMUM", "OP_LOG", "OP_MINIMUM", "OP_EXP", "OP_ADD"]),
+    "reductions": (lambda x: x.sum(-1, keepdim=True) + torch.mean(x, dim=-1, keepdim=True)
+                   - torch.amax(x, -1, keepdim=True), [("f32", (4, 128))],
+                   ["OP_REDUCE_SUM", "OP_REDUCE_MEAN", "OP_ADD", "OP_REDUCE_MAX", "OP_SUB"]),
+    "softmax": (lambda x: F.softmax(x, dim=-1), [("f32", (4, 128))],
+                ["OP_REDUCE_MAX", "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV"]),
+    "add_rms_norm": (_add_rms, [("f32", (4, 256)), ("f32", (4, 256)), ("f32", (256,))],
+                     ["OP_ADD", "OP_SQUARE", "OP_REDUCE_MEAN", "OP_CONSTANT", "OP_ADD",
+                      "OP_RSQRT", "OP_MUL", "OP_MUL"]),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (64,), w, b), [("f32", (2, 64)), ("f32", (64,)),
+                                                                  ("f32", (64,))],
+                   ["OP_REDUCE_MEAN", "OP_SUB", "OP_SQUARE", "OP_REDUCE_MEAN", "OP_CONSTANT",
+                    "OP_ADD", "OP_RSQRT", "OP_MUL", "OP_MUL", "OP_ADD"]),
+}
+_TORCH = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def _tensors(specs, device="cpu"):
+    return [torch.randn(shape, dtype=_TORCH[dt], device=device) for dt, shape in specs]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_translation(name):
+    fn, specs, kinds = CASES[name]
+    chain, nodes, _ = kt.fuse(fn).chain_for(*_tensors(specs))
+    assert _kinds(chain) == kinds
+    assert len(nodes) == len(kinds)
+    proto = chain.to_proto()
+    assert [(i.dtype, [d.size for d in i.shape]) for i in proto.inputs] == \
+        [(kfuse.dtype_of(dt), list(shape)) for dt, shape in specs]
+
+
+def test_aten_trace_translates_aten_ops():
+    chain, _, _ = kt.fuse(_silu_mul, trace="aten").chain_for(*_tensors(CASES["silu_mul"][1]))
+    assert _kinds(chain) == ["OP_SILU", "OP_MUL"]
+
+
+def test_aten_trace_translates_decomposed_rms_norm():
+    specs = CASES["add_rms_norm"][1]
+    chain, nodes, tuple_out = kt.fuse(_add_rms, trace="aten").chain_for(*_tensors(specs))
+    kinds = _kinds(chain)
+    assert tuple_out and kinds[0] == "OP_ADD" and "OP_REDUCE_MEAN" in kinds and "OP_RSQRT" in kinds
+    assert len(chain.to_proto().outputs) == 2 and len(nodes) == len(kinds)
+
+
+def test_in_place_ops_on_inputs_are_not_translated():
+    for trace in ("fx", "aten"):
+        with pytest.raises(kt.Unsupported, match="add_|copy_"):
+            kt.fuse(lambda x: x.add_(1.0) * 2, trace=trace).chain_for(torch.randn(4))
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="fallback"):
+        kt.fuse(_silu_mul, fallback="maybe")
+    with pytest.raises(ValueError, match="mode"):
+        kt.fuse(_silu_mul, mode="fast")
+    with pytest.raises(ValueError, match="trace"):
+        kt.fuse(_silu_mul, trace="jit")
+
+
+def test_a_dtype_torch_would_promote_is_refused():
+    ff = kt.fuse(lambda x: x.sum(-1))  # torch sums int32 into int64.
+    with pytest.raises(kt.Unsupported, match="torch gives torch.int64"):
+        ff.chain_for(torch.ones(4, 8, dtype=torch.int32))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _host_fused(fn, client, **kw):
+    """A fused fn whose host tensors take the launch path (EagerLauncher)."""
+    launcher = EagerLauncher(fn)
+    ff = kt.fuse(fn, client=client, launcher=launcher, **kw)
+    ff.gpu_only = False
+    return ff, launcher
+
+
+def test_unsupported_op_runs_eagerly_with_one_warning():
+    client = CountingClient(error=AssertionError("must not compile"))
+    ff, launcher = _host_fused(lambda x: torch.cumsum(x, -1) * 2.0, client)
+    x = torch.randn(4, 8)
+    with pytest.warns(kfuse.FallbackWarning, match="torch.cumsum") as rec:
+        a = ff(x)
+        b = ff(x)
+    assert len(rec) == 1
+    torch.testing.assert_close(a, torch.cumsum(x, -1) * 2.0)
+    torch.testing.assert_close(b, a)
+    assert client.calls == 0 and not launcher.launches
+    with pytest.raises(kt.Unsupported, match="cumsum"):
+        kt.fuse(lambda x: torch.cumsum(x, -1), client=client, fallback="raise").plan_for(x)
+
+
+def test_unreachable_server_warns_once_or_raises():
+    dead = kfuse.Client(f"127.0.0.1:{_free_port()}", timeout=5, on_unavailable="raise")
+    ff, launcher = _host_fused(_silu_mul, dead)
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    with pytest.warns(kfuse.FallbackWarning, match="unreachable") as rec:
+        out = ff(x, y)
+        ff(x, y)
+        ff(x, y.double())  # Another signature: no second warning.
+    assert len(rec) == 1 and not launcher.launches
+    torch.testing.assert_close(out, F.silu(x) * y)
+    strict, _ = _host_fused(_silu_mul, dead, fallback="raise")
+    with pytest.raises(kfuse.ServerUnavailable):
+        strict(x, y)
+    quiet, _ = _host_fused(_silu_mul, dead, fallback="silent")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(quiet(x, y), F.silu(x) * y)
+
+
+def test_rejected_chain_raises_the_servers_error_naming_the_node():
+    err = kfuse.KfuseError("INVALID_ARGUMENT", "op 1 (mul): operands do not broadcast")
+    ff = kt.fuse(_silu_mul, client=CountingClient(error=err))
+    with pytest.raises(kfuse.KfuseError) as e:
+        ff.plan_for(torch.randn(4, 8), torch.randn(4, 8))
+    assert e.value.code == "INVALID_ARGUMENT" and "broadcast" in e.value.message
+    assert e.value.op == 1 and e.value.node == "mul"
+
+
+def test_unimplemented_chain_runs_eagerly_or_raises():
+    err = kfuse.KfuseError("UNIMPLEMENTED", "op 0 (silu): no generator for this chain")
+    client = CountingClient(error=err)
+    ff, launcher = _host_fused(_silu_mul, client)
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    with pytest.warns(kfuse.FallbackWarning, match="no generator") as rec:
+        out = ff(x, y)
+        ff(x, y)
+    assert len(rec) == 1 and client.calls == 1 and not launcher.launches
+    torch.testing.assert_close(out, F.silu(x) * y)
+    with pytest.raises(kfuse.KfuseError, match="no generator"):
+        kt.fuse(_silu_mul, client=client, fallback="raise").plan_for(x, y)
+
+
+def test_unreachable_server_is_retried_later(monkeypatch):
+    monkeypatch.setattr(kt, "RETRY_SECONDS", 0.2)
+    client = CountingClient(error=kfuse.ServerUnavailable("UNAVAILABLE", "down"))
+    ff, _ = _host_fused(_silu_mul, client, fallback="silent")
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    ff(x, y)
+    ff(x, y)
+    assert client.calls == 1
+    time.sleep(0.3)
+    ff(x, y)  # Past the retry time: the entry is dropped ...
+    ff(x, y)  # ... and this call asks again.
+    assert client.calls == 2
+
+
+def test_concurrent_first_calls_compile_once(client):
+    import threading
+
+    counting = CountingClient(client)
+    ff, launcher = _host_fused(_silu_mul, counting, mode="heuristic")
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    want = F.silu(x) * y
+    errors, start = [], threading.Barrier(8)
+
+    def worker():
+        start.wait()
+        for _ in range(20):
+            try:
+                torch.testing.assert_close(ff(x, y), want)
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and counting.calls <= 1 and len(launcher.launches) == 160
+
+
+def test_grad_inputs_raise_inference_only():
+    ff = kt.fuse(_silu_mul, client=CountingClient(error=AssertionError("no compile")))
+    x = torch.randn(4, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="inference-only"):
+        ff(x, torch.randn(4))
+    with torch.no_grad():
+        torch.testing.assert_close(ff(x, torch.randn(4) * 0), torch.zeros(4))
+
+
+def test_host_tensors_run_eagerly_without_rpc():
+    client = CountingClient(error=AssertionError("no compile"))
+    ff = kt.fuse(_silu_mul, client=client)
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(ff(x, y), F.silu(x) * y)
+    assert client.calls == 0 and len(ff.cache) == 0
+
+
+def test_plan_is_cached_per_signature(client):
+    counting = CountingClient(client)
+    ff, launcher = _host_fused(_add_rms, counting, mode="heuristic")
+    x, r, w = torch.randn(4, 256), torch.randn(4, 256), torch.randn(256)
+    s, n = ff(x, r, w)
+    s2, n2 = ff(x, r, w)
+    assert counting.calls == 1 and len(launcher.launches) == 2
+    want_s, want_n = _add_rms(x, r, w)
+    torch.testing.assert_close(s2, want_s)
+    torch.testing.assert_close(n2, want_n)
+    assert launcher.launches[0][1] == [(4, 256), (4, 256)]
+    ff(torch.randn(8, 256), torch.randn(8, 256), w)  # A new shape: a new plan.
+    assert counting.calls == 2
+    assert ff.cache.hits >= 1 and len(ff.cache) == 2
+    # Another function with the same chain shares the plan: no RPC.
+    other, _ = _host_fused(_add_rms, counting, mode="heuristic")
+    other(x, r, w)
+    assert counting.calls == 2
+
+
+def test_plan_for_fetches_the_real_plan(client):
+    counting = CountingClient(client)
+    ff = kt.fuse(_silu_mul, client=counting, mode="heuristic")
+    x, y = torch.randn(2, 64, dtype=torch.bfloat16), torch.randn(2, 64, dtype=torch.bfloat16)
+    plan = ff.plan_for(x, y)
+    assert plan.key and plan.outputs[0].dtype == pb.DTYPE_BF16
+    assert ff.plan_for(x, y) is plan and counting.calls <= 1
+    assert ff.plan_for(x.float(), y.float()).key != plan.key
+
+
+# ---------------------------------------------------------------------------
+# GPU: run with a kfused on a GPU machine (see clients/python/README.md).
+
+def _gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    pytest.importorskip("cuda.bindings", reason="cuda-python (cuda.bindings) is not installed")
+
+
+@pytest.mark.gpu
+def test_gpu_fused_silu_mul_and_add_rms_norm(client):
+    _gpu()
+    counting = CountingClient(client)
+    swiglu = kt.fuse(_silu_mul, client=counting, fallback="raise")
+    x = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16)
+    with torch.inference_mode():
+        got = swiglu(x, y)
+        got = swiglu(x, y)
+    torch.testing.assert_close(got, F.silu(x) * y, atol=2e-2, rtol=1.6e-2)
+    assert counting.calls == 1
+
+    add_rms = kt.fuse(_add_rms, client=counting, fallback="raise")
+    a, r = (torch.randn(512, 4096, device="cuda") for _ in range(2))
+    w = torch.randn(4096, device="cuda")
+    with torch.inference_mode():
+        s, n = add_rms(a, r, w)
+    want_s, want_n = _add_rms(a, r, w)
+    torch.testing.assert_close(s, want_s)
+    torch.testing.assert_close(n, want_n, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_warm_call_overhead(client):
+    _gpu()
+    swiglu = kt.fuse(_silu_mul, client=client, fallback="raise")
+    x, y = (torch.randn(8, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    n = 1000
+    with torch.inference_mode():
+        swiglu(x, y)
+        plan = swiglu.plan_for(x, y)
+        out = torch.empty_like(x)
+        stream = torch.cuda.current_stream().cuda_stream
+        launcher = swiglu.launcher
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            swiglu(x, y)
+        torch.cuda.synchronize()
+        fused = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(n):
+            launcher.launch(plan, [x, y], [out], stream=stream)
+        torch.cuda.synchronize()
+        bare = time.perf_counter() - t0
+    overhead_us = (fused - bare) / n * 1e6
+    print(f"\nkfuse.torch warm call: {fused / n * 1e6:.1f} us, launch alone {bare / n * 1e6:.1f} us, "
+          f"overhead {overhead_us:.1f} us per call")
+    assert swiglu.cache.hits >= n
