@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/pointwise_layout.h"
 #include "codegen/reduce.h"
 #include "codegen/row_analysis.h"
 #include "core/status.h"
@@ -13,7 +14,11 @@ namespace kfuse {
 namespace {
 
 std::string NotYet(OpKind k) {
-  if (IsLayout(k)) return "layout views are not generated yet";
+  if (k == OpKind::kIota) return "iota is not generated yet (the other layout views are)";
+  if (IsLayout(k)) {
+    return "layout views are generated in element-wise chains only; beside a reduction they are "
+           "not generated yet";
+  }
   if (k == OpKind::kMatmul) return "matmul is not generated yet";
   return "this op is not generated yet";
 }
@@ -186,26 +191,35 @@ absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
 
 absl::StatusOr<Partition> PartitionChain(const Chain& c) {
   bool reduces = false, outer = false;
+  int32_t first_view = -1;
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
     const Node& n = c.nodes[id];
-    if (IsLayout(n.kind) || n.kind == OpKind::kMatmul) {
+    if (n.kind == OpKind::kIota || n.kind == OpKind::kMatmul) {
       return absl::UnimplementedError(absl::StrCat(OpLabel(c, id), ": ", NotYet(n.kind)));
     }
+    if (IsLayout(n.kind) && first_view < 0) first_view = id;
     if (!IsReduction(n.kind)) continue;
     reduces = true;
     const int rank = c.nodes[n.args[0]].type.rank();
     outer = outer || std::find(n.axes.begin(), n.axes.end(), rank - 1) == n.axes.end() ||
             n.axes.size() > 1;
   }
+  if (reduces && first_view >= 0) {
+    return absl::UnimplementedError(
+        absl::StrCat(OpLabel(c, first_view), ": ", NotYet(c.nodes[first_view].kind)));
+  }
   if (outer) return OuterReductionPartition(c);
   if (reduces) return RowPartition(c);
+  // Layout views join the element-wise chain as index arithmetic: each read
+  // gets its own strides and offset, a concat picks a piece per element.
   KernelGroup k;
   k.family = Family::kPointwise;
-  k.reason = "element-wise chain fused into one pass";
+  k.reason = first_view < 0 ? "element-wise chain fused into one pass"
+                            : "element-wise chain with its layout views fused into one pass";
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
     OpKind kind = c.nodes[id].kind;
     if (kind == OpKind::kInput || kind == OpKind::kConstant) continue;
-    if (!IsElementwise(kind)) {
+    if (!IsElementwise(kind) && !IsLayout(kind)) {
       return absl::UnimplementedError(absl::StrCat(OpLabel(c, id), ": ", NotYet(kind)));
     }
     k.nodes.push_back(id);
@@ -215,7 +229,10 @@ absl::StatusOr<Partition> PartitionChain(const Chain& c) {
         "outputs: every output is a chain input or a constant: there is nothing to compute");
   }
   KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c));
-  return OneKernel(c, std::move(k));
+  Partition p = OneKernel(c, std::move(k));
+  // A reshape that is no view of its operand is refused here, naming it.
+  if (first_view >= 0) KFUSE_RETURN_IF_ERROR(BuildIterSpace(c, p.kernels[0]).status());
+  return p;
 }
 
 std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& c, const Partition& p) {

@@ -60,7 +60,10 @@ struct Partition {
 //    the innermost and outer axes together, or min/max of bool values; and,
 //    naming an output, a chain whose outputs beside such reductions are all
 //    chain inputs or constants;
-//  - the first layout view or matmul answers Unimplemented, naming the op.
+//  - layout views (slice, permute, reshape, expand, concat) join the
+//    pointwise kernel as index arithmetic; matmul, iota, views beside a
+//    reduction and a reshape that is not a view answer Unimplemented,
+//    naming the op.
 absl::StatusOr<Partition> PartitionChain(const Chain& canonical);
 
 // The buffers of p.intermediates in order, as a plan lists them: each in its

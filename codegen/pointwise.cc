@@ -37,34 +37,66 @@ absl::Status BadParam(const Variant& v, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("variant ", v.ToString(), ": ", what));
 }
 
-// Every stride but the innermost is a multiple of vec (given the innermost
-// dim is, so strides that are multiples of it count too).
-bool OuterStridesDivisible(const Operand& o, const Mono& inner, int vec) {
-  for (size_t d = 0; d + 1 < o.strides.size(); ++d) {
-    const Mono& m = o.strides[d];
-    if (m.coef % vec != 0 && !IsMultipleOf(m, inner)) return false;
+// `m` is a multiple of vec: by its coefficient, or as a multiple of the
+// innermost dim, which is one when the space has several dims (statically,
+// or by a kDivisible precondition).
+bool DivisibleByVec(const Mono& m, const IterSpace& s, int vec) {
+  return m.coef % vec == 0 || (s.sizes.size() > 1 && IsMultipleOf(m, s.sizes.back()));
+}
+
+// Every stride but the innermost, and the offset, are multiples of vec.
+bool OuterDivisible(const std::vector<Mono>& strides, const Poly& offset, const IterSpace& s,
+                    int vec) {
+  for (size_t d = 0; d + 1 < strides.size(); ++d) {
+    if (!DivisibleByVec(strides[d], s, vec)) return false;
+  }
+  for (const Mono& m : offset) {
+    if (!DivisibleByVec(m, s, vec)) return false;
   }
   return true;
 }
 
-Access Classify(const Operand& o, const Mono& inner, int vec) {
+Access Classify(const Operand& o, const IterSpace& s, int vec) {
   if (vec == 1) return o.uniform ? Access::kOnce : Access::kVector;
   if (o.uniform) return Access::kOnce;
-  if (o.dense) return Access::kVector;
-  const Mono& s = o.strides.back();
-  if (s.is_zero()) return Access::kOnce;
-  if (s == Mono{1, {}}) {
-    return OuterStridesDivisible(o, inner, vec) ? Access::kVector : Access::kContig;
+  const Mono& st = o.strides.back();
+  if (st.is_zero()) return Access::kOnce;
+  if (st == Mono{1, {}}) {
+    return (o.dense || OuterDivisible(o.strides, o.offset, s, vec)) &&
+                   std::all_of(o.offset.begin(), o.offset.end(),
+                               [&](const Mono& m) { return DivisibleByVec(m, s, vec); })
+               ? Access::kVector
+               : Access::kContig;
   }
   return Access::kStrided;
 }
 
-// Sum over dims of (size - 1) * stride at the symbols' max; -1 if unbounded.
-int64_t MaxOffset(const Operand& o, const IterSpace& s, const Chain& chain) {
+// A cond takes one value across the vec lanes of a vector: the lanes step
+// along the innermost dim only, so it holds when the cond does not depend on
+// it, or steps through it one by one from a multiple of vec towards bounds
+// that are multiples of vec.
+bool LaneUniform(const Cond& c, const IterSpace& s, int vec) {
+  if (vec == 1 || c.uniform || c.strides.back().is_zero()) return true;
+  if (c.strides.back() != Mono{1, {}} || !OuterDivisible(c.strides, c.offset, s, vec)) {
+    return false;
+  }
+  return (!c.has_lo || c.lo % vec == 0) && (!c.has_hi || c.hi % vec == 0);
+}
+
+// Sum over dims of (size - 1) * stride, plus |offset|, at the symbols' max;
+// -1 if unbounded.
+int64_t MaxIndex(const std::vector<Mono>& strides, const Poly& offset, const IterSpace& s,
+                 const Chain& chain) {
   int64_t total = 0;
-  for (size_t d = 0; d < o.strides.size(); ++d) {
-    if (o.strides[d].is_zero()) continue;
-    int64_t size = UpperBound(s.sizes[d], chain), stride = UpperBound(o.strides[d], chain);
+  for (const Mono& m : offset) {
+    int64_t v = UpperBound(m, chain);
+    if (v < 0) return -1;
+    total += v;
+    if (total > (int64_t{1} << 62)) return -1;
+  }
+  for (size_t d = 0; d < strides.size(); ++d) {
+    if (strides[d].is_zero()) continue;
+    int64_t size = UpperBound(s.sizes[d], chain), stride = UpperBound(strides[d], chain);
     if (size < 0 || stride < 0) return -1;
     if (size > 1 && stride > (int64_t{1} << 62) / size) return -1;
     total += (size - 1) * stride;
@@ -129,9 +161,18 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     c.description = absl::StrCat("the innermost dim is a multiple of ", p.vec, " (vector access)");
     p.preconditions.push_back(std::move(c));
   }
+  for (const Cond& c : s.conds) {
+    if (!LaneUniform(c, s, static_cast<int>(vec))) {
+      return BadParam(variant,
+                      absl::StrCat("vec ", vec, " would split vectors between the pieces of ",
+                                   OpLabel(chain, c.node),
+                                   " (a piece boundary along the innermost dim is not a multiple "
+                                   "of ", vec, "); use a narrower vec"));
+    }
+  }
   auto classify = [&](const std::vector<Operand>& ops, bool out, std::vector<Access>* acc) {
     for (const Operand& o : ops) {
-      acc->push_back(Classify(o, inner, p.vec));
+      acc->push_back(Classify(o, s, p.vec));
       if (acc->back() != Access::kVector || p.vec == 1) continue;
       Precondition c;
       c.kind = Precondition::Kind::kAligned;
@@ -142,7 +183,13 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
                                                                      : "intermediate";
       c.description = absl::StrCat(kind, " ", o.buffer.index, " is ", c.value,
                                    "-byte aligned (vector access)");
-      p.preconditions.push_back(std::move(c));
+      // A buffer read through several views asks it once.
+      if (std::none_of(p.preconditions.begin(), p.preconditions.end(),
+                       [&](const Precondition& q) {
+                         return q.kind == c.kind && q.buffer == c.buffer && q.value == c.value;
+                       })) {
+        p.preconditions.push_back(std::move(c));
+      }
     }
   };
   classify(s.inputs, false, &p.in_access);
@@ -155,9 +202,13 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   p.idx32 = numel >= 0 && numel + pass <= kInt32Max;
   for (const auto* ops : {&s.inputs, &s.outputs}) {
     for (const Operand& o : *ops) {
-      int64_t m = MaxOffset(o, s, chain);
+      int64_t m = MaxIndex(o.strides, o.offset, s, chain);
       if (m < 0 || m + pass > kInt32Max) p.idx32 = false;
     }
+  }
+  for (const Cond& c : s.conds) {
+    int64_t m = MaxIndex(c.strides, c.offset, s, chain);
+    if (m < 0 || m + pass > kInt32Max) p.idx32 = false;
   }
   if (p.idx32) {
     for (int32_t sym : s.symbols) {

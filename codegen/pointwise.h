@@ -1,7 +1,8 @@
 // The pointwise family's generator: one header-free CUDA C++ kernel (for
-// NVRTC) that computes a group of element-wise ops over the broadcast shape
-// of its outputs, with its launch contract, its search space and a heuristic
-// seed.
+// NVRTC) that computes a group of element-wise ops and layout views (slice,
+// permute, reshape, expand, concat; as index arithmetic, pointwise_views.h)
+// over the broadcast shape of its outputs, with its launch contract, its
+// search space and a heuristic seed.
 //
 //   KernelGroup g{Family::kPointwise, {3, 4, 5}, "element-wise chain"};
 //   Variant v = PointwiseHeuristic(chain, g);      // {block,grid,items,vec}
@@ -12,7 +13,11 @@
 //          storage dtype of any buffer <= 16 bytes. When the collapsed
 //          iteration space has more than one dim (a broadcast or strided
 //          operand), vec must divide the innermost dim (statically, or by a
-//          kDivisible precondition when it is symbolic).
+//          kDivisible precondition when it is symbolic). A concat whose
+//          pieces meet inside the innermost dim needs every boundary there
+//          to be a multiple of vec. A read that a view makes strided, or
+//          offset from a multiple of vec, goes lane by lane (no alignment
+//          asked of its buffer).
 //   items  vectors per thread per pass: 1, 2 or 4.
 //   block  threads per block: 128, 256, 512 or 1024.
 //   grid   0: one pass, grid.x = ceil_div(numel, block * vec * items).

@@ -10,6 +10,7 @@
 //     a block whose whole tile is in range skips the per-item checks.
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -60,36 +61,78 @@ class Writer {
   }
 
  private:
-  // The chain for one element: inputs x<k> and outputs y<m> in compute types.
+  // The chain for one element: inputs x<k>, concat choices k<i> and outputs
+  // y<m> in compute types. A node seen through several views is several
+  // terms: v<id>_<n>.
   absl::StatusOr<std::string> ElemFunction() {
-    std::vector<std::string> value(c_.nodes.size());
+    std::vector<std::string> value(s_.terms.size());
     std::vector<std::string> params;
     for (size_t k = 0; k < s_.inputs.size(); ++k) {
-      const Operand& o = s_.inputs[k];
-      value[o.node] = absl::StrCat("x", k);
-      params.push_back(absl::StrCat("const ", ComputeType(o.dtype, p_.numerics), " x", k));
+      params.push_back(
+          absl::StrCat("const ", ComputeType(s_.inputs[k].dtype, p_.numerics), " x", k));
     }
+    for (int32_t i : SelectConds()) params.push_back(absl::StrCat("const bool k", i));
     for (size_t m = 0; m < s_.outputs.size(); ++m) {
       params.push_back(
           absl::StrCat(ComputeType(s_.outputs[m].dtype, p_.numerics), "& y", m));
     }
+    std::map<int32_t, int> views, seen;
+    for (const Term& t : s_.terms) {
+      if (t.kind != Term::Kind::kLoad) ++views[t.node];
+    }
     std::string body;
-    for (int32_t id : s_.compute) {
+    for (size_t i = 0; i < s_.terms.size(); ++i) {
+      const Term& t = s_.terms[i];
+      if (t.kind == Term::Kind::kLoad) {
+        value[i] = absl::StrCat("x", t.operand);
+        continue;
+      }
       std::vector<std::string> args;
-      for (int32_t a : c_.nodes[id].args) {
-        KFUSE_CHECK(!value[a].empty());
+      for (int32_t a : t.args) {
+        KFUSE_CHECK(a < static_cast<int32_t>(i) && !value[a].empty());
         args.push_back(value[a]);
       }
-      KFUSE_ASSIGN_OR_RETURN(std::string e, EmitOpExpr(c_, id, args, p_.numerics, &needs_));
-      value[id] = absl::StrCat("v", id);
-      absl::StrAppend(&body, "  const ", ComputeType(c_.nodes[id].type.dtype, p_.numerics), " ",
-                      value[id], " = ", e, ";\n");
+      std::string e;
+      if (t.kind == Term::Kind::kOp) {
+        KFUSE_ASSIGN_OR_RETURN(e, EmitOpExpr(c_, t.node, args, p_.numerics, &needs_));
+      } else {
+        e = args.back();
+        for (size_t j = t.conds.size(); j-- > 0;) {
+          e = absl::StrCat("(k", t.conds[j], " ? ", args[j], " : ", e, ")");
+        }
+      }
+      value[i] = views[t.node] == 1 ? absl::StrCat("v", t.node)
+                                    : absl::StrCat("v", t.node, "_", seen[t.node]++);
+      absl::StrAppend(&body, "  const ", ComputeType(c_.nodes[t.node].type.dtype, p_.numerics),
+                      " ", value[i], " = ", e, ";\n");
     }
     for (size_t m = 0; m < s_.outputs.size(); ++m) {
-      absl::StrAppend(&body, "  y", m, " = ", value[s_.outputs[m].node], ";\n");
+      absl::StrAppend(&body, "  y", m, " = ", value[s_.results[m]], ";\n");
     }
     return absl::StrCat("__device__ __forceinline__ void kf_elem(", absl::StrJoin(params, ", "),
                         ") {\n", body, "}\n");
+  }
+
+  // The conds kf_elem selects by, ascending.
+  std::set<int32_t> SelectConds() const {
+    std::set<int32_t> out;
+    for (const Term& t : s_.terms) out.insert(t.conds.begin(), t.conds.end());
+    return out;
+  }
+
+  // The conds a body evaluates: those kf_elem selects by and those guarding reads.
+  std::set<int32_t> BodyConds() const {
+    std::set<int32_t> out = SelectConds();
+    for (const Operand& o : s_.inputs) out.insert(o.guard.begin(), o.guard.end());
+    return out;
+  }
+
+  // "(k0 && k2)" for a read's guard; "" when it has none.
+  std::string Guard(const Operand& o) const {
+    std::vector<std::string> ks;
+    for (int32_t i : o.guard) ks.push_back(absl::StrCat("k", i));
+    if (ks.size() <= 1) return ks.empty() ? "" : ks[0];
+    return absl::StrCat("(", absl::StrJoin(ks, " && "), ")");
   }
 
   std::string MonoCode(const Mono& m) const {
@@ -117,6 +160,14 @@ class Writer {
         }
       }
     }
+    const std::set<int32_t> conds = BodyConds();
+    for (int32_t i : conds) {
+      const Cond& c = s_.conds[i];
+      if (c.dense || c.uniform) continue;
+      for (int d = 0; d < Rank(); ++d) {
+        if (!c.strides[d].is_zero()) dims.insert(d);
+      }
+    }
     return dims;
   }
 
@@ -138,17 +189,57 @@ class Writer {
     return t;
   }
 
-  std::string Offset(const Operand& o, const std::string& e) const {
-    if (o.uniform) return "0";
-    if (o.dense) return e;
+  // offset + sum_d strides[d] * c_d as an index expression at element `e`.
+  std::string Index(const std::vector<Mono>& strides, const Poly& offset, bool dense,
+                    bool uniform, const std::string& e) const {
     std::vector<std::string> terms;
-    for (int d = 0; d < Rank(); ++d) {
-      const Mono& st = o.strides[d];
-      if (st.is_zero()) continue;
-      terms.push_back(st == Mono{1, {}} ? absl::StrCat("c", d)
-                                               : absl::StrCat("c", d, " * ", MonoCode(st)));
+    if (dense) {
+      terms.push_back(e);
+    } else if (!uniform) {
+      for (int d = 0; d < Rank(); ++d) {
+        const Mono& st = strides[d];
+        if (st.is_zero()) continue;
+        terms.push_back(st == Mono{1, {}} ? absl::StrCat("c", d)
+                                          : absl::StrCat("c", d, " * ", MonoCode(st)));
+      }
     }
-    return terms.empty() ? "0" : absl::StrJoin(terms, " + ");
+    std::string t = terms.empty() ? "" : absl::StrJoin(terms, " + ");
+    for (const Mono& m : offset) {
+      if (t.empty()) {
+        t = MonoCode(m);
+      } else if (m.coef < 0) {
+        absl::StrAppend(&t, " - ", MonoCode(Mono{-m.coef, m.syms}));
+      } else {
+        absl::StrAppend(&t, " + ", MonoCode(m));
+      }
+    }
+    return t.empty() ? "0" : t;
+  }
+
+  std::string Offset(const Operand& o, const std::string& e) const {
+    return Index(o.strides, o.offset, o.dense, o.uniform, e);
+  }
+
+  // Declarations of the conds a body uses at element `e`.
+  std::string CondDecls(const std::string& e, const std::string& ind) const {
+    std::string t;
+    for (int32_t i : BodyConds()) {
+      const Cond& c = s_.conds[i];
+      std::string v = Index(c.strides, c.offset, c.dense, c.uniform, e);
+      std::vector<std::string> parts;
+      if (c.has_lo) parts.push_back(absl::StrCat(v, " >= ", c.lo));
+      if (c.has_hi) parts.push_back(absl::StrCat(v, " < ", c.hi));
+      absl::StrAppend(&t, ind, "const bool k", i, " = ",
+                      parts.empty() ? "true" : absl::StrJoin(parts, " && "), ";\n");
+    }
+    return t;
+  }
+
+  // The conds as kf_elem's arguments.
+  std::vector<std::string> CondArgs() const {
+    std::vector<std::string> out;
+    for (int32_t i : SelectConds()) out.push_back(absl::StrCat("k", i));
+    return out;
   }
 
   // The condition under which output `o` owns element(s) at `e`: its
@@ -185,17 +276,25 @@ class Writer {
 
   std::string ElemCall(const std::vector<std::string>& xs, const std::vector<std::string>& ys) {
     std::vector<std::string> a = xs;
+    const std::vector<std::string> ks = CondArgs();
+    a.insert(a.end(), ks.begin(), ks.end());
     a.insert(a.end(), ys.begin(), ys.end());
     return absl::StrCat("kf_elem(", absl::StrJoin(a, ", "), ");");
   }
 
   // One element at index `e` (a name in scope).
   std::string ScalarBody(const std::string& e, const std::string& ind) {
-    std::string t = Coords(e, ind);
+    std::string t = Coords(e, ind) + CondDecls(e, ind);
     std::vector<std::string> xs, ys;
     for (size_t k = 0; k < s_.inputs.size(); ++k) {
-      xs.push_back(LoadIn(k, absl::StrCat(BufferName(s_.inputs[k].buffer, false), "[",
-                                          Offset(s_.inputs[k], e), "]")));
+      const Operand& o = s_.inputs[k];
+      std::string x = LoadIn(k, absl::StrCat(BufferName(o.buffer, false), "[", Offset(o, e), "]"));
+      const std::string g = Guard(o);
+      // A read outside its concat piece may be out of bounds: it is not made.
+      if (!g.empty()) {
+        x = absl::StrCat("(", g, " ? ", x, " : ", ComputeType(o.dtype, p_.numerics), "())");
+      }
+      xs.push_back(std::move(x));
     }
     for (size_t m = 0; m < s_.outputs.size(); ++m) {
       absl::StrAppend(&t, ind, ComputeType(s_.outputs[m].dtype, p_.numerics), " y", m, ";\n");
@@ -212,35 +311,52 @@ class Writer {
     return t;
   }
 
-  // The vec elements starting at `e0`, all in range (vec > 1).
+  // The vec elements starting at `e0`, all in range (vec > 1). Conds are
+  // the same for every lane (MakePlan checks it).
   std::string VectorBody(const std::string& ind) {
     const std::string in2 = ind + "  ";
-    std::string t = Coords("e0", ind);
+    std::string t = Coords("e0", ind) + CondDecls("e0", ind);
     std::vector<std::string> xs;
     for (size_t k = 0; k < s_.inputs.size(); ++k) {
       const Operand& o = s_.inputs[k];
       const std::string buf = BufferName(o.buffer, false), ty = InType(k),
                         vt = absl::StrCat("kf_vec<", ty, ", ", p_.vec, ">");
       const std::string off = Offset(o, "e0");
+      const std::string g = Guard(o);
       switch (p_.in_access[k]) {
-        case Access::kVector:
-          absl::StrAppend(&t, ind, "const ", vt, " l", k, " = *reinterpret_cast<const ", vt,
-                          "*>(", buf, " + ", off, ");\n");
+        case Access::kVector: {
+          const std::string load =
+              absl::StrCat("*reinterpret_cast<const ", vt, "*>(", buf, " + ", off, ")");
+          if (g.empty()) {
+            absl::StrAppend(&t, ind, "const ", vt, " l", k, " = ", load, ";\n");
+          } else {
+            absl::StrAppend(&t, ind, vt, " l", k, " = {};\n", ind, "if (", g, ") l", k, " = ",
+                            load, ";\n");
+          }
           xs.push_back(absl::StrCat("l", k, ".v[j]"));
           break;
+        }
         case Access::kContig:
         case Access::kStrided: {
           std::string lane = p_.in_access[k] == Access::kContig
                                  ? "j"
                                  : absl::StrCat("j * ", MonoCode(o.strides.back()));
-          absl::StrAppend(&t, ind, vt, " l", k, ";\n", ind, "#pragma unroll\n", ind,
-                          "for (int j = 0; j < ", p_.vec, "; ++j) l", k, ".v[j] = ", buf, "[",
-                          off, " + ", lane, "];\n");
+          const std::string in = g.empty() ? ind : in2;
+          absl::StrAppend(&t, ind, vt, " l", k, g.empty() ? ";\n" : " = {};\n",
+                          g.empty() ? "" : absl::StrCat(ind, "if (", g, ") {\n"), in,
+                          "#pragma unroll\n", in, "for (int j = 0; j < ", p_.vec, "; ++j) l", k,
+                          ".v[j] = ", buf, "[", off, " + ", lane, "];\n",
+                          g.empty() ? "" : absl::StrCat(ind, "}\n"));
           xs.push_back(absl::StrCat("l", k, ".v[j]"));
           break;
         }
         case Access::kOnce:
-          absl::StrAppend(&t, ind, "const ", ty, " l", k, " = ", buf, "[", off, "];\n");
+          if (g.empty()) {
+            absl::StrAppend(&t, ind, "const ", ty, " l", k, " = ", buf, "[", off, "];\n");
+          } else {
+            absl::StrAppend(&t, ind, ty, " l", k, " = {};\n", ind, "if (", g, ") l", k, " = ",
+                            buf, "[", off, "];\n");
+          }
           xs.push_back(absl::StrCat("l", k));
           break;
       }

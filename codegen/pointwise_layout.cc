@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/pointwise_views.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -53,11 +54,26 @@ int64_t UpperBound(const Mono& m, const Chain& chain) {
   return v;
 }
 
+void AddTo(Poly* p, const Mono& m) {
+  if (m.is_zero()) return;
+  auto it = std::find_if(p->begin(), p->end(), [&](const Mono& t) { return t.syms == m.syms; });
+  if (it == p->end()) {
+    p->push_back(m);
+    std::sort(p->begin(), p->end(), [](const Mono& a, const Mono& b) { return a.syms < b.syms; });
+    return;
+  }
+  it->coef += m.coef;
+  if (it->coef == 0) p->erase(it);
+}
+
 bool IterSpace::needs_coords() const {
   for (const auto* ops : {&inputs, &outputs}) {
     for (const Operand& o : *ops) {
       if (!o.dense && !o.uniform) return true;
     }
+  }
+  for (const Cond& c : conds) {
+    if (!c.dense && !c.uniform) return true;
   }
   return false;
 }
@@ -163,31 +179,6 @@ absl::StatusOr<IterSpace> BuildIterSpace(const Chain& chain, const KernelGroup& 
   }
   if (writes.empty()) return absl::InvalidArgumentError("kernel group writes nothing");
 
-  // Live compute nodes: group members the written values depend on.
-  std::vector<bool> live(num_nodes, false);
-  for (const auto& w : writes) live[w.second] = true;
-  for (int32_t id = num_nodes - 1; id >= 0; --id) {
-    if (!live[id] || is_input(id) || !in_group.count(id)) continue;
-    for (int32_t a : chain.nodes[id].args) live[a] = true;
-  }
-  IterSpace space;
-  std::set<int32_t> read_inputs, read_intermediates;
-  for (int32_t id = 0; id < num_nodes; ++id) {
-    if (!live[id]) continue;
-    if (is_input(id)) {
-      read_inputs.insert(chain.nodes[id].input_index);
-    } else if (!in_group.count(id)) {
-      read_intermediates.insert(id);
-    } else {
-      const Node& n = chain.nodes[id];
-      if (!IsElementwise(n.kind) && n.kind != OpKind::kExpand) {
-        return absl::UnimplementedError(absl::StrCat(
-            "node ", id, ": ", std::string(OpName(n.kind)), " is not supported by pointwise kernels"));
-      }
-      space.compute.push_back(id);
-    }
-  }
-
   std::vector<Dim> iter;
   for (const auto& w : writes) {
     if (!BroadcastInto(chain.nodes[w.second].type.shape, &iter)) {
@@ -195,50 +186,36 @@ absl::StatusOr<IterSpace> BuildIterSpace(const Chain& chain, const KernelGroup& 
     }
   }
 
-  // Strides over the full iteration shape.
-  auto own_dense = [](const std::vector<Dim>& shape) {
-    std::vector<Mono> sizes;
-    for (const Dim& d : shape) sizes.push_back(Mono::Of(d));
-    return DenseStrides(sizes);
-  };
-  auto add = [&](std::vector<Operand>* list, BufferRef buf, int32_t node,
-                 std::vector<Mono> own) -> absl::Status {
-    Operand o;
-    o.buffer = buf;
-    o.node = node;
-    o.dtype = chain.nodes[node].type.dtype;
-    KFUSE_ASSIGN_OR_RETURN(o.strides, StridesOver(chain.nodes[node].type.shape, own, iter, node));
-    list->push_back(std::move(o));
-    return absl::OkStatus();
-  };
-  for (int32_t id = 0; id < num_nodes; ++id) {
-    const Node& n = chain.nodes[id];
-    if (!is_input(id) || !read_inputs.count(n.input_index)) continue;
-    std::vector<Mono> own;
-    if (n.strides.empty()) {
-      own = own_dense(n.type.shape);
-    } else {
-      for (int64_t s : n.strides) own.push_back(Mono{s, {}});
-    }
-    KFUSE_RETURN_IF_ERROR(add(&space.inputs,
-                              BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(n.input_index)},
-                              id, std::move(own)));
-  }
-  for (int32_t id : read_intermediates) {
-    KFUSE_RETURN_IF_ERROR(add(&space.inputs,
-                              BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)},
-                              id, own_dense(chain.nodes[id].type.shape)));
-  }
+  // Every value the outputs need, with the views pushed down to the reads.
+  std::vector<int32_t> roots;
+  for (const auto& w : writes) roots.push_back(w.second);
+  KFUSE_ASSIGN_OR_RETURN(pointwise_internal::ViewProgram prog,
+                         pointwise_internal::ResolveViews(chain, in_group, roots, iter));
+  IterSpace space;
+  space.compute = std::move(prog.computed);
+  space.inputs = std::move(prog.loads);
+  space.conds = std::move(prog.conds);
+  space.terms = std::move(prog.terms);
+  space.results = std::move(prog.roots);
   for (const auto& w : writes) {
-    KFUSE_RETURN_IF_ERROR(
-        add(&space.outputs, w.first, w.second, own_dense(chain.nodes[w.second].type.shape)));
+    Operand o;
+    o.buffer = w.first;
+    o.node = w.second;
+    o.dtype = chain.nodes[w.second].type.dtype;
+    std::vector<Mono> own;
+    for (const Dim& d : chain.nodes[w.second].type.shape) own.push_back(Mono::Of(d));
+    KFUSE_ASSIGN_OR_RETURN(o.strides,
+                           StridesOver(chain.nodes[w.second].type.shape, DenseStrides(own), iter,
+                                       w.second));
+    space.outputs.push_back(std::move(o));
   }
 
   // Drop size-1 dims, then merge each dim into its inner neighbour where
-  // every operand steps through both as through one.
-  std::vector<Operand*> all;
-  for (Operand& o : space.inputs) all.push_back(&o);
-  for (Operand& o : space.outputs) all.push_back(&o);
+  // every operand and cond steps through both as through one.
+  std::vector<std::vector<Mono>*> all;
+  for (Operand& o : space.inputs) all.push_back(&o.strides);
+  for (Operand& o : space.outputs) all.push_back(&o.strides);
+  for (Cond& c : space.conds) all.push_back(&c.strides);
   std::vector<Mono> sizes;
   std::vector<std::vector<Mono>> strides(all.size());
   for (size_t i = iter.size(); i-- > 0;) {
@@ -246,14 +223,14 @@ absl::StatusOr<IterSpace> BuildIterSpace(const Chain& chain, const KernelGroup& 
     Mono size = Mono::Of(iter[i]);
     bool merge = !sizes.empty();
     for (size_t k = 0; k < all.size() && merge; ++k) {
-      merge = all[k]->strides[i] == strides[k].back() * sizes.back();
+      merge = (*all[k])[i] == strides[k].back() * sizes.back();
     }
     if (merge) {
       sizes.back() = size * sizes.back();
       continue;
     }
     sizes.push_back(size);
-    for (size_t k = 0; k < all.size(); ++k) strides[k].push_back(all[k]->strides[i]);
+    for (size_t k = 0; k < all.size(); ++k) strides[k].push_back((*all[k])[i]);
   }
   if (sizes.empty()) {
     sizes.push_back(Mono{1, {}});
@@ -262,15 +239,22 @@ absl::StatusOr<IterSpace> BuildIterSpace(const Chain& chain, const KernelGroup& 
   std::reverse(sizes.begin(), sizes.end());
   const std::vector<Mono> dense = DenseStrides(sizes);
   std::set<int32_t> syms;
+  auto flags = [&](const std::vector<Mono>& st, const Poly& offset, bool* is_dense,
+                   bool* is_uniform) {
+    *is_dense = st == dense;
+    *is_uniform =
+        std::all_of(st.begin(), st.end(), [](const Mono& m) { return m.is_zero(); });
+    for (const Mono& m : st) syms.insert(m.syms.begin(), m.syms.end());
+    for (const Mono& m : offset) syms.insert(m.syms.begin(), m.syms.end());
+  };
   for (size_t k = 0; k < all.size(); ++k) {
     std::reverse(strides[k].begin(), strides[k].end());
-    Operand& o = *all[k];
-    o.strides = std::move(strides[k]);
-    o.dense = o.strides == dense;
-    o.uniform = std::all_of(o.strides.begin(), o.strides.end(),
-                            [](const Mono& m) { return m.is_zero(); });
-    for (const Mono& m : o.strides) syms.insert(m.syms.begin(), m.syms.end());
+    *all[k] = std::move(strides[k]);
   }
+  for (auto* ops : {&space.inputs, &space.outputs}) {
+    for (Operand& o : *ops) flags(o.strides, o.offset, &o.dense, &o.uniform);
+  }
+  for (Cond& c : space.conds) flags(c.strides, c.offset, &c.dense, &c.uniform);
   space.numel = Mono{1, {}};
   for (const Mono& m : sizes) {
     space.numel = space.numel * m;

@@ -213,7 +213,12 @@ TEST_F(ServerTest, OpsWithoutAGeneratorAreUnimplementedNamingTheOp) {
   perm->set_kind(v1::OP_PERMUTE);
   perm->add_args()->set_op(2);
   perm->mutable_permute()->add_perm(0);
-  r.mutable_chain()->mutable_outputs(0)->mutable_value()->set_op(3);
+  // A view beside a reduction is not generated yet.
+  v1::Op* sum = r.mutable_chain()->add_ops();
+  sum->set_kind(v1::OP_REDUCE_SUM);
+  sum->add_args()->set_op(3);
+  sum->mutable_reduce()->add_axes(-1);
+  r.mutable_chain()->mutable_outputs(0)->mutable_value()->set_op(4);
   v1::CompileResponse resp;
   grpc::Status s = Compile(r, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();

@@ -33,7 +33,7 @@ using testing_chains::MakeRandomChain;
 using testing_chains::RandomChain;
 using testing_chains::RandomInputs;
 
-constexpr int kChains = 25;
+constexpr int kChains = 45;  // From 25 on, chains carry layout views.
 constexpr double kSlack = 2.0;
 
 KernelGroup OnlyGroup(const Chain& c) {

@@ -1,5 +1,9 @@
 // A seeded generator of random, valid element-wise chains for property tests:
 // every dtype, odd sizes, broadcasting, symbolic sizes, several outputs.
+// Chains from index kFirstViewChain on also take layout views (rolls and
+// deinterleaves made of slices and concats, transposes of computed values,
+// reshapes that split a dim and merge it back, expands); the chains before
+// it are what they always were.
 // Chains are built so that a correct fused kernel stays within eager
 // PyTorch's error of the fp64 reference: discontinuous ops (comparisons,
 // float-to-int casts, floor) apply only to inputs, which are exact, and
@@ -14,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,6 +31,9 @@
 #include "core/status.h"
 
 namespace kfuse::testing_chains {
+
+// The first chain index whose chains take layout views.
+inline constexpr int kFirstViewChain = 25;
 
 struct RandomChain {
   std::string name;  // "7: f16[1000003],bf16[1000003] -> 2 outputs".
@@ -52,7 +60,8 @@ const T& Pick(std::mt19937_64& rng, const std::vector<T>& v) {
 
 class Builder {
  public:
-  Builder(Chain& c, std::mt19937_64& rng) : c_(c), rng_(rng) {}
+  Builder(Chain& c, std::mt19937_64& rng, bool views = false)
+      : c_(c), rng_(rng), views_(views) {}
 
   void AddInput(TensorType t) {
     int32_t id = c_.AddInput(t);
@@ -63,7 +72,7 @@ class Builder {
   // One random op over the values so far; returns false when it found none
   // that keeps the chain well behaved.
   bool Step() {
-    switch (std::uniform_int_distribution<int>(0, 5)(rng_)) {
+    switch (std::uniform_int_distribution<int>(0, views_ ? 8 : 5)(rng_)) {
       case 0:
       case 1:
         return Unary();
@@ -72,6 +81,10 @@ class Builder {
         return Binary();
       case 4:
         return Where();
+      case 6:
+      case 7:
+      case 8:
+        return View();
       default:
         return CastOrCompare();
     }
@@ -188,9 +201,154 @@ class Builder {
     return true;
   }
 
+  // The shape of node `id` (views record theirs; element-wise ops broadcast
+  // their operands').
+  std::vector<Dim> Shape(int32_t id) {
+    auto it = shapes_.find(id);
+    if (it != shapes_.end()) return it->second;
+    const Node& n = c_.nodes[id];
+    std::vector<Dim> s;
+    if (n.kind == OpKind::kInput) {
+      s = n.type.shape;
+    } else if (n.kind != OpKind::kConstant) {
+      for (int32_t a : n.args) s = Broadcast(s, Shape(a));
+    }
+    shapes_[id] = s;
+    return s;
+  }
+
+  static std::vector<Dim> Broadcast(const std::vector<Dim>& a, const std::vector<Dim>& b) {
+    std::vector<Dim> r(std::max(a.size(), b.size()), Dim::Static(1));
+    for (size_t i = 0; i < r.size(); ++i) {
+      const Dim* x = i < a.size() ? &a[a.size() - 1 - i] : nullptr;
+      const Dim* y = i < b.size() ? &b[b.size() - 1 - i] : nullptr;
+      Dim& out = r[r.size() - 1 - i];
+      out = x == nullptr || *x == Dim::Static(1) ? (y ? *y : Dim::Static(1)) : *x;
+    }
+    return r;
+  }
+
+  int32_t Op(OpKind k, std::vector<int32_t> args, std::vector<Dim> shape) {
+    int32_t id = c_.AddOp(k, std::move(args));
+    shapes_[id] = std::move(shape);
+    return id;
+  }
+
+  int32_t Slice(int32_t x, const std::vector<Dim>& shape, int64_t axis, int64_t start,
+                int64_t step) {
+    const int64_t size = shape[axis].size;
+    std::vector<Dim> s = shape;
+    s[axis] = Dim::Static(1 + (size - start - 1) / step);
+    int32_t id = Op(OpKind::kSlice, {x}, s);
+    c_.nodes[id].axis = axis;
+    c_.nodes[id].start = start;
+    c_.nodes[id].stop = size;
+    c_.nodes[id].step = step;
+    return id;
+  }
+
+  // A layout view of a random value that keeps it broadcastable with the
+  // rest: a roll along a static axis (concat of two slices, the moved piece
+  // sometimes negated), a deinterleave (even then odd elements), a
+  // transpose, an element-wise op and the transpose back, a split of a dim
+  // and its merge back, or an expand to a wider value's shape.
+  bool View() {
+    Value v = Pick(rng_, values_);
+    const std::vector<Dim> shape = Shape(v.node);
+    std::vector<int64_t> axes;  // Static axes of size >= 2.
+    for (size_t a = 0; a < shape.size(); ++a) {
+      if (shape[a].is_static() && shape[a].size >= 2) axes.push_back(static_cast<int64_t>(a));
+    }
+    // A kind that does not apply to v's shape hands over to the next one.
+    const int first = std::uniform_int_distribution<int>(0, 4)(rng_);
+    for (int k = 0; k < 5; ++k) {
+      if (ViewOfKind((first + k) % 5, v, shape, axes)) return true;
+    }
+    return false;
+  }
+
+  bool ViewOfKind(int kind, const Value& v, const std::vector<Dim>& shape,
+                  const std::vector<int64_t>& axes) {
+    auto concat = [&](std::vector<int32_t> parts, int64_t axis) {
+      int32_t id = Op(OpKind::kConcat, std::move(parts), shape);
+      c_.nodes[id].axis = axis;
+      return id;
+    };
+    switch (kind) {
+      case 0: {  // Roll.
+        if (axes.empty()) return false;
+        const int64_t a = Pick(rng_, axes), size = shape[a].size;
+        const int64_t h = std::uniform_int_distribution<int64_t>(1, size - 1)(rng_);
+        int32_t moved = Slice(v.node, shape, a, h, 1);
+        std::vector<Dim> head = shape;
+        head[a] = Dim::Static(h);
+        int32_t kept = Op(OpKind::kSlice, {v.node}, head);
+        c_.nodes[kept].axis = a;
+        c_.nodes[kept].stop = h;
+        const bool negate = v.dtype != DType::kBool && Chance(rng_, 0.5);
+        if (negate) {
+          std::vector<Dim> ms = shape;
+          ms[a] = Dim::Static(size - h);
+          moved = Op(OpKind::kNeg, {moved}, ms);
+        }
+        Push(concat({moved, kept}, a), v.dtype, v.bound);
+        values_.back().is_input = v.is_input && !negate;
+        return true;
+      }
+      case 1: {  // Deinterleave.
+        if (axes.empty()) return false;
+        const int64_t a = Pick(rng_, axes);
+        int32_t even = Slice(v.node, shape, a, 0, 2), odd = Slice(v.node, shape, a, 1, 2);
+        Push(concat({even, odd}, a), v.dtype, v.bound);
+        values_.back().is_input = v.is_input;
+        return true;
+      }
+      case 2: {  // Transpose, op, transpose back.
+        if (shape.size() != 2) return false;
+        const std::vector<Dim> t = {shape[1], shape[0]};
+        int32_t p = Op(OpKind::kPermute, {v.node}, t);
+        c_.nodes[p].axes = {1, 0};
+        int32_t f = Op(v.dtype == DType::kBool ? OpKind::kLogicalNot : OpKind::kAbs, {p}, t);
+        int32_t back = Op(OpKind::kPermute, {f}, shape);
+        c_.nodes[back].axes = {1, 0};
+        Push(back, v.dtype, v.bound);
+        return true;
+      }
+      case 3: {  // Split a dim by a small factor, then merge it back.
+        for (int64_t a : axes) {
+          for (int64_t f : {4, 3, 2, 5}) {
+            if (shape[a].size % f != 0 || shape[a].size == f) continue;
+            std::vector<Dim> split = shape;
+            split[a] = Dim::Static(shape[a].size / f);
+            split.insert(split.begin() + a, Dim::Static(f));
+            int32_t r = Op(OpKind::kReshape, {v.node}, split);
+            c_.nodes[r].shape = split;
+            int32_t back = Op(OpKind::kReshape, {r}, shape);
+            c_.nodes[back].shape = shape;
+            Push(back, v.dtype, v.bound);
+            values_.back().is_input = v.is_input;
+            return true;
+          }
+        }
+        return false;
+      }
+      default: {  // Expand to a wider value's shape.
+        const std::vector<Dim> to = Broadcast(shape, Shape(Pick(rng_, values_).node));
+        if (to == shape) return false;
+        int32_t e = Op(OpKind::kExpand, {v.node}, to);
+        c_.nodes[e].shape = to;
+        Push(e, v.dtype, v.bound);
+        values_.back().is_input = v.is_input;
+        return true;
+      }
+    }
+  }
+
   Chain& c_;
   std::mt19937_64& rng_;
+  bool views_ = false;
   std::vector<Value> values_;
+  std::map<int32_t, std::vector<Dim>> shapes_;
 };
 
 }  // namespace internal
@@ -201,16 +359,20 @@ inline RandomChain MakeRandomChain(int index) {
   std::mt19937_64 rng(0x6b667573ULL + static_cast<uint64_t>(index) * 7919);
   const std::vector<DType> dtypes = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32,
                                      DType::kBool};
+  const bool views = index >= kFirstViewChain;
   for (int attempt = 0;; ++attempt) {
     Chain c;
     RandomChain rc;
-    internal::Builder b(c, rng);
+    internal::Builder b(c, rng, views);
     const int inputs = std::uniform_int_distribution<int>(1, 4)(rng);
     // Shapes: flat odd sizes, [N,1] x [1,M], [M] x [K,M], or a symbolic size.
     const int layout = index % 5;
-    const int64_t n = Pick(rng, std::vector<int64_t>{1, 7, 1000003, 4099, 65536});
+    // Chains with views skip size 1, along which no view moves anything.
+    const int64_t n = views ? Pick(rng, std::vector<int64_t>{7, 1000003, 4099, 65536, 96})
+                            : Pick(rng, std::vector<int64_t>{1, 7, 1000003, 4099, 65536});
     const int64_t r = Pick(rng, std::vector<int64_t>{7, 33, 300});
-    const int64_t m = Pick(rng, std::vector<int64_t>{1, 13, 1000});
+    const int64_t m = views ? Pick(rng, std::vector<int64_t>{2, 13, 1000, 64})
+                            : Pick(rng, std::vector<int64_t>{1, 13, 1000});
     std::vector<std::vector<Dim>> shapes;
     switch (layout) {
       case 0:
