@@ -54,14 +54,18 @@ class Params {
   std::vector<int> lengths_, formats_;
 };
 
-// The status a failed result stands for. Connection trouble, shutdowns and
-// timeouts are Unavailable (the store pauses); a missing privilege is
+// The status a failed result stands for. Connection trouble and shutdowns
+// are Unavailable (the store pauses); a statement timeout DeadlineExceeded
+// (that call only); a missing privilege is
 // PermissionDenied (a reader role asked to write); the rest Internal.
 absl::Status ResultStatus(PGconn* c, const PGresult* r, absl::string_view what) {
   const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   std::string sqlstate = state != nullptr ? state : "";
   std::string message = absl::StrCat("fleet store: ", what, ": ",
                                      absl::StripTrailingAsciiWhitespace(PQerrorMessage(c)));
+  // One slow statement (57014, statement_timeout) fails that call only; it
+  // does not take the whole tier down.
+  if (sqlstate == "57014" && PQstatus(c) == CONNECTION_OK) return absl::DeadlineExceededError(message);
   if (PQstatus(c) == CONNECTION_BAD || sqlstate.empty() || absl::StartsWith(sqlstate, "08") ||
       absl::StartsWith(sqlstate, "57") || absl::StartsWith(sqlstate, "53")) {
     return absl::UnavailableError(message);

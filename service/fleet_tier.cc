@@ -108,12 +108,19 @@ void FleetTier::Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& 
   }
 }
 
-FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel) {
+FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel,
+                                     const std::function<bool(const v1::StoreEntry&)>& serves) {
   Turn turn;
   if (read_only()) return turn;
   const std::string lease_key = key.ArtifactKey();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.lease_seconds);
+  auto fetch = [&]() -> std::optional<v1::StoreEntry> {
+    std::optional<v1::StoreEntry> e = Fetch(Store::Kind::kArtifact, key);
+    if (e && !serves(*e)) e.reset();  // E.g. a heuristic entry for a request that wants tuning.
+    return e;
+  };
   bool waited = false;
-  while (cancel == nullptr || !cancel->load()) {
+  while ((cancel == nullptr || !cancel->load()) && std::chrono::steady_clock::now() < give_up) {
     absl::StatusOr<bool> ours = fleet_->TryLease(lease_key, options_.lease_seconds);
     if (!ours.ok()) {
       // Down, or refused: build here rather than wait on a database.
@@ -125,13 +132,13 @@ FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool
       metrics_->FleetLease(waited ? "expired" : "acquired");
       // Another node may have published and let go between this node's
       // miss and its lease: look once more before building.
-      turn.arrived = Fetch(Store::Kind::kArtifact, key);
+      turn.arrived = fetch();
       return turn;
     }
     if (!waited) metrics_->FleetLease("held_elsewhere");
     waited = true;
     std::this_thread::sleep_for(std::chrono::duration<double>(options_.poll_seconds));
-    if (std::optional<v1::StoreEntry> e = Fetch(Store::Kind::kArtifact, key)) {
+    if (std::optional<v1::StoreEntry> e = fetch()) {
       metrics_->FleetLease("waited");
       turn.arrived = std::move(e);
       return turn;

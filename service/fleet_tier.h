@@ -8,13 +8,14 @@
 //
 //   FleetTier fleet(FleetStore::Create(o), &signing_key, trusted, &metrics, {});
 //   if (auto e = fleet.Fetch(Store::Kind::kArtifact, key)) { ... serve it ... }
-//   FleetTier::Turn t = fleet.AwaitTurn(key, cancel);
+//   FleetTier::Turn t = fleet.AwaitTurn(key, cancel, serves);
 //   if (t.arrived) { ... another node built it ... } else { ... build, Publish ... }
 //   fleet.EndTurn(key, t);
 #ifndef KFUSE_SERVICE_FLEET_TIER_H_
 #define KFUSE_SERVICE_FLEET_TIER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,10 +63,12 @@ class FleetTier {
     std::optional<v1::StoreEntry> arrived;
   };
   // Takes the tuning lease for the artifact of `key`, or, while another node
-  // holds it, waits for that node's entry (or for its lease to lapse, then
-  // takes it). Returns at once, to build locally, when the fleet is read-only
-  // or down, and when `cancel` is set.
-  Turn AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel);
+  // holds it, waits for that node's entry that `serves` the request (or for
+  // its lease to lapse, then takes it). Returns to build locally when the
+  // fleet is read-only or down, when `cancel` is set, and after waiting
+  // lease_seconds by this node's clock (whatever the database says).
+  Turn AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel,
+                 const std::function<bool(const v1::StoreEntry&)>& serves);
   void EndTurn(const CacheKey& key, const Turn& turn);
 
   ~FleetTier();

@@ -297,7 +297,9 @@ std::optional<v1::CompileResponse> Pipeline::FleetLookup(const Prepared& p) cons
 std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, const CacheKey& key,
                                                              const v1::StoreEntry& entry) const {
   storage::v1::Artifact artifact;
-  if (!artifact.ParseFromString(entry.blob())) return std::nullopt;
+  // The plan inside must be the one the entry names (a trusted signer's
+  // misfiled plan is a miss, as an import would refuse it).
+  if (!artifact.ParseFromString(entry.blob()) || artifact.plan().key() != entry.key()) return std::nullopt;
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   if (wants_tuning && artifact.plan().provenance().state() != v1::TUNE_STATE_TUNED) return std::nullopt;
   // Verified by the tier; the local copy makes later requests local hits
@@ -343,8 +345,11 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   }
   if (fleet == nullptr || options_.read_only) return BuildHere(p, progress, cancel);
   // One node of the fleet builds a key; the others wait for its result.
-  FleetTier::Turn turn = fleet->AwaitTurn(p.key, cancel);
-  if (turn.arrived) {
+  const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
+  FleetTier::Turn turn = fleet->AwaitTurn(p.key, cancel, [wants_tuning](const v1::StoreEntry& e) {
+    return !wants_tuning || e.state() == "tuned";
+  });
+  if (turn.arrived && !p.request.policy().force()) {
     std::optional<v1::CompileResponse> r = AnswerFromFleet(p, p.key, *turn.arrived);
     if (r) {
       fleet->EndTurn(p.key, turn);
@@ -407,7 +412,17 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       if (!kernel.ok()) {
         if (LeavesRepro(kernel.status()))
           LeaveRepro(p, i, ReproKind::kCompileError, v, Numerics::kFast, kernel.status().message());
-        return kernel.status();
+        if (kernel.status().code() == absl::StatusCode::kCancelled) return kernel.status();
+        // A decision made elsewhere (another toolchain, generator or node)
+        // that does not compile here is retuned, not a failed request.
+        LogEvent(LogLevel::kWarning, "stored_decision_failed",
+                 {{"request_id", p.request.request_id()}, {"variant", v.ToString()},
+                  {"error", kernel.status().ToString()}, {"effect", "tuning afresh"}});
+        decision.reset();
+        built.clear();
+        total_trials = 0;
+        i = static_cast<size_t>(-1);  // The loop's ++i starts over at kernel 0.
+        continue;
       }
       b.result.kernel = *std::move(kernel);
       b.result.best = v;
@@ -510,6 +525,10 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
 
   // Store: the decision first (it survives toolchain changes), then the
   // artifact. A store failure is logged; the caller still gets its plan.
+  // The fleet gets what serves the key: a heuristic answer to a request for
+  // tuning (tuning deferred or failed) stays local, or it would stand in the
+  // fleet (entries are never rewritten) where a tuned one belongs.
+  const bool publish = deps_.fleet != nullptr && (tuned || !p.can_tune || p.mode == TuneMode::kHeuristic);
   EntryMeta meta;
   meta.family = std::string(FamilyName(part.kernels.front().family));
   meta.arch = p.arch;
@@ -532,7 +551,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       LogEvent(LogLevel::kWarning, "store_put_failed",
                {{"request_id", p.request.request_id()}, {"kind", "decision"}, {"error", s.ToString()}});
     }
-    if (deps_.fleet != nullptr) deps_.fleet->Publish(Store::Kind::kDecision, p.decision_key, meta, blob);
+    if (publish) deps_.fleet->Publish(Store::Kind::kDecision, p.decision_key, meta, blob);
   }
   storage::v1::Artifact artifact;
   *artifact.mutable_plan() = plan;
@@ -542,7 +561,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
     LogEvent(LogLevel::kWarning, "store_put_failed",
              {{"request_id", p.request.request_id()}, {"kind", "artifact"}, {"error", s.ToString()}});
   }
-  if (deps_.fleet != nullptr) deps_.fleet->Publish(Store::Kind::kArtifact, p.key, meta, artifact_blob);
+  if (publish) deps_.fleet->Publish(Store::Kind::kArtifact, p.key, meta, artifact_blob);
   metrics().BuildSeconds(decision ? "decision" : tuned ? "tuned" : "heuristic", seconds);
   for (const BuiltKernel& b : built) {
     for (const Trial& t : b.result.trials) {

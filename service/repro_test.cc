@@ -404,11 +404,15 @@ TEST_F(PipelineReproTest, AStoredDecisionThatNoLongerCompilesLeavesABundle) {
   auto pipeline = MakePipeline(&failing);
   absl::StatusOr<Prepared> p = pipeline->Prepare(request);
   ASSERT_TRUE(p.ok());
+  // The stored decision does not compile, so the build tunes afresh, whose
+  // heuristic variant fails too: a bundle for each.
   EXPECT_EQ(pipeline->Build(*p, {}, nullptr).status().code(), absl::StatusCode::kInternal);
   std::vector<ReproInfo> bundles = Bundles();
-  ASSERT_EQ(bundles.size(), 1u);
-  EXPECT_EQ(bundles[0].kind, ReproKind::kCompileError);
-  EXPECT_FALSE(bundles[0].source.empty());
+  ASSERT_EQ(bundles.size(), 2u);
+  for (const ReproInfo& b : bundles) {
+    EXPECT_EQ(b.kind, ReproKind::kCompileError);
+    EXPECT_FALSE(b.source.empty());
+  }
 }
 
 TEST_F(PipelineReproTest, FailingTrialsLeaveOneBundlePerKindAndAFewAtMost) {

@@ -166,7 +166,8 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, const absl::S
 
 KernelServiceImpl::KernelServiceImpl(Pipeline* pipeline, ServiceOptions options)
     : pipeline_(pipeline), options_(std::move(options)),
-      pool_(std::make_unique<ThreadPool>(options_.job_threads)) {
+      pool_(std::make_unique<ThreadPool>(options_.job_threads)),
+      background_pool_(std::make_unique<ThreadPool>(options_.job_threads)) {
   if (options_.metrics == nullptr) options_.metrics = &NullMetrics();
 }
 
@@ -192,7 +193,10 @@ JobTable::Result KernelServiceImpl::Signed(JobTable::Result r) const {
 
 // Safe only once the server stopped taking calls (main calls it after
 // Server::Shutdown, which waits for every reactor to be done).
-void KernelServiceImpl::Drain() { pool_.reset(); }
+void KernelServiceImpl::Drain() {
+  pool_.reset();
+  background_pool_.reset();
+}
 
 JobTable::Result KernelServiceImpl::ForWaiter(const Prepared& p, JobTable::Result r, bool joined) const {
   if (!r.ok()) return r;
@@ -214,7 +218,10 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
                                      p.request.include_source() ? "/source" : "");
   // Joining a running job costs nothing, so only a new job meets the queue
   // limit.
-  bool full = pool_ == nullptr || pool_->queued() >= options_.max_queued_jobs;
+  // Background tuning has threads of its own, so a caller waiting for a
+  // heuristic answer never queues behind it.
+  ThreadPool* pool = p.request.policy().background() ? background_pool_.get() : pool_.get();
+  bool full = pool == nullptr || pool->queued() >= options_.max_queued_jobs;
   bool started = false;
   JobTable::Ticket t = jobs_.JoinExisting(job_key, p.request.policy().background(), done, progress);
   if (t.job == nullptr) {
@@ -228,8 +235,8 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
   *joined = !started;
   if (started) {
     std::shared_ptr<JobTable::Job> job = t.job;
-    pool_->Submit([this, job, p] {
-      options_.metrics->SetQueueDepth(pool_->queued());
+    pool->Submit([this, job, p, pool] {
+      options_.metrics->SetQueueDepth(pool->queued());
       // Every caller left while the job was queued: do not build.
       if (job->cancel.load()) {
         jobs_.Finish(job, absl::CancelledError("compile cancelled: no caller waits"));
@@ -247,7 +254,7 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
       jobs_.Finish(job, r);
       options_.metrics->SetJobsRunning(jobs_.running());
     });
-    options_.metrics->SetQueueDepth(pool_->queued());
+    options_.metrics->SetQueueDepth(pool->queued());
   }
   return t;
 }

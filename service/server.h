@@ -96,6 +96,7 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   ServiceOptions options_;
   JobTable jobs_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> background_pool_;  // Jobs asked for as background work.
   // Signed answers to requests seen before, by the request's bytes: a
   // repeated request skips translation, keying and signing. Cleared when a
   // job finishes or entries are deleted, so it never outlives what the

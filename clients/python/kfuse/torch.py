@@ -30,7 +30,9 @@ Fallbacks (never a wrong answer):
 A chain the server refuses otherwise (INVALID_ARGUMENT, ...) raises its
 kfuse.KfuseError, with the fx node added as a note and as `.node`.
 Inference only: inputs that require grad while grad mode is on raise
-NotImplementedError.
+NotImplementedError. Python numbers the function reads from globals or a
+closure are constants of the traced chain: changing them later does not
+change what the fused function computes (pass them as tensors instead).
 """
 import functools
 import itertools

@@ -1,0 +1,163 @@
+// Two tuning pipelines (fake GPUs of one model) sharing a throw-away
+// PostgreSQL fleet store: a tuned build is published and served to the other
+// node without tuning; a heuristic answer to a request for tuning (the GPU
+// went away) stays local.
+#include <array>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/fleet_test_util.h"
+#include "gtest/gtest.h"
+#include "service/pipeline.h"
+#include "service/service_test_util.h"
+
+namespace kfuse {
+namespace {
+
+using service_testing::FakeCompiler;
+using service_testing::ScaledActivation;
+using service_testing::TestStorePath;
+
+// Every candidate passes at once; or, when `gone`, the GPU is gone.
+class FakeGpu : public Runner {
+ public:
+  explicit FakeGpu(bool gone = false) : gone_(gone) {}
+  absl::StatusOr<std::vector<Trial>> Run(const CheckTask& task,
+                                         const std::function<void(const Trial&)>& on_trial) override {
+    ++runs;
+    if (gone_) return absl::UnavailableError("the GPU fell off the bus");
+    std::vector<Trial> trials;
+    for (size_t i = 0; i < task.candidates.size(); ++i) {
+      Trial t;
+      t.outcome = Outcome::kOk;
+      t.median_seconds = 1e-5 * static_cast<double>(1 + i % 3);
+      if (on_trial) on_trial(t);
+      trials.push_back(t);
+    }
+    return trials;
+  }
+  absl::StatusOr<DeviceFingerprint> Device() override { return Fingerprint(); }
+  absl::StatusOr<Ceilings> MeasureCeilings() override { return NominalCeilings(90); }
+  static DeviceFingerprint Fingerprint() {
+    DeviceFingerprint d;
+    d.name = "Fake GPU";
+    d.cc_major = 9;
+    return d;
+  }
+  std::atomic<int> runs{0};
+
+ private:
+  bool gone_;
+};
+
+SigningKey KeyFrom(uint8_t fill) {
+  std::array<uint8_t, 32> seed;
+  seed.fill(fill);
+  return SigningKeyFromSeed(seed);
+}
+
+// One node: its store, fake GPU, fleet tier and pipeline.
+struct Node {
+  Node(const std::string& name, const std::string& dsn, uint8_t key_seed, const TrustedKeys& trusted,
+       bool gpu_gone = false)
+      : gpu(gpu_gone), key(KeyFrom(key_seed)) {
+    store = *Store::Open({.path = TestStorePath("_" + name)});
+    FleetOptions fo;
+    fo.dsn = dsn;
+    fo.holder = name;
+    FleetTierOptions to;
+    to.origin = EntryOrigin{name, 0, "test"};
+    fleet = std::make_unique<FleetTier>(FleetStore::Create(fo), &key, trusted, nullptr, to);
+    PipelineDeps deps;
+    deps.compiler = &compiler;
+    deps.store = store.get();
+    deps.runner = &gpu;
+    deps.device = FakeGpu::Fingerprint();
+    deps.ceilings = NominalCeilings(90);
+    deps.fleet = fleet.get();
+    PipelineOptions po;
+    po.node = name;
+    pipeline = std::make_unique<Pipeline>(std::move(deps), po);
+  }
+  absl::StatusOr<v1::CompileResponse> Compile(const v1::CompileRequest& r) {
+    absl::StatusOr<Prepared> p = pipeline->Prepare(r);
+    if (!p.ok()) return p.status();
+    return pipeline->Build(*p, nullptr, nullptr);
+  }
+
+  FakeCompiler compiler;
+  FakeGpu gpu;
+  SigningKey key;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<FleetTier> fleet;
+  std::unique_ptr<Pipeline> pipeline;
+};
+
+class FleetPipelineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { pg_ = new testing::EphemeralPostgres(); }
+  static void TearDownTestSuite() {
+    delete pg_;
+    pg_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(pg_->port(), 0) << pg_->error();
+    trusted_ = TrustedKeys({KeyFrom(1).public_key, KeyFrom(2).public_key});
+  }
+  static testing::EphemeralPostgres* pg_;
+  TrustedKeys trusted_;
+};
+testing::EphemeralPostgres* FleetPipelineTest::pg_ = nullptr;
+
+TEST_F(FleetPipelineTest, ATunedBuildIsServedToAnotherNodeWithoutTuning) {
+  Node a("a", pg_->Dsn(), 1, trusted_);
+  Node b("b", pg_->Dsn(), 2, trusted_);
+  const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 1.5, 1 << 20);
+  absl::StatusOr<v1::CompileResponse> built = a.Compile(r);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(built->plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  ASSERT_GT(a.gpu.runs.load(), 0);
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries WHERE node = 'a' AND state = 'tuned'"), "2");
+
+  absl::StatusOr<v1::CompileResponse> served = b.Compile(r);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->cache(), v1::CACHE_OUTCOME_FLEET_HIT);
+  EXPECT_EQ(served->plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  EXPECT_EQ(served->plan().key(), built->plan().key());
+  EXPECT_EQ(b.gpu.runs.load(), 0);
+  EXPECT_EQ(b.compiler.calls.load(), 0);
+}
+
+TEST_F(FleetPipelineTest, AHeuristicAnswerToARequestForTuningStaysLocal) {
+  Node a("a", pg_->Dsn(), 1, trusted_, /*gpu_gone=*/true);
+  const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 2.5, 1 << 20);
+  absl::StatusOr<v1::CompileResponse> built = a.Compile(r);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(built->plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries WHERE key = '" + built->plan().key() + "'"), "0");
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_leases"), "0");  // Given back.
+
+  // A node whose GPU works tunes it and publishes the tuned plan.
+  Node b("b", pg_->Dsn(), 2, trusted_);
+  absl::StatusOr<v1::CompileResponse> tuned = b.Compile(r);
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  EXPECT_EQ(tuned->plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  EXPECT_EQ(pg_->Query("SELECT state FROM kfuse_entries WHERE key = '" + tuned->plan().key() + "'"), "tuned");
+}
+
+TEST_F(FleetPipelineTest, AForcedRetuneIsNotAnsweredFromTheFleet) {
+  Node a("a", pg_->Dsn(), 1, trusted_);
+  Node b("b", pg_->Dsn(), 2, trusted_);
+  v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 3.5, 1 << 20);
+  ASSERT_TRUE(a.Compile(r).ok());
+  r.mutable_policy()->set_force(true);
+  absl::StatusOr<v1::CompileResponse> forced = b.Compile(r);
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_EQ(forced->cache(), v1::CACHE_OUTCOME_MISS);
+  EXPECT_GT(b.gpu.runs.load(), 0);
+}
+
+}  // namespace
+}  // namespace kfuse
