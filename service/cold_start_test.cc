@@ -17,41 +17,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using service_testing::FakeCompiler;
+using service_testing::FakeGpu;
 using service_testing::LoopbackServer;
 using service_testing::ScaledActivation;
 using service_testing::TestStorePath;
-
-// Every candidate passes; each Run takes `delay`, like timing on a GPU.
-class SlowGpu : public Runner {
- public:
-  explicit SlowGpu(std::chrono::milliseconds delay) : delay_(delay) {}
-  absl::StatusOr<std::vector<Trial>> Run(const CheckTask& task,
-                                         const std::function<void(const Trial&)>& on_trial) override {
-    ++runs;
-    std::this_thread::sleep_for(delay_);
-    std::vector<Trial> trials;
-    for (size_t i = 0; i < task.candidates.size(); ++i) {
-      Trial t;
-      t.outcome = Outcome::kOk;
-      t.median_seconds = 1e-5 * static_cast<double>(1 + (i * 7) % 5);
-      if (on_trial) on_trial(t);
-      trials.push_back(t);
-    }
-    return trials;
-  }
-  absl::StatusOr<DeviceFingerprint> Device() override { return Fingerprint(); }
-  absl::StatusOr<Ceilings> MeasureCeilings() override { return NominalCeilings(90); }
-  static DeviceFingerprint Fingerprint() {
-    DeviceFingerprint d;
-    d.name = "Fake GPU";
-    d.cc_major = 9;
-    return d;
-  }
-  std::atomic<int> runs{0};
-
- private:
-  std::chrono::milliseconds delay_;
-};
 
 v1::CompileRequest Silu(double scale, bool background = false) {
   v1::CompileRequest r = ScaledActivation(v1::OP_SILU, scale, 1 << 20);
@@ -67,7 +36,7 @@ class ColdStartTest : public ::testing::Test {
     deps.compiler = &compiler_;
     deps.store = store_.get();
     deps.runner = &gpu_;
-    deps.device = SlowGpu::Fingerprint();
+    deps.device = FakeGpu::Fingerprint();
     deps.ceilings = NominalCeilings(90);
     PipelineOptions po;
     po.quick_budget_seconds = 2.0;
@@ -97,7 +66,7 @@ class ColdStartTest : public ::testing::Test {
   }
 
   FakeCompiler compiler_;
-  SlowGpu gpu_{std::chrono::milliseconds(1500)};
+  FakeGpu gpu_{std::chrono::milliseconds(1500)};
   std::unique_ptr<Store> store_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<KernelServiceImpl> service_;

@@ -17,40 +17,9 @@ namespace kfuse {
 namespace {
 
 using service_testing::FakeCompiler;
+using service_testing::FakeGpu;
 using service_testing::ScaledActivation;
 using service_testing::TestStorePath;
-
-// Every candidate passes at once; or, when `gone`, the GPU is gone.
-class FakeGpu : public Runner {
- public:
-  explicit FakeGpu(bool gone = false) : gone_(gone) {}
-  absl::StatusOr<std::vector<Trial>> Run(const CheckTask& task,
-                                         const std::function<void(const Trial&)>& on_trial) override {
-    ++runs;
-    if (gone_) return absl::UnavailableError("the GPU fell off the bus");
-    std::vector<Trial> trials;
-    for (size_t i = 0; i < task.candidates.size(); ++i) {
-      Trial t;
-      t.outcome = Outcome::kOk;
-      t.median_seconds = 1e-5 * static_cast<double>(1 + i % 3);
-      if (on_trial) on_trial(t);
-      trials.push_back(t);
-    }
-    return trials;
-  }
-  absl::StatusOr<DeviceFingerprint> Device() override { return Fingerprint(); }
-  absl::StatusOr<Ceilings> MeasureCeilings() override { return NominalCeilings(90); }
-  static DeviceFingerprint Fingerprint() {
-    DeviceFingerprint d;
-    d.name = "Fake GPU";
-    d.cc_major = 9;
-    return d;
-  }
-  std::atomic<int> runs{0};
-
- private:
-  bool gone_;
-};
 
 SigningKey KeyFrom(uint8_t fill) {
   std::array<uint8_t, 32> seed;
@@ -62,7 +31,7 @@ SigningKey KeyFrom(uint8_t fill) {
 struct Node {
   Node(const std::string& name, const std::string& dsn, uint8_t key_seed, const TrustedKeys& trusted,
        bool gpu_gone = false)
-      : gpu(gpu_gone), key(KeyFrom(key_seed)) {
+      : gpu(std::chrono::milliseconds(0), gpu_gone), key(KeyFrom(key_seed)) {
     store = *Store::Open({.path = TestStorePath("_" + name)});
     FleetOptions fo;
     fo.dsn = dsn;

@@ -14,50 +14,16 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "service/service_test_util.h"
 
 namespace kfuse {
 namespace {
 
-// Compiles nothing: sleeps, counts, and returns a plausible kernel.
-class SlowCompiler : public Compiler {
- public:
-  explicit SlowCompiler(std::chrono::milliseconds delay) : delay_(delay) {}
-  absl::StatusOr<CompiledKernel> Compile(const KernelSpec& spec, const CompileOptions& opts,
-                                         const std::atomic<bool>* cancel) override {
-    ++calls;
-    std::this_thread::sleep_for(delay_);
-    CompiledKernel k;
-    k.spec = spec;
-    k.arch = opts.arch;
-    k.cubin = "\x7f" "ELF-fake";
-    return k;
-  }
-  std::string Version() const override { return "fake-1"; }
-  std::atomic<int> calls{0};
-
- private:
-  std::chrono::milliseconds delay_;
-};
+using service_testing::ScaledActivation;
+using service_testing::FakeCompiler;
 
 v1::CompileRequest Relu(double scale, bool background = false) {
-  v1::CompileRequest r;
-  v1::TensorSpec* in = r.mutable_chain()->add_inputs();
-  in->set_name("x");
-  in->set_dtype(v1::DTYPE_F32);
-  in->add_shape()->set_size(4096);
-  v1::Op* c = r.mutable_chain()->add_ops();
-  c->set_kind(v1::OP_CONSTANT);
-  c->set_value(scale);
-  v1::Op* mul = r.mutable_chain()->add_ops();
-  mul->set_kind(v1::OP_MUL);
-  mul->add_args()->set_input(0);
-  mul->add_args()->set_op(0);
-  v1::Op* relu = r.mutable_chain()->add_ops();
-  relu->set_kind(v1::OP_RELU);
-  relu->add_args()->set_op(1);
-  v1::Output* out = r.mutable_chain()->add_outputs();
-  out->set_name("y");
-  out->mutable_value()->set_op(2);
+  v1::CompileRequest r = ScaledActivation(v1::OP_RELU, scale);
   r.mutable_policy()->set_background(background);
   return r;
 }
@@ -65,7 +31,7 @@ v1::CompileRequest Relu(double scale, bool background = false) {
 class ServerTest : public ::testing::Test {
  protected:
   void Start(std::chrono::milliseconds delay, int max_queued = 64) {
-    compiler_ = std::make_unique<SlowCompiler>(delay);
+    compiler_ = std::make_unique<FakeCompiler>(delay);
     StoreOptions so;
     so.path = ::testing::TempDir() + "/server_test_" +
               ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
@@ -98,7 +64,7 @@ class ServerTest : public ::testing::Test {
     return stub_->Compile(&ctx, req, resp);
   }
 
-  std::unique_ptr<SlowCompiler> compiler_;
+  std::unique_ptr<FakeCompiler> compiler_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<KernelServiceImpl> service_;

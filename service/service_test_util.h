@@ -1,6 +1,7 @@
 // What the service's in-process tests share: a compiler that compiles
-// nothing, a one-activation chain, a fresh store path per test, and a
-// kfuse.v1 server on a loopback port with its stub.
+// nothing, a GPU that passes every candidate, a one-activation chain, a
+// fresh store path per test, and a kfuse.v1 server on a loopback port with
+// its stub.
 #ifndef KFUSE_SERVICE_SERVICE_TEST_UTIL_H_
 #define KFUSE_SERVICE_SERVICE_TEST_UTIL_H_
 
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -19,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "kfuse/v1/kfuse.grpc.pb.h"
 #include "tuner/compiler.h"
+#include "tuner/runner.h"
 
 namespace kfuse::service_testing {
 
@@ -41,6 +44,42 @@ class FakeCompiler : public Compiler {
 
  private:
   std::chrono::milliseconds delay_;
+};
+
+// Every candidate passes, each run taking `delay` (as timing on a GPU
+// does); or, when `gone`, every run finds the GPU gone (Unavailable).
+class FakeGpu : public Runner {
+ public:
+  explicit FakeGpu(std::chrono::milliseconds delay = std::chrono::milliseconds(0), bool gone = false)
+      : delay_(delay), gone_(gone) {}
+  absl::StatusOr<std::vector<Trial>> Run(const CheckTask& task,
+                                         const std::function<void(const Trial&)>& on_trial) override {
+    ++runs;
+    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    if (gone_) return absl::UnavailableError("the GPU fell off the bus");
+    std::vector<Trial> trials;
+    for (size_t i = 0; i < task.candidates.size(); ++i) {
+      Trial t;
+      t.outcome = Outcome::kOk;
+      t.median_seconds = 1e-5 * static_cast<double>(1 + (i * 7) % 5);
+      if (on_trial) on_trial(t);
+      trials.push_back(t);
+    }
+    return trials;
+  }
+  absl::StatusOr<DeviceFingerprint> Device() override { return Fingerprint(); }
+  absl::StatusOr<Ceilings> MeasureCeilings() override { return NominalCeilings(90); }
+  static DeviceFingerprint Fingerprint() {
+    DeviceFingerprint d;
+    d.name = "Fake GPU";
+    d.cc_major = 9;
+    return d;
+  }
+  std::atomic<int> runs{0};
+
+ private:
+  std::chrono::milliseconds delay_;
+  bool gone_;
 };
 
 // activation(x * scale) over `elements` f32 values, output "y".
