@@ -1,13 +1,11 @@
 #include "tuner/gpu_load.h"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
-#include <type_traits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -28,42 +26,6 @@ static_assert(sizeof(abi::MemoryV2) == 40, "nvmlMemory_v2_t");
 static_assert(abi::kMemoryV2Version == 0x02000028, "nvmlMemory_v2");
 
 constexpr size_t kMaxOwnPids = 64;
-
-// One table per library path, loaded once and kept for the process (NVML is
-// reference counted per nvmlInit, so each probe inits and shuts down its own).
-absl::StatusOr<const abi::Functions*> LoadNvml(const std::string& library) {
-  static std::mutex mu;
-  static auto* loaded = new std::map<std::string, absl::StatusOr<const abi::Functions*>>();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = loaded->find(library);
-  if (it != loaded->end()) return it->second;
-  absl::StatusOr<const abi::Functions*> result = [&]() -> absl::StatusOr<const abi::Functions*> {
-    void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (lib == nullptr) {
-      const char* why = dlerror();
-      return absl::UnavailableError(
-          absl::StrCat("NVML not available: ", why != nullptr ? why : library));
-    }
-    auto* f = new abi::Functions();
-    auto sym = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    };
-    sym(f->init_v2, "nvmlInit_v2");
-    sym(f->shutdown, "nvmlShutdown");
-    sym(f->error_string, "nvmlErrorString");
-    sym(f->handle_by_index_v2, "nvmlDeviceGetHandleByIndex_v2");
-    sym(f->handle_by_pci_bus_id_v2, "nvmlDeviceGetHandleByPciBusId_v2");
-    sym(f->handle_by_uuid, "nvmlDeviceGetHandleByUUID");
-    sym(f->get_name, "nvmlDeviceGetName");
-    sym(f->get_memory_info_v2, "nvmlDeviceGetMemoryInfo_v2");
-    sym(f->get_memory_info, "nvmlDeviceGetMemoryInfo");
-    sym(f->get_utilization_rates, "nvmlDeviceGetUtilizationRates");
-    sym(f->get_process_utilization, "nvmlDeviceGetProcessUtilization");
-    return f;
-  }();
-  loaded->emplace(library, result);
-  return result;
-}
 
 int64_t SystemClockUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -178,7 +140,7 @@ NvmlLoadProbe::~NvmlLoadProbe() {
 }
 
 absl::StatusOr<std::unique_ptr<NvmlLoadProbe>> NvmlLoadProbe::Create(NvmlProbeOptions options) {
-  KFUSE_ASSIGN_OR_RETURN(const abi::Functions* fns, LoadNvml(options.library));
+  KFUSE_ASSIGN_OR_RETURN(const abi::Functions* fns, abi::LoadNvml(options.library));
   return CreateWithFunctions(fns, std::move(options));
 }
 

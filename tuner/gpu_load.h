@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tuner/cuda/nvml.h"
 
 namespace kfuse {
 
@@ -84,55 +85,6 @@ struct NvmlDeviceSelector {
 // FailedPrecondition for a visible-list entry NVML cannot be asked about.
 absl::StatusOr<NvmlDeviceSelector> SelectNvmlDevice(int cuda_ordinal, const std::string& pci_bus_id,
                                                     const char* visible, const char* order);
-
-// The NVML declarations the probe uses, laid out as nvml.h has them (the
-// header is not needed). Tests pass fake functions.
-namespace nvml_abi {
-
-using Return = int;
-constexpr Return kSuccess = 0;
-constexpr Return kNotSupported = 3;
-constexpr Return kNoPermission = 4;
-constexpr Return kNotFound = 6;
-constexpr Return kInsufficientSize = 7;
-constexpr Return kFunctionNotFound = 13;
-
-struct DeviceSt;
-using Device = DeviceSt*;
-
-struct ProcessUtilizationSample {  // nvmlProcessUtilizationSample_t
-  unsigned int pid;
-  unsigned long long time_stamp_us;                    // CPU wall clock.
-  unsigned int sm_util, mem_util, enc_util, dec_util;  // Percent.
-};
-struct Memory {  // nvmlMemory_t
-  unsigned long long total, free, used;
-};
-struct MemoryV2 {  // nvmlMemory_v2_t
-  unsigned int version;
-  unsigned long long total, reserved, free, used;
-};
-constexpr unsigned int kMemoryV2Version = sizeof(MemoryV2) | (2u << 24);
-struct Utilization {         // nvmlUtilization_t
-  unsigned int gpu, memory;  // Percent.
-};
-
-struct Functions {
-  Return (*init_v2)() = nullptr;
-  Return (*shutdown)() = nullptr;
-  const char* (*error_string)(Return) = nullptr;
-  Return (*handle_by_index_v2)(unsigned int, Device*) = nullptr;
-  Return (*handle_by_pci_bus_id_v2)(const char*, Device*) = nullptr;
-  Return (*handle_by_uuid)(const char*, Device*) = nullptr;
-  Return (*get_name)(Device, char*, unsigned int) = nullptr;
-  Return (*get_memory_info_v2)(Device, MemoryV2*) = nullptr;
-  Return (*get_memory_info)(Device, Memory*) = nullptr;  // Drivers without _v2.
-  Return (*get_utilization_rates)(Device, Utilization*) = nullptr;
-  Return (*get_process_utilization)(Device, ProcessUtilizationSample*, unsigned int*,
-                                    unsigned long long) = nullptr;
-};
-
-}  // namespace nvml_abi
 
 struct NvmlProbeOptions {
   int cuda_ordinal = 0;

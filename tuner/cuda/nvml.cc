@@ -2,59 +2,71 @@
 
 #include <dlfcn.h>
 
+#include <map>
 #include <mutex>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
 
 namespace kfuse {
-namespace {
+namespace nvml_abi {
 
-// The few NVML declarations we need (nvml.h is not part of the toolkit here);
-// their ABI has been stable since NVML 5.
-using NvmlReturn = int;  // NVML_SUCCESS == 0.
-using NvmlDevice = void*;
-
-struct Nvml {
-  NvmlReturn (*init)() = nullptr;
-  NvmlReturn (*by_pci)(const char*, NvmlDevice*) = nullptr;
-  NvmlReturn (*power_limit)(NvmlDevice, unsigned*) = nullptr;
-  NvmlReturn (*mig_mode)(NvmlDevice, unsigned*, unsigned*) = nullptr;
-  bool ok = false;
-};
-
-const Nvml& LoadNvml() {
-  static const Nvml* nvml = [] {
-    auto* n = new Nvml();
-    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (lib == nullptr) return n;
-    n->init = reinterpret_cast<NvmlReturn (*)()>(dlsym(lib, "nvmlInit_v2"));
-    n->by_pci = reinterpret_cast<NvmlReturn (*)(const char*, NvmlDevice*)>(
-        dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-    n->power_limit = reinterpret_cast<NvmlReturn (*)(NvmlDevice, unsigned*)>(
-        dlsym(lib, "nvmlDeviceGetPowerManagementLimit"));
-    n->mig_mode = reinterpret_cast<NvmlReturn (*)(NvmlDevice, unsigned*, unsigned*)>(
-        dlsym(lib, "nvmlDeviceGetMigMode"));
-    // nvmlInit is reference counted; we keep our reference for the process.
-    n->ok = n->init != nullptr && n->by_pci != nullptr && n->init() == 0;
-    return n;
+absl::StatusOr<const Functions*> LoadNvml(const std::string& library) {
+  static std::mutex mu;
+  static auto* loaded = new std::map<std::string, absl::StatusOr<const Functions*>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = loaded->find(library);
+  if (it != loaded->end()) return it->second;
+  absl::StatusOr<const Functions*> result = [&]() -> absl::StatusOr<const Functions*> {
+    void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      return absl::UnavailableError(absl::StrCat("NVML not available: ", why != nullptr ? why : library));
+    }
+    auto* f = new Functions();
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+    };
+    sym(f->init_v2, "nvmlInit_v2");
+    sym(f->shutdown, "nvmlShutdown");
+    sym(f->error_string, "nvmlErrorString");
+    sym(f->handle_by_index_v2, "nvmlDeviceGetHandleByIndex_v2");
+    sym(f->handle_by_pci_bus_id_v2, "nvmlDeviceGetHandleByPciBusId_v2");
+    sym(f->handle_by_uuid, "nvmlDeviceGetHandleByUUID");
+    sym(f->get_name, "nvmlDeviceGetName");
+    sym(f->get_memory_info_v2, "nvmlDeviceGetMemoryInfo_v2");
+    sym(f->get_memory_info, "nvmlDeviceGetMemoryInfo");
+    sym(f->get_utilization_rates, "nvmlDeviceGetUtilizationRates");
+    sym(f->get_process_utilization, "nvmlDeviceGetProcessUtilization");
+    sym(f->get_power_management_limit, "nvmlDeviceGetPowerManagementLimit");
+    sym(f->get_mig_mode, "nvmlDeviceGetMigMode");
+    return f;
   }();
-  return *nvml;
+  loaded->emplace(library, result);
+  return result;
 }
 
-}  // namespace
+}  // namespace nvml_abi
 
 NvmlFacts QueryNvml(const std::string& pci_bus_id) {
   NvmlFacts facts;
-  const Nvml& n = LoadNvml();
-  if (!n.ok) return facts;
-  NvmlDevice dev = nullptr;
-  if (n.by_pci(pci_bus_id.c_str(), &dev) != 0) return facts;
+  absl::StatusOr<const nvml_abi::Functions*> loaded = nvml_abi::LoadNvml();
+  if (!loaded.ok()) return facts;
+  const nvml_abi::Functions& n = **loaded;
+  // nvmlInit is reference counted; the fingerprint keeps one reference for
+  // the process.
+  static const bool initialized = n.init_v2 != nullptr && n.init_v2() == nvml_abi::kSuccess;
+  if (!initialized || n.handle_by_pci_bus_id_v2 == nullptr) return facts;
+  nvml_abi::Device dev = nullptr;
+  if (n.handle_by_pci_bus_id_v2(pci_bus_id.c_str(), &dev) != nvml_abi::kSuccess) return facts;
   facts.available = true;
   unsigned limit = 0;
-  if (n.power_limit != nullptr && n.power_limit(dev, &limit) == 0) {
+  if (n.get_power_management_limit != nullptr && n.get_power_management_limit(dev, &limit) == nvml_abi::kSuccess) {
     facts.power_limit_mw = static_cast<int>(limit);
   }
   unsigned current = 0, pending = 0;
   // NOT_SUPPORTED on GPUs without MIG: leave mig false.
-  if (n.mig_mode != nullptr && n.mig_mode(dev, &current, &pending) == 0) {
+  if (n.get_mig_mode != nullptr && n.get_mig_mode(dev, &current, &pending) == nvml_abi::kSuccess) {
     facts.mig = current == 1;  // NVML_DEVICE_MIG_ENABLE.
   }
   return facts;
