@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/matmul.h"
 #include "codegen/pointwise.h"
 #include "codegen/reduce.h"
 #include "codegen/row.h"
@@ -55,6 +56,7 @@ absl::StatusOr<KernelSpec> EmitFamily(const Chain& chain, const KernelGroup& gro
       return EmitPointwise(PointwiseView(chain, group, &view), group, variant, numerics);
     case Family::kRowReduction: return EmitRow(chain, group, variant, numerics);
     case Family::kReduction: return EmitReduce(chain, group, variant, numerics);
+    case Family::kMatmul: return EmitMatmul(chain, group, variant, numerics);
     default: return NoGenerator(group.family);
   }
 }
@@ -67,6 +69,7 @@ absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,
       return CanGenerate(PointwiseView(chain, group, &view), group, variant);
     case Family::kRowReduction: return CanGenerateRow(chain, group, variant);
     case Family::kReduction: return CanGenerateReduce(chain, group, variant);
+    case Family::kMatmul: return CanGenerateMatmul(chain, group, variant);
     default: return NoGenerator(group.family);
   }
 }
@@ -77,6 +80,7 @@ Variant FamilyHeuristic(const Chain& chain, const KernelGroup& group) {
     case Family::kPointwise: return PointwiseHeuristic(PointwiseView(chain, group, &view), group);
     case Family::kRowReduction: return RowHeuristic(chain, group);
     case Family::kReduction: return ReduceHeuristic(chain, group);
+    case Family::kMatmul: return MatmulHeuristic(chain, group);
     default: return Variant{group.family, {}};
   }
 }
@@ -87,6 +91,7 @@ std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group) {
     case Family::kPointwise: return PointwiseSpace(PointwiseView(chain, group, &view), group);
     case Family::kRowReduction: return RowSpace(chain, group);
     case Family::kReduction: return ReduceSpace(chain, group);
+    case Family::kMatmul: return MatmulSpace(chain, group);
     default: return {};
   }
 }
@@ -96,6 +101,7 @@ std::string GeneratorVersion(Family family) {
     case Family::kPointwise: return kPointwiseGeneratorVersion;
     case Family::kRowReduction: return kRowGeneratorVersion;
     case Family::kReduction: return kReduceGeneratorVersion;
+    case Family::kMatmul: return kMatmulGeneratorVersion;
     default: return "";
   }
 }
@@ -105,6 +111,7 @@ std::string VariantSchemaVersion(Family family) {
     case Family::kPointwise: return kPointwiseVariantSchema;
     case Family::kRowReduction: return kRowVariantSchema;
     case Family::kReduction: return kReduceVariantSchema;
+    case Family::kMatmul: return kMatmulVariantSchema;
     default: return "";
   }
 }

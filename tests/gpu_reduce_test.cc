@@ -39,15 +39,7 @@ constexpr double kSlack = 2.0;
 // Values in [-4, 4], rounded to each input's dtype; a fresh seed per case.
 std::vector<std::vector<double>> Inputs(const Chain& c, const std::vector<int64_t>& syms,
                                         unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-4, 4);
-  std::vector<std::vector<double>> in(c.num_inputs());
-  for (const Node& n : c.nodes) {
-    if (n.kind != OpKind::kInput) continue;
-    const int64_t count = static_cast<int64_t>(Elements(n.type, syms));
-    for (int64_t i = 0; i < count; ++i) in[n.input_index].push_back(RoundTo(n.type.dtype, u(rng)));
-  }
-  return in;
+  return gpu_test::UniformInputs(c, syms, seed, -4, 4);
 }
 
 using gpu_test::DeviceMemory;
@@ -97,12 +89,7 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
     auto eager = Evaluate(c, in, syms, EvalMode::kEager);
     ASSERT_TRUE(exact.ok() && eager.ok());
     DeviceMemory mem(gpu->cu);
-    std::vector<DeviceBuffer> inputs;
-    for (const Node& n : c.nodes) {
-      if (n.kind != OpKind::kInput) continue;
-      inputs.push_back(DeviceBuffer{mem.Upload(ToBytes(n.type.dtype, in[n.input_index])),
-                                    ShapeOf(n.type, syms), {}, n.type.dtype});
-    }
+    std::vector<DeviceBuffer> inputs = gpu_test::UploadInputs(mem, c, in, syms);
     // Every variant of each kernel with the others at their heuristic, then
     // the whole plan as the fp64 yardstick the tuner checks with.
     std::vector<Variant> seeds;

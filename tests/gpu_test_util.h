@@ -7,10 +7,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "clients/launcher.h"
+#include "codegen/analysis.h"
+#include "codegen/numeric.h"
 #include "codegen/ir.h"
 #include "codegen/partition.h"
 #include "core/launch.h"
@@ -155,6 +159,22 @@ inline std::string ToBytes(DType t, const std::vector<double>& v) {
   return out;
 }
 
+// Fresh values uniform in [lo, hi], rounded to each input's dtype, one
+// vector per chain input.
+inline std::vector<std::vector<double>> UniformInputs(const Chain& c,
+                                                      const std::vector<int64_t>& syms,
+                                                      unsigned seed, double lo, double hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<std::vector<double>> in(c.num_inputs());
+  for (const Node& n : c.nodes) {
+    if (n.kind != OpKind::kInput) continue;
+    const int64_t count = static_cast<int64_t>(Elements(n.type, syms));
+    for (int64_t i = 0; i < count; ++i) in[n.input_index].push_back(RoundTo(n.type.dtype, u(rng)));
+  }
+  return in;
+}
+
 // The largest |a - ref| over the elements where both are finite.
 inline double MaxFiniteError(const std::vector<double>& a, const std::vector<double>& ref) {
   double m = 0;
@@ -162,6 +182,19 @@ inline double MaxFiniteError(const std::vector<double>& a, const std::vector<dou
     if (std::isfinite(a[i]) && std::isfinite(ref[i])) m = std::max(m, std::abs(a[i] - ref[i]));
   }
   return m;
+}
+
+// The chain's inputs `in` (host values) on the device, as launcher buffers.
+inline std::vector<DeviceBuffer> UploadInputs(DeviceMemory& mem, const Chain& c,
+                                              const std::vector<std::vector<double>>& in,
+                                              const std::vector<int64_t>& syms) {
+  std::vector<DeviceBuffer> out;
+  for (const Node& n : c.nodes) {
+    if (n.kind != OpKind::kInput) continue;
+    out.push_back(DeviceBuffer{mem.Upload(ToBytes(n.type.dtype, in[n.input_index])),
+                               ShapeOf(n.type, syms), {}, n.type.dtype});
+  }
+  return out;
 }
 
 }  // namespace gpu_test

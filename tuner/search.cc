@@ -14,6 +14,7 @@
 #include "codegen/analysis.h"
 #include "codegen/emit_scalar.h"
 #include "codegen/generators.h"
+#include "codegen/matmul.h"
 #include "codegen/pointwise.h"
 #include "codegen/reduce.h"
 #include "codegen/row.h"
@@ -37,8 +38,8 @@ struct FamilyGenerator {
   std::vector<Variant> (*prune)(const std::vector<Variant>&, Bound);
 };
 
-// The row space is small (36 at most), the reduction space three: they are
-// searched whole.
+// The row space is small (36 at most), the reduction space three, the
+// matmul space 24 curated tiles: they are searched whole.
 std::vector<Variant> KeepAll(const std::vector<Variant>& space, Bound) { return space; }
 
 // Pointwise groups go through codegen/generators.h, which shows a group of a
@@ -47,6 +48,7 @@ const FamilyGenerator kFamilies[] = {
     {Family::kPointwise, &FamilyHeuristic, &FamilySpace, &EmitFamily, &PrunePointwise},
     {Family::kRowReduction, &RowHeuristic, &RowSpace, &EmitRow, &KeepAll},
     {Family::kReduction, &ReduceHeuristic, &ReduceSpace, &EmitReduce, &KeepAll},
+    {Family::kMatmul, &MatmulHeuristic, &MatmulSpace, &EmitMatmul, &KeepAll},
 };
 
 absl::StatusOr<const FamilyGenerator*> FindFamily(Family f) {

@@ -425,7 +425,7 @@ TEST(TuneKernelTest, SeedThatDoesNotCompileIsAnError) {
 
 TEST(TuneKernelTest, OtherFamiliesAreUnimplemented) {
   Fixture f = ReluChain();
-  f.group.family = Family::kMatmul;
+  f.group.family = Family::kAttention;
   FakeCompiler compiler;
   EXPECT_EQ(TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, nullptr).status().code(),
             absl::StatusCode::kUnimplemented);

@@ -1,0 +1,551 @@
+#include "codegen/matmul.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/analysis.h"
+#include "codegen/matmul_plan.h"
+#include "core/status.h"
+
+namespace kfuse {
+namespace matmul_internal {
+namespace {
+
+// Dynamic shared memory a block may take on sm_90 (227 KiB).
+constexpr int64_t kMaxSmemBytes = 227 * 1024;
+// Accumulators per warp tile: (bm/wm) x (bn/wn) floats over 32 lanes; beyond
+// 64 x 64 they spill.
+constexpr int64_t kMaxWarpTile = 64 * 64;
+
+bool In(std::initializer_list<int64_t> set, int64_t v) {
+  return std::find(set.begin(), set.end(), v) != set.end();
+}
+
+absl::Status BadParam(const Variant& v, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("variant ", v.ToString(), ": ", what));
+}
+
+SizeExpr Mul(const SizeExpr& a, const SizeExpr& b) {
+  if (a.is_const() && b.is_const()) return SizeExpr::Const(a.value() * b.value());
+  if (a.is_const() && a.value() == 1) return b;
+  if (b.is_const() && b.value() == 1) return a;
+  return SizeExpr::Mul(a, b);
+}
+
+bool IsOne(const Dim& d) { return d.is_static() && d.size == 1; }
+
+std::vector<SizeExpr> DenseStrides(const std::vector<Dim>& shape) {
+  std::vector<SizeExpr> s(shape.size(), SizeExpr::Const(1));
+  SizeExpr run = SizeExpr::Const(1);
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = run;
+    run = Mul(run, DimSize(shape[i]));
+  }
+  return s;
+}
+
+// The buffer behind value `id` and its strides over the value's own dims:
+// a chain input, an intermediate (another kernel's node, dense), or a
+// permute or expand of one (index arithmetic on its strides).
+absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_t>& mine) {
+  const Node& n = c.nodes[id];
+  if (n.kind == OpKind::kInput) {
+    Access a;
+    a.node = id;
+    a.buffer = BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(n.input_index)};
+    a.dtype = n.type.dtype;
+    if (n.strides.empty()) {
+      a.strides = DenseStrides(n.type.shape);
+    } else {
+      for (int64_t s : n.strides) a.strides.push_back(SizeExpr::Const(s));
+    }
+    return a;
+  }
+  if (n.kind == OpKind::kPermute) {
+    KFUSE_ASSIGN_OR_RETURN(Access in, Resolve(c, n.args[0], mine));
+    Access out = in;
+    out.strides.clear();
+    for (int64_t p : n.axes) out.strides.push_back(in.strides[p]);
+    return out;
+  }
+  if (n.kind == OpKind::kExpand) {
+    KFUSE_ASSIGN_OR_RETURN(Access in, Resolve(c, n.args[0], mine));
+    const std::vector<Dim>& from = c.nodes[n.args[0]].type.shape;
+    const int off = n.type.rank() - static_cast<int>(from.size());
+    Access out = in;
+    out.strides.assign(n.type.rank(), SizeExpr::Const(0));
+    for (int i = off; i < n.type.rank(); ++i) {
+      if (!IsOne(from[i - off]) || IsOne(n.type.shape[i])) out.strides[i] = in.strides[i - off];
+    }
+    return out;
+  }
+  if (n.kind == OpKind::kConstant || mine.count(id)) {
+    return absl::UnimplementedError(absl::StrCat(
+        OpLabel(c, id), ": as a matmul operand inside the product's kernel is not generated yet"));
+  }
+  Access a;  // Another kernel's result: an intermediate, dense.
+  a.node = id;
+  a.buffer = BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)};
+  a.dtype = n.type.dtype;
+  a.strides = DenseStrides(n.type.shape);
+  return a;
+}
+
+// Strides of `a` (over a value of `shape`) re-indexed by `frame`, the dims
+// the kernel iterates, right-aligned; broadcast dims get stride 0.
+std::vector<SizeExpr> Align(const Access& a, const std::vector<Dim>& shape,
+                            const std::vector<Dim>& frame) {
+  std::vector<SizeExpr> out(frame.size(), SizeExpr::Const(0));
+  const int off = static_cast<int>(frame.size()) - static_cast<int>(shape.size());
+  for (int i = std::max(off, 0); i < static_cast<int>(frame.size()); ++i) {
+    const Dim& d = shape[i - off];
+    if (!IsOne(d) || IsOne(frame[i])) out[i] = a.strides[i - off];
+  }
+  return out;
+}
+
+void CollectSymbols(const SizeExpr& e, std::set<int32_t>* out) {
+  if (e.kind() == SizeExpr::Kind::kSymbol) {
+    out->insert(static_cast<int32_t>(e.value()));
+  } else if (!e.is_const()) {
+    CollectSymbols(e.lhs(), out);
+    CollectSymbols(e.rhs(), out);
+  }
+}
+
+Precondition Divisible(const SizeExpr& e, int64_t by, std::string what) {
+  Precondition p;
+  p.kind = Precondition::Kind::kDivisible;
+  p.expr = e;
+  p.value = by;
+  p.description = std::move(what);
+  return p;
+}
+
+// Operand `which` (0: A, 1: B) read in 16-byte chunks along its contiguous
+// inner dim: the other strides must keep chunks aligned.
+absl::Status CheckOperand(const Chain& c, int32_t mm, int which, const Access& a,
+                          const Dim& contiguous_extent, std::vector<Precondition>* pre) {
+  const std::string name = absl::StrCat(OpLabel(c, mm), " operand ", which == 0 ? "A" : "B");
+  if (a.dtype != DType::kBF16 && a.dtype != DType::kF16) {
+    return absl::UnimplementedError(absl::StrCat(
+        name, ": ", std::string(DTypeName(a.dtype)),
+        " operands are not generated yet (the tensor-core path takes f16 and bf16)"));
+  }
+  const size_t r = a.strides.size();
+  for (size_t i = 0; i < r; ++i) {
+    const SizeExpr& s = a.strides[i];
+    const bool contiguous = s.is_const() && s.value() == 1;
+    if (contiguous && (i == r - 1 || i == r - 2)) continue;
+    if (s.is_const()) {
+      if (s.value() % 8 != 0) {
+        return absl::UnimplementedError(absl::StrCat(
+            name, ": stride ", s.value(), " of dim ", i,
+            " is not a multiple of 8 elements; 16-byte operand rows are needed"));
+      }
+    } else {
+      pre->push_back(Divisible(s, 8, absl::StrCat(name, " stride of dim ", i,
+                                                   " is a multiple of 8 (16-byte rows)")));
+    }
+  }
+  if (contiguous_extent.is_static()) {
+    if (contiguous_extent.size % 8 != 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          name, ": its contiguous extent ", contiguous_extent.size,
+          " is not a multiple of 8 (16-byte rows) and is not generated yet"));
+    }
+  } else {
+    pre->push_back(Divisible(DimSize(contiguous_extent), 8,
+                             absl::StrCat(name, " contiguous extent is a multiple of 8")));
+  }
+  Precondition al;
+  al.kind = Precondition::Kind::kAligned;
+  al.buffer = a.buffer;
+  al.value = 16;
+  al.description = absl::StrCat(name, " is 16-byte aligned (cp.async)");
+  pre->push_back(std::move(al));
+  return absl::OkStatus();
+}
+
+absl::Status CheckSchedule(const Variant& v, const Plan& p, Plan* out) {
+  const int64_t bm = v.Get("bm"), bn = v.Get("bn"), bk = v.Get("bk"), wm = v.Get("wm"),
+                wn = v.Get("wn"), stages = v.Get("stages"), group = v.Get("group"),
+                splitk = v.Get("splitk");
+  if (!In({16, 32, 64, 128, 256}, bm)) return BadParam(v, "bm must be 16, 32, 64, 128 or 256");
+  if (!In({32, 64, 128, 256}, bn)) return BadParam(v, "bn must be 32, 64, 128 or 256");
+  if (!In({32, 64, 128}, bk)) return BadParam(v, "bk must be 32, 64 or 128");
+  if (!In({1, 2, 4, 8}, wm * wn) || wm < 1 || wn < 1) {
+    return BadParam(v, "wm * wn (warps) must be 1, 2, 4 or 8");
+  }
+  if (bm % wm != 0 || (bm / wm) % 16 != 0) return BadParam(v, "bm / wm must be a multiple of 16");
+  if (bn % wn != 0 || (bn / wn) % 16 != 0) return BadParam(v, "bn / wn must be a multiple of 16");
+  if ((bm / wm) * (bn / wn) > kMaxWarpTile) {
+    return BadParam(v, absl::StrCat("a warp tile of ", bm / wm, " x ", bn / wn,
+                                    " holds too many accumulators (at most 64 x 64)"));
+  }
+  if (stages < 2 || stages > 6) return BadParam(v, "stages must be 2 to 6");
+  // Split K keeps its last-CTA flag after the stages.
+  const int64_t smem = stages * (bm + bn) * bk * 2 + (splitk > 1 ? 16 : 0);
+  if (smem > kMaxSmemBytes) {
+    return BadParam(v, absl::StrCat("stages * (bm + bn) * bk * 2 (+ 16 with split K) = ", smem,
+                                    " bytes of shared memory; at most ", kMaxSmemBytes));
+  }
+  if (!In({1, 4, 8, 16}, group)) return BadParam(v, "group must be 1, 4, 8 or 16");
+  if (!In({1, 2, 4, 8, 16}, splitk)) return BadParam(v, "splitk must be 1, 2, 4, 8 or 16");
+  if (splitk > 1 && p.k.is_static() && p.k.size / splitk < bk) {
+    return BadParam(v, absl::StrCat("splitk ", splitk, " leaves slices of K = ", p.k.size,
+                                    " shorter than bk ", bk));
+  }
+  out->bm = static_cast<int>(bm);
+  out->bn = static_cast<int>(bn);
+  out->bk = static_cast<int>(bk);
+  out->wm = static_cast<int>(wm);
+  out->wn = static_cast<int>(wn);
+  out->stages = static_cast<int>(stages);
+  out->group = static_cast<int>(group);
+  out->splitk = static_cast<int>(splitk);
+  out->smem_bytes = static_cast<int>(smem);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+SizeExpr DimSize(const Dim& d) {
+  return d.is_static() ? SizeExpr::Const(d.size) : SizeExpr::Symbol(static_cast<uint32_t>(d.symbol));
+}
+
+std::string SizeCode(const SizeExpr& e) {
+  switch (e.kind()) {
+    case SizeExpr::Kind::kConst: return absl::StrCat(e.value(), "LL");
+    case SizeExpr::Kind::kSymbol: return absl::StrCat("s", e.value());
+    case SizeExpr::Kind::kAdd: return absl::StrCat("(", SizeCode(e.lhs()), " + ", SizeCode(e.rhs()), ")");
+    case SizeExpr::Kind::kSub: return absl::StrCat("(", SizeCode(e.lhs()), " - ", SizeCode(e.rhs()), ")");
+    case SizeExpr::Kind::kMul: return absl::StrCat("(", SizeCode(e.lhs()), " * ", SizeCode(e.rhs()), ")");
+    case SizeExpr::Kind::kCeilDiv:
+      return absl::StrCat("((", SizeCode(e.lhs()), " + ", SizeCode(e.rhs()), " - 1) / ",
+                          SizeCode(e.rhs()), ")");
+    case SizeExpr::Kind::kMin:
+      return absl::StrCat("min(", SizeCode(e.lhs()), ", ", SizeCode(e.rhs()), ")");
+    case SizeExpr::Kind::kMax:
+      return absl::StrCat("max(", SizeCode(e.lhs()), ", ", SizeCode(e.rhs()), ")");
+  }
+  return "0LL";
+}
+
+absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
+                              const Variant& variant, Numerics numerics) {
+  if (group.family != Family::kMatmul) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel group is ", std::string(FamilyName(group.family)), ", not matmul"));
+  }
+  if (variant.family != Family::kMatmul) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variant ", variant.ToString(), " is not of the matmul family"));
+  }
+  Plan p;
+  p.numerics = numerics;
+  const std::set<int32_t> mine(group.nodes.begin(), group.nodes.end());
+  for (int32_t id : group.nodes) {
+    if (chain.nodes[id].kind != OpKind::kMatmul) continue;
+    if (p.matmul >= 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(chain, id), ": one kernel computes one matmul; this group has two"));
+    }
+    p.matmul = id;
+  }
+  if (p.matmul < 0) return absl::InvalidArgumentError("matmul group without a matmul node");
+  const Node& mm = chain.nodes[p.matmul];
+  const std::vector<Dim>& out = mm.type.shape;
+  p.batch.assign(out.begin(), out.end() - 2);
+  p.m = out[out.size() - 2];
+  p.n = out.back();
+  p.k = chain.nodes[mm.args[0]].type.shape.back();
+
+  // Operands, re-indexed over [batch.., M, K] and [batch.., K, N].
+  for (int which = 0; which < 2; ++which) {
+    const int32_t arg = mm.args[which];
+    KFUSE_ASSIGN_OR_RETURN(Access a, Resolve(chain, arg, mine));
+    std::vector<Dim> frame = p.batch;
+    frame.push_back(which == 0 ? p.m : p.k);
+    frame.push_back(which == 0 ? p.k : p.n);
+    a.strides = Align(a, chain.nodes[arg].type.shape, frame);
+    const size_t r = a.strides.size();
+    auto unit = [&](size_t i) { return a.strides[i].is_const() && a.strides[i].value() == 1; };
+    if (!unit(r - 1) && !unit(r - 2)) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(chain, p.matmul), " operand ", which == 0 ? "A: neither M nor K" : "B: neither K nor N",
+          " is contiguous; such layouts are not generated yet"));
+    }
+    // The innermost dim wins when both are unit-stride (a dim of size 1).
+    if (which == 0) {
+      p.a_kmajor = unit(r - 1);
+    } else {
+      p.b_kmajor = !unit(r - 1);
+    }
+    const bool kmajor = which == 0 ? p.a_kmajor : p.b_kmajor;
+    const Dim& extent = which == 0 ? (kmajor ? p.k : p.m) : (kmajor ? p.k : p.n);
+    KFUSE_RETURN_IF_ERROR(CheckOperand(chain, p.matmul, which, a, extent, &p.preconditions));
+    if (a.buffer.kind == BufferRef::Kind::kIntermediate) p.intermediates_read.push_back(a.node);
+    (which == 0 ? p.a : p.b) = std::move(a);
+  }
+  if (chain.nodes[mm.args[0]].type.dtype != chain.nodes[mm.args[1]].type.dtype) {
+    return absl::UnimplementedError(absl::StrCat(OpLabel(chain, p.matmul),
+                                                 ": operands of different dtypes"));
+  }
+
+  // The epilogue and what it reads, over the output's dims.
+  std::set<int32_t> read_nodes;
+  for (int32_t id : group.nodes) {
+    if (id == p.matmul) continue;
+    const Node& n = chain.nodes[id];
+    if (!IsElementwise(n.kind) && n.kind != OpKind::kExpand) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(chain, id), ": only element-wise ops join a matmul's epilogue"));
+    }
+    p.epilogue.push_back(id);
+    for (int32_t a : n.args) {
+      if (mine.count(a) || chain.nodes[a].kind == OpKind::kConstant) continue;
+      read_nodes.insert(a);
+    }
+  }
+  for (int32_t id : read_nodes) {
+    const Node& n = chain.nodes[id];
+    Access a;
+    a.node = id;
+    a.dtype = n.type.dtype;
+    if (n.kind == OpKind::kInput) {
+      a.buffer = BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(n.input_index)};
+      if (n.strides.empty()) {
+        a.strides = DenseStrides(n.type.shape);
+      } else {
+        for (int64_t s : n.strides) a.strides.push_back(SizeExpr::Const(s));
+      }
+    } else {
+      a.buffer = BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)};
+      a.strides = DenseStrides(n.type.shape);
+      p.intermediates_read.push_back(id);
+    }
+    a.strides = Align(a, n.type.shape, out);
+    p.reads.push_back(std::move(a));
+  }
+  std::sort(p.intermediates_read.begin(), p.intermediates_read.end());
+  p.intermediates_read.erase(std::unique(p.intermediates_read.begin(), p.intermediates_read.end()),
+                             p.intermediates_read.end());
+  for (int32_t r : group.results) {
+    if (!mine.count(r)) {
+      return absl::InvalidArgumentError(absl::StrCat("group result ", r, " is not one of its nodes"));
+    }
+    if (chain.nodes[r].type.shape != out) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(chain, r), ": a result of a matmul kernel must have the product's shape"));
+    }
+  }
+  p.results = group.results;
+  for (int32_t r : group.intermediates) {
+    if (std::find(p.results.begin(), p.results.end(), r) == p.results.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("group intermediate ", r, " is not one of its results"));
+    }
+    p.written.push_back(r);
+  }
+
+  std::set<int32_t> syms;
+  for (const Dim& d : out) CollectSymbols(DimSize(d), &syms);
+  CollectSymbols(DimSize(p.k), &syms);
+  for (const Access* a : {&p.a, &p.b}) {
+    for (const SizeExpr& s : a->strides) CollectSymbols(s, &syms);
+  }
+  for (const Access& a : p.reads) {
+    for (const SizeExpr& s : a.strides) CollectSymbols(s, &syms);
+  }
+  p.symbols.assign(syms.begin(), syms.end());
+  if (numerics == Numerics::kFast) {
+    KFUSE_RETURN_IF_ERROR(CheckSchedule(variant, p, &p));
+    p.pair = p.n.is_static() && p.n.size % 2 == 0;
+    auto aligned = [&](BufferRef b, DType t, const std::string& what) {
+      Precondition c;
+      c.kind = Precondition::Kind::kAligned;
+      c.buffer = b;
+      c.value = 2 * DTypeBytes(t);
+      c.description = absl::StrCat(what, " is ", c.value, "-byte aligned (paired stores)");
+      p.preconditions.push_back(std::move(c));
+    };
+    const std::set<int32_t> results(p.results.begin(), p.results.end());
+    for (size_t j = 0; p.pair && j < chain.outputs.size(); ++j) {
+      if (!results.count(chain.outputs[j])) continue;
+      aligned(BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(j)},
+              chain.nodes[chain.outputs[j]].type.dtype, absl::StrCat("output ", j));
+    }
+  }
+  return p;
+}
+
+}  // namespace matmul_internal
+
+using matmul_internal::MakePlan;
+using matmul_internal::Plan;
+
+absl::Status CanGenerateMatmul(const Chain& chain, const KernelGroup& group,
+                               const Variant& variant) {
+  return MakePlan(chain, group, variant, Numerics::kFast).status();
+}
+
+absl::StatusOr<KernelSpec> EmitMatmul(const Chain& chain, const KernelGroup& group,
+                                      const Variant& variant, Numerics numerics) {
+  KFUSE_ASSIGN_OR_RETURN(Plan plan, MakePlan(chain, group, variant, numerics));
+  KFUSE_ASSIGN_OR_RETURN(matmul_internal::Source src, matmul_internal::WriteSource(chain, plan));
+  KernelSpec k;
+  k.entry = std::move(src.entry);
+  k.source = std::move(src.text);
+  for (int i = 0; i < chain.num_inputs(); ++i) {
+    k.params.push_back(
+        KernelParam::Buffer(BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(i)}));
+  }
+  for (int32_t id : plan.intermediates_read) {
+    k.params.push_back(
+        KernelParam::Buffer(BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)}));
+  }
+  const std::set<int32_t> results(plan.results.begin(), plan.results.end());
+  for (size_t j = 0; j < chain.outputs.size(); ++j) {
+    if (!results.count(chain.outputs[j])) continue;
+    k.params.push_back(
+        KernelParam::Buffer(BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(j)}));
+  }
+  for (int32_t id : group.intermediates) {
+    k.params.push_back(
+        KernelParam::Buffer(BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)}));
+  }
+  SizeExpr batch = SizeExpr::Const(1);
+  for (const Dim& d : plan.batch) batch = matmul_internal::DimSize(d).is_const() && batch.is_const()
+                                              ? SizeExpr::Const(batch.value() * d.size)
+                                              : SizeExpr::Mul(batch, matmul_internal::DimSize(d));
+  const bool fast = numerics == Numerics::kFast;
+  const SizeExpr m = matmul_internal::DimSize(plan.m), n = matmul_internal::DimSize(plan.n);
+  if (fast) {
+    const SizeExpr tiles = SizeExpr::Mul(SizeExpr::CeilDiv(m, SizeExpr::Const(plan.bm)),
+                                         SizeExpr::CeilDiv(n, SizeExpr::Const(plan.bn)));
+    if (plan.splitk > 1) {
+      KernelParam ws;
+      ws.kind = KernelParam::Kind::kWorkspace;
+      ws.workspace_bytes = SizeExpr::Mul(
+          SizeExpr::Mul(batch, tiles), SizeExpr::Const(int64_t{plan.splitk} * plan.bm * plan.bn * 4));
+      k.params.push_back(ws);
+      KernelParam counters;
+      counters.kind = KernelParam::Kind::kWorkspace;
+      counters.workspace_bytes = SizeExpr::Mul(SizeExpr::Mul(batch, tiles), SizeExpr::Const(4));
+      counters.workspace_zeroed = true;
+      k.params.push_back(counters);
+    }
+    k.grid.x = tiles;
+    k.grid.y = SizeExpr::Const(plan.splitk);
+    k.grid.z = batch;
+    k.block.x = SizeExpr::Const(32 * plan.wm * plan.wn);
+    k.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
+  } else {
+    k.grid.x = SizeExpr::CeilDiv(n, SizeExpr::Const(16));
+    k.grid.y = SizeExpr::CeilDiv(m, SizeExpr::Const(16));
+    k.grid.z = batch;
+    k.block.x = SizeExpr::Const(16);
+    k.block.y = SizeExpr::Const(16);
+  }
+  for (int32_t s : plan.symbols) {
+    k.params.push_back(KernelParam::Scalar(SizeExpr::Symbol(static_cast<uint32_t>(s)), DType::kI64));
+  }
+  k.preconditions = std::move(plan.preconditions);
+  k.variant = variant;
+  for (int32_t id : group.nodes) k.ops.push_back(static_cast<uint32_t>(id));
+  k.partition_reason = group.reason;
+  return k;
+}
+
+namespace {
+
+Variant Make(int bm, int bn, int bk, int wm, int wn, int stages, int group, int splitk) {
+  return Variant{Family::kMatmul,
+                 {{"bm", bm}, {"bn", bn}, {"bk", bk}, {"wm", wm}, {"wn", wn},
+                  {"stages", stages}, {"group", group}, {"splitk", splitk}}};
+}
+
+struct Sizes {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+};
+
+Sizes SizesOf(const Chain& chain, const KernelGroup& group) {
+  Sizes s;
+  const std::vector<int64_t> values = SymbolValuesForTuning(chain);
+  auto value = [&](const Dim& d) {
+    return d.is_static() ? d.size : (d.symbol < static_cast<int32_t>(values.size()) ? values[d.symbol] : 1024);
+  };
+  for (int32_t id : group.nodes) {
+    const Node& n = chain.nodes[id];
+    if (n.kind != OpKind::kMatmul) continue;
+    const std::vector<Dim>& out = n.type.shape;
+    s.m = value(out[out.size() - 2]);
+    s.n = value(out.back());
+    s.k = value(chain.nodes[n.args[0]].type.shape.back());
+    for (size_t i = 0; i + 2 < out.size(); ++i) s.batch *= value(out[i]);
+  }
+  return s;
+}
+
+constexpr int64_t kSms = 132;  // The H200's; a wave's worth of CTAs.
+
+// Few rows: narrow tiles along N with a full-height M tile, K split so that
+// about two CTAs per SM stream the weights.
+Variant SmallM(const Sizes& s, int bn, int bk, int stages, int wm = 1) {
+  const int bm = s.m <= 16 ? 16 : s.m <= 32 ? 32 : 64;
+  wm = std::min(wm, bm / 16);
+  const int wn = std::min(8 / wm, std::min(4, bn / 16));
+  const int64_t tiles = s.batch * ((s.n + bn - 1) / bn) * ((s.m + bm - 1) / bm);
+  int splitk = 1;
+  while (splitk < 16 && tiles * splitk * 2 <= 2 * kSms && s.k / (splitk * 2) >= 4 * bk) splitk *= 2;
+  return Make(bm, bn, bk, wm, wn, stages, 1, splitk);
+}
+
+}  // namespace
+
+Variant MatmulHeuristic(const Chain& chain, const KernelGroup& group) {
+  const Sizes s = SizesOf(chain, group);
+  if (s.m <= 64) return SmallM(s, 64, 128, 4);
+  if (s.m >= 256 && s.n >= 256) return Make(128, 256, 32, 2, 4, 4, 8, 1);
+  return Make(128, 128, 32, 2, 2, 4, 8, 1);
+}
+
+std::vector<Variant> MatmulSpace(const Chain& chain, const KernelGroup& group) {
+  const Sizes s = SizesOf(chain, group);
+  std::set<Variant> seen;
+  std::vector<Variant> out;
+  auto add = [&](Variant v) {
+    if (out.size() < 24 && seen.insert(v).second && CanGenerateMatmul(chain, group, v).ok())
+      out.push_back(std::move(v));
+  };
+  add(MatmulHeuristic(chain, group));
+  if (s.m <= 64) {
+    for (int bn : {64, 128, 32}) {
+      for (int bk : {128, 64}) {
+        for (int stages : {4, 3, 6}) add(SmallM(s, bn, bk, stages));
+      }
+    }
+    Variant v = SmallM(s, 64, 128, 4);
+    for (int splitk : {1, 2, 4, 8}) {
+      v.params["splitk"] = splitk;
+      add(v);
+    }
+    // Tens of rows: more warps along M share the tensor work.
+    for (int bn : {64, 128}) add(SmallM(s, bn, 64, 4, /*wm=*/2));
+    return out;
+  }
+  const int tiles[][4] = {{128, 256, 2, 4}, {256, 128, 4, 2}, {128, 128, 2, 2},
+                          {128, 128, 2, 4}, {64, 256, 1, 4}, {256, 64, 4, 1}};
+  for (const auto& t : tiles) {
+    for (int bk : {32, 64}) {
+      for (int stages : {3, 4, 5}) add(Make(t[0], t[1], bk, t[2], t[3], stages, 8, 1));
+    }
+  }
+  return out;
+}
+
+}  // namespace kfuse

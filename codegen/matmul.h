@@ -1,0 +1,98 @@
+// The matmul family's generator: a tensor-core matrix product (mma.sync,
+// f16/bf16 operands, f32 accumulation) with its element-wise epilogue applied
+// to the accumulators in registers before the one store, for NVRTC.
+//
+//   KernelGroup g = PartitionChain(chain)->kernels[0];   // kMatmul
+//   Variant v = MatmulHeuristic(chain, g);
+//   absl::StatusOr<KernelSpec> k = EmitMatmul(chain, g, v);
+//
+// A group holds one matmul node and the element-wise nodes after it (bias,
+// activation, residual, scale, cast) whose shape is the product's; their
+// other operands are chain inputs, constants, element-wise work on those, or
+// intermediates of earlier kernels, read broadcast at each output element.
+// Each operand of the product is a chain input (dense or strided), a
+// transposing permute or a batch-broadcasting expand of one, or an
+// intermediate (dense); one of its two inner dims must be contiguous: A
+// [.., M, K] K- or M-major, B [.., K, N] N- or K-major (a linear layer's
+// weight [N, K] read as its transpose).
+//
+// Schedule: a CTA computes a bm x bn tile of C, in warps of wm x wn, each a
+// (bm/wm) x (bn/wn) tile of m16n8k16 products. Operand tiles of bk along K
+// stream through `stages` shared-memory buffers with cp.async (16-byte
+// copies, zero-filled past the edges), in rows of 16-byte chunks XOR-swizzled
+// so ldmatrix (.trans for M-major A and N-major B) reads without bank
+// conflicts. CTAs are rastered in groups of `group` tile rows for L2 reuse.
+// With splitk > 1 each CTA sums a slice of K into an f32 workspace; the last
+// of a tile's CTAs to finish (a counter per tile) adds the slices in slice
+// order, so results do not depend on timing, and applies the epilogue.
+//
+// Variant params (Family::kMatmul):
+//   bm, bn    CTA tile: bm in 16, 32, 64, 128, 256; bn in 32, 64, 128, 256.
+//   bk        K per stage: 32, 64 or 128.
+//   wm, wn    warps along M and N; wm * wn in 1, 2, 4, 8; bm / wm and
+//             bn / wn multiples of 16.
+//   stages    shared-memory buffers, 2 to 6; stages * (bm + bn) * bk * 2
+//             bytes at most 227 KiB.
+//   group     tile rows per raster group: 1, 4, 8 or 16.
+//   splitk    K slices: 1, 2, 4, 8 or 16; K / splitk at least bk.
+//
+// Launch contract (KernelSpec.params, in order): one pointer per chain input
+// (every input, read or not); one per intermediate the group reads
+// (BufferRef{kIntermediate, node id}, ascending node id); one per chain
+// output it writes (ascending j); one per intermediate it writes (ascending
+// node id); with splitk > 1 a workspace of f32 partial tiles and one of
+// per-tile counters (zeroed); then one i64 scalar per symbol the sizes use
+// (ascending). grid = (tiles of C, 1, batch), block = 32 * wm * wn, dynamic
+// shared memory = the stages' bytes. Results are dense in their node's shape.
+// Preconditions: the operands' base addresses 16-byte aligned; a symbolic
+// contiguous extent or stride divisible by 8.
+//
+// Numerics::kReference64 and kEager ignore the schedule: a thread per output
+// element walks K (in double, or in f32 with the product rounded to its
+// dtype as a separate matmul would store it), then the epilogue under those
+// numerics. They read every operand in its own dtype, intermediates
+// included, and kReference64 writes outputs and intermediates as double.
+#ifndef KFUSE_CODEGEN_MATMUL_H_
+#define KFUSE_CODEGEN_MATMUL_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "codegen/emit_scalar.h"
+#include "codegen/ir.h"
+#include "codegen/partition.h"
+#include "core/launch.h"
+#include "core/variant.h"
+
+namespace kfuse {
+
+inline constexpr char kMatmulGeneratorVersion[] = "matmul/1";
+// What the variant's parameters mean (see kRowVariantSchema).
+inline constexpr char kMatmulVariantSchema[] = "matmul-variants/1";
+
+// The kernel for `group` (family kMatmul) of validated, canonical `chain`
+// under `variant`. Errors as CanGenerateMatmul. Same inputs give
+// byte-identical source.
+absl::StatusOr<KernelSpec> EmitMatmul(const Chain& chain, const KernelGroup& group,
+                                      const Variant& variant,
+                                      Numerics numerics = Numerics::kFast);
+
+// OK when EmitMatmul can generate `variant`; InvalidArgument naming the
+// offending param otherwise; Unimplemented, naming the op or operand, for
+// groups the family does not cover (f32 operands, a product whose operands
+// have no contiguous inner dim, epilogue ops that are not element-wise).
+absl::Status CanGenerateMatmul(const Chain& chain, const KernelGroup& group,
+                               const Variant& variant);
+
+// A good variant without timing: 128 x 256 tiles of 8 warps for large
+// products, narrow tiles and split K for few rows (M <= 64), so that about
+// one wave of CTAs keeps every SM streaming the weights.
+Variant MatmulHeuristic(const Chain& chain, const KernelGroup& group);
+
+// The legal variants worth timing (at most 24), heuristic first, stable.
+std::vector<Variant> MatmulSpace(const Chain& chain, const KernelGroup& group);
+
+}  // namespace kfuse
+
+#endif  // KFUSE_CODEGEN_MATMUL_H_

@@ -1,0 +1,527 @@
+// The matmul family's source writer: the tensor-core kernel (cp.async
+// pipeline, ldmatrix, mma.sync, split-K), or the one-thread-per-element
+// yardsticks, with the epilogue written per output element by EmitOpExpr.
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "codegen/matmul.h"
+#include "codegen/matmul_plan.h"
+#include "core/status.h"
+
+namespace kfuse::matmul_internal {
+namespace {
+
+constexpr char kEntryPlaceholder[] = "KF_ENTRY";
+
+// The tensor-core building blocks, parameterised by the kf_* constants the
+// writer puts before them. Tiles of 16-bit elements live in shared memory as
+// rows of COLS elements (the operand's contiguous dim), their 16-byte chunks
+// XOR-swizzled so that the eight rows an ldmatrix reads at one logical chunk
+// fall in eight different bank groups.
+constexpr char kTensorCore[] = R"(__device__ __forceinline__ void kf_cp16(unsigned dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+template <typename T>
+struct alignas(2 * sizeof(T)) kf_pair { T a, b; };
+// Where accumulator q of a warp's fragment (mt, nt) sits in the CTA's tile.
+__device__ __forceinline__ int kf_acc_at(int mt, int nt, int q, int warp_m, int warp_n, int lane) {
+  return (warp_m * kf_TM + mt * 16 + (lane >> 2) + (q >> 1) * 8) * kf_BN + warp_n * kf_TN +
+         nt * 8 + (lane & 3) * 2 + (q & 1);
+}
+__device__ __forceinline__ void kf_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void kf_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void kf_ldm4(unsigned* r, unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void kf_ldm4t(unsigned* r, unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void kf_mma(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." KF_AB "." KF_AB ".f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <int COLS>
+__device__ __forceinline__ int kf_swz(int row, int col) {
+  constexpr int CH = COLS / 8;
+  const int x = CH >= 8 ? (row & 7) : CH == 4 ? ((row >> 1) & 3) : ((row >> 2) & 1);
+  return row * COLS + (((col >> 3) ^ x) << 3) + (col & 7);
+}
+// The A and B fragments of step kk (16 of K) of the stage at `sa`: ldmatrix
+// for K-major tiles, ldmatrix.trans for M-major A and N-major B.
+__device__ __forceinline__ void kf_frags(unsigned (&af)[kf_MT][4], unsigned (&bf)[kf_NT][2],
+                                         unsigned sa, int kk, int warp_m, int warp_n, int lane) {
+  const unsigned sb = sa + kf_BM * kf_BK * 2;
+#pragma unroll
+  for (int mt = 0; mt < kf_MT; ++mt) {
+    const int mr = warp_m * kf_TM + mt * 16;
+    if constexpr (kf_A_KMAJOR)
+      kf_ldm4(af[mt], sa + 2 * kf_swz<kf_BK>(mr + (lane & 15), kk * 16 + ((lane >> 4) << 3)));
+    else
+      kf_ldm4t(af[mt], sa + 2 * kf_swz<kf_BM>(kk * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                            mr + (((lane >> 3) & 1) << 3)));
+  }
+#pragma unroll
+  for (int np = 0; np < kf_NT / 2; ++np) {
+    const int nc = warp_n * kf_TN + np * 16;
+    unsigned r[4];
+    if constexpr (kf_B_KMAJOR)
+      kf_ldm4(r, sb + 2 * kf_swz<kf_BK>(nc + (lane & 7) + ((lane >> 4) << 3),
+                                       kk * 16 + (((lane >> 3) & 1) << 3)));
+    else
+      kf_ldm4t(r, sb + 2 * kf_swz<kf_BN>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                        nc + ((lane >> 4) << 3)));
+    bf[2 * np][0] = r[0];
+    bf[2 * np][1] = r[1];
+    bf[2 * np + 1][0] = r[2];
+    bf[2 * np + 1][1] = r[3];
+  }
+}
+// Copies a ROWS x COLS tile whose COLS are contiguous in global memory (rows
+// `ld` elements apart) from global (row0, col0); chunks at or past
+// (nrows, ncols) are zero-filled. When the block's threads cover whole rows,
+// each thread keeps one column and steps down rows, so its address and
+// swizzle arithmetic is a constant stride the compiler hoists out of the
+// K loop.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void kf_load_tile(unsigned dst, const unsigned short* g, long long ld,
+                                             long long row0, long long col0, long long nrows,
+                                             long long ncols, int tid) {
+  constexpr int CH = COLS / 8, TOTAL = ROWS * CH;
+  if constexpr (kf_THREADS % CH == 0 && TOTAL % kf_THREADS == 0) {
+    constexpr int RSTEP = kf_THREADS / CH;
+    const int r0 = tid / CH, c = (tid % CH) * 8;
+    const long long gc = col0 + c;
+    const unsigned short* p = g + (row0 + r0) * ld + gc;
+#pragma unroll
+    for (int it = 0; it < TOTAL / kf_THREADS; ++it) {
+      const int r = r0 + it * RSTEP;
+      const bool ok = row0 + r < nrows && gc < ncols;
+      kf_cp16(dst + 2 * kf_swz<COLS>(r, c), ok ? p + it * (RSTEP * ld) : g, ok ? 16 : 0);
+    }
+  } else {
+#pragma unroll
+    for (int it = 0; it < (TOTAL + kf_THREADS - 1) / kf_THREADS; ++it) {
+      const int i = it * kf_THREADS + tid;
+      if (TOTAL % kf_THREADS == 0 || i < TOTAL) {
+        const int r = i / CH, c = (i % CH) * 8;
+        const long long gr = row0 + r, gc = col0 + c;
+        const bool ok = gr < nrows && gc < ncols;
+        kf_cp16(dst + 2 * kf_swz<COLS>(r, c), ok ? g + gr * ld + gc : g, ok ? 16 : 0);
+      }
+    }
+  }
+}
+)";
+
+// Opens a loop over a thread's accumulators acc[mt][nt][q]; the body is
+// indented eight spaces and closed by kEndEach.
+constexpr char kEachAccumulator[] = R"(#pragma unroll
+  for (int mt = 0; mt < kf_MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kf_NT; ++nt)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+)";
+constexpr char kEndEach[] = "      }\n";
+
+class Writer {
+ public:
+  Writer(const Chain& chain, const Plan& plan) : c_(chain), p_(plan) {}
+
+  absl::StatusOr<Source> Write() {
+    std::string body;
+    KFUSE_RETURN_IF_ERROR(Kernel(&body));
+    std::string head = absl::StrCat(
+        "// Generated by kfuse ", kMatmulGeneratorVersion, ": ", Describe(), ", numerics ",
+        NumericsName(p_.numerics), ".\n");
+    std::string text;
+    if (Fast()) {
+      text = absl::StrCat(head, CudaPrelude(needs_), Constants(), kTensorCore, body);
+    } else {
+      text = absl::StrCat(head, CudaPrelude(needs_), body);
+    }
+    Source src;
+    src.entry = absl::StrFormat("kf_mm_%012x", SourceHash(text) >> 16);
+    src.text = absl::StrReplaceAll(text, {{kEntryPlaceholder, src.entry}});
+    return src;
+  }
+
+ private:
+  bool Fast() const { return p_.numerics == Numerics::kFast; }
+  DType AB() const { return p_.a.dtype; }
+
+  std::string Describe() const {
+    std::string s = absl::StrCat(std::string(DTypeName(AB())), " [", p_.a_kmajor ? "K" : "M", "-major] @ [",
+                                 p_.b_kmajor ? "K" : "N", "-major], ", p_.epilogue.size(),
+                                 " epilogue op(s)");
+    if (Fast()) {
+      absl::StrAppend(&s, ", tile ", p_.bm, "x", p_.bn, "x", p_.bk, ", warps ", p_.wm, "x", p_.wn,
+                      ", ", p_.stages, " stages, group ", p_.group, ", split-K ", p_.splitk);
+    }
+    return s;
+  }
+
+  std::string Constants() const {
+    const int threads = 32 * p_.wm * p_.wn;
+    return absl::StrCat(
+        "#define KF_AB \"", AB() == DType::kBF16 ? "bf16" : "f16", "\"\n",
+        "constexpr int kf_BM = ", p_.bm, ", kf_BN = ", p_.bn, ", kf_BK = ", p_.bk,
+        ", kf_WM = ", p_.wm, ", kf_WN = ", p_.wn, ", kf_STAGES = ", p_.stages,
+        ", kf_GROUP = ", p_.group, ", kf_SPLITK = ", p_.splitk, ";\n",
+        "constexpr int kf_THREADS = ", threads, ", kf_TM = kf_BM / kf_WM, kf_TN = kf_BN / kf_WN;\n",
+        "constexpr int kf_MT = kf_TM / 16, kf_NT = kf_TN / 8, kf_KK = kf_BK / 16;\n",
+        "constexpr int kf_STAGE_BYTES = (kf_BM + kf_BN) * kf_BK * 2;\n",
+        "constexpr bool kf_A_KMAJOR = ", p_.a_kmajor ? "true" : "false",
+        ", kf_B_KMAJOR = ", p_.b_kmajor ? "true" : "false", ";\n");
+  }
+
+  std::string Storage(DType t) const { return std::string(DTypeStorage(t)); }
+
+  // The kernel's parameter list, in the launch contract's order.
+  std::string Params() {
+    std::vector<std::string> ps;
+    for (int32_t id = 0; id < static_cast<int32_t>(c_.nodes.size()); ++id) {
+      const Node& n = c_.nodes[id];
+      if (n.kind != OpKind::kInput) continue;
+      NoteDType(n.type.dtype);
+      ps.push_back(absl::StrCat("const ", Storage(n.type.dtype), "* __restrict__ in", n.input_index));
+    }
+    for (int32_t id : p_.intermediates_read) {
+      NoteDType(c_.nodes[id].type.dtype);
+      ps.push_back(absl::StrCat("const ", Storage(c_.nodes[id].type.dtype), "* __restrict__ im", id));
+    }
+    const std::set<int32_t> results(p_.results.begin(), p_.results.end());
+    for (size_t j = 0; j < c_.outputs.size(); ++j) {
+      if (!results.count(c_.outputs[j])) continue;
+      const DType t = c_.nodes[c_.outputs[j]].type.dtype;
+      ps.push_back(absl::StrCat(OutputStorage(t, p_.numerics), "* __restrict__ out", j));
+    }
+    for (int32_t id : Written()) {
+      ps.push_back(absl::StrCat(OutputStorage(c_.nodes[id].type.dtype, p_.numerics),
+                                "* __restrict__ iw", id));
+    }
+    if (Fast() && p_.splitk > 1) {
+      ps.push_back("float* __restrict__ kf_ws");
+      ps.push_back("int* __restrict__ kf_cnt");
+    }
+    for (int32_t s : p_.symbols) ps.push_back(absl::StrCat("long long s", s));
+    return absl::StrJoin(ps, ", ");
+  }
+
+  void NoteDType(DType t) {
+    if (t == DType::kBF16) needs_.bf16 = true;
+    if (t == DType::kF16) needs_.half = true;
+  }
+
+  const std::vector<int32_t>& Written() const { return p_.written; }
+
+  std::string Buffer(const Access& a) const {
+    return a.buffer.kind == BufferRef::Kind::kInput ? absl::StrCat("in", a.buffer.index)
+                                                    : absl::StrCat("im", a.node);
+  }
+
+  // Sum of index * stride over `idx` (one C++ index per frame dim).
+  static std::string Offset(const std::vector<SizeExpr>& strides, const std::vector<std::string>& idx) {
+    std::vector<std::string> terms;
+    for (size_t i = 0; i < strides.size() && i < idx.size(); ++i) {
+      const SizeExpr& s = strides[i];
+      if (s.is_const() && s.value() == 0) continue;
+      terms.push_back(s.is_const() && s.value() == 1 ? idx[i]
+                                                     : absl::StrCat(idx[i], " * ", SizeCode(s)));
+    }
+    return terms.empty() ? "0LL" : absl::StrJoin(terms, " + ");
+  }
+
+  std::vector<std::string> BatchIdx() const {
+    std::vector<std::string> out;
+    for (size_t d = 0; d < p_.batch.size(); ++d) out.push_back(absl::StrCat("kf_b", d));
+    return out;
+  }
+
+  // Per-dim batch indices kf_b<d> from the linear batch index eb.
+  std::string BatchDecomposition() const {
+    if (p_.batch.empty()) return "";
+    std::string s = "  long long kf_rem = eb;\n";
+    for (size_t d = p_.batch.size(); d-- > 0;) {
+      const std::string size = SizeCode(DimSize(p_.batch[d]));
+      absl::StrAppend(&s, "  const long long kf_b", d, " = kf_rem % ", size, ";\n");
+      if (d > 0) absl::StrAppend(&s, "  kf_rem /= ", size, ";\n");
+    }
+    return s;
+  }
+
+  // Operand base pointer at this CTA's batch: "in0 + kf_b0 * 1048576LL".
+  std::string OperandBase(const Access& a) const {
+    std::vector<SizeExpr> batch(a.strides.begin(), a.strides.end() - 2);
+    const std::string off = Offset(batch, BatchIdx());
+    return off == "0LL" ? Buffer(a) : absl::StrCat(Buffer(a), " + ", off);
+  }
+
+  // The stride between the rows of an operand's tile: A K-major has rows
+  // of M, M-major rows of K; B K-major rows of N, N-major rows of K.
+  std::string Lda() const {
+    const size_t r = p_.a.strides.size();
+    return SizeCode(p_.a_kmajor ? p_.a.strides[r - 2] : p_.a.strides[r - 1]);
+  }
+  std::string Ldb() const {
+    const size_t r = p_.b.strides.size();
+    return SizeCode(p_.b_kmajor ? p_.b.strides[r - 1] : p_.b.strides[r - 2]);
+  }
+
+  // Statements computing the epilogue's values at (eb, er, `col`) from
+  // `acc` (the product's value in the compute numerics), each named
+  // v<node><sfx>.
+  absl::StatusOr<std::string> EpilogueValues(const std::string& acc, const std::string& col,
+                                             const std::string& sfx, const std::string& ind) {
+    std::string s;
+    const DType mt = c_.nodes[p_.matmul].type.dtype;
+    std::string v = acc;
+    if (p_.numerics == Numerics::kEager) v = CastExpr(acc, DType::kF32, mt, p_.numerics, &needs_);
+    absl::StrAppend(&s, ind, "const ", ComputeType(mt, p_.numerics), " v", p_.matmul, sfx, " = ", v,
+                    ";\n");
+    std::vector<std::string> idx = BatchIdx();
+    idx.push_back("er");
+    idx.push_back(col);
+    for (const Access& a : p_.reads) {
+      const std::string load = absl::StrCat(Buffer(a), "[", Offset(a.strides, idx), "]");
+      absl::StrAppend(&s, ind, "const ", ComputeType(a.dtype, p_.numerics), " r", a.node, sfx,
+                      " = ", LoadExpr(load, a.dtype, p_.numerics, &needs_), ";\n");
+    }
+    const std::set<int32_t> in_group(p_.epilogue.begin(), p_.epilogue.end());
+    for (int32_t id : p_.epilogue) {
+      const Node& n = c_.nodes[id];
+      std::vector<std::string> args;
+      for (int32_t a : n.args) {
+        const Node& an = c_.nodes[a];
+        if (a == p_.matmul || in_group.count(a)) {
+          args.push_back(absl::StrCat("v", a, sfx));
+        } else if (an.kind == OpKind::kConstant) {
+          args.push_back(ConstantLiteral(an.value, an.type.dtype, p_.numerics));
+        } else {
+          args.push_back(absl::StrCat("r", a, sfx));
+        }
+      }
+      KFUSE_ASSIGN_OR_RETURN(std::string e, EmitOpExpr(c_, id, args, p_.numerics, &needs_));
+      absl::StrAppend(&s, ind, "const ", ComputeType(n.type.dtype, p_.numerics), " v", id, sfx,
+                      " = ", e, ";\n");
+    }
+    return s;
+  }
+
+  // Stores every result at element kf_o: of the values suffixed _0 alone, or
+  // (pair) of _0 and _1 at kf_o and kf_o + 1 in one access.
+  std::string EpilogueStores(bool pair, const std::string& ind) {
+    std::string s;
+    auto store = [&](const std::string& ptr, int32_t id) {
+      const DType t = c_.nodes[id].type.dtype;
+      const std::string a = StoreExpr(absl::StrCat("v", id, "_0"), t, p_.numerics, &needs_);
+      if (!pair) return absl::StrCat(ind, ptr, "[kf_o] = ", a, ";\n");
+      const std::string b = StoreExpr(absl::StrCat("v", id, "_1"), t, p_.numerics, &needs_);
+      const std::string pt = absl::StrCat("kf_pair<", OutputStorage(t, p_.numerics), ">");
+      return absl::StrCat(ind, "*reinterpret_cast<", pt, "*>(", ptr, " + kf_o) = ", pt, "{", a,
+                          ", ", b, "};\n");
+    };
+    const std::set<int32_t> results(p_.results.begin(), p_.results.end());
+    for (size_t j = 0; j < c_.outputs.size(); ++j) {
+      if (results.count(c_.outputs[j])) absl::StrAppend(&s, store(absl::StrCat("out", j), c_.outputs[j]));
+    }
+    for (int32_t id : Written()) absl::StrAppend(&s, store(absl::StrCat("iw", id), id));
+    return s;
+  }
+
+  std::string Sizes() const {
+    return absl::StrCat("  const long long M = ", SizeCode(DimSize(p_.m)),
+                        ", N = ", SizeCode(DimSize(p_.n)), ", K = ", SizeCode(DimSize(p_.k)),
+                        ";\n");
+  }
+
+  absl::Status Kernel(std::string* out) {
+    const std::string params = Params();
+    if (!Fast()) return Yardstick(params, out);
+    // The epilogue runs on the accumulator pairs a lane holds (columns ec
+    // and ec + 1 of a row): one paired store each when N is even.
+    const std::string ind = "          ";
+    KFUSE_ASSIGN_OR_RETURN(std::string first,
+                           EpilogueValues("acc[mt][nt][2 * h]", "ec", "_0", ind + "  "));
+    KFUSE_ASSIGN_OR_RETURN(std::string second,
+                           EpilogueValues("acc[mt][nt][2 * h + 1]", "(ec + 1)", "_1", ind + "  "));
+    std::string epi;
+    if (p_.pair) {
+      epi = absl::StrCat(ind, "if (ec + 1 < N) {\n", first, second,
+                         EpilogueStores(true, ind + "  "), ind, "} else if (ec < N) {\n", first,
+                         EpilogueStores(false, ind + "  "), ind, "}\n");
+    } else {
+      KFUSE_ASSIGN_OR_RETURN(std::string one,
+                             EpilogueValues("acc[mt][nt][2 * h + e]", "ec1", "_0", ind + "    "));
+      epi = absl::StrCat(ind, "for (int e = 0; e < 2; ++e) {\n", ind, "  const long long ec1 = ec + e;\n",
+                         ind, "  if (ec1 < N) {\n", one,
+                         ind, "    const long long kf_o = (eb * M + er) * N + ec1;\n",
+                         EpilogueStores(false, ind + "    "), ind, "  }\n", ind, "}\n");
+    }
+    std::string s = absl::StrCat(
+        "extern \"C\" __global__ void __launch_bounds__(kf_THREADS) ", kEntryPlaceholder, "(",
+        params, ") {\n",
+        "  extern __shared__ __align__(128) unsigned char kf_smem[];\n",
+        "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n",
+        "  const int warp_m = warp / kf_WN, warp_n = warp % kf_WN;\n", Sizes(),
+        // Raster: groups of kf_GROUP tile rows sweep the tile columns, so
+        // the operand tiles they share stay in L2.
+        "  const long long tiles_m = (M + kf_BM - 1) / kf_BM, tiles_n = (N + kf_BN - 1) / kf_BN;\n",
+        "  const long long pid = blockIdx.x, per_group = (long long)kf_GROUP * tiles_n;\n",
+        "  const long long first_m = (pid / per_group) * kf_GROUP;\n",
+        "  const long long gsize = min(tiles_m - first_m, (long long)kf_GROUP);\n",
+        "  const long long m0 = (first_m + (pid % per_group) % gsize) * kf_BM;\n",
+        "  const long long n0 = ((pid % per_group) / gsize) * kf_BN;\n",
+        "  const long long eb = blockIdx.z;\n", BatchDecomposition(),
+        "  const unsigned short* A = (const unsigned short*)(", OperandBase(p_.a), ");\n",
+        "  const unsigned short* B = (const unsigned short*)(", OperandBase(p_.b), ");\n",
+        "  const long long lda = ", Lda(), ", ldb = ", Ldb(), ";\n");
+    absl::StrAppend(
+        &s,
+        "  const long long kper = ((K + kf_SPLITK - 1) / kf_SPLITK + kf_BK - 1) / kf_BK * kf_BK;\n",
+        "  const long long kbeg = blockIdx.y * kper, kend = min(K, kbeg + kper);\n",
+        "  const int ktiles = kend > kbeg ? (int)((kend - kbeg + kf_BK - 1) / kf_BK) : 0;\n",
+        "  const unsigned sbase = (unsigned)__cvta_generic_to_shared(kf_smem);\n",
+        "  auto load = [&](int stage, long long k0) {\n",
+        "    const unsigned sa = sbase + stage * kf_STAGE_BYTES, sb = sa + kf_BM * kf_BK * 2;\n",
+        "    if constexpr (kf_A_KMAJOR) kf_load_tile<kf_BM, kf_BK>(sa, A, lda, m0, k0, M, kend, tid);\n",
+        "    else kf_load_tile<kf_BK, kf_BM>(sa, A, lda, k0, m0, kend, M, tid);\n",
+        "    if constexpr (kf_B_KMAJOR) kf_load_tile<kf_BN, kf_BK>(sb, B, ldb, n0, k0, N, kend, tid);\n",
+        "    else kf_load_tile<kf_BK, kf_BN>(sb, B, ldb, k0, n0, kend, N, tid);\n",
+        "  };\n",
+        "  float acc[kf_MT][kf_NT][4];\n", kEachAccumulator,
+        "        acc[mt][nt][q] = 0.f;\n", kEndEach,
+        "#pragma unroll\n",
+        "  for (int st = 0; st < kf_STAGES - 1; ++st) {\n",
+        "    if (st < ktiles) load(st, kbeg + (long long)st * kf_BK);\n",
+        "    kf_cp_commit();\n",
+        "  }\n",
+        // Fragments are double-buffered: step kk + 1's are read from shared
+        // memory while step kk's products run, across stage boundaries too,
+        // so the barrier that hands over a stage does not drain the tensor
+        // pipe. A stage is refilled one step after the barrier that retired
+        // it.
+        "  kf_cp_wait<kf_STAGES - 2>();\n",
+        "  __syncthreads();\n",
+        "  unsigned af[2][kf_MT][4], bf[2][kf_NT][2];\n",
+        "  int rs = 0, ws = kf_STAGES - 1;\n",
+        "  kf_frags(af[0], bf[0], sbase, 0, warp_m, warp_n, lane);\n",
+        "  for (int kt = 0; kt < ktiles; ++kt) {\n",
+        "#pragma unroll\n",
+        "    for (int kk = 0; kk < kf_KK; ++kk) {\n",
+        "      if (kk == kf_KK - 1) {\n",
+        "        kf_cp_wait<kf_STAGES - 2>();\n",
+        "        __syncthreads();\n",
+        "        rs = rs + 1 == kf_STAGES ? 0 : rs + 1;\n",
+        "      }\n",
+        "      kf_frags(af[(kk + 1) & 1], bf[(kk + 1) & 1], sbase + rs * kf_STAGE_BYTES, (kk + 1) % kf_KK,\n",
+        "               warp_m, warp_n, lane);\n",
+        "      if (kk == 0) {\n",
+        "        const int nk = kt + kf_STAGES - 1;\n",
+        "        if (nk < ktiles) load(ws, kbeg + (long long)nk * kf_BK);\n",
+        "        kf_cp_commit();\n",
+        "        ws = ws + 1 == kf_STAGES ? 0 : ws + 1;\n",
+        "      }\n",
+        "#pragma unroll\n",
+        "      for (int mt = 0; mt < kf_MT; ++mt)\n",
+        "#pragma unroll\n",
+        "        for (int nt = 0; nt < kf_NT; ++nt) kf_mma(acc[mt][nt], af[kk & 1][mt], bf[kk & 1][nt]);\n",
+        "    }\n",
+        "  }\n",
+        "  kf_cp_wait<0>();\n");
+    if (p_.splitk > 1) {
+      // Every slice's partial tile goes to the workspace; the last CTA of
+      // the tile to arrive adds them in slice order (so the sum does not
+      // depend on which CTA finished last) and runs the epilogue.
+      absl::StrAppend(
+          &s, "  int& kf_last = *reinterpret_cast<int*>(kf_smem + kf_STAGES * kf_STAGE_BYTES);\n",
+          "  const long long tile = eb * (long long)gridDim.x + blockIdx.x;\n",
+          "  float* part = kf_ws + tile * (long long)kf_SPLITK * (kf_BM * kf_BN);\n",
+          kEachAccumulator,
+          "        part[blockIdx.y * (kf_BM * kf_BN) + kf_acc_at(mt, nt, q, warp_m, warp_n, lane)] =\n",
+          "            acc[mt][nt][q];\n", kEndEach,
+          "  __threadfence();\n",
+          "  __syncthreads();\n",
+          "  if (tid == 0) kf_last = atomicAdd(kf_cnt + tile, 1) == kf_SPLITK - 1;\n",
+          "  __syncthreads();\n",
+          "  if (!kf_last) return;\n",
+          "  __threadfence();\n",
+          kEachAccumulator,
+          "        const float* at = part + kf_acc_at(mt, nt, q, warp_m, warp_n, lane);\n",
+          "        float sum = 0.f;\n",
+          "        for (int sl = 0; sl < kf_SPLITK; ++sl) sum += __ldcg(at + sl * (kf_BM * kf_BN));\n",
+          "        acc[mt][nt][q] = sum;\n", kEndEach,
+          "  if (tid == 0) kf_cnt[tile] = 0;\n");
+    }
+    absl::StrAppend(
+        &s, "#pragma unroll\n",
+        "  for (int mt = 0; mt < kf_MT; ++mt)\n",
+        "#pragma unroll\n",
+        "    for (int nt = 0; nt < kf_NT; ++nt)\n",
+        "#pragma unroll\n",
+        "      for (int h = 0; h < 2; ++h) {\n",
+        "        const long long er = m0 + warp_m * kf_TM + mt * 16 + (lane >> 2) + h * 8;\n",
+        "        const long long ec = n0 + warp_n * kf_TN + nt * 8 + (lane & 3) * 2;\n",
+        "        if (er < M) {\n",
+        p_.pair ? "          const long long kf_o = (eb * M + er) * N + ec;\n" : "", epi,
+        "        }\n",
+        "      }\n",
+        "}\n");
+    *out = std::move(s);
+    return absl::OkStatus();
+  }
+
+  // A thread per output element walks K: the float64 reference, or eager's
+  // f32 product rounded to its dtype.
+  absl::Status Yardstick(const std::string& params, std::string* out) {
+    const bool ref = p_.numerics == Numerics::kReference64;
+    const std::string acc_t = ref ? "double" : "float";
+    KFUSE_ASSIGN_OR_RETURN(std::string epi, EpilogueValues("kf_acc", "ec", "_0", "  "));
+    absl::StrAppend(&epi, "  const long long kf_o = (eb * M + er) * N + ec;\n", EpilogueStores(false, "  "));
+    const size_t ra = p_.a.strides.size();
+    const std::string la = LoadExpr(absl::StrCat("A[er * ", SizeCode(p_.a.strides[ra - 2]), " + kk * ",
+                                                 SizeCode(p_.a.strides[ra - 1]), "]"),
+                                    AB(), p_.numerics, &needs_);
+    const size_t rb = p_.b.strides.size();
+    const std::string lb = LoadExpr(absl::StrCat("B[kk * ", SizeCode(p_.b.strides[rb - 2]), " + ec * ",
+                                                 SizeCode(p_.b.strides[rb - 1]), "]"),
+                                    AB(), p_.numerics, &needs_);
+    const std::string st = Storage(AB());
+    *out = absl::StrCat(
+        "extern \"C\" __global__ void ", kEntryPlaceholder, "(", params, ") {\n", Sizes(),
+        "  const long long ec = blockIdx.x * 16LL + threadIdx.x, er = blockIdx.y * 16LL + threadIdx.y;\n",
+        "  const long long eb = blockIdx.z;\n",
+        "  if (er >= M || ec >= N) return;\n", BatchDecomposition(),
+        "  const ", st, "* A = ", OperandBase(p_.a), ";\n",
+        "  const ", st, "* B = ", OperandBase(p_.b), ";\n",
+        "  ", acc_t, " kf_acc = 0;\n",
+        "  for (long long kk = 0; kk < K; ++kk) {\n",
+        ref ? absl::StrCat("    kf_acc += (double)(", la, ") * (double)(", lb, ");\n")
+            : absl::StrCat("    kf_acc = fmaf(", la, ", ", lb, ", kf_acc);\n"),
+        "  }\n", epi, "}\n");
+    return absl::OkStatus();
+  }
+
+  const Chain& c_;
+  const Plan& p_;
+  PreludeNeeds needs_;
+};
+
+}  // namespace
+
+absl::StatusOr<Source> WriteSource(const Chain& chain, const Plan& plan) {
+  return Writer(chain, plan).Write();
+}
+
+}  // namespace kfuse::matmul_internal

@@ -1,0 +1,66 @@
+// Internal to the matmul family: the checked plan the emitter writes from.
+#ifndef KFUSE_CODEGEN_MATMUL_PLAN_H_
+#define KFUSE_CODEGEN_MATMUL_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codegen/emit_scalar.h"
+#include "codegen/ir.h"
+#include "codegen/partition.h"
+#include "core/expr.h"
+#include "core/launch.h"
+
+namespace kfuse::matmul_internal {
+
+// A buffer the kernel reads: a chain input or an intermediate of an earlier
+// kernel, with the element strides of the value the group reads from it.
+struct Access {
+  int32_t node = -1;  // The buffer's node: a kInput, or an intermediate.
+  BufferRef buffer;
+  DType dtype = DType::kInvalid;
+  std::vector<SizeExpr> strides;  // One per dim of the value read; 0: broadcast.
+};
+
+struct Plan {
+  Numerics numerics = Numerics::kFast;
+  int32_t matmul = -1;
+  Access a, b;  // Operands, strides over [.., M, K] and [.., K, N].
+  // Output [batch.., M, N]: batch dims, then the product's sizes.
+  std::vector<Dim> batch;
+  Dim m, n, k;
+  bool a_kmajor = true, b_kmajor = false;  // Which inner dim is contiguous.
+  // Epilogue: group nodes after the product (ascending), the leaves and
+  // intermediates they read (with strides over the output's dims).
+  std::vector<int32_t> epilogue;
+  std::vector<Access> reads;
+  std::vector<int32_t> intermediates_read;  // Ascending node ids.
+  std::vector<int32_t> results;             // group.results.
+  std::vector<int32_t> written;             // Results later kernels read.
+  std::vector<int32_t> symbols;             // Symbols the sizes use, ascending.
+  std::vector<Precondition> preconditions;
+  // Schedule (kFast only).
+  int bm = 128, bn = 256, bk = 32, wm = 2, wn = 4, stages = 4, group = 8, splitk = 1;
+  int smem_bytes = 0;
+  // Results stored two columns at a time (N static and even; the results'
+  // buffers aligned to two elements, a precondition).
+  bool pair = false;
+};
+
+absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
+                              const Variant& variant, Numerics numerics);
+
+// C++ for a size: "4096LL" or the symbol's kernel parameter ("s2").
+std::string SizeCode(const SizeExpr& e);
+SizeExpr DimSize(const Dim& d);
+
+struct Source {
+  std::string entry, text;
+};
+absl::StatusOr<Source> WriteSource(const Chain& chain, const Plan& plan);
+
+}  // namespace kfuse::matmul_internal
+
+#endif  // KFUSE_CODEGEN_MATMUL_PLAN_H_

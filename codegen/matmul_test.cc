@@ -1,0 +1,175 @@
+#include "codegen/matmul.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/golden_test_util.h"
+#include "codegen/matmul_test_chains.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+using matmul_test::Linear;
+using matmul_test::Weight;
+using matmul_test::WholeGroup;
+
+Variant With(Variant v, const std::string& name, int64_t value) {
+  v.params[name] = value;
+  return v;
+}
+
+TEST(MatmulTest, HeuristicPicksWideTilesForLargeProductsAndSplitKForFewRows) {
+  Chain big = Linear(DType::kBF16, 4096, 4096, 4096);
+  Variant v = MatmulHeuristic(big, WholeGroup(big));
+  EXPECT_EQ(v.Get("bm"), 128);
+  EXPECT_EQ(v.Get("bn"), 256);
+  EXPECT_EQ(v.Get("splitk"), 1);
+  Chain few = Linear(DType::kBF16, 16, 8192, 8192);
+  Variant s = MatmulHeuristic(few, WholeGroup(few));
+  EXPECT_EQ(s.Get("bm"), 16);
+  EXPECT_EQ(s.Get("wm"), 1);
+  // 128 tiles of 64 columns: two slices of K fill two CTAs per SM.
+  EXPECT_EQ(s.Get("splitk"), 2);
+  Chain one = Linear(DType::kBF16, 1, 4096, 8192);
+  EXPECT_EQ(MatmulHeuristic(one, WholeGroup(one)).Get("splitk"), 4);
+}
+
+TEST(MatmulTest, SpaceIsLegalDistinctAndStartsWithTheHeuristic) {
+  for (const Chain& c : {Linear(DType::kBF16, 4096, 4096, 4096),
+                         Linear(DType::kF16, 64, 8192, 8192, Weight::kLinear),
+                         matmul_test::BatchedResidual(DType::kBF16, 4, 256, 512, 384)}) {
+    const KernelGroup g = WholeGroup(c);
+    std::vector<Variant> space = MatmulSpace(c, g);
+    ASSERT_GE(space.size(), 8u);
+    EXPECT_LE(space.size(), 24u);
+    EXPECT_EQ(space[0], MatmulHeuristic(c, g));
+    for (size_t i = 0; i < space.size(); ++i) {
+      EXPECT_TRUE(CanGenerateMatmul(c, g, space[i]).ok()) << space[i].ToString();
+      for (size_t j = 0; j < i; ++j) EXPECT_NE(space[i], space[j]);
+    }
+  }
+}
+
+TEST(MatmulTest, BadParamsAreNamed) {
+  Chain c = Linear(DType::kBF16, 256, 256, 256);
+  const KernelGroup g = WholeGroup(c);
+  const Variant v = MatmulHeuristic(c, g);
+  struct Bad {
+    Variant v;
+    std::string says;
+  } bad[] = {
+      {With(v, "bm", 48), "bm must be"},
+      {With(v, "bk", 16), "bk must be"},
+      {With(With(v, "wm", 4), "wn", 4), "wm * wn"},
+      {With(v, "wn", 32), "wm * wn"},
+      {With(With(v, "bm", 16), "wm", 2), "bm / wm"},
+      {With(v, "stages", 7), "stages must be"},
+      {With(With(v, "bk", 128), "stages", 6), "shared memory"},
+      {With(v, "group", 3), "group must be"},
+      {With(v, "splitk", 3), "splitk must be"},
+      {With(v, "splitk", 16), "shorter than bk"},
+      {With(With(With(v, "bm", 256), "wm", 1), "wn", 2), "too many accumulators"},
+  };
+  for (const Bad& b : bad) {
+    absl::Status s = CanGenerateMatmul(c, g, b.v);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.v.ToString();
+    EXPECT_TRUE(absl::StrContains(s.message(), b.says)) << s.message();
+    EXPECT_FALSE(EmitMatmul(c, g, b.v).ok());
+  }
+}
+
+TEST(MatmulTest, WhatTheFamilyDoesNotCoverIsUnimplementedAndNamed) {
+  Chain f32 = Linear(DType::kF32, 64, 64, 64);
+  absl::Status s = CanGenerateMatmul(f32, WholeGroup(f32), MatmulHeuristic(f32, WholeGroup(f32)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(s.message(), "operand A: f32")) << s.message();
+
+  // K = 100 rows of 200 bytes: 16-byte chunks would straddle rows.
+  Chain odd = Linear(DType::kBF16, 64, 64, 100);
+  s = CanGenerateMatmul(odd, WholeGroup(odd), MatmulHeuristic(odd, WholeGroup(odd)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(s.message(), "not a multiple of 8")) << s.message();
+
+  // An operand with no contiguous inner dim (every other column).
+  Chain strided;
+  const int32_t x = strided.AddInput(TensorType{DType::kBF16, {Dim::Static(64), Dim::Static(64)}},
+                                     {128, 2});
+  const int32_t w = strided.AddInput(TensorType{DType::kBF16, {Dim::Static(64), Dim::Static(64)}});
+  strided.outputs.push_back(strided.AddOp(OpKind::kMatmul, {x, w}));
+  strided = row_test::Finish(std::move(strided));
+  s = CanGenerateMatmul(strided, WholeGroup(strided),
+                        MatmulHeuristic(strided, WholeGroup(strided)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(s.message(), "operand A: neither M nor K")) << s.message();
+}
+
+TEST(MatmulTest, LaunchContract) {
+  Chain c = Linear(DType::kBF16, -4096, 8192, 8192);  // Symbolic rows.
+  const KernelGroup g = WholeGroup(c);
+  Variant v = With(With(MatmulHeuristic(c, g), "splitk", 4), "bm", 64);
+  absl::StatusOr<KernelSpec> k = EmitMatmul(c, g, v);
+  ASSERT_TRUE(k.ok()) << k.status();
+  // x, w, bias; the output; two workspaces; the rows symbol.
+  ASSERT_EQ(k->params.size(), 7u);
+  EXPECT_EQ(k->params[3].buffer, (BufferRef{BufferRef::Kind::kOutput, 0}));
+  EXPECT_EQ(k->params[4].kind, KernelParam::Kind::kWorkspace);
+  EXPECT_FALSE(k->params[4].workspace_zeroed);
+  EXPECT_TRUE(k->params[5].workspace_zeroed);
+  EXPECT_EQ(k->params[6].kind, KernelParam::Kind::kScalar);
+  const std::vector<int64_t> rows = {1000};
+  // ceil(1000 / 64) x (8192 / 256) tiles, 4 slices each.
+  EXPECT_EQ(*k->grid.x.Eval(rows), 16 * 32);
+  EXPECT_EQ(*k->grid.y.Eval(rows), 4);
+  EXPECT_EQ(*k->block.x.Eval(rows), 256);
+  EXPECT_EQ(*k->params[4].workspace_bytes.Eval(rows), int64_t{16} * 32 * 4 * 64 * 256 * 4);
+  EXPECT_EQ(k->dynamic_smem_bytes, 4u * (64 + 256) * 32 * 2 + 16);  // The split-K flag.
+  bool aligned = false;
+  for (const Precondition& p : k->preconditions) {
+    aligned = aligned || (p.kind == Precondition::Kind::kAligned && p.value == 16);
+  }
+  EXPECT_TRUE(aligned);
+  // The same inputs give the same source; another variant another entry.
+  EXPECT_EQ(EmitMatmul(c, g, v)->source, k->source);
+  EXPECT_NE(EmitMatmul(c, g, With(v, "stages", 3))->entry, k->entry);
+}
+
+TEST(MatmulTest, LayoutsPickTheLdmatrixForm) {
+  Chain row_major = Linear(DType::kBF16, 256, 256, 256);
+  Chain linear = Linear(DType::kBF16, 256, 256, 256, Weight::kLinear);
+  std::string a = EmitMatmul(row_major, WholeGroup(row_major),
+                             MatmulHeuristic(row_major, WholeGroup(row_major)))->source;
+  std::string b =
+      EmitMatmul(linear, WholeGroup(linear), MatmulHeuristic(linear, WholeGroup(linear)))->source;
+  EXPECT_TRUE(absl::StrContains(a, "kf_B_KMAJOR = false"));
+  EXPECT_TRUE(absl::StrContains(b, "kf_B_KMAJOR = true"));
+  EXPECT_TRUE(absl::StrContains(a, "mma.sync.aligned.m16n8k16.row.col.f32.\" KF_AB"));
+  EXPECT_TRUE(absl::StrContains(a, "#define KF_AB \"bf16\""));
+}
+
+TEST(MatmulGolden, Chains) {
+  struct Case {
+    const char* name;
+    Chain chain;
+    Numerics numerics;
+  } cases[] = {
+      {"linear_bias_gelu_bf16", Linear(DType::kBF16, -4096, 4096, 4096), Numerics::kFast},
+      {"linear_few_rows_bf16", Linear(DType::kBF16, 16, 8192, 8192, Weight::kLinear),
+       Numerics::kFast},
+      {"batched_residual_bf16_ref64",
+       matmul_test::BatchedResidual(DType::kBF16, 4, 256, 512, 384), Numerics::kReference64},
+      {"linear_bias_gelu_bf16_eager", Linear(DType::kBF16, 64, 256, 256), Numerics::kEager},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    const KernelGroup g = WholeGroup(k.chain);
+    absl::StatusOr<KernelSpec> spec = EmitMatmul(k.chain, g, MatmulHeuristic(k.chain, g), k.numerics);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    golden::CheckGolden(absl::StrCat("matmul_", k.name), spec->source);
+  }
+}
+
+}  // namespace
+}  // namespace kfuse

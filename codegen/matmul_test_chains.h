@@ -1,0 +1,104 @@
+// Matmul chains for the matmul family's tests (CPU, NVRTC and GPU), as a
+// client would send them: a linear layer with bias and activation, its
+// weight row-major [K, N] or as nn.Linear keeps it ([N, K], transposed by a
+// permute), batched products with a residual.
+//
+//   Chain c = matmul_test::Linear(DType::kBF16, 16, 8192, 8192);   // validated, canonical
+//   KernelGroup g = matmul_test::WholeGroup(c);
+#ifndef KFUSE_CODEGEN_MATMUL_TEST_CHAINS_H_
+#define KFUSE_CODEGEN_MATMUL_TEST_CHAINS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "codegen/partition.h"
+#include "codegen/row_test_chains.h"
+
+namespace kfuse::matmul_test {
+
+enum class Weight { kRowMajor, kLinear };  // [K, N], or [N, K] transposed.
+
+// act(x @ w + bias) for x [rows, K]; rows < 0: a symbol "rows" with hint
+// -rows. act: kGeluTanh, kRelu, kSilu... or kInvalid for none.
+inline Chain Linear(DType t, int64_t rows, int64_t n, int64_t k, Weight w = Weight::kRowMajor,
+                    OpKind act = OpKind::kGeluTanh, bool bias = true) {
+  Chain c;
+  Dim r = row_test::Rows(&c, rows);
+  const int32_t x = c.AddInput(TensorType{t, {r, Dim::Static(k)}});
+  // Inputs come first: x, the weight, the bias.
+  int32_t wt = w == Weight::kRowMajor
+                   ? c.AddInput(TensorType{t, {Dim::Static(k), Dim::Static(n)}})
+                   : c.AddInput(TensorType{t, {Dim::Static(n), Dim::Static(k)}});
+  const int32_t b = bias ? c.AddInput(TensorType{t, {Dim::Static(n)}}) : -1;
+  if (w == Weight::kLinear) {
+    wt = c.AddOp(OpKind::kPermute, {wt});
+    c.nodes[wt].axes = {1, 0};
+  }
+  int32_t y = c.AddOp(OpKind::kMatmul, {x, wt});
+  if (bias) y = c.AddOp(OpKind::kAdd, {y, b});
+  if (act != OpKind::kInvalid) y = c.AddOp(act, {y});
+  c.outputs.push_back(y);
+  return row_test::Finish(std::move(c));
+}
+
+// (a @ b) * scale + residual over batches: a [B, M, K], b [K, N] broadcast
+// over the batch (expand), residual [B, M, N]; outputs the product too.
+inline Chain BatchedResidual(DType t, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  Chain c;
+  const int32_t a = c.AddInput(TensorType{t, {Dim::Static(batch), Dim::Static(m), Dim::Static(k)}});
+  const int32_t b = c.AddInput(TensorType{t, {Dim::Static(k), Dim::Static(n)}});
+  const int32_t res =
+      c.AddInput(TensorType{t, {Dim::Static(batch), Dim::Static(m), Dim::Static(n)}});
+  const int32_t be = c.AddOp(OpKind::kExpand, {b});
+  c.nodes[be].shape = {Dim::Static(batch), Dim::Static(k), Dim::Static(n)};
+  const int32_t p = c.AddOp(OpKind::kMatmul, {a, be});
+  const int32_t s = c.AddOp(OpKind::kMul, {p, c.AddConstant(0.125)});
+  const int32_t y = c.AddOp(OpKind::kAdd, {s, res});
+  c.outputs = {y, p};
+  return row_test::Finish(std::move(c));
+}
+
+// A transformer MLP: gelu_tanh(x @ w1 + b1) @ w2, x [tokens, d], w1 [d, ff],
+// w2 [ff, d]; or, gated, (silu(x @ w1) * (x @ w3)) @ w2 (SwiGLU).
+inline Chain Mlp(DType t, int64_t tokens, int64_t d, int64_t ff, bool gated = false) {
+  Chain c;
+  const Dim T = Dim::Static(tokens), D = Dim::Static(d), F = Dim::Static(ff);
+  const int32_t x = c.AddInput(TensorType{t, {T, D}});
+  const int32_t w1 = c.AddInput(TensorType{t, {D, F}});
+  const int32_t b1_or_w3 = c.AddInput(gated ? TensorType{t, {D, F}} : TensorType{t, {F}});
+  const int32_t w2 = c.AddInput(TensorType{t, {F, D}});
+  int32_t h = c.AddOp(OpKind::kMatmul, {x, w1});
+  if (gated) {
+    h = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kSilu, {h}), c.AddOp(OpKind::kMatmul, {x, b1_or_w3})});
+  } else {
+    h = c.AddOp(OpKind::kGeluTanh, {c.AddOp(OpKind::kAdd, {h, b1_or_w3})});
+  }
+  c.outputs.push_back(c.AddOp(OpKind::kMatmul, {h, w2}));
+  return row_test::Finish(std::move(c));
+}
+
+// The one kernel of a chain whose nodes all join the product's kernel: every
+// computed node, the outputs as results.
+inline KernelGroup WholeGroup(const Chain& c) {
+  KernelGroup g;
+  g.family = Family::kMatmul;
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    const OpKind k = c.nodes[id].kind;
+    if (k == OpKind::kInput || k == OpKind::kConstant) continue;
+    // Views of operands are read as strides, not computed.
+    if ((k == OpKind::kPermute || k == OpKind::kExpand) &&
+        c.nodes[c.nodes[id].args[0]].kind == OpKind::kInput)
+      continue;
+    g.nodes.push_back(id);
+  }
+  std::vector<int32_t> res(c.outputs.begin(), c.outputs.end());
+  std::sort(res.begin(), res.end());
+  res.erase(std::unique(res.begin(), res.end()), res.end());
+  g.results = res;
+  g.reason = "test";
+  return g;
+}
+
+}  // namespace kfuse::matmul_test
+
+#endif  // KFUSE_CODEGEN_MATMUL_TEST_CHAINS_H_

@@ -1,0 +1,178 @@
+// GPU property test of the matmul family: linear layers (bias + activation,
+// the weight row-major or as nn.Linear keeps it), few rows with split K, a
+// symbolic row count, and a batched product with a residual, at sizes that
+// leave partial tiles on every edge. Every variant of the space is compiled
+// with NVRTC for this GPU, launched through the C++ Launcher (workspaces
+// included) and compared with the CPU fp64 evaluator, with eager PyTorch's
+// error (the CPU kEager evaluator) as the yardstick; so are both yardstick
+// kernels the tuner checks against. Skips without a GPU.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "clients/launcher.h"
+#include "codegen/analysis.h"
+#include "codegen/evaluate.h"
+#include "codegen/generators.h"
+#include "codegen/matmul.h"
+#include "codegen/matmul_test_chains.h"
+#include "codegen/numeric.h"
+#include "codegen/partition.h"
+#include "gtest/gtest.h"
+#include "service/convert.h"
+#include "tests/gpu_test_util.h"
+#include "tuner/check.h"
+#include "tuner/cuda/device.h"
+#include "tuner/cuda/driver.h"
+#include "tuner/nvrtc_compiler.h"
+
+namespace kfuse {
+namespace {
+
+constexpr double kSlack = 2.0;
+
+using gpu_test::DeviceMemory;
+using gpu_test::Gpu;
+using gpu_test::MaxFiniteError;
+using gpu_test::OpenGpu;
+using gpu_test::PlanFor;
+using gpu_test::ShapeOf;
+using gpu_test::ToBytes;
+using matmul_test::Weight;
+
+// Fresh inputs in [-2, 2], rounded to their dtype.
+std::vector<std::vector<double>> Inputs(const Chain& c, const std::vector<int64_t>& syms,
+                                        unsigned seed) {
+  return gpu_test::UniformInputs(c, syms, seed, -2, 2);
+}
+
+TEST(GpuMatmulTest, EveryVariantMatchesReference) {
+  absl::StatusOr<Gpu> gpu = OpenGpu();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  NvrtcCompiler nvrtc;
+  Launcher launcher(*gpu->cu);
+  CompileOptions opts;
+  opts.arch = gpu->arch;
+  struct Case {
+    std::string name;
+    Chain chain;
+    int64_t rows;  // The symbol's value, when the chain has one.
+  };
+  const std::vector<Case> cases = {
+      {"gemm_bf16_edges", matmul_test::Linear(DType::kBF16, 200, 264, 520), 0},
+      {"gemm_f16_linear_relu", matmul_test::Linear(DType::kF16, 384, 520, 256, Weight::kLinear,
+                                                   OpKind::kRelu), 0},
+      {"odd_n_bf16_linear", matmul_test::Linear(DType::kBF16, 100, 263, 256, Weight::kLinear), 0},
+      {"few_rows_bf16_splitk", matmul_test::Linear(DType::kBF16, 16, 1024, 4096), 0},
+      {"one_row_bf16_linear", matmul_test::Linear(DType::kBF16, 1, 520, 2048, Weight::kLinear), 0},
+      {"sym_rows_bf16_silu", matmul_test::Linear(DType::kBF16, -256, 136, 264, Weight::kLinear,
+                                                 OpKind::kSilu), 37},
+      {"batched_residual_bf16", matmul_test::BatchedResidual(DType::kBF16, 3, 72, 136, 96), 0},
+  };
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    const Chain& c = tc.chain;
+    const std::vector<int64_t> syms(c.symbols.size(), tc.rows);
+    const KernelGroup g = matmul_test::WholeGroup(c);
+    auto in = Inputs(c, syms, static_cast<unsigned>(tc.name.size() * 7919));
+    auto exact = Evaluate(c, in, syms, EvalMode::kExact64);
+    auto eager = Evaluate(c, in, syms, EvalMode::kEager);
+    ASSERT_TRUE(exact.ok() && eager.ok());
+    DeviceMemory mem(gpu->cu);
+    std::vector<DeviceBuffer> inputs = gpu_test::UploadInputs(mem, c, in, syms);
+    v1::KernelPlan plan = PlanFor(c);
+    std::vector<std::pair<Variant, Numerics>> runs;
+    const std::vector<Variant> space = MatmulSpace(c, g);
+    ASSERT_FALSE(space.empty());
+    for (const Variant& v : space) runs.push_back({v, Numerics::kFast});
+    runs.push_back({space[0], Numerics::kReference64});
+    runs.push_back({space[0], Numerics::kEager});
+    for (const auto& [v, numerics] : runs) {
+      const bool f64 = numerics == Numerics::kReference64;
+      const std::string what = absl::StrCat(v.ToString(), " ", NumericsName(numerics));
+      absl::StatusOr<KernelSpec> spec = EmitMatmul(c, g, v, numerics);
+      ASSERT_TRUE(spec.ok()) << what << ": " << spec.status();
+      absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+      ASSERT_TRUE(k.ok()) << what << ": " << k.status();
+      plan.clear_kernels();
+      *plan.add_kernels() = ToProto(*k, /*include_source=*/false);
+      std::vector<DeviceBuffer> outputs;
+      for (int32_t o : c.outputs) {
+        const TensorType& t = c.nodes[o].type;
+        const size_t bytes = static_cast<size_t>(Elements(t, syms)) * (f64 ? 8 : DTypeBytes(t.dtype));
+        CUdeviceptr p = mem.Alloc(bytes);
+        ASSERT_EQ(gpu->cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
+        outputs.push_back(DeviceBuffer{p, ShapeOf(t, syms), {}, t.dtype});
+      }
+      // Twice: split-K counters must be left ready for the next launch.
+      for (int rep = 0; rep < 2; ++rep) {
+        absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
+        ASSERT_TRUE(s.ok()) << what << ": " << s;
+        ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << what;
+      }
+      for (size_t j = 0; j < c.outputs.size(); ++j) {
+        const DType t = f64 ? DType::kF64 : outputs[j].dtype;
+        const std::vector<double>& ref = (*exact)[j];
+        std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
+        // The fp64 yardstick sums in another order than the evaluator.
+        const double eager_err = f64 ? 1e-9 : MaxFiniteError((*eager)[j], ref);
+        OutputCheck check = CheckOutput(t, got.data(), ref, eager_err, kSlack, absl::StrCat("output ", j));
+        EXPECT_TRUE(check.ok) << what << ": " << check.message;
+      }
+    }
+  }
+}
+
+// Plans of several kernels: an MLP (two matmul kernels, the first writing
+// gelu(x @ w1 + b1) for the second) and SwiGLU (silu of one product read
+// by the next product's epilogue), every kernel at its heuristic variant,
+// against the CPU fp64 evaluator.
+TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
+  absl::StatusOr<Gpu> gpu = OpenGpu();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  NvrtcCompiler nvrtc;
+  Launcher launcher(*gpu->cu);
+  CompileOptions opts;
+  opts.arch = gpu->arch;
+  const std::vector<std::pair<std::string, Chain>> cases = {
+      {"mlp_bf16", matmul_test::Mlp(DType::kBF16, 200, 136, 520)},
+      {"swiglu_bf16", matmul_test::Mlp(DType::kBF16, 72, 264, 392, /*gated=*/true)},
+  };
+  for (const auto& [name, c] : cases) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<Partition> p = PartitionChain(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_GE(p->kernels.size(), 2u);
+    auto in = Inputs(c, {}, 17);
+    auto exact = Evaluate(c, in, {}, EvalMode::kExact64);
+    auto eager = Evaluate(c, in, {}, EvalMode::kEager);
+    ASSERT_TRUE(exact.ok() && eager.ok());
+    std::vector<CompiledKernel> kernels;
+    for (const KernelGroup& g : p->kernels) {
+      absl::StatusOr<KernelSpec> spec = EmitFamily(c, g, FamilyHeuristic(c, g));
+      ASSERT_TRUE(spec.ok()) << spec.status();
+      absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+      ASSERT_TRUE(k.ok()) << k.status();
+      kernels.push_back(*std::move(k));
+    }
+    absl::StatusOr<v1::KernelPlan> plan = gpu_test::PlanOfKernels(c, *p, kernels, /*f64=*/false);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    DeviceMemory mem(gpu->cu);
+    std::vector<DeviceBuffer> inputs = gpu_test::UploadInputs(mem, c, in, {}), outputs;
+    const TensorType& t = c.nodes[c.outputs[0]].type;
+    const size_t bytes = static_cast<size_t>(Elements(t, {})) * DTypeBytes(t.dtype);
+    CUdeviceptr out = mem.Alloc(bytes);
+    ASSERT_EQ(gpu->cu->cuMemsetD8(out, kPoisonByte, bytes), CUDA_SUCCESS);
+    outputs.push_back(DeviceBuffer{out, ShapeOf(t, {}), {}, t.dtype});
+    absl::Status s = launcher.Launch(*plan, inputs, outputs, nullptr);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);
+    std::string got = mem.Download(out, bytes);
+    OutputCheck check = CheckOutput(t.dtype, got.data(), (*exact)[0],
+                                    MaxFiniteError((*eager)[0], (*exact)[0]), kSlack, "output 0");
+    EXPECT_TRUE(check.ok) << check.message;
+  }
+}
+
+}  // namespace
+}  // namespace kfuse
