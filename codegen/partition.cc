@@ -13,35 +13,29 @@
 namespace kfuse {
 namespace {
 
-std::string NotYet(OpKind k) {
-  if (k == OpKind::kIota) return "iota is not generated yet (the other layout views are)";
-  if (IsLayout(k)) {
-    return "layout views are generated in element-wise chains only; beside a reduction they are "
-           "not generated yet";
-  }
-  if (k == OpKind::kMatmul) return "matmul is not generated yet";
-  return "this op is not generated yet";
-}
-
 bool IsLeaf(const Chain& c, int32_t id) {
   return c.nodes[id].kind == OpKind::kInput || c.nodes[id].kind == OpKind::kConstant;
 }
 
-// A plan of the one kernel `k`, which writes every chain output.
-Partition OneKernel(const Chain& c, KernelGroup k) {
-  std::vector<bool> is_result(c.nodes.size(), false);
-  for (int32_t o : c.outputs) is_result[o] = true;
-  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
-    if (is_result[id]) k.results.push_back(id);
+}  // namespace
+
+namespace partition_internal {
+
+std::set<int32_t> ElementwiseClosure(const Chain& c, std::vector<int32_t> roots,
+                                     const std::set<int32_t>& stored) {
+  std::set<int32_t> out;
+  while (!roots.empty()) {
+    const int32_t id = roots.back();
+    roots.pop_back();
+    if (IsLeaf(c, id) || IsReduction(c.nodes[id].kind) || stored.count(id) ||
+        !out.insert(id).second) {
+      continue;
+    }
+    for (int32_t a : c.nodes[id].args) roots.push_back(a);
   }
-  Partition p;
-  p.kernels.push_back(std::move(k));
-  return p;
+  return out;
 }
 
-// One pointwise kernel iterates over the broadcast of its outputs' shapes;
-// outputs that do not broadcast together would need a kernel each. `which`:
-// the positions in c.outputs the kernel writes.
 absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<size_t>& which) {
   std::vector<Dim> space;
   for (size_t j : which) {
@@ -67,6 +61,36 @@ absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<siz
   return absl::OkStatus();
 }
 
+}  // namespace partition_internal
+
+namespace {
+
+using partition_internal::ElementwiseClosure;
+using partition_internal::OutputsShareOneIterationSpace;
+
+std::string NotYet(OpKind k) {
+  if (k == OpKind::kIota) return "iota is not generated yet (the other layout views are)";
+  if (IsLayout(k)) {
+    return "layout views are generated in element-wise chains only; beside a reduction they are "
+           "not generated yet";
+  }
+  return "this op is not generated yet";
+}
+
+// A plan of the one kernel `k`, which writes every chain output.
+Partition OneKernel(const Chain& c, KernelGroup k) {
+  std::vector<bool> is_result(c.nodes.size(), false);
+  for (int32_t o : c.outputs) is_result[o] = true;
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    if (is_result[id]) k.results.push_back(id);
+  }
+  Partition p;
+  p.kernels.push_back(std::move(k));
+  return p;
+}
+
+// One pointwise kernel iterates over the broadcast of its outputs' shapes;
+// outputs that do not broadcast together would need a kernel each.
 absl::Status OutputsShareOneIterationSpace(const Chain& c) {
   std::vector<size_t> all(c.outputs.size());
   for (size_t j = 0; j < all.size(); ++j) all[j] = j;
@@ -84,20 +108,6 @@ absl::StatusOr<Partition> RowPartition(const Chain& c) {
     if (kind != OpKind::kInput && kind != OpKind::kConstant) k.nodes.push_back(id);
   }
   return OneKernel(c, std::move(k));
-}
-
-// The element-wise nodes computing `roots` from chain inputs, constants and
-// reductions (which other kernels compute), `roots` included when they are
-// element-wise.
-std::set<int32_t> ElementwiseClosure(const Chain& c, std::vector<int32_t> roots) {
-  std::set<int32_t> out;
-  while (!roots.empty()) {
-    const int32_t id = roots.back();
-    roots.pop_back();
-    if (IsLeaf(c, id) || IsReduction(c.nodes[id].kind) || !out.insert(id).second) continue;
-    for (int32_t a : c.nodes[id].args) roots.push_back(a);
-  }
-  return out;
 }
 
 std::string AxesText(const Node& n) { return absl::StrCat("[", absl::StrJoin(n.axes, ", "), "]"); }
@@ -190,13 +200,14 @@ absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
 }  // namespace
 
 absl::StatusOr<Partition> PartitionChain(const Chain& c) {
-  bool reduces = false, outer = false;
+  bool reduces = false, outer = false, multiplies = false;
   int32_t first_view = -1;
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
     const Node& n = c.nodes[id];
-    if (n.kind == OpKind::kIota || n.kind == OpKind::kMatmul) {
+    if (n.kind == OpKind::kIota) {
       return absl::UnimplementedError(absl::StrCat(OpLabel(c, id), ": ", NotYet(n.kind)));
     }
+    multiplies = multiplies || n.kind == OpKind::kMatmul;
     if (IsLayout(n.kind) && first_view < 0) first_view = id;
     if (!IsReduction(n.kind)) continue;
     reduces = true;
@@ -204,6 +215,7 @@ absl::StatusOr<Partition> PartitionChain(const Chain& c) {
     outer = outer || std::find(n.axes.begin(), n.axes.end(), rank - 1) == n.axes.end() ||
             n.axes.size() > 1;
   }
+  if (multiplies) return partition_internal::MatmulPartition(c);
   if (reduces && first_view >= 0) {
     return absl::UnimplementedError(
         absl::StrCat(OpLabel(c, first_view), ": ", NotYet(c.nodes[first_view].kind)));

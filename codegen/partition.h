@@ -7,6 +7,7 @@
 #define KFUSE_CODEGEN_PARTITION_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ struct KernelGroup {
   // reads are not listed; its operands are chain inputs, constants, or nodes
   // of earlier kernels (listed in Partition::intermediates). A node may be
   // listed by several kernels: each computes it (element-wise work is
-  // recomputed rather than stored and read back).
+  // recomputed rather than stored and read back). A matmul kernel's operand
+  // that is a permute or expand of a chain input is listed by no kernel: the
+  // matmul reads the input through it, as strides.
   std::vector<int32_t> nodes;
   // Nodes whose values leave this kernel: chain outputs and intermediates
   // that later kernels read, ascending.
@@ -61,9 +64,33 @@ struct Partition {
 //    naming an output, a chain whose outputs beside such reductions are all
 //    chain inputs or constants;
 //  - layout views (slice, permute, reshape, expand, concat) join the
-//    pointwise kernel as index arithmetic; matmul, iota, views beside a
-//    reduction and a reshape that is not a view answer Unimplemented,
-//    naming the op.
+//    pointwise kernel as index arithmetic; iota, views beside a reduction
+//    and a reshape that is not a view answer Unimplemented, naming the op;
+//  - matrix products (matmul), each its own matmul kernel anchored at it.
+//    Its epilogue: walking nodes in id order, an element-wise node that
+//    reads some product kernel's node joins the kernel of the latest such
+//    product (largest anchor) when its shape is that product's exactly and
+//    none of its operands is element-wise work outside every matmul kernel.
+//    Its other operands are chain inputs, constants, element-wise work on
+//    those only (listed in the kernel too and recomputed per output
+//    element), or nodes of earlier product kernels (their intermediates).
+//    Any other element-wise node (it broadcasts to a larger shape, or reads
+//    such a node) is left to pointwise kernels. Each operand of a product is
+//    a chain input; a permute of one swapping just its last two dims or an
+//    expand of one keeping them (read as strides, listed nowhere); a node of
+//    an earlier product kernel (an intermediate); or element-wise work,
+//    stored first by a pointwise kernel anchored at the operand, which
+//    computes the operand's element-wise closure from chain inputs,
+//    constants and product kernels' nodes (intermediates); the epilogue
+//    reads such an operand of its own product too. The outputs no
+//    kernel writes get one pointwise kernel anchored at the largest of them,
+//    likewise reading product kernels' nodes. Kernels launch in anchor
+//    order (see MatmulPartition for why that is a valid order). A product
+//    kernel's results are its product and epilogue nodes that are outputs or
+//    read elsewhere, not the element-wise work on leaves it recomputes.
+//    Unimplemented, naming the op: a reduction, or a layout view other than
+//    those operands (or one that other ops read too); naming `outputs[j]`:
+//    a chain input or constant as an output.
 absl::StatusOr<Partition> PartitionChain(const Chain& canonical);
 
 // The buffers of p.intermediates in order, as a plan lists them: each in its
@@ -76,6 +103,24 @@ std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& canonical, cons
 // to the second. Internal error for a node that is not an intermediate.
 absl::Status NumberIntermediates(const Partition& p, KernelSpec* spec);
 
+// Internal to the partitioner (partition.cc, partition_matmul.cc).
+namespace partition_internal {
+
+// The element-wise nodes computing `roots` from chain inputs, constants,
+// reductions and the nodes of `stored` (which other kernels compute), `roots`
+// included when they are element-wise and not stored.
+std::set<int32_t> ElementwiseClosure(const Chain& c, std::vector<int32_t> roots,
+                                     const std::set<int32_t>& stored = {});
+
+// Unimplemented, naming the output, when the outputs at positions `which` of
+// c.outputs do not broadcast to one shape (one pointwise kernel iterates over
+// it).
+absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<size_t>& which);
+
+// PartitionChain for a chain with some matmul and no iota.
+absl::StatusOr<Partition> MatmulPartition(const Chain& canonical);
+
+}  // namespace partition_internal
 }  // namespace kfuse
 
 #endif  // KFUSE_CODEGEN_PARTITION_H_

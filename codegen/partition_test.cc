@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "codegen/canonicalize.h"
+#include "codegen/generators.h"
 #include "codegen/reduce_test_chains.h"
 #include "codegen/validate.h"
 #include "gmock/gmock.h"
@@ -51,14 +55,12 @@ TEST(PartitionTest, NotYetGeneratedOpsAreUnimplemented) {
       {OpKind::kReduceSum,
        "op 1 (reduce_sum): a reduction over the innermost axis and outer axes together is not "
        "generated yet"},
-      {OpKind::kMatmul, "op 1 (matmul): matmul is not generated yet"},
   };
   for (const Case& k : cases) {
     Chain c;
     int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(4)}});
     int e = c.AddOp(OpKind::kExp, {x});
-    int op = c.AddOp(
-        k.kind, k.kind == OpKind::kMatmul ? std::vector<int32_t>{e, e} : std::vector<int32_t>{e});
+    int op = c.AddOp(k.kind, {e});
     if (k.kind == OpKind::kReduceSum) c.nodes[op].axes = {0, 1};
     c.nodes[e].wire_index = 0;
     c.nodes[op].wire_index = 1;
@@ -276,6 +278,480 @@ TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheO
     auto p = PartitionChain(reduce_test::Finish(std::move(c)));
     EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(k.message));
+  }
+}
+
+}  // namespace
+}  // namespace kfuse
+
+// Chains with matrix products: a matmul kernel per product with its
+// epilogue, pointwise kernels for the element-wise work around them.
+
+namespace kfuse {
+namespace {
+
+constexpr int64_t kB = 4, kM = 64, kK = 128, kN = 256;
+
+TensorType BF16(std::vector<int64_t> dims) {
+  TensorType t{DType::kBF16, {}};
+  for (int64_t d : dims) t.shape.push_back(Dim::Static(d));
+  return t;
+}
+
+int32_t Permute(Chain* c, int32_t x, std::vector<int64_t> perm) {
+  int32_t p = c->AddOp(OpKind::kPermute, {x});
+  c->nodes[p].axes = std::move(perm);
+  return p;
+}
+
+int32_t Expand(Chain* c, int32_t x, std::vector<int64_t> dims) {
+  int32_t e = c->AddOp(OpKind::kExpand, {x});
+  for (int64_t d : dims) c->nodes[e].shape.push_back(Dim::Static(d));
+  return e;
+}
+
+// The id of the one node of kind `k`.
+int32_t The(const Chain& c, OpKind k) {
+  std::vector<int32_t> ids = NodesOf(c, k);
+  EXPECT_EQ(ids.size(), 1u) << OpName(k);
+  return ids.empty() ? -1 : ids[0];
+}
+
+// Nodes of other kernels `k` reads, ascending. A matmul reads chain inputs
+// through the permutes and expands of its operands.
+std::set<int32_t> Reads(const Chain& c, const KernelGroup& k) {
+  std::set<int32_t> out;
+  for (int32_t id : k.nodes) {
+    for (int32_t a : c.nodes[id].args) {
+      const OpKind kind = c.nodes[a].kind;
+      if (kind == OpKind::kInput || kind == OpKind::kConstant) continue;
+      if (c.nodes[id].kind == OpKind::kMatmul &&
+          (kind == OpKind::kPermute || kind == OpKind::kExpand)) {
+        EXPECT_EQ(c.nodes[c.nodes[a].args[0]].kind, OpKind::kInput);
+        continue;
+      }
+      if (!std::binary_search(k.nodes.begin(), k.nodes.end(), a)) out.insert(a);
+    }
+  }
+  return out;
+}
+
+// The plan's contract: kernels read only leaves, their own nodes and
+// intermediates of earlier kernels; each intermediate is one kernel's; every
+// output is some kernel's result; each pointwise kernel generates, naming the
+// intermediates it reads and writes and the outputs among its results.
+void ExpectValidPlan(const Chain& c, const Partition& p) {
+  std::map<int32_t, size_t> owner;  // Intermediate -> kernel.
+  std::set<int32_t> results;
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const KernelGroup& k = p.kernels[i];
+    SCOPED_TRACE(absl::StrCat("kernel ", i, ": ", k.reason));
+    EXPECT_TRUE(std::is_sorted(k.nodes.begin(), k.nodes.end()));
+    EXPECT_TRUE(std::is_sorted(k.results.begin(), k.results.end()));
+    const std::set<int32_t> reads = Reads(c, k);
+    for (int32_t r : reads) {
+      auto it = owner.find(r);
+      EXPECT_TRUE(it != owner.end()) << "reads node " << r << ", which no earlier kernel stores";
+    }
+    for (int32_t m : k.intermediates) {
+      EXPECT_TRUE(owner.emplace(m, i).second) << "node " << m << " stored twice";
+      EXPECT_TRUE(std::binary_search(k.results.begin(), k.results.end(), m));
+      EXPECT_TRUE(std::binary_search(p.intermediates.begin(), p.intermediates.end(), m));
+    }
+    results.insert(k.results.begin(), k.results.end());
+    if (k.family != Family::kPointwise) continue;
+    absl::StatusOr<KernelSpec> spec = EmitFamily(c, k, FamilyHeuristic(c, k));
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    std::set<int32_t> mids, outs, want_outs;
+    for (const KernelParam& a : spec->params) {
+      if (a.kind != KernelParam::Kind::kBuffer) continue;
+      if (a.buffer.kind == BufferRef::Kind::kIntermediate) mids.insert(a.buffer.index);
+      if (a.buffer.kind == BufferRef::Kind::kOutput) outs.insert(c.outputs[a.buffer.index]);
+    }
+    std::set<int32_t> want_mids = reads;
+    want_mids.insert(k.intermediates.begin(), k.intermediates.end());
+    EXPECT_EQ(mids, want_mids);
+    for (int32_t r : k.results) {
+      if (std::find(c.outputs.begin(), c.outputs.end(), r) != c.outputs.end()) want_outs.insert(r);
+    }
+    EXPECT_EQ(outs, want_outs);
+  }
+  EXPECT_EQ(owner.size(), p.intermediates.size());
+  EXPECT_TRUE(std::is_sorted(p.intermediates.begin(), p.intermediates.end()));
+  for (int32_t o : c.outputs) EXPECT_TRUE(results.count(o)) << "output node " << o;
+}
+
+absl::StatusOr<Partition> PartitionValid(const Chain& c) {
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  if (p.ok()) ExpectValidPlan(c, *p);
+  return p;
+}
+
+// gelu_tanh(x @ w + b): x [M, K], w [K, N], b [N]; `bias` in f32 is cast first.
+Chain LinearGelu(DType bias) {
+  Chain c;
+  int32_t x = c.AddInput(BF16({kM, kK}));
+  int32_t w = c.AddInput(BF16({kK, kN}));
+  int32_t b = c.AddInput(TensorType{bias, {Dim::Static(kN)}});
+  if (bias != DType::kBF16) b = c.AddCast(b, DType::kBF16);
+  int32_t m = c.AddOp(OpKind::kMatmul, {x, w});
+  c.outputs = {c.AddOp(OpKind::kGeluTanh, {c.AddOp(OpKind::kAdd, {m, b})})};
+  return reduce_test::Finish(std::move(c));
+}
+
+TEST(MatmulPartitionTest, BiasAndGeluAreTheEpilogueOfOneKernel) {
+  Chain c = LinearGelu(DType::kBF16);
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  const KernelGroup& k = p->kernels[0];
+  const int32_t m = The(c, OpKind::kMatmul), add = The(c, OpKind::kAdd),
+                gelu = The(c, OpKind::kGeluTanh);
+  EXPECT_EQ(k.family, Family::kMatmul);
+  EXPECT_THAT(k.nodes, ElementsAre(m, add, gelu));
+  EXPECT_THAT(k.results, ElementsAre(gelu));
+  EXPECT_TRUE(k.intermediates.empty());
+  EXPECT_TRUE(p->intermediates.empty());
+  EXPECT_THAT(k.reason, HasSubstr(absl::StrCat(OpLabel(c, m),
+                                               " with its epilogue (add, gelu_tanh) applied to "
+                                               "the accumulators before the store")));
+  EXPECT_THAT(k.reason, HasSubstr("its result is a chain output"));
+}
+
+TEST(MatmulPartitionTest, LeafWorkTheEpilogueReadsIsComputedInTheKernel) {
+  Chain c = LinearGelu(DType::kF32);  // gelu(x @ w + cast(b)).
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  const int32_t cast = The(c, OpKind::kCast), gelu = The(c, OpKind::kGeluTanh);
+  std::vector<int32_t> want = {The(c, OpKind::kMatmul), The(c, OpKind::kAdd), gelu, cast};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(p->kernels[0].nodes, want);
+  EXPECT_THAT(p->kernels[0].results, ElementsAre(gelu));
+}
+
+TEST(MatmulPartitionTest, ProductAndActivationBothOutputs) {
+  Chain c;
+  int32_t m = c.AddOp(OpKind::kMatmul, {c.AddInput(BF16({kM, kK})), c.AddInput(BF16({kK, kN}))});
+  c.outputs = {c.AddOp(OpKind::kRelu, {m}), m};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  EXPECT_EQ(p->kernels[0].family, Family::kMatmul);
+  EXPECT_THAT(p->kernels[0].results, ElementsAre(The(c, OpKind::kMatmul), The(c, OpKind::kRelu)));
+  EXPECT_TRUE(p->intermediates.empty());
+  EXPECT_THAT(p->kernels[0].reason, HasSubstr("with its epilogue (relu)"));
+  EXPECT_THAT(p->kernels[0].reason, HasSubstr("its results are chain outputs"));
+}
+
+TEST(MatmulPartitionTest, MlpIsTwoMatmulKernels) {
+  Chain c;
+  int32_t x = c.AddInput(BF16({kM, kK}));
+  int32_t w1 = c.AddInput(BF16({kK, kN}));
+  int32_t b1 = c.AddInput(BF16({kN}));
+  int32_t w2 = c.AddInput(BF16({kN, kK}));
+  int32_t h =
+      c.AddOp(OpKind::kGeluTanh, {c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMatmul, {x, w1}), b1})});
+  c.outputs = {c.AddOp(OpKind::kMatmul, {h, w2})};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  const std::vector<int32_t> mm = NodesOf(c, OpKind::kMatmul);
+  ASSERT_EQ(mm.size(), 2u);
+  const int32_t add = The(c, OpKind::kAdd), gelu = The(c, OpKind::kGeluTanh);
+  const KernelGroup &first = p->kernels[0], &second = p->kernels[1];
+  EXPECT_EQ(first.family, Family::kMatmul);
+  EXPECT_THAT(first.nodes, ElementsAre(mm[0], add, gelu));
+  EXPECT_THAT(first.results, ElementsAre(gelu));
+  EXPECT_THAT(first.intermediates, ElementsAre(gelu));
+  EXPECT_THAT(first.reason, HasSubstr(absl::StrCat("its result ", OpLabel(c, gelu),
+                                                   " is read by a later kernel")));
+  EXPECT_EQ(second.family, Family::kMatmul);
+  EXPECT_THAT(second.nodes, ElementsAre(mm[1]));
+  EXPECT_THAT(second.results, ElementsAre(mm[1]));
+  EXPECT_TRUE(second.intermediates.empty());
+  EXPECT_THAT(second.reason,
+              HasSubstr(absl::StrCat("a second matmul: compute-bound products stay separate; ",
+                                     OpLabel(c, gelu), "'s result is read from memory")));
+  EXPECT_THAT(p->intermediates, ElementsAre(gelu));
+}
+
+// silu(x @ w1) * (x @ w3), the weights plain or read transposed (which
+// changes the canonical order of the two products).
+TEST(MatmulPartitionTest, SwigluProductJoinsTheLaterKernel) {
+  std::set<bool> orders;
+  for (bool linear : {false, true}) {
+    SCOPED_TRACE(linear ? "linear weights" : "plain weights");
+    Chain c;
+    int32_t x = c.AddInput(BF16({kM, kK}));
+    int32_t w1 = c.AddInput(linear ? BF16({kN, kK}) : BF16({kK, kN}));
+    int32_t w3 = c.AddInput(linear ? BF16({kN, kK}) : BF16({kK, kN}));
+    if (linear) {
+      w1 = Permute(&c, w1, {1, 0});
+      w3 = Permute(&c, w3, {1, 0});
+    }
+    int32_t gate = c.AddOp(OpKind::kSilu, {c.AddOp(OpKind::kMatmul, {x, w1})});
+    c.outputs = {c.AddOp(OpKind::kMul, {gate, c.AddOp(OpKind::kMatmul, {x, w3})})};
+    c = reduce_test::Finish(std::move(c));
+    auto p = PartitionValid(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 2u);
+    const int32_t silu = The(c, OpKind::kSilu), mul = The(c, OpKind::kMul);
+    const int32_t gated = c.nodes[silu].args[0];
+    int32_t up = -1;
+    for (int32_t m : NodesOf(c, OpKind::kMatmul)) up = m == gated ? up : m;
+    // The product joins the kernel of the later matmul and reads the earlier
+    // kernel's last node: silu when the gate's product comes first.
+    const bool gate_first = gated < up;
+    orders.insert(gate_first);
+    const KernelGroup &first = p->kernels[0], &second = p->kernels[1];
+    for (const KernelGroup& k : p->kernels) EXPECT_EQ(k.family, Family::kMatmul);
+    const int32_t shared = gate_first ? silu : up;
+    const std::vector<int32_t> gate_kernel = {gated, silu};
+    EXPECT_EQ(first.nodes, gate_first ? gate_kernel : std::vector<int32_t>(1, up));
+    EXPECT_THAT(first.intermediates, ElementsAre(shared));
+    std::vector<int32_t> want =
+        gate_first ? std::vector<int32_t>{up, mul} : std::vector<int32_t>{gated, silu, mul};
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(second.nodes, want);
+    EXPECT_THAT(second.results, ElementsAre(mul));
+    EXPECT_THAT(second.reason, HasSubstr(absl::StrCat(OpLabel(c, shared), "'s result is read")));
+    EXPECT_THAT(p->intermediates, ElementsAre(shared));
+  }
+  EXPECT_EQ(orders.size(), 2u) << "both orders of the products are covered";
+}
+
+TEST(MatmulPartitionTest, LinearWeightReadThroughAPermute) {
+  Chain c;
+  int32_t x = c.AddInput(BF16({kM, kK}));
+  int32_t w = c.AddInput(BF16({kN, kK}));  // A linear layer's weight.
+  int32_t b = c.AddInput(BF16({kN}));
+  int32_t m = c.AddOp(OpKind::kMatmul, {x, Permute(&c, w, {1, 0})});
+  c.outputs = {c.AddOp(OpKind::kAdd, {m, b})};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  EXPECT_EQ(p->kernels[0].family, Family::kMatmul);
+  // The permute is read as strides: no kernel computes it.
+  EXPECT_THAT(p->kernels[0].nodes, ElementsAre(The(c, OpKind::kMatmul), The(c, OpKind::kAdd)));
+  EXPECT_THAT(p->kernels[0].results, ElementsAre(The(c, OpKind::kAdd)));
+}
+
+TEST(MatmulPartitionTest, BatchedProductWithABroadcastWeight) {
+  for (bool expand : {true, false}) {
+    SCOPED_TRACE(expand ? "expand" : "implicit broadcast");
+    Chain c;
+    int32_t x = c.AddInput(BF16({kB, kM, kK}));
+    int32_t w = c.AddInput(BF16({kK, kN}));
+    int32_t r = c.AddInput(BF16({kB, kM, kN}));  // A residual.
+    int32_t m = c.AddOp(OpKind::kMatmul, {x, expand ? Expand(&c, w, {kB, kK, kN}) : w});
+    c.outputs = {c.AddOp(OpKind::kAdd, {m, r})};
+    c = reduce_test::Finish(std::move(c));
+    auto p = PartitionValid(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 1u);
+    EXPECT_THAT(p->kernels[0].nodes, ElementsAre(The(c, OpKind::kMatmul), The(c, OpKind::kAdd)));
+    EXPECT_THAT(p->kernels[0].results, ElementsAre(The(c, OpKind::kAdd)));
+  }
+}
+
+TEST(MatmulPartitionTest, ElementwiseOperandIsStoredByAPointwiseKernelFirst) {
+  for (bool cast_out : {false, true}) {
+    SCOPED_TRACE(cast_out ? "the cast an output too" : "the product the output");
+    Chain c;
+    int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(kM), Dim::Static(kK)}});
+    int32_t w = c.AddInput(BF16({kK, kN}));
+    int32_t cast = c.AddCast(x, DType::kBF16);
+    c.outputs = {c.AddOp(OpKind::kMatmul, {cast, w})};
+    if (cast_out) c.outputs.push_back(cast);
+    c = reduce_test::Finish(std::move(c));
+    auto p = PartitionValid(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 2u);
+    cast = The(c, OpKind::kCast);
+    const int32_t m = The(c, OpKind::kMatmul);
+    EXPECT_EQ(p->kernels[0].family, Family::kPointwise);
+    EXPECT_THAT(p->kernels[0].nodes, ElementsAre(cast));
+    EXPECT_THAT(p->kernels[0].results, ElementsAre(cast));
+    EXPECT_THAT(p->kernels[0].intermediates, ElementsAre(cast));
+    EXPECT_THAT(p->kernels[0].reason,
+                HasSubstr(absl::StrCat(OpLabel(c, cast), ": element-wise work on an operand of ",
+                                       OpLabel(c, m))));
+    EXPECT_EQ(p->kernels[1].family, Family::kMatmul);
+    EXPECT_THAT(p->kernels[1].nodes, ElementsAre(m));
+    EXPECT_THAT(p->kernels[1].results, ElementsAre(m));
+    EXPECT_THAT(p->kernels[1].reason,
+                HasSubstr(absl::StrCat("its element-wise operand ", OpLabel(c, cast))));
+    EXPECT_THAT(p->intermediates, ElementsAre(cast));
+  }
+}
+
+// cast(x) @ w + cast(x): the epilogue reads the product's operand from memory
+// too, as the kernel before stores it.
+TEST(MatmulPartitionTest, AnOperandTheEpilogueReadsToo) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(kM), Dim::Static(kK)}});
+  int32_t w = c.AddInput(BF16({kK, kK}));
+  int32_t cast = c.AddCast(x, DType::kBF16);
+  c.outputs = {c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMatmul, {cast, w}), cast})};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  cast = The(c, OpKind::kCast);
+  const int32_t m = The(c, OpKind::kMatmul), add = The(c, OpKind::kAdd);
+  EXPECT_EQ(p->kernels[0].family, Family::kPointwise);
+  EXPECT_THAT(p->kernels[0].intermediates, ElementsAre(cast));
+  EXPECT_EQ(p->kernels[1].family, Family::kMatmul);
+  EXPECT_THAT(p->kernels[1].nodes, ElementsAre(m, add));
+  EXPECT_THAT(p->kernels[1].results, ElementsAre(add));
+  EXPECT_THAT(p->kernels[1].reason,
+              HasSubstr(absl::StrCat("its element-wise operand ", OpLabel(c, cast))));
+  EXPECT_THAT(p->intermediates, ElementsAre(cast));
+}
+
+TEST(MatmulPartitionTest, EpilogueBroadcastToALargerShapeGoesToATrailingPointwiseKernel) {
+  Chain c;
+  int32_t x = c.AddInput(BF16({kM, kK}));
+  int32_t w = c.AddInput(BF16({kK, kN}));
+  int32_t b = c.AddInput(BF16({kN}));
+  int32_t r = c.AddInput(BF16({kB, kM, kN}));
+  int32_t g =
+      c.AddOp(OpKind::kGeluTanh, {c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMatmul, {x, w}), b})});
+  c.outputs = {c.AddOp(OpKind::kMul, {g, r})};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  const int32_t gelu = The(c, OpKind::kGeluTanh), mul = The(c, OpKind::kMul);
+  EXPECT_EQ(p->kernels[0].family, Family::kMatmul);
+  EXPECT_THAT(p->kernels[0].nodes,
+              ElementsAre(The(c, OpKind::kMatmul), The(c, OpKind::kAdd), gelu));
+  EXPECT_THAT(p->kernels[0].intermediates, ElementsAre(gelu));
+  EXPECT_EQ(p->kernels[1].family, Family::kPointwise);
+  EXPECT_THAT(p->kernels[1].nodes, ElementsAre(mul));
+  EXPECT_THAT(p->kernels[1].results, ElementsAre(mul));
+  EXPECT_THAT(p->kernels[1].reason,
+              HasSubstr(absl::StrCat("reads ", OpLabel(c, gelu), " from memory")));
+  EXPECT_THAT(p->intermediates, ElementsAre(gelu));
+}
+
+// A product's broadcast result feeding another product: the broadcast is an
+// operand, stored by a pointwise kernel between the two matmul kernels. An
+// element-wise output of leaves beside them gets the trailing kernel.
+TEST(MatmulPartitionTest, WorkBetweenTwoProductsAndBesideThem) {
+  Chain c;
+  int32_t x = c.AddInput(BF16({kM, kK}));
+  int32_t w1 = c.AddInput(BF16({kK, kN}));
+  int32_t r = c.AddInput(BF16({kB, kM, kN}));
+  int32_t w2 = c.AddInput(BF16({kN, kK}));
+  int32_t m1 = c.AddOp(OpKind::kMatmul, {x, w1});
+  int32_t wide = c.AddOp(OpKind::kAdd, {m1, r});  // [B, M, N]: not m1's shape.
+  c.outputs = {c.AddOp(OpKind::kMatmul, {wide, w2}), c.AddOp(OpKind::kExp, {r})};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 4u);
+  const std::vector<int32_t> mm = NodesOf(c, OpKind::kMatmul);
+  const int32_t add = The(c, OpKind::kAdd), exp = The(c, OpKind::kExp);
+  std::vector<Family> families;
+  for (const KernelGroup& k : p->kernels) families.push_back(k.family);
+  EXPECT_THAT(families, ElementsAre(Family::kMatmul, Family::kPointwise, Family::kMatmul,
+                                    Family::kPointwise));
+  EXPECT_THAT(p->kernels[0].nodes, ElementsAre(mm[0]));
+  EXPECT_THAT(p->kernels[0].intermediates, ElementsAre(mm[0]));
+  EXPECT_THAT(p->kernels[1].nodes, ElementsAre(add));
+  EXPECT_THAT(p->kernels[1].intermediates, ElementsAre(add));
+  EXPECT_THAT(p->kernels[2].nodes, ElementsAre(mm[1]));
+  EXPECT_THAT(p->kernels[3].nodes, ElementsAre(exp));
+  EXPECT_THAT(p->kernels[3].reason, HasSubstr("no matmul kernel takes as its epilogue"));
+  EXPECT_THAT(p->intermediates, ElementsAre(mm[0], add));
+}
+
+TEST(MatmulPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
+  struct Case {
+    const char* name;
+    // Sets outputs from x [M, K] and w [K, N]; ops are numbered in build order.
+    std::function<void(Chain*, int32_t, int32_t)> build;
+    const char* message;
+  } cases[] = {
+      {"reduce_sum after a matmul",
+       [](Chain* c, int32_t x, int32_t w) {
+         c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, c->AddOp(OpKind::kMatmul, {x, w}),
+                                           {1}, true)};
+       },
+       "op 1 (reduce_sum): a reduction after a matmul is not generated yet"},
+      {"reduce_max before a matmul",
+       [](Chain* c, int32_t x, int32_t w) {
+         int32_t mx = reduce_test::Reduce(c, OpKind::kReduceMax, x, {1}, true);
+         c->outputs = {c->AddOp(OpKind::kMatmul, {c->AddOp(OpKind::kSub, {x, mx}), w})};
+       },
+       "op 0 (reduce_max): a reduction in a chain with a matmul is not generated yet"},
+      {"sliced operand",
+       [](Chain* c, int32_t x, int32_t w) {
+         int32_t s = c->AddOp(OpKind::kSlice, {w});
+         c->nodes[s].axis = 1;
+         c->nodes[s].start = 0;
+         c->nodes[s].stop = kN / 2;
+         c->outputs = {c->AddOp(OpKind::kMatmul, {x, s})};
+       },
+       "op 0 (slice): a slice as a matmul operand is not generated yet"},
+      {"transpose of a computed operand",
+       [](Chain* c, int32_t x, int32_t w) {
+         int32_t t = Permute(c, c->AddOp(OpKind::kRelu, {x}), {1, 0});  // [K, M] @ [M, K].
+         c->outputs = {c->AddOp(OpKind::kMatmul, {t, x})};
+       },
+       "op 1 (permute): a permute of a computed value as a matmul operand is not generated yet"},
+      {"transposed weight read element-wise too",
+       [](Chain* c, int32_t x, int32_t w) {
+         int32_t t = Permute(c, Permute(c, w, {1, 0}), {1, 0});
+         c->outputs = {c->AddOp(OpKind::kMatmul, {x, w}), c->AddOp(OpKind::kExp, {t})};
+       },
+       "op 0 (permute): a layout view in a chain with a matmul is generated only as a matmul "
+       "operand"},
+      {"outputs beside the product that do not broadcast together",
+       [](Chain* c, int32_t x, int32_t w) {
+         c->outputs = {c->AddOp(OpKind::kMatmul, {x, w}), c->AddOp(OpKind::kExp, {w}),
+                       c->AddOp(OpKind::kRelu, {x})};
+       },
+       "outputs[2]: its shape does not broadcast with the earlier outputs'"},
+      {"a chain input as an output",
+       [](Chain* c, int32_t x, int32_t w) {
+         c->outputs = {c->AddOp(OpKind::kMatmul, {x, w}), x};
+       },
+       "outputs[1]: a chain input or constant as an output beside a matmul is not generated yet"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    Chain c;
+    int32_t x = c.AddInput(BF16({kM, kK}));
+    int32_t w = c.AddInput(BF16({kK, kN}));
+    k.build(&c, x, w);
+    auto p = PartitionChain(reduce_test::Finish(std::move(c)));
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr(k.message));
+  }
+}
+
+TEST(MatmulPartitionTest, BatchedPermuteMustSwapTheLastTwoDims) {
+  for (bool swap : {true, false}) {
+    Chain c;
+    int32_t x = c.AddInput(BF16({kB, kM, kK}));
+    int32_t w = c.AddInput(swap ? BF16({kB, kN, kK}) : BF16({kK, kB, kN}));
+    int32_t t =
+        Permute(&c, w, swap ? std::vector<int64_t>{0, 2, 1} : std::vector<int64_t>{1, 0, 2});
+    c.outputs = {c.AddOp(OpKind::kMatmul, {x, t})};
+    auto p = PartitionValid(reduce_test::Finish(std::move(c)));
+    if (swap) {
+      EXPECT_TRUE(p.ok()) << p.status();
+    } else {
+      EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
+      EXPECT_THAT(std::string(p.status().message()),
+                  HasSubstr("op 0 (permute): a permute other than a swap of the last two dims"));
+    }
   }
 }
 

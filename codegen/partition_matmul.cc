@@ -1,0 +1,339 @@
+// The partition of chains with matrix products: a matmul kernel per product
+// with its element-wise epilogue, and pointwise kernels for the element-wise
+// work the products' kernels cannot absorb (see PartitionChain for the rules).
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/partition.h"
+#include "core/status.h"
+
+namespace kfuse::partition_internal {
+namespace {
+
+// What a node is to a chain with products.
+enum class Role : uint8_t {
+  kLeaf,      // A chain input or constant.
+  kLeafWork,  // Element-wise work on leaves only: recomputed wherever it is read.
+  kView,      // A permute or expand of a chain input that matmuls read as strides.
+  kProduct,   // A matmul or an epilogue node: its kernel stores it when others read it.
+  kLoose,     // Element-wise work on products that no matmul kernel absorbs.
+};
+
+bool IsLeaf(const Chain& c, int32_t id) {
+  return c.nodes[id].kind == OpKind::kInput || c.nodes[id].kind == OpKind::kConstant;
+}
+
+std::string Labels(const Chain& c, const std::set<int32_t>& ids) {
+  std::vector<std::string> out;
+  for (int32_t id : ids) out.push_back(OpLabel(c, id));
+  return absl::StrJoin(out, ", ");
+}
+
+// A permutation that swaps the last two axes and keeps the others.
+bool SwapsLastTwo(const std::vector<int64_t>& perm) {
+  const int64_t r = static_cast<int64_t>(perm.size());
+  if (r < 2 || perm[r - 2] != r - 1 || perm[r - 1] != r - 2) return false;
+  for (int64_t i = 0; i + 2 < r; ++i) {
+    if (perm[i] != i) return false;
+  }
+  return true;
+}
+
+// OK when layout node `id` is an operand the matmul kernels read as strides:
+// a swap of a chain input's last two dims or a batch expand of one, read by
+// matmuls only.
+absl::Status CheckOperandView(const Chain& c, int32_t id, const std::vector<int32_t>& users,
+                              bool is_output) {
+  const Node& n = c.nodes[id];
+  bool by_matmul = false, elsewhere = is_output;
+  for (int32_t u : users) (c.nodes[u].kind == OpKind::kMatmul ? by_matmul : elsewhere) = true;
+  if (by_matmul) {
+    const Node& in = c.nodes[n.args[0]];
+    std::string what;
+    if (n.kind != OpKind::kPermute && n.kind != OpKind::kExpand) {
+      what = absl::StrCat("a ", std::string(OpName(n.kind)));
+    } else if (in.kind != OpKind::kInput) {
+      what = absl::StrCat("a ", std::string(OpName(n.kind)), " of a computed value");
+    } else if (n.kind == OpKind::kPermute && !SwapsLastTwo(n.axes)) {
+      what = "a permute other than a swap of the last two dims";
+    } else if (n.kind == OpKind::kExpand &&
+               (in.type.rank() < 2 || !std::equal(in.type.shape.end() - 2, in.type.shape.end(),
+                                                  n.type.shape.end() - 2))) {
+      what = "an expand of a matrix dim";
+    }
+    if (!what.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(c, id), ": ", what,
+          " as a matmul operand is not generated yet (an operand is a chain input, a swap of its "
+          "last two dims, a batch expand of it, element-wise work, or an earlier product)"));
+    }
+  }
+  if (elsewhere) {
+    return absl::UnimplementedError(absl::StrCat(
+        OpLabel(c, id),
+        ": a layout view in a chain with a matmul is generated only as a matmul operand (a swap "
+        "of a chain input's last two dims or a batch expand of one); elsewhere it is not "
+        "generated yet"));
+  }
+  return absl::OkStatus();
+}
+
+// A kernel being planned: what it computes, the nodes other kernels may read
+// from it, and what it reads from others.
+struct Planned {
+  int32_t anchor = -1;
+  KernelGroup k;
+  std::set<int32_t> nodes;
+  std::set<int32_t> stores;  // Nodes it writes when other kernels read them.
+  std::set<int32_t> reads;   // Nodes of other kernels it reads from memory.
+  std::set<int32_t> shared;  // Its nodes other kernels read.
+};
+
+std::string MatmulReason(const Chain& c, const Planned& p, const std::vector<Role>& role,
+                         const std::vector<bool>& is_output) {
+  const int32_t m = p.anchor;
+  std::vector<std::string> epilogue;
+  for (int32_t id : p.stores) {
+    if (id != m) epilogue.push_back(std::string(OpName(c.nodes[id].kind)));
+  }
+  std::string out =
+      epilogue.empty()
+          ? absl::StrCat(OpLabel(c, m),
+                         " with no epilogue: its accumulators are stored as they are")
+          : absl::StrCat(OpLabel(c, m), " with its epilogue (", absl::StrJoin(epilogue, ", "),
+                         ") applied to the accumulators before the store");
+  std::set<int32_t> products, operands;
+  for (int32_t r : p.reads) (role[r] == Role::kProduct ? products : operands).insert(r);
+  if (!products.empty()) {
+    absl::StrAppend(&out, "; a second matmul: compute-bound products stay separate; ",
+                    Labels(c, products), products.size() == 1 ? "'s result is" : "'s results are",
+                    " read from memory");
+  }
+  if (!operands.empty()) {
+    absl::StrAppend(&out, "; an earlier pointwise kernel stores its element-wise operand ",
+                    Labels(c, operands));
+  }
+  if (p.shared.empty()) {
+    const bool one = std::count_if(p.stores.begin(), p.stores.end(),
+                                   [&](int32_t id) { return is_output[id]; }) == 1;
+    absl::StrAppend(&out,
+                    one ? "; its result is a chain output" : "; its results are chain outputs");
+  } else {
+    absl::StrAppend(
+        &out, p.shared.size() == 1 ? "; its result " : "; its results ", Labels(c, p.shared),
+        p.shared.size() == 1 ? " is read by a later kernel" : " are read by later kernels");
+  }
+  return out;
+}
+
+std::string PointwiseReason(const Chain& c, const Planned& p,
+                            const std::vector<std::vector<int32_t>>& users) {
+  std::string out;
+  if (!p.stores.empty()) {
+    const int32_t root = *p.stores.begin();
+    std::set<int32_t> matmuls;
+    for (int32_t u : users[root]) {
+      if (c.nodes[u].kind == OpKind::kMatmul) matmuls.insert(u);
+    }
+    out =
+        absl::StrCat(OpLabel(c, root), ": element-wise work on an operand of ", Labels(c, matmuls),
+                     ", stored first, as a matmul kernel streams its operands from memory");
+  } else {
+    out = "element-wise outputs that no matmul kernel takes as its epilogue, in one pass";
+  }
+  if (!p.reads.empty()) {
+    absl::StrAppend(&out, "; reads ", Labels(c, p.reads), " from memory, broadcast");
+  }
+  return out;
+}
+
+}  // namespace
+
+// Why anchor order is a valid launch order: every kernel reads only nodes of
+// kernels with smaller anchors. Node ids are a topological order, and each
+// node a kernel stores has an id at least its kernel's anchor (an epilogue
+// node comes after its product; a pointwise kernel stores only its anchor).
+//  - A product's operand read from memory has a smaller id than the product,
+//    so its kernel's anchor is smaller still.
+//  - An epilogue node joins the kernel of the largest anchor among its
+//    operands' product kernels: the others it reads have smaller anchors.
+//    The only pointwise kernels it reads store its own product's operands
+//    (a node reading other loose work is loose itself).
+//  - A pointwise kernel reads product kernels' nodes that come before its
+//    roots (the operand it is anchored at, or outputs no larger than its
+//    anchor), so their kernels' anchors are smaller.
+// Anchors are distinct: products and element-wise nodes differ, each operand
+// gets one kernel, and the trailing kernel's outputs are no other kernel's.
+absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
+  const int32_t n = static_cast<int32_t>(c.nodes.size());
+  std::vector<std::vector<int32_t>> users(n);
+  for (int32_t id = 0; id < n; ++id) {
+    for (int32_t a : c.nodes[id].args) {
+      if (users[a].empty() || users[a].back() != id) users[a].push_back(id);
+    }
+  }
+  std::vector<bool> is_output(n, false);
+  for (int32_t o : c.outputs) is_output[o] = true;
+
+  // What the matmul plans do not cover, in node order.
+  int32_t first_matmul = n;
+  for (int32_t id = 0; id < n; ++id) {
+    const OpKind k = c.nodes[id].kind;
+    if (k == OpKind::kMatmul) first_matmul = std::min(first_matmul, id);
+    if (IsReduction(k)) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(c, id), id > first_matmul ? ": a reduction after a matmul is not generated yet"
+                                            : ": a reduction in a chain with a matmul is not "
+                                              "generated yet"));
+    }
+    if (IsLayout(k)) KFUSE_RETURN_IF_ERROR(CheckOperandView(c, id, users[id], is_output[id]));
+    if (!IsLeaf(c, id) && !IsElementwise(k) && !IsLayout(k) && k != OpKind::kMatmul) {
+      return absl::UnimplementedError(
+          absl::StrCat(OpLabel(c, id), ": this op is not generated yet beside a matmul"));
+    }
+  }
+
+  // Products and their epilogues, in node order.
+  std::vector<Role> role(n, Role::kLeaf);
+  // The kernel in `plan` that stores a product node or an element-wise operand.
+  std::vector<int32_t> kernel_of(n, -1);
+  std::vector<Planned> plan;
+  std::set<int32_t> operands;  // Element-wise operands of products.
+  for (int32_t id = 0; id < n; ++id) {
+    const Node& nd = c.nodes[id];
+    if (IsLeaf(c, id)) continue;
+    if (IsLayout(nd.kind)) {
+      role[id] = Role::kView;
+      continue;
+    }
+    if (nd.kind == OpKind::kMatmul) {
+      role[id] = Role::kProduct;
+      kernel_of[id] = static_cast<int32_t>(plan.size());
+      Planned p;
+      p.anchor = id;
+      p.k.family = Family::kMatmul;
+      p.nodes = p.stores = {id};
+      for (int32_t a : nd.args) {
+        if (role[a] == Role::kLeafWork || role[a] == Role::kLoose) operands.insert(a);
+      }
+      plan.push_back(std::move(p));
+      continue;
+    }
+    int32_t latest = -1;  // Kernels are made in anchor order: the largest is the latest.
+    bool leaf_only = true, loose = false;
+    for (int32_t a : nd.args) {
+      leaf_only = leaf_only && (role[a] == Role::kLeaf || role[a] == Role::kLeafWork);
+      loose = loose || role[a] == Role::kLoose;
+      if (role[a] == Role::kProduct) latest = std::max(latest, kernel_of[a]);
+    }
+    if (leaf_only) {
+      role[id] = Role::kLeafWork;
+    } else if (!loose && latest >= 0 && nd.type.shape == c.nodes[plan[latest].anchor].type.shape) {
+      role[id] = Role::kProduct;
+      kernel_of[id] = latest;
+      plan[latest].nodes.insert(id);
+      plan[latest].stores.insert(id);
+      // Element-wise work on leaves that the epilogue reads: computed per
+      // output element, but for the product's own operands, which an earlier
+      // kernel stores and this one reads.
+      const std::vector<int32_t>& own = c.nodes[plan[latest].anchor].args;
+      for (int32_t a : nd.args) {
+        if (role[a] != Role::kLeafWork) continue;
+        const std::set<int32_t> work =
+            ElementwiseClosure(c, {a}, std::set<int32_t>(own.begin(), own.end()));
+        plan[latest].nodes.insert(work.begin(), work.end());
+      }
+    } else {
+      role[id] = Role::kLoose;
+    }
+  }
+
+  // Pointwise kernels read every product node they need from memory.
+  std::set<int32_t> stored;
+  for (int32_t id = 0; id < n; ++id) {
+    if (role[id] == Role::kProduct) stored.insert(id);
+  }
+  std::set<int32_t> written;  // Outputs the kernels so far write.
+  for (const Planned& p : plan) {
+    for (int32_t id : p.stores) {
+      if (is_output[id]) written.insert(id);
+    }
+  }
+  for (int32_t o : operands) {
+    Planned p;
+    p.anchor = o;
+    p.k.family = Family::kPointwise;
+    p.nodes = ElementwiseClosure(c, {o}, stored);
+    p.stores = {o};
+    for (int32_t id : p.nodes) {
+      if (is_output[id]) written.insert(id);
+    }
+    kernel_of[o] = static_cast<int32_t>(plan.size());
+    plan.push_back(std::move(p));
+  }
+  std::vector<int32_t> roots;
+  for (size_t j = 0; j < c.outputs.size(); ++j) {
+    const int32_t o = c.outputs[j];
+    if (IsLeaf(c, o)) {
+      return absl::UnimplementedError(
+          absl::StrCat("outputs[", j,
+                       "]: a chain input or constant as an output beside a matmul is not "
+                       "generated yet"));
+    }
+    if (!written.count(o)) roots.push_back(o);
+  }
+  if (!roots.empty()) {
+    Planned p;
+    p.anchor = *std::max_element(roots.begin(), roots.end());
+    p.k.family = Family::kPointwise;
+    p.nodes = ElementwiseClosure(c, roots, stored);
+    std::vector<size_t> which;  // The outputs the kernel writes.
+    for (size_t j = 0; j < c.outputs.size(); ++j) {
+      if (p.nodes.count(c.outputs[j])) which.push_back(j);
+    }
+    KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c, which));
+    plan.push_back(std::move(p));
+  }
+
+  // What each kernel reads from which (operand views are read as strides).
+  for (Planned& p : plan) {
+    for (int32_t id : p.nodes) {
+      for (int32_t a : c.nodes[id].args) {
+        if (IsLeaf(c, a) || role[a] == Role::kView || p.nodes.count(a)) continue;
+        KFUSE_CHECK(kernel_of[a] >= 0);
+        Planned& from = plan[kernel_of[a]];
+        KFUSE_CHECK(from.stores.count(a) && from.anchor < p.anchor);
+        p.reads.insert(a);
+        from.shared.insert(a);
+      }
+    }
+  }
+  std::sort(plan.begin(), plan.end(),
+            [](const Planned& a, const Planned& b) { return a.anchor < b.anchor; });
+  Partition out;
+  for (Planned& p : plan) {
+    KernelGroup& k = p.k;
+    k.nodes.assign(p.nodes.begin(), p.nodes.end());
+    k.intermediates.assign(p.shared.begin(), p.shared.end());
+    out.intermediates.insert(out.intermediates.end(), p.shared.begin(), p.shared.end());
+    // A matmul kernel writes its product and epilogue nodes; a pointwise one
+    // every output it computes.
+    const std::set<int32_t>& writable = k.family == Family::kMatmul ? p.stores : p.nodes;
+    std::set<int32_t> results(p.shared.begin(), p.shared.end());
+    for (int32_t id : writable) {
+      if (is_output[id]) results.insert(id);
+    }
+    k.results.assign(results.begin(), results.end());
+    k.reason = k.family == Family::kMatmul ? MatmulReason(c, p, role, is_output)
+                                           : PointwiseReason(c, p, users);
+    out.kernels.push_back(std::move(k));
+  }
+  std::sort(out.intermediates.begin(), out.intermediates.end());
+  return out;
+}
+
+}  // namespace kfuse::partition_internal
