@@ -6,7 +6,8 @@
 #
 # 1. kfused on loopback with a fresh store; every case of the suites compiled
 #    with `kfuse compile --policy full` (tuned on this GPU), then a launch
-#    manifest per plan and row count (kfuse-plan-manifest);
+#    manifest per plan and row count (kfuse-plan-manifest) and the compile's
+#    wall seconds beside it (<case>.compile_s);
 # 2. per suite, the benchmark against eager PyTorch, torch.compile and the
 #    device copy (bench/gpu/suite.py);
 # 3. the GPU tests (random chains and row chains against the fp64 evaluator,
@@ -14,8 +15,9 @@
 # Every stage has a time limit (the whole run fits in SECONDS_TOTAL, default
 # 420) and the log streams to $OUT as it goes, so a cut-off run keeps what it
 # measured. Results go to bench/results/ and $OUT.
-# Environment: SUITES (default "pointwise row"), CASES (comma-separated case
-# names, default all), BUDGET (tuning seconds per case, default 2),
+# Environment: SUITES (default "pointwise row"; "matmul" for the GEMM suite),
+# CASES (comma-separated case names, default all), BUDGET (tuning seconds per
+# case, default 2), MATMUL_BUDGET (the same for matmul cases, default 8),
 # SKIP_TESTS=1, TESTS ("cross" or "tuner" for one half).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -55,14 +57,20 @@ for _ in $(seq 1 300); do "$bin/kfuse" --server "$addr" health >/dev/null 2>&1 &
 echo "== compile and tune each case"
 python3 bench/gpu/suite.py write-cases "$work/cases" $quick
 for suite in $suites; do
+  budget=${BUDGET:-2}
+  [ "$suite" = matmul ] && budget=${MATMUL_BUDGET:-8}
+  whole=${budget%.*}
+  climit=$((90 + 2 * ${whole:-0}))  # Compiling the variants comes on top of the budget.
   for chain in "$work/cases/$suite"/*.json; do
     name=$(basename "$chain" .json)
     [ -n "${CASES:-}" ] && [[ ",$CASES," != *",$name,"* ]] && continue
-    start=$SECONDS
+    start=$(date +%s.%N)
     rows=$(cat "$work/cases/$suite/$name.rows" 2>/dev/null)
-    if timeout 90 "$bin/kfuse" --server "$addr" --timeout 90 compile "$chain" -o "$work/plans/$name.pb" \
-         --policy full --budget "${BUDGET:-2}" >"$work/plans/$name.txt" 2>&1; then
-      echo "$name: compiled in $((SECONDS - start)) s: $(grep -m1 -E '^state' "$work/plans/$name.txt")"
+    if timeout "$climit" "$bin/kfuse" --server "$addr" --timeout "$climit" compile "$chain" \
+         -o "$work/plans/$name.pb" --policy full --budget "$budget" >"$work/plans/$name.txt" 2>&1; then
+      wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+      echo "$wall" >"$work/manifests/$name.compile_s"
+      echo "$name: compiled in $wall s: $(grep -m1 -E '^state' "$work/plans/$name.txt")"
       first=1
       for r in ${rows:-none}; do  # The first row count is the case's own; the rest, its sweep.
         m=$work/manifests/$name.json sym=()
