@@ -3,10 +3,12 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 #include "codegen/matmul.h"
 #include "codegen/pointwise.h"
 #include "codegen/reduce.h"
 #include "codegen/row.h"
+#include "codegen/subchain.h"
 
 namespace kfuse {
 namespace {
@@ -46,6 +48,19 @@ const Chain& PointwiseView(const Chain& chain, const KernelGroup& group, Chain* 
   return *storage;
 }
 
+// The row generator sees its chain as one kernel: a row group of a plan of
+// several kernels (reading a product's result, or storing a matmul's
+// operand) is shown as a chain of its own, and its kernel renumbered back.
+absl::StatusOr<KernelSpec> EmitRowGroup(const Chain& chain, const KernelGroup& group,
+                                        const Variant& variant, Numerics numerics) {
+  if (CoversChain(chain, group)) return EmitRow(chain, group, variant, numerics);
+  KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(chain, group));
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec k, EmitRow(sub.chain, sub.group, variant, numerics));
+  KFUSE_RETURN_IF_ERROR(sub.Restore(&k));
+  k.ops.assign(group.nodes.begin(), group.nodes.end());
+  return k;
+}
+
 }  // namespace
 
 absl::StatusOr<KernelSpec> EmitFamily(const Chain& chain, const KernelGroup& group,
@@ -54,7 +69,7 @@ absl::StatusOr<KernelSpec> EmitFamily(const Chain& chain, const KernelGroup& gro
   switch (group.family) {
     case Family::kPointwise:
       return EmitPointwise(PointwiseView(chain, group, &view), group, variant, numerics);
-    case Family::kRowReduction: return EmitRow(chain, group, variant, numerics);
+    case Family::kRowReduction: return EmitRowGroup(chain, group, variant, numerics);
     case Family::kReduction: return EmitReduce(chain, group, variant, numerics);
     case Family::kMatmul: return EmitMatmul(chain, group, variant, numerics);
     default: return NoGenerator(group.family);
@@ -67,7 +82,11 @@ absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,
   switch (group.family) {
     case Family::kPointwise:
       return CanGenerate(PointwiseView(chain, group, &view), group, variant);
-    case Family::kRowReduction: return CanGenerateRow(chain, group, variant);
+    case Family::kRowReduction: {
+      if (CoversChain(chain, group)) return CanGenerateRow(chain, group, variant);
+      KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(chain, group));
+      return CanGenerateRow(sub.chain, sub.group, variant);
+    }
     case Family::kReduction: return CanGenerateReduce(chain, group, variant);
     case Family::kMatmul: return CanGenerateMatmul(chain, group, variant);
     default: return NoGenerator(group.family);
@@ -78,7 +97,11 @@ Variant FamilyHeuristic(const Chain& chain, const KernelGroup& group) {
   Chain view;
   switch (group.family) {
     case Family::kPointwise: return PointwiseHeuristic(PointwiseView(chain, group, &view), group);
-    case Family::kRowReduction: return RowHeuristic(chain, group);
+    case Family::kRowReduction: {
+      if (CoversChain(chain, group)) return RowHeuristic(chain, group);
+      absl::StatusOr<SubChain> sub = Isolate(chain, group);
+      return sub.ok() ? RowHeuristic(sub->chain, sub->group) : Variant{group.family, {}};
+    }
     case Family::kReduction: return ReduceHeuristic(chain, group);
     case Family::kMatmul: return MatmulHeuristic(chain, group);
     default: return Variant{group.family, {}};
@@ -89,7 +112,11 @@ std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group) {
   Chain view;
   switch (group.family) {
     case Family::kPointwise: return PointwiseSpace(PointwiseView(chain, group, &view), group);
-    case Family::kRowReduction: return RowSpace(chain, group);
+    case Family::kRowReduction: {
+      if (CoversChain(chain, group)) return RowSpace(chain, group);
+      absl::StatusOr<SubChain> sub = Isolate(chain, group);
+      return sub.ok() ? RowSpace(sub->chain, sub->group) : std::vector<Variant>{};
+    }
     case Family::kReduction: return ReduceSpace(chain, group);
     case Family::kMatmul: return MatmulSpace(chain, group);
     default: return {};

@@ -77,6 +77,38 @@ inline Chain Mlp(DType t, int64_t tokens, int64_t d, int64_t ff, bool gated = fa
   return row_test::Finish(std::move(c));
 }
 
+// softmax(x @ w * 0.125) over the product's rows (attention scores without
+// the mask): a matmul kernel, then a row kernel reading it.
+inline Chain SoftmaxOfProduct(DType t, int64_t m, int64_t n, int64_t k) {
+  Chain c;
+  const int32_t x = c.AddInput(TensorType{t, {Dim::Static(m), Dim::Static(k)}});
+  const int32_t w = c.AddInput(TensorType{t, {Dim::Static(k), Dim::Static(n)}});
+  const int32_t s = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kMatmul, {x, w}), c.AddConstant(0.125)});
+  const int32_t mx = row_test::Reduce(&c, OpKind::kReduceMax, s, 1);
+  const int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, mx})});
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, row_test::Reduce(&c, OpKind::kReduceSum, e, 1)})};
+  return row_test::Finish(std::move(c));
+}
+
+// LayerNorm(x) (weight, bias, eps 1e-5) @ w + b: a row kernel stores the
+// normalised rows, then a matmul kernel.
+inline Chain LayerNormLinear(DType t, int64_t m, int64_t n, int64_t k) {
+  Chain c;
+  const Dim K = Dim::Static(k), N = Dim::Static(n);
+  const int32_t x = c.AddInput(TensorType{t, {Dim::Static(m), K}});
+  const int32_t g = c.AddInput(TensorType{t, {K}});
+  const int32_t beta = c.AddInput(TensorType{t, {K}});
+  const int32_t w = c.AddInput(TensorType{t, {K, N}});
+  const int32_t b = c.AddInput(TensorType{t, {N}});
+  const int32_t mean = row_test::Reduce(&c, OpKind::kReduceMean, x, 1);
+  const int32_t d = c.AddOp(OpKind::kSub, {x, mean});
+  const int32_t var = row_test::Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kMul, {d, d}), 1);
+  const int32_t r = c.AddOp(OpKind::kRsqrt, {c.AddOp(OpKind::kAdd, {var, c.AddConstant(1e-5)})});
+  const int32_t y = c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kMul, {d, r}), g}), beta});
+  c.outputs = {c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMatmul, {y, w}), b})};
+  return row_test::Finish(std::move(c));
+}
+
 // The one kernel of a chain whose nodes all join the product's kernel: every
 // computed node, the outputs as results.
 inline KernelGroup WholeGroup(const Chain& c) {

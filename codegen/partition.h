@@ -78,19 +78,26 @@ struct Partition {
 //    such a node) is left to pointwise kernels. Each operand of a product is
 //    a chain input; a permute of one swapping just its last two dims or an
 //    expand of one keeping them (read as strides, listed nowhere); a node of
-//    an earlier product kernel (an intermediate); or element-wise work,
-//    stored first by a pointwise kernel anchored at the operand, which
-//    computes the operand's element-wise closure from chain inputs,
-//    constants and product kernels' nodes (intermediates); the epilogue
-//    reads such an operand of its own product too. The outputs no
-//    kernel writes get one pointwise kernel anchored at the largest of them,
-//    likewise reading product kernels' nodes. Kernels launch in anchor
-//    order (see MatmulPartition for why that is a valid order). A product
-//    kernel's results are its product and epilogue nodes that are outputs or
-//    read elsewhere, not the element-wise work on leaves it recomputes.
-//    Unimplemented, naming the op: a reduction, or a layout view other than
-//    those operands (or one that other ops read too); naming `outputs[j]`:
-//    a chain input or constant as an output.
+//    an earlier product kernel (an intermediate); or computed work, stored
+//    first by a kernel anchored at the operand, which computes the
+//    operand's closure (element-wise work and reductions along rows) from
+//    chain inputs, constants and product kernels' nodes (intermediates): a
+//    row kernel when the closure reduces (LayerNorm before a linear layer),
+//    else pointwise; the epilogue reads such an operand of its own product
+//    too. Reductions along rows are never in a product's kernel (a row of
+//    the product spans several CTAs' tiles): they and what reads them join
+//    those closures. The outputs no kernel writes get one kernel anchored
+//    at the largest of them, likewise reading product kernels' nodes: a row
+//    kernel when it reduces (softmax of a product), else pointwise. Row
+//    kernels are generated from their group as a chain of its own
+//    (codegen/subchain.h). Kernels launch in anchor order (see
+//    MatmulPartition for why that is a valid order). A product kernel's
+//    results are its product and epilogue nodes that are outputs or read
+//    elsewhere, not the element-wise work on leaves it recomputes.
+//    Unimplemented, naming the op: a reduction over outer axes, a row
+//    closure the row family cannot generate (AnalyzeRows), or a layout view
+//    other than those operands (or one that other ops read too); naming
+//    `outputs[j]`: a chain input or constant as an output.
 absl::StatusOr<Partition> PartitionChain(const Chain& canonical);
 
 // The buffers of p.intermediates in order, as a plan lists them: each in its

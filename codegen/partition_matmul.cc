@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/partition.h"
+#include "codegen/row_analysis.h"
+#include "codegen/subchain.h"
 #include "core/status.h"
 
 namespace kfuse::partition_internal {
@@ -114,7 +116,7 @@ std::string MatmulReason(const Chain& c, const Planned& p, const std::vector<Rol
                     " read from memory");
   }
   if (!operands.empty()) {
-    absl::StrAppend(&out, "; an earlier pointwise kernel stores its element-wise operand ",
+    absl::StrAppend(&out, "; an earlier kernel stores its computed operand ",
                     Labels(c, operands));
   }
   if (p.shared.empty()) {
@@ -130,15 +132,22 @@ std::string MatmulReason(const Chain& c, const Planned& p, const std::vector<Rol
   return out;
 }
 
+// The products that read node `id`.
+std::set<int32_t> MatmulsReading(const Chain& c, int32_t id,
+                                 const std::vector<std::vector<int32_t>>& users) {
+  std::set<int32_t> out;
+  for (int32_t u : users[id]) {
+    if (c.nodes[u].kind == OpKind::kMatmul) out.insert(u);
+  }
+  return out;
+}
+
 std::string PointwiseReason(const Chain& c, const Planned& p,
                             const std::vector<std::vector<int32_t>>& users) {
   std::string out;
   if (!p.stores.empty()) {
     const int32_t root = *p.stores.begin();
-    std::set<int32_t> matmuls;
-    for (int32_t u : users[root]) {
-      if (c.nodes[u].kind == OpKind::kMatmul) matmuls.insert(u);
-    }
+    const std::set<int32_t> matmuls = MatmulsReading(c, root, users);
     out =
         absl::StrCat(OpLabel(c, root), ": element-wise work on an operand of ", Labels(c, matmuls),
                      ", stored first, as a matmul kernel streams its operands from memory");
@@ -147,6 +156,54 @@ std::string PointwiseReason(const Chain& c, const Planned& p,
   }
   if (!p.reads.empty()) {
     absl::StrAppend(&out, "; reads ", Labels(c, p.reads), " from memory, broadcast");
+  }
+  return out;
+}
+
+// The nodes computing `roots` from leaves and the nodes of `stored` (which
+// other kernels store): element-wise work and row reductions, `roots`
+// included when not stored.
+std::set<int32_t> WorkClosure(const Chain& c, std::vector<int32_t> roots,
+                              const std::set<int32_t>& stored) {
+  std::set<int32_t> out;
+  while (!roots.empty()) {
+    const int32_t id = roots.back();
+    roots.pop_back();
+    if (IsLeaf(c, id) || stored.count(id) || !out.insert(id).second) continue;
+    for (int32_t a : c.nodes[id].args) roots.push_back(a);
+  }
+  return out;
+}
+
+// A group with a reduction is a row kernel; else pointwise.
+Family FamilyOf(const Chain& c, const std::set<int32_t>& nodes) {
+  for (int32_t id : nodes) {
+    if (IsReduction(c.nodes[id].kind)) return Family::kRowReduction;
+  }
+  return Family::kPointwise;
+}
+
+std::string RowReason(const Chain& c, const Planned& p,
+                      const std::vector<std::vector<int32_t>>& users) {
+  std::set<int32_t> reductions;
+  for (int32_t id : p.nodes) {
+    if (IsReduction(c.nodes[id].kind)) reductions.insert(id);
+  }
+  std::string out;
+  if (!p.stores.empty()) {
+    const int32_t root = *p.stores.begin();
+    const std::set<int32_t> matmuls = MatmulsReading(c, root, users);
+    out = absl::StrCat("row reductions (", Labels(c, reductions), ") on an operand of ",
+                       Labels(c, matmuls),
+                       ": a row kernel stores it first, as a matmul kernel streams its operands "
+                       "from memory");
+  } else {
+    out = absl::StrCat("row reductions (", Labels(c, reductions),
+                       ") with their element-wise neighbours in a row kernel of their own");
+  }
+  if (!p.reads.empty()) {
+    absl::StrAppend(&out, "; reads ", Labels(c, p.reads),
+                    " from memory (a product's rows span several of its CTAs' tiles)");
   }
   return out;
 }
@@ -185,13 +242,19 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     const OpKind k = c.nodes[id].kind;
     if (k == OpKind::kMatmul) first_matmul = std::min(first_matmul, id);
     if (IsReduction(k)) {
-      return absl::UnimplementedError(absl::StrCat(
-          OpLabel(c, id), id > first_matmul ? ": a reduction after a matmul is not generated yet"
-                                            : ": a reduction in a chain with a matmul is not "
-                                              "generated yet"));
+      const int rank = c.nodes[c.nodes[id].args[0]].type.rank();
+      if (c.nodes[id].axes != std::vector<int64_t>{rank - 1}) {
+        return absl::UnimplementedError(absl::StrCat(
+            OpLabel(c, id), id > first_matmul
+                                ? ": a reduction over outer axes after a matmul is not generated "
+                                  "yet (reductions along rows are)"
+                                : ": a reduction over outer axes in a chain with a matmul is not "
+                                  "generated yet (reductions along rows are)"));
+      }
     }
     if (IsLayout(k)) KFUSE_RETURN_IF_ERROR(CheckOperandView(c, id, users[id], is_output[id]));
-    if (!IsLeaf(c, id) && !IsElementwise(k) && !IsLayout(k) && k != OpKind::kMatmul) {
+    if (!IsLeaf(c, id) && !IsElementwise(k) && !IsLayout(k) && !IsReduction(k) &&
+        k != OpKind::kMatmul) {
       return absl::UnimplementedError(
           absl::StrCat(OpLabel(c, id), ": this op is not generated yet beside a matmul"));
     }
@@ -221,6 +284,10 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
         if (role[a] == Role::kLeafWork || role[a] == Role::kLoose) operands.insert(a);
       }
       plan.push_back(std::move(p));
+      continue;
+    }
+    if (IsReduction(nd.kind)) {  // Row work: a row kernel of its own.
+      role[id] = Role::kLoose;
       continue;
     }
     int32_t latest = -1;  // Kernels are made in anchor order: the largest is the latest.
@@ -266,8 +333,8 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
   for (int32_t o : operands) {
     Planned p;
     p.anchor = o;
-    p.k.family = Family::kPointwise;
-    p.nodes = ElementwiseClosure(c, {o}, stored);
+    p.nodes = WorkClosure(c, {o}, stored);
+    p.k.family = FamilyOf(c, p.nodes);
     p.stores = {o};
     for (int32_t id : p.nodes) {
       if (is_output[id]) written.insert(id);
@@ -289,8 +356,8 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
   if (!roots.empty()) {
     Planned p;
     p.anchor = *std::max_element(roots.begin(), roots.end());
-    p.k.family = Family::kPointwise;
-    p.nodes = ElementwiseClosure(c, roots, stored);
+    p.nodes = WorkClosure(c, roots, stored);
+    p.k.family = FamilyOf(c, p.nodes);
     std::vector<size_t> which;  // The outputs the kernel writes.
     for (size_t j = 0; j < c.outputs.size(); ++j) {
       if (p.nodes.count(c.outputs[j])) which.push_back(j);
@@ -329,7 +396,13 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     }
     k.results.assign(results.begin(), results.end());
     k.reason = k.family == Family::kMatmul ? MatmulReason(c, p, role, is_output)
-                                           : PointwiseReason(c, p, users);
+               : k.family == Family::kRowReduction ? RowReason(c, p, users)
+                                                    : PointwiseReason(c, p, users);
+    if (k.family == Family::kRowReduction) {
+      // The row generator sees the group as a chain of its own.
+      KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(c, k));
+      KFUSE_RETURN_IF_ERROR(AnalyzeRows(sub.chain).status());
+    }
     out.kernels.push_back(std::move(k));
   }
   std::sort(out.intermediates.begin(), out.intermediates.end());

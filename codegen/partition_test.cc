@@ -338,7 +338,7 @@ std::set<int32_t> Reads(const Chain& c, const KernelGroup& k) {
 
 // The plan's contract: kernels read only leaves, their own nodes and
 // intermediates of earlier kernels; each intermediate is one kernel's; every
-// output is some kernel's result; each pointwise kernel generates, naming the
+// output is some kernel's result; each kernel generates, naming the
 // intermediates it reads and writes and the outputs among its results.
 void ExpectValidPlan(const Chain& c, const Partition& p) {
   std::map<int32_t, size_t> owner;  // Intermediate -> kernel.
@@ -359,7 +359,6 @@ void ExpectValidPlan(const Chain& c, const Partition& p) {
       EXPECT_TRUE(std::binary_search(p.intermediates.begin(), p.intermediates.end(), m));
     }
     results.insert(k.results.begin(), k.results.end());
-    if (k.family != Family::kPointwise) continue;
     absl::StatusOr<KernelSpec> spec = EmitFamily(c, k, FamilyHeuristic(c, k));
     ASSERT_TRUE(spec.ok()) << spec.status();
     std::set<int32_t> mids, outs, want_outs;
@@ -584,7 +583,7 @@ TEST(MatmulPartitionTest, ElementwiseOperandIsStoredByAPointwiseKernelFirst) {
     EXPECT_THAT(p->kernels[1].nodes, ElementsAre(m));
     EXPECT_THAT(p->kernels[1].results, ElementsAre(m));
     EXPECT_THAT(p->kernels[1].reason,
-                HasSubstr(absl::StrCat("its element-wise operand ", OpLabel(c, cast))));
+                HasSubstr(absl::StrCat("an earlier kernel stores its computed operand ", OpLabel(c, cast))));
     EXPECT_THAT(p->intermediates, ElementsAre(cast));
   }
 }
@@ -609,7 +608,7 @@ TEST(MatmulPartitionTest, AnOperandTheEpilogueReadsToo) {
   EXPECT_THAT(p->kernels[1].nodes, ElementsAre(m, add));
   EXPECT_THAT(p->kernels[1].results, ElementsAre(add));
   EXPECT_THAT(p->kernels[1].reason,
-              HasSubstr(absl::StrCat("its element-wise operand ", OpLabel(c, cast))));
+              HasSubstr(absl::StrCat("an earlier kernel stores its computed operand ", OpLabel(c, cast))));
   EXPECT_THAT(p->intermediates, ElementsAre(cast));
 }
 
@@ -678,18 +677,19 @@ TEST(MatmulPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
     std::function<void(Chain*, int32_t, int32_t)> build;
     const char* message;
   } cases[] = {
-      {"reduce_sum after a matmul",
+      {"column sum after a matmul",
        [](Chain* c, int32_t x, int32_t w) {
          c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, c->AddOp(OpKind::kMatmul, {x, w}),
-                                           {1}, true)};
+                                           {0}, true)};
        },
-       "op 1 (reduce_sum): a reduction after a matmul is not generated yet"},
-      {"reduce_max before a matmul",
+       "op 1 (reduce_sum): a reduction over outer axes after a matmul is not generated yet"},
+      {"column max before a matmul",
        [](Chain* c, int32_t x, int32_t w) {
-         int32_t mx = reduce_test::Reduce(c, OpKind::kReduceMax, x, {1}, true);
+         int32_t mx = reduce_test::Reduce(c, OpKind::kReduceMax, x, {0}, true);
          c->outputs = {c->AddOp(OpKind::kMatmul, {c->AddOp(OpKind::kSub, {x, mx}), w})};
        },
-       "op 0 (reduce_max): a reduction in a chain with a matmul is not generated yet"},
+       "op 0 (reduce_max): a reduction over outer axes in a chain with a matmul is not generated "
+       "yet"},
       {"sliced operand",
        [](Chain* c, int32_t x, int32_t w) {
          int32_t s = c->AddOp(OpKind::kSlice, {w});
@@ -734,6 +734,53 @@ TEST(MatmulPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
     EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(k.message));
   }
+}
+
+// softmax(x @ w * s) over the product's rows: the scale joins the matmul's
+// epilogue; the softmax is a row kernel reading the scaled product.
+TEST(MatmulPartitionTest, RowReductionsAfterAProductAreARowKernel) {
+  Chain c;
+  int32_t x = c.AddInput(BF16({kM, kK}));
+  int32_t w = c.AddInput(BF16({kK, kN}));
+  int32_t s = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kMatmul, {x, w}), c.AddConstant(0.125)});
+  int32_t mx = reduce_test::Reduce(&c, OpKind::kReduceMax, s, {1}, true);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, mx})});
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, reduce_test::Reduce(&c, OpKind::kReduceSum, e, {1}, true)})};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  const int32_t mul = The(c, OpKind::kMul);
+  EXPECT_EQ(p->kernels[0].family, Family::kMatmul);
+  EXPECT_THAT(p->kernels[0].nodes, ElementsAre(The(c, OpKind::kMatmul), mul));
+  EXPECT_THAT(p->kernels[0].intermediates, ElementsAre(mul));
+  EXPECT_EQ(p->kernels[1].family, Family::kRowReduction);
+  EXPECT_THAT(p->kernels[1].results, ElementsAre(The(c, OpKind::kDiv)));
+  EXPECT_THAT(p->kernels[1].reason, HasSubstr("row reductions ("));
+  EXPECT_THAT(p->kernels[1].reason, HasSubstr(absl::StrCat("reads ", OpLabel(c, mul), " from memory")));
+  EXPECT_THAT(p->intermediates, ElementsAre(mul));
+}
+
+// LayerNorm's statistics before a product: a row kernel stores the
+// normalised rows, which the matmul kernel streams.
+TEST(MatmulPartitionTest, RowReductionsOnAnOperandAreStoredByARowKernel) {
+  Chain c;
+  int32_t x = c.AddInput(BF16({kM, kK}));
+  int32_t w = c.AddInput(BF16({kK, kN}));
+  int32_t mean = reduce_test::Reduce(&c, OpKind::kReduceMean, x, {1}, true);
+  int32_t d = c.AddOp(OpKind::kSub, {x, mean});
+  int32_t var = reduce_test::Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kMul, {d, d}), {1}, true);
+  int32_t norm = c.AddOp(OpKind::kMul, {d, c.AddOp(OpKind::kRsqrt, {c.AddOp(OpKind::kAdd, {var, c.AddConstant(1e-5)})})});
+  c.outputs = {c.AddOp(OpKind::kMatmul, {norm, w})};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  EXPECT_EQ(p->kernels[0].family, Family::kRowReduction);
+  EXPECT_EQ(p->kernels[1].family, Family::kMatmul);
+  ASSERT_EQ(p->intermediates.size(), 1u);
+  EXPECT_EQ(c.nodes[The(c, OpKind::kMatmul)].args[0], p->intermediates[0]);
+  EXPECT_THAT(p->kernels[0].reason, HasSubstr("a row kernel stores it first"));
 }
 
 TEST(MatmulPartitionTest, BatchedPermuteMustSwapTheLastTwoDims) {

@@ -124,9 +124,10 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
 }
 
 // Plans of several kernels: an MLP (two matmul kernels, the first writing
-// gelu(x @ w1 + b1) for the second) and SwiGLU (silu of one product read
-// by the next product's epilogue), every kernel at its heuristic variant,
-// against the CPU fp64 evaluator.
+// gelu(x @ w1 + b1) for the second), SwiGLU (silu of one product read by the
+// next product's epilogue), a softmax of a product (a row kernel reading it)
+// and LayerNorm before a linear layer (a row kernel storing the operand),
+// every kernel at its heuristic variant, against the CPU fp64 evaluator.
 TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
   absl::StatusOr<Gpu> gpu = OpenGpu();
   if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
@@ -137,6 +138,8 @@ TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
   const std::vector<std::pair<std::string, Chain>> cases = {
       {"mlp_bf16", matmul_test::Mlp(DType::kBF16, 200, 136, 520)},
       {"swiglu_bf16", matmul_test::Mlp(DType::kBF16, 72, 264, 392, /*gated=*/true)},
+      {"softmax_of_product_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 72, 136, 264)},
+      {"layer_norm_linear_bf16", matmul_test::LayerNormLinear(DType::kBF16, 100, 392, 256)},
   };
   for (const auto& [name, c] : cases) {
     SCOPED_TRACE(name);

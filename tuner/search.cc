@@ -42,11 +42,11 @@ struct FamilyGenerator {
 // matmul space 24 curated tiles: they are searched whole.
 std::vector<Variant> KeepAll(const std::vector<Variant>& space, Bound) { return space; }
 
-// Pointwise groups go through codegen/generators.h, which shows a group of a
-// plan of several kernels only the intermediates other kernels read.
+// Pointwise and row groups go through codegen/generators.h, which shows a
+// group of a plan of several kernels only what it reads and writes.
 const FamilyGenerator kFamilies[] = {
     {Family::kPointwise, &FamilyHeuristic, &FamilySpace, &EmitFamily, &PrunePointwise},
-    {Family::kRowReduction, &RowHeuristic, &RowSpace, &EmitRow, &KeepAll},
+    {Family::kRowReduction, &FamilyHeuristic, &FamilySpace, &EmitFamily, &KeepAll},
     {Family::kReduction, &ReduceHeuristic, &ReduceSpace, &EmitReduce, &KeepAll},
     {Family::kMatmul, &MatmulHeuristic, &MatmulSpace, &EmitMatmul, &KeepAll},
 };

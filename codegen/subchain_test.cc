@@ -1,0 +1,68 @@
+#include "codegen/subchain.h"
+
+#include "codegen/generators.h"
+#include "codegen/partition.h"
+#include "codegen/reduce_test_chains.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+using ::testing::ElementsAre;
+
+// softmax(x @ w) with the product an output too: the row kernel of the plan
+// reads the product from memory.
+Chain SoftmaxOfProduct() {
+  Chain c;
+  const int32_t x = c.AddInput(TensorType{DType::kBF16, {Dim::Static(64), Dim::Static(128)}});
+  const int32_t w = c.AddInput(TensorType{DType::kBF16, {Dim::Static(128), Dim::Static(256)}});
+  const int32_t m = c.AddOp(OpKind::kMatmul, {x, w});
+  const int32_t mx = reduce_test::Reduce(&c, OpKind::kReduceMax, m, {1}, true);
+  const int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {m, mx})});
+  c.outputs = {m, c.AddOp(OpKind::kDiv, {e, reduce_test::Reduce(&c, OpKind::kReduceSum, e, {1}, true)})};
+  return reduce_test::Finish(std::move(c));
+}
+
+TEST(SubChainTest, ARowGroupReadsTheProductAsAnInputAndIsRenumberedBack) {
+  const Chain c = SoftmaxOfProduct();
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  const KernelGroup& row = p->kernels[1];
+  ASSERT_EQ(row.family, Family::kRowReduction);
+  EXPECT_FALSE(CoversChain(c, row));
+  EXPECT_FALSE(CoversChain(c, KernelGroup{}));
+
+  absl::StatusOr<SubChain> s = Isolate(c, row);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int32_t product = p->intermediates[0];
+  // x, w, then the product; the softmax is the one output.
+  EXPECT_EQ(s->chain.num_inputs(), 3);
+  EXPECT_EQ(s->inputs[2], (BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(product)}));
+  ASSERT_EQ(s->outputs.size(), 1u);
+  EXPECT_EQ(s->outputs[0], (BufferRef{BufferRef::Kind::kOutput, 1}));
+  EXPECT_TRUE(CoversChain(s->chain, s->group));
+
+  // The row kernel, as the plan sees it: x and w, the product read from
+  // memory, output 1.
+  absl::StatusOr<KernelSpec> k = EmitFamily(c, row, FamilyHeuristic(c, row));
+  ASSERT_TRUE(k.ok()) << k.status();
+  std::vector<BufferRef> buffers;
+  for (const KernelParam& a : k->params) {
+    if (a.kind == KernelParam::Kind::kBuffer) buffers.push_back(a.buffer);
+  }
+  EXPECT_THAT(buffers, ElementsAre(BufferRef{BufferRef::Kind::kInput, 0},
+                                   BufferRef{BufferRef::Kind::kInput, 1},
+                                   BufferRef{BufferRef::Kind::kIntermediate,
+                                             static_cast<uint32_t>(product)},
+                                   BufferRef{BufferRef::Kind::kOutput, 1}));
+  EXPECT_EQ(k->ops, std::vector<uint32_t>(row.nodes.begin(), row.nodes.end()));
+
+  KernelSpec bad;
+  bad.params.push_back(KernelParam::Buffer(BufferRef{BufferRef::Kind::kOutput, 5}));
+  EXPECT_EQ(s->Restore(&bad).code(), absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace kfuse
