@@ -125,6 +125,28 @@ for example in relu_fma_f32_symbolic gelu_bias_bf16 transcendental_10op_bf16 com
   check "compile $example succeeds" $? "$out"
 done
 
+# Matrix products: a linear layer is one matmul kernel with its epilogue, an
+# MLP two, the softmax of a product a matmul kernel then a row kernel.
+out=$("$kfuse" compile examples/linear_gelu_bf16.json 2>&1)
+[[ $out == *"kernel 0  kf_mm_"* && $out == *"with its epilogue (add, gelu_tanh)"* ]]
+check "linear_gelu_bf16 is one matmul kernel with its epilogue" $? "$out"
+out=$("$kfuse" compile examples/mlp_bf16.json 2>&1)
+[[ $out == *"plan     2 kernels"* && $out == *"is read by a later kernel"* ]]
+check "mlp_bf16 is two matmul kernels" $? "$out"
+out=$("$kfuse" compile examples/scores_softmax_bf16.json 2>&1)
+[[ $out == *"kernel 0  kf_mm_"* && $out == *"kernel 1  kf_row_"* ]]
+check "scores_softmax_bf16 is a matmul kernel, then a row kernel" $? "$out"
+cat >"$tmp/bad_matmul.json" <<'JSON'
+{"inputs": [{"name": "x", "dtype": "DTYPE_BF16", "shape": [{"size": "64"}, {"size": "128"}]},
+            {"name": "w", "dtype": "DTYPE_BF16", "shape": [{"size": "96"}, {"size": "256"}]}],
+ "ops": [{"kind": "OP_MATMUL", "args": [{"input": 0}, {"input": 1}]}],
+ "outputs": [{"name": "y", "value": {"op": 0}}]}
+JSON
+out=$("$kfuse" compile "$tmp/bad_matmul.json" 2>&1)
+rc=$?
+[[ $rc -ne 0 && $out == *INVALID_ARGUMENT* && $out == *"op 0 (matmul)"* && $out == *"inner dims differ"* ]]
+check "a matmul whose inner dims differ fails with INVALID_ARGUMENT naming op 0" $? "rc=$rc $out"
+
 # The store survives a restart.
 stop_server
 check "SIGTERM stops kfused with exit code 0 (first run)" $? "$(tail -20 "$tmp/kfused.log")"
