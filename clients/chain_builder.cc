@@ -150,6 +150,35 @@ Value ChainBuilder::Cast(Value x, v1::DType dtype) {
   return Append(std::move(op), {x});
 }
 
+Value ChainBuilder::Activate(Value x, Activation act) {
+  switch (act) {
+    case Activation::kNone:
+      return x;
+    case Activation::kRelu:
+      return Relu(x);
+    case Activation::kSilu:
+      return Silu(x);
+    case Activation::kGelu:
+      return Gelu(x);
+    case Activation::kGeluTanh:
+      return GeluTanh(x);
+    case Activation::kSigmoid:
+      return Sigmoid(x);
+    case Activation::kTanh:
+      return Tanh(x);
+  }
+  Fail(absl::StrCat("ops[", chain_.ops_size(), "] activation: ",
+                    static_cast<int>(act), " is not an Activation"));
+  return Value();
+}
+
+Value ChainBuilder::Permute(Value x, std::vector<int32_t> perm) {
+  v1::Op op = OpOf(v1::OP_PERMUTE);
+  v1::PermuteAttrs& attrs = *op.mutable_permute();  // Set even when empty.
+  for (int32_t p : perm) attrs.add_perm(p);
+  return Append(std::move(op), {x});
+}
+
 Value ChainBuilder::Reduce(v1::OpKind kind, Value x, int32_t axis,
                            bool keepdim) {
   v1::Op op = OpOf(kind);
@@ -270,6 +299,14 @@ AddNorm AddLayerNorm(ChainBuilder& b, Value x, Value residual,
                      double eps) {
   Value sum = b.Add(x, residual);
   return AddNorm{sum, LayerNorm(b, sum, weight, bias, eps)};
+}
+
+Value Linear(ChainBuilder& b, Value x, Value weight, std::optional<Value> bias,
+             Activation act) {
+  Value weight_t = b.Permute(weight, {1, 0});
+  Value y = b.Matmul(x, weight_t);
+  if (bias.has_value()) y = b.Add(y, *bias);
+  return b.Activate(y, act);
 }
 
 }  // namespace kfuse::client

@@ -1,6 +1,6 @@
 // Builds a kfuse.v1.Chain (the wire message) from C++ calls, with the
-// composites (softmax, normalisation layers) expanded into the primitives the
-// proto has, op for op as the Python client expands them.
+// composites (softmax, normalisation layers, linear layers) expanded into the
+// primitives the proto has, op for op as the Python client expands them.
 //
 //   ChainBuilder b;
 //   Value x = b.Input("x", v1::DTYPE_BF16,
@@ -40,6 +40,17 @@ namespace kfuse::client {
 // A static dim, and a runtime-sized one shared by every dim of that symbol.
 v1::Dim StaticDim(int64_t size);
 v1::Dim SymbolDim(absl::string_view symbol, int64_t hint = 0, int64_t max = 0);
+
+// The element-wise activation a composite ends with (Linear's).
+enum class Activation {
+  kNone,
+  kRelu,
+  kSilu,
+  kGelu,  // The erf form (OP_GELU_ERF), torch's default.
+  kGeluTanh,
+  kSigmoid,
+  kTanh,
+};
 
 // A chain input or op result of one ChainBuilder; cheap to copy. A
 // default-constructed Value is unset.
@@ -128,6 +139,16 @@ class ChainBuilder {
     return Append(OpOf(v1::OP_WHERE), {cond, a, b});
   }
   Value Cast(Value x, v1::DType dtype);
+  // `act` applied to x (its op: RELU, SILU, GELU_ERF, GELU_TANH, SIGMOID,
+  // TANH); x itself for kNone. A value outside the enum records an error
+  // naming `activation`.
+  Value Activate(Value x, Activation act);
+
+  // The matrix product of the last two dims, batch dims broadcast.
+  Value Matmul(Value a, Value b) { return Binary(v1::OP_MATMUL, a, b); }
+  // x's dims reordered: result dim i is x's dim perm[i] (negative counts
+  // from the end). The server checks that perm is a permutation of x's rank.
+  Value Permute(Value x, std::vector<int32_t> perm);
 
   // Reductions over `axis` (negative counts from the end).
   Value ReduceSum(Value x, int32_t axis = -1, bool keepdim = false) {
@@ -200,6 +221,16 @@ AddNorm AddRmsNorm(ChainBuilder& b, Value x, Value residual,
 AddNorm AddLayerNorm(ChainBuilder& b, Value x, Value residual,
                      std::optional<Value> weight = {},
                      std::optional<Value> bias = {}, double eps = 1e-5);
+
+// torch.nn.functional.linear, then `act`: x @ weight^T [+ bias] [act(.)]:
+// PERMUTE {1, 0} of the weight, MATMUL(x, that), [ADD bias], [the activation's
+// op]. `weight` is [out, in] as torch.nn.Linear keeps it, and must be 2-D:
+// the builder does not track ranks, so the transpose is the rank-2 one that
+// Python's transpose (a swap of the last two dims) gives; x is [..., in] and
+// bias [out]. The matmul kernel takes the bias and activation as its epilogue.
+Value Linear(ChainBuilder& b, Value x, Value weight,
+             std::optional<Value> bias = {},
+             Activation act = Activation::kNone);
 
 }  // namespace kfuse::client
 

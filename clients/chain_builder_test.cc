@@ -1,9 +1,10 @@
 // The builder's wire output, op for op, and its errors. That the chains are
-// valid and form one row kernel is tests/chain_builder_cross_test.cc's job
+// valid and form one kernel is tests/chain_builder_cross_test.cc's job
 // (the server's validator is not a dependency of clients/).
 #include "clients/chain_builder.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -221,6 +222,117 @@ TEST_F(ChainBuilderTest, AddLayerNorm) {
   EXPECT_THAT(c.ops(1).args(), ElementsAre(RefIs(OpRef(0))));
 }
 
+TEST_F(ChainBuilderTest, MatmulAndPermute) {
+  Value a = Row("a");
+  Value w = b_.Input("w", v1::DTYPE_BF16,
+                     {StaticDim(2), StaticDim(4096), StaticDim(64)});
+  Value wt = b_.Permute(w, {0, -1, 1});
+  b_.Output("y", b_.Matmul(a, wt));
+  v1::Chain c = Built();
+  EXPECT_THAT(Kinds(c), ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL));
+  EXPECT_TRUE(c.ops(0).has_permute());
+  EXPECT_THAT(c.ops(0).permute().perm(), ElementsAre(0, -1, 1));  // As given.
+  EXPECT_THAT(c.ops(0).args(), ElementsAre(RefIs(InputRef(1))));
+  EXPECT_THAT(c.ops(1).args(),
+              ElementsAre(RefIs(InputRef(0)), RefIs(OpRef(0))));
+}
+
+// The weight is [out, in]: x @ weight^T is PERMUTE {1, 0} then MATMUL(x, it).
+void ExpectLinearProduct(const v1::Chain& c) {
+  ASSERT_GE(c.ops_size(), 2);
+  EXPECT_EQ(c.ops(0).kind(), v1::OP_PERMUTE);
+  EXPECT_THAT(c.ops(0).permute().perm(), ElementsAre(1, 0));
+  EXPECT_THAT(c.ops(0).args(), ElementsAre(RefIs(InputRef(1))));
+  EXPECT_EQ(c.ops(1).kind(), v1::OP_MATMUL);
+  EXPECT_THAT(c.ops(1).args(),
+              ElementsAre(RefIs(InputRef(0)), RefIs(OpRef(0))));
+}
+
+TEST_F(ChainBuilderTest, LinearBiasGeluTanh) {
+  Value x = Row("x");
+  Value w =
+      b_.Input("weight", v1::DTYPE_BF16, {StaticDim(11008), StaticDim(4096)});
+  Value bias = b_.Input("bias", v1::DTYPE_BF16, {StaticDim(11008)});
+  b_.Output("y", Linear(b_, x, w, bias, Activation::kGeluTanh));
+  v1::Chain c = Built();
+  EXPECT_THAT(Kinds(c), ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_ADD,
+                                    v1::OP_GELU_TANH));
+  ExpectLinearProduct(c);
+  EXPECT_THAT(c.ops(2).args(),
+              ElementsAre(RefIs(OpRef(1)), RefIs(InputRef(2))));
+  EXPECT_THAT(c.ops(3).args(), ElementsAre(RefIs(OpRef(2))));
+  EXPECT_THAT(c.outputs(0).value(), RefIs(OpRef(3)));
+}
+
+TEST_F(ChainBuilderTest, LinearAlone) {
+  Value x = Row("x");
+  Value w =
+      b_.Input("weight", v1::DTYPE_BF16, {StaticDim(1024), StaticDim(4096)});
+  b_.Output("y", Linear(b_, x, w));
+  v1::Chain c = Built();
+  EXPECT_THAT(Kinds(c), ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL));
+  ExpectLinearProduct(c);
+  EXPECT_THAT(c.outputs(0).value(), RefIs(OpRef(1)));
+}
+
+TEST_F(ChainBuilderTest, LinearBiasOnly) {
+  Value x = Row("x");
+  Value w =
+      b_.Input("weight", v1::DTYPE_BF16, {StaticDim(1024), StaticDim(4096)});
+  Value bias = b_.Input("bias", v1::DTYPE_BF16, {StaticDim(1024)});
+  b_.Output("y", Linear(b_, x, w, bias));
+  v1::Chain c = Built();
+  EXPECT_THAT(Kinds(c), ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_ADD));
+  ExpectLinearProduct(c);
+  EXPECT_THAT(c.ops(2).args(),
+              ElementsAre(RefIs(OpRef(1)), RefIs(InputRef(2))));
+}
+
+// Each activation is its one op on the product, with or without a bias.
+struct ActivationCase {
+  const char* name;
+  Activation act;
+  v1::OpKind kind;
+};
+
+class LinearActivationTest
+    : public ChainBuilderTest,
+      public ::testing::WithParamInterface<ActivationCase> {};
+
+TEST_P(LinearActivationTest, IsTheLastOp) {
+  Value x = Row("x");
+  Value w =
+      b_.Input("weight", v1::DTYPE_BF16, {StaticDim(1024), StaticDim(4096)});
+  b_.Output("y", Linear(b_, x, w, /*bias=*/std::nullopt, GetParam().act));
+  v1::Chain c = Built();
+  EXPECT_THAT(Kinds(c),
+              ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, GetParam().kind));
+  ExpectLinearProduct(c);
+  EXPECT_THAT(c.ops(2).args(), ElementsAre(RefIs(OpRef(1))));
+  EXPECT_THAT(c.outputs(0).value(), RefIs(OpRef(2)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Activations, LinearActivationTest,
+    ::testing::Values(
+        ActivationCase{"Relu", Activation::kRelu, v1::OP_RELU},
+        ActivationCase{"Silu", Activation::kSilu, v1::OP_SILU},
+        ActivationCase{"Gelu", Activation::kGelu, v1::OP_GELU_ERF},
+        ActivationCase{"GeluTanh", Activation::kGeluTanh, v1::OP_GELU_TANH},
+        ActivationCase{"Sigmoid", Activation::kSigmoid, v1::OP_SIGMOID},
+        ActivationCase{"Tanh", Activation::kTanh, v1::OP_TANH}),
+    [](const ::testing::TestParamInfo<ActivationCase>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST_F(ChainBuilderTest, ActivateNoneIsTheValueItself) {
+  Value x = Row("x");
+  b_.Output("y", b_.Activate(x, Activation::kNone));
+  v1::Chain c = Built();
+  EXPECT_EQ(c.ops_size(), 0);
+  EXPECT_THAT(c.outputs(0).value(), RefIs(InputRef(0)));
+}
+
 // Misuse: the first error, naming the field, from Build().
 struct ErrorCase {
   const char* name;
@@ -310,6 +422,25 @@ INSTANTIATE_TEST_SUITE_P(
             "UnspecifiedKind",
             [](ChainBuilder& b) { b.Output("y", b.Append(v1::Op(), {X(b)})); },
             "ops[0].kind: unspecified"},
+        ErrorCase{"UnknownActivation",
+                  [](ChainBuilder& b) {
+                    Value x = X(b);
+                    b.Output("y", Linear(b, x, X(b), std::nullopt,
+                                         static_cast<Activation>(42)));
+                  },
+                  "ops[2] activation: 42 is not an Activation"},
+        ErrorCase{
+            "LinearUnsetWeight",
+            [](ChainBuilder& b) { b.Output("y", Linear(b, X(b), Value())); },
+            "ops[0].args[0] (OP_PERMUTE): an unset Value"},
+        ErrorCase{"LinearBiasOfAnotherBuilder",
+                  [](ChainBuilder& b) {
+                    ChainBuilder other;
+                    Value x = X(b);
+                    Value w = X(b);
+                    b.Output("y", Linear(b, x, w, X(other), Activation::kRelu));
+                  },
+                  "ops[2].args[1] (OP_ADD): a Value of another ChainBuilder"},
         ErrorCase{"MovedFrom",
                   [](ChainBuilder& b) {
                     Value x = X(b);

@@ -80,18 +80,24 @@ struct TuneOptions {
 
 // `kfuse chain`: a composite's chain, built locally (no server).
 struct ChainOptions {
-  // softmax|log_softmax|layer_norm|rms_norm|add_rms_norm|add_layer_norm.
+  // softmax|log_softmax|layer_norm|rms_norm|add_rms_norm|add_layer_norm|
+  // linear.
   std::string composite;
   std::string dtype = "f32";    // f32|bf16|f16.
-  int64_t width = 0;            // The normalised (last) dim; required.
+  int64_t width = 0;            // x's last dim (linear: in-features); required.
   std::optional<int64_t> rows;  // A static row count, or:
   std::string rows_symbol;      // a runtime row count of this symbol,
   int64_t rows_hint = 0;        // tuned for this many rows.
   std::optional<double> eps;    // Norms; default 1e-5 (layer) or 1e-6 (RMS).
   std::optional<double> scale;  // softmax: x * scale first.
   bool mask = false;            // softmax: a bool input "mask" of x's shape.
-  bool bias = false;       // softmax: "bias" of x's shape; layer norms: [W].
+  // softmax: "bias" of x's shape; layer norms: [width]; linear: [out_features].
+  bool bias = false;
   bool no_weight = false;  // Norms: no "weight" input.
+  // linear: the weight is [out_features, width]; required.
+  std::optional<int64_t> out_features;
+  // linear: none|relu|silu|gelu|gelu_tanh|sigmoid|tanh; "" is none.
+  std::string activation;
   std::string out;         // -o: write the JSON here instead of printing it.
 };
 

@@ -1,5 +1,6 @@
-// `kfuse chain`: writes the chain JSON of a composite (softmax, the norms)
-// for a row shape, built locally with the ChainBuilder; no server involved.
+// `kfuse chain`: writes the chain JSON of a composite (softmax, the norms, a
+// linear layer) for a row shape, built locally with the ChainBuilder; no
+// server involved.
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,10 +22,12 @@ enum class Composite {
   kRmsNorm,
   kAddRmsNorm,
   kAddLayerNorm,
+  kLinear,
 };
 
 constexpr char kComposites[] =
-    "softmax, log_softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm";
+    "softmax, log_softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, "
+    "linear";
 
 absl::StatusOr<Composite> ParseComposite(const std::string& name) {
   const std::pair<const char*, Composite> kNames[] = {
@@ -34,12 +37,30 @@ absl::StatusOr<Composite> ParseComposite(const std::string& name) {
       {"rms_norm", Composite::kRmsNorm},
       {"add_rms_norm", Composite::kAddRmsNorm},
       {"add_layer_norm", Composite::kAddLayerNorm},
+      {"linear", Composite::kLinear},
   };
   for (const auto& [n, c] : kNames) {
     if (name == n) return c;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("composite '", name, "': expected one of ", kComposites));
+}
+
+absl::StatusOr<Activation> ParseActivation(const std::string& name) {
+  const std::pair<const char*, Activation> kNames[] = {
+      {"none", Activation::kNone},          {"relu", Activation::kRelu},
+      {"silu", Activation::kSilu},          {"gelu", Activation::kGelu},
+      {"gelu_tanh", Activation::kGeluTanh}, {"sigmoid", Activation::kSigmoid},
+      {"tanh", Activation::kTanh},
+  };
+  if (name.empty()) return Activation::kNone;
+  for (const auto& [n, a] : kNames) {
+    if (name == n) return a;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--activation ", name,
+                   ": expected none, relu, silu, gelu, gelu_tanh, sigmoid or "
+                   "tanh"));
 }
 
 absl::StatusOr<v1::DType> ParseFloatDType(const std::string& name) {
@@ -76,7 +97,8 @@ absl::StatusOr<v1::Dim> RowsDim(const ChainOptions& o) {
 // Refuses flags the composite would ignore, naming them.
 absl::Status CheckFlags(Composite c, const ChainOptions& o) {
   const bool softmax = c == Composite::kSoftmax;
-  const bool norm = c != Composite::kSoftmax && c != Composite::kLogSoftmax;
+  const bool linear = c == Composite::kLinear;
+  const bool norm = !softmax && !linear && c != Composite::kLogSoftmax;
   const bool layer =
       c == Composite::kLayerNorm || c == Composite::kAddLayerNorm;
   auto refuse = [&](const char* flag, const char* which) {
@@ -85,11 +107,23 @@ absl::Status CheckFlags(Composite c, const ChainOptions& o) {
   };
   if (o.scale.has_value() && !softmax) return refuse("--scale", "softmax");
   if (o.mask && !softmax) return refuse("--mask", "softmax");
-  if (o.bias && !softmax && !layer) {
-    return refuse("--bias", "softmax, layer_norm and add_layer_norm");
+  if (o.bias && !softmax && !layer && !linear) {
+    return refuse("--bias", "softmax, layer_norm, add_layer_norm and linear");
   }
   if (o.eps.has_value() && !norm) return refuse("--eps", "the norms");
   if (o.no_weight && !norm) return refuse("--no-weight", "the norms");
+  if (o.out_features.has_value() && !linear) {
+    return refuse("--out-features", "linear");
+  }
+  if (!o.activation.empty() && !linear) return refuse("--activation", "linear");
+  if (linear && !o.out_features.has_value()) {
+    return absl::InvalidArgumentError(
+        "--out-features: required by linear (the weight is [out, width])");
+  }
+  if (o.out_features.has_value() && *o.out_features < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--out-features ", *o.out_features, ": must be >= 1"));
+  }
   if (o.eps.has_value() && !(*o.eps >= 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--eps ", *o.eps, ": must be >= 0"));
@@ -111,6 +145,16 @@ absl::StatusOr<v1::Chain> CompositeChain(const ChainOptions& o) {
 
   ChainBuilder b;
   Value x = b.Input("x", dtype, row_shape);
+  if (c == Composite::kLinear) {
+    KFUSE_ASSIGN_OR_RETURN(Activation act, ParseActivation(o.activation));
+    const int64_t out = *o.out_features;
+    Value weight =
+        b.Input("weight", dtype, {StaticDim(out), StaticDim(o.width)});
+    std::optional<Value> bias;
+    if (o.bias) bias = b.Input("bias", dtype, {StaticDim(out)});
+    b.Output("y", Linear(b, x, weight, bias, act));
+    return b.Build();
+  }
   if (c == Composite::kSoftmax) {
     SoftmaxOptions so;
     so.scale = o.scale;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "clients/cli.h"
@@ -120,6 +121,82 @@ TEST_F(CliChainTest, DefaultsAreLayerNormEpsAndF32) {
   EXPECT_EQ(c.ops(5).value(), 1e-5);
 }
 
+std::vector<v1::OpKind> Kinds(const v1::Chain& c) {
+  std::vector<v1::OpKind> kinds;
+  for (const auto& op : c.ops()) kinds.push_back(op.kind());
+  return kinds;
+}
+
+TEST_F(CliChainTest, LinearBiasActivation) {
+  ChainOptions o = Options("linear");
+  o.out_features = 11008;
+  o.bias = true;
+  o.activation = "gelu_tanh";
+  v1::Chain c = Run(o);
+  EXPECT_THAT(InputNames(c), ElementsAre("x", "weight", "bias"));
+  EXPECT_THAT(OutputNames(c), ElementsAre("y"));
+  for (const auto& in : c.inputs()) EXPECT_EQ(in.dtype(), v1::DTYPE_BF16);
+  // x [tokens, in], weight [out, in] as torch.nn.Linear keeps it, bias [out].
+  const v1::TensorSpec& x = c.inputs(0);
+  ASSERT_EQ(x.shape_size(), 2);
+  EXPECT_EQ(x.shape(0).symbol(), "tokens");
+  EXPECT_EQ(x.shape(0).hint(), 16384);
+  EXPECT_EQ(x.shape(1).size(), 4096);
+  const v1::TensorSpec& w = c.inputs(1);
+  ASSERT_EQ(w.shape_size(), 2);
+  EXPECT_EQ(w.shape(0).size(), 11008);
+  EXPECT_EQ(w.shape(1).size(), 4096);
+  ASSERT_EQ(c.inputs(2).shape_size(), 1);
+  EXPECT_EQ(c.inputs(2).shape(0).size(), 11008);
+  EXPECT_THAT(Kinds(c), ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_ADD,
+                                    v1::OP_GELU_TANH));
+  EXPECT_THAT(c.ops(0).permute().perm(), ElementsAre(1, 0));
+  EXPECT_EQ(c.ops(0).args(0).input(), 1u);  // The weight, transposed.
+  EXPECT_EQ(c.ops(1).args(0).input(), 0u);  // x @ it.
+  EXPECT_EQ(c.ops(1).args(1).op(), 0u);
+  EXPECT_EQ(c.ops(2).args(1).input(), 2u);  // + bias.
+  EXPECT_EQ(c.outputs(0).value().op(), 3u);
+}
+
+TEST_F(CliChainTest, LinearDefaultsToNoBiasNoActivation) {
+  ChainOptions o = Options("linear");
+  o.dtype = "f16";
+  o.rows_symbol.clear();
+  o.rows_hint = 0;
+  o.rows = 16;
+  o.width = 512;
+  o.out_features = 256;
+  v1::Chain c = Run(o);
+  EXPECT_THAT(InputNames(c), ElementsAre("x", "weight"));
+  EXPECT_EQ(c.inputs(0).shape(0).size(), 16);
+  EXPECT_EQ(c.inputs(1).dtype(), v1::DTYPE_F16);
+  EXPECT_EQ(c.inputs(1).shape(0).size(), 256);
+  EXPECT_EQ(c.inputs(1).shape(1).size(), 512);
+  EXPECT_THAT(Kinds(c), ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL));
+}
+
+TEST_F(CliChainTest, LinearActivationNames) {
+  const std::pair<const char*, v1::OpKind> cases[] = {
+      {"relu", v1::OP_RELU},        {"silu", v1::OP_SILU},
+      {"gelu", v1::OP_GELU_ERF},    {"gelu_tanh", v1::OP_GELU_TANH},
+      {"sigmoid", v1::OP_SIGMOID},  {"tanh", v1::OP_TANH},
+      {"none", v1::OP_UNSPECIFIED},
+  };
+  for (const auto& [name, kind] : cases) {
+    SCOPED_TRACE(name);
+    out_.str("");
+    ChainOptions o = Options("linear");
+    o.out_features = 1024;
+    o.activation = name;
+    v1::Chain c = Run(o);
+    if (kind == v1::OP_UNSPECIFIED) {
+      EXPECT_THAT(Kinds(c), ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL));
+    } else {
+      EXPECT_THAT(Kinds(c), ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, kind));
+    }
+  }
+}
+
 TEST_F(CliChainTest, JsonFlagPrintsOneLine) {
   g_.json = true;
   ASSERT_EQ(RunChain(g_, Options("log_softmax"), io_), kExitOk);
@@ -209,13 +286,71 @@ INSTANTIATE_TEST_SUITE_P(
                    o.composite = "add_rms_norm";
                    o.bias = true;
                  },
-                 "--bias: applies to softmax, layer_norm and add_layer_norm"},
+                 "--bias: applies to softmax, layer_norm, add_layer_norm and "
+                 "linear"},
         BadFlags{"NegativeEps",
                  [](ChainOptions& o) {
                    o.composite = "layer_norm";
                    o.eps = -1;
                  },
-                 "--eps -1: must be >= 0"}),
+                 "--eps -1: must be >= 0"},
+        BadFlags{"UnknownCompositeListsLinear",
+                 [](ChainOptions& o) { o.composite = "mlp"; },
+                 "add_layer_norm, linear"},
+        BadFlags{"LinearWithoutOutFeatures",
+                 [](ChainOptions& o) { o.composite = "linear"; },
+                 "--out-features: required by linear"},
+        BadFlags{"ZeroOutFeatures",
+                 [](ChainOptions& o) {
+                   o.composite = "linear";
+                   o.out_features = 0;
+                 },
+                 "--out-features 0: must be >= 1"},
+        BadFlags{"LinearZeroWidth",
+                 [](ChainOptions& o) {
+                   o.composite = "linear";
+                   o.out_features = 8;
+                   o.width = 0;
+                 },
+                 "--width 0"},
+        BadFlags{"UnknownActivation",
+                 [](ChainOptions& o) {
+                   o.composite = "linear";
+                   o.out_features = 8;
+                   o.activation = "swish";
+                 },
+                 "--activation swish: expected none, relu, silu, gelu, "
+                 "gelu_tanh, sigmoid or tanh"},
+        BadFlags{"ActivationOnSoftmax",
+                 [](ChainOptions& o) { o.activation = "relu"; },
+                 "--activation: applies to linear, not softmax"},
+        BadFlags{"OutFeaturesOnNorm",
+                 [](ChainOptions& o) {
+                   o.composite = "rms_norm";
+                   o.out_features = 8;
+                 },
+                 "--out-features: applies to linear, not rms_norm"},
+        BadFlags{"EpsOnLinear",
+                 [](ChainOptions& o) {
+                   o.composite = "linear";
+                   o.out_features = 8;
+                   o.eps = 1e-5;
+                 },
+                 "--eps: applies to the norms, not linear"},
+        BadFlags{"NoWeightOnLinear",
+                 [](ChainOptions& o) {
+                   o.composite = "linear";
+                   o.out_features = 8;
+                   o.no_weight = true;
+                 },
+                 "--no-weight: applies to the norms, not linear"},
+        BadFlags{"MaskOnLinear",
+                 [](ChainOptions& o) {
+                   o.composite = "linear";
+                   o.out_features = 8;
+                   o.mask = true;
+                 },
+                 "--mask: applies to softmax, not linear"}),
     [](const ::testing::TestParamInfo<BadFlags>& info) {
       return std::string(info.param.name);
     });

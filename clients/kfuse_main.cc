@@ -114,10 +114,10 @@ int main(int argc, char** argv) {
   auto* ch = app.add_subcommand("chain", "print a composite's chain JSON");
   ch->add_option("composite", chain.composite,
                  "softmax|log_softmax|layer_norm|rms_norm|add_rms_norm|"
-                 "add_layer_norm")
+                 "add_layer_norm|linear")
       ->required();
   ch->add_option("--dtype", chain.dtype, "f32|bf16|f16");
-  ch->add_option("--width", chain.width, "the normalised (last) dim")
+  ch->add_option("--width", chain.width, "the normalised (last) dim; linear: in-features")
       ->required();
   ch->add_option("--rows", chain.rows, "a static row count");
   ch->add_option("--rows-symbol", chain.rows_symbol,
@@ -128,7 +128,11 @@ int main(int argc, char** argv) {
   ch->add_option("--scale", chain.scale, "softmax: x * scale first");
   ch->add_flag("--mask", chain.mask, "softmax: a bool input of x's shape");
   ch->add_flag("--bias", chain.bias,
-               "softmax: an additive input of x's shape; layer norms: [W]");
+               "softmax: an additive input of x's shape; layer norms: [W]; linear: [out]");
+  ch->add_option("--out-features", chain.out_features,
+                 "linear: out-features (the weight is [out, width])");
+  ch->add_option("--activation", chain.activation,
+                 "linear: none|relu|silu|gelu|gelu_tanh|sigmoid|tanh");
   ch->add_flag("--no-weight", chain.no_weight, "norms: no weight input");
   ch->add_option("-o,--out", chain.out, "write the JSON to FILE");
 
