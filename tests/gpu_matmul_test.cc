@@ -64,6 +64,7 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
                                                    OpKind::kRelu), 0},
       {"odd_n_bf16_linear", matmul_test::Linear(DType::kBF16, 100, 263, 256, Weight::kLinear), 0},
       {"few_rows_bf16_splitk", matmul_test::Linear(DType::kBF16, 16, 1024, 4096), 0},
+      {"tens_of_rows_bf16", matmul_test::Linear(DType::kBF16, 48, 520, 1024), 0},
       {"one_row_bf16_linear", matmul_test::Linear(DType::kBF16, 1, 520, 2048, Weight::kLinear), 0},
       {"sym_rows_bf16_silu", matmul_test::Linear(DType::kBF16, -256, 136, 264, Weight::kLinear,
                                                  OpKind::kSilu), 37},

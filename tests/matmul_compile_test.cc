@@ -26,6 +26,7 @@ std::vector<Case> Cases() {
   return {
       {"gemm_bf16_4096", matmul_test::Linear(DType::kBF16, 4096, 4096, 4096)},
       {"gemv_bf16_16_linear", matmul_test::Linear(DType::kBF16, 16, 8192, 8192, Weight::kLinear)},
+      {"tens_of_rows_bf16", matmul_test::Linear(DType::kBF16, 48, 8192, 8192)},
       {"gemm_f16_sym_rows", matmul_test::Linear(DType::kF16, -2048, 1024, 512, Weight::kLinear,
                                                 OpKind::kSilu)},
       {"odd_n_bf16_linear", matmul_test::Linear(DType::kBF16, 100, 263, 256, Weight::kLinear)},
