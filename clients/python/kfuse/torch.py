@@ -14,7 +14,10 @@ The first call with given input dtypes, shapes and device traces `fn` with
 torch.fx (trace="fx", the default) or make_fx (trace="aten"), translates the
 graph into a kfuse.Chain, checks every value's dtype and shape against the
 function run on meta tensors, compiles it (client.compile) and caches the
-plan. Arguments must be tensors, passed positionally.
+plan. Arguments must be tensors, passed positionally. Linear layers
+(F.linear, @, torch.matmul/mm/bmm/addmm, with their transposes) translate
+to matrix products, which the server fuses with their element-wise
+epilogues.
 
 Fallbacks (never a wrong answer):
 - an op it cannot translate, a non-tensor argument, a dtype or shape the
@@ -217,6 +220,41 @@ def _clamp(x, min=None, max=None):  # noqa: A002 (torch's names)
     return x
 
 
+def _linear(x, weight, bias=None):
+    return K.linear(x, weight, bias)
+
+
+def _addmm(bias, a, b, *, beta=1, alpha=1):
+    if beta != 1 or alpha != 1:
+        raise TypeError("addmm with beta or alpha other than 1 is not translated")
+    return K.matmul(a, b) + bias
+
+
+def _t(x):
+    if x.rank > 2:
+        raise TypeError("t() of a tensor of rank above 2")
+    return K.transpose(x) if x.rank == 2 else x
+
+
+def _transpose(x, d0, d1):
+    return K.transpose(x, d0, d1)
+
+
+def _permute(x, *dims):
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+        dims = dims[0]
+    return K.permute(x, list(dims))
+
+
+def _getattr(x, name):
+    # x.T reverses every dim; x.mT swaps the last two.
+    if name == "T":
+        return K.permute(x, list(reversed(range(x.rank))))
+    if name == "mT":
+        return K.transpose(x)
+    raise TypeError(f"attribute {name} is not translated")
+
+
 F = torch.nn.functional
 _BASE = {
     "add": _add, "sub": _sub, "mul": K.mul, "div": _div, "neg": K.neg, "abs": K.abs,
@@ -226,6 +264,8 @@ _BASE = {
     "minimum": K.minimum, "where": _where, "sum": _reduce(K.sum), "mean": _reduce(K.mean),
     "amax": _amax, "softmax": _softmax(K.softmax), "log_softmax": _softmax(K.log_softmax),
     "clamp": _clamp, "eq": K.eq, "ne": K.ne, "lt": K.lt, "le": K.le, "gt": K.gt, "ge": K.ge,
+    "matmul": K.matmul, "mm": K.matmul, "bmm": K.matmul, "addmm": _addmm, "t": _t,
+    "transpose": _transpose, "permute": _permute,
 }
 _FUNCTIONS = {
     operator.add: K.add, operator.sub: K.sub, operator.mul: K.mul, operator.truediv: K.div,
@@ -235,7 +275,7 @@ _FUNCTIONS = {
     F.relu: _no_inplace(K.relu), F.gelu: _gelu, F.silu: _no_inplace(K.silu), F.sigmoid: K.sigmoid,
     F.tanh: K.tanh,
     F.softmax: _softmax(K.softmax), F.log_softmax: _softmax(K.log_softmax),
-    F.layer_norm: _layer_norm,
+    F.layer_norm: _layer_norm, F.linear: _linear, operator.matmul: K.matmul, getattr: _getattr,
 }
 if hasattr(F, "rms_norm"):
     _FUNCTIONS[F.rms_norm] = _rms_norm
@@ -255,6 +295,8 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "_softmax": _aten_softmax(K.softmax), "_log_softmax": _aten_softmax(K.log_softmax),
     "_to_copy": _to_copy, "clamp": _clamp, "eq": K.eq, "ne": K.ne, "lt": K.lt, "le": K.le,
     "gt": K.gt, "ge": K.ge, "square": K.square,
+    "mm": K.matmul, "bmm": K.matmul, "addmm": _addmm, "t": _t, "transpose": _transpose,
+    "permute": _permute,
 }
 
 
@@ -309,6 +351,8 @@ def _python_value(node, args, kwargs):
             return torch.Size(args[0].shape)
         if args[1] == "ndim" and len(args) == 2:
             return len(args[0].shape)
+        if args[1] in ("T", "mT") and len(args) == 2:
+            return _NOT_PYTHON  # A view: translated as a permute.
         raise TypeError(f"attribute {args[1]!r} is not translated")
     if node.op == "call_method" and node.target in ("size", "dim") and isinstance(args[0], K.Tensor):
         shape = torch.Size(args[0].shape)

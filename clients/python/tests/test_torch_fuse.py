@@ -85,6 +85,22 @@ CASES = {
                                                                   ("f32", (64,))],
                    ["OP_REDUCE_MEAN", "OP_SUB", "OP_SQUARE", "OP_REDUCE_MEAN", "OP_CONSTANT",
                     "OP_ADD", "OP_RSQRT", "OP_MUL", "OP_MUL", "OP_ADD"]),
+    "linear_gelu": (lambda x, w, b: F.gelu(F.linear(x, w, b), approximate="tanh"),
+                    [("bf16", (4, 64)), ("bf16", (32, 64)), ("bf16", (32,))],
+                    ["OP_PERMUTE", "OP_MATMUL", "OP_ADD", "OP_GELU_TANH"]),
+    "matmul_operator_relu": (lambda x, w: torch.relu(x @ w), [("f16", (8, 64)), ("f16", (64, 16))],
+                             ["OP_MATMUL", "OP_RELU"]),
+    "addmm_silu": (lambda b, x, w: F.silu(torch.addmm(b, x, w)),
+                   [("bf16", (16,)), ("bf16", (8, 32)), ("bf16", (32, 16))],
+                   ["OP_MATMUL", "OP_ADD", "OP_SILU"]),
+    "transposed_weights": (lambda x, w, v: x @ w.t() + x @ v.T + torch.mm(x, w.transpose(0, 1)),
+                           [("bf16", (8, 32)), ("bf16", (16, 32)), ("bf16", (16, 32))],
+                           ["OP_PERMUTE", "OP_MATMUL", "OP_PERMUTE", "OP_MATMUL", "OP_ADD",
+                            "OP_PERMUTE", "OP_MATMUL", "OP_ADD"]),
+    "batched_scores_softmax": (lambda q, k: F.softmax(q @ k.mT * 0.125, dim=-1),
+                               [("bf16", (2, 16, 64)), ("bf16", (2, 16, 64))],
+                               ["OP_PERMUTE", "OP_MATMUL", "OP_CONSTANT", "OP_MUL", "OP_REDUCE_MAX",
+                                "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV"]),
 }
 _TORCH = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -115,6 +131,21 @@ def test_aten_trace_translates_decomposed_rms_norm():
     kinds = _kinds(chain)
     assert tuple_out and kinds[0] == "OP_ADD" and "OP_REDUCE_MEAN" in kinds and "OP_RSQRT" in kinds
     assert len(chain.to_proto().outputs) == 2 and len(nodes) == len(kinds)
+
+
+def test_aten_trace_translates_linear_as_t_and_addmm():
+    specs = CASES["linear_gelu"][1]
+    chain, _, _ = kt.fuse(lambda x, w, b: F.linear(x, w, b), trace="aten").chain_for(*_tensors(specs))
+    assert _kinds(chain) == ["OP_PERMUTE", "OP_MATMUL", "OP_ADD"]
+
+
+def test_linear_compiles_to_one_matmul_kernel(client):
+    x, w, b = _tensors(CASES["linear_gelu"][1])
+    plan = kt.fuse(lambda x, w, b: F.gelu(F.linear(x, w, b), approximate="tanh"), client=client,
+                   mode="heuristic").plan_for(x, w, b)
+    assert len(plan.kernels) == 1
+    assert plan.kernels[0].variant.family == pb.FAMILY_MATMUL
+    assert "epilogue (add, gelu_tanh)" in plan.kernels[0].partition_reason
 
 
 def test_in_place_ops_on_inputs_are_not_translated():
