@@ -19,6 +19,7 @@ constexpr int64_t kMaxSmemBytes = 227 * 1024;
 // Accumulators per warp tile: (bm/wm) x (bn/wn) floats over 32 lanes; beyond
 // 64 x 64 they spill.
 constexpr int64_t kMaxWarpTile = 64 * 64;
+constexpr int64_t kMaxGridYZ = 65535;
 
 bool In(std::initializer_list<int64_t> set, int64_t v) {
   return std::find(set.begin(), set.end(), v) != set.end();
@@ -352,6 +353,26 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     p.written.push_back(r);
   }
 
+  // The batch runs on grid.z, the columns of the yardsticks on grid.y.
+  SizeExpr batch = SizeExpr::Const(1);
+  for (const Dim& d : p.batch) batch = Mul(batch, DimSize(d));
+  for (const auto& [what, e] : {std::pair<std::string, SizeExpr>{"the batch", batch},
+                                {"N / 16", SizeExpr::CeilDiv(DimSize(p.n), SizeExpr::Const(16))}}) {
+    if (e.is_const()) {
+      if (e.value() > kMaxGridYZ) {
+        return absl::UnimplementedError(absl::StrCat(OpLabel(chain, p.matmul), ": ", what, " (",
+                                                     e.value(), ") exceeds ", kMaxGridYZ,
+                                                     " blocks of a grid dimension"));
+      }
+    } else {
+      Precondition c;
+      c.kind = Precondition::Kind::kAtMost;
+      c.expr = e;
+      c.value = kMaxGridYZ;
+      c.description = absl::StrCat(what, " is at most ", kMaxGridYZ, " (a grid dimension)");
+      p.preconditions.push_back(std::move(c));
+    }
+  }
   std::set<int32_t> syms;
   for (const Dim& d : out) CollectSymbols(DimSize(d), &syms);
   CollectSymbols(DimSize(p.k), &syms);
@@ -445,8 +466,8 @@ absl::StatusOr<KernelSpec> EmitMatmul(const Chain& chain, const KernelGroup& gro
     k.block.x = SizeExpr::Const(32 * plan.wm * plan.wn);
     k.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
   } else {
-    k.grid.x = SizeExpr::CeilDiv(n, SizeExpr::Const(16));
-    k.grid.y = SizeExpr::CeilDiv(m, SizeExpr::Const(16));
+    k.grid.x = SizeExpr::CeilDiv(m, SizeExpr::Const(16));
+    k.grid.y = SizeExpr::CeilDiv(n, SizeExpr::Const(16));
     k.grid.z = batch;
     k.block.x = SizeExpr::Const(16);
     k.block.y = SizeExpr::Const(16);

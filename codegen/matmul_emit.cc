@@ -500,7 +500,8 @@ class Writer {
     const std::string st = Storage(AB());
     *out = absl::StrCat(
         "extern \"C\" __global__ void ", kEntryPlaceholder, "(", params, ") {\n", Sizes(),
-        "  const long long ec = blockIdx.x * 16LL + threadIdx.x, er = blockIdx.y * 16LL + threadIdx.y;\n",
+        // Rows on grid.x (up to 2^31 - 1 blocks), columns on grid.y.
+        "  const long long ec = blockIdx.y * 16LL + threadIdx.x, er = blockIdx.x * 16LL + threadIdx.y;\n",
         "  const long long eb = blockIdx.z;\n",
         "  if (er >= M || ec >= N) return;\n", BatchDecomposition(),
         "  const ", st, "* A = ", OperandBase(p_.a), ";\n",

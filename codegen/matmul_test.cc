@@ -136,6 +136,21 @@ TEST(MatmulTest, LaunchContract) {
   EXPECT_NE(EmitMatmul(c, g, With(v, "stages", 3))->entry, k->entry);
 }
 
+TEST(MatmulTest, YardsticksPutRowsOnGridXAndBatchesAreBounded) {
+  Chain c = Linear(DType::kBF16, -4096, 8192, 512);
+  const KernelGroup g = WholeGroup(c);
+  absl::StatusOr<KernelSpec> ref = EmitMatmul(c, g, MatmulHeuristic(c, g), Numerics::kReference64);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const std::vector<int64_t> rows = {int64_t{1} << 20};  // 65536 blocks of 16 rows.
+  EXPECT_EQ(*ref->grid.x.Eval(rows), 65536);
+  EXPECT_EQ(*ref->grid.y.Eval(rows), 512);
+
+  Chain many = matmul_test::BatchedResidual(DType::kBF16, 70000, 16, 16, 16);
+  absl::Status s = CanGenerateMatmul(many, WholeGroup(many), MatmulHeuristic(many, WholeGroup(many)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(s.message(), "the batch (70000) exceeds 65535")) << s.message();
+}
+
 TEST(MatmulTest, LayoutsPickTheLdmatrixForm) {
   Chain row_major = Linear(DType::kBF16, 256, 256, 256);
   Chain linear = Linear(DType::kBF16, 256, 256, 256, Weight::kLinear);
