@@ -101,10 +101,9 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
 }
 
 absl::Status SubChain::Restore(KernelSpec* spec) const {
+  // The group's chain has inputs and outputs only.
   auto rename = [&](BufferRef* b) -> absl::Status {
-    const std::vector<BufferRef>& table =
-        b->kind == BufferRef::Kind::kInput ? inputs : b->kind == BufferRef::Kind::kOutput ? outputs
-                                                                                         : inputs;
+    const std::vector<BufferRef>& table = b->kind == BufferRef::Kind::kInput ? inputs : outputs;
     if (b->kind == BufferRef::Kind::kIntermediate || b->index >= table.size()) {
       return absl::InternalError(absl::StrCat("kernel ", spec->entry, " names buffer ", b->index,
                                               " its kernel group's chain does not have"));
