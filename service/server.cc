@@ -481,7 +481,8 @@ grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerC
   *resp->mutable_ceilings() = ToProto(c);
   resp->set_generator_version(absl::StrCat(GeneratorVersion(Family::kPointwise), "+",
                                            GeneratorVersion(Family::kRowReduction), "+",
-                                           GeneratorVersion(Family::kReduction)));
+                                           GeneratorVersion(Family::kReduction), "+",
+                                           GeneratorVersion(Family::kMatmul)));
   resp->set_server_version(options_.server_version);
   return Answer(ctx, absl::OkStatus());
 }
