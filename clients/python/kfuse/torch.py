@@ -639,13 +639,19 @@ class FusedFunction:
         return self.fn(*args, **kwargs)
 
     def _warn_once(self, key, message):
-        if self.fallback == "silent":
+        warn_once(self, key, f"kfuse.torch: {message}")
+
+
+def warn_once(owner, key, message, stacklevel=5):
+    """One FallbackWarning per `key` of `owner` (which has fallback, _lock and
+    _warned), none when owner.fallback is "silent"."""
+    if owner.fallback == "silent":
+        return
+    with owner._lock:
+        if key in owner._warned:
             return
-        with self._lock:
-            if key in self._warned:
-                return
-            self._warned.add(key)
-        warnings.warn(f"kfuse.torch: {message}", FallbackWarning, stacklevel=4)
+        owner._warned.add(key)
+    warnings.warn(message, FallbackWarning, stacklevel=stacklevel)
 
 
 class _ClientFellBack(Exception):

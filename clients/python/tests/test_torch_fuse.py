@@ -13,26 +13,12 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 import kfuse  # noqa: E402
 import kfuse.torch as kt  # noqa: E402
 from kfuse import pb  # noqa: E402
+from doubles import CountingClient, kinds  # noqa: E402
 
 F = torch.nn.functional
 
 
-def _kinds(chain):
-    return [pb.OpKind.Name(op.kind) for op in chain.to_proto().ops]
-
-
-class CountingClient:
-    """A client double: forwards to `real` (or answers with `error`), counting compiles."""
-
-    def __init__(self, real=None, error=None):
-        self.real, self.error, self.calls = real, error, 0
-        self.address = "fake"
-
-    def compile(self, chain, **kw):
-        self.calls += 1
-        if self.error is not None:
-            raise self.error
-        return self.real.compile(chain, **kw)
+_kinds = kinds
 
 
 class EagerLauncher:

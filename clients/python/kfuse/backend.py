@@ -1,0 +1,448 @@
+"""A torch.compile backend: the ATen graph aot_autograd gives is cut into
+regions kfuse can fuse, each compiled into one plan; the rest runs eagerly.
+
+    import kfuse.backend
+
+    f = torch.compile(model, backend="kfuse")        # registered by the import
+    f = torch.compile(model, backend=kfuse.backend.Backend(mode="heuristic"))
+    with torch.inference_mode():
+        out = f(x)   # first call per shapes: dynamo + aot_autograd, Compile RPC per region
+        out = f(x)   # warm: per region a cache lookup, torch.empty outputs, the launch
+
+Partition (compile_inference, once per graph): a node is a candidate when
+kfuse.torch translates it (the `_ATEN` table and its argument rules), its
+inputs and its result are tensors and, where shapes are static, it
+translates on its own. Candidates are grown into regions along data edges
+in graph order; a merge that would make the graph of regions and eager
+nodes cyclic is skipped, so each region is connected and can run as one
+step. A region takes the tensors it reads from outside and returns the
+values used outside. Where shapes are static each region is translated at
+compile time (`Region.chain`); a node it refuses leaves the candidates and
+the graph is cut again. Views (t, transpose, permute) that are graph
+outputs stay eager (callers may rely on them aliasing their input).
+
+Threshold: a region with fewer than `min_ops` (default 2) compute ops runs
+eagerly: views do not count, and one op is one PyTorch kernel already.
+
+Each region is a kfuse.torch.FusedFunction over its sub-graph: plans per
+input signature in `region.cache` and the shared kfuse.torch.plans, the same
+client, mode, launcher and fallbacks (server UNIMPLEMENTED or unreachable:
+the region runs eagerly, one FallbackWarning per backend and reason with
+fallback="warn"). CPU tensors run eagerly (gpu_only). Warm calls make no
+RPC and load no module, so a warmed compiled function can be captured into
+a CUDA graph (README: "torch.compile").
+
+Inference only: a graph whose inputs require grad while grad mode is on
+raises NotImplementedError when called (no backward is compiled).
+"""
+import collections
+import contextlib
+import dataclasses
+import heapq
+import itertools
+import operator
+import threading
+
+try:
+    import torch
+    import torch.fx
+except ImportError as e:  # pragma: no cover (the tests skip without torch)
+    raise ImportError("kfuse.backend needs PyTorch (pip install torch)") from e
+
+import kfuse.torch as kt
+
+_VIEWS = frozenset({"t", "transpose", "permute"})
+_graph_numbers = itertools.count()
+
+
+def _val(node):
+    return node.meta.get("val", node.meta.get("example_value"))
+
+
+def _is_tensor(node):
+    """True for tensor values; nodes without recorded values are assumed to be."""
+    v = _val(node)
+    return v is None or isinstance(v, torch.Tensor)
+
+
+def _op_name(node):
+    packet = getattr(node.target, "overloadpacket", None)
+    return packet.__name__ if packet is not None else getattr(node.target, "__name__", str(node.target))
+
+
+def _static_spec(node):
+    """(dtype, shape) of a tensor node with static sizes, else None."""
+    v = _val(node)
+    if not isinstance(v, torch.Tensor) or not all(type(d) is int for d in v.shape):
+        return None
+    return v.dtype, tuple(v.shape)
+
+
+def _no_fake_mode():
+    try:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+    except ImportError:  # pragma: no cover
+        return contextlib.nullcontext()
+    return unset_fake_temporarily()
+
+
+def _subgraph(nodes):
+    """(GraphModule, inputs, outputs) for `nodes` (in graph order): it takes
+    the tensors they read from outside and returns, as a tuple, their values
+    used outside."""
+    inside = set(nodes)
+    inputs, outputs = {}, []  # inputs: an ordered set
+    for n in nodes:
+        for i in n.all_input_nodes:
+            if i not in inside:
+                inputs.setdefault(i)
+        if any(u not in inside for u in n.users):
+            outputs.append(n)
+    inputs = list(inputs)
+    g = torch.fx.Graph()
+    env = {}
+    for i in inputs:
+        env[i] = g.placeholder(i.name)
+        env[i].meta = dict(i.meta)
+    for n in nodes:
+        env[n] = g.node_copy(n, lambda a: env[a])
+    g.output(tuple(env[o] for o in outputs))
+    return torch.fx.GraphModule(torch.nn.Module(), g), inputs, outputs
+
+
+def _trial(nodes):
+    """(chain or None, kt.Unsupported or None) of translating `nodes` with
+    their static input shapes; (None, None) when shapes are not static."""
+    gm, inputs, _ = _subgraph(nodes)
+    specs = [_static_spec(i) for i in inputs]
+    if None in specs:
+        return None, None
+    with _no_fake_mode():
+        try:
+            chain, _, _ = kt.translate(gm, specs, "region")
+        except kt.Unsupported as e:
+            return None, e
+    return chain, None
+
+
+def _candidates(nodes):
+    """Nodes kfuse.torch translates, each on its own (repeated layers: once)."""
+    out, seen = set(), {}
+    for n in nodes:
+        if n.op != "call_function" or kt._handler(n) is None or not isinstance(_val(n), torch.Tensor):
+            continue
+        if not all(_is_tensor(i) for i in n.all_input_nodes):
+            continue
+        if _op_name(n) in _VIEWS and any(u.op == "output" for u in n.users):
+            continue
+        key = (n.target, repr(torch.fx.node.map_arg((n.args, n.kwargs), _static_spec)),
+               _static_spec(n))
+        if key not in seen:
+            seen[key] = _trial([n])[1] is None
+        if seen[key]:
+            out.add(n)
+    return out
+
+
+def partition(nodes, candidates):
+    """Regions (lists of nodes in graph order, ordered by their first node):
+    candidates merged along data edges, skipping merges that would make the
+    graph of regions and other nodes cyclic. `nodes` in topological order."""
+    bit = {n: 1 << k for k, n in enumerate(nodes)}
+    anc = {}  # node -> bitmask of its ancestors
+    for n in nodes:
+        a = 0
+        for i in n.all_input_nodes:
+            a |= bit[i] | anc[i]
+        anc[n] = a
+    parent, members, mask, ranc, region_of = {}, {}, {}, {}, {}
+
+    def find(r):
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    def cyclic(roots, n):
+        """Whether regions `roots` and node n as one region would close a
+        cycle: a path from it through nodes (or regions) outside back into it."""
+        inside = bit[n]
+        for r in roots:
+            inside |= mask[r]
+        sources = [n] + [m for r in roots for m in members[r]] if len(roots) > 1 else [n]
+        reach = 0
+        for m in sources:
+            for i in m.all_input_nodes:
+                if not bit[i] & inside:
+                    reach |= bit[i] | anc[i]
+        expanded = set(roots)
+        grew = True
+        while grew:  # Close over regions: reaching one member reaches all its inputs.
+            if reach & inside:
+                return True
+            grew = False
+            for r in members:
+                if r not in expanded and reach & mask[r]:
+                    expanded.add(r)
+                    reach |= ranc[r]
+                    grew = True
+        return False
+
+    for n in nodes:
+        if n not in candidates:
+            continue
+        near = []
+        for i in n.all_input_nodes:
+            r = find(region_of[i]) if i in region_of else None
+            if r is not None and r not in near:
+                near.append(r)
+        chosen = []
+        for r in near:
+            if not cyclic(chosen + [r], n):
+                chosen.append(r)
+        if chosen:
+            root = chosen[0]
+            for r in chosen[1:]:
+                parent[r] = root
+                members[root] += members.pop(r)
+                mask[root] |= mask.pop(r)
+                ranc[root] |= ranc.pop(r)
+        else:
+            root = len(parent)
+            parent[root], members[root], mask[root], ranc[root] = root, [], 0, 0
+        region_of[n] = root
+        members[root].append(n)
+        mask[root] |= bit[n]
+        ranc[root] |= anc[n]
+    index = {n: k for k, n in enumerate(nodes)}
+    regions = [sorted(m, key=index.get) for m in members.values()]
+    return sorted(regions, key=lambda m: index[m[0]])
+
+
+def _compute_ops(nodes):
+    return sum(1 for n in nodes if _op_name(n) not in _VIEWS)
+
+
+class Region(kt.FusedFunction):
+    """One fused region of a compiled graph; call it with its input tensors.
+    `nodes`: the ATen node names; `gm`: its sub-graph; `inputs` / `outputs`:
+    node names it reads / yields; `specs`: (dtype, shape) per input at
+    compile time (None where dynamic); `chain`: its kfuse.Chain where shapes
+    are static. plan_for, chain_for and cache as on FusedFunction."""
+
+    def __init__(self, owner, name, gm, nodes, inputs, outputs, chain):
+        ident = name.replace(".", "_")
+
+        def run(*args):
+            return gm(*args)
+
+        run.__name__ = run.__qualname__ = f"kfuse_{ident}"
+        super().__init__(run, owner.client, owner.fallback, owner.mode, "fx", owner.launcher)
+        self.gpu_only = owner.gpu_only
+        self.owner, self.gm, self.chain = owner, gm, chain
+        self.nodes = [n.name for n in nodes]
+        self.inputs = [i.name for i in inputs]
+        self.outputs = [o.name for o in outputs]
+        self.specs = [_static_spec(i) for i in inputs]
+        ops = list(dict.fromkeys(_op_name(n) for n in nodes))
+        self.name = f"{name} ({', '.join(ops)})"
+
+    def graph(self):
+        return self.gm
+
+    def cached_plan(self, *tensors):
+        """The plan these tensors launch, if compiled already; no RPC."""
+        sig = tuple((a.dtype, a.shape, a.is_contiguous()) for a in tensors)
+        dev = tensors[0].device
+        entry = self.cache.peek((sig, dev.index if dev.index is not None else -1))
+        return getattr(entry, "plan", None)
+
+    def _warn_once(self, key, message):
+        self.owner._warn_once(key, message)
+
+
+@dataclasses.dataclass
+class CompiledGraph:
+    """What compile_inference made of one ATen graph: `gm` runs it."""
+    gm: torch.fx.GraphModule
+    regions: list
+    eager: list  # names of the ATen ops that run eagerly
+
+
+class Backend:
+    """A torch.compile backend. client / fallback / mode / launcher as for
+    kfuse.torch.fuse; min_ops: regions with fewer compute ops run eagerly;
+    gpu_only=False (tests, with a fake launcher) lets host tensors take the
+    launch path. `graphs` holds the last `keep_graphs` CompiledGraphs made,
+    `regions` their regions."""
+
+    def __init__(self, client=None, fallback="warn", mode="quick", launcher=None, min_ops=2,
+                 gpu_only=True, keep_graphs=256):
+        if fallback not in kt._FALLBACKS:
+            raise ValueError(f"fallback must be one of {kt._FALLBACKS}; got {fallback!r}")
+        if mode not in (None, "heuristic", "quick", "full"):
+            raise ValueError(f"mode must be 'heuristic', 'quick' or 'full'; got {mode!r}")
+        if not isinstance(min_ops, int) or isinstance(min_ops, bool) or min_ops < 1:
+            raise ValueError(f"min_ops must be an int >= 1; got {min_ops!r}")
+        self.client, self.fallback, self.mode, self.launcher = client, fallback, mode, launcher
+        self.min_ops, self.gpu_only = min_ops, gpu_only
+        self.graphs = collections.deque(maxlen=keep_graphs)
+        self._lock = threading.Lock()
+        self._warned = set()
+        self._aot = None
+
+    @property
+    def regions(self):
+        return [r for g in self.graphs for r in g.regions]
+
+    def __call__(self, gm, example_inputs):
+        """The dynamo entry: refuses graphs that need gradients, hands the
+        rest to aot_autograd with compile_inference for inference graphs."""
+        if torch.is_grad_enabled() and (
+                any(isinstance(a, torch.Tensor) and a.requires_grad for a in example_inputs)
+                or any(p.requires_grad for p in gm.parameters())):
+            return _inference_only
+        if self._aot is None:
+            self._aot = _aot_autograd(fw_compiler=_refuse_training, bw_compiler=_refuse_training,
+                                      inference_compiler=self.compile_inference)
+        return self._aot(gm, example_inputs)
+
+    def compile_inference(self, gm, example_inputs=None):
+        """A GraphModule running `gm` (an ATen graph) with its regions fused."""
+        number = next(_graph_numbers)
+        nodes = list(gm.graph.nodes)
+        with _no_fake_mode():
+            regions, chains = self._regions(nodes)
+        if not regions:
+            with self._lock:
+                self.graphs.append(CompiledGraph(gm, [], _eager_names(nodes, set())))
+            return gm
+        fused = []
+        for k, (members, chain) in enumerate(zip(regions, chains)):
+            sub, inputs, outputs = _subgraph(members)
+            fused.append(Region(self, f"graph{number}.region{k}", sub, members, inputs, outputs, chain))
+        new = _rebuild(gm, nodes, regions, fused)
+        in_regions = {n for m in regions for n in m}
+        compiled = CompiledGraph(new, fused, _eager_names(nodes, in_regions))
+        with self._lock:
+            self.graphs.append(compiled)
+        return new
+
+    def _regions(self, nodes):
+        """The regions to fuse and their chains (None where shapes are dynamic)."""
+        candidates = _candidates(nodes)
+        while True:
+            regions, chains, refused = partition(nodes, candidates), [], set()
+            for members in regions:
+                chain, err = _trial(members)
+                if err is not None:  # The node it names, else the whole region, runs eagerly.
+                    named = [n for n in members if n.name == err.node]
+                    refused.update(named or members)
+                chains.append(chain)
+            if not refused:
+                break
+            candidates -= refused
+        keep = [k for k, m in enumerate(regions) if _compute_ops(m) >= self.min_ops]
+        return [regions[k] for k in keep], [chains[k] for k in keep]
+
+    def _warn_once(self, key, message):
+        kt.warn_once(self, key, f"kfuse.backend: {message}")
+
+
+def _eager_names(nodes, in_regions):
+    return [n.name for n in nodes if n.op == "call_function" and n not in in_regions
+            and n.target is not operator.getitem]
+
+
+def _rebuild(gm, nodes, regions, fused):
+    """A GraphModule with each region replaced by a call of its Region and
+    getitems of its outputs, steps in an order that respects every edge."""
+    index = {n: k for k, n in enumerate(nodes)}
+    step_of = {}
+    for k, members in enumerate(regions):
+        for n in members:
+            step_of[n] = ("region", k)
+    body = [n for n in nodes if n.op != "output"]
+    steps = {}
+    for n in body:
+        steps.setdefault(step_of.get(n, ("node", n)), []).append(n)
+    preds = {s: set() for s in steps}
+    succs = {s: set() for s in steps}
+    for s, members in steps.items():
+        for n in members:
+            for i in n.all_input_nodes:
+                p = step_of.get(i, ("node", i))
+                if p != s:
+                    preds[s].add(p)
+                    succs[p].add(s)
+    first = {s: index[m[0]] for s, m in steps.items()}
+    ready = [(first[s], s) for s in steps if not preds[s]]
+    heapq.heapify(ready)
+    g, env, done = torch.fx.Graph(), {}, 0
+    while ready:
+        _, s = heapq.heappop(ready)
+        done += 1
+        if s[0] == "node":
+            env[s[1]] = g.node_copy(s[1], lambda a: env[a])
+        else:
+            region = fused[s[1]]
+            call = g.call_function(region, tuple(env[i] for i in _nodes_named(nodes, region.inputs)))
+            for k, o in enumerate(_nodes_named(nodes, region.outputs)):
+                env[o] = g.call_function(operator.getitem, (call, k))
+                env[o].meta = dict(o.meta)
+        for t in succs[s]:
+            preds[t].discard(s)
+            if not preds[t]:
+                heapq.heappush(ready, (first[t], t))
+    if done != len(steps):
+        raise AssertionError("kfuse.backend: the region graph has a cycle")  # A partition bug.
+    out = nodes[-1]
+    g.node_copy(out, lambda a: env[a])
+    g.lint()
+    return torch.fx.GraphModule(gm, g)
+
+
+def _nodes_named(nodes, names):
+    by_name = {n.name: n for n in nodes}
+    return [by_name[x] for x in names]
+
+
+def _inference_only(*args):
+    raise NotImplementedError(
+        "kfuse.backend is inference-only for now: this compiled graph has an input (or parameter) "
+        "that requires grad while grad mode is on; call it under torch.no_grad() / "
+        "torch.inference_mode(), or detach the inputs")
+
+
+def _refuse_training(gm, example_inputs):
+    raise NotImplementedError("kfuse.backend is inference-only for now: aot_autograd asked for a "
+                              "training graph (forward and backward); run under torch.no_grad()")
+
+
+def _aot_autograd(**kwargs):
+    try:
+        from torch._dynamo.backends.common import aot_autograd
+    except ImportError:  # pragma: no cover (older layouts)
+        from torch._functorch.aot_autograd import aot_module_simplified
+
+        return lambda gm, example_inputs: aot_module_simplified(gm, example_inputs, **kwargs)
+    return aot_autograd(**kwargs)
+
+
+backend = Backend()
+
+
+def _register():
+    try:
+        from torch._dynamo import register_backend
+    except ImportError:  # pragma: no cover
+        return
+    try:
+        register_backend(backend, name="kfuse")
+    except AssertionError:  # Registered already (the module was reloaded).
+        pass
+
+
+_register()
+
+__all__ = ["Backend", "backend", "Region", "CompiledGraph", "partition"]

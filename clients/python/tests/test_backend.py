@@ -1,0 +1,314 @@
+"""kfuse.backend: the partition of aot_autograd's ATen graphs into fused
+regions around eager ops, the region chains, compiled outputs against eager
+(with a launcher double), plans against a real kfused, the fallbacks
+(inference only, unreachable or refusing server), the plan cache, and
+(marked gpu) a CUDA graph captured from a warmed compiled function."""
+import socket
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+
+import kfuse  # noqa: E402
+import kfuse.backend as kb  # noqa: E402
+import kfuse.torch as kt  # noqa: E402
+from kfuse import pb  # noqa: E402
+from doubles import CountingClient, kinds  # noqa: E402
+
+F = torch.nn.functional
+
+
+_kinds = kinds
+
+
+class RegionLauncher:
+    """A launcher double for host tensors: checks the launch as the real
+    launcher does, then writes the eager result of the region whose plan it
+    is into the outputs."""
+
+    def __init__(self):
+        self.backend, self.launches = None, []
+
+    def launch(self, plan, inputs, outputs, stream=0):
+        kfuse.resolve(plan, inputs, outputs)
+        region = next(r for r in self.backend.regions if r.cached_plan(*inputs) is plan)
+        self.launches.append(region.nodes)
+        for o, r in zip(outputs, region.gm(*inputs)):
+            o.copy_(r)
+
+
+def _host_backend(client, **kw):
+    """A Backend whose host tensors take the launch path (RegionLauncher)."""
+    launcher = RegionLauncher()
+    b = kb.Backend(client=client, launcher=launcher, **kw)
+    b.gpu_only = False
+    launcher.backend = b
+    return b, launcher
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    torch._dynamo.reset()
+    kt.plans.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def _mixed(x, y):
+    a = torch.relu(x) * y
+    c = torch.cumsum(a, -1)
+    return torch.sigmoid(c) + x
+
+
+def _sorted(x):
+    a = torch.exp(x) * 2.0
+    s = torch.sort(a, dim=-1).values
+    return torch.tanh(s) - 1.0
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_eager_op_splits_the_graph_into_two_regions():
+    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")))
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    with torch.no_grad():
+        got = torch.compile(_mixed, backend=b)(x, y)
+    torch.testing.assert_close(got, _mixed(x, y))
+    (g,) = b.graphs
+    assert [_kinds(r.chain) for r in g.regions] == [["OP_RELU", "OP_MUL"], ["OP_SIGMOID", "OP_ADD"]]
+    assert g.eager == ["cumsum"]
+    first, second = g.regions
+    assert first.outputs == ["mul"] and second.inputs[0] == "cumsum"
+    assert first.specs == [(torch.float32, (4, 8))] * 2
+
+
+def test_a_multi_output_eager_op_splits_the_graph():
+    b = kb.Backend(client=CountingClient(error=AssertionError("no compile")))
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        got = torch.compile(_sorted, backend=b)(x)
+    torch.testing.assert_close(got, _sorted(x))
+    (g,) = b.graphs
+    assert [_kinds(r.chain) for r in g.regions] == [["OP_EXP", "OP_CONSTANT", "OP_MUL"],
+                                                    ["OP_TANH", "OP_CONSTANT", "OP_SUB"]]
+    assert g.eager[0] == "sort"
+
+
+def test_compiled_outputs_equal_eager(client):
+    counting = CountingClient(client)
+    b, launcher = _host_backend(counting, mode="heuristic", fallback="raise")
+    f = torch.compile(_mixed, backend=b)
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    with torch.no_grad():
+        got = f(x, y)
+    torch.testing.assert_close(got, _mixed(x, y))
+    assert launcher.launches == [["relu", "mul"], ["sigmoid", "add"]]
+    assert counting.calls == 2
+
+
+def test_a_second_call_with_the_same_shapes_makes_no_rpc(client):
+    counting = CountingClient(client)
+    b, launcher = _host_backend(counting, mode="heuristic")
+    f = torch.compile(_mixed, backend=b)
+    x, y = torch.randn(2, 32), torch.randn(2, 32)
+    with torch.no_grad():
+        f(x, y)
+        calls = counting.calls
+        got = f(x, y)
+    assert calls == 2 and counting.calls == 2 and len(launcher.launches) == 4
+    assert all(r.cache.hits >= 1 for r in b.regions)
+    torch.testing.assert_close(got, _mixed(x, y))
+
+
+def test_new_shapes_compile_again_and_stay_right(client):
+    counting = CountingClient(client)
+    b, launcher = _host_backend(counting, mode="heuristic")
+    f = torch.compile(_mixed, backend=b)
+    with torch.no_grad():
+        for rows in (2, 3, 5):  # The second shape makes dynamo recompile with symbolic sizes.
+            x, y = torch.randn(rows, 32), torch.randn(rows, 32)
+            torch.testing.assert_close(f(x, y), _mixed(x, y))
+    assert counting.calls == 6 and len(launcher.launches) == 6
+    dynamic = b.graphs[-1].regions
+    assert dynamic and all(r.chain is None for r in dynamic)
+
+
+def test_linear_gelu_region_is_one_matmul_kernel(client):
+    lin = torch.nn.Linear(64, 32).to(torch.bfloat16)
+    b = kb.Backend(client=CountingClient(client), mode="heuristic", fallback="raise")
+    f = torch.compile(lambda x: F.gelu(lin(x), approximate="tanh"), backend=b)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), F.gelu(lin(x), approximate="tanh"))
+    (region,) = b.regions
+    assert _kinds(region.chain) == ["OP_PERMUTE", "OP_MATMUL", "OP_ADD", "OP_GELU_TANH"]
+    plan = region.plan_for(*[torch.randn(shape, dtype=dt) for dt, shape in region.specs])
+    assert len(plan.kernels) == 1
+    assert plan.kernels[0].variant.family == pb.FAMILY_MATMUL
+    assert "epilogue (add, gelu_tanh)" in plan.kernels[0].partition_reason
+
+
+def test_grad_inputs_raise_inference_only():
+    b = kb.Backend(client=CountingClient(error=AssertionError("no compile")))
+    f = torch.compile(_mixed, backend=b)
+    x, y = torch.randn(4, 8, requires_grad=True), torch.randn(4, 8)
+    with pytest.raises(NotImplementedError, match="inference-only"):
+        f(x, y)
+    assert not b.graphs
+    with torch.no_grad():
+        torch.testing.assert_close(f(x, y), _mixed(x, y))
+    lin = torch.nn.Linear(8, 8)  # Its parameters require grad.
+    g = torch.compile(lambda v: torch.relu(lin(v)) * 2.0, backend=b)
+    with pytest.raises(NotImplementedError, match="inference-only"):
+        g(torch.randn(2, 8))
+    with torch.inference_mode():
+        v = torch.randn(2, 8)
+        torch.testing.assert_close(g(v), torch.relu(lin(v)) * 2.0)
+
+
+def test_unreachable_server_runs_eagerly_with_one_warning():
+    dead = kfuse.Client(f"127.0.0.1:{_free_port()}", timeout=5, on_unavailable="raise")
+    b, launcher = _host_backend(dead)
+    f = torch.compile(_mixed, backend=b)
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    with torch.no_grad(), pytest.warns(kfuse.FallbackWarning, match="unreachable") as rec:
+        got = f(x, y)
+        f(x, y)
+    assert len(rec) == 1 and len(b.regions) == 2 and not launcher.launches
+    torch.testing.assert_close(got, _mixed(x, y))
+    strict, _ = _host_backend(dead, fallback="raise")
+    torch._dynamo.reset()
+    with torch.no_grad(), pytest.raises(kfuse.ServerUnavailable):
+        torch.compile(_mixed, backend=strict)(x, y)
+
+
+def test_unimplemented_region_runs_eagerly_warning_once_per_region():
+    err = kfuse.KfuseError("UNIMPLEMENTED", "op 0 (relu): no generator for this chain")
+    counting = CountingClient(error=err)
+    b, launcher = _host_backend(counting)
+    f = torch.compile(_mixed, backend=b)
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    with torch.no_grad(), pytest.warns(kfuse.FallbackWarning, match="no generator") as rec:
+        got = f(x, y)
+        f(x, y)
+    assert len(rec) == 2 and counting.calls == 2 and not launcher.launches
+    assert "region0" in str(rec[0].message) and "region1" in str(rec[1].message)
+    torch.testing.assert_close(got, _mixed(x, y))
+
+
+def test_single_op_regions_stay_eager_below_the_threshold():
+    def f(x):
+        return torch.relu(torch.cumsum(x, -1))
+
+    x = torch.randn(4, 8)
+    b = kb.Backend(client=CountingClient(error=AssertionError("no compile")))
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(f, backend=b)(x), f(x))
+    assert b.graphs[0].regions == [] and b.graphs[0].eager == ["cumsum", "relu"]
+    torch._dynamo.reset()
+    one = kb.Backend(client=CountingClient(error=AssertionError("no compile")), min_ops=1)
+    with torch.no_grad():
+        torch.compile(f, backend=one)(x)
+    assert [_kinds(r.chain) for r in one.regions] == [["OP_RELU"]]
+
+
+def _crossing(p0, p1):
+    r = torch.relu(p0)
+    x = torch.sigmoid(p1)
+    e = torch.cumsum(r, -1)
+    q = x * e
+    n = r + x
+    return q, n
+
+
+def test_partition_refuses_merges_that_close_a_cycle():
+    # `n` reads r (region R) and x (region Q); Q also reads cumsum(r), so Q
+    # follows R: n joining R would make R and Q wait for each other.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(_crossing, tracing_mode="fake")(torch.randn(4, 8), torch.randn(4, 8))
+    nodes = list(gm.graph.nodes)
+    candidates = {n for n in nodes if n.op == "call_function" and "cumsum" not in str(n.target)}
+    regions = kb.partition(nodes, candidates)
+    assert [[n.name for n in m] for m in regions] == [["relu"], ["sigmoid", "mul", "add"]]
+    b = kb.Backend(client=CountingClient(error=AssertionError("no compile")), min_ops=1)
+    p0, p1 = torch.randn(4, 8), torch.randn(4, 8)
+    with torch.no_grad():
+        got = torch.compile(_crossing, backend=b)(p0, p1)
+    for g, w in zip(got, _crossing(p0, p1)):
+        torch.testing.assert_close(g, w)
+    assert [r.nodes for r in b.regions] == [["relu"], ["sigmoid", "mul", "add"]]
+
+
+def test_independent_ops_join_around_an_eager_op():
+    def f(x, y):
+        a = torch.relu(x)
+        c = torch.cumsum(y, -1)
+        return a * c + a
+
+    b = kb.Backend(client=CountingClient(error=AssertionError("no compile")))
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(f, backend=b)(x, y), f(x, y))
+    (region,) = b.regions
+    assert _kinds(region.chain) == ["OP_RELU", "OP_MUL", "OP_ADD"] and region.inputs == ["arg0_1", "cumsum"]
+
+
+def test_registered_as_kfuse():
+    assert torch._dynamo.lookup_backend("kfuse") is kb.backend
+    x = torch.randn(4, 8)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = torch.compile(lambda v: F.silu(v) * 2.0, backend="kfuse")(x)
+    torch.testing.assert_close(got, F.silu(x) * 2.0)
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="fallback"):
+        kb.Backend(fallback="maybe")
+    with pytest.raises(ValueError, match="mode"):
+        kb.Backend(mode="fast")
+    with pytest.raises(ValueError, match="min_ops"):
+        kb.Backend(min_ops=0)
+
+
+# ---------------------------------------------------------------------------
+# GPU: run with a kfused on a GPU machine (see clients/python/README.md).
+
+def _gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    pytest.importorskip("cuda.bindings", reason="cuda-python (cuda.bindings) is not installed")
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_graph_of_a_compiled_function(client):
+    _gpu()
+    counting = CountingClient(client)
+    b = kb.Backend(client=counting, fallback="raise")
+    f = torch.compile(_mixed, backend=b)
+    x = torch.randn(256, 1024, device="cuda")
+    y = torch.randn(256, 1024, device="cuda")
+    with torch.inference_mode():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # Warm-up: compile, load the modules.
+            for _ in range(3):
+                f(x, y)
+        torch.cuda.current_stream().wait_stream(side)
+        calls = counting.calls
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = f(x, y)
+        x.copy_(torch.randn_like(x))
+        y.copy_(torch.randn_like(y))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, _mixed(x, y), atol=1e-4, rtol=1e-4)
+    assert counting.calls == calls == 2
+    assert all(r.cache.hits >= 1 for r in b.regions) and len(b.regions) == 2
