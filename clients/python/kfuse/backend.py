@@ -18,8 +18,9 @@ nodes cyclic is skipped, so each region is connected and can run as one
 step. A region takes the tensors it reads from outside and returns the
 values used outside. Where shapes are static each region is translated at
 compile time (`Region.chain`); a node it refuses leaves the candidates and
-the graph is cut again. Views (t, transpose, permute) that are graph
-outputs stay eager (callers may rely on them aliasing their input).
+the graph is cut again. Views (t, transpose, permute, slice, view,
+reshape, unsqueeze, expand, split) that are graph outputs stay eager
+(callers may rely on them aliasing their input).
 
 Threshold: a region with fewer than `min_ops` (default 2) compute ops runs
 eagerly: views do not count, and one op is one PyTorch kernel already.
@@ -51,7 +52,10 @@ except ImportError as e:  # pragma: no cover (the tests skip without torch)
 
 import kfuse.torch as kt
 
-_VIEWS = frozenset({"t", "transpose", "permute"})
+# ATen views: not counted as compute, and left eager when the graph returns them
+# (callers may rely on the alias).
+_VIEWS = frozenset({"t", "transpose", "permute", "slice", "view", "_unsafe_view", "reshape",
+                    "unsqueeze", "expand", "split", "split_with_sizes"})
 _graph_numbers = itertools.count()
 
 

@@ -37,6 +37,7 @@ NotImplementedError. Python numbers the function reads from globals or a
 closure are constants of the traced chain: changing them later does not
 change what the fused function computes (pass them as tensors instead).
 """
+import builtins
 import functools
 import itertools
 import operator
@@ -58,6 +59,7 @@ from kfuse.plan_cache import PlanCache, chain_fingerprint
 from kfuse.v1 import kfuse_pb2 as pb
 
 RETRY_SECONDS = 30.0
+builtins_slice = builtins.slice
 _TORCH_DTYPES = {pb.DTYPE_F32: torch.float32, pb.DTYPE_F16: torch.float16,
                  pb.DTYPE_BF16: torch.bfloat16, pb.DTYPE_I32: torch.int32,
                  pb.DTYPE_BOOL: torch.bool, pb.DTYPE_I64: torch.int64, pb.DTYPE_F64: torch.float64}
@@ -255,6 +257,99 @@ def _getattr(x, name):
     raise TypeError(f"attribute {name} is not translated")
 
 
+def _static_shape(x):
+    if x.shape is None or not all(isinstance(d, int) for d in x.shape):
+        raise TypeError("views need static shapes")
+    return list(x.shape)
+
+
+def _slice_axis(x, axis, start=None, stop=None, step=1):
+    step = 1 if step is None else step
+    if step <= 0:
+        raise TypeError("only positive slice steps are translated")
+    size = _static_shape(x)[axis]
+    start, stop, step = builtins_slice(start, stop, step).indices(size)
+    if (start, stop, step) == (0, size, 1):
+        return x
+    return K.slice(x, axis % x.rank, start, stop, step)
+
+
+def _getitem(x, index):
+    if isinstance(x, (tuple, list)):  # An element of a multi-output op.
+        return x[index]
+    index = index if isinstance(index, tuple) else (index,)
+    if not all(isinstance(i, builtins_slice) or i is Ellipsis for i in index):
+        raise TypeError("only slices and ... are translated (an integer or None index changes the rank)")
+    if sum(i is Ellipsis for i in index) > 1:
+        raise TypeError("one ellipsis at most")
+    if Ellipsis in index:
+        at = index.index(Ellipsis)
+        index = index[:at] + (builtins_slice(None),) * (x.rank - len(index) + 1) + index[at + 1:]
+    if len(index) > x.rank:
+        raise TypeError("more indices than dims")
+    for axis, sl in enumerate(index):
+        x = _slice_axis(x, axis, sl.start, sl.stop, sl.step)
+    return x
+
+
+def _aten_slice(x, dim=0, start=None, end=None, step=1):
+    return _slice_axis(x, dim, start, end, step)
+
+
+def _cat(tensors, dim=0):
+    return K.concat(list(tensors), dim)
+
+
+def _split_sizes(x, sizes, dim):
+    bounds, at = [], 0
+    for n in sizes:
+        bounds.append((at, at + n))
+        at += n
+    return tuple(_slice_axis(x, dim, a, b) for a, b in bounds)
+
+
+def _split(x, split_size, dim=0):
+    size = _static_shape(x)[dim]
+    if isinstance(split_size, int):
+        split_size = [min(split_size, size - a) for a in range(0, size, split_size)]
+    return _split_sizes(x, list(split_size), dim)
+
+
+def _chunk(x, chunks, dim=0):
+    size = _static_shape(x)[dim]
+    return _split(x, -(-size // chunks), dim)
+
+
+def _reshape(x, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)):
+        shape = shape[0]
+    shape = list(shape)
+    total = 1
+    for d in _static_shape(x):
+        total *= d
+    if shape.count(-1) == 1:
+        known = 1
+        for d in shape:
+            known *= d if d != -1 else 1
+        shape[shape.index(-1)] = total // known if known else 0
+    return K.reshape(x, shape)
+
+
+def _unsqueeze(x, dim):
+    shape = _static_shape(x)
+    dim = dim % (len(shape) + 1)
+    return K.reshape(x, shape[:dim] + [1] + shape[dim:])
+
+
+def _expand(x, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)):
+        shape = shape[0]
+    have = _static_shape(x)
+    off = len(shape) - len(have)
+    out = [have[i - off] if d == -1 else d for i, d in enumerate(shape)]
+    return K.expand(x, out)
+
+
 F = torch.nn.functional
 _BASE = {
     "add": _add, "sub": _sub, "mul": K.mul, "div": _div, "neg": K.neg, "abs": K.abs,
@@ -265,7 +360,8 @@ _BASE = {
     "amax": _amax, "softmax": _softmax(K.softmax), "log_softmax": _softmax(K.log_softmax),
     "clamp": _clamp, "eq": K.eq, "ne": K.ne, "lt": K.lt, "le": K.le, "gt": K.gt, "ge": K.ge,
     "matmul": K.matmul, "mm": K.matmul, "bmm": K.matmul, "addmm": _addmm, "t": _t,
-    "transpose": _transpose, "permute": _permute,
+    "transpose": _transpose, "permute": _permute, "cat": _cat, "concat": _cat, "split": _split,
+    "chunk": _chunk, "reshape": _reshape, "unsqueeze": _unsqueeze,
 }
 _FUNCTIONS = {
     operator.add: K.add, operator.sub: K.sub, operator.mul: K.mul, operator.truediv: K.div,
@@ -276,13 +372,14 @@ _FUNCTIONS = {
     F.tanh: K.tanh,
     F.softmax: _softmax(K.softmax), F.log_softmax: _softmax(K.log_softmax),
     F.layer_norm: _layer_norm, F.linear: _linear, operator.matmul: K.matmul, getattr: _getattr,
+    operator.getitem: _getitem,
 }
 if hasattr(F, "rms_norm"):
     _FUNCTIONS[F.rms_norm] = _rms_norm
 for _name, _f in _BASE.items():
     if hasattr(torch, _name):
         _FUNCTIONS[getattr(torch, _name)] = _f
-_METHODS = dict(_BASE, to=_to, type=_to, float=_method_cast(torch.float32),
+_METHODS = dict(_BASE, view=_reshape, expand=_expand, to=_to, type=_to, float=_method_cast(torch.float32),
                 half=_method_cast(torch.float16), bfloat16=_method_cast(torch.bfloat16),
                 double=_method_cast(torch.float64), int=_method_cast(torch.int32),
                 long=_method_cast(torch.int64), bool=_method_cast(torch.bool))
@@ -296,7 +393,10 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "_to_copy": _to_copy, "clamp": _clamp, "eq": K.eq, "ne": K.ne, "lt": K.lt, "le": K.le,
     "gt": K.gt, "ge": K.ge, "square": K.square,
     "mm": K.matmul, "bmm": K.matmul, "addmm": _addmm, "t": _t, "transpose": _transpose,
-    "permute": _permute,
+    "permute": _permute, "slice": _aten_slice, "cat": _cat, "split": _split,
+    "split_with_sizes": lambda x, sizes, dim=0: _split_sizes(x, list(sizes), dim),
+    "view": _reshape, "_unsafe_view": _reshape, "reshape": _reshape, "unsqueeze": _unsqueeze,
+    "expand": _expand,
 }
 
 
@@ -435,12 +535,17 @@ def translate(gm, specs, name="f"):
             raise Unsupported(f"{what} is not supported with these arguments ({e})", node.name) from None
         op_nodes.extend([node.name] * (len(c.ops) - before))
         m = meta.get(node)
-        if not isinstance(v, K.Tensor) or not isinstance(m, torch.Tensor):
-            raise Unsupported(f"{what} does not yield one tensor", node.name)
-        if v.dtype != K.dtype_of(m.dtype) or tuple(v.shape) != tuple(m.shape):
-            got = pb.DType.Name(v.dtype) if v.dtype else "?"
-            raise Unsupported(f"{what}: the chain would give {got} {list(v.shape)} where torch "
-                              f"gives {m.dtype} {list(m.shape)}", node.name)
+        # One tensor, or (split, chunk) a tuple of them.
+        vs, ms = (v, m) if isinstance(v, tuple) else ((v,), (m,))
+        if (not isinstance(ms, (tuple, list)) or len(vs) != len(ms)
+                or not all(isinstance(a, K.Tensor) for a in vs)
+                or not all(isinstance(b, torch.Tensor) for b in ms)):
+            raise Unsupported(f"{what} does not yield tensors", node.name)
+        for a, b in zip(vs, ms):
+            if a.dtype != K.dtype_of(b.dtype) or tuple(a.shape) != tuple(b.shape):
+                got = pb.DType.Name(a.dtype) if a.dtype else "?"
+                raise Unsupported(f"{what}: the chain would give {got} {list(a.shape)} where "
+                                  f"torch gives {b.dtype} {list(b.shape)}", node.name)
         env[node] = v
     raise Unsupported(f"{name}: the graph has no output")
 

@@ -87,6 +87,15 @@ CASES = {
                                [("bf16", (2, 16, 64)), ("bf16", (2, 16, 64))],
                                ["OP_PERMUTE", "OP_MATMUL", "OP_CONSTANT", "OP_MUL", "OP_REDUCE_MAX",
                                 "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV"]),
+    "rotary": (lambda x, cos, sin: x * cos + torch.cat([-x[..., 32:], x[..., :32]], dim=-1) * sin,
+               [("bf16", (2, 8, 64)), ("bf16", (8, 64)), ("bf16", (8, 64))],
+               ["OP_MUL", "OP_SLICE", "OP_NEG", "OP_SLICE", "OP_CONCAT", "OP_MUL", "OP_ADD"]),
+    "chunked_swiglu": (lambda x: F.silu(x.chunk(2, dim=-1)[0]) * x.chunk(2, dim=-1)[1],
+                       [("bf16", (4, 128))],
+                       ["OP_SLICE", "OP_SLICE", "OP_SILU", "OP_SLICE", "OP_SLICE", "OP_MUL"]),
+    "reshape_unsqueeze_expand": (lambda x, b: x.view(4, 2, 32) * b.unsqueeze(0).expand(4, 2, 32),
+                                 [("f32", (8, 32)), ("f32", (2, 32))],
+                                 ["OP_RESHAPE", "OP_RESHAPE", "OP_EXPAND", "OP_MUL"]),
 }
 _TORCH = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -132,6 +141,26 @@ def test_linear_compiles_to_one_matmul_kernel(client):
     assert len(plan.kernels) == 1
     assert plan.kernels[0].variant.family == pb.FAMILY_MATMUL
     assert "epilogue (add, gelu_tanh)" in plan.kernels[0].partition_reason
+
+
+def test_aten_trace_translates_slices_and_cat():
+    fn, specs, _ = CASES["rotary"]
+    chain, _, _ = kt.fuse(fn, trace="aten").chain_for(*_tensors(specs))
+    kinds = _kinds(chain)
+    assert kinds.count("OP_SLICE") == 2 and "OP_CONCAT" in kinds and "OP_NEG" in kinds
+
+
+def test_integer_indexing_is_not_translated():
+    with pytest.raises(kt.Unsupported, match="an integer or None index changes the rank"):
+        kt.fuse(lambda x: x[0] * 2).chain_for(torch.randn(4, 8))
+
+
+def test_rotary_embedding_compiles_to_one_pointwise_kernel(client):
+    fn, specs, _ = CASES["rotary"]
+    plan = kt.fuse(fn, client=client, mode="heuristic").plan_for(*_tensors(specs))
+    assert len(plan.kernels) == 1
+    assert plan.kernels[0].variant.family == pb.FAMILY_POINTWISE
+    assert "layout views" in plan.kernels[0].partition_reason
 
 
 def test_in_place_ops_on_inputs_are_not_translated():
