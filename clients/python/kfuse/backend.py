@@ -12,7 +12,8 @@ regions kfuse can fuse, each compiled into one plan; the rest runs eagerly.
 Partition (compile_inference, once per graph): a node is a candidate when
 kfuse.torch translates it (the `_ATEN` table and its argument rules), its
 inputs and its result are tensors and, where shapes are static, it
-translates on its own. Candidates are grown into regions along data edges
+translates on its own; a split (or chunk) is a candidate with its getitems,
+as one unit, when they are the only readers of its pieces. Candidates are grown into regions along data edges
 in graph order; a merge that would make the graph of regions and eager
 nodes cyclic is skipped, so each region is connected and can run as one
 step. A region takes the tensors it reads from outside and returns the
@@ -129,10 +130,34 @@ def _trial(nodes):
     return chain, None
 
 
+def _split_unit(n):
+    """A tuple-valued op kfuse.torch translates (split, chunk) with its
+    getitems, the only way its pieces are read, none a graph output: the
+    unit joins regions whole, so no region returns a tuple. Else None."""
+    v = _val(n)
+    if (n.op != "call_function" or kt._handler(n) is None or not isinstance(v, (tuple, list))
+            or not v or not all(isinstance(t, torch.Tensor) for t in v) or not n.users):
+        return None
+    users = list(n.users)
+    if not all(u.op == "call_function" and u.target is operator.getitem for u in users):
+        return None
+    if any(w.op == "output" for u in users for w in u.users):
+        return None
+    return [n] + users
+
+
 def _candidates(nodes):
-    """Nodes kfuse.torch translates, each on its own (repeated layers: once)."""
+    """Nodes kfuse.torch translates, each on its own (repeated layers: once);
+    a split with its getitems as one unit."""
     out, seen = set(), {}
+    index = {n: k for k, n in enumerate(nodes)}
     for n in nodes:
+        unit = _split_unit(n)
+        if unit is not None and all(_is_tensor(i) for i in n.all_input_nodes):
+            unit.sort(key=index.get)
+            if _trial(unit)[1] is None:
+                out.update(unit)
+            continue
         if n.op != "call_function" or kt._handler(n) is None or not isinstance(_val(n), torch.Tensor):
             continue
         if not all(_is_tensor(i) for i in n.all_input_nodes):
@@ -224,7 +249,8 @@ def partition(nodes, candidates):
 
 
 def _compute_ops(nodes):
-    return sum(1 for n in nodes if _op_name(n) not in _VIEWS)
+    # A split's getitems pick views too.
+    return sum(1 for n in nodes if _op_name(n) not in _VIEWS and n.target is not operator.getitem)
 
 
 class Region(kt.FusedFunction):

@@ -99,6 +99,25 @@ def test_a_multi_output_eager_op_splits_the_graph():
     assert g.eager[0] == "sort"
 
 
+def _chunked_swiglu(h):
+    a, b = h.chunk(2, dim=-1)
+    return F.silu(a) * b
+
+
+def test_a_split_and_its_pieces_join_one_region(client):
+    counting = CountingClient(client)
+    b, _ = _host_backend(counting, mode="heuristic", fallback="raise")
+    h = torch.randn(4, 128)
+    with torch.no_grad():
+        got = torch.compile(_chunked_swiglu, backend=b)(h)
+    torch.testing.assert_close(got, _chunked_swiglu(h))
+    (g,) = b.graphs
+    assert g.eager == []
+    (region,) = g.regions
+    kinds = _kinds(region.chain)
+    assert kinds.count("OP_SLICE") == 2 and "OP_SILU" in kinds and kinds[-1] == "OP_MUL"
+
+
 def test_compiled_outputs_equal_eager(client):
     counting = CountingClient(client)
     b, launcher = _host_backend(counting, mode="heuristic", fallback="raise")
