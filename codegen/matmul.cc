@@ -313,23 +313,10 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     }
   }
   for (int32_t id : read_nodes) {
-    const Node& n = chain.nodes[id];
-    Access a;
-    a.node = id;
-    a.dtype = n.type.dtype;
-    if (n.kind == OpKind::kInput) {
-      a.buffer = BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(n.input_index)};
-      if (n.strides.empty()) {
-        a.strides = DenseStrides(n.type.shape);
-      } else {
-        for (int64_t s : n.strides) a.strides.push_back(SizeExpr::Const(s));
-      }
-    } else {
-      a.buffer = BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)};
-      a.strides = DenseStrides(n.type.shape);
-      p.intermediates_read.push_back(id);
-    }
-    a.strides = Align(a, n.type.shape, out);
+    // A chain input, or an intermediate of an earlier kernel.
+    KFUSE_ASSIGN_OR_RETURN(Access a, Resolve(chain, id, mine));
+    if (a.buffer.kind == BufferRef::Kind::kIntermediate) p.intermediates_read.push_back(id);
+    a.strides = Align(a, chain.nodes[id].type.shape, out);
     p.reads.push_back(std::move(a));
   }
   std::sort(p.intermediates_read.begin(), p.intermediates_read.end());
@@ -354,9 +341,8 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   }
 
   // The batch runs on grid.z, the columns of the yardsticks on grid.y.
-  SizeExpr batch = SizeExpr::Const(1);
-  for (const Dim& d : p.batch) batch = Mul(batch, DimSize(d));
-  for (const auto& [what, e] : {std::pair<std::string, SizeExpr>{"the batch", batch},
+  for (const Dim& d : p.batch) p.batches = Mul(p.batches, DimSize(d));
+  for (const auto& [what, e] : {std::pair<std::string, SizeExpr>{"the batch", p.batches},
                                 {"N / 16", SizeExpr::CeilDiv(DimSize(p.n), SizeExpr::Const(16))}}) {
     if (e.is_const()) {
       if (e.value() > kMaxGridYZ) {
@@ -439,10 +425,7 @@ absl::StatusOr<KernelSpec> EmitMatmul(const Chain& chain, const KernelGroup& gro
     k.params.push_back(
         KernelParam::Buffer(BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)}));
   }
-  SizeExpr batch = SizeExpr::Const(1);
-  for (const Dim& d : plan.batch) batch = matmul_internal::DimSize(d).is_const() && batch.is_const()
-                                              ? SizeExpr::Const(batch.value() * d.size)
-                                              : SizeExpr::Mul(batch, matmul_internal::DimSize(d));
+  const SizeExpr& batch = plan.batches;
   const bool fast = numerics == Numerics::kFast;
   const SizeExpr m = matmul_internal::DimSize(plan.m), n = matmul_internal::DimSize(plan.n);
   if (fast) {

@@ -30,6 +30,7 @@ struct Plan {
   Access a, b;  // Operands, strides over [.., M, K] and [.., K, N].
   // Output [batch.., M, N]: batch dims, then the product's sizes.
   std::vector<Dim> batch;
+  SizeExpr batches = SizeExpr::Const(1);  // Their product: grid.z.
   Dim m, n, k;
   bool a_kmajor = true, b_kmajor = false;  // Which inner dim is contiguous.
   // Epilogue: group nodes after the product (ascending), the leaves and
