@@ -29,6 +29,8 @@ absl::Status BadParam(const Variant& v, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("variant ", v.ToString(), ": ", what));
 }
 
+}  // namespace
+
 SizeExpr Mul(const SizeExpr& a, const SizeExpr& b) {
   if (a.is_const() && b.is_const()) return SizeExpr::Const(a.value() * b.value());
   if (a.is_const() && a.value() == 1) return b;
@@ -48,9 +50,17 @@ std::vector<SizeExpr> DenseStrides(const std::vector<Dim>& shape) {
   return s;
 }
 
-// The buffer behind value `id` and its strides over the value's own dims:
-// a chain input, an intermediate (another kernel's node, dense), or a
-// permute or expand of one (index arithmetic on its strides).
+bool SameStrides(const std::vector<SizeExpr>& a, const std::vector<SizeExpr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(a[i].is_const() && b[i].is_const() && a[i].value() == b[i].value()) &&
+        SizeCode(a[i]) != SizeCode(b[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
 absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_t>& mine) {
   const Node& n = c.nodes[id];
   if (n.kind == OpKind::kInput) {
@@ -83,6 +93,17 @@ absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_
     }
     return out;
   }
+  if (n.kind == OpKind::kReshape) {
+    // A view when its operand is dense: the new shape's dense strides.
+    KFUSE_ASSIGN_OR_RETURN(Access in, Resolve(c, n.args[0], mine));
+    if (!SameStrides(in.strides, DenseStrides(c.nodes[n.args[0]].type.shape))) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(c, id), ": a reshape of a strided operand is not read as a view yet"));
+    }
+    Access out = in;
+    out.strides = DenseStrides(n.type.shape);
+    return out;
+  }
   if (n.kind == OpKind::kConstant || mine.count(id)) {
     return absl::UnimplementedError(absl::StrCat(
         OpLabel(c, id), ": as a matmul operand inside the product's kernel is not generated yet"));
@@ -95,8 +116,6 @@ absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_
   return a;
 }
 
-// Strides of `a` (over a value of `shape`) re-indexed by `frame`, the dims
-// the kernel iterates, right-aligned; broadcast dims get stride 0.
 std::vector<SizeExpr> Align(const Access& a, const std::vector<Dim>& shape,
                             const std::vector<Dim>& frame) {
   std::vector<SizeExpr> out(frame.size(), SizeExpr::Const(0));
@@ -126,8 +145,6 @@ Precondition Divisible(const SizeExpr& e, int64_t by, std::string what) {
   return p;
 }
 
-// Operand `which` (0: A, 1: B) read in 16-byte chunks along its contiguous
-// inner dim: the other strides must keep chunks aligned.
 absl::Status CheckOperand(const Chain& c, int32_t mm, int which, const Access& a,
                           const Dim& contiguous_extent, std::vector<Precondition>* pre) {
   const std::string name = absl::StrCat(OpLabel(c, mm), " operand ", which == 0 ? "A" : "B");
@@ -170,6 +187,8 @@ absl::Status CheckOperand(const Chain& c, int32_t mm, int which, const Access& a
   pre->push_back(std::move(al));
   return absl::OkStatus();
 }
+
+namespace {
 
 absl::Status CheckSchedule(const Variant& v, const Plan& p, Plan* out) {
   const int64_t bm = v.Get("bm"), bn = v.Get("bn"), bk = v.Get("bk"), wm = v.Get("wm"),

@@ -3,6 +3,7 @@
 #define KFUSE_CODEGEN_MATMUL_PLAN_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,31 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
 // C++ for a size: "4096LL" or the symbol's kernel parameter ("s2").
 std::string SizeCode(const SizeExpr& e);
 SizeExpr DimSize(const Dim& d);
+
+// Shared with the attention family, which reads its operands as the
+// matmul does.
+SizeExpr Mul(const SizeExpr& a, const SizeExpr& b);
+bool IsOne(const Dim& d);
+std::vector<SizeExpr> DenseStrides(const std::vector<Dim>& shape);
+// Element-wise equal (constants by value, other expressions by their code).
+bool SameStrides(const std::vector<SizeExpr>& a, const std::vector<SizeExpr>& b);
+// The buffer behind value `id` and its strides over the value's own dims: a
+// chain input; a permute, expand or (of a dense operand) reshape of one; or
+// another kernel's node (an intermediate, dense). Unimplemented for
+// constants and nodes in `mine` (computed by the kernel itself).
+absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_t>& mine);
+// Strides of `a` (over a value of `shape`) re-indexed by `frame`, the dims
+// the kernel iterates, right-aligned; broadcast dims get stride 0.
+std::vector<SizeExpr> Align(const Access& a, const std::vector<Dim>& shape,
+                            const std::vector<Dim>& frame);
+void CollectSymbols(const SizeExpr& e, std::set<int32_t>* out);
+Precondition Divisible(const SizeExpr& e, int64_t by, std::string what);
+// Operand `which` (0: A, 1: B) of matmul node `mm`, read in 16-byte chunks
+// along its contiguous inner dim (`contiguous_extent` long): f16/bf16, the
+// other strides multiples of 8 (else Unimplemented naming the operand), and
+// the preconditions that keeps (alignment, symbolic strides) added to `pre`.
+absl::Status CheckOperand(const Chain& c, int32_t mm, int which, const Access& a,
+                          const Dim& contiguous_extent, std::vector<Precondition>* pre);
 
 struct Source {
   std::string entry, text;

@@ -31,11 +31,6 @@ __device__ __forceinline__ void kf_cp16(unsigned dst, const void* src, int bytes
 }
 template <typename T>
 struct alignas(2 * sizeof(T)) kf_pair { T a, b; };
-// Where accumulator q of a warp's fragment (mt, nt) sits in the CTA's tile.
-__device__ __forceinline__ int kf_acc_at(int mt, int nt, int q, int warp_m, int warp_n, int lane) {
-  return (warp_m * kf_TM + mt * 16 + (lane >> 2) + (q >> 1) * 8) * kf_BN + warp_n * kf_TN +
-         nt * 8 + (lane & 3) * 2 + (q & 1);
-}
 __device__ __forceinline__ void kf_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void kf_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
@@ -58,36 +53,6 @@ __device__ __forceinline__ int kf_swz(int row, int col) {
   constexpr int CH = COLS / 8;
   const int x = CH >= 8 ? (row & 7) : CH == 4 ? ((row >> 1) & 3) : ((row >> 2) & 1);
   return row * COLS + (((col >> 3) ^ x) << 3) + (col & 7);
-}
-// The A and B fragments of step kk (16 of K) of the stage at `sa`: ldmatrix
-// for K-major tiles, ldmatrix.trans for M-major A and N-major B.
-__device__ __forceinline__ void kf_frags(unsigned (&af)[kf_MT][4], unsigned (&bf)[kf_NT][2],
-                                         unsigned sa, int kk, int warp_m, int warp_n, int lane) {
-  const unsigned sb = sa + kf_BM * kf_BK * 2;
-#pragma unroll
-  for (int mt = 0; mt < kf_MT; ++mt) {
-    const int mr = warp_m * kf_TM + mt * 16;
-    if constexpr (kf_A_KMAJOR)
-      kf_ldm4(af[mt], sa + 2 * kf_swz<kf_BK>(mr + (lane & 15), kk * 16 + ((lane >> 4) << 3)));
-    else
-      kf_ldm4t(af[mt], sa + 2 * kf_swz<kf_BM>(kk * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                            mr + (((lane >> 3) & 1) << 3)));
-  }
-#pragma unroll
-  for (int np = 0; np < kf_NT / 2; ++np) {
-    const int nc = warp_n * kf_TN + np * 16;
-    unsigned r[4];
-    if constexpr (kf_B_KMAJOR)
-      kf_ldm4(r, sb + 2 * kf_swz<kf_BK>(nc + (lane & 7) + ((lane >> 4) << 3),
-                                       kk * 16 + (((lane >> 3) & 1) << 3)));
-    else
-      kf_ldm4t(r, sb + 2 * kf_swz<kf_BN>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
-                                        nc + ((lane >> 4) << 3)));
-    bf[2 * np][0] = r[0];
-    bf[2 * np][1] = r[1];
-    bf[2 * np + 1][0] = r[2];
-    bf[2 * np + 1][1] = r[3];
-  }
 }
 // Copies a ROWS x COLS tile whose COLS are contiguous in global memory (rows
 // `ld` elements apart) from global (row0, col0); chunks at or past
@@ -124,7 +89,42 @@ __device__ __forceinline__ void kf_load_tile(unsigned dst, const unsigned short*
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(kf_THREADS) kf_mm_5c4852f721fa(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, float* __restrict__ kf_ws, int* __restrict__ kf_cnt) {
+// Where accumulator q of a warp's fragment (mt, nt) sits in the CTA's tile.
+__device__ __forceinline__ int kf_acc_at(int mt, int nt, int q, int warp_m, int warp_n, int lane) {
+  return (warp_m * kf_TM + mt * 16 + (lane >> 2) + (q >> 1) * 8) * kf_BN + warp_n * kf_TN +
+         nt * 8 + (lane & 3) * 2 + (q & 1);
+}
+// The A and B fragments of step kk (16 of K) of the stage at `sa`: ldmatrix
+// for K-major tiles, ldmatrix.trans for M-major A and N-major B.
+__device__ __forceinline__ void kf_frags(unsigned (&af)[kf_MT][4], unsigned (&bf)[kf_NT][2],
+                                         unsigned sa, int kk, int warp_m, int warp_n, int lane) {
+  const unsigned sb = sa + kf_BM * kf_BK * 2;
+#pragma unroll
+  for (int mt = 0; mt < kf_MT; ++mt) {
+    const int mr = warp_m * kf_TM + mt * 16;
+    if constexpr (kf_A_KMAJOR)
+      kf_ldm4(af[mt], sa + 2 * kf_swz<kf_BK>(mr + (lane & 15), kk * 16 + ((lane >> 4) << 3)));
+    else
+      kf_ldm4t(af[mt], sa + 2 * kf_swz<kf_BM>(kk * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                            mr + (((lane >> 3) & 1) << 3)));
+  }
+#pragma unroll
+  for (int np = 0; np < kf_NT / 2; ++np) {
+    const int nc = warp_n * kf_TN + np * 16;
+    unsigned r[4];
+    if constexpr (kf_B_KMAJOR)
+      kf_ldm4(r, sb + 2 * kf_swz<kf_BK>(nc + (lane & 7) + ((lane >> 4) << 3),
+                                       kk * 16 + (((lane >> 3) & 1) << 3)));
+    else
+      kf_ldm4t(r, sb + 2 * kf_swz<kf_BN>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                        nc + ((lane >> 4) << 3)));
+    bf[2 * np][0] = r[0];
+    bf[2 * np][1] = r[1];
+    bf[2 * np + 1][0] = r[2];
+    bf[2 * np + 1][1] = r[3];
+  }
+}
+extern "C" __global__ void __launch_bounds__(kf_THREADS) kf_mm_74788ce4428d(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, float* __restrict__ kf_ws, int* __restrict__ kf_cnt) {
   extern __shared__ __align__(128) unsigned char kf_smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / kf_WN, warp_n = warp % kf_WN;
