@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
+#include "codegen/attention.h"
 #include "codegen/matmul.h"
 #include "codegen/pointwise.h"
 #include "codegen/reduce.h"
@@ -72,6 +73,7 @@ absl::StatusOr<KernelSpec> EmitFamily(const Chain& chain, const KernelGroup& gro
     case Family::kRowReduction: return EmitRowGroup(chain, group, variant, numerics);
     case Family::kReduction: return EmitReduce(chain, group, variant, numerics);
     case Family::kMatmul: return EmitMatmul(chain, group, variant, numerics);
+    case Family::kAttention: return EmitAttention(chain, group, variant, numerics);
     default: return NoGenerator(group.family);
   }
 }
@@ -89,6 +91,7 @@ absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,
     }
     case Family::kReduction: return CanGenerateReduce(chain, group, variant);
     case Family::kMatmul: return CanGenerateMatmul(chain, group, variant);
+    case Family::kAttention: return CanGenerateAttention(chain, group, variant);
     default: return NoGenerator(group.family);
   }
 }
@@ -104,6 +107,7 @@ Variant FamilyHeuristic(const Chain& chain, const KernelGroup& group) {
     }
     case Family::kReduction: return ReduceHeuristic(chain, group);
     case Family::kMatmul: return MatmulHeuristic(chain, group);
+    case Family::kAttention: return AttentionHeuristic(chain, group);
     default: return Variant{group.family, {}};
   }
 }
@@ -119,6 +123,7 @@ std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group) {
     }
     case Family::kReduction: return ReduceSpace(chain, group);
     case Family::kMatmul: return MatmulSpace(chain, group);
+    case Family::kAttention: return AttentionSpace(chain, group);
     default: return {};
   }
 }
@@ -129,6 +134,7 @@ std::string GeneratorVersion(Family family) {
     case Family::kRowReduction: return kRowGeneratorVersion;
     case Family::kReduction: return kReduceGeneratorVersion;
     case Family::kMatmul: return kMatmulGeneratorVersion;
+    case Family::kAttention: return kAttentionGeneratorVersion;
     default: return "";
   }
 }
@@ -139,6 +145,7 @@ std::string VariantSchemaVersion(Family family) {
     case Family::kRowReduction: return kRowVariantSchema;
     case Family::kReduction: return kReduceVariantSchema;
     case Family::kMatmul: return kMatmulVariantSchema;
+    case Family::kAttention: return kAttentionVariantSchema;
     default: return "";
   }
 }

@@ -19,7 +19,7 @@
 
 namespace kfuse {
 
-// EmitPointwise, EmitRow, EmitReduce or EmitMatmul by group.family; Unimplemented for
+// EmitPointwise, EmitRow, EmitReduce, EmitMatmul or EmitAttention by group.family; Unimplemented for
 // families without a generator. Use these rather than a family's own entry
 // points for groups of a plan of several kernels: the pointwise generator is
 // shown only the group's intermediates as read by other kernels (nodes other

@@ -1,10 +1,12 @@
 #include "codegen/partition.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/attention.h"
 #include "codegen/pointwise_layout.h"
 #include "codegen/reduce.h"
 #include "codegen/row_analysis.h"
@@ -200,6 +202,11 @@ absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
 }  // namespace
 
 absl::StatusOr<Partition> PartitionChain(const Chain& c) {
+  if (std::optional<AttentionMatch> m = MatchAttention(c)) {
+    Partition p;
+    p.kernels.push_back(AttentionGroup(c, *m));
+    return p;
+  }
   bool reduces = false, outer = false, multiplies = false;
   int32_t first_view = -1;
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {

@@ -47,6 +47,9 @@ struct Partition {
 };
 
 // For a canonical chain:
+//  - an attention (MatchAttention in codegen/attention.h: the whole chain is
+//    softmax(f(Q K^T)) V with its masks, epilogue and log-sum-exp): one
+//    attention kernel;
 //  - inputs, constants and element-wise ops (casts, where, comparisons
 //    included): one pointwise kernel;
 //  - reductions all along the innermost axis of one row shape, with

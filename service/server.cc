@@ -482,7 +482,8 @@ grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerC
   resp->set_generator_version(absl::StrCat(GeneratorVersion(Family::kPointwise), "+",
                                            GeneratorVersion(Family::kRowReduction), "+",
                                            GeneratorVersion(Family::kReduction), "+",
-                                           GeneratorVersion(Family::kMatmul)));
+                                           GeneratorVersion(Family::kMatmul), "+",
+                                           GeneratorVersion(Family::kAttention)));
   resp->set_server_version(options_.server_version);
   return Answer(ctx, absl::OkStatus());
 }

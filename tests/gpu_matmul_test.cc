@@ -35,9 +35,7 @@ using gpu_test::DeviceMemory;
 using gpu_test::Gpu;
 using gpu_test::MaxFiniteError;
 using gpu_test::OpenGpu;
-using gpu_test::PlanFor;
 using gpu_test::ShapeOf;
-using gpu_test::ToBytes;
 using matmul_test::Weight;
 
 // Fresh inputs in [-2, 2], rounded to their dtype.
@@ -81,45 +79,20 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
     ASSERT_TRUE(exact.ok() && eager.ok());
     DeviceMemory mem(gpu->cu);
     std::vector<DeviceBuffer> inputs = gpu_test::UploadInputs(mem, c, in, syms);
-    v1::KernelPlan plan = PlanFor(c);
-    std::vector<std::pair<Variant, Numerics>> runs;
+    gpu_test::KernelCheck check{&nvrtc, &launcher, opts, &c, syms, &inputs, &*exact, &*eager, kSlack};
+    // Twice: split-K counters must be left ready for the next launch.
+    check.launches = 2;
     const std::vector<Variant> space = MatmulSpace(c, g);
     ASSERT_FALSE(space.empty());
+    std::vector<std::pair<Variant, Numerics>> runs;
     for (const Variant& v : space) runs.push_back({v, Numerics::kFast});
     runs.push_back({space[0], Numerics::kReference64});
     runs.push_back({space[0], Numerics::kEager});
     for (const auto& [v, numerics] : runs) {
-      const bool f64 = numerics == Numerics::kReference64;
       const std::string what = absl::StrCat(v.ToString(), " ", NumericsName(numerics));
       absl::StatusOr<KernelSpec> spec = EmitMatmul(c, g, v, numerics);
       ASSERT_TRUE(spec.ok()) << what << ": " << spec.status();
-      absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
-      ASSERT_TRUE(k.ok()) << what << ": " << k.status();
-      plan.clear_kernels();
-      *plan.add_kernels() = ToProto(*k, /*include_source=*/false);
-      std::vector<DeviceBuffer> outputs;
-      for (int32_t o : c.outputs) {
-        const TensorType& t = c.nodes[o].type;
-        const size_t bytes = static_cast<size_t>(Elements(t, syms)) * (f64 ? 8 : DTypeBytes(t.dtype));
-        CUdeviceptr p = mem.Alloc(bytes);
-        ASSERT_EQ(gpu->cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
-        outputs.push_back(DeviceBuffer{p, ShapeOf(t, syms), {}, t.dtype});
-      }
-      // Twice: split-K counters must be left ready for the next launch.
-      for (int rep = 0; rep < 2; ++rep) {
-        absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
-        ASSERT_TRUE(s.ok()) << what << ": " << s;
-        ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << what;
-      }
-      for (size_t j = 0; j < c.outputs.size(); ++j) {
-        const DType t = f64 ? DType::kF64 : outputs[j].dtype;
-        const std::vector<double>& ref = (*exact)[j];
-        std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
-        // The fp64 yardstick sums in another order than the evaluator.
-        const double eager_err = f64 ? 1e-9 : MaxFiniteError((*eager)[j], ref);
-        OutputCheck check = CheckOutput(t, got.data(), ref, eager_err, kSlack, absl::StrCat("output ", j));
-        EXPECT_TRUE(check.ok) << what << ": " << check.message;
-      }
+      gpu_test::CheckKernel(*gpu, mem, *spec, numerics, check, what);
     }
   }
 }

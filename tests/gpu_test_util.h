@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -18,12 +19,14 @@
 #include "codegen/ir.h"
 #include "codegen/partition.h"
 #include "core/launch.h"
+#include "gtest/gtest.h"
 #include "core/status.h"
 #include "kfuse/v1/kfuse.pb.h"
 #include "service/convert.h"
 #include "tuner/check.h"
 #include "tuner/cuda/device.h"
 #include "tuner/cuda/driver.h"
+#include "tuner/nvrtc_compiler.h"
 
 namespace kfuse {
 namespace gpu_test {
@@ -137,7 +140,7 @@ inline absl::StatusOr<v1::KernelPlan> PlanOfKernels(const Chain& c, const Partit
   return plan;
 }
 
-// Host values as the bytes of a buffer of dtype `t` (f32, bf16, f16, bool).
+// Host values as the bytes of a buffer of dtype `t` (f32, bf16, f16, i32, bool).
 inline std::string ToBytes(DType t, const std::vector<double>& v) {
   std::string out(v.size() * DTypeBytes(t), '\0');
   for (size_t i = 0; i < v.size(); ++i) {
@@ -151,6 +154,9 @@ inline std::string ToBytes(DType t, const std::vector<double>& v) {
     } else if (t == DType::kF16) {
       uint16_t h = FloatToHalf(static_cast<float>(v[i]));
       std::memcpy(p, &h, 2);
+    } else if (t == DType::kI32) {
+      const int32_t x = static_cast<int32_t>(v[i]);
+      std::memcpy(p, &x, 4);
     } else {
       KFUSE_CHECK(t == DType::kBool);
       *p = v[i] != 0;
@@ -195,6 +201,57 @@ inline std::vector<DeviceBuffer> UploadInputs(DeviceMemory& mem, const Chain& c,
                                ShapeOf(n.type, syms), {}, n.type.dtype});
   }
   return out;
+}
+
+// What checking one kernel of a one-kernel plan needs besides the kernel.
+struct KernelCheck {
+  NvrtcCompiler* nvrtc = nullptr;
+  Launcher* launcher = nullptr;
+  CompileOptions opts;
+  const Chain* chain = nullptr;
+  std::vector<int64_t> syms;
+  const std::vector<DeviceBuffer>* inputs = nullptr;
+  // The CPU evaluator's outputs: exact (kExact64) and eager (kEager).
+  const std::vector<std::vector<double>>* exact = nullptr;
+  const std::vector<std::vector<double>>* eager = nullptr;
+  double slack = 2.0;
+  int launches = 1;  // Launched this many times before the check.
+};
+
+// Compiles `spec` (emitted under `numerics`) for this GPU, launches it as
+// the chain's one kernel into outputs poisoned first (doubles for
+// kReference64), and checks every output against the exact reference with
+// eager's error as the yardstick. Failures name `what`.
+inline void CheckKernel(Gpu& gpu, DeviceMemory& mem, const KernelSpec& spec, Numerics numerics,
+                        const KernelCheck& k, const std::string& what) {
+  const Chain& c = *k.chain;
+  const bool f64 = numerics == Numerics::kReference64;
+  absl::StatusOr<CompiledKernel> compiled = k.nvrtc->Compile(spec, k.opts);
+  ASSERT_TRUE(compiled.ok()) << what << ": " << compiled.status();
+  v1::KernelPlan plan = PlanFor(c);
+  *plan.add_kernels() = ToProto(*compiled, /*include_source=*/false);
+  std::vector<DeviceBuffer> outputs;
+  for (int32_t o : c.outputs) {
+    const TensorType& t = c.nodes[o].type;
+    const size_t bytes = static_cast<size_t>(Elements(t, k.syms)) * (f64 ? 8 : DTypeBytes(t.dtype));
+    CUdeviceptr p = mem.Alloc(bytes);
+    ASSERT_EQ(gpu.cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
+    outputs.push_back(DeviceBuffer{p, ShapeOf(t, k.syms), {}, t.dtype});
+  }
+  for (int rep = 0; rep < k.launches; ++rep) {
+    absl::Status s = k.launcher->Launch(plan, *k.inputs, outputs, nullptr);
+    ASSERT_TRUE(s.ok()) << what << ": " << s;
+    ASSERT_EQ(gpu.cu->cuCtxSynchronize(), CUDA_SUCCESS) << what;
+  }
+  for (size_t j = 0; j < c.outputs.size(); ++j) {
+    const DType t = f64 ? DType::kF64 : outputs[j].dtype;
+    const std::vector<double>& ref = (*k.exact)[j];
+    std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
+    // The fp64 yardstick sums in another order than the evaluator.
+    const double eager_err = f64 ? 1e-9 : MaxFiniteError((*k.eager)[j], ref);
+    OutputCheck check = CheckOutput(t, got.data(), ref, eager_err, k.slack, absl::StrCat("output ", j));
+    EXPECT_TRUE(check.ok) << what << ": " << check.message;
+  }
 }
 
 }  // namespace gpu_test

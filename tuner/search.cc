@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "codegen/analysis.h"
 #include "codegen/emit_scalar.h"
+#include "codegen/attention.h"
 #include "codegen/generators.h"
 #include "codegen/matmul.h"
 #include "codegen/pointwise.h"
@@ -39,7 +40,8 @@ struct FamilyGenerator {
 };
 
 // The row space is small (36 at most), the reduction space three, the
-// matmul space 24 curated tiles: they are searched whole.
+// matmul space 24 curated tiles, the attention space at most 12: they are
+// searched whole.
 std::vector<Variant> KeepAll(const std::vector<Variant>& space, Bound) { return space; }
 
 // Pointwise and row groups go through codegen/generators.h, which shows a
@@ -49,6 +51,7 @@ const FamilyGenerator kFamilies[] = {
     {Family::kRowReduction, &FamilyHeuristic, &FamilySpace, &EmitFamily, &KeepAll},
     {Family::kReduction, &ReduceHeuristic, &ReduceSpace, &EmitReduce, &KeepAll},
     {Family::kMatmul, &MatmulHeuristic, &MatmulSpace, &EmitMatmul, &KeepAll},
+    {Family::kAttention, &AttentionHeuristic, &AttentionSpace, &EmitAttention, &KeepAll},
 };
 
 absl::StatusOr<const FamilyGenerator*> FindFamily(Family f) {

@@ -423,9 +423,9 @@ TEST(TuneKernelTest, SeedThatDoesNotCompileIsAnError) {
   EXPECT_THAT(r.status().message(), HasSubstr("seed kernel"));
 }
 
-TEST(TuneKernelTest, OtherFamiliesAreUnimplemented) {
+TEST(TuneKernelTest, FamiliesWithoutAGeneratorAreUnimplemented) {
   Fixture f = ReluChain();
-  f.group.family = Family::kAttention;
+  f.group.family = Family::kInvalid;
   FakeCompiler compiler;
   EXPECT_EQ(TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, nullptr).status().code(),
             absl::StatusCode::kUnimplemented);

@@ -1,0 +1,202 @@
+#include "codegen/attention.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/attention_test_chains.h"
+#include "codegen/golden_test_util.h"
+#include "codegen/matmul_test_chains.h"
+#include "gtest/gtest.h"
+
+namespace kfuse {
+namespace {
+
+using attention_test::Attention;
+using attention_test::Options;
+using golden::CheckGolden;
+
+KernelGroup OnlyKernel(const Chain& c) {
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  EXPECT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kernels.size(), 1u);
+  return p->kernels[0];
+}
+
+Options Opts(bool causal, bool mask, bool lengths, bool lse, int64_t kv_heads = 4) {
+  Options o;
+  o.causal = causal;
+  o.mask = mask;
+  o.lengths = lengths;
+  o.lse = lse;
+  o.kv_heads = kv_heads;
+  return o;
+}
+
+TEST(AttentionMatchTest, TheCompositeIsOneAttentionKernel) {
+  struct Case {
+    std::string name;
+    Options o;
+  };
+  std::vector<Case> cases = {{"plain", Opts(false, false, false, false)},
+                             {"causal", Opts(true, false, false, false)},
+                             {"mask_lengths", Opts(false, true, true, false)},
+                             {"causal_lengths_lse", Opts(true, false, true, true)},
+                             {"gqa_mask_lse", Opts(false, true, false, true, 2)}};
+  Options bias;
+  bias.bias = true;
+  bias.symbolic_seq = true;
+  cases.push_back({"bias_symbolic", bias});
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    const Chain c = Attention(tc.o);
+    std::optional<AttentionMatch> m = MatchAttention(c);
+    ASSERT_TRUE(m.has_value()) << ToString(c);
+    EXPECT_EQ(m->causal, tc.o.causal);
+    EXPECT_EQ(m->safe, tc.o.mask || tc.o.lengths);
+    EXPECT_EQ(m->lse >= 0, tc.o.lse);
+    const KernelGroup g = OnlyKernel(c);
+    EXPECT_EQ(g.family, Family::kAttention);
+    EXPECT_TRUE(absl::StrContains(g.reason, "online softmax")) << g.reason;
+    EXPECT_EQ(g.results.size(), c.outputs.size());
+  }
+}
+
+TEST(AttentionMatchTest, OtherChainsWithTwoProductsAreLeftToTheMatmulPartition) {
+  // An MLP and a softmax of one product are not attention.
+  EXPECT_FALSE(MatchAttention(matmul_test::Mlp(DType::kBF16, 64, 128, 256)).has_value());
+  EXPECT_FALSE(MatchAttention(matmul_test::SoftmaxOfProduct(DType::kBF16, 64, 128, 256)).has_value());
+  // The probabilities as an output too: they must reach memory, so the
+  // chain is split (a product, a row kernel, a product).
+  Chain c = Attention(Opts(false, false, false, false));
+  int32_t probs = -1;
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    if (c.nodes[id].kind == OpKind::kDiv) probs = id;
+  }
+  ASSERT_GE(probs, 0);
+  c.outputs.push_back(probs);
+  EXPECT_FALSE(MatchAttention(c).has_value());
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kernels.size(), 3u);
+}
+
+TEST(AttentionTest, SpaceIsLegalDistinctAndStartsWithTheHeuristic) {
+  for (int64_t d : {64, 128, 256}) {
+    Options o;
+    o.d = o.dv = d;
+    const Chain c = Attention(o);
+    const KernelGroup g = OnlyKernel(c);
+    std::vector<Variant> space = AttentionSpace(c, g);
+    ASSERT_GE(space.size(), 3u) << d;
+    EXPECT_EQ(space[0], AttentionHeuristic(c, g));
+    // FlashAttention-2's tiles: 128 query rows up to D = 128, 64 beyond.
+    EXPECT_EQ(space[0].Get("bq"), d > 128 ? 64 : 128);
+    // The launch order is searched for causal chains only.
+    for (const Variant& v : space) EXPECT_EQ(v.Get("order"), 0);
+    o.causal = true;
+    const Chain causal = Attention(o);
+    int ordered = 0;
+    for (const Variant& v : AttentionSpace(causal, OnlyKernel(causal))) ordered += v.Get("order") == 1;
+    EXPECT_GE(ordered, 1);
+    for (size_t i = 0; i < space.size(); ++i) {
+      EXPECT_TRUE(CanGenerateAttention(c, g, space[i]).ok()) << space[i].ToString();
+      for (size_t j = 0; j < i; ++j) EXPECT_NE(space[i], space[j]);
+    }
+  }
+}
+
+TEST(AttentionTest, BadParamsAreNamed) {
+  Options o;
+  o.d = o.dv = 256;
+  const Chain c = Attention(o);
+  const KernelGroup g = OnlyKernel(c);
+  auto with = [](int bq, int bkv, int warps) {
+    return Variant{Family::kAttention, {{"bq", bq}, {"bkv", bkv}, {"warps", warps}, {"order", 0}}};
+  };
+  struct Bad {
+    Variant v;
+    std::string says;
+  };
+  for (const Bad& b : {Bad{with(96, 64, 4), "bq must be"}, Bad{with(64, 48, 4), "bkv must be"},
+                       Bad{with(64, 64, 8), "bq / warps"}, Bad{with(64, 64, 2), "warps must be"},
+                       Bad{with(128, 64, 4), "accumulators"},
+                       Bad{with(64, 128, 4), "shared memory"},
+                       Bad{Variant{Family::kAttention, {{"bq", 64}, {"bkv", 64}, {"warps", 4}, {"order", 2}}},
+                           "order must be"}}) {
+    absl::Status s = CanGenerateAttention(c, g, b.v);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.v.ToString();
+    EXPECT_TRUE(absl::StrContains(s.message(), b.says)) << s.message();
+  }
+}
+
+TEST(AttentionTest, LayoutsAndHeadDimsItCannotTakeAreUnimplementedByName) {
+  Options odd;
+  odd.d = odd.dv = 72;
+  Chain c = Attention(odd);
+  absl::Status s = CanGenerateAttention(c, OnlyKernel(c), AttentionHeuristic(c, OnlyKernel(c)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(s.message(), "head dim (72)")) << s.message();
+  EXPECT_TRUE(absl::StrContains(s.message(), "(matmul)")) << s.message();
+  Options f16;
+  f16.dtype = DType::kF32;
+  c = Attention(f16);
+  s = CanGenerateAttention(c, OnlyKernel(c), AttentionHeuristic(c, OnlyKernel(c)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(s.message(), "operand A")) << s.message();
+}
+
+TEST(AttentionTest, LaunchContractAndSchedule) {
+  Options o = Opts(true, false, false, true);
+  o.symbolic_seq = true;
+  const Chain c = Attention(o);
+  const KernelGroup g = OnlyKernel(c);
+  absl::StatusOr<KernelSpec> k = EmitAttention(c, g, AttentionHeuristic(c, g));
+  ASSERT_TRUE(k.ok()) << k.status();
+  // Three inputs, two outputs, the sequence symbol.
+  ASSERT_EQ(k->params.size(), 6u);
+  EXPECT_EQ(k->params[3].buffer.kind, BufferRef::Kind::kOutput);
+  EXPECT_EQ(k->params[5].kind, KernelParam::Kind::kScalar);
+  EXPECT_EQ(k->block.x.value(), 128);
+  // (128 x 64 + 2 x 64 x (64 + 64)) x 2 bytes of tiles.
+  EXPECT_EQ(k->dynamic_smem_bytes, (128 * 64 + 2 * 64 * 128) * 2u);
+  EXPECT_TRUE(absl::StrContains(k->source, "kf_CAUSAL = true"));
+  EXPECT_TRUE(absl::StrContains(k->source, "ex2.approx"));
+  EXPECT_FALSE(absl::StrContains(k->source, "seq"));  // Client names stay out.
+  bool aligned = false;
+  for (const Precondition& p : k->preconditions) {
+    aligned = aligned || (p.kind == Precondition::Kind::kAligned && p.value == 16);
+  }
+  EXPECT_TRUE(aligned);
+  absl::StatusOr<KernelSpec> again = EmitAttention(c, g, AttentionHeuristic(c, g));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->source, k->source);
+  // The yardsticks: a block of 128 threads per query row.
+  absl::StatusOr<KernelSpec> ref = EmitAttention(c, g, AttentionHeuristic(c, g), Numerics::kReference64);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->block.x.value(), 128);
+  EXPECT_TRUE(absl::StrContains(ref->source, "double"));
+}
+
+TEST(AttentionGolden, Chains) {
+  Options gqa = Opts(false, true, true, true, 2);
+  const Chain causal = Attention(Opts(true, false, false, false));
+  const Chain masked = Attention(gqa);
+  absl::StatusOr<KernelSpec> a = EmitAttention(causal, OnlyKernel(causal),
+                                               AttentionHeuristic(causal, OnlyKernel(causal)));
+  ASSERT_TRUE(a.ok()) << a.status();
+  CheckGolden("attention_causal_bf16", a->source);
+  absl::StatusOr<KernelSpec> b = EmitAttention(masked, OnlyKernel(masked),
+                                               AttentionHeuristic(masked, OnlyKernel(masked)));
+  ASSERT_TRUE(b.ok()) << b.status();
+  CheckGolden("attention_gqa_mask_lengths_lse_bf16", b->source);
+  absl::StatusOr<KernelSpec> r = EmitAttention(masked, OnlyKernel(masked),
+                                               AttentionHeuristic(masked, OnlyKernel(masked)),
+                                               Numerics::kEager);
+  ASSERT_TRUE(r.ok()) << r.status();
+  CheckGolden("attention_gqa_mask_lengths_lse_bf16_eager", r->source);
+}
+
+}  // namespace
+}  // namespace kfuse

@@ -1,0 +1,108 @@
+// Attention chains for the attention family's tests (CPU, NVRTC and GPU),
+// expanded as the clients' `attention` composite expands them
+// (clients/python/kfuse/chain.py): grouped-query heads through reshapes, a
+// bias, a boolean mask, the causal mask and per-sequence lengths combined,
+// masked rows guarded to zeros, and the log-sum-exp output.
+//
+//   attention_test::Options o;  o.causal = true;
+//   Chain c = attention_test::Attention(o);   // validated, canonical
+#ifndef KFUSE_CODEGEN_ATTENTION_TEST_CHAINS_H_
+#define KFUSE_CODEGEN_ATTENTION_TEST_CHAINS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "codegen/row_test_chains.h"
+
+namespace kfuse::attention_test {
+
+struct Options {
+  DType dtype = DType::kBF16;
+  int64_t batch = 2, heads = 4, kv_heads = 4, sq = 128, sk = 128, d = 64, dv = 64;
+  bool causal = false;
+  bool mask = false;     // bool [batch, heads, sq, sk] input.
+  bool bias = false;     // dtype [1, heads, sq, sk] input.
+  bool lengths = false;  // i32 [batch] input.
+  bool lse = false;
+  bool symbolic_seq = false;  // sq and sk one symbol "seq" (sq must equal sk).
+};
+
+inline Chain Attention(const Options& o) {
+  Chain c;
+  auto S = [](int64_t n) { return Dim::Static(n); };
+  Dim sq = S(o.sq), sk = S(o.sk);
+  if (o.symbolic_seq) {
+    c.symbols.push_back(SymbolInfo{"seq", o.sq, 0});
+    sq = sk = Dim::Sym(0);
+  }
+  const int64_t g = o.heads / o.kv_heads;
+  const Dim B = S(o.batch), H = S(o.heads), Hkv = S(o.kv_heads), G = S(g), D = S(o.d), Dv = S(o.dv);
+  int32_t q = c.AddInput(TensorType{o.dtype, {B, H, sq, D}});
+  int32_t k = c.AddInput(TensorType{o.dtype, {B, Hkv, sk, D}});
+  int32_t v = c.AddInput(TensorType{o.dtype, {B, Hkv, sk, Dv}});
+  int32_t mask = o.mask ? c.AddInput(TensorType{DType::kBool, {B, H, sq, sk}}) : -1;
+  int32_t bias = o.bias ? c.AddInput(TensorType{o.dtype, {S(1), H, sq, sk}}) : -1;
+  const int32_t lens = o.lengths ? c.AddInput(TensorType{DType::kI32, {B}}) : -1;
+  auto reshape = [&](int32_t x, std::vector<Dim> shape) {
+    const int32_t r = c.AddOp(OpKind::kReshape, {x});
+    c.nodes[r].shape = std::move(shape);
+    return r;
+  };
+  std::vector<Dim> score = {B, H, sq, sk};
+  if (g > 1) {
+    q = reshape(q, {B, Hkv, G, sq, D});
+    k = reshape(k, {B, Hkv, S(1), sk, D});
+    v = reshape(v, {B, Hkv, S(1), sk, Dv});
+    if (mask >= 0) mask = reshape(mask, {B, Hkv, G, sq, sk});
+    if (bias >= 0) bias = reshape(bias, {S(1), Hkv, G, sq, sk});
+    score = {B, Hkv, G, sq, sk};
+  }
+  const int r = static_cast<int>(score.size());
+  const int32_t kt = c.AddOp(OpKind::kPermute, {k});
+  for (int i = 0; i < r; ++i) c.nodes[kt].axes.push_back(i < r - 2 ? i : (i == r - 2 ? r - 1 : r - 2));
+  int32_t s = c.AddOp(OpKind::kMatmul, {q, kt});
+  s = c.AddOp(OpKind::kMul, {s, c.AddConstant(1.0 / std::sqrt(static_cast<double>(o.d)))});
+  if (bias >= 0) s = c.AddOp(OpKind::kAdd, {s, bias});
+  int32_t allowed = mask;
+  auto conj = [&](int32_t cond) {
+    allowed = allowed < 0 ? cond : c.AddOp(OpKind::kLogicalAnd, {allowed, cond});
+  };
+  if (o.causal || o.lengths) {
+    auto iota = [&](int axis) {
+      const int32_t i = c.AddOp(OpKind::kIota, {});
+      c.nodes[i].shape = score;
+      c.nodes[i].axis = axis;
+      c.nodes[i].dtype = DType::kI32;
+      return i;
+    };
+    const int32_t col = iota(r - 1);
+    if (o.causal) conj(c.AddOp(OpKind::kLe, {col, iota(r - 2)}));
+    if (o.lengths) {
+      std::vector<Dim> ls = {B};
+      for (int i = 1; i < r; ++i) ls.push_back(S(1));
+      conj(c.AddOp(OpKind::kLt, {col, reshape(lens, ls)}));
+    }
+  }
+  if (allowed >= 0) s = c.AddOp(OpKind::kWhere, {allowed, s, c.AddConstant(-INFINITY)});
+  const int32_t m = row_test::Reduce(&c, OpKind::kReduceMax, s, r - 1);
+  const int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, m})});
+  const int32_t z = row_test::Reduce(&c, OpKind::kReduceSum, e, r - 1);
+  int32_t p = c.AddOp(OpKind::kDiv, {e, z});
+  if (o.mask || o.lengths) {
+    const int32_t masked = c.AddOp(OpKind::kEq, {m, c.AddConstant(-INFINITY)});
+    p = c.AddOp(OpKind::kWhere, {masked, c.AddConstant(0.0), p});
+  }
+  int32_t out = c.AddOp(OpKind::kMatmul, {p, v});
+  if (g > 1) out = reshape(out, {B, H, sq, Dv});
+  c.outputs.push_back(out);
+  if (o.lse) {
+    int32_t lse = c.AddCast(c.AddOp(OpKind::kAdd, {m, c.AddOp(OpKind::kLog, {z})}), DType::kF32);
+    c.outputs.push_back(reshape(lse, {B, H, sq}));
+  }
+  return row_test::Finish(std::move(c));
+}
+
+}  // namespace kfuse::attention_test
+
+#endif  // KFUSE_CODEGEN_ATTENTION_TEST_CHAINS_H_
