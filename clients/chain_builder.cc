@@ -1,10 +1,14 @@
 #include "clients/chain_builder.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 
 namespace kfuse::client {
 namespace {
@@ -179,6 +183,47 @@ Value ChainBuilder::Permute(Value x, std::vector<int32_t> perm) {
   return Append(std::move(op), {x});
 }
 
+Value ChainBuilder::Reshape(Value x, std::vector<v1::Dim> shape) {
+  const std::string field = absl::StrCat("ops[", chain_.ops_size(), "]");
+  for (size_t i = 0; i < shape.size(); ++i) {
+    absl::Status s =
+        CheckDim(shape[i], absl::StrCat(field, ".shape.shape[", i, "]"));
+    if (!s.ok()) {
+      Fail(std::string(s.message()));
+      return Value();
+    }
+  }
+  v1::Op op = OpOf(v1::OP_RESHAPE);
+  v1::ShapeAttrs& attrs = *op.mutable_shape();  // Set even when rank 0.
+  for (v1::Dim& d : shape) *attrs.add_shape() = std::move(d);
+  return Append(std::move(op), {x});
+}
+
+Value ChainBuilder::Iota(std::vector<v1::Dim> shape, int32_t axis,
+                         v1::DType dtype) {
+  const std::string field = absl::StrCat("ops[", chain_.ops_size(), "]");
+  const int32_t rank = static_cast<int32_t>(shape.size());
+  absl::Status s = absl::OkStatus();
+  if (rank == 0 ? axis != 0 : (axis < -rank || axis >= rank)) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat(field, ".axis.axis (OP_IOTA): ", axis,
+                     " is out of range for rank ", rank));
+  }
+  for (size_t i = 0; s.ok() && i < shape.size(); ++i) {
+    s = CheckDim(shape[i], absl::StrCat(field, ".shape.shape[", i, "]"));
+  }
+  if (!s.ok()) {
+    Fail(std::string(s.message()));
+    return Value();
+  }
+  v1::Op op = OpOf(v1::OP_IOTA);
+  op.set_dtype(dtype);
+  v1::ShapeAttrs& attrs = *op.mutable_shape();
+  for (v1::Dim& d : shape) *attrs.add_shape() = std::move(d);
+  op.mutable_axis()->set_axis(axis < 0 ? axis + rank : axis);
+  return Append(std::move(op), {});
+}
+
 Value ChainBuilder::Reduce(v1::OpKind kind, Value x, int32_t axis,
                            bool keepdim) {
   v1::Op op = OpOf(kind);
@@ -307,6 +352,254 @@ Value Linear(ChainBuilder& b, Value x, Value weight, std::optional<Value> bias,
   Value y = b.Matmul(x, weight_t);
   if (bias.has_value()) y = b.Add(y, *bias);
   return b.Activate(y, act);
+}
+
+namespace {
+
+// A dim as the Python builder writes it into an op's shape: the size, or the
+// symbol's name alone (tensors there carry names, not hints).
+v1::Dim Bare(const v1::Dim& d) {
+  return d.kind_case() == v1::Dim::kSymbol ? SymbolDim(d.symbol())
+                                           : StaticDim(d.size());
+}
+
+std::vector<v1::Dim> Bare(const std::vector<v1::Dim>& dims) {
+  std::vector<v1::Dim> out;
+  out.reserve(dims.size());
+  for (const v1::Dim& d : dims) out.push_back(Bare(d));
+  return out;
+}
+
+std::vector<v1::Dim> Concat(std::vector<v1::Dim> a,
+                            const std::vector<v1::Dim>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+bool IsOne(const v1::Dim& d) {
+  return d.kind_case() == v1::Dim::kSize && d.size() == 1;
+}
+
+// The Python builder's broadcast: dims aligned at the end, each the first
+// (a's, then b's) that is not a static 1.
+std::vector<v1::Dim> Broadcast(const std::vector<v1::Dim>& a,
+                               const std::vector<v1::Dim>& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  std::vector<v1::Dim> out;
+  for (size_t i = 0; i < rank; ++i) {
+    v1::Dim dim = StaticDim(1);
+    for (const std::vector<v1::Dim>* s : {&a, &b}) {
+      if (i + s->size() < rank) continue;
+      const v1::Dim& d = (*s)[i + s->size() - rank];
+      if (!IsOne(d)) {
+        dim = Bare(d);
+        break;
+      }
+    }
+    out.push_back(std::move(dim));
+  }
+  return out;
+}
+
+absl::Status CheckPositive(int64_t n, absl::string_view field) {
+  if (n >= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", n, " must be >= 1"));
+}
+
+// A size >= 1 or a named symbol.
+absl::Status CheckExtent(const v1::Dim& d, absl::string_view field) {
+  KFUSE_RETURN_IF_ERROR(CheckDim(d, field));
+  if (d.kind_case() == v1::Dim::kSize) {
+    return CheckPositive(d.size(), absl::StrCat(field, ".size"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckShape(const std::vector<v1::Dim>& shape,
+                        absl::string_view field) {
+  for (size_t i = 0; i < shape.size(); ++i) {
+    KFUSE_RETURN_IF_ERROR(CheckDim(shape[i], absl::StrCat(field, "[", i, "]")));
+  }
+  return absl::OkStatus();
+}
+
+// With grouped queries a bias or mask of rank >= 3 splits its head dim as q's
+// (heads) or keeps a broadcast one (1); any other head dim is refused.
+absl::Status CheckGroupedHeads(const ShapedValue& t, int64_t heads,
+                               absl::string_view field) {
+  const size_t rank = t.shape.size();
+  if (rank < 3) return absl::OkStatus();
+  const v1::Dim& h = t.shape[rank - 3];
+  if (h.kind_case() == v1::Dim::kSize && (h.size() == heads || h.size() == 1)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ".shape[", rank - 3, "]: ",
+      h.kind_case() == v1::Dim::kSize ? absl::StrCat(h.size())
+                                      : absl::StrCat("'", h.symbol(), "'"),
+      " heads do not split into kv_heads groups; with kv_heads < heads it "
+      "must be heads (",
+      heads, ") or 1"));
+}
+
+absl::Status CheckAttention(const AttentionOptions& o) {
+  for (size_t i = 0; i < o.batch.size(); ++i) {
+    KFUSE_RETURN_IF_ERROR(
+        CheckExtent(o.batch[i], absl::StrCat("attention.batch[", i, "]")));
+  }
+  KFUSE_RETURN_IF_ERROR(CheckPositive(o.heads, "attention.heads"));
+  if (o.kv_heads.has_value()) {
+    KFUSE_RETURN_IF_ERROR(CheckPositive(*o.kv_heads, "attention.kv_heads"));
+    if (o.heads % *o.kv_heads != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attention.kv_heads: ", *o.kv_heads,
+                       " does not divide heads (", o.heads, ")"));
+    }
+  }
+  KFUSE_RETURN_IF_ERROR(CheckExtent(o.seq_q, "attention.seq_q"));
+  KFUSE_RETURN_IF_ERROR(CheckExtent(o.seq_k, "attention.seq_k"));
+  KFUSE_RETURN_IF_ERROR(CheckPositive(o.head_dim, "attention.head_dim"));
+  if (o.value_dim.has_value()) {
+    KFUSE_RETURN_IF_ERROR(CheckPositive(*o.value_dim, "attention.value_dim"));
+  }
+  if (o.scale.has_value() && !std::isfinite(*o.scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention.scale: ", *o.scale, " is not finite"));
+  }
+  const bool grouped = o.kv_heads.value_or(o.heads) != o.heads;
+  const std::pair<const std::optional<ShapedValue>*, const char*> operands[] = {
+      {&o.bias, "attention.bias"},
+      {&o.mask, "attention.mask"},
+      {&o.lengths, "attention.lengths"},
+  };
+  for (const auto& [t, field] : operands) {
+    if (!t->has_value()) continue;
+    KFUSE_RETURN_IF_ERROR(
+        CheckShape((*t)->shape, absl::StrCat(field, ".shape")));
+    if (grouped && t != &o.lengths) {
+      KFUSE_RETURN_IF_ERROR(CheckGroupedHeads(**t, o.heads, field));
+    }
+  }
+  const size_t score_rank = o.batch.size() + (grouped ? 4 : 3);
+  if (o.lengths.has_value() && o.lengths->shape.size() > score_rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention.lengths.shape: rank ", o.lengths->shape.size(),
+                     " is above the scores' (", score_rank, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// A bias or mask [..., heads or 1, Lq, Lk] as [..., kv_heads, groups, Lq, Lk]
+// or [..., 1, 1, Lq, Lk], as q is split; below rank 3 it broadcasts as is.
+void SplitHeads(ChainBuilder& b, int64_t heads, int64_t kv_heads,
+                std::optional<ShapedValue>& t) {
+  if (!t.has_value() || t->shape.size() < 3) return;
+  const size_t rank = t->shape.size();
+  const bool per_head = t->shape[rank - 3].size() == heads;
+  std::vector<v1::Dim> shape(t->shape.begin(), t->shape.end() - 3);
+  shape = Bare(shape);
+  shape.push_back(StaticDim(per_head ? kv_heads : 1));
+  shape.push_back(StaticDim(per_head ? heads / kv_heads : 1));
+  shape.push_back(Bare(t->shape[rank - 2]));
+  shape.push_back(Bare(t->shape[rank - 1]));
+  t->value = b.Reshape(t->value, shape);
+  t->shape = std::move(shape);
+}
+
+}  // namespace
+
+AttentionResult Attention(ChainBuilder& b, Value q, Value k, Value v,
+                          const AttentionOptions& options) {
+  AttentionResult result;
+  if (options.return_lse) result.lse = Value();
+  if (absl::Status s = CheckAttention(options); !s.ok()) {
+    b.Invalid(std::string(s.message()));
+    return result;
+  }
+  const int64_t heads = options.heads;
+  const int64_t kv_heads = options.kv_heads.value_or(heads);
+  const int64_t groups = heads / kv_heads;
+  const v1::Dim dq = StaticDim(options.head_dim);
+  const v1::Dim dv = StaticDim(options.value_dim.value_or(options.head_dim));
+  const v1::Dim seq_q = Bare(options.seq_q);
+  const v1::Dim seq_k = Bare(options.seq_k);
+  const std::vector<v1::Dim> lead = Bare(options.batch);
+  const std::vector<v1::Dim> rows = Concat(lead, {StaticDim(heads), seq_q});
+
+  // The dims between the batch and the sequences: [heads], or [kv_heads,
+  // groups] with q's heads split so that k and v broadcast over the groups.
+  std::vector<v1::Dim> head_dims = {StaticDim(heads)};
+  std::optional<ShapedValue> bias = options.bias;
+  std::optional<ShapedValue> mask = options.mask;
+  if (groups > 1) {
+    head_dims = {StaticDim(kv_heads), StaticDim(groups)};
+    const std::vector<v1::Dim> kv = {StaticDim(kv_heads), StaticDim(1)};
+    q = b.Reshape(
+        q, Concat(lead, {StaticDim(kv_heads), StaticDim(groups), seq_q, dq}));
+    k = b.Reshape(k, Concat(Concat(lead, kv), {seq_k, dq}));
+    v = b.Reshape(v, Concat(Concat(lead, kv), {seq_k, dv}));
+    SplitHeads(b, heads, kv_heads, bias);
+    SplitHeads(b, heads, kv_heads, mask);
+  }
+
+  std::vector<v1::Dim> scores = Concat(Concat(lead, head_dims), {seq_q, seq_k});
+  const int32_t rank = static_cast<int32_t>(scores.size());
+  std::vector<int32_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[rank - 2], perm[rank - 1]);
+  Value k_t = b.Permute(k, perm);
+  Value s = b.Matmul(q, k_t);
+  Value scale = b.Constant(options.scale.value_or(
+      1.0 / std::sqrt(static_cast<double>(options.head_dim))));
+  s = b.Mul(s, scale);
+  if (bias.has_value()) {
+    s = b.Add(s, bias->value);
+    scores = Broadcast(scores, bias->shape);
+  }
+
+  std::optional<Value> allowed;
+  if (mask.has_value()) allowed = mask->value;
+  if (options.causal || options.lengths.has_value()) {
+    const int32_t r = static_cast<int32_t>(scores.size());
+    Value col = b.Iota(scores, r - 1);
+    if (options.causal) {
+      Value row = b.Iota(scores, r - 2);
+      Value c = b.Le(col, row);
+      allowed = allowed.has_value() ? b.LogicalAnd(*allowed, c) : c;
+    }
+    if (options.lengths.has_value()) {
+      std::vector<v1::Dim> shape = Bare(options.lengths->shape);
+      shape.resize(scores.size(), StaticDim(1));
+      Value lens = b.Reshape(options.lengths->value, shape);
+      Value c = b.Lt(col, lens);
+      allowed = allowed.has_value() ? b.LogicalAnd(*allowed, c) : c;
+    }
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  if (allowed.has_value()) {
+    Value neg_inf = b.Constant(-inf);
+    s = b.Where(*allowed, s, neg_inf);
+  }
+  Value max = b.ReduceMax(s, -1, /*keepdim=*/true);
+  Value e = b.Exp(b.Sub(s, max));
+  Value sum = b.ReduceSum(e, -1, /*keepdim=*/true);
+  Value p = b.Div(e, sum);
+  if (mask.has_value() || options.lengths.has_value()) {
+    // A row with every key masked has max -inf and NaN weights: zeros.
+    Value neg_inf = b.Constant(-inf);
+    Value empty = b.Eq(max, neg_inf);
+    Value zero = b.Constant(0.0);
+    p = b.Where(empty, zero, p);
+  }
+  Value out = b.Matmul(p, v);
+  if (groups > 1) out = b.Reshape(out, Concat(rows, {dv}));
+  result.out = out;
+  if (!options.return_lse) return result;
+  Value log_sum = b.Log(sum);
+  Value lse = b.Cast(b.Add(max, log_sum), v1::DTYPE_F32);
+  result.lse = b.Reshape(lse, rows);
+  return result;
 }
 
 }  // namespace kfuse::client

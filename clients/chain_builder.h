@@ -1,6 +1,7 @@
 // Builds a kfuse.v1.Chain (the wire message) from C++ calls, with the
-// composites (softmax, normalisation layers, linear layers) expanded into the
-// primitives the proto has, op for op as the Python client expands them.
+// composites (softmax, normalisation layers, linear layers, attention)
+// expanded into the primitives the proto has, op for op as the Python client
+// expands them.
 //
 //   ChainBuilder b;
 //   Value x = b.Input("x", v1::DTYPE_BF16,
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -150,6 +152,14 @@ class ChainBuilder {
   // from the end). The server checks that perm is a permutation of x's rank.
   Value Permute(Value x, std::vector<int32_t> perm);
 
+  // x's elements, in row-major order, as `shape`. A dim that is neither a
+  // size >= 0 nor a named symbol records an error naming it.
+  Value Reshape(Value x, std::vector<v1::Dim> shape);
+  // The index along `axis` (negative counts from the end) of a tensor of
+  // `shape`, in `dtype`; the axis is written non-negative, as Python's.
+  Value Iota(std::vector<v1::Dim> shape, int32_t axis,
+             v1::DType dtype = v1::DTYPE_I32);
+
   // Reductions over `axis` (negative counts from the end).
   Value ReduceSum(Value x, int32_t axis = -1, bool keepdim = false) {
     return Reduce(v1::OP_REDUCE_SUM, x, axis, keepdim);
@@ -168,6 +178,11 @@ class ChainBuilder {
   // The chain, or INVALID_ARGUMENT naming the field: the first error a call
   // recorded, no outputs, a duplicate output name. The builder stays usable.
   absl::StatusOr<v1::Chain> Build() const;
+
+  // Records INVALID_ARGUMENT with `message` (which names the field) for
+  // Build() to answer, as a bad call does; composites report bad options so.
+  // The first error wins.
+  void Invalid(std::string message) { Fail(std::move(message)); }
 
  private:
   static v1::Op OpOf(v1::OpKind kind) {
@@ -231,6 +246,77 @@ AddNorm AddLayerNorm(ChainBuilder& b, Value x, Value residual,
 Value Linear(ChainBuilder& b, Value x, Value weight,
              std::optional<Value> bias = {},
              Activation act = Activation::kNone);
+
+// An operand with its shape, for composites that reshape or broadcast it by
+// its dims (the builder tracks no shapes): the dims it was declared with.
+struct ShapedValue {
+  Value value;
+  std::vector<v1::Dim> shape;
+};
+
+// Scaled dot-product attention, as torch's SDPA, over q [batch..., heads,
+// seq_q, head_dim], k [batch..., kv_heads, seq_k, head_dim] and v [batch...,
+// kv_heads, seq_k, value_dim] (f16 or bf16). The builder does not track
+// shapes, so the options say them; dims are static sizes >= 1 or symbols.
+struct AttentionOptions {
+  std::vector<v1::Dim> batch;  // The dims before the heads; may be none.
+  int64_t heads = 0;
+  std::optional<int64_t> kv_heads;  // Unset: heads. Must divide heads.
+  v1::Dim seq_q;
+  v1::Dim seq_k;
+  int64_t head_dim = 0;
+  std::optional<int64_t> value_dim;  // Unset: head_dim.
+  bool causal = false;               // Key j <= query i, aligned at the start.
+  std::optional<double> scale;       // Unset: 1/sqrt(head_dim).
+  // Added to the scores [batch..., heads, seq_q, seq_k], to which it
+  // broadcasts; with kv_heads < heads, a head dim (third from the end) must
+  // be heads or 1.
+  std::optional<ShapedValue> bias;
+  // Bool, true where attention is allowed; broadcast as the bias.
+  std::optional<ShapedValue> mask;
+  // Integer, typically [batch...]: keys at or past a sequence's length are
+  // masked. Reshaped to its dims followed by ones up to the scores' rank.
+  std::optional<ShapedValue> lengths;
+  bool return_lse = false;
+};
+
+struct AttentionResult {
+  Value out;                 // [batch..., heads, seq_q, value_dim].
+  std::optional<Value> lse;  // With return_lse: f32 [batch..., heads, seq_q].
+};
+
+// The expansion, op for op as the Python client's `attention`, which the
+// server recognises and fuses into one kernel:
+//   [RESHAPE q, k, v, bias, mask to [batch..., kv_heads, G or 1, ...] when
+//    kv_heads < heads (G = heads / kv_heads); bias and mask only at rank >= 3]
+//   PERMUTE k (last two dims), MATMUL(q, k^T), CONSTANT scale, MUL [ADD bias]
+//   [IOTA columns [IOTA rows, LE] [RESHAPE lengths, LT], LOGICAL_AND of the
+//    masks in the order mask, causal, lengths]  (causal or lengths)
+//   [CONSTANT -inf, WHERE(allowed, s, -inf)]      (any mask)
+//   REDUCE_MAX, SUB, EXP, REDUCE_SUM (keepdim, last axis), DIV
+//   [CONSTANT -inf, EQ(max, -inf), CONSTANT 0, WHERE]  (mask or lengths: a
+//    fully masked row gives zeros, as SDPA)
+//   MATMUL(p, v) [RESHAPE to [batch..., heads, seq_q, value_dim]]
+//   [LOG(sum), ADD(max, it), CAST f32, RESHAPE to [batch..., heads, seq_q]]
+// Symbols in the reshapes' and iotas' shapes are written by name only, as
+// Python's. Bad options (a non-positive or unset dim, kv_heads that do not
+// divide heads, a bias or mask whose head dim is neither heads nor 1 when
+// kv_heads < heads, a non-finite scale) record INVALID_ARGUMENT naming the
+// field, e.g. "attention.kv_heads", and give unset Values.
+//
+//   AttentionOptions o;
+//   o.batch = {StaticDim(1)};
+//   o.heads = 8;
+//   o.kv_heads = 2;
+//   o.seq_q = o.seq_k = SymbolDim("seq", /*hint=*/4096);
+//   o.head_dim = 128;
+//   o.causal = true;
+//   o.return_lse = true;
+//   AttentionResult r = Attention(b, q, k, v, o);
+//   b.Output("out", r.out);
+//   b.Output("lse", *r.lse);
+AttentionResult Attention(ChainBuilder& b, Value q, Value k, Value v,
+                          const AttentionOptions& options);
 
 }  // namespace kfuse::client
 

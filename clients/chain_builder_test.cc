@@ -333,6 +333,348 @@ TEST_F(ChainBuilderTest, ActivateNoneIsTheValueItself) {
   EXPECT_THAT(c.outputs(0).value(), RefIs(InputRef(0)));
 }
 
+TEST_F(ChainBuilderTest, ReshapeAndIota) {
+  Value x = Row("x");
+  Value r = b_.Reshape(x, {SymbolDim("rows"), StaticDim(64), StaticDim(64)});
+  Value i = b_.Iota({StaticDim(2), SymbolDim("n", 8)}, -1, v1::DTYPE_I64);
+  b_.Output("r", r);
+  b_.Output("i", i);
+  v1::Chain c = Built();
+  EXPECT_THAT(Kinds(c), ElementsAre(v1::OP_RESHAPE, v1::OP_IOTA));
+  ASSERT_EQ(c.ops(0).shape().shape_size(), 3);
+  EXPECT_EQ(c.ops(0).shape().shape(0).symbol(), "rows");
+  EXPECT_EQ(c.ops(0).shape().shape(2).size(), 64);
+  EXPECT_THAT(c.ops(0).args(), ElementsAre(RefIs(InputRef(0))));
+  EXPECT_EQ(c.ops(1).args_size(), 0);
+  EXPECT_EQ(c.ops(1).dtype(), v1::DTYPE_I64);
+  EXPECT_TRUE(c.ops(1).has_axis());
+  EXPECT_EQ(c.ops(1).axis().axis(), 1);            // -1 written non-negative.
+  EXPECT_EQ(c.ops(1).shape().shape(1).hint(), 8);  // As given.
+}
+
+TEST_F(ChainBuilderTest, ReshapeToAScalarSetsTheShape) {
+  Value x = b_.Input("x", v1::DTYPE_F32, {StaticDim(1)});
+  b_.Output("y", b_.Reshape(x, {}));
+  v1::Chain c = Built();
+  EXPECT_TRUE(c.ops(0).has_shape());
+  EXPECT_EQ(c.ops(0).shape().shape_size(), 0);
+}
+
+// Dims of a shape attribute as text: "8", "S"; a hint or max shows as
+// "S~2048" (the expansion writes symbols by name alone, as Python's).
+std::vector<std::string> DimsOf(const v1::Op& op) {
+  std::vector<std::string> dims;
+  for (const v1::Dim& d : op.shape().shape()) {
+    if (d.kind_case() == v1::Dim::kSize) {
+      dims.push_back(std::to_string(d.size()));
+    } else {
+      dims.push_back(d.hint() || d.max()
+                         ? d.symbol() + "~" + std::to_string(d.hint())
+                         : d.symbol());
+    }
+  }
+  return dims;
+}
+
+std::vector<v1::Dim> Shape4(v1::Dim a, int64_t h, v1::Dim l, int64_t d) {
+  return {std::move(a), StaticDim(h), std::move(l), StaticDim(d)};
+}
+
+class AttentionTest : public ChainBuilderTest {
+ protected:
+  // q [batch, heads, seq, head_dim], k and v [batch, kv_heads, seq, dims].
+  void Qkv(int64_t heads, int64_t kv_heads, v1::Dim seq, int64_t head_dim,
+           int64_t value_dim) {
+    q_ = b_.Input("q", v1::DTYPE_BF16, Shape4(batch_, heads, seq, head_dim));
+    k_ = b_.Input("k", v1::DTYPE_BF16, Shape4(batch_, kv_heads, seq, head_dim));
+    v_ =
+        b_.Input("v", v1::DTYPE_BF16, Shape4(batch_, kv_heads, seq, value_dim));
+    o_.batch = {batch_};
+    o_.heads = heads;
+    if (kv_heads != heads) o_.kv_heads = kv_heads;
+    o_.seq_q = seq;
+    o_.seq_k = seq;
+    o_.head_dim = head_dim;
+    if (value_dim != head_dim) o_.value_dim = value_dim;
+  }
+  ShapedValue Operand(const char* name, v1::DType t,
+                      std::vector<v1::Dim> shape) {
+    return ShapedValue{b_.Input(name, t, shape), shape};
+  }
+  v1::Chain Build() {
+    AttentionResult r = Attention(b_, q_, k_, v_, o_);
+    b_.Output("out", r.out);
+    EXPECT_EQ(r.lse.has_value(), o_.return_lse);
+    if (r.lse.has_value()) b_.Output("lse", *r.lse);
+    return Built();
+  }
+
+  v1::Dim batch_ = StaticDim(2);
+  Value q_, k_, v_;
+  AttentionOptions o_;
+};
+
+TEST_F(AttentionTest, CausalHeads) {
+  Qkv(8, 8, StaticDim(1024), 64, 64);
+  o_.causal = true;
+  v1::Chain c = Build();
+  EXPECT_THAT(
+      Kinds(c),
+      ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_CONSTANT, v1::OP_MUL,
+                  v1::OP_IOTA, v1::OP_IOTA, v1::OP_LE, v1::OP_CONSTANT,
+                  v1::OP_WHERE, v1::OP_REDUCE_MAX, v1::OP_SUB, v1::OP_EXP,
+                  v1::OP_REDUCE_SUM, v1::OP_DIV, v1::OP_MATMUL));
+  ExpectRowReductions(c, 2);
+  EXPECT_THAT(c.ops(0).permute().perm(), ElementsAre(0, 1, 3, 2));
+  EXPECT_THAT(c.ops(0).args(), ElementsAre(RefIs(InputRef(1))));
+  EXPECT_THAT(c.ops(1).args(),
+              ElementsAre(RefIs(InputRef(0)), RefIs(OpRef(0))));
+  EXPECT_EQ(c.ops(2).value(), 0.125);  // 1/sqrt(64).
+  EXPECT_EQ(c.ops(2).dtype(), v1::DTYPE_UNSPECIFIED);
+  // Columns (keys) and rows (queries) of the scores; key j <= query i.
+  for (int j : {4, 5}) {
+    EXPECT_THAT(DimsOf(c.ops(j)), ElementsAre("2", "8", "1024", "1024"));
+    EXPECT_EQ(c.ops(j).dtype(), v1::DTYPE_I32);
+  }
+  EXPECT_EQ(c.ops(4).axis().axis(), 3);
+  EXPECT_EQ(c.ops(5).axis().axis(), 2);
+  EXPECT_THAT(c.ops(6).args(), ElementsAre(RefIs(OpRef(4)), RefIs(OpRef(5))));
+  EXPECT_TRUE(std::isinf(c.ops(7).value()) && c.ops(7).value() < 0);
+  EXPECT_THAT(c.ops(8).args(),
+              ElementsAre(RefIs(OpRef(6)), RefIs(OpRef(3)), RefIs(OpRef(7))));
+  EXPECT_THAT(c.ops(14).args(),
+              ElementsAre(RefIs(OpRef(13)), RefIs(InputRef(2))));
+  EXPECT_THAT(c.outputs(0).value(), RefIs(OpRef(14)));
+}
+
+TEST_F(AttentionTest, PlainHasNoMaskOps) {
+  Qkv(4, 4, StaticDim(128), 32, 32);
+  o_.scale = 0.5;
+  v1::Chain c = Build();
+  EXPECT_THAT(Kinds(c),
+              ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_CONSTANT,
+                          v1::OP_MUL, v1::OP_REDUCE_MAX, v1::OP_SUB, v1::OP_EXP,
+                          v1::OP_REDUCE_SUM, v1::OP_DIV, v1::OP_MATMUL));
+  EXPECT_EQ(c.ops(2).value(), 0.5);
+}
+
+TEST_F(AttentionTest, GroupedQueriesReshapeAndLse) {
+  batch_ = StaticDim(1);
+  Qkv(8, 2, StaticDim(512), 128, 96);
+  o_.return_lse = true;
+  v1::Chain c = Build();
+  EXPECT_THAT(
+      Kinds(c),
+      ElementsAre(v1::OP_RESHAPE, v1::OP_RESHAPE, v1::OP_RESHAPE,
+                  v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_CONSTANT, v1::OP_MUL,
+                  v1::OP_REDUCE_MAX, v1::OP_SUB, v1::OP_EXP, v1::OP_REDUCE_SUM,
+                  v1::OP_DIV, v1::OP_MATMUL, v1::OP_RESHAPE, v1::OP_LOG,
+                  v1::OP_ADD, v1::OP_CAST, v1::OP_RESHAPE));
+  // q [1, 8, L, D] as [1, 2, 4, L, D]; k and v gain a group dim of 1.
+  EXPECT_THAT(DimsOf(c.ops(0)), ElementsAre("1", "2", "4", "512", "128"));
+  EXPECT_THAT(DimsOf(c.ops(1)), ElementsAre("1", "2", "1", "512", "128"));
+  EXPECT_THAT(DimsOf(c.ops(2)), ElementsAre("1", "2", "1", "512", "96"));
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_THAT(c.ops(j).args(), ElementsAre(RefIs(InputRef(j))));
+  }
+  EXPECT_THAT(c.ops(3).permute().perm(), ElementsAre(0, 1, 2, 4, 3));
+  EXPECT_THAT(c.ops(3).args(), ElementsAre(RefIs(OpRef(1))));
+  EXPECT_THAT(c.ops(4).args(), ElementsAre(RefIs(OpRef(0)), RefIs(OpRef(3))));
+  EXPECT_EQ(c.ops(5).value(), 1.0 / std::sqrt(128.0));
+  EXPECT_THAT(c.ops(12).args(), ElementsAre(RefIs(OpRef(11)), RefIs(OpRef(2))));
+  // The output back as [1, 8, L, Dv].
+  EXPECT_THAT(DimsOf(c.ops(13)), ElementsAre("1", "8", "512", "96"));
+  EXPECT_THAT(c.ops(13).args(), ElementsAre(RefIs(OpRef(12))));
+  // lse = cast(max + log(sum), f32) as [1, 8, L].
+  EXPECT_THAT(c.ops(14).args(), ElementsAre(RefIs(OpRef(10))));
+  EXPECT_THAT(c.ops(15).args(), ElementsAre(RefIs(OpRef(7)), RefIs(OpRef(14))));
+  EXPECT_EQ(c.ops(16).dtype(), v1::DTYPE_F32);
+  EXPECT_THAT(DimsOf(c.ops(17)), ElementsAre("1", "8", "512"));
+  EXPECT_THAT(c.outputs(0).value(), RefIs(OpRef(13)));
+  EXPECT_THAT(c.outputs(1).value(), RefIs(OpRef(17)));
+}
+
+TEST_F(AttentionTest, LseWithoutGroupsIsReshapedToo) {
+  Qkv(4, 4, StaticDim(64), 64, 64);
+  o_.return_lse = true;
+  v1::Chain c = Build();
+  ASSERT_EQ(c.ops_size(), 14);
+  EXPECT_EQ(c.ops(9).kind(), v1::OP_MATMUL);
+  EXPECT_EQ(c.ops(12).kind(), v1::OP_CAST);
+  EXPECT_EQ(c.ops(13).kind(), v1::OP_RESHAPE);
+  EXPECT_THAT(DimsOf(c.ops(13)), ElementsAre("2", "4", "64"));
+  EXPECT_THAT(c.outputs(0).value(), RefIs(OpRef(9)));
+}
+
+TEST_F(AttentionTest, MaskLengthsAndCausalCombineThenGuard) {
+  Qkv(4, 4, StaticDim(256), 64, 64);
+  o_.causal = true;
+  o_.mask =
+      Operand("mask", v1::DTYPE_BOOL, Shape4(batch_, 1, StaticDim(256), 256));
+  o_.lengths = Operand("lengths", v1::DTYPE_I32, {batch_});
+  v1::Chain c = Build();
+  EXPECT_THAT(
+      Kinds(c),
+      ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_CONSTANT, v1::OP_MUL,
+                  v1::OP_IOTA, v1::OP_IOTA, v1::OP_LE, v1::OP_LOGICAL_AND,
+                  v1::OP_RESHAPE, v1::OP_LT, v1::OP_LOGICAL_AND,
+                  v1::OP_CONSTANT, v1::OP_WHERE, v1::OP_REDUCE_MAX, v1::OP_SUB,
+                  v1::OP_EXP, v1::OP_REDUCE_SUM, v1::OP_DIV, v1::OP_CONSTANT,
+                  v1::OP_EQ, v1::OP_CONSTANT, v1::OP_WHERE, v1::OP_MATMUL));
+  // allowed = (mask & causal) & (col < lengths [B, 1, 1, 1]).
+  EXPECT_THAT(c.ops(7).args(),
+              ElementsAre(RefIs(InputRef(3)), RefIs(OpRef(6))));
+  EXPECT_THAT(DimsOf(c.ops(8)), ElementsAre("2", "1", "1", "1"));
+  EXPECT_THAT(c.ops(8).args(), ElementsAre(RefIs(InputRef(4))));
+  EXPECT_THAT(c.ops(9).args(), ElementsAre(RefIs(OpRef(4)), RefIs(OpRef(8))));
+  EXPECT_THAT(c.ops(10).args(), ElementsAre(RefIs(OpRef(7)), RefIs(OpRef(9))));
+  EXPECT_THAT(c.ops(12).args(),
+              ElementsAre(RefIs(OpRef(10)), RefIs(OpRef(3)), RefIs(OpRef(11))));
+  // where(max == -inf, 0, p).
+  EXPECT_TRUE(std::isinf(c.ops(18).value()) && c.ops(18).value() < 0);
+  EXPECT_THAT(c.ops(19).args(),
+              ElementsAre(RefIs(OpRef(13)), RefIs(OpRef(18))));
+  EXPECT_EQ(c.ops(20).value(), 0.0);
+  EXPECT_EQ(c.ops(20).dtype(), v1::DTYPE_UNSPECIFIED);
+  EXPECT_THAT(c.ops(21).args(), ElementsAre(RefIs(OpRef(19)), RefIs(OpRef(20)),
+                                            RefIs(OpRef(17))));
+  EXPECT_THAT(c.ops(22).args(),
+              ElementsAre(RefIs(OpRef(21)), RefIs(InputRef(2))));
+}
+
+TEST_F(AttentionTest, MaskAloneIsWhereAndGuard) {
+  Qkv(4, 4, StaticDim(256), 64, 64);
+  o_.mask = Operand("mask", v1::DTYPE_BOOL, {StaticDim(256), StaticDim(256)});
+  v1::Chain c = Build();
+  EXPECT_THAT(
+      Kinds(c),
+      ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_CONSTANT, v1::OP_MUL,
+                  v1::OP_CONSTANT, v1::OP_WHERE, v1::OP_REDUCE_MAX, v1::OP_SUB,
+                  v1::OP_EXP, v1::OP_REDUCE_SUM, v1::OP_DIV, v1::OP_CONSTANT,
+                  v1::OP_EQ, v1::OP_CONSTANT, v1::OP_WHERE, v1::OP_MATMUL));
+  EXPECT_THAT(c.ops(5).args(), ElementsAre(RefIs(InputRef(3)), RefIs(OpRef(3)),
+                                           RefIs(OpRef(4))));
+}
+
+TEST_F(AttentionTest, LengthsAloneGuardButNoAnd) {
+  Qkv(4, 4, StaticDim(256), 64, 64);
+  o_.lengths = Operand("lengths", v1::DTYPE_I64, {batch_});
+  v1::Chain c = Build();
+  EXPECT_THAT(
+      Kinds(c),
+      ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_CONSTANT, v1::OP_MUL,
+                  v1::OP_IOTA, v1::OP_RESHAPE, v1::OP_LT, v1::OP_CONSTANT,
+                  v1::OP_WHERE, v1::OP_REDUCE_MAX, v1::OP_SUB, v1::OP_EXP,
+                  v1::OP_REDUCE_SUM, v1::OP_DIV, v1::OP_CONSTANT, v1::OP_EQ,
+                  v1::OP_CONSTANT, v1::OP_WHERE, v1::OP_MATMUL));
+}
+
+TEST_F(AttentionTest, BiasIsAddedAfterTheScale) {
+  Qkv(4, 4, StaticDim(64), 64, 64);
+  o_.bias =
+      Operand("bias", v1::DTYPE_BF16, Shape4(batch_, 4, StaticDim(64), 64));
+  v1::Chain c = Build();
+  ASSERT_EQ(c.ops_size(), 11);
+  EXPECT_EQ(c.ops(3).kind(), v1::OP_MUL);
+  EXPECT_EQ(c.ops(4).kind(), v1::OP_ADD);
+  EXPECT_THAT(c.ops(4).args(),
+              ElementsAre(RefIs(OpRef(3)), RefIs(InputRef(3))));
+  EXPECT_EQ(c.ops(5).kind(), v1::OP_REDUCE_MAX);
+}
+
+TEST_F(AttentionTest, GroupedMaskAndBiasSplitTheirHeads) {
+  const v1::Dim seq = SymbolDim("S", /*hint=*/2048, /*max=*/4096);
+  Qkv(12, 4, seq, 64, 64);
+  o_.causal = true;
+  o_.bias = Operand("bias", v1::DTYPE_BF16, Shape4(batch_, 1, seq, 1));
+  o_.bias->shape.back() = seq;
+  o_.mask = Operand("mask", v1::DTYPE_BOOL, Shape4(batch_, 12, seq, 1));
+  o_.mask->shape.back() = seq;
+  v1::Chain c = Build();
+  ASSERT_GE(c.ops_size(), 12);
+  EXPECT_EQ(c.inputs(0).shape(2).hint(), 2048);  // Inputs keep the hint.
+  EXPECT_THAT(DimsOf(c.ops(0)), ElementsAre("2", "4", "3", "S", "64"));
+  EXPECT_THAT(DimsOf(c.ops(1)), ElementsAre("2", "4", "1", "S", "64"));
+  // The bias first, then the mask, as Python's: heads 1 -> [1, 1], 12 -> [4,
+  // 3].
+  EXPECT_EQ(c.ops(3).kind(), v1::OP_RESHAPE);
+  EXPECT_THAT(c.ops(3).args(), ElementsAre(RefIs(InputRef(3))));
+  EXPECT_THAT(DimsOf(c.ops(3)), ElementsAre("2", "1", "1", "S", "S"));
+  EXPECT_EQ(c.ops(4).kind(), v1::OP_RESHAPE);
+  EXPECT_THAT(c.ops(4).args(), ElementsAre(RefIs(InputRef(4))));
+  EXPECT_THAT(DimsOf(c.ops(4)), ElementsAre("2", "4", "3", "S", "S"));
+  EXPECT_EQ(c.ops(5).kind(), v1::OP_PERMUTE);
+  EXPECT_EQ(c.ops(9).kind(), v1::OP_ADD);
+  EXPECT_THAT(c.ops(9).args(), ElementsAre(RefIs(OpRef(8)), RefIs(OpRef(3))));
+  // The iotas span the grouped scores [2, 4, 3, S, S].
+  EXPECT_EQ(c.ops(10).kind(), v1::OP_IOTA);
+  EXPECT_THAT(DimsOf(c.ops(10)), ElementsAre("2", "4", "3", "S", "S"));
+  EXPECT_EQ(c.ops(10).axis().axis(), 4);
+  EXPECT_EQ(c.ops(11).axis().axis(), 3);
+  // The split mask is what the causal mask is and-ed with.
+  EXPECT_EQ(c.ops(13).kind(), v1::OP_LOGICAL_AND);
+  EXPECT_THAT(c.ops(13).args(), ElementsAre(RefIs(OpRef(4)), RefIs(OpRef(12))));
+}
+
+TEST_F(AttentionTest, GroupedOperandsBelowRankThreeAreNotSplit) {
+  Qkv(8, 4, StaticDim(32), 64, 64);
+  o_.mask = Operand("mask", v1::DTYPE_BOOL, {StaticDim(32), StaticDim(32)});
+  v1::Chain c = Build();
+  EXPECT_THAT(Kinds(c), ::testing::Contains(v1::OP_RESHAPE).Times(4));
+  EXPECT_EQ(c.ops(3).kind(), v1::OP_PERMUTE);
+  EXPECT_THAT(c.ops(8).args(), ElementsAre(RefIs(InputRef(3)), RefIs(OpRef(6)),
+                                           RefIs(OpRef(7))));
+}
+
+TEST_F(AttentionTest, BiasBroadcastWidensTheIotaShape) {
+  batch_ = StaticDim(1);
+  Qkv(2, 2, StaticDim(16), 64, 64);
+  o_.causal = true;
+  o_.bias = Operand("bias", v1::DTYPE_BF16,
+                    Shape4(StaticDim(3), 2, StaticDim(16), 16));
+  v1::Chain c = Build();
+  ASSERT_EQ(c.ops(5).kind(), v1::OP_IOTA);
+  EXPECT_THAT(DimsOf(c.ops(5)), ElementsAre("3", "2", "16", "16"));
+}
+
+TEST_F(AttentionTest, NoBatchDimsAndTwoSequences) {
+  q_ =
+      b_.Input("q", v1::DTYPE_F16, {StaticDim(4), StaticDim(1), StaticDim(64)});
+  k_ = b_.Input("k", v1::DTYPE_F16,
+                {StaticDim(1), SymbolDim("kv", 4096), StaticDim(64)});
+  v_ = b_.Input("v", v1::DTYPE_F16,
+                {StaticDim(1), SymbolDim("kv", 4096), StaticDim(64)});
+  o_.heads = 4;
+  o_.kv_heads = 1;
+  o_.seq_q = StaticDim(1);
+  o_.seq_k = SymbolDim("kv", 4096);
+  o_.head_dim = 64;
+  o_.causal = true;
+  v1::Chain c = Build();
+  EXPECT_THAT(DimsOf(c.ops(0)), ElementsAre("1", "4", "1", "64"));
+  EXPECT_THAT(DimsOf(c.ops(1)), ElementsAre("1", "1", "kv", "64"));
+  EXPECT_THAT(c.ops(3).permute().perm(), ElementsAre(0, 1, 3, 2));
+  EXPECT_THAT(DimsOf(c.ops(7)), ElementsAre("1", "4", "1", "kv"));
+  EXPECT_THAT(DimsOf(c.ops(c.ops_size() - 1)), ElementsAre("4", "1", "64"));
+}
+
+TEST(AttentionErrorTest, ResultsAreUnset) {
+  ChainBuilder b;
+  Value x = b.Input("x", v1::DTYPE_BF16, {StaticDim(4)});
+  AttentionOptions o;
+  o.return_lse = true;
+  AttentionResult r = Attention(b, x, x, x, o);
+  EXPECT_FALSE(r.out.is_set());
+  ASSERT_TRUE(r.lse.has_value());
+  EXPECT_FALSE(r.lse->is_set());
+  b.Output("x", x);
+  absl::StatusOr<v1::Chain> c = b.Build();
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("attention.heads: 0 must be >= 1"));
+  EXPECT_EQ(b.Build().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // Misuse: the first error, naming the field, from Build().
 struct ErrorCase {
   const char* name;
@@ -352,6 +694,26 @@ TEST_P(ChainBuilderErrorTest, BuildNamesTheField) {
 }
 
 Value X(ChainBuilder& b) { return b.Input("x", v1::DTYPE_F32, {StaticDim(4)}); }
+
+// Valid options for [1, 8, 128, 64] queries; each case breaks one field.
+AttentionOptions GoodAttention() {
+  AttentionOptions o;
+  o.batch = {StaticDim(1)};
+  o.heads = 8;
+  o.seq_q = StaticDim(128);
+  o.seq_k = StaticDim(128);
+  o.head_dim = 64;
+  return o;
+}
+
+void BuildAttention(ChainBuilder& b,
+                    void (*edit)(ChainBuilder&, AttentionOptions&)) {
+  Value q = X(b);
+  AttentionOptions o = GoodAttention();
+  edit(b, o);
+  AttentionResult r = Attention(b, q, q, q, o);
+  b.Output("y", r.out);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Errors, ChainBuilderErrorTest,
@@ -441,6 +803,129 @@ INSTANTIATE_TEST_SUITE_P(
                     b.Output("y", Linear(b, x, w, X(other), Activation::kRelu));
                   },
                   "ops[2].args[1] (OP_ADD): a Value of another ChainBuilder"},
+        ErrorCase{"AttentionHeads",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder&, AttentionOptions& o) {
+                      o.heads = -2;
+                    });
+                  },
+                  "attention.heads: -2 must be >= 1"},
+        ErrorCase{"AttentionKvHeadsDoNotDivide",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder&, AttentionOptions& o) {
+                      o.kv_heads = 3;
+                    });
+                  },
+                  "attention.kv_heads: 3 does not divide heads (8)"},
+        ErrorCase{"AttentionKvHeadsAboveHeads",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder&, AttentionOptions& o) {
+                      o.kv_heads = 16;
+                    });
+                  },
+                  "attention.kv_heads: 16 does not divide heads (8)"},
+        ErrorCase{"AttentionKvHeadsZero",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder&, AttentionOptions& o) {
+                      o.kv_heads = 0;
+                    });
+                  },
+                  "attention.kv_heads: 0 must be >= 1"},
+        ErrorCase{"AttentionSeqUnset",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder&, AttentionOptions& o) {
+                      o.seq_q = v1::Dim();
+                    });
+                  },
+                  "attention.seq_q: neither a size nor a symbol"},
+        ErrorCase{"AttentionSeqZero",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder&, AttentionOptions& o) {
+                      o.seq_k = StaticDim(0);
+                    });
+                  },
+                  "attention.seq_k.size: 0 must be >= 1"},
+        ErrorCase{"AttentionHeadDim",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder&, AttentionOptions& o) {
+                      o.head_dim = 0;
+                    });
+                  },
+                  "attention.head_dim: 0 must be >= 1"},
+        ErrorCase{"AttentionValueDim",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder&, AttentionOptions& o) {
+                      o.value_dim = -1;
+                    });
+                  },
+                  "attention.value_dim: -1 must be >= 1"},
+        ErrorCase{"AttentionBatch",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder&, AttentionOptions& o) {
+                      o.batch.push_back(SymbolDim(""));
+                    });
+                  },
+                  "attention.batch[1].symbol: empty"},
+        ErrorCase{"AttentionScale",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder&, AttentionOptions& o) {
+                      o.scale = std::nan("");
+                    });
+                  },
+                  "attention.scale: nan is not finite"},
+        ErrorCase{"AttentionGroupedMaskHeads",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder& b, AttentionOptions& o) {
+                      o.kv_heads = 2;
+                      o.mask = ShapedValue{X(b),
+                                           {StaticDim(1), StaticDim(4),
+                                            StaticDim(128), StaticDim(128)}};
+                    });
+                  },
+                  "attention.mask.shape[1]: 4 heads do not split"},
+        ErrorCase{"AttentionGroupedBiasSymbolHeads",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder& b, AttentionOptions& o) {
+                      o.kv_heads = 4;
+                      o.bias = ShapedValue{
+                          X(b),
+                          {SymbolDim("H"), StaticDim(128), StaticDim(128)}};
+                    });
+                  },
+                  "attention.bias.shape[0]: 'H' heads do not split"},
+        ErrorCase{"AttentionLengthsShape",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder& b, AttentionOptions& o) {
+                      o.lengths = ShapedValue{X(b), {StaticDim(-1)}};
+                    });
+                  },
+                  "attention.lengths.shape[0].size: -1 is negative"},
+        ErrorCase{"AttentionLengthsRank",
+                  [](ChainBuilder& b) {
+                    BuildAttention(b, [](ChainBuilder& b, AttentionOptions& o) {
+                      o.lengths = ShapedValue{
+                          X(b), std::vector<v1::Dim>(5, StaticDim(1))};
+                    });
+                  },
+                  "attention.lengths.shape: rank 5 is above the scores' (4)"},
+        ErrorCase{"AttentionUnsetQuery",
+                  [](ChainBuilder& b) {
+                    AttentionOptions o = GoodAttention();
+                    Value k = X(b);
+                    b.Output("y", Attention(b, Value(), k, k, o).out);
+                  },
+                  "ops[1].args[0] (OP_MATMUL): an unset Value"},
+        ErrorCase{
+            "ReshapeNegativeDim",
+            [](ChainBuilder& b) {
+              b.Output("y", b.Reshape(X(b), {StaticDim(2), StaticDim(-2)}));
+            },
+            "ops[0].shape.shape[1].size: -2 is negative"},
+        ErrorCase{"IotaAxis",
+                  [](ChainBuilder& b) {
+                    b.Output("y", b.Iota({StaticDim(2), StaticDim(3)}, 2));
+                  },
+                  "ops[0].axis.axis (OP_IOTA): 2 is out of range for rank 2"},
         ErrorCase{"MovedFrom",
                   [](ChainBuilder& b) {
                     Value x = X(b);

@@ -81,23 +81,35 @@ struct TuneOptions {
 // `kfuse chain`: a composite's chain, built locally (no server).
 struct ChainOptions {
   // softmax|log_softmax|layer_norm|rms_norm|add_rms_norm|add_layer_norm|
-  // linear.
+  // linear|attention.
   std::string composite;
-  std::string dtype = "f32";    // f32|bf16|f16.
-  int64_t width = 0;            // x's last dim (linear: in-features); required.
+  std::string dtype = "f32";    // f32|bf16|f16 (attention: bf16|f16).
+  int64_t width = 0;            // x's last dim (linear: in-features); required but by attention.
   std::optional<int64_t> rows;  // A static row count, or:
   std::string rows_symbol;      // a runtime row count of this symbol,
   int64_t rows_hint = 0;        // tuned for this many rows.
   std::optional<double> eps;    // Norms; default 1e-5 (layer) or 1e-6 (RMS).
-  std::optional<double> scale;  // softmax: x * scale first.
-  bool mask = false;            // softmax: a bool input "mask" of x's shape.
-  // softmax: "bias" of x's shape; layer norms: [width]; linear: [out_features].
+  // softmax: x * scale first; attention: the scores', default 1/sqrt(head_dim).
+  std::optional<double> scale;
+  // softmax: a bool input "mask" of x's shape; attention: [batch, heads, seq_q, seq_k].
+  bool mask = false;
+  // softmax: "bias" of x's shape; layer norms: [width]; linear: [out_features];
+  // attention: [batch, heads, seq_q, seq_k].
   bool bias = false;
   bool no_weight = false;  // Norms: no "weight" input.
   // linear: the weight is [out_features, width]; required.
   std::optional<int64_t> out_features;
   // linear: none|relu|silu|gelu|gelu_tanh|sigmoid|tanh; "" is none.
   std::string activation;
+  // attention: q [batch, heads, seq_q, head_dim], k [batch, kv_heads, seq_k,
+  // head_dim], v [batch, kv_heads, seq_k, value_dim]; --seq sets both
+  // lengths, --seq-symbol makes them one runtime size (tuned at seq_hint).
+  std::optional<int64_t> batch, heads, kv_heads, seq, seq_q, seq_k, head_dim, value_dim;
+  std::string seq_symbol;
+  int64_t seq_hint = 0;
+  bool causal = false;   // attention: key j <= query i.
+  bool lengths = false;  // attention: an i32 input "lengths" [batch].
+  bool lse = false;      // attention: the log-sum-exp output too.
   std::string out;         // -o: write the JSON here instead of printing it.
 };
 

@@ -1,6 +1,7 @@
 // `kfuse chain`: writes the chain JSON of a composite (softmax, the norms, a
-// linear layer) for a row shape, built locally with the ChainBuilder; no
-// server involved.
+// linear layer for a row shape; attention for its heads and sequences), built
+// locally with the ChainBuilder; no server involved.
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,11 +24,12 @@ enum class Composite {
   kAddRmsNorm,
   kAddLayerNorm,
   kLinear,
+  kAttention,
 };
 
 constexpr char kComposites[] =
     "softmax, log_softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, "
-    "linear";
+    "linear, attention";
 
 absl::StatusOr<Composite> ParseComposite(const std::string& name) {
   const std::pair<const char*, Composite> kNames[] = {
@@ -38,6 +40,7 @@ absl::StatusOr<Composite> ParseComposite(const std::string& name) {
       {"add_rms_norm", Composite::kAddRmsNorm},
       {"add_layer_norm", Composite::kAddLayerNorm},
       {"linear", Composite::kLinear},
+      {"attention", Composite::kAttention},
   };
   for (const auto& [n, c] : kNames) {
     if (name == n) return c;
@@ -98,17 +101,51 @@ absl::StatusOr<v1::Dim> RowsDim(const ChainOptions& o) {
 absl::Status CheckFlags(Composite c, const ChainOptions& o) {
   const bool softmax = c == Composite::kSoftmax;
   const bool linear = c == Composite::kLinear;
-  const bool norm = !softmax && !linear && c != Composite::kLogSoftmax;
+  const bool attention = c == Composite::kAttention;
+  const bool norm =
+      !softmax && !linear && !attention && c != Composite::kLogSoftmax;
   const bool layer =
       c == Composite::kLayerNorm || c == Composite::kAddLayerNorm;
   auto refuse = [&](const char* flag, const char* which) {
     return absl::InvalidArgumentError(
         absl::StrCat(flag, ": applies to ", which, ", not ", o.composite));
   };
-  if (o.scale.has_value() && !softmax) return refuse("--scale", "softmax");
-  if (o.mask && !softmax) return refuse("--mask", "softmax");
-  if (o.bias && !softmax && !layer && !linear) {
-    return refuse("--bias", "softmax, layer_norm, add_layer_norm and linear");
+  if (o.scale.has_value() && !softmax && !attention) {
+    return refuse("--scale", "softmax and attention");
+  }
+  if (o.mask && !softmax && !attention) {
+    return refuse("--mask", "softmax and attention");
+  }
+  if (o.bias && !softmax && !layer && !linear && !attention) {
+    return refuse("--bias",
+                  "softmax, layer_norm, add_layer_norm, linear and attention");
+  }
+  if (attention) {
+    if (o.width != 0) return refuse("--width", "the row composites");
+    if (o.rows.has_value()) return refuse("--rows", "the row composites");
+    if (!o.rows_symbol.empty()) {
+      return refuse("--rows-symbol", "the row composites");
+    }
+    if (o.rows_hint != 0) return refuse("--rows-hint", "the row composites");
+  } else {
+    const std::pair<bool, const char*> attention_flags[] = {
+        {o.batch.has_value(), "--batch"},
+        {o.heads.has_value(), "--heads"},
+        {o.kv_heads.has_value(), "--kv-heads"},
+        {o.seq.has_value(), "--seq"},
+        {!o.seq_symbol.empty(), "--seq-symbol"},
+        {o.seq_hint != 0, "--seq-hint"},
+        {o.seq_q.has_value(), "--seq-q"},
+        {o.seq_k.has_value(), "--seq-k"},
+        {o.head_dim.has_value(), "--head-dim"},
+        {o.value_dim.has_value(), "--value-dim"},
+        {o.causal, "--causal"},
+        {o.lengths, "--lengths"},
+        {o.lse, "--lse"},
+    };
+    for (const auto& [given, flag] : attention_flags) {
+      if (given) return refuse(flag, "attention");
+    }
   }
   if (o.eps.has_value() && !norm) return refuse("--eps", "the norms");
   if (o.no_weight && !norm) return refuse("--no-weight", "the norms");
@@ -131,9 +168,121 @@ absl::Status CheckFlags(Composite c, const ChainOptions& o) {
   return absl::OkStatus();
 }
 
+absl::Status CheckAtLeastOne(const std::optional<int64_t>& n,
+                             const char* flag) {
+  if (!n.has_value() || *n >= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " ", *n, ": must be >= 1"));
+}
+
+// The two sequence dims: --seq-q / --seq-k over --seq or --seq-symbol.
+absl::StatusOr<std::pair<v1::Dim, v1::Dim>> SequenceDims(
+    const ChainOptions& o) {
+  if (o.seq.has_value() && !o.seq_symbol.empty()) {
+    return absl::InvalidArgumentError(
+        "--seq N (static) or --seq-symbol NAME (runtime): not both");
+  }
+  if (o.seq_hint != 0 && o.seq_symbol.empty()) {
+    return absl::InvalidArgumentError("--seq-hint goes with --seq-symbol");
+  }
+  if (o.seq_hint < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seq-hint ", o.seq_hint, ": must be >= 0"));
+  }
+  KFUSE_RETURN_IF_ERROR(CheckAtLeastOne(o.seq, "--seq"));
+  KFUSE_RETURN_IF_ERROR(CheckAtLeastOne(o.seq_q, "--seq-q"));
+  KFUSE_RETURN_IF_ERROR(CheckAtLeastOne(o.seq_k, "--seq-k"));
+  std::optional<v1::Dim> both;
+  if (o.seq.has_value()) both = StaticDim(*o.seq);
+  if (!o.seq_symbol.empty()) both = SymbolDim(o.seq_symbol, o.seq_hint);
+  auto side = [&](const std::optional<int64_t>& n,
+                  const char* flag) -> absl::StatusOr<v1::Dim> {
+    if (n.has_value()) return StaticDim(*n);
+    if (both.has_value()) return *both;
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag,
+                     ": required by attention (or --seq N, or "
+                     "--seq-symbol NAME, for both sequences)"));
+  };
+  KFUSE_ASSIGN_OR_RETURN(v1::Dim seq_q, side(o.seq_q, "--seq-q"));
+  KFUSE_ASSIGN_OR_RETURN(v1::Dim seq_k, side(o.seq_k, "--seq-k"));
+  return std::make_pair(std::move(seq_q), std::move(seq_k));
+}
+
+// q, k, v [and bias, mask, lengths] in; "out" [and "lse"] out.
+absl::StatusOr<v1::Chain> AttentionChain(const ChainOptions& o) {
+  if (o.dtype != "bf16" && o.dtype != "f16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype ", o.dtype, ": attention takes bf16 or f16"));
+  }
+  KFUSE_ASSIGN_OR_RETURN(v1::DType dtype, ParseFloatDType(o.dtype));
+  if (!o.heads.has_value()) {
+    return absl::InvalidArgumentError("--heads: required by attention");
+  }
+  if (!o.head_dim.has_value()) {
+    return absl::InvalidArgumentError("--head-dim: required by attention");
+  }
+  const std::pair<const std::optional<int64_t>*, const char*> sizes[] = {
+      {&o.batch, "--batch"},         {&o.heads, "--heads"},
+      {&o.kv_heads, "--kv-heads"},   {&o.head_dim, "--head-dim"},
+      {&o.value_dim, "--value-dim"},
+  };
+  for (const auto& [n, flag] : sizes) {
+    KFUSE_RETURN_IF_ERROR(CheckAtLeastOne(*n, flag));
+  }
+  const int64_t heads = *o.heads;
+  const int64_t kv_heads = o.kv_heads.value_or(heads);
+  if (heads % kv_heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-heads ", kv_heads, ": must divide --heads ", heads));
+  }
+  if (o.scale.has_value() && !std::isfinite(*o.scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--scale ", *o.scale, ": must be finite"));
+  }
+  KFUSE_ASSIGN_OR_RETURN(auto seqs, SequenceDims(o));
+  const auto& [seq_q, seq_k] = seqs;
+  const v1::Dim batch = StaticDim(o.batch.value_or(1));
+  const int64_t head_dim = *o.head_dim;
+  const int64_t value_dim = o.value_dim.value_or(head_dim);
+  const std::vector<v1::Dim> scores = {batch, StaticDim(heads), seq_q, seq_k};
+
+  ChainBuilder b;
+  AttentionOptions ao;
+  ao.batch = {batch};
+  ao.heads = heads;
+  ao.kv_heads = o.kv_heads;
+  ao.seq_q = seq_q;
+  ao.seq_k = seq_k;
+  ao.head_dim = head_dim;
+  ao.value_dim = o.value_dim;
+  ao.causal = o.causal;
+  ao.scale = o.scale;
+  ao.return_lse = o.lse;
+  Value q = b.Input("q", dtype,
+                    {batch, StaticDim(heads), seq_q, StaticDim(head_dim)});
+  Value k = b.Input("k", dtype,
+                    {batch, StaticDim(kv_heads), seq_k, StaticDim(head_dim)});
+  Value v = b.Input("v", dtype,
+                    {batch, StaticDim(kv_heads), seq_k, StaticDim(value_dim)});
+  if (o.bias) ao.bias = ShapedValue{b.Input("bias", dtype, scores), scores};
+  if (o.mask) {
+    ao.mask = ShapedValue{b.Input("mask", v1::DTYPE_BOOL, scores), scores};
+  }
+  if (o.lengths) {
+    ao.lengths =
+        ShapedValue{b.Input("lengths", v1::DTYPE_I32, {batch}), {batch}};
+  }
+  AttentionResult r = Attention(b, q, k, v, ao);
+  b.Output("out", r.out);
+  if (r.lse.has_value()) b.Output("lse", *r.lse);
+  return b.Build();
+}
+
 absl::StatusOr<v1::Chain> CompositeChain(const ChainOptions& o) {
   KFUSE_ASSIGN_OR_RETURN(Composite c, ParseComposite(o.composite));
   KFUSE_RETURN_IF_ERROR(CheckFlags(c, o));
+  if (c == Composite::kAttention) return AttentionChain(o);
   KFUSE_ASSIGN_OR_RETURN(v1::DType dtype, ParseFloatDType(o.dtype));
   if (o.width < 1) {
     return absl::InvalidArgumentError(

@@ -218,6 +218,135 @@ TEST_F(CliChainTest, WritesTheFile) {
   EXPECT_THAT(InputNames(req->chain()), ElementsAre("x", "weight"));
 }
 
+// A valid attention command line over Options()'s row flags.
+void AttentionFlags(ChainOptions& o) {
+  o.composite = "attention";
+  o.width = 0;
+  o.rows_symbol.clear();
+  o.rows_hint = 0;
+  o.heads = 8;
+  o.seq = 128;
+  o.head_dim = 64;
+}
+
+std::vector<std::string> DimsOf(
+    const google::protobuf::RepeatedPtrField<v1::Dim>& dims) {
+  std::vector<std::string> out;
+  for (const v1::Dim& d : dims) {
+    out.push_back(d.kind_case() == v1::Dim::kSize ? std::to_string(d.size())
+                                                  : d.symbol());
+  }
+  return out;
+}
+
+TEST_F(CliChainTest, AttentionCausal) {
+  ChainOptions o = Options("softmax");
+  AttentionFlags(o);
+  o.seq = 1024;
+  o.causal = true;
+  v1::Chain c = Run(o);
+  EXPECT_THAT(InputNames(c), ElementsAre("q", "k", "v"));
+  EXPECT_THAT(OutputNames(c), ElementsAre("out"));
+  for (const auto& in : c.inputs()) {
+    EXPECT_EQ(in.dtype(), v1::DTYPE_BF16);
+    EXPECT_THAT(DimsOf(in.shape()), ElementsAre("1", "8", "1024", "64"));
+  }
+  EXPECT_THAT(
+      Kinds(c),
+      ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_CONSTANT, v1::OP_MUL,
+                  v1::OP_IOTA, v1::OP_IOTA, v1::OP_LE, v1::OP_CONSTANT,
+                  v1::OP_WHERE, v1::OP_REDUCE_MAX, v1::OP_SUB, v1::OP_EXP,
+                  v1::OP_REDUCE_SUM, v1::OP_DIV, v1::OP_MATMUL));
+  EXPECT_EQ(c.ops(2).value(), 0.125);
+  EXPECT_EQ(c.ops(7).value(), -HUGE_VAL);  // Survives the JSON round trip.
+  EXPECT_THAT(DimsOf(c.ops(4).shape().shape()),
+              ElementsAre("1", "8", "1024", "1024"));
+  EXPECT_EQ(c.outputs(0).value().op(), 14u);
+}
+
+TEST_F(CliChainTest, AttentionGroupedQueriesWithLse) {
+  ChainOptions o = Options("softmax");
+  AttentionFlags(o);
+  o.kv_heads = 2;
+  o.seq = 512;
+  o.head_dim = 128;
+  o.lse = true;
+  v1::Chain c = Run(o);
+  EXPECT_THAT(InputNames(c), ElementsAre("q", "k", "v"));
+  EXPECT_THAT(OutputNames(c), ElementsAre("out", "lse"));
+  EXPECT_THAT(DimsOf(c.inputs(0).shape()), ElementsAre("1", "8", "512", "128"));
+  EXPECT_THAT(DimsOf(c.inputs(1).shape()), ElementsAre("1", "2", "512", "128"));
+  EXPECT_THAT(DimsOf(c.inputs(2).shape()), ElementsAre("1", "2", "512", "128"));
+  ASSERT_EQ(c.ops_size(), 18);
+  EXPECT_THAT(DimsOf(c.ops(0).shape().shape()),
+              ElementsAre("1", "2", "4", "512", "128"));
+  EXPECT_THAT(DimsOf(c.ops(1).shape().shape()),
+              ElementsAre("1", "2", "1", "512", "128"));
+  EXPECT_EQ(c.ops(5).value(), 1 / std::sqrt(128.0));
+  EXPECT_EQ(c.ops(13).kind(), v1::OP_RESHAPE);
+  EXPECT_THAT(DimsOf(c.ops(13).shape().shape()),
+              ElementsAre("1", "8", "512", "128"));
+  EXPECT_EQ(c.ops(16).kind(), v1::OP_CAST);
+  EXPECT_EQ(c.ops(16).dtype(), v1::DTYPE_F32);
+  EXPECT_THAT(DimsOf(c.ops(17).shape().shape()), ElementsAre("1", "8", "512"));
+  EXPECT_EQ(c.outputs(0).value().op(), 13u);
+  EXPECT_EQ(c.outputs(1).value().op(), 17u);
+}
+
+TEST_F(CliChainTest, AttentionEveryOption) {
+  ChainOptions o = Options("softmax");
+  AttentionFlags(o);
+  o.dtype = "f16";
+  o.batch = 4;
+  o.seq.reset();
+  o.seq_symbol = "ctx";
+  o.seq_hint = 2048;
+  o.seq_q = 1;  // Decoding: one query against the cached keys.
+  o.value_dim = 32;
+  o.scale = 0.2;
+  o.bias = true;
+  o.mask = true;
+  o.lengths = true;
+  v1::Chain c = Run(o);
+  EXPECT_THAT(InputNames(c),
+              ElementsAre("q", "k", "v", "bias", "mask", "lengths"));
+  EXPECT_THAT(DimsOf(c.inputs(0).shape()), ElementsAre("4", "8", "1", "64"));
+  EXPECT_THAT(DimsOf(c.inputs(1).shape()), ElementsAre("4", "8", "ctx", "64"));
+  EXPECT_EQ(c.inputs(1).shape(2).hint(), 2048);
+  EXPECT_THAT(DimsOf(c.inputs(2).shape()), ElementsAre("4", "8", "ctx", "32"));
+  EXPECT_THAT(DimsOf(c.inputs(3).shape()), ElementsAre("4", "8", "1", "ctx"));
+  EXPECT_EQ(c.inputs(3).dtype(), v1::DTYPE_F16);
+  EXPECT_EQ(c.inputs(4).dtype(), v1::DTYPE_BOOL);
+  EXPECT_THAT(DimsOf(c.inputs(5).shape()), ElementsAre("4"));
+  EXPECT_EQ(c.inputs(5).dtype(), v1::DTYPE_I32);
+  EXPECT_THAT(
+      Kinds(c),
+      ElementsAre(v1::OP_PERMUTE, v1::OP_MATMUL, v1::OP_CONSTANT, v1::OP_MUL,
+                  v1::OP_ADD, v1::OP_IOTA, v1::OP_RESHAPE, v1::OP_LT,
+                  v1::OP_LOGICAL_AND, v1::OP_CONSTANT, v1::OP_WHERE,
+                  v1::OP_REDUCE_MAX, v1::OP_SUB, v1::OP_EXP, v1::OP_REDUCE_SUM,
+                  v1::OP_DIV, v1::OP_CONSTANT, v1::OP_EQ, v1::OP_CONSTANT,
+                  v1::OP_WHERE, v1::OP_MATMUL));
+  EXPECT_EQ(c.ops(2).value(), 0.2);
+  // The length mask is and-ed with the input mask: args (mask, col < len).
+  EXPECT_EQ(c.ops(8).args(0).input(), 4u);
+  EXPECT_EQ(c.ops(8).args(1).op(), 7u);
+  EXPECT_THAT(DimsOf(c.ops(6).shape().shape()),
+              ElementsAre("4", "1", "1", "1"));
+  EXPECT_THAT(OutputNames(c), ElementsAre("out"));
+}
+
+TEST_F(CliChainTest, AttentionPerSideSequences) {
+  ChainOptions o = Options("softmax");
+  AttentionFlags(o);
+  o.seq.reset();
+  o.seq_q = 16;
+  o.seq_k = 48;
+  v1::Chain c = Run(o);
+  EXPECT_THAT(DimsOf(c.inputs(0).shape()), ElementsAre("1", "8", "16", "64"));
+  EXPECT_THAT(DimsOf(c.inputs(1).shape()), ElementsAre("1", "8", "48", "64"));
+}
+
 struct BadFlags {
   const char* name;
   void (*edit)(ChainOptions& o);
@@ -274,20 +403,20 @@ INSTANTIATE_TEST_SUITE_P(
                    o.composite = "rms_norm";
                    o.mask = true;
                  },
-                 "--mask: applies to softmax, not rms_norm"},
+                 "--mask: applies to softmax and attention, not rms_norm"},
         BadFlags{"ScaleOnLogSoftmax",
                  [](ChainOptions& o) {
                    o.composite = "log_softmax";
                    o.scale = 2;
                  },
-                 "--scale: applies to softmax, not log_softmax"},
+                 "--scale: applies to softmax and attention, not log_softmax"},
         BadFlags{"BiasOnRmsNorm",
                  [](ChainOptions& o) {
                    o.composite = "add_rms_norm";
                    o.bias = true;
                  },
-                 "--bias: applies to softmax, layer_norm, add_layer_norm and "
-                 "linear"},
+                 "--bias: applies to softmax, layer_norm, add_layer_norm, "
+                 "linear and attention, not add_rms_norm"},
         BadFlags{"NegativeEps",
                  [](ChainOptions& o) {
                    o.composite = "layer_norm";
@@ -350,7 +479,139 @@ INSTANTIATE_TEST_SUITE_P(
                    o.out_features = 8;
                    o.mask = true;
                  },
-                 "--mask: applies to softmax, not linear"}),
+                 "--mask: applies to softmax and attention, not linear"},
+        BadFlags{"UnknownCompositeListsAttention",
+                 [](ChainOptions& o) { o.composite = "sdpa"; },
+                 "linear, attention"},
+        BadFlags{"AttentionWithoutHeads",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.heads.reset();
+                 },
+                 "--heads: required by attention"},
+        BadFlags{"AttentionWithoutHeadDim",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.head_dim.reset();
+                 },
+                 "--head-dim: required by attention"},
+        BadFlags{"AttentionZeroHeads",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.heads = 0;
+                 },
+                 "--heads 0: must be >= 1"},
+        BadFlags{"AttentionZeroBatch",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.batch = 0;
+                 },
+                 "--batch 0: must be >= 1"},
+        BadFlags{"AttentionNegativeValueDim",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.value_dim = -64;
+                 },
+                 "--value-dim -64: must be >= 1"},
+        BadFlags{"KvHeadsDoNotDivide",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.kv_heads = 3;
+                 },
+                 "--kv-heads 3: must divide --heads 8"},
+        BadFlags{"AttentionF32",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.dtype = "f32";
+                 },
+                 "--dtype f32: attention takes bf16 or f16"},
+        BadFlags{"AttentionWithoutSeq",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.seq.reset();
+                 },
+                 "--seq-q: required by attention (or --seq N"},
+        BadFlags{"AttentionWithoutSeqK",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.seq.reset();
+                   o.seq_q = 1;
+                 },
+                 "--seq-k: required by attention"},
+        BadFlags{"SeqAndSeqSymbol",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.seq_symbol = "S";
+                 },
+                 "--seq N (static) or --seq-symbol NAME (runtime): not both"},
+        BadFlags{"SeqHintWithoutSymbol",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.seq_hint = 64;
+                 },
+                 "--seq-hint goes with --seq-symbol"},
+        BadFlags{"NegativeSeqHint",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.seq.reset();
+                   o.seq_symbol = "S";
+                   o.seq_hint = -1;
+                 },
+                 "--seq-hint -1: must be >= 0"},
+        BadFlags{"ZeroSeqK",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.seq_k = 0;
+                 },
+                 "--seq-k 0: must be >= 1"},
+        BadFlags{"AttentionScaleNotFinite",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.scale = HUGE_VAL;
+                 },
+                 "--scale inf: must be finite"},
+        BadFlags{"WidthOnAttention",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.width = 4096;
+                 },
+                 "--width: applies to the row composites, not attention"},
+        BadFlags{"RowsOnAttention",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.rows = 8;
+                 },
+                 "--rows: applies to the row composites, not attention"},
+        BadFlags{"RowsSymbolOnAttention",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.rows_symbol = "tokens";
+                 },
+                 "--rows-symbol: applies to the row composites"},
+        BadFlags{"EpsOnAttention",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.eps = 1e-5;
+                 },
+                 "--eps: applies to the norms, not attention"},
+        BadFlags{"HeadsOnSoftmax", [](ChainOptions& o) { o.heads = 8; },
+                 "--heads: applies to attention, not softmax"},
+        BadFlags{"CausalOnLinear",
+                 [](ChainOptions& o) {
+                   o.composite = "linear";
+                   o.out_features = 8;
+                   o.causal = true;
+                 },
+                 "--causal: applies to attention, not linear"},
+        BadFlags{"LseOnRmsNorm",
+                 [](ChainOptions& o) {
+                   o.composite = "rms_norm";
+                   o.lse = true;
+                 },
+                 "--lse: applies to attention, not rms_norm"},
+        BadFlags{"SeqSymbolOnSoftmax",
+                 [](ChainOptions& o) { o.seq_symbol = "S"; },
+                 "--seq-symbol: applies to attention, not softmax"}),
     [](const ::testing::TestParamInfo<BadFlags>& info) {
       return std::string(info.param.name);
     });

@@ -114,26 +114,48 @@ int main(int argc, char** argv) {
   auto* ch = app.add_subcommand("chain", "print a composite's chain JSON");
   ch->add_option("composite", chain.composite,
                  "softmax|log_softmax|layer_norm|rms_norm|add_rms_norm|"
-                 "add_layer_norm|linear")
+                 "add_layer_norm|linear|attention")
       ->required();
-  ch->add_option("--dtype", chain.dtype, "f32|bf16|f16");
-  ch->add_option("--width", chain.width, "the normalised (last) dim; linear: in-features")
-      ->required();
+  ch->add_option("--dtype", chain.dtype, "f32|bf16|f16 (attention: bf16|f16)");
+  ch->add_option("--width", chain.width,
+                 "the normalised (last) dim; linear: in-features (all but attention)");
   ch->add_option("--rows", chain.rows, "a static row count");
   ch->add_option("--rows-symbol", chain.rows_symbol,
                  "a runtime row count of this symbol (instead of --rows)");
   ch->add_option("--rows-hint", chain.rows_hint,
                  "the rows to tune for (with --rows-symbol)");
   ch->add_option("--eps", chain.eps, "norms: 1e-5 (layer), 1e-6 (RMS)");
-  ch->add_option("--scale", chain.scale, "softmax: x * scale first");
-  ch->add_flag("--mask", chain.mask, "softmax: a bool input of x's shape");
+  ch->add_option("--scale", chain.scale,
+                 "softmax: x * scale first; attention: the scores' (default 1/sqrt(head dim))");
+  ch->add_flag("--mask", chain.mask,
+               "softmax: a bool input of x's shape; attention: bool [B, H, Sq, Sk]");
   ch->add_flag("--bias", chain.bias,
-               "softmax: an additive input of x's shape; layer norms: [W]; linear: [out]");
+               "softmax: an additive input of x's shape; layer norms: [W]; linear: [out]; "
+               "attention: [B, H, Sq, Sk]");
   ch->add_option("--out-features", chain.out_features,
                  "linear: out-features (the weight is [out, width])");
   ch->add_option("--activation", chain.activation,
                  "linear: none|relu|silu|gelu|gelu_tanh|sigmoid|tanh");
   ch->add_flag("--no-weight", chain.no_weight, "norms: no weight input");
+  ch->add_option("--batch", chain.batch, "attention: the batch (default 1)");
+  ch->add_option("--heads", chain.heads, "attention: query heads");
+  ch->add_option("--kv-heads", chain.kv_heads,
+                 "attention: key/value heads, dividing --heads (default --heads)");
+  ch->add_option("--seq", chain.seq, "attention: both sequence lengths");
+  ch->add_option("--seq-symbol", chain.seq_symbol,
+                 "attention: both sequences of this runtime length (instead of --seq)");
+  ch->add_option("--seq-hint", chain.seq_hint,
+                 "attention: the length to tune for (with --seq-symbol)");
+  ch->add_option("--seq-q", chain.seq_q, "attention: the query length (over --seq)");
+  ch->add_option("--seq-k", chain.seq_k, "attention: the key length (over --seq)");
+  ch->add_option("--head-dim", chain.head_dim, "attention: q's and k's last dim");
+  ch->add_option("--value-dim", chain.value_dim,
+                 "attention: v's last dim (default --head-dim)");
+  ch->add_flag("--causal", chain.causal, "attention: key j <= query i");
+  ch->add_flag("--lengths", chain.lengths,
+               "attention: an i32 input [B]; keys at or past a sequence's length are masked");
+  ch->add_flag("--lse", chain.lse,
+               "attention: the f32 log-sum-exp output \"lse\" [B, H, Sq] too");
   ch->add_option("-o,--out", chain.out, "write the JSON to FILE");
 
   ReproOptions repro;

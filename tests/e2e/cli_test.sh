@@ -136,6 +136,15 @@ check "mlp_bf16 is two matmul kernels" $? "$out"
 out=$("$kfuse" compile examples/scores_softmax_bf16.json 2>&1)
 [[ $out == *"kernel 0  kf_mm_"* && $out == *"kernel 1  kf_row_"* ]]
 check "scores_softmax_bf16 is a matmul kernel, then a row kernel" $? "$out"
+# Attention, as the CLI's composite writes it: one kernel, the scores never
+# stored; grouped heads with the log-sum-exp too.
+out=$("$kfuse" chain attention --dtype bf16 --heads 4 --seq 256 --head-dim 64 --causal -o "$tmp/attn.json" 2>&1 &&
+      "$kfuse" compile "$tmp/attn.json" 2>&1)
+[[ $out == *"kernel 0  kf_attn_"* && $out != *"kernel 1"* && $out == *"the causal mask"* ]]
+check "a causal attention from kfuse chain attention is one attention kernel" $? "$out"
+out=$("$kfuse" compile examples/attention_gqa_bf16.json 2>&1)
+[[ $out == *"kernel 0  kf_attn_"* && $out != *"kernel 1"* && $out == *"lse"* ]]
+check "attention_gqa_bf16 (grouped heads, lse) is one attention kernel" $? "$out"
 cat >"$tmp/bad_matmul.json" <<'JSON'
 {"inputs": [{"name": "x", "dtype": "DTYPE_BF16", "shape": [{"size": "64"}, {"size": "128"}]},
             {"name": "w", "dtype": "DTYPE_BF16", "shape": [{"size": "96"}, {"size": "256"}]}],

@@ -536,25 +536,78 @@ def linear(x, weight, bias=None, activation=None):
     return _ACTIVATIONS[activation](y)
 
 
-def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=None):
-    """softmax(q @ k^T * scale + bias, masked) @ v over [..., L, D] tensors.
+def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=None,
+              return_lse=False):
+    """Scaled dot-product attention, as torch's SDPA, over q [..., H, Lq, D],
+    k [..., Hkv, Lk, D] and v [..., Hkv, Lk, Dv] (f16 or bf16).
 
-    mask: boolean, True where attention is allowed (broadcast to the scores);
-    causal: key j <= query i (aligned at the start); lengths: an integer
-    tensor of the batch dims (q's dims but the last two): keys at or past it
-    are masked. scale defaults to 1/sqrt(D) (D must then be static)."""
+    scale defaults to 1/sqrt(D) (D must then be static). bias is added to the
+    scores; mask (bool, True where attention is allowed), the causal mask
+    (key j <= query i, aligned at the start, as torch's is_causal) and
+    lengths (integer, q's leading dims before the heads, e.g. [B]: keys at or
+    past a sequence's length are masked;
+    values past Lk act as Lk) combine. A row with every key masked gives
+    zeros, as SDPA. Hkv must divide H (grouped-query attention: q heads
+    h*G .. h*G+G-1 read kv head h). With return_lse, also the f32
+    log-sum-exp of each row's scores, [..., H, Lq].
+
+    The expansion, which kfused recognises and fuses into one kernel:
+      s = matmul(q, transpose(k)) * scale [+ bias]
+      s = where(allowed, s, -inf)             (any mask)
+      m = max(s, -1, keepdim); e = exp(s - m); z = sum(e, -1, keepdim)
+      p = e / z
+      p = where(m == -inf, 0, p)              (mask or lengths)
+      out = matmul(p, v);  lse = cast(m + log(z), f32) reshaped to [..., H, Lq]
+    with grouped queries computed over [..., Hkv, G, L, D] views (k, v and
+    the masks gain a dim of 1 that the products broadcast)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.shape is None or t.rank < 3:
+            raise ValueError(f"attention: {name} must have a known shape [..., heads, seq, dim]")
+    if q.rank != k.rank or q.rank != v.rank:
+        raise ValueError("attention: q, k and v must have the same rank")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"attention: head dims differ: q {q.shape[-1]}, k {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"attention: k and v sequence lengths differ: {k.shape[-2]}, {v.shape[-2]}")
     if scale is None:
-        d = q.shape[-1] if q.shape is not None else None
+        d = q.shape[-1]
         if not isinstance(d, int) or d <= 0:
             raise ValueError("attention: the head dim is not static; pass scale=")
         scale = 1.0 / math.sqrt(d)
+    heads, kv_heads = q.shape[-3], k.shape[-3]
+    if kv_heads != v.shape[-3]:
+        raise ValueError(f"attention: k has {kv_heads} heads and v {v.shape[-3]}")
+    groups = 1
+    if heads != kv_heads:
+        if not (isinstance(heads, int) and isinstance(kv_heads, int)) or kv_heads <= 0 \
+                or heads % kv_heads:
+            raise ValueError(f"attention: kv heads ({kv_heads}) must divide q heads ({heads})")
+        groups = heads // kv_heads
+    out_shape = tuple(q.shape[:-1]) + (v.shape[-1],)
+    if groups > 1:
+        lead = list(q.shape[:-3])
+        q = reshape(q, lead + [kv_heads, groups] + list(q.shape[-2:]))
+        k = reshape(k, lead + [kv_heads, 1] + list(k.shape[-2:]))
+        v = reshape(v, lead + [kv_heads, 1] + list(v.shape[-2:]))
+
+        def split_heads(t):  # [..., H or 1, Lq, Lk] -> [..., Hkv, G or 1, Lq, Lk]
+            if t is None or t.rank < 3:
+                return t
+            h = t.shape[-3]
+            mid = [kv_heads, groups] if h == heads else [1, 1] if h == 1 else None
+            if mid is None:
+                raise ValueError(f"attention: a mask or bias with {h} heads does not "
+                                 f"broadcast to {heads}")
+            return reshape(t, list(t.shape[:-3]) + mid + list(t.shape[-2:]))
+
+        bias, mask = split_heads(bias), split_heads(mask)
     s = matmul(q, transpose(k)) * float(scale)
     if bias is not None:
         s = s + bias
     chain = q.chain
     allowed = mask
     if causal or lengths is not None:
-        if s.shape is None or any(x is None for x in s.shape):
+        if any(x is None for x in s.shape):
             raise ValueError("attention: causal/lengths need the score shape")
         shape = list(s.shape)
         col = chain.iota(shape, len(shape) - 1)
@@ -565,8 +618,21 @@ def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=N
             lens = reshape(lengths, list(lengths.shape) + [1] * (len(shape) - lengths.rank))
             c = col < lens
             allowed = c if allowed is None else logical_and(allowed, c)
-    p = softmax(s, -1, mask=allowed)
-    return matmul(p, v)
+    if allowed is not None:
+        s = where(allowed, s, -math.inf)
+    m = max(s, -1, keepdim=True)
+    e = exp(s - m)
+    z = sum(e, -1, keepdim=True)
+    p = e / z
+    if mask is not None or lengths is not None:
+        p = where(m == -math.inf, 0.0, p)
+    out = matmul(p, v)
+    if groups > 1:
+        out = reshape(out, list(out_shape))
+    if not return_lse:
+        return out
+    lse = cast(m + log(z), "f32")
+    return out, reshape(lse, list(out_shape[:-1]))
 
 
 __all__ = [

@@ -143,9 +143,33 @@ def test_attention_shapes_and_mask():
 
 def test_attention_needs_a_static_head_dim_or_scale():
     c = kfuse.Chain()
-    q = c.input("q", "f32", [4, "D"])
+    q = c.input("q", "bf16", [2, 4, 16, "D"])
     with pytest.raises(ValueError, match="scale"):
         kfuse.attention(q, q, q)
+
+
+def test_attention_grouped_queries_mask_and_lse():
+    c = kfuse.Chain()
+    q = c.input("q", "bf16", [2, 8, 128, 64])
+    k = c.input("k", "bf16", [2, 2, 256, 64])
+    v = c.input("v", "bf16", [2, 2, 256, 32])
+    mask = c.input("mask", "bool", [2, 8, 128, 256])
+    o, lse = kfuse.attention(q, k, v, mask=mask, return_lse=True)
+    assert o.shape == (2, 8, 128, 32) and lse.shape == (2, 8, 128)
+    ops = c.to_proto().ops
+    kinds = [x.kind for x in ops]
+    assert kinds.count(pb.OP_MATMUL) == 2 and kinds.count(pb.OP_WHERE) == 2
+    reshaped = [tuple(d.size for d in x.shape.shape) for x in ops if x.kind == pb.OP_RESHAPE]
+    assert (2, 2, 4, 128, 64) in reshaped and (2, 2, 1, 256, 64) in reshaped
+    assert (2, 2, 4, 128, 256) in reshaped  # The mask's heads split as q's.
+
+
+def test_attention_rejects_heads_that_do_not_divide():
+    c = kfuse.Chain()
+    q = c.input("q", "bf16", [1, 6, 16, 64])
+    k = c.input("k", "bf16", [1, 4, 16, 64])
+    with pytest.raises(ValueError, match="kv heads"):
+        kfuse.attention(q, k, k)
 
 
 def test_linear_and_add_rms_norm():
