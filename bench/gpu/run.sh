@@ -15,9 +15,10 @@
 # Every stage has a time limit (the whole run fits in SECONDS_TOTAL, default
 # 420) and the log streams to $OUT as it goes, so a cut-off run keeps what it
 # measured. Results go to bench/results/ and $OUT.
-# Environment: SUITES (default "pointwise row"; "matmul" for the GEMM suite),
-# CASES (comma-separated case names, default all), BUDGET (tuning seconds per
-# case, default 2), MATMUL_BUDGET (the same for matmul cases, default 8),
+# Environment: SUITES (default "pointwise row"; "matmul" for the GEMM suite,
+# "attention" for fused attention), CASES (comma-separated case names, default
+# all), BUDGET (tuning seconds per case, default 2), MATMUL_BUDGET and
+# ATTN_BUDGET (the same for matmul and attention cases, default 8 each),
 # SKIP_TESTS=1, TESTS ("cross" or "tuner" for one half).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,6 +60,7 @@ python3 bench/gpu/suite.py write-cases "$work/cases" $quick
 for suite in $suites; do
   budget=${BUDGET:-2}
   [ "$suite" = matmul ] && budget=${MATMUL_BUDGET:-8}
+  [ "$suite" = attention ] && budget=${ATTN_BUDGET:-8}
   whole=${budget%.*}
   climit=$((90 + 2 * ${whole:-0}))  # Compiling the variants comes on top of the budget.
   for chain in "$work/cases/$suite"/*.json; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """kfuse's kernels against the anchors, on one GPU, in one process: the
-pointwise suite, the row suite (softmax, LayerNorm, RMSNorm) and the matmul
-suite (GEMM + bias + tanh-GELU, and a two-product MLP).
+pointwise suite, the row suite (softmax, LayerNorm, RMSNorm), the matmul
+suite (GEMM + bias + tanh-GELU, and a two-product MLP) and the attention
+suite (fused scaled dot-product attention).
 
 Each case is written once, as a function of an `ops` namespace, and becomes
 (1) the kfuse chain JSON sent to `kfuse compile` (write-cases; composites
@@ -35,6 +36,15 @@ x 2 bytes as shared/anchors count them; they are checked on 64 sampled rows
 against float64 (the rows of the first input are the output's rows), and
 their compile + tune wall time is read from <case>.compile_s beside the
 manifest (run.sh writes it).
+
+Attention cases are the exception to "written once": their chains are
+kfuse.chain.attention's, committed under cases/attention/ (make_cases.py
+there writes them; write-cases copies them). Each is checked on sampled
+(batch, head) pairs and query rows against float64, SDPA's math backend the
+yardstick, and timed beside SDPA with the flash backend forced, SDPA's own
+choice, the unfused eager chain and its torch.compile, in TFLOP/s (4 B H Sq
+Sk D, halved for causal masks); the target is kfuse at least 0.9x SDPA
+flash's throughput. Without a kfuse kernel the baselines are still timed.
 """
 import argparse
 import ctypes
@@ -42,6 +52,8 @@ import datetime
 import json
 import math
 import os
+import random
+import shutil
 import sys
 import time
 
@@ -52,7 +64,7 @@ F32, F16, BF16, I32, BOOL = "f32", "f16", "bf16", "i32", "bool"
 WIRE_DTYPE = {F32: "DTYPE_F32", F16: "DTYPE_F16", BF16: "DTYPE_BF16", I32: "DTYPE_I32",
               BOOL: "DTYPE_BOOL"}
 ELEM_BYTES = {F32: 4, F16: 2, BF16: 2, I32: 4, BOOL: 1}
-SUITES = ("pointwise", "row", "matmul")
+SUITES = ("pointwise", "row", "matmul", "attention")
 
 
 class Rows:
@@ -254,8 +266,90 @@ def matmul_cases():
     return cases
 
 
+ATTN_TARGET = 0.9  # The least kfuse / SDPA-flash throughput ratio wanted.
+ATTN_CASES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases", "attention")
+
+
+class AttentionCase(Case):
+    """Scaled dot-product attention, as torch's SDPA: q [B, H, Sq, D], k and v
+    [B, Hkv, Sk, D] (bf16, Hkv dividing H: grouped-query heads), scale
+    1/sqrt(D), optionally causal, optionally with `lengths` (an i32 input [B]:
+    keys at or past a sequence's length are masked; a sequence of length 0
+    gives rows of zeros). `dims` and `quick_dims`: (B, H, Hkv, Sq, Sk, D).
+
+    The chain is kfuse.chain.attention's expansion, written to
+    cases/attention/[quick/]<case>.json by cases/attention/make_cases.py
+    (the client library, not the recorder below, builds it). `timed`: False
+    for a correctness-only case; `sample`: (batch-head pairs, query rows per
+    pair) the check draws, None for all."""
+
+    def __init__(self, name, dims, quick_dims, causal, lengths=None, timed=True,
+                 sample=(8, 64)):
+        self.full_dims, self.quick_dims = tuple(dims), tuple(quick_dims)
+        self.causal, self.timed, self.sample = causal, timed, sample
+        self.lengths = tuple(lengths) if lengths is not None else None
+        for b, h, hkv, _, _, _ in (self.full_dims, self.quick_dims):
+            if h % hkv:
+                raise ValueError(f"{name}: kv heads ({hkv}) must divide q heads ({h})")
+            if self.lengths is not None and len(self.lengths) != b:
+                raise ValueError(f"{name}: {len(self.lengths)} lengths for batch {b}")
+        super().__init__(name, self._specs(self.full_dims), None, self._specs(self.quick_dims),
+                         suite="attention")
+
+    def _specs(self, dims):
+        b, h, hkv, sq, sk, d = dims
+        specs = [("q", BF16, [b, h, sq, d], "any"), ("k", BF16, [b, hkv, sk, d], "any"),
+                 ("v", BF16, [b, hkv, sk, d], "any")]
+        if self.lengths is not None:
+            specs.append(("lengths", I32, [b], self.lengths))  # A tuple domain: these values.
+        return specs
+
+    def dims(self, quick):
+        return self.quick_dims if quick else self.full_dims
+
+    def flops(self, quick):
+        return attention_flops(self.dims(quick), self.causal)
+
+    def grouped(self, quick):
+        _, h, hkv, _, _, _ = self.dims(quick)
+        return h != hkv
+
+    def chain_path(self, quick):
+        return os.path.join(ATTN_CASES_DIR, "quick" if quick else "", self.name + ".json")
+
+
+def attention_flops(dims, causal):
+    """4 B H Sq Sk D (two products of 2 Sq Sk D a head), halved for a causal
+    mask: the usual convention (FlashAttention's and shared/anchors'), which
+    does not count the masked half."""
+    b, h, _, sq, sk, d = dims
+    return 4 * b * h * sq * sk * d // (2 if causal else 1)
+
+
+def attention_cases():
+    """The shapes shared/anchors measured SDPA at (h200-2026-11-29*.json):
+    B4 H32 S4096 at D 128 and 64, B16 H32 S1024 D128 and B1 H32 S16384 D128,
+    each causal and not, and grouped-query 32 q / 8 kv heads, B4 S4096 D128
+    causal; and a small correctness-only case with padded keys (lengths, one
+    of them 0) and grouped heads."""
+    cases = []
+    for (b, h, s, d), (qb, qh, qs) in (((4, 32, 4096, 128), (1, 8, 1024)),
+                                       ((4, 32, 4096, 64), (1, 8, 1024)),
+                                       ((16, 32, 1024, 128), (2, 8, 512)),
+                                       ((1, 32, 16384, 128), (1, 4, 4096))):
+        for causal in (False, True):
+            name = f"attn_b{b}h{h}s{s}d{d}" + ("_causal" if causal else "") + "_bf16"
+            cases.append(AttentionCase(name, (b, h, h, s, s, d), (qb, qh, qh, qs, qs, d), causal))
+    cases.append(AttentionCase("attn_gqa_b4h32kv8s4096d128_causal_bf16", (4, 32, 8, 4096, 4096, 128),
+                               (1, 8, 2, 1024, 1024, 128), causal=True))
+    small = (4, 8, 2, 256, 384, 64)
+    cases.append(AttentionCase("attn_lengths_b4h8kv2q256k384d64_bf16", small, small, causal=False,
+                               lengths=(384, 300, 0, 77), timed=False, sample=(None, None)))
+    return cases
+
+
 def all_cases(suite=None):
-    return [c for c in pointwise_cases() + row_cases() + matmul_cases()
+    return [c for c in pointwise_cases() + row_cases() + matmul_cases() + attention_cases()
             if suite in (None, c.suite)]
 
 
@@ -359,7 +453,15 @@ def write_cases(out_dir, quick):
     for case in all_cases():
         d = os.path.join(out_dir, case.suite)
         os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, case.name + ".json"), "w") as f:
+        dst = os.path.join(d, case.name + ".json")
+        if isinstance(case, AttentionCase):  # Built by the client library: copied.
+            src = case.chain_path(quick)
+            if not os.path.exists(src):
+                raise FileNotFoundError(f"{src} is missing: run bench/gpu/cases/attention/make_cases.py")
+            if not (os.path.exists(dst) and os.path.samefile(src, dst)):
+                shutil.copyfile(src, dst)
+            continue
+        with open(dst, "w") as f:
             json.dump(chain_json(case, quick), f, indent=1)
             f.write("\n")
         rows = case.rows(quick)
@@ -427,7 +529,9 @@ def make_inputs(torch, case, quick, dt, seed, rows=None):
     out = []
     for _, d, shape, domain in case.specs(quick):
         shape = concrete(shape, rows)
-        if d == BOOL:
+        if isinstance(domain, tuple):  # Given values (attention's lengths).
+            t = torch.tensor(domain, dtype=dt[d], device="cuda").reshape(shape)
+        elif d == BOOL:
             t = torch.rand(shape, device="cuda", generator=g) < 0.5
         elif d == I32:
             t = torch.randint(-100, 101, shape, device="cuda", generator=g, dtype=torch.int32)
@@ -445,8 +549,10 @@ EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
 MATMUL_SAMPLE_ROWS = 64  # Rows of a matmul case's output checked against float64.
 
 
-def check(torch, got, ref, eager, slack=2.0):
-    """(ok, max err, tolerance, message) for one output."""
+def check(torch, got, ref, eager, slack=2.0, yardstick="eager"):
+    """(ok, max err, tolerance, message) for one output: `eager` is the
+    yardstick (its error against `ref`, times `slack`, plus 4 eps max|ref|,
+    is the tolerance), named `yardstick` in the message."""
     if not got.is_floating_point():
         bad = (got != eager.to(got.dtype)).sum().item()
         return bad == 0, float(bad), 0.0, f"{bad} elements differ from eager"
@@ -460,10 +566,130 @@ def check(torch, got, ref, eager, slack=2.0):
     max_ref = r.abs().where(torch.isfinite(r), torch.zeros_like(r)).max().item()
     tol = slack * eager_err + 4 * EPS[str(got.dtype).replace("torch.", "")] * max_ref
     ok = special == 0 and err <= tol
-    msg = f"max err {err:.3g} (eager {eager_err:.3g}, tol {tol:.3g})"
+    msg = f"max err {err:.3g} ({yardstick} {eager_err:.3g}, tol {tol:.3g})"
     if special:
         msg += f", {special} NaN/inf positions differ"
     return ok, err, tol, msg
+
+
+ATTN_SAMPLE_SEED = 4321
+
+
+def attention_samples(dims, seed, pairs=8, rows=64):
+    """[(batch, head, [query rows])] to check: `pairs` (batch, head) pairs drawn
+    at random without repeats, each with `rows` query rows (the first and the
+    last always among them, as causal masks differ most there); all pairs or
+    all rows where there are no more than asked, or it is None."""
+    b, h, _, sq, _, _ = dims
+    rng = random.Random(seed)
+    every = [(i, j) for i in range(b) for j in range(h)]
+    chosen = every if pairs is None or len(every) <= pairs else sorted(rng.sample(every, pairs))
+    out = []
+    for i, j in chosen:
+        if rows is None or sq <= rows:
+            r = list(range(sq))
+        else:
+            r = sorted({0, sq - 1} | set(rng.sample(range(1, sq - 1), rows - 2)))
+        out.append((i, j, r))
+    return out
+
+
+def attention_allowed(torch, rows, sk, causal, length, device):
+    """bool [len(rows), sk]: which keys each of these query rows attends to
+    (causal: key <= row, aligned at the start; length: key < length)."""
+    r = torch.tensor(rows, device=device)[:, None]
+    j = torch.arange(sk, device=device)[None, :]
+    allowed = torch.ones(len(rows), sk, dtype=torch.bool, device=device)
+    if causal:
+        allowed &= j <= r
+    if length is not None:
+        allowed &= j < length
+    return allowed
+
+
+def attention_reference(torch, q, k, v, scale, allowed):
+    """float64 softmax(q k^T scale, masked) v for q [R, D], k [Sk, D], v [Sk, Dv];
+    a row with no allowed key is zeros (as SDPA and the chain give)."""
+    s = (q.double() @ k.double().T) * scale
+    s = s.masked_fill(~allowed, -math.inf)
+    m = s.amax(-1, keepdim=True)
+    e = torch.exp(s - torch.where(torch.isinf(m), torch.zeros_like(m), m))
+    z = e.sum(-1, keepdim=True)
+    return (e / torch.where(z > 0, z, torch.ones_like(z))) @ v.double()
+
+
+def attention_expected(torch, F, case, quick, inputs, samples):
+    """(float64 reference, SDPA math backend's output, rows with no key) on
+    the sampled rows, each [sum of rows, ...] in `samples` order; the math
+    backend runs on the same bf16 inputs with the mask written out."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    _, h, hkv, _, sk, d = case.dims(quick)
+    q, k, v = inputs[:3]
+    lengths = inputs[3].tolist() if len(inputs) > 3 else None
+    scale = 1.0 / math.sqrt(d)
+    refs, maths, empty = [], [], []
+    for b, hq, rows in samples:
+        hk = hq // (h // hkv)
+        allowed = attention_allowed(torch, rows, sk, case.causal,
+                                    None if lengths is None else lengths[b], q.device)
+        qs, ks, vs = q[b, hq, rows], k[b, hk], v[b, hk]
+        refs.append(attention_reference(torch, qs, ks, vs, scale, allowed))
+        with sdpa_kernel(SDPBackend.MATH):
+            maths.append(F.scaled_dot_product_attention(qs[None, None], ks[None, None], vs[None, None],
+                                                        attn_mask=allowed[None, None],
+                                                        scale=scale)[0, 0])
+        empty.append(~allowed.any(-1))
+    return torch.cat(refs), torch.cat(maths), torch.cat(empty)
+
+
+def attention_gather(torch, out, samples):
+    """out [B, H, Sq, Dv]'s sampled rows, [sum of rows, Dv]."""
+    return torch.cat([out[b, h, rows] for b, h, rows in samples])
+
+
+def attention_verdict(torch, got, ref, math_out, empty):
+    """(ok, message): kfuse's sampled rows against float64, with the SDPA
+    math backend's error as the yardstick (at most 2 x its error + 4 eps(bf16)
+    max|ref|, NaN/inf positions as the reference's), and every row with no
+    key to attend to exactly zero."""
+    ok, _, _, msg = check(torch, got, ref, math_out, yardstick="SDPA math")
+    n = int(empty.sum().item())
+    if n:
+        stray = int((got[empty] != 0).sum().item())  # NaN counts: NaN != 0.
+        msg += f"; {n} rows with no key, {stray} nonzero values in them"
+        ok = ok and stray == 0
+    return ok, msg + f" on {got.shape[0]} rows"
+
+
+def attention_unfused(torch, case, quick, device="cuda"):
+    """The chain as separate eager ops, as shared/anchors' unfused attention:
+    q k^T, the scale, the causal mask (built once, outside), softmax in f32,
+    back to bf16, p v; grouped queries through [B, Hkv, G, S, D] views that
+    the products broadcast."""
+    b, h, hkv, sq, sk, d = case.dims(quick)
+    g, scale = h // hkv, 1.0 / math.sqrt(d)
+    blocked = (torch.ones(sq, sk, dtype=torch.bool, device=device).triu(1)
+               if case.causal else None)
+
+    def unfused(q, k, v):
+        if g > 1:
+            q, k, v = q.view(b, hkv, g, sq, d), k.unsqueeze(2), v.unsqueeze(2)
+        s = q @ k.transpose(-1, -2)
+        s = s * scale
+        if blocked is not None:
+            s = s.masked_fill(blocked, -math.inf)
+        p = torch.softmax(s.float(), -1).to(q.dtype)
+        o = p @ v
+        return o.reshape(b, h, sq, o.shape[-1]) if g > 1 else o
+
+    return unfused
+
+
+def attention_unfused_bytes(case, quick):
+    """Device memory the unfused eager chain peaks at, about: bf16 scores,
+    a scaled (or masked) copy, the f32 scores and their softmax."""
+    b, h, _, sq, sk, _ = case.dims(quick)
+    return b * h * sq * sk * (2 + 2 + 4 + 4)
 
 
 class KfuseLauncher:
@@ -710,12 +936,131 @@ def bench(args):
         torch.cuda.empty_cache()
         return row
 
+    def attention_baseline(row, key, label, fn, ctx=None, flops=None, nbytes=0):
+        """Times one baseline into row[key]; a failure (no kernel for the
+        shape, out of memory) is recorded in row["skipped"] instead."""
+        try:
+            if ctx is None:
+                row[key] = rec(row["case"], label, timed(fn), nbytes, None, flops)
+            else:
+                with ctx():
+                    row[key] = rec(row["case"], label, timed(fn), nbytes, None, flops)
+        except Exception as e:  # noqa: BLE001 (each baseline stands alone)
+            row["skipped"][key] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            print(f"{row['case']}: {label}: {row['skipped'][key]}", flush=True)
+            torch.cuda.empty_cache()
+
+    def measure_attention(i, case, path):
+        """Checks kfuse's attention kernel on sampled rows against float64
+        (SDPA's math backend the yardstick), then times it beside SDPA with
+        the flash backend forced, SDPA's own choice, the unfused eager chain
+        and its torch.compile. Without a kernel (no manifest, a refused one),
+        the baselines are still measured."""
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        dims = case.dims(args.quick)
+        b, h, hkv, sq, sk, d = dims
+        flops = case.flops(args.quick)
+        nbytes = 2 * (2 * b * h * sq * d + 2 * b * hkv * sk * d)  # q, k, v read, out written.
+        compile_s = None
+        cpath = os.path.join(args.manifests, case.name + ".compile_s")
+        if os.path.exists(cpath):
+            with open(cpath) as f:
+                compile_s = float(f.read().split()[0])
+        row = {"case": case.name, "name": case.name, "dims": list(dims), "causal": case.causal,
+               "lengths": list(case.lengths) if case.lengths else None, "timed": case.timed,
+               "flops": flops, "bytes": nbytes, "target": ["flash", ATTN_TARGET], "state": "",
+               "reason": "", "trials": 0, "tuning_s": 0.0, "compile_s": compile_s, "kernels": 0,
+               "variant": "", "correct": False, "check": "", "kfuse_error": "", "kfuse": None,
+               "flash": None, "default": None, "eager": None, "compile": None, "skipped": {}}
+        run = outputs = None
+        try:
+            if not os.path.exists(path):
+                raise RuntimeError(f"no manifest at {path}")
+            launcher, inputs, outputs, run = load(i, case, path, None)
+            m = launcher.m
+            row.update(state=m["state"], reason=m.get("reason", ""), trials=m.get("trials", 0),
+                       tuning_s=m.get("tuning_seconds", 0.0), kernels=len(m["kernels"]),
+                       variant=";".join(k["variant"] for k in m["kernels"]))
+        except RuntimeError as e:  # The baselines still run.
+            row["kfuse_error"] = str(e)[:300]
+            row["check"] = f"no kfuse kernel: {row['kfuse_error']}"
+            print(f"{case.name}: {row['check']}", flush=True)
+            inputs = make_inputs(torch, case, args.quick, dt, seed=1234 + i)
+        q, k, v = inputs[:3]
+
+        pairs, nrows = case.sample
+        samples = attention_samples(dims, ATTN_SAMPLE_SEED + i, pairs, nrows)
+        ref, math_out, empty = attention_expected(torch, F, case, args.quick, inputs, samples)
+        if run is not None:
+            try:
+                run()
+                torch.cuda.synchronize()
+                got = attention_gather(torch, outputs[0], samples)
+                row["correct"], row["check"] = attention_verdict(torch, got, ref, math_out, empty)
+                del got
+            except RuntimeError as e:  # A failed launch; the baselines still run.
+                row["kfuse_error"] = str(e)[:300]
+                row["check"] = f"kfuse launch failed: {row['kfuse_error']}"
+                run = None
+        print(f"{case.name}: {'ok' if row['correct'] else 'WRONG'}: {row['check']}", flush=True)
+
+        if case.timed:
+            kw = {"is_causal": case.causal}
+            if case.grouped(args.quick):
+                kw["enable_gqa"] = True
+            sdpa = lambda: F.scaled_dot_product_attention(q, k, v, **kw)  # noqa: E731
+            flash = lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)  # noqa: E731
+            try:
+                with flash():
+                    fo = sdpa()
+                ferr = (attention_gather(torch, fo, samples).double() - ref).abs().max().item()
+                row["check"] += f"; SDPA flash err {ferr:.3g}"
+                del fo
+            except Exception as e:  # noqa: BLE001 (timed below; the failure is recorded there)
+                print(f"{case.name}: SDPA flash: {e!r}"[:300], flush=True)
+            if run is not None:
+                row["kfuse"] = rec(case.name, "kfuse", timed(run), nbytes,
+                                   {"state": row["state"], "variant": row["variant"],
+                                    "correct": row["correct"], "check": row["check"]}, flops)
+            attention_baseline(row, "flash", "SDPA flash", sdpa, flash, flops, nbytes)
+            attention_baseline(row, "default", "SDPA default", sdpa, None, flops, nbytes)
+            unfused = attention_unfused(torch, case, args.quick)
+            need, free = attention_unfused_bytes(case, args.quick), torch.cuda.mem_get_info()[0]
+            if need > 0.9 * free:
+                why = f"needs about {need / 2**30:.0f} GiB, {free / 2**30:.0f} GiB free"
+                row["skipped"]["eager"] = why
+                print(f"{case.name}: unfused eager: skipped, {why}", flush=True)
+            else:
+                attention_baseline(row, "eager", "eager (unfused)", lambda: unfused(q, k, v), None,
+                                   flops, nbytes)
+            try:
+                row["compile"] = compiled(case.name, unfused, [q, k, v], nbytes, flops)
+            except Exception as e:  # noqa: BLE001
+                row["skipped"]["compile"] = f"{type(e).__name__}: {str(e)[:160]}"
+                print(f"{case.name}: torch.compile: {row['skipped']['compile']}", flush=True)
+        del inputs, outputs, run, ref, math_out
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+        return row
+
     only = set(args.cases.split(",")) if args.cases else None
     sweeps, failed = [], []
     for i, case in enumerate(all_cases(args.suite)):
         if only and case.name not in only:
             continue
         path = os.path.join(args.manifests, case.name + ".json")
+        if isinstance(case, AttentionCase):  # Measured with or without a manifest.
+            try:
+                rows.append(measure_attention(i, case, path))
+                if not rows[-1]["correct"]:
+                    failed.append(case.name)
+            except RuntimeError as e:  # The other cases still run.
+                print(f"FAILED {case.name}: {e}", flush=True)
+                failed.append(case.name)
+                torch._dynamo.reset()
+                torch.cuda.empty_cache()
+            write_results(args, device, copy, rows, records, sweeps, quiet=True)
+            continue
         if not os.path.exists(path):
             print(f"skip {case.name}: no manifest at {path}", flush=True)
             continue
@@ -824,6 +1169,85 @@ def matmul_lines(rows):
     return lines
 
 
+def attention_summary(r):
+    """An attention row's throughput ratios (baseline ms / kfuse ms) and its
+    verdict against the target (kfuse at least ATTN_TARGET x SDPA flash)."""
+    k, fl, df = r["kfuse"], r["flash"], r["default"]
+    ratio = lambda base: base["ms"] / k["ms"] if k and base else None  # noqa: E731
+    over_flash = ratio(fl)
+    if not r["timed"]:
+        verdict = "correctness only"
+    elif k is None:
+        verdict = "not met (no kfuse kernel)"
+    elif not r["correct"]:
+        verdict = "not met (wrong results)"
+    elif over_flash is None:
+        verdict = "unknown (no SDPA flash figure)"
+    else:
+        verdict = "met" if over_flash >= r["target"][1] else "not met"
+    tf = lambda x: x["TFLOPs"] if x else None  # noqa: E731
+    return {"case": r["case"], "dims": r["dims"], "causal": r["causal"], "correct": r["correct"],
+            "kfuse_TFLOPs": tf(k), "flash_TFLOPs": tf(fl), "default_TFLOPs": tf(df),
+            "eager_TFLOPs": tf(r["eager"]), "compile_TFLOPs": tf(r["compile"]),
+            "kfuse_over_flash": over_flash, "kfuse_over_default": ratio(df),
+            "kfuse_over_compile": ratio(r["compile"]),
+            "target": f"{r['target'][1]:g}x SDPA flash", "verdict": verdict,
+            "compile_s": r["compile_s"], "tuning_s": r["tuning_s"], "trials": r["trials"],
+            "state": r["state"], "skipped": r["skipped"]}
+
+
+def attention_lines(rows):
+    """The attention suite's table and its count of targets met."""
+    def f(x, fmt="{:.1f}"):
+        return "-" if x is None else fmt.format(x)
+
+    lines = ["bf16, q, k, v torch.randn (std 1); do_bench median, warmup 25, rep 150. "
+             "TFLOP/s: FLOPs = 4 B H Sq Sk D, halved for causal masks (the usual convention: "
+             "the masked half is not counted). Ratios are throughput ratios (baseline ms / "
+             "kfuse ms). SDPA flash: F.scaled_dot_product_attention under "
+             "sdpa_kernel(SDPBackend.FLASH_ATTENTION) (enable_gqa=True for grouped heads); "
+             "SDPA default: the backend SDPA picks itself; eager (unfused): q k^T, scale, "
+             "mask, softmax in f32, p v as separate ops; torch.compile of that, static shapes. "
+             "Check: sampled (batch, head) pairs and query rows against float64, error <= 2 x "
+             "SDPA math backend's + 4 eps(bf16) max|ref|, rows with no key exactly 0. "
+             "Compile + tune: wall seconds of `kfuse compile --policy full`.", "",
+             "| case | B x H/Hkv x Sq x Sk x D | mask | kfuse TFLOP/s | SDPA flash | SDPA default "
+             "| torch.compile (unfused) | eager (unfused) | kfuse/SDPA flash | target | verdict "
+             "| kfuse/SDPA default | compile + tune s | state | variant | check |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: "
+             "| --- | --- | --- |"]
+    met = timed = correct = 0
+    for r in rows:
+        sm = attention_summary(r)
+        timed += r["timed"]
+        met += sm["verdict"] == "met"
+        correct += r["correct"]
+        b, h, hkv, sq, sk, d = r["dims"]
+        heads = f"{h}" if h == hkv else f"{h}/{hkv}"
+        mask = ", ".join((["causal"] if r["causal"] else []) +
+                         ([f"lengths {','.join(map(str, r['lengths']))}"] if r["lengths"] else []))
+        state = r["state"].replace("TUNE_STATE_", "").lower() or "-"
+        if r["trials"]:
+            state += f", {r['trials']} trials in {r['tuning_s']:.1f} s"
+        if r["reason"]:
+            state += f" ({r['reason']})"
+        check = ("ok" if r["correct"] else "WRONG") + f": {r['check']}"
+        if r["skipped"]:
+            check += "; not timed: " + "; ".join(f"{k} ({v})" for k, v in r["skipped"].items())
+        lines.append(
+            f"| {r['case']} | {b} x {heads} x {sq} x {sk} x {d} | {mask or '-'} "
+            f"| {f(sm['kfuse_TFLOPs'])} | {f(sm['flash_TFLOPs'])} | {f(sm['default_TFLOPs'])} "
+            f"| {f(sm['compile_TFLOPs'])} | {f(sm['eager_TFLOPs'])} "
+            f"| {f(sm['kfuse_over_flash'], '{:.2f}x')} "
+            f"| {'-' if not r['timed'] else '>= ' + sm['target']} | {sm['verdict']} "
+            f"| {f(sm['kfuse_over_default'], '{:.2f}x')} | {f(r['compile_s'])} | {state} "
+            f"| {r['variant'] or '-'} | {check.replace('|', '/')} |")
+    if rows:
+        lines += ["", f"Throughput targets met: {met} of {timed} timed cases "
+                  f"(kfuse >= {ATTN_TARGET:g}x SDPA flash); correct: {correct} of {len(rows)} cases."]
+    return lines
+
+
 def bandwidth_lines(copy, rows, sweeps):
     """The pointwise and row suites' tables (GB/s against the copy)."""
     lines = [f"Device copy (1 GiB, read + write): {copy['GBps']} GB/s. Bytes: each input read "
@@ -868,11 +1292,18 @@ def write_results(args, device, copy, rows, records, sweeps, quiet=False):
               "records": records, "sweeps": sweeps}
     if args.suite == "matmul":
         result["summary"] = [matmul_summary(r) for r in rows]
+    elif args.suite == "attention":
+        result["summary"] = [attention_summary(r) for r in rows]
     with open(stem + ".json", "w") as f:
         json.dump(result, f, indent=1)
     lines = [f"# kfuse {args.suite} suite vs anchors ({device}, {today}"
              f"{', quick sizes' if args.quick else ''})", ""]
-    lines += matmul_lines(rows) if args.suite == "matmul" else bandwidth_lines(copy, rows, sweeps)
+    if args.suite == "matmul":
+        lines += matmul_lines(rows)
+    elif args.suite == "attention":
+        lines += attention_lines(rows)
+    else:
+        lines += bandwidth_lines(copy, rows, sweeps)
     with open(stem + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     if not quiet:

@@ -3,7 +3,10 @@
 parses as kfuse.v1.Chain and computes what the eager function computes),
 the launcher's binding of a two-kernel plan (one intermediate
 shared by writer and reader, workspaces zeroed before each launch) over a
-fake driver, and the matmul verdicts.
+fake driver, the matmul verdicts; the attention cases (the committed chains
+match the cases and what make_cases.py builds, and compute the float64
+reference the check uses), their FLOP count, sampling, correctness verdict,
+throughput verdicts and table.
 
   python3 bench/gpu/suite_test.py            # torch / kfuse-stub tests skip without them
   build-torch/venv/bin/python bench/gpu/suite_test.py
@@ -19,6 +22,9 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import suite  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases", "attention"))
+import make_cases  # noqa: E402
+
 try:
     import torch
     import torch.nn.functional as F
@@ -29,6 +35,10 @@ try:
     from kfuse import pb
 except ImportError:
     pb = None
+try:
+    import kfuse
+except ImportError:
+    kfuse = None
 
 
 def matmul_chains(quick):
@@ -293,6 +303,329 @@ class VerdictTest(unittest.TestCase):
         self.assertIn("| 1.20x | 3.00x | >= 1.1x cuBLASLt | met |", body[0])
         self.assertIn("| - | 0.50x | >= 0.55x torch.compile | not met |", body[1])
         self.assertIn("Throughput targets met: 1 of 2", lines[-1])
+
+
+# ---------------------------------------------------------------------------
+# Attention.
+
+def attention_case(name):
+    return next(c for c in suite.all_cases("attention") if c.name == name)
+
+
+def committed_chain(case, quick):
+    with open(case.chain_path(quick)) as f:
+        return json.load(f)
+
+
+def eval_chain(chain, xs):
+    """The chain's outputs over torch tensors, float64 where floating: the
+    ops kfuse.chain.attention expands to, and nothing else."""
+    binary = {"OP_MUL": torch.mul, "OP_SUB": torch.sub, "OP_DIV": torch.div, "OP_LE": torch.le,
+              "OP_LT": torch.lt, "OP_EQ": torch.eq, "OP_LOGICAL_AND": torch.logical_and,
+              "OP_MATMUL": torch.matmul}
+    vals = []
+    arg = lambda r: xs[r["input"]] if "input" in r else vals[r["op"]]  # noqa: E731
+    for op in chain["ops"]:
+        kind, args = op["kind"], [arg(r) for r in op.get("args", [])]
+        dims = [int(d["size"]) for d in op.get("shape", {}).get("shape", [])]
+        if kind in binary:
+            v = binary[kind](*args)
+        elif kind == "OP_CONSTANT":
+            v = torch.tensor(float(op.get("value", 0.0)), dtype=torch.float64)
+        elif kind == "OP_RESHAPE":
+            v = args[0].reshape(dims)
+        elif kind == "OP_PERMUTE":
+            v = args[0].permute(op["permute"]["perm"])
+        elif kind == "OP_IOTA":
+            axis = op.get("axis", {}).get("axis", 0)
+            shape = [1] * len(dims)
+            shape[axis] = dims[axis]
+            v = torch.arange(dims[axis]).reshape(shape).expand(dims)
+        elif kind == "OP_WHERE":
+            v = torch.where(*args)
+        elif kind == "OP_EXP":
+            v = torch.exp(args[0])
+        elif kind in ("OP_REDUCE_MAX", "OP_REDUCE_SUM"):
+            self_check = op["reduce"]
+            assert self_check == {"axes": [-1], "keepdim": True}, self_check
+            v = args[0].amax(-1, True) if kind == "OP_REDUCE_MAX" else args[0].sum(-1, True)
+        else:
+            raise AssertionError(f"op {kind} is not expected in an attention chain")
+        vals.append(v)
+    return {o["name"]: arg(o["value"]) for o in chain["outputs"]}
+
+
+ANCHOR_SHAPES = {  # shared/anchors/h200-2026-11-29*.json: (B, H, Hkv, S, D) -> causal variants.
+    (4, 32, 32, 4096, 128): {False, True}, (4, 32, 32, 4096, 64): {False, True},
+    (16, 32, 32, 1024, 128): {False, True}, (1, 32, 32, 16384, 128): {False, True},
+    (4, 32, 8, 4096, 128): {True}}
+
+
+class AttentionCasesTest(unittest.TestCase):
+    def test_timed_cases_are_the_anchor_shapes(self):
+        got = {}
+        for c in suite.all_cases("attention"):
+            if not c.timed:
+                continue
+            b, h, hkv, sq, sk, d = c.dims(False)
+            self.assertEqual(sq, sk, c.name)
+            got.setdefault((b, h, hkv, sq, d), set()).add(c.causal)
+            self.assertIsNone(c.lengths)
+        self.assertEqual(got, ANCHOR_SHAPES)
+        lens = [c for c in suite.all_cases("attention") if not c.timed]
+        self.assertEqual(len(lens), 1)
+        self.assertIn(0, lens[0].lengths)  # A sequence with no keys: rows of zeros.
+        self.assertTrue(any(0 < n < lens[0].dims(False)[4] for n in lens[0].lengths))
+
+    def test_flops(self):
+        self.assertEqual(suite.attention_flops((4, 32, 32, 4096, 4096, 128), False),
+                         4 * 4 * 32 * 4096 * 4096 * 128)
+        self.assertEqual(suite.attention_flops((4, 32, 8, 4096, 4096, 128), True),
+                         2 * 4 * 32 * 4096 * 4096 * 128)
+        self.assertEqual(suite.attention_flops((2, 4, 4, 128, 384, 64), False), 4 * 2 * 4 * 128 * 384 * 64)
+        c = attention_case("attn_b1h32s16384d128_causal_bf16")
+        self.assertEqual(c.flops(False), 2 * 32 * 16384 * 16384 * 128)
+        self.assertEqual(c.flops(True), 2 * 4 * 4096 * 4096 * 128)
+        # The anchors' figure for this case: 334.4 TFLOP/s at 6.576 ms.
+        self.assertAlmostEqual(c.flops(False) / 6.576e-3 / 1e12, 334.4, delta=0.1)
+
+    def test_bad_cases_are_refused(self):
+        with self.assertRaisesRegex(ValueError, "kv heads"):
+            suite.AttentionCase("x", (1, 6, 4, 8, 8, 16), (1, 6, 4, 8, 8, 16), False)
+        with self.assertRaisesRegex(ValueError, "lengths"):
+            suite.AttentionCase("x", (2, 4, 4, 8, 8, 16), (2, 4, 4, 8, 8, 16), False, lengths=(3,))
+
+    def test_committed_chains_match_the_cases(self):
+        for quick in (False, True):
+            for c in suite.all_cases("attention"):
+                chain = committed_chain(c, quick)
+                specs = c.specs(quick)
+                self.assertEqual([(t["name"], t["dtype"], [int(d["size"]) for d in t["shape"]])
+                                  for t in chain["inputs"]],
+                                 [(n, suite.WIRE_DTYPE[dt], s) for n, dt, s, _ in specs], c.name)
+                self.assertEqual([o["name"] for o in chain["outputs"]], ["out"])
+                kinds = [op["kind"] for op in chain["ops"]]
+                self.assertEqual(kinds.count("OP_MATMUL"), 2, c.name)
+                self.assertEqual("OP_LE" in kinds, c.causal, c.name)
+                self.assertEqual("OP_LT" in kinds, c.lengths is not None, c.name)
+                d = c.dims(quick)[5]
+                consts = [float(op.get("value", 0)) for op in chain["ops"] if op["kind"] == "OP_CONSTANT"]
+                self.assertIn(1 / d ** 0.5, consts, c.name)
+                # Grouped heads as [B, Hkv, G, S, D] views.
+                b, h, hkv, sq, _, d = c.dims(quick)
+                views = [[int(x["size"]) for x in op["shape"]["shape"]] for op in chain["ops"]
+                         if op["kind"] == "OP_RESHAPE"]
+                self.assertEqual([b, hkv, h // hkv, sq, d] in views, c.grouped(quick), c.name)
+
+    @unittest.skipIf(kfuse is None or not hasattr(kfuse, "attention"), "no kfuse client library")
+    def test_committed_chains_are_what_make_cases_builds(self):
+        for quick in (False, True):
+            for c in suite.all_cases("attention"):
+                self.assertEqual(make_cases.build(c, quick), committed_chain(c, quick),
+                                 f"{c.name} is stale: run make_cases.py")
+
+    def test_write_cases_copies_the_committed_chains(self):
+        for quick in (False, True):
+            with tempfile.TemporaryDirectory() as d:
+                suite.write_cases(d, quick)
+                names = sorted(os.listdir(os.path.join(d, "attention")))
+                cases = suite.all_cases("attention")
+                self.assertEqual(names, sorted(c.name + ".json" for c in cases))
+                for c in cases:
+                    with open(os.path.join(d, "attention", c.name + ".json")) as f:
+                        self.assertEqual(json.load(f), committed_chain(c, quick))
+
+    def test_samples(self):
+        dims = (4, 32, 32, 4096, 4096, 128)
+        s = suite.attention_samples(dims, 7, pairs=8, rows=64)
+        self.assertEqual(len(s), 8)
+        self.assertEqual(len({(b, h) for b, h, _ in s}), 8)
+        for b, h, rows in s:
+            self.assertTrue(0 <= b < 4 and 0 <= h < 32)
+            self.assertEqual(len(rows), 64)
+            self.assertEqual(len(set(rows)), 64)
+            self.assertEqual((rows[0], rows[-1]), (0, 4095))
+            self.assertEqual(rows, sorted(rows))
+        self.assertEqual(s, suite.attention_samples(dims, 7, pairs=8, rows=64))
+        self.assertNotEqual(s, suite.attention_samples(dims, 8, pairs=8, rows=64))
+        every = suite.attention_samples((4, 8, 2, 256, 384, 64), 1, None, None)
+        self.assertEqual([(b, h) for b, h, _ in every], [(b, h) for b in range(4) for h in range(8)])
+        self.assertTrue(all(rows == list(range(256)) for _, _, rows in every))
+        few = suite.attention_samples((1, 2, 2, 16, 16, 8), 1, 8, 64)
+        self.assertEqual(len(few), 2)
+        self.assertEqual(few[0][2], list(range(16)))
+
+
+@unittest.skipIf(torch is None, "no torch")
+class AttentionNumericsTest(unittest.TestCase):
+    def inputs(self, case, quick, seed, dtype=None):
+        dtype = dtype or torch.bfloat16
+        g = torch.Generator().manual_seed(seed)
+        out = []
+        for _, dt, shape, domain in case.specs(quick):
+            if isinstance(domain, tuple):
+                out.append(torch.tensor(domain, dtype=torch.int32))
+            else:
+                out.append(torch.randn(shape, generator=g).to(dtype))
+        return out
+
+    def test_lengths_chain_computes_the_reference(self):
+        c = attention_case("attn_lengths_b4h8kv2q256k384d64_bf16")
+        xs = self.inputs(c, False, 5)
+        got = eval_chain(committed_chain(c, False), [x.double() if x.is_floating_point() else x
+                                                      for x in xs])["out"]
+        self.assertEqual(list(got.shape), [4, 8, 256, 64])
+        samples = suite.attention_samples(c.dims(False), 3, *c.sample)
+        ref, math_out, empty = suite.attention_expected(torch, F, c, False, xs, samples)
+        self.assertTrue(torch.allclose(suite.attention_gather(torch, got, samples), ref,
+                                       rtol=1e-10, atol=1e-12))
+        # Batch 2 has no keys: its rows are the empty ones, and zeros.
+        self.assertEqual(int(empty.sum()), 8 * 256)
+        self.assertEqual(got[2].abs().max().item(), 0.0)
+        self.assertGreater(got[3].abs().min().item(), 0.0)
+        # Batch 3 sees its first 77 keys only: changing the rest changes nothing.
+        xs2 = [x.clone() for x in xs]
+        xs2[1][3, :, 77:] = 9.0
+        xs2[2][3, :, 77:] = -9.0
+        got2 = eval_chain(committed_chain(c, False), [x.double() if x.is_floating_point() else x
+                                                       for x in xs2])["out"]
+        self.assertTrue(torch.equal(got2[3], got[3]))
+        # The math backend is close to float64 (it is the yardstick, not the truth).
+        self.assertLess((math_out.double() - ref).abs().max().item(), 0.02)
+
+    @unittest.skipIf(kfuse is None or not hasattr(kfuse, "attention"), "no kfuse client library")
+    def test_causal_grouped_chain_computes_what_sdpa_computes(self):
+        c = suite.AttentionCase("t", (2, 8, 2, 40, 40, 16), (2, 8, 2, 40, 40, 16), causal=True)
+        q, k, v = [x.double() for x in self.inputs(c, False, 11)]
+        got = eval_chain(make_cases.build(c, False), [q, k, v])["out"]
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        self.assertTrue(torch.allclose(got, want, rtol=1e-10, atol=1e-12))
+        samples = suite.attention_samples(c.dims(False), 2, 4, 8)
+        ref, _, empty = suite.attention_expected(torch, F, c, False, [q, k, v], samples)
+        self.assertFalse(empty.any())
+        self.assertTrue(torch.allclose(suite.attention_gather(torch, want, samples), ref,
+                                       rtol=1e-10, atol=1e-12))
+
+    def test_unfused_computes_what_sdpa_computes(self):
+        for causal, heads in ((False, (4, 4)), (True, (4, 4)), (True, (8, 2))):
+            c = suite.AttentionCase("t", (2, heads[0], heads[1], 48, 48, 32),
+                                    (1, 1, 1, 1, 1, 1), causal=causal)
+            q, k, v = self.inputs(c, False, 13, torch.float32)
+            got = suite.attention_unfused(torch, c, False, device="cpu")(q, k, v)
+            want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                  is_causal=causal, enable_gqa=heads[0] != heads[1])
+            self.assertEqual(got.shape, want.shape)
+            self.assertLess((got.double() - want).abs().max().item(), 1e-5, (causal, heads))
+
+    def flash_like(self, case, xs, samples):
+        """A fused kernel's numerics: f32 scores, P rounded to bf16 before P V,
+        the output rounded to bf16."""
+        _, h, hkv, _, sk, d = case.dims(False)
+        lengths = xs[3].tolist() if len(xs) > 3 else None
+        outs = []
+        for b, hq, rows in samples:
+            hk = hq // (h // hkv)
+            allowed = suite.attention_allowed(torch, rows, sk, case.causal,
+                                              None if lengths is None else lengths[b], "cpu")
+            s = (xs[0][b, hq, rows].float() @ xs[1][b, hk].float().T) / d ** 0.5
+            s = s.masked_fill(~allowed, -float("inf"))
+            m = s.amax(-1, keepdim=True).nan_to_num(0.0, neginf=0.0)
+            e = torch.exp(s - m)
+            z = e.sum(-1, keepdim=True)
+            o = (e.bfloat16().float() @ xs[2][b, hk].float()) / torch.where(z > 0, z, torch.ones_like(z))
+            outs.append(o.bfloat16())
+        return torch.cat(outs)
+
+    def test_verdict(self):
+        c = attention_case("attn_lengths_b4h8kv2q256k384d64_bf16")
+        xs = self.inputs(c, False, 17)
+        samples = suite.attention_samples(c.dims(False), 4, 6, 32)
+        samples.append((2, 5, [0, 100, 255]))  # The sequence of length 0.
+        ref, math_out, empty = suite.attention_expected(torch, F, c, False, xs, samples)
+        self.assertEqual(int(empty.sum()), 3 + sum(len(r) for b, _, r in samples[:-1] if b == 2))
+        good = self.flash_like(c, xs, samples)
+        ok, msg = suite.attention_verdict(torch, good, ref, math_out, empty)
+        self.assertTrue(ok, msg)
+        self.assertIn("SDPA math", msg)
+        self.assertIn(f"on {good.shape[0]} rows", msg)
+
+        wrong = good.clone()
+        i = int((~empty).nonzero()[5])
+        wrong[i, 3] += 16 * 2 ** -7 * ref.abs().max().item()
+        self.assertFalse(suite.attention_verdict(torch, wrong, ref, math_out, empty)[0])
+        unwritten = good.clone()
+        unwritten[i] = float("nan")
+        self.assertFalse(suite.attention_verdict(torch, unwritten, ref, math_out, empty)[0])
+        stray = good.clone()
+        stray[-1, 0] = 1e-3  # A row with no key must be exactly zero.
+        ok, msg = suite.attention_verdict(torch, stray, ref, math_out, empty)
+        self.assertFalse(ok)
+        self.assertIn("1 nonzero", msg)
+        nan_row = good.clone()
+        nan_row[-2] = float("nan")  # 0/0 where the row has no key.
+        self.assertFalse(suite.attention_verdict(torch, nan_row, ref, math_out, empty)[0])
+
+
+def attn_row(case="a", kfuse_ms=1.0, flash_ms=1.0, default_ms=0.6, correct=True, timed=True,
+             kfuse_error="", dims=(4, 32, 32, 4096, 4096, 128), causal=False, lengths=None):
+    flops = suite.attention_flops(dims, causal)
+    rec = lambda ms: ms and {"ms": ms, "TFLOPs": flops / ms / 1e9}  # noqa: E731
+    return {"case": case, "name": case, "dims": list(dims), "causal": causal, "lengths": lengths,
+            "timed": timed, "flops": flops, "bytes": 1, "target": ["flash", 0.9],
+            "state": "TUNE_STATE_TUNED", "reason": "", "trials": 30, "tuning_s": 7.5,
+            "compile_s": 12.0, "kernels": 1, "variant": "bq=128", "correct": correct,
+            "check": (f"no kfuse kernel: {kfuse_error}" if kfuse_error else
+                      "max err 0.001 (SDPA math 0.0005, tol 0.002) on 512 rows"),
+            "kfuse_error": kfuse_error, "kfuse": rec(kfuse_ms) if timed else None,
+            "flash": rec(flash_ms) if timed else None, "default": rec(default_ms) if timed else None,
+            "eager": rec(20.0) if timed else None, "compile": rec(8.0) if timed else None,
+            "skipped": {}}
+
+
+class AttentionVerdictTest(unittest.TestCase):
+    def test_targets(self):
+        s = suite.attention_summary(attn_row(kfuse_ms=1.0, flash_ms=0.95))
+        self.assertAlmostEqual(s["kfuse_over_flash"], 0.95)
+        self.assertEqual(s["verdict"], "met")
+        self.assertEqual(s["target"], "0.9x SDPA flash")
+        self.assertAlmostEqual(s["kfuse_TFLOPs"], 4 * 4 * 32 * 4096 ** 2 * 128 / 1e9, places=3)  # 1 ms.
+        s = suite.attention_summary(attn_row(kfuse_ms=1.0, flash_ms=0.85))
+        self.assertEqual(s["verdict"], "not met")
+        s = suite.attention_summary(attn_row(kfuse_ms=0.5, flash_ms=1.0, correct=False))
+        self.assertEqual(s["verdict"], "not met (wrong results)")
+        s = suite.attention_summary(attn_row(kfuse_ms=None, kfuse_error="no manifest"))
+        self.assertEqual((s["verdict"], s["kfuse_over_flash"]), ("not met (no kfuse kernel)", None))
+        self.assertIsNotNone(s["flash_TFLOPs"])
+        s = suite.attention_summary(attn_row(kfuse_ms=1.0, flash_ms=None))
+        self.assertTrue(s["verdict"].startswith("unknown"))
+        s = suite.attention_summary(attn_row(timed=False, lengths=[384, 300, 0, 77]))
+        self.assertEqual(s["verdict"], "correctness only")
+
+    def test_table(self):
+        rows = [attn_row("a", 1.0, 0.95), attn_row("b", 1.0, 0.5, causal=True),
+                attn_row("c", None, 1.0, kfuse_error="no manifest", correct=False),
+                attn_row("d", timed=False, dims=(4, 8, 2, 256, 384, 64), lengths=[384, 300, 0, 77])]
+        rows[2]["skipped"]["eager"] = "needs about 103 GiB, 90 GiB free"
+        lines = suite.attention_lines(rows)
+        self.assertIn("halved for causal", lines[0])
+        header = next(ln for ln in lines if ln.startswith("| case"))
+        body = {ln.split(" | ")[0][2:]: ln for ln in lines if ln.startswith("| ") and
+                ln.split(" | ")[0][2:] in "abcd"}
+        self.assertEqual(sorted(body), ["a", "b", "c", "d"])
+        for ln in body.values():
+            self.assertEqual(ln.count("|"), header.count("|"), ln)
+        self.assertIn("| 4 x 32 x 4096 x 4096 x 128 | - |", body["a"])
+        self.assertIn("| 0.95x | >= 0.9x SDPA flash | met |", body["a"])
+        self.assertIn("| causal |", body["b"])
+        self.assertIn("| 0.50x | >= 0.9x SDPA flash | not met |", body["b"])
+        self.assertIn("| - | 1099.5 |", body["c"])  # No kfuse figure; SDPA flash's.
+        self.assertIn("WRONG: no kfuse kernel: no manifest", body["c"])
+        self.assertIn("not met (no kfuse kernel)", body["c"])
+        self.assertIn("eager (needs about 103 GiB", body["c"])
+        self.assertIn("| 4 x 8/2 x 256 x 384 x 64 | lengths 384,300,0,77 |", body["d"])
+        self.assertIn("| - | correctness only |", body["d"])
+        self.assertEqual(lines[-1], "Throughput targets met: 1 of 3 timed cases (kfuse >= 0.9x SDPA "
+                         "flash); correct: 3 of 4 cases.")
 
 
 if __name__ == "__main__":
