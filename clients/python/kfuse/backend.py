@@ -12,11 +12,12 @@ regions kfuse can fuse, each compiled into one plan; the rest runs eagerly.
 Partition (compile_inference, once per graph): a node is a candidate when
 kfuse.torch translates it (the `_ATEN` table and its argument rules), its
 inputs and its result are tensors and, where shapes are static, it
-translates on its own; a split (or chunk) is a candidate with its getitems,
-as one unit, when they are the only readers of its pieces. Candidates are grown into regions along data edges
-in graph order; a merge that would make the graph of regions and eager
-nodes cyclic is skipped, so each region is connected and can run as one
-step. A region takes the tensors it reads from outside and returns the
+translates on its own; a split (or chunk, or an attention op such as
+_scaled_dot_product_flash_attention) is a candidate with its getitems, as
+one unit, when they are the only readers of its pieces. Candidates are
+grown into regions along data edges in graph order; a merge that would
+make the graph of regions and eager nodes cyclic is skipped, so each
+region is connected and can run as one step. A region takes the tensors it reads from outside and returns the
 values used outside. Where shapes are static each region is translated at
 compile time (`Region.chain`); a node it refuses leaves the candidates and
 the graph is cut again. Views (t, transpose, permute, slice, view,
@@ -131,12 +132,15 @@ def _trial(nodes):
 
 
 def _split_unit(n):
-    """A tuple-valued op kfuse.torch translates (split, chunk) with its
+    """A tuple-valued op kfuse.torch translates (split, chunk, ATen's
+    attention ops, whose other outputs may be sizes or None) with its
     getitems, the only way its pieces are read, none a graph output: the
-    unit joins regions whole, so no region returns a tuple. Else None."""
+    unit joins regions whole, so no region returns a tuple. Else None.
+    (Translating the unit refuses a getitem that reads an output
+    kfuse.torch does not translate.)"""
     v = _val(n)
     if (n.op != "call_function" or kt._handler(n) is None or not isinstance(v, (tuple, list))
-            or not v or not all(isinstance(t, torch.Tensor) for t in v) or not n.users):
+            or not any(isinstance(t, torch.Tensor) for t in v) or not n.users):
         return None
     users = list(n.users)
     if not all(u.op == "call_function" and u.target is operator.getitem for u in users):
@@ -282,9 +286,7 @@ class Region(kt.FusedFunction):
 
     def cached_plan(self, *tensors):
         """The plan these tensors launch, if compiled already; no RPC."""
-        sig = tuple((a.dtype, a.shape, a.is_contiguous()) for a in tensors)
-        dev = tensors[0].device
-        entry = self.cache.peek((sig, dev.index if dev.index is not None else -1))
+        entry = self.cache.peek(kt._signature(tensors)[1])
         return getattr(entry, "plan", None)
 
     def _warn_once(self, key, message):

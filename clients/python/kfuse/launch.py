@@ -6,14 +6,22 @@ description), scratch allocated, kernels launched in order.
     launcher = kfuse.Launcher(pinned_key=None)
     launcher.launch(plan, [a, b, c], [out], stream=torch.cuda.current_stream().cuda_stream)
 
+    bound = launcher.bind(plan, [a, b, c], [out], device=0)   # once per layout
+    refusal = bound.run([a.data_ptr(), b.data_ptr(), c.data_ptr(), out.data_ptr()], stream)
+
 Tensors are torch tensors, objects with __cuda_array_interface__, or
 Buffer(ptr, shape, strides, dtype). resolve() is the GPU-free half (used by
 tests); Launcher needs cuda.bindings (pip install 'kfuse[cuda]'), imported
-on first launch. Modules are cached per (context, sha256 of the cubin) under
-a lock, so a warm launch is a dict lookup plus cuLaunchKernel.
+on first launch, or a driver double. A Layout is what a launch is for one
+signature of tensors (dtypes, shapes, strides), every address-free check
+made; bind() turns it into a BoundLaunch: modules loaded (cached per
+context and sha256 of the cubin, locked on a miss only), grid, block,
+scalars fixed and argument arrays built, so that run() checks the ALIGNED
+preconditions, writes the addresses and calls cuLaunchKernel.
 """
 import ctypes
 import hashlib
+import operator
 import threading
 from dataclasses import dataclass, field
 
@@ -320,29 +328,176 @@ def _check(result, call):
     return rest[0] if len(rest) == 1 else tuple(rest)
 
 
+class Layout:
+    """The address-free half of a launch for one signature of inputs and
+    outputs (dtypes, shapes, strides): the LaunchConfig with every check that
+    does not read an address made, and the ALIGNED preconditions left to
+    check per call. Buffers are numbered inputs first, then outputs."""
+
+    def __init__(self, plan, inputs, outputs):
+        ins = [_no_address(as_buffer(t)) for t in inputs]
+        outs = [_no_address(as_buffer(t)) for t in outputs]
+        self.plan = plan
+        self.config = resolve(plan, ins, outs)  # Address 0 is aligned to anything.
+        self.buffers = len(ins) + len(outs)
+        self.aligned = []  # (buffer number, alignment, kernel, description)
+        P = pb.Precondition
+        for k, kernel in enumerate(plan.kernels):
+            for p in kernel.preconditions:
+                if p.kind == P.KIND_ALIGNED:
+                    kind, i = _slot(p.buffer, ins, outs, self.config.intermediate_bytes)
+                    if kind != "intermediate":
+                        self.aligned.append((i if kind == "input" else len(ins) + i, p.value, k,
+                                             p.description))
+        # Power-of-two alignments (all kfused writes) as one mask per buffer;
+        # `general` the others.
+        self.masks = [0] * self.buffers
+        self.general = []
+        for i, a, _, _ in self.aligned:
+            if a & (a - 1) == 0:
+                self.masks[i] |= a - 1
+            else:
+                self.general.append((i, a))
+
+    def refusal(self, ptrs):
+        """None, or the LaunchError (FAILED_PRECONDITION, not raised) of the
+        first ALIGNED precondition the addresses `ptrs` (one per buffer)
+        break."""
+        if any(map(operator.and_, ptrs, self.masks)) or (
+                self.general and any(ptrs[i] % a for i, a in self.general)):
+            for i, a, k, description in self.aligned:
+                if ptrs[i] % a:
+                    return LaunchError("FAILED_PRECONDITION",
+                                       f"launch refused: kernel {k} requires {description} "
+                                       f"(address {ptrs[i]:#x} is not a multiple of {a})")
+        return None
+
+
+def _no_address(b):
+    return Buffer(0, b.shape, b.strides, b.dtype)
+
+
+class BoundLaunch:
+    """A plan bound to a Layout and to one CUDA context: functions loaded,
+    grid, block, scalars and shared memory fixed, and one argument array per
+    kernel in which only the addresses change. run(ptrs, stream) launches,
+    with the context made current for the call if another (or none) is;
+    safe from several threads (they take turns at the argument arrays)."""
+
+    def __init__(self, cu, context, layout, kernels, scratch, slots, keep):
+        self.layout, self.plan, self.context = layout, layout.plan, int(context)
+        self._cu, self._ctx, self._launch = cu, context, cu.cuLaunchKernel
+        self._current = cu.cuCtxGetCurrent
+        self._ok = getattr(getattr(cu, "CUresult", None), "CUDA_SUCCESS", 0)
+        self._kernels = kernels  # (entry, f, gx, gy, gz, bx, by, bz, smem, &params, memsets)
+        self._scratch = scratch  # (slot, bytes) allocated per call: intermediates, workspaces
+        self._n = layout.buffers
+        self._masks, self._general = layout.masks, layout.general  # Alignment, per buffer.
+        self._slots = slots      # c_uint64 per buffer, intermediate and workspace
+        self._keep = keep        # What the argument arrays point to.
+        self._streams = {}
+        self._lock = threading.Lock()
+
+    def run(self, ptrs, stream=0):
+        """Launches with buffer addresses `ptrs` (inputs then outputs) on
+        `stream` (an int handle or a CUstream). Returns None, or, with
+        nothing launched, the LaunchError (FAILED_PRECONDITION) of an ALIGNED
+        precondition the addresses break; raises LaunchError (INTERNAL) when
+        the driver fails."""
+        if any(map(operator.and_, ptrs, self._masks)) or self._general:
+            refusal = self.layout.refusal(ptrs)
+            if refusal is not None:
+                return refusal
+        s = self._streams.get(stream)
+        if s is None:
+            s = self._stream(stream)
+        other = int(self._current()[1]) != self.context
+        if other or self._scratch:
+            return self._run_general(ptrs, s, other)
+        launch, ok = self._launch, self._ok
+        with self._lock:
+            self._slots[:self._n] = ptrs
+            for entry, f, gx, gy, gz, bx, by, bz, smem, params, _ in self._kernels:
+                err, = launch(f, gx, gy, gz, bx, by, bz, smem, s, params, 0)
+                if err != ok:
+                    raise LaunchError("INTERNAL", f"cuLaunchKernel({entry}) failed: {err!r}")
+        return None
+
+    def _run_general(self, ptrs, s, push):
+        """run with scratch allocations, or in a context pushed for the call."""
+        cu, held = self._cu, []
+        if push:
+            _check(cu.cuCtxPushCurrent(self._ctx), "cuCtxPushCurrent")
+        try:
+            with self._lock:
+                self._slots[:self._n] = ptrs
+                for slot, n in self._scratch:
+                    p = _check(cu.cuMemAllocAsync(max(n, 1), s), "cuMemAllocAsync")
+                    held.append(p)
+                    self._slots[slot] = int(p)
+                for entry, f, gx, gy, gz, bx, by, bz, smem, params, memsets in self._kernels:
+                    for slot, n in memsets:
+                        _check(cu.cuMemsetD8Async(self._slots[slot], 0, n, s), "cuMemsetD8Async")
+                    _check(self._launch(f, gx, gy, gz, bx, by, bz, smem, s, params, 0),
+                           f"cuLaunchKernel({entry})")
+        finally:
+            for p in held:  # Stream-ordered: freed once the kernels are done.
+                cu.cuMemFreeAsync(p, s)
+            if push:
+                cu.cuCtxPopCurrent()
+        return None
+
+    def _stream(self, stream):
+        cu = self._cu
+        s = stream if isinstance(stream, cu.CUstream) else cu.CUstream(int(stream))
+        if type(stream) is int:
+            if len(self._streams) >= 64:
+                self._streams.clear()
+            self._streams[stream] = s
+        return s
+
+
 class Launcher:
     """Launches plans; thread safe. pinned_key (64 hex digits): plans that
-    do not verify are refused before any module is loaded."""
+    do not verify are refused before any module is loaded. driver: the
+    cuda.bindings.driver module (the default) or a double with its calls.
+    `binds` counts the BoundLaunches made."""
 
-    def __init__(self, pinned_key=None):
+    def __init__(self, pinned_key=None, driver=None):
         self._pinned = pinned_key
+        self._cu = driver
         self._lock = threading.Lock()
-        self._modules = {}  # (context handle, sha256 of cubin) -> {entry: CUfunction}
+        self._modules = {}   # context handle -> {sha256 of cubin: {"module", "functions"}}
+        self._primary = {}   # device ordinal -> its primary context
         self._smem = {}
         self._verified = set()
+        self._recent = {}    # (id(plan), inputs, layout) -> (plan, BoundLaunch), for launch()
+        self.binds = 0
 
     @property
     def cached_modules(self):
         with self._lock:
-            return len(self._modules)
+            return sum(len(m) for m in self._modules.values())
+
+    def _driver(self):
+        if self._cu is None:
+            self._cu = _driver()
+        return self._cu
 
     def _function(self, cu, ctx, kernel):
-        key = (int(ctx), hashlib.sha256(kernel.cubin).digest())
+        """The kernel's CUfunction in context `ctx` (current): a lookup,
+        locked only to load a module or get a function the first time."""
+        digest = hashlib.sha256(kernel.cubin).digest()
+        mod = self._modules.get(ctx, {}).get(digest)
+        f = mod["functions"].get(kernel.entry) if mod is not None else None
+        if f is not None:
+            return f
         with self._lock:
-            mod = self._modules.get(key)
+            per_ctx = self._modules.setdefault(ctx, {})
+            mod = per_ctx.get(digest)
             if mod is None:
                 mod = self._load(cu, kernel)
-                self._modules[key] = mod
+                per_ctx[digest] = mod
             f = mod["functions"].get(kernel.entry)
             if f is None:
                 f = _check(cu.cuModuleGetFunction(mod["module"], kernel.entry.encode()),
@@ -359,67 +514,130 @@ class Launcher:
             raise LaunchError("INTERNAL", f"cuModuleLoadData({kernel.entry}, {kernel.arch}) failed: {err!r}")
         return {"module": module, "functions": {}}
 
+    def _verify(self, plan):
+        if not self._pinned:
+            return
+        sig = bytes(plan.signature)
+        if (plan.key, sig) not in self._verified:
+            from kfuse.signing import verify_plan
+
+            verify_plan(plan, self._pinned)
+            with self._lock:
+                self._verified.add((plan.key, sig))
+
+    def bind(self, plan, inputs, outputs, device=None):
+        """A BoundLaunch of `plan` for tensors laid out as these (their
+        addresses are not read): the contract checked, modules loaded, in
+        the primary context of device ordinal `device`, or (None) the
+        current context. Raises LaunchError as launch does."""
+        self._verify(plan)
+        return self._bind(Layout(plan, inputs, outputs), device)
+
     def launch(self, plan, inputs, outputs, stream=0):
         """Checks the contract and enqueues the plan's kernels on `stream`
-        (a CUstream, its int handle, or torch's stream.cuda_stream)."""
-        if self._pinned:
-            sig = bytes(plan.signature)
-            if (plan.key, sig) not in self._verified:
-                from kfuse.signing import verify_plan
+        (a CUstream, its int handle, or torch's stream.cuda_stream) in the
+        current context. The BoundLaunches of the last few plans launched
+        are kept (by plan object, layout and context): a plan must not be
+        changed once launched."""
+        self._verify(plan)
+        bufs = [as_buffer(t) for t in inputs] + [as_buffer(t) for t in outputs]
+        ptrs = [b.ptr for b in bufs]
+        key = (id(plan), len(inputs), tuple((b.shape, b.strides, b.dtype) for b in bufs))
+        hit = self._recent.get(key)
+        bound = hit[1] if hit is not None and hit[0] is plan else None
+        if bound is not None and int(_check(self._cu.cuCtxGetCurrent(), "cuCtxGetCurrent")) != bound.context:
+            bound = None
+        if bound is None:
+            layout = Layout(plan, bufs[:len(inputs)], bufs[len(inputs):])
+            refusal = layout.refusal(ptrs)
+            if refusal is not None:
+                raise refusal
+            bound = self._bind(layout, None)
+            if len(self._recent) >= 64:
+                self._recent.clear()
+            self._recent[key] = (plan, bound)
+        refusal = bound.run(ptrs, stream)
+        if refusal is not None:
+            raise refusal
 
-                verify_plan(plan, self._pinned)
-                with self._lock:
-                    self._verified.add((plan.key, sig))
-        cfg = resolve(plan, inputs, outputs)
-        cu = _driver()
-        ctx = _check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
-        if int(ctx) == 0:
-            raise LaunchError("FAILED_PRECONDITION", "no CUDA context is current (initialise "
-                              "CUDA first, e.g. torch.cuda.init())")
-        stream = cu.CUstream(int(stream) if not isinstance(stream, cu.CUstream) else int(stream))
-        ins = [as_buffer(t).ptr for t in inputs]
-        outs = [as_buffer(t).ptr for t in outputs]
-        scratch = []
+    def _context(self, cu, device):
+        if device is None:
+            ctx = _check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+            if int(ctx) == 0:
+                raise LaunchError("FAILED_PRECONDITION", "no CUDA context is current (initialise "
+                                  "CUDA first, e.g. torch.cuda.init())")
+            return ctx
+        ctx = self._primary.get(device)
+        if ctx is None:
+            with self._lock:
+                ctx = self._primary.get(device)
+                if ctx is None:
+                    dev = _check(cu.cuDeviceGet(device), f"cuDeviceGet({device})")
+                    ctx = _check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+                    self._primary[device] = ctx
+        return ctx
+
+    def _bind(self, layout, device):
+        cu = self._driver()
+        ctx = self._context(cu, device)
+        push = int(_check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")) != int(ctx)
+        if push:
+            _check(cu.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
         try:
-            inter = [self._alloc(cu, n, stream, scratch) for n in cfg.intermediate_bytes]
-            for kl in cfg.kernels:
-                kernel = plan.kernels[kl.kernel]
-                f = self._function(cu, ctx, kernel)
-                if kl.empty:
-                    continue
-                if kl.cluster != (0, 0, 0):
-                    raise LaunchError("UNIMPLEMENTED", "cluster launches are not implemented in "
-                                      "the Python launcher yet")
-                self._raise_smem(cu, f, kl.dynamic_smem_bytes)
-                values, types = [], []
-                for kind, v in kl.params:
-                    if kind == "buffer":
-                        values.append({"input": ins, "output": outs, "intermediate": inter}[v[0]][v[1]])
-                        types.append(ctypes.c_void_p)
-                    elif kind in ("i32", "i64"):
-                        values.append(v)
-                        types.append(ctypes.c_int32 if kind == "i32" else ctypes.c_int64)
-                    elif kind == "workspace":
-                        p = self._alloc(cu, v[0], stream, scratch)
-                        if v[1] and v[0]:
-                            _check(cu.cuMemsetD8Async(p, 0, v[0], stream), "cuMemsetD8Async")
-                        values.append(p)
-                        types.append(ctypes.c_void_p)
-                    else:
-                        raise LaunchError("UNIMPLEMENTED", "tensor-map parameters are not "
-                                          "implemented in the Python launcher yet")
-                _check(cu.cuLaunchKernel(f, *kl.grid, *kl.block, kl.dynamic_smem_bytes, stream,
-                                         (tuple(values), tuple(types)), 0),
-                       f"cuLaunchKernel({kernel.entry})")
+            kernels, scratch, slots, keep = self._bind_kernels(cu, int(ctx), layout)
         finally:
-            for p in scratch:  # Stream-ordered: freed once the kernels are done.
-                cu.cuMemFreeAsync(p, stream)
+            if push:
+                cu.cuCtxPopCurrent()
+        bound = BoundLaunch(cu, ctx, layout, kernels, scratch, slots, keep)
+        with self._lock:
+            self.binds += 1
+        return bound
 
-    @staticmethod
-    def _alloc(cu, n, stream, scratch):
-        p = _check(cu.cuMemAllocAsync(max(n, 1), stream), "cuMemAllocAsync")
-        scratch.append(p)
-        return int(p)
+    def _bind_kernels(self, cu, ctx, layout):
+        """Per kernel (entry, f, grid, block, smem, &argument array,
+        memsets); scratch slots; the slot array; what the arrays point to."""
+        plan, cfg = layout.plan, layout.config
+        n_inputs = len(plan.inputs)
+        first = layout.buffers  # Intermediates, then workspaces, after the buffers.
+        scratch = [(first + i, n) for i, n in enumerate(cfg.intermediate_bytes)]
+        pending = []
+        for kl in cfg.kernels:
+            kernel = plan.kernels[kl.kernel]
+            f = self._function(cu, ctx, kernel)
+            if kl.empty:
+                continue
+            if kl.cluster != (0, 0, 0):
+                raise LaunchError("UNIMPLEMENTED", "cluster launches are not implemented in "
+                                  "the Python launcher yet")
+            self._raise_smem(cu, f, kl.dynamic_smem_bytes)
+            params, memsets = [], []
+            for kind, v in kl.params:
+                if kind == "buffer":
+                    where, i = v
+                    params.append(i if where == "input" else n_inputs + i if where == "output"
+                                  else first + i)
+                elif kind in ("i32", "i64"):
+                    params.append((ctypes.c_int32 if kind == "i32" else ctypes.c_int64)(v))
+                elif kind == "workspace":
+                    slot = first + len(scratch)
+                    scratch.append((slot, v[0]))
+                    if v[1] and v[0]:
+                        memsets.append((slot, v[0]))
+                    params.append(slot)
+                else:
+                    raise LaunchError("UNIMPLEMENTED", "tensor-map parameters are not "
+                                      "implemented in the Python launcher yet")
+            pending.append((kernel.entry, f, kl, params, memsets))
+        slots = (ctypes.c_uint64 * max(first + len(scratch), 1))()
+        base, width = ctypes.addressof(slots), ctypes.sizeof(ctypes.c_uint64)
+        kernels, keep = [], []
+        for entry, f, kl, params, memsets in pending:
+            addresses = [base + width * p if isinstance(p, int) else ctypes.addressof(p) for p in params]
+            array = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
+            keep += [p for p in params if not isinstance(p, int)] + [array]
+            kernels.append((entry, f, *kl.grid, *kl.block, kl.dynamic_smem_bytes,
+                            ctypes.addressof(array), memsets))
+        return kernels, scratch, slots, keep
 
     def _raise_smem(self, cu, f, n):
         if n <= 48 * 1024:
@@ -433,4 +651,4 @@ class Launcher:
 
 
 __all__ = ["Buffer", "as_buffer", "eval_expr", "bind_symbols", "resolve", "LaunchConfig",
-           "KernelLaunch", "Launcher"]
+           "KernelLaunch", "Layout", "BoundLaunch", "Launcher"]

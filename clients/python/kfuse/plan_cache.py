@@ -3,13 +3,14 @@
     cache = PlanCache()
     key = make_key(chain_fingerprint(chain), [("bf16", (4096, 1024))], device=0)
     entry = cache.get_or_create(key, lambda: client.compile(chain).plan)
-    cache.get(key)      # the same entry: one dict lookup under a lock
+    cache.get(key)      # the same entry: one dict lookup, no lock
 
 Keys are (fingerprint, ((dtype, shape), ...), device ordinal) tuples; any
 hashable key works. get_or_create runs `build` at most once per key at a
 time: concurrent misses of one key wait for the first builder instead of
 compiling again. A build that raises stores nothing, so the next call
-retries. Entries past `max_entries` are evicted oldest first.
+retries. Entries past `max_entries` are evicted oldest first. Reads take
+no lock; writes (put, a build, eviction) do.
 """
 import hashlib
 import threading
@@ -47,14 +48,15 @@ class PlanCache:
         self.misses = 0
 
     def get(self, key):
-        """The entry, or None (a miss); counted in hits / misses."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-            return entry
+        """The entry, or None (a miss); counted in hits / misses. Takes no
+        lock (one dict read is atomic), so the counts may miss an increment
+        when threads race."""
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return entry
 
     def peek(self, key):
         """As get, without counting."""

@@ -7,7 +7,7 @@ signature, launch on the current stream.
     def swiglu(x, y):
         return torch.nn.functional.silu(x) * y
 
-    out = swiglu(a, b)   # first call per dtypes/shapes/device: trace + Compile RPC
+    out = swiglu(a, b)   # first call per dtypes/shapes/device: trace + Compile RPC + bind
     out = swiglu(a, b)   # warm: a cache lookup, output allocation and the launch
 
 The first call with given input dtypes, shapes and device traces `fn` with
@@ -17,7 +17,21 @@ function run on meta tensors, compiles it (client.compile) and caches the
 plan. Arguments must be tensors, passed positionally. Linear layers
 (F.linear, @, torch.matmul/mm/bmm/addmm, with their transposes) translate
 to matrix products, which the server fuses with their element-wise
-epilogues.
+epilogues. F.scaled_dot_product_attention (and ATen's attention ops:
+scaled_dot_product_attention, _scaled_dot_product_flash_attention[_for_cpu],
+_efficient_attention, _cudnn_attention, _attention_math) translates with
+kfuse.chain.attention: a bool attn_mask masks, a float one is added,
+is_causal, scale and grouped query heads as SDPA; dropout_p != 0 is
+refused by name.
+
+The warm path (a signature compiled before): the signature (dtype, shape,
+contiguity per input, and the device) is looked up in `cache` without a
+lock; the outputs are allocated; with kfuse.Launcher the entry holds a
+BoundLaunch made on the first launch (contract checked, module loaded,
+grid, block and scalars fixed, argument arrays built), so a call checks
+the ALIGNED preconditions on the addresses, writes them into the argument
+arrays and calls cuLaunchKernel on torch's current stream. Launcher
+doubles without bind() get launch() each call.
 
 Fallbacks (never a wrong answer):
 - an op it cannot translate, a non-tensor argument, a dtype or shape the
@@ -40,6 +54,7 @@ change what the fused function computes (pass them as tensors instead).
 import builtins
 import functools
 import itertools
+import math
 import operator
 import os
 import threading
@@ -276,6 +291,8 @@ def _slice_axis(x, axis, start=None, stop=None, step=1):
 
 def _getitem(x, index):
     if isinstance(x, (tuple, list)):  # An element of a multi-output op.
+        if not isinstance(index, int) or not -len(x) <= index < len(x):
+            raise TypeError(f"index {index!r} of {len(x)} outputs")
         return x[index]
     index = index if isinstance(index, tuple) else (index,)
     if not all(isinstance(i, builtins_slice) or i is Ellipsis for i in index):
@@ -350,6 +367,123 @@ def _expand(x, *shape):
     return K.expand(x, out)
 
 
+class _Untranslated:
+    """An output of a multi-output op that is not translated (attention's
+    log-sum-exp, its RNG state): reading it refuses the op."""
+    __slots__ = ("what",)
+
+    def __init__(self, what):
+        self.what = what
+
+
+def _attention(q, k, v, mask=None, causal=False, scale=None):
+    """SDPA's semantics with kfuse.chain.attention: a bool mask (True:
+    attend) as `mask`; a float one as `bias`, also masking where it is -inf
+    so that a row it masks whole gives zeros, as SDPA's does."""
+    if not all(isinstance(t, K.Tensor) for t in (q, k, v)):
+        raise TypeError("query, key and value must be tensors")
+    if mask is not None and causal:
+        raise TypeError("attn_mask and is_causal together")  # torch refuses it too
+    kw = {}
+    if mask is not None:
+        if not isinstance(mask, K.Tensor):
+            raise TypeError("attn_mask must be a tensor")
+        if mask.dtype == pb.DTYPE_BOOL:
+            kw["mask"] = mask
+        else:
+            kw["bias"], kw["mask"] = mask, K.ne(mask, -math.inf)
+    if scale is not None and not isinstance(scale, (int, float)):
+        raise TypeError("scale must be a number")
+    return K.attention(q, k, v, causal=bool(causal), scale=scale, **kw)
+
+
+def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+          enable_gqa=False):
+    if dropout_p:
+        raise TypeError(f"dropout_p={dropout_p} is not translated (dropout is random: pass "
+                        "dropout_p=0.0 for inference)")
+    if not enable_gqa and isinstance(query, K.Tensor) and isinstance(key, K.Tensor) \
+            and query.rank >= 3 and key.rank >= 3 and query.shape[-3] != key.shape[-3]:
+        raise TypeError("query and key heads differ without enable_gqa")
+    return _attention(query, key, value, attn_mask, is_causal, scale)
+
+
+# ATen's attention ops (which one a graph has depends on the torch version,
+# the device and the decomposition). Their arguments beyond SDPA's either do
+# not change the first output (enable_gqa: the chain groups heads when key
+# has fewer; the others add outputs kfuse.torch does not translate) or must
+# be None (dropout_mask); any other argument refuses the op.
+_ATTENTION_IGNORED = frozenset({"enable_gqa", "return_debug_mask", "compute_log_sumexp"})
+_ATTENTION_ARGS = frozenset({"query", "key", "value", "attn_mask", "attn_bias", "dropout_p",
+                             "is_causal", "scale"})
+
+
+def _aten_attention(name, names, n_out):
+    """The handler of ATen op `name`, whose arguments are `names` (its
+    schema's order) and which has n_out outputs (the first the attention)."""
+    def f(*args, **kwargs):
+        if len(args) > len(names):
+            raise TypeError(f"{name} takes {len(names)} arguments; got {len(args)}")
+        given = dict(zip(names, args), **kwargs)
+        sdpa = {}
+        for arg, value in given.items():
+            if arg in _ATTENTION_ARGS:
+                sdpa["attn_mask" if arg == "attn_bias" else arg] = value
+            elif arg == "dropout_mask":
+                if value is not None:
+                    raise TypeError(f"{name}: a dropout_mask is not translated")
+            elif arg not in _ATTENTION_IGNORED:
+                raise TypeError(f"{name}: argument {arg} is not translated")
+        sdpa["enable_gqa"] = True  # These ops take grouped heads as they come.
+        out = _sdpa(**sdpa)
+        if n_out == 1:
+            return out
+        return (out,) + tuple(_Untranslated(f"output {i} of {name}") for i in range(1, n_out))
+    return f
+
+
+_ATTENTION_OPS = {  # name -> (argument names, outputs) where torch lacks the op's schema
+    "scaled_dot_product_attention": (["query", "key", "value", "attn_mask", "dropout_p", "is_causal",
+                                      "scale", "enable_gqa"], 1),
+    "_scaled_dot_product_attention_math": (["query", "key", "value", "attn_mask", "dropout_p",
+                                            "is_causal", "dropout_mask", "scale", "enable_gqa"], 2),
+    "_scaled_dot_product_flash_attention": (["query", "key", "value", "dropout_p", "is_causal",
+                                             "return_debug_mask", "scale"], 9),
+    "_scaled_dot_product_flash_attention_for_cpu": (["query", "key", "value", "dropout_p",
+                                                     "is_causal", "attn_mask", "scale"], 2),
+    "_scaled_dot_product_efficient_attention": (["query", "key", "value", "attn_bias",
+                                                 "compute_log_sumexp", "dropout_p", "is_causal",
+                                                 "scale"], 4),
+    "_scaled_dot_product_cudnn_attention": (["query", "key", "value", "attn_bias",
+                                             "compute_log_sumexp", "dropout_p", "is_causal",
+                                             "return_debug_mask", "scale"], 9),
+    "_scaled_dot_product_fused_attention_overrideable": (["query", "key", "value", "attn_bias",
+                                                          "dropout_p", "is_causal",
+                                                          "return_debug_mask", "scale"], 9),
+}
+
+
+def _attention_handlers():
+    out = {}
+    for name, (names, n_out) in _ATTENTION_OPS.items():
+        try:
+            schema = getattr(torch.ops.aten, name).default._schema
+            names, n_out = [a.name for a in schema.arguments], len(schema.returns)
+        except (AttributeError, RuntimeError):  # Not in this torch: the names above.
+            pass
+        out[name] = _aten_attention(name, names, n_out)
+    return out
+
+
+def _safe_softmax(x, dim, dtype=None):
+    """aten._safe_softmax: softmax, with zeros for a row that is -inf throughout."""
+    if dtype is not None:
+        raise TypeError("dtype= is not translated")
+    m = K.max(x, dim, keepdim=True)
+    e = K.exp(x - m)
+    return K.where(m == -math.inf, 0.0, e / K.sum(e, dim, keepdim=True))
+
+
 F = torch.nn.functional
 _BASE = {
     "add": _add, "sub": _sub, "mul": K.mul, "div": _div, "neg": K.neg, "abs": K.abs,
@@ -376,6 +510,8 @@ _FUNCTIONS = {
 }
 if hasattr(F, "rms_norm"):
     _FUNCTIONS[F.rms_norm] = _rms_norm
+if hasattr(F, "scaled_dot_product_attention"):
+    _FUNCTIONS[F.scaled_dot_product_attention] = _sdpa
 for _name, _f in _BASE.items():
     if hasattr(torch, _name):
         _FUNCTIONS[getattr(torch, _name)] = _f
@@ -396,8 +532,9 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "permute": _permute, "slice": _aten_slice, "cat": _cat, "split": _split,
     "split_with_sizes": lambda x, sizes, dim=0: _split_sizes(x, list(sizes), dim),
     "view": _reshape, "_unsafe_view": _reshape, "reshape": _reshape, "unsqueeze": _unsqueeze,
-    "expand": _expand,
+    "expand": _expand, "logical_not": K.logical_not, "_safe_softmax": _safe_softmax,
 }
+_ATEN.update(_attention_handlers())
 
 
 def _handler(node):
@@ -424,6 +561,17 @@ def _handler(node):
         return _FUNCTIONS.get(node.target)
     except TypeError:  # Unhashable target.
         return None
+
+
+def _aten_name(node):
+    packet = getattr(node.target, "overloadpacket", None) if node.op == "call_function" else None
+    return getattr(packet, "__name__", None)
+
+
+def _scalar_tensor(chain, value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError("scalar_tensor of a non-number")
+    return chain.constant(value, dtype or torch.get_default_dtype())
 
 
 def _describe(node):
@@ -519,13 +667,16 @@ def translate(gm, specs, name="f"):
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
         what = f"{name}: op {_describe(node)} (fx node '{node.name}')"
         try:
-            value = _python_value(node, args, kwargs)
+            value = (_NOT_PYTHON if _aten_name(node) == "scalar_tensor"
+                     else _python_value(node, args, kwargs))
         except Exception as e:  # noqa: BLE001
             raise Unsupported(f"{what} is not supported by kfuse.torch ({e})", node.name) from None
         if value is not _NOT_PYTHON:
             env[node] = value
             continue
         f = _handler(node)
+        if f is None and _aten_name(node) == "scalar_tensor":  # Needs the chain: a constant.
+            f = functools.partial(_scalar_tensor, c)
         if f is None:
             raise Unsupported(f"{what} is not supported by kfuse.torch", node.name)
         before = len(c.ops)
@@ -534,14 +685,21 @@ def translate(gm, specs, name="f"):
         except (TypeError, ValueError) as e:
             raise Unsupported(f"{what} is not supported with these arguments ({e})", node.name) from None
         op_nodes.extend([node.name] * (len(c.ops) - before))
+        if isinstance(v, _Untranslated):  # An output of a multi-output op nothing reads.
+            if node.users:
+                raise Unsupported(f"{what}: {v.what} is not translated", node.name)
+            env[node] = v
+            continue
         m = meta.get(node)
-        # One tensor, or (split, chunk) a tuple of them.
+        # One tensor, or (split, chunk, attention's outputs) a tuple of them.
         vs, ms = (v, m) if isinstance(v, tuple) else ((v,), (m,))
-        if (not isinstance(ms, (tuple, list)) or len(vs) != len(ms)
-                or not all(isinstance(a, K.Tensor) for a in vs)
-                or not all(isinstance(b, torch.Tensor) for b in ms)):
+        if not isinstance(ms, (tuple, list)) or len(vs) != len(ms):
             raise Unsupported(f"{what} does not yield tensors", node.name)
-        for a, b in zip(vs, ms):
+        kept = [(a, b) for a, b in zip(vs, ms) if not isinstance(a, _Untranslated)]
+        if (not all(isinstance(a, K.Tensor) for a, _ in kept)
+                or not all(isinstance(b, torch.Tensor) for _, b in kept)):
+            raise Unsupported(f"{what} does not yield tensors", node.name)
+        for a, b in kept:
             if a.dtype != K.dtype_of(b.dtype) or tuple(a.shape) != tuple(b.shape):
                 got = pb.DType.Name(a.dtype) if a.dtype else "?"
                 raise Unsupported(f"{what}: the chain would give {got} {list(a.shape)} where "
@@ -561,13 +719,75 @@ class _Eager:
 
 
 class _Fused:
-    __slots__ = ("plan", "outputs", "tuple_out")
+    """A compiled signature: the plan, each output's (shape, strides,
+    dtype) in `alloc` and `empty` to allocate it on the device, the CUDA
+    ordinal (None off CUDA), and once launched through a launcher that
+    binds (kfuse.Launcher), the BoundLaunch, or the LaunchError that
+    refused binding (a precondition on sizes)."""
+    __slots__ = ("plan", "outputs", "tuple_out", "alloc", "ordinal", "empty", "bound", "refused")
 
-    def __init__(self, plan, outputs, tuple_out):
+    def __init__(self, plan, outputs, tuple_out, device):
         self.plan, self.outputs, self.tuple_out = plan, outputs, tuple_out
+        self.alloc = tuple((shape, _dense_strides(shape), dt) for dt, shape in outputs)
+        self.ordinal = device.index if device.type == "cuda" else None
+        self.empty = _empty_on(device)
+        self.bound = self.refused = None
+
+
+def _dense_strides(shape):
+    strides, n = [], 1
+    for d in reversed(shape):
+        strides.append(n)
+        n *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+def _private(path):
+    """A torch internal that torch.compile's generated code calls too, or None."""
+    obj = torch
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+# Allocation without the dispatcher, as torch.compile's generated code does;
+# CUDA's allocates on the current device, so only where that is the outputs'.
+_empty_cpu = _private("torch._C._dynamo.guards._empty_strided_cpu")
+_empty_cuda = _private("torch._C._dynamo.guards._empty_strided_cuda")
+_cuda_device = _private("torch._C._cuda_getDevice") or torch.cuda.current_device
+_raw_stream = _private("torch._C._cuda_getCurrentRawStream")
+if _raw_stream is None:  # pragma: no cover (older torch)
+    def _raw_stream(ordinal):
+        return torch.cuda.current_stream(ordinal).cuda_stream
+
+
+def _empty_on(device):
+    """empty(shape, strides, dtype) on `device`; for CUDA only while it is
+    the current device (__call__ checks)."""
+    if device.type == "cpu" and _empty_cpu is not None:
+        return _empty_cpu
+    if device.type == "cuda" and _empty_cuda is not None:
+        return _empty_cuda
+    return functools.partial(_empty_any, device=device)
+
+
+def _empty_any(shape, strides, dtype, device):
+    return torch.empty_strided(shape, strides, dtype=dtype, device=device)
+
+
+def _signature(tensors):
+    """(per tensor (dtype, shape, contiguous), the cache key): as __call__
+    makes them."""
+    sig = [(a.dtype, a.shape, a.is_contiguous()) for a in tensors]
+    return sig, (tuple(sig), tensors[0].device)
 
 
 _tokens = itertools.count()
+_Tensor = torch.Tensor
+_data_ptr = torch.Tensor.data_ptr
+_grad_enabled = torch.is_grad_enabled
 
 
 class FusedFunction:
@@ -593,14 +813,15 @@ class FusedFunction:
         self._lock = threading.Lock()
         self._warned = set()
 
-    # The warm path.
+    # The warm path: the signature, one dict lookup, the outputs, their
+    # addresses into the bound launch's argument arrays, the launch.
     def __call__(self, *args, **kwargs):
         if kwargs:
             return self._eager_once(args, kwargs, "keyword arguments are not fused")
         sig, dev = [], None
-        grad = torch.is_grad_enabled()
+        grad = _grad_enabled()
         for a in args:
-            if not isinstance(a, torch.Tensor):
+            if not isinstance(a, _Tensor):
                 return self._eager_once(args, kwargs, f"a {type(a).__name__} argument is not fused "
                                         "(pass tensors only)")
             if grad and a.requires_grad:
@@ -612,26 +833,72 @@ class FusedFunction:
             elif a.device != dev:
                 return self._eager_once(args, kwargs, "inputs are on different devices")
             sig.append((a.dtype, a.shape, a.is_contiguous()))
-        if dev is None or (dev.type != "cuda" and self.gpu_only):
+        if dev is None:
             return self.fn(*args)
-        key = (tuple(sig), dev.index if dev.index is not None else -1)
+        key = (tuple(sig), dev)
         entry = self.cache.get(key)
         if entry is None:
+            if dev.type != "cuda" and self.gpu_only:
+                return self.fn(*args)
             entry = self.cache.get_or_create(key, lambda: self._build(args, sig, dev))
-        if type(entry) is _Eager:
+        if type(entry) is not _Fused:
             if entry.retry_at is not None and time.monotonic() >= entry.retry_at:
                 self.cache.invalidate(key)
             return self.fn(*args)
-        outs = [torch.empty(shape, dtype=dt, device=dev) for dt, shape in entry.outputs]
-        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
-        try:
-            self.launcher.launch(entry.plan, args, outs, stream=stream)
-        except LaunchError as e:
-            if e.code not in ("FAILED_PRECONDITION", "INVALID_ARGUMENT") or self.fallback == "raise":
-                raise
-            self._warn_once("launch", f"{e.message}; running eagerly")
-            return self.fn(*args)
+        ordinal = entry.ordinal
+        if ordinal is None:
+            if self.gpu_only:
+                return self.fn(*args)
+            empty, stream = entry.empty, 0
+        elif _cuda_device() == ordinal:
+            empty, stream = entry.empty, _raw_stream(ordinal)
+        else:  # Another device is current: allocate on this one by name.
+            empty, stream = functools.partial(_empty_any, device=dev), _raw_stream(ordinal)
+        outs = list(itertools.starmap(empty, entry.alloc))
+        bound = entry.bound
+        if bound is None:
+            return self._first_launch(entry, args, outs, stream)
+        ptrs = list(map(_data_ptr, args))
+        ptrs += map(_data_ptr, outs)
+        refusal = bound.run(ptrs, stream)
+        if refusal is not None:
+            return self._refused(refusal, args)
         return tuple(outs) if entry.tuple_out else outs[0]
+
+    def _first_launch(self, entry, args, outs, stream):
+        """A launch without a BoundLaunch: binds one (kfuse.Launcher), or
+        calls launch() on a launcher that does not bind."""
+        launcher = self.launcher
+        bind = getattr(launcher, "bind", None)
+        if bind is None:
+            try:
+                launcher.launch(entry.plan, args, outs, stream=stream)
+            except LaunchError as e:
+                if e.code not in ("FAILED_PRECONDITION", "INVALID_ARGUMENT"):
+                    raise
+                return self._refused(e, args)
+            return tuple(outs) if entry.tuple_out else outs[0]
+        if entry.refused is None:
+            try:
+                entry.bound = bind(entry.plan, args, outs, device=entry.ordinal)
+            except LaunchError as e:
+                if e.code not in ("FAILED_PRECONDITION", "INVALID_ARGUMENT"):
+                    raise
+                entry.refused = e  # It depends on sizes only: this signature runs eagerly.
+        if entry.refused is not None:
+            return self._refused(entry.refused, args)
+        ptrs = [_data_ptr(t) for t in args] + [_data_ptr(t) for t in outs]
+        refusal = entry.bound.run(ptrs, stream)
+        if refusal is not None:
+            return self._refused(refusal, args)
+        return tuple(outs) if entry.tuple_out else outs[0]
+
+    def _refused(self, error, args):
+        """A launch refused before anything ran: raise, or run eagerly."""
+        if self.fallback == "raise":
+            raise error
+        self._warn_once("launch", f"{error.message}; running eagerly")
+        return self.fn(*args)
 
     @property
     def launcher(self):
@@ -671,10 +938,8 @@ class FusedFunction:
     def plan_for(self, *args):
         """The cache entry for these tensors, compiling on a miss (tests use
         it with host tensors): a KernelPlan, or None where it runs eagerly."""
-        sig = [(a.dtype, a.shape, a.is_contiguous()) for a in args]
-        dev = args[0].device
-        key = (tuple(sig), dev.index if dev.index is not None else -1)
-        entry = self.cache.get_or_create(key, lambda: self._build(args, sig, dev))
+        sig, key = _signature(args)
+        entry = self.cache.get_or_create(key, lambda: self._build(args, sig, args[0].device))
         return None if type(entry) is _Eager else entry.plan
 
     def _build(self, args, sig, dev):
@@ -715,7 +980,7 @@ class FusedFunction:
         want = [(m.dtype, tuple(m.shape)) for m in _meta_outputs(self, args, tuple_out)]
         if outputs != want:
             return self._eager(f"{self.name}: the plan's outputs {outputs} differ from torch's {want}")
-        return _Fused(plan, outputs, tuple_out)
+        return _Fused(plan, outputs, tuple_out, dev)
 
     def _compile(self, chain, dev):
         target = 0

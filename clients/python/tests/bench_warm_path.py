@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Host time of a warm kfuse.torch call with the launch stubbed: what the
+Python path costs above cuLaunchKernel itself, on any machine (no GPU, no
+kfused).
+
+    python clients/python/tests/bench_warm_path.py [--calls 100000] [--profile]
+
+A fused function is given a hand-made plan (one kernel: every input and
+output a buffer parameter, a 64-bit size, an ALIGNED precondition per
+buffer, as kfused writes pointwise plans) by a client double, and launches
+through kfuse.Launcher on a driver double whose cuLaunchKernel returns at
+once. Host tensors take the launch path (gpu_only=False). Printed per case:
+ns per warm call of the fused function, of Launcher.launch with the cached
+plan, and of the stub cuLaunchKernel alone with pre-bound arguments (what
+bench/gpu/torch_block.py calls the bare launch); "above the launch" is the
+first minus the last. --profile adds cProfile's top entries of the fused
+call. The doubles here are shared with test_warm_path.py.
+"""
+import argparse
+import ctypes
+import statistics
+import sys
+import threading
+import time
+
+import torch
+import torch.nn.functional as F
+
+import kfuse
+import kfuse.torch as kt
+from kfuse import pb
+
+E = pb.Expr
+
+
+class Handle(int):
+    """A driver handle (CUcontext, CUmodule, CUfunction, CUstream)."""
+
+
+class FakeDriver:
+    """The cuda.bindings.driver calls the launcher makes, answering success.
+    Contexts: `current` (0: none) with a push/pop stack; device d's primary
+    context is 1 + d. cuLaunchKernel counts `calls`; with `record`, each
+    launch's arguments, current context and thread go to `launches`, its kernel
+    parameters decoded at once when `param_types` (ctypes types) is set,
+    after yielding the GIL if `pause` (as the real driver call lets other
+    threads run)."""
+
+    CUstream = Handle
+    CUfunction = Handle
+
+    class CUfunction_attribute:
+        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+    def __init__(self, record=False, current=1, param_types=None, pause=False):
+        self.record, self.current, self.stack = record, current, []
+        self.param_types, self.pause = param_types, pause
+        self.launches, self.loads, self.calls, self.allocs = [], [], 0, 0
+
+    def cuCtxGetCurrent(self):
+        return 0, Handle(self.current)
+
+    def cuCtxPushCurrent(self, ctx):
+        self.stack.append(self.current)
+        self.current = int(ctx)
+        return (0,)
+
+    def cuCtxPopCurrent(self):
+        popped, self.current = self.current, self.stack.pop()
+        return 0, Handle(popped)
+
+    def cuDeviceGet(self, ordinal):
+        return 0, Handle(ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return 0, Handle(1 + int(dev))
+
+    def cuModuleLoadData(self, image):
+        self.loads.append(self.current)
+        return 0, Handle(0x100 * self.current + len(self.loads))
+
+    def cuModuleGetFunction(self, module, name):
+        return 0, Handle(0x10000 + int(module))
+
+    def cuFuncSetAttribute(self, f, attr, value):
+        return (0,)
+
+    def cuMemAllocAsync(self, n, stream):
+        self.allocs += 1
+        return 0, Handle(0x7000000 + (self.allocs << 20))
+
+    def cuMemFreeAsync(self, p, stream):
+        return (0,)
+
+    def cuMemsetD8Async(self, p, value, n, stream):
+        return (0,)
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self.calls += 1
+        if self.record:
+            if self.pause:
+                time.sleep(0)
+            values = read_params(params, self.param_types) if self.param_types else None
+            self.launches.append({"f": int(f), "grid": (gx, gy, gz), "block": (bx, by, bz),
+                                  "smem": smem, "stream": int(stream), "params": values,
+                                  "context": self.current, "thread": threading.get_ident()})
+        return (0,)
+
+
+def read_params(params, types):
+    """The kernel parameter values a launch passed: `params` the address of
+    its void* array, as cuLaunchKernel got it; `types` the ctypes type of
+    each parameter."""
+    slots = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+    return [ctypes.cast(slots[i], ctypes.POINTER(t))[0] for i, t in enumerate(types)]
+
+
+def make_plan(fn, tensors, align=16, key="stub"):
+    """A one-kernel plan computing fn(*tensors) as kfused would lay it out:
+    params (inputs..., outputs..., i64 numel of output 0), an ALIGNED
+    precondition per buffer and a 32-bit range check."""
+    outs = fn(*[torch.empty(t.shape, dtype=t.dtype, device="meta") for t in tensors])
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    plan = pb.KernelPlan(key=key)
+    for i, t in enumerate(tensors):
+        plan.inputs.add(name=f"in{i}", dtype=kfuse.dtype_of(t.dtype), shape=[pb.Dim(size=d) for d in t.shape])
+    for i, t in enumerate(outs):
+        plan.outputs.add(name=f"out{i}" if len(outs) > 1 else "out", dtype=kfuse.dtype_of(t.dtype),
+                         shape=[pb.Dim(size=d) for d in t.shape])
+    n = outs[0].numel()
+    k = plan.kernels.add(entry="kf_stub", arch="sm_90", cubin=b"stub-" + key.encode())
+    k.grid.x.CopyFrom(E(binary=E.Binary(op=E.OP_CEIL_DIV, lhs=E(constant=n), rhs=E(constant=1024))))
+    k.block.x.CopyFrom(E(constant=256))
+    P = pb.Precondition
+    refs = ([pb.BufferRef(input=i) for i in range(len(tensors))]
+            + [pb.BufferRef(output=i) for i in range(len(outs))])
+    for r in refs:
+        k.params.add(kind=pb.Param.KIND_BUFFER, buffer=r)
+        k.preconditions.add(kind=P.KIND_ALIGNED, buffer=r, value=align,
+                            description=f"{r.WhichOneof('kind')} {getattr(r, r.WhichOneof('kind'))} "
+                            f"is {align}-byte aligned (vector access)")
+    k.params.add(kind=pb.Param.KIND_SCALAR, value=E(constant=n), scalar_dtype=pb.DTYPE_I64)
+    k.preconditions.add(kind=P.KIND_AT_MOST, expr=E(constant=n), value=(1 << 31) - 1,
+                        description="the element count fits 32 bits")
+    return plan
+
+
+class PlanClient:
+    """A client double answering every compile with `plan`, counting calls."""
+
+    def __init__(self, plan):
+        self.plan, self.calls, self.address = plan, 0, "stub"
+
+    def compile(self, chain, **kw):
+        self.calls += 1
+        return pb.CompileResponse(plan=self.plan)
+
+
+def fused(fn, tensors, driver, align=16):
+    """(fused fn warmed on tensors, its plan, the client double)."""
+    client = PlanClient(make_plan(fn, tensors, align, key=fn.__name__))
+    ff = kt.fuse(fn, client=client, launcher=kfuse.Launcher(driver=driver), fallback="raise")
+    ff.gpu_only = False
+    ff(*tensors)
+    return ff, client.plan, client
+
+
+# ---------------------------------------------------------------------------
+# The cases: torch_block.py's warm-call shapes (4 tokens).
+
+def swiglu(h):
+    a, b = h.chunk(2, -1)
+    return F.silu(a) * b
+
+
+def add_rms_norm(x, r, w):
+    s = x + r
+    return s, F.rms_norm(s, (s.shape[-1],), w, 1e-6)
+
+
+def rotary(x, cos, sin):
+    rot = torch.cat([-x[..., 64:], x[..., :64]], -1)
+    return x * cos.unsqueeze(1) + rot * sin.unsqueeze(1)
+
+
+CASES = {
+    "swiglu": (swiglu, [(4, 2 * 11008)]),
+    "add_rms_norm": (add_rms_norm, [(4, 4096), (4, 4096), (4096,)]),
+    "rotary": (rotary, [(4, 32, 128), (4, 128), (4, 128)]),
+}
+
+
+def per_call_ns(fn, calls, rounds):
+    """Median ns per call of fn() over `rounds` loops of calls // rounds."""
+    n = max(1, calls // rounds)
+    for _ in range(min(n, 1000)):
+        fn()
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter_ns() - t0) / n)
+    return statistics.median(samples)
+
+
+def bare_launch(driver):
+    """The stub cuLaunchKernel on pre-bound arguments, as a bare launch makes it."""
+    vals = [ctypes.c_uint64(0x10000 * (i + 1)) for i in range(4)]
+    ptrs = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in vals])
+    addr, f, stream, launch = ctypes.addressof(ptrs), driver.CUfunction(7), driver.CUstream(0), \
+        driver.cuLaunchKernel
+
+    def call():
+        err, = launch(f, 1, 1, 1, 256, 1, 1, 0, stream, addr, 0)
+        if err != 0:
+            raise RuntimeError(err)
+    call.keep = (vals, ptrs)
+    return call
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--calls", type=int, default=100_000, help="warm calls per measurement")
+    p.add_argument("--rounds", type=int, default=10, help="the median of this many loops")
+    p.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
+    p.add_argument("--profile", action="store_true", help="cProfile the fused call of each case")
+    args = p.parse_args(argv)
+    driver = FakeDriver()
+    bare = per_call_ns(bare_launch(driver), args.calls, args.rounds)
+    print(f"torch {torch.__version__}, {args.calls} calls, median of {args.rounds} loops; "
+          f"stub cuLaunchKernel alone: {bare:.0f} ns")
+    print(f"{'case':<14}{'fused call':>12}{'Launcher.launch':>17}{'above the launch':>18}")
+    with torch.inference_mode():
+        for name in args.cases.split(","):
+            fn, shapes = CASES[name]
+            tensors = [torch.randn(s, dtype=torch.bfloat16) for s in shapes]
+            ff, plan, client = fused(fn, tensors, driver)
+            first = ff(*tensors)
+            outs = [torch.empty_like(o) for o in (first if isinstance(first, tuple) else (first,))]
+            launcher = ff.launcher
+            t_ff = per_call_ns(lambda: ff(*tensors), args.calls, args.rounds)
+            t_l = per_call_ns(lambda: launcher.launch(plan, tensors, outs, stream=0),
+                              max(args.calls // 10, 1000), args.rounds)
+            if client.calls != 1 or launcher.binds != 2:  # One for ff, one for launch().
+                raise SystemExit(f"{name}: the warm path compiled or bound again")
+            print(f"{name:<14}{t_ff:>10.0f} ns{t_l:>14.0f} ns{t_ff - bare:>15.0f} ns")
+            if args.profile:
+                import cProfile
+                import pstats
+
+                prof = cProfile.Profile()
+                prof.enable()
+                for _ in range(min(args.calls, 20000)):
+                    ff(*tensors)
+                prof.disable()
+                pstats.Stats(prof).sort_stats("tottime").print_stats(14)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

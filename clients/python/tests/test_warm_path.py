@@ -1,0 +1,268 @@
+"""The warm path of a kfuse.torch call through kfuse.Launcher, on a driver
+double (no GPU, no kfused): no RPC and no new argument arrays after the
+first call, each call's own addresses in the kernel's parameters, ALIGNED
+preconditions still checked per call, size preconditions refused once,
+another (or no) current context handled, threads that share a bound
+launch, and intermediates and workspaces allocated per call."""
+import ctypes
+import sys
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+
+import kfuse  # noqa: E402
+import kfuse.launch  # noqa: E402
+import kfuse.torch as kt  # noqa: E402
+from kfuse import pb  # noqa: E402
+from bench_warm_path import FakeDriver, PlanClient, make_plan  # noqa: E402
+
+F = torch.nn.functional
+E = pb.Expr
+
+
+def _silu_mul(x, y):
+    return F.silu(x) * y
+
+
+def _add_rms(x, r, w):
+    s = x + r
+    return s, F.rms_norm(s, (s.shape[-1],), w, 1e-6)
+
+
+def _types(n_buffers):
+    return [ctypes.c_uint64] * n_buffers + [ctypes.c_int64]
+
+
+def _fused(fn, tensors, driver, fallback="raise", plan=None):
+    """(fused fn on the driver double, its launcher, the client double)."""
+    client = PlanClient(plan if plan is not None else make_plan(fn, tensors))
+    launcher = kfuse.Launcher(driver=driver)
+    ff = kt.fuse(fn, client=client, launcher=launcher, fallback=fallback)
+    ff.gpu_only = False
+    return ff, launcher, client
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    kt.plans.clear()  # Plans are shared by chain: each test's client answers its own.
+    yield
+    kt.plans.clear()
+
+
+@pytest.fixture
+def resolves(monkeypatch):
+    """Counts calls of kfuse.launch.resolve (the full contract check)."""
+    calls = []
+    real = kfuse.launch.resolve
+
+    def counting(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(kfuse.launch, "resolve", counting)
+    return calls
+
+
+def test_warm_calls_neither_compile_nor_bind_again(resolves):
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver(record=True, param_types=_types(3))
+    ff, launcher, client = _fused(_silu_mul, [x, y], driver)
+    with torch.inference_mode():
+        first = ff(x, y)
+        checked = len(resolves)
+        outs = [ff(x, y) for _ in range(200)]
+    assert client.calls == 1 and launcher.binds == 1
+    assert len(resolves) == checked, "a warm call checked the whole contract again"
+    assert driver.calls == 201 and ff.cache.hits >= 200
+    assert len({o.data_ptr() for o in outs[-2:]}) == 2  # Fresh outputs, alive together.
+    for call, out in zip(driver.launches[1:], outs):
+        ptrs = call["params"]
+        assert ptrs[:3] == [x.data_ptr(), y.data_ptr(), out.data_ptr()]
+        assert ptrs[3] == x.numel() and call["grid"] == (1, 1, 1) and call["block"] == (256, 1, 1)
+    assert tuple(first.shape) == (4, 64) and first.dtype == torch.float32
+
+
+def test_each_call_launches_on_its_own_addresses():
+    driver = FakeDriver(record=True, param_types=_types(5))
+    x, r, w = torch.randn(2, 32), torch.randn(2, 32), torch.randn(32)
+    ff, launcher, _ = _fused(_add_rms, [x, r, w], driver)
+    with torch.no_grad():
+        for _ in range(3):
+            x, r, w = torch.randn(2, 32), torch.randn(2, 32), torch.randn(32)
+            s, n = ff(x, r, w)
+            got = driver.launches[-1]["params"]
+            assert got[:5] == [t.data_ptr() for t in (x, r, w, s, n)]
+    assert launcher.binds == 1
+
+
+def _misaligned_like(t):
+    """A tensor of t's shape and dtype (contiguous, so the same signature)
+    whose address is one element past a 16-byte boundary."""
+    base = torch.randn(t.numel() + 8, dtype=t.dtype)
+    step = 16 // t.element_size()
+    skip = (-base.data_ptr() // t.element_size()) % step + 1
+    out = base[skip:skip + t.numel()].view(t.shape)
+    assert out.is_contiguous() and out.data_ptr() % 16 != 0
+    return out
+
+
+def test_a_misaligned_address_is_refused_on_the_warm_path(resolves):
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver(record=True, param_types=_types(3))
+    ff, launcher, _ = _fused(_silu_mul, [x, y], driver, fallback="warn")
+    with torch.inference_mode():
+        ff(x, y)
+        checked = len(resolves)
+        bad = _misaligned_like(y)
+        with pytest.warns(kfuse.FallbackWarning, match=r"requires input 1 is 16-byte aligned.*"
+                          r"address 0x[0-9a-f]+ is not a multiple of 16\); running eagerly"):
+            got = ff(x, bad)
+        torch.testing.assert_close(got, _silu_mul(x, bad))
+        assert driver.calls == 1, "a refused launch reached the driver"
+        ff(x, y)  # Aligned again: launched on the same bound launch.
+    assert driver.calls == 2 and launcher.binds == 1 and len(resolves) == checked
+
+    strict, _, _ = _fused(_silu_mul, [x, y], FakeDriver())
+    with torch.inference_mode():
+        strict(x, y)
+        with pytest.raises(kfuse.LaunchError, match="requires input 1 is 16-byte aligned") as e:
+            strict(x, _misaligned_like(y))
+    assert e.value.code == "FAILED_PRECONDITION"
+
+
+def test_a_size_precondition_refuses_the_signature_once(resolves):
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    plan = make_plan(_silu_mul, [x, y])
+    plan.kernels[0].preconditions.add(kind=pb.Precondition.KIND_DIVISIBLE, expr=E(constant=256),
+                                      value=1024, description="the size is a multiple of 1024")
+    driver = FakeDriver()
+    ff, launcher, _ = _fused(_silu_mul, [x, y], driver, fallback="warn", plan=plan)
+    with torch.inference_mode():
+        with pytest.warns(kfuse.FallbackWarning, match="multiple of 1024") as rec:
+            for _ in range(5):
+                torch.testing.assert_close(ff(x, y), _silu_mul(x, y))
+    assert len(rec) == 1 and driver.calls == 0 and launcher.binds == 0
+    assert len(resolves) == 1, "the refusal was not kept for the signature"
+
+
+def test_a_call_without_the_bound_context_current_pushes_it():
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver(record=True, current=3)
+    ff, launcher, _ = _fused(_silu_mul, [x, y], driver)
+    ff(x, y)
+    for current in (0, 5):  # No context (a fresh thread), then another one.
+        driver.current = current
+        ff(x, y)
+        assert driver.launches[-1]["context"] == 3 and driver.current == current
+        assert not driver.stack
+    assert launcher.binds == 1 and driver.loads == [3]
+
+
+def test_a_device_binds_in_its_primary_context():
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver(record=True, current=0)
+    launcher = kfuse.Launcher(driver=driver)
+    plan = make_plan(_silu_mul, [x, y])
+    out = torch.empty(4, 64)
+    bound = launcher.bind(plan, [x, y], [out], device=2)
+    assert driver.loads == [3] and driver.current == 0  # Loaded in device 2's context, popped.
+    assert bound.run([x.data_ptr(), y.data_ptr(), out.data_ptr()], stream=7) is None
+    assert driver.launches[-1]["context"] == 3 and driver.launches[-1]["stream"] == 7
+
+
+def test_threads_take_turns_at_a_bound_launch():
+    n_threads, calls = 6, 60
+    driver = FakeDriver(record=True, param_types=_types(3), pause=True)
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    ff, launcher, _ = _fused(_silu_mul, [x, y], driver)
+    ff(x, y)
+    inputs = [(torch.randn(4, 64), torch.randn(4, 64)) for _ in range(n_threads)]
+    outs, idents = [[] for _ in range(n_threads)], [None] * n_threads
+    start = threading.Barrier(n_threads)
+
+    def worker(k):
+        a, b = inputs[k]
+        idents[k] = threading.get_ident()
+        start.wait()
+        for _ in range(calls):
+            outs[k].append(ff(a, b))  # Kept alive: no address is reused.
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(driver.launches) == 1 + n_threads * calls and launcher.binds == 1
+    for k in range(n_threads):
+        want = [[inputs[k][0].data_ptr(), inputs[k][1].data_ptr(), o.data_ptr()] for o in outs[k]]
+        got = [c["params"][:3] for c in driver.launches if c["thread"] == idents[k]]
+        assert got == want, f"thread {k} launched on another call's addresses"
+
+
+def test_intermediates_and_workspaces_are_allocated_per_call():
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    plan = make_plan(_silu_mul, [x, y])
+    plan.intermediates.add(bytes=E(constant=4096))
+    k = plan.kernels[0]
+    k.params.add(kind=pb.Param.KIND_BUFFER, buffer=pb.BufferRef(intermediate=0))
+    k.params.add(kind=pb.Param.KIND_WORKSPACE, workspace_bytes=E(constant=512), workspace_zeroed=True)
+    driver = FakeDriver(record=True, param_types=_types(3) + [ctypes.c_uint64] * 2)
+    memsets = []
+    driver.cuMemsetD8Async = lambda p, v, n, s: memsets.append((int(p), n)) or (0,)
+    ff, launcher, _ = _fused(_silu_mul, [x, y], driver, plan=plan)
+    for _ in range(3):
+        out = ff(x, y)
+        got = driver.launches[-1]["params"]
+        assert got[:3] == [x.data_ptr(), y.data_ptr(), out.data_ptr()]
+        assert got[4] != 0 and got[5] != 0 and got[4] != got[5]
+        assert memsets[-1] == (got[5], 512)
+    assert driver.allocs == 6 and launcher.binds == 1
+
+
+def test_bound_run_refuses_as_resolve_does(kfused):
+    import conftest
+
+    with kfuse.Client(kfused[0], timeout=60, on_unavailable="raise") as client:
+        chain = kfuse.Chain.from_json(conftest.example("relu_fma_f32_symbolic.json"))
+        plan = client.compile(chain).plan
+    n = 1 << 16
+    bufs = [kfuse.Buffer(0x10000 * (i + 1), (n,), (), "f32") for i in range(4)]
+    bound = kfuse.Launcher(driver=FakeDriver()).bind(plan, bufs[:3], bufs[3:])
+    ptrs = [b.ptr for b in bufs]
+    assert bound.run(ptrs) is None
+    ptrs[0] += 4
+    refusal = bound.run(ptrs)
+    misaligned = [kfuse.Buffer(ptrs[0], (n,), (), "f32")] + bufs[1:3]
+    with pytest.raises(kfuse.LaunchError) as e:
+        kfuse.resolve(plan, misaligned, bufs[3:])
+    assert refusal.code == e.value.code == "FAILED_PRECONDITION"
+    assert refusal.message == e.value.message
+
+
+def test_launcher_launch_keeps_the_bound_launch_per_plan_layout_and_context():
+    x, y, out = torch.randn(4, 64), torch.randn(4, 64), torch.empty(4, 64)
+    driver = FakeDriver(record=True, param_types=_types(3))
+    launcher = kfuse.Launcher(driver=driver)
+    plan = make_plan(_silu_mul, [x, y])
+    for _ in range(3):
+        launcher.launch(plan, [x, y], [out])
+    assert launcher.binds == 1 and driver.calls == 3
+    launcher.launch(plan, [x, torch.randn(4, 64)], [out])  # New addresses, same layout.
+    assert launcher.binds == 1
+    assert driver.launches[-1]["params"][:3] != driver.launches[0]["params"][:3]
+    driver.current = 9  # Another context: bound (and loaded) again, launched there.
+    launcher.launch(plan, [x, y], [out])
+    assert launcher.binds == 2 and driver.launches[-1]["context"] == 9
+    copy = pb.KernelPlan()
+    copy.CopyFrom(plan)  # Another plan object: bound again.
+    launcher.launch(copy, [x, y], [out])
+    assert launcher.binds == 3
+    with pytest.raises(kfuse.LaunchError, match="must have shape"):
+        launcher.launch(plan, [x, y], [torch.empty(4, 32)])
