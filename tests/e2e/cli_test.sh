@@ -145,6 +145,18 @@ check "a causal attention from kfuse chain attention is one attention kernel" $?
 out=$("$kfuse" compile examples/attention_gqa_bf16.json 2>&1)
 [[ $out == *"kernel 0  kf_attn_"* && $out != *"kernel 1"* && $out == *"lse"* ]]
 check "attention_gqa_bf16 (grouped heads, lse) is one attention kernel" $? "$out"
+# Attention with k's heads not dividing q's, or another head dim: the
+# product that reads them is named.
+"$kfuse" chain attention --dtype bf16 --heads 8 --seq 128 --head-dim 64 -o "$tmp/attn_ok.json" >/dev/null
+for bad in "1 6 heads" "3 48 dims"; do
+  set -- $bad
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); d["inputs"][1]["shape"][int(sys.argv[2])]["size"] = sys.argv[3]
+json.dump(d, open(sys.argv[4], "w"))' "$tmp/attn_ok.json" "$1" "$2" "$tmp/attn_bad.json"
+  out=$("$kfuse" compile "$tmp/attn_bad.json" 2>&1)
+  [[ $out == *"INVALID_ARGUMENT: op 1 (matmul): args[1]"* ]]
+  check "attention with k's $3 mismatched is INVALID_ARGUMENT naming the product" $? "$out"
+done
 cat >"$tmp/bad_matmul.json" <<'JSON'
 {"inputs": [{"name": "x", "dtype": "DTYPE_BF16", "shape": [{"size": "64"}, {"size": "128"}]},
             {"name": "w", "dtype": "DTYPE_BF16", "shape": [{"size": "96"}, {"size": "256"}]}],
