@@ -7,14 +7,16 @@ regions kfuse can fuse, each compiled into one plan; the rest runs eagerly.
     f = torch.compile(model, backend=kfuse.backend.Backend(mode="heuristic"))
     with torch.inference_mode():
         out = f(x)   # first call per shapes: dynamo + aot_autograd, Compile RPC per region
-        out = f(x)   # warm: per region a cache lookup, torch.empty outputs, the launch
+        out = f(x)   # warm: per region the signature checked, the outputs, the launch
 
 Partition (compile_inference, once per graph): a node is a candidate when
 kfuse.torch translates it (the `_ATEN` table and its argument rules), its
 inputs and its result are tensors and, where shapes are static, it
-translates on its own; a split (or chunk, or an attention op such as
-_scaled_dot_product_flash_attention) is a candidate with its getitems, as
-one unit, when they are the only readers of its pieces. Candidates are
+translates on its own; a split (or chunk, an attention op such as
+_scaled_dot_product_flash_attention, or _fused_rms_norm, torch's RMSNorm
+on a GPU) is a candidate with its getitems, as one unit, when they are
+the only readers of its pieces (and, for a split, no piece is a graph
+output). Candidates are
 grown into regions along data edges in graph order; a merge that would
 make the graph of regions and eager nodes cyclic is skipped, so each
 region is connected and can run as one step. A region takes the tensors it reads from outside and returns the
@@ -133,11 +135,12 @@ def _trial(nodes):
 
 def _split_unit(n):
     """A tuple-valued op kfuse.torch translates (split, chunk, ATen's
-    attention ops, whose other outputs may be sizes or None) with its
-    getitems, the only way its pieces are read, none a graph output: the
-    unit joins regions whole, so no region returns a tuple. Else None.
-    (Translating the unit refuses a getitem that reads an output
-    kfuse.torch does not translate.)"""
+    attention ops, whose other outputs may be sizes or None,
+    _fused_rms_norm) with its getitems, the only way its pieces are read:
+    the unit joins regions whole, so no region returns a tuple. A split's
+    pieces are views: none may be a graph output. Else None. (Translating
+    the unit refuses a getitem that reads an output kfuse.torch does not
+    translate, as _fused_rms_norm's rstd.)"""
     v = _val(n)
     if (n.op != "call_function" or kt._handler(n) is None or not isinstance(v, (tuple, list))
             or not any(isinstance(t, torch.Tensor) for t in v) or not n.users):
@@ -145,7 +148,7 @@ def _split_unit(n):
     users = list(n.users)
     if not all(u.op == "call_function" and u.target is operator.getitem for u in users):
         return None
-    if any(w.op == "output" for u in users for w in u.users):
+    if _op_name(n) in _VIEWS and any(w.op == "output" for u in users for w in u.users):
         return None
     return [n] + users
 

@@ -37,6 +37,9 @@ _TYPESTR = {"<f4": pb.DTYPE_F32, "<f2": pb.DTYPE_F16, "<i4": pb.DTYPE_I32, "|b1"
             "<i8": pb.DTYPE_I64, "<f8": pb.DTYPE_F64}
 
 
+_from_bytes = int.from_bytes
+
+
 def _invalid(msg):
     return LaunchError("INVALID_ARGUMENT", msg)
 
@@ -379,24 +382,46 @@ def _no_address(b):
 
 class BoundLaunch:
     """A plan bound to a Layout and to one CUDA context: functions loaded,
-    grid, block, scalars and shared memory fixed, and one argument array per
-    kernel in which only the addresses change. run(ptrs, stream) launches,
-    with the context made current for the call if another (or none) is;
-    safe from several threads (they take turns at the argument arrays)."""
+    grid, block, scalars and shared memory fixed, and argument arrays in
+    which only the addresses change. run(ptrs, stream) launches, with the
+    context made current for the call if another (or none) is. Safe from
+    several threads without a lock: a call takes a set of argument arrays
+    from a free list (a new set when every one is in use, as when threads
+    launch at once) and gives it back after the launch."""
 
-    def __init__(self, cu, context, layout, kernels, scratch, slots, keep):
+    def __init__(self, cu, context, layout, kernels, scratch, n_slots, keep):
         self.layout, self.plan, self.context = layout, layout.plan, int(context)
         self._cu, self._ctx, self._launch = cu, context, cu.cuLaunchKernel
         self._current = cu.cuCtxGetCurrent
         self._ok = getattr(getattr(cu, "CUresult", None), "CUDA_SUCCESS", 0)
-        self._kernels = kernels  # (entry, f, gx, gy, gz, bx, by, bz, smem, &params, memsets)
-        self._scratch = scratch  # (slot, bytes) allocated per call: intermediates, workspaces
-        self._n = layout.buffers
-        self._masks, self._general = layout.masks, layout.general  # Alignment, per buffer.
-        self._slots = slots      # c_uint64 per buffer, intermediate and workspace
-        self._keep = keep        # What the argument arrays point to.
+        # Handles that compare by value (cuda.bindings' do) are compared as
+        # they come; others through int().
+        self._by_value = _compares_by_value(context)
+        self._template = kernels  # (entry, f, gx, gy, gz, bx, by, bz, smem, [slot or scalar], memsets)
+        self._scratch = scratch   # (slot, bytes) allocated per call: intermediates, workspaces
+        self._n, self._n_slots = layout.buffers, n_slots
+        self._keep = keep         # The scalars the argument arrays point to.
+        # The power-of-two alignments as one integer, the masks' bytes laid
+        # out as the slots': the slots' bytes read the same way and ANDed
+        # with it give 0 when every address is aligned (any byte order).
+        masks = (ctypes.c_uint64 * max(n_slots, 1))(*layout.masks)
+        self._mask, self._general = int.from_bytes(masks, "little"), bool(layout.general)
+        self._free = [self._arguments()]  # Argument sets not in use.
         self._streams = {}
-        self._lock = threading.Lock()
+
+    def _arguments(self):
+        """A new set of argument arrays: the slots (one c_uint64 per buffer,
+        intermediate and workspace), the kernels' launch tuples, whose
+        &params point into them, a view of the slots' bytes, the arrays."""
+        slots = (ctypes.c_uint64 * max(self._n_slots, 1))()
+        base, width = ctypes.addressof(slots), ctypes.sizeof(ctypes.c_uint64)
+        kernels, arrays = [], []
+        for entry, f, gx, gy, gz, bx, by, bz, smem, params, memsets in self._template:
+            addresses = [base + width * p if isinstance(p, int) else ctypes.addressof(p) for p in params]
+            array = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
+            arrays.append(array)
+            kernels.append((entry, f, gx, gy, gz, bx, by, bz, smem, ctypes.addressof(array), memsets))
+        return slots, tuple(kernels), memoryview(slots), arrays
 
     def run(self, ptrs, stream=0):
         """Launches with buffer addresses `ptrs` (inputs then outputs) on
@@ -404,42 +429,48 @@ class BoundLaunch:
         nothing launched, the LaunchError (FAILED_PRECONDITION) of an ALIGNED
         precondition the addresses break; raises LaunchError (INTERNAL) when
         the driver fails."""
-        if any(map(operator.and_, ptrs, self._masks)) or self._general:
-            refusal = self.layout.refusal(ptrs)
-            if refusal is not None:
-                return refusal
-        s = self._streams.get(stream)
-        if s is None:
-            s = self._stream(stream)
-        other = int(self._current()[1]) != self.context
-        if other or self._scratch:
-            return self._run_general(ptrs, s, other)
-        launch, ok = self._launch, self._ok
-        with self._lock:
-            self._slots[:self._n] = ptrs
-            for entry, f, gx, gy, gz, bx, by, bz, smem, params, _ in self._kernels:
+        try:
+            args = self._free.pop()
+        except IndexError:  # Every set is in use (other threads are launching).
+            args = self._arguments()
+        try:
+            slots, kernels, view, _ = args
+            slots[:self._n] = ptrs
+            if self._mask and _from_bytes(view, "little") & self._mask or self._general:
+                refusal = self.layout.refusal(ptrs)
+                if refusal is not None:
+                    return refusal
+            s = self._streams.get(stream)
+            if s is None:
+                s = self._stream(stream)
+            current = self._current()[1]
+            other = current != self._ctx if self._by_value else int(current) != self.context
+            if other or self._scratch:
+                return self._run_general(slots, kernels, s, other)
+            launch, ok = self._launch, self._ok
+            for entry, f, gx, gy, gz, bx, by, bz, smem, params, _ in kernels:
                 err, = launch(f, gx, gy, gz, bx, by, bz, smem, s, params, 0)
                 if err != ok:
                     raise LaunchError("INTERNAL", f"cuLaunchKernel({entry}) failed: {err!r}")
+        finally:
+            self._free.append(args)
         return None
 
-    def _run_general(self, ptrs, s, push):
+    def _run_general(self, slots, kernels, s, push):
         """run with scratch allocations, or in a context pushed for the call."""
         cu, held = self._cu, []
         if push:
             _check(cu.cuCtxPushCurrent(self._ctx), "cuCtxPushCurrent")
         try:
-            with self._lock:
-                self._slots[:self._n] = ptrs
-                for slot, n in self._scratch:
-                    p = _check(cu.cuMemAllocAsync(max(n, 1), s), "cuMemAllocAsync")
-                    held.append(p)
-                    self._slots[slot] = int(p)
-                for entry, f, gx, gy, gz, bx, by, bz, smem, params, memsets in self._kernels:
-                    for slot, n in memsets:
-                        _check(cu.cuMemsetD8Async(self._slots[slot], 0, n, s), "cuMemsetD8Async")
-                    _check(self._launch(f, gx, gy, gz, bx, by, bz, smem, s, params, 0),
-                           f"cuLaunchKernel({entry})")
+            for slot, n in self._scratch:
+                p = _check(cu.cuMemAllocAsync(max(n, 1), s), "cuMemAllocAsync")
+                held.append(p)
+                slots[slot] = int(p)
+            for entry, f, gx, gy, gz, bx, by, bz, smem, params, memsets in kernels:
+                for slot, n in memsets:
+                    _check(cu.cuMemsetD8Async(slots[slot], 0, n, s), "cuMemsetD8Async")
+                _check(self._launch(f, gx, gy, gz, bx, by, bz, smem, s, params, 0),
+                       f"cuLaunchKernel({entry})")
         finally:
             for p in held:  # Stream-ordered: freed once the kernels are done.
                 cu.cuMemFreeAsync(p, s)
@@ -455,6 +486,18 @@ class BoundLaunch:
                 self._streams.clear()
             self._streams[stream] = s
         return s
+
+
+def _compares_by_value(handle):
+    """Whether a driver handle is == (and not !=) another made from its
+    value, and != one made from another value: cuda.bindings' handles are,
+    ints are."""
+    try:
+        kind, value = type(handle), int(handle)
+        return (handle == kind(value) and not handle != kind(value)
+                and handle != kind(value + 1) and not handle == kind(value + 1))
+    except Exception:  # noqa: BLE001 (a handle that cannot be rebuilt: compare ints)
+        return False
 
 
 class Launcher:
@@ -584,23 +627,24 @@ class Launcher:
         if push:
             _check(cu.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
         try:
-            kernels, scratch, slots, keep = self._bind_kernels(cu, int(ctx), layout)
+            kernels, scratch, n_slots, keep = self._bind_kernels(cu, int(ctx), layout)
         finally:
             if push:
                 cu.cuCtxPopCurrent()
-        bound = BoundLaunch(cu, ctx, layout, kernels, scratch, slots, keep)
+        bound = BoundLaunch(cu, ctx, layout, kernels, scratch, n_slots, keep)
         with self._lock:
             self.binds += 1
         return bound
 
     def _bind_kernels(self, cu, ctx, layout):
-        """Per kernel (entry, f, grid, block, smem, &argument array,
-        memsets); scratch slots; the slot array; what the arrays point to."""
+        """Per kernel (entry, f, grid, block, smem, [slot number or ctypes
+        scalar per parameter], memsets); scratch slots; the number of slots;
+        the scalars."""
         plan, cfg = layout.plan, layout.config
         n_inputs = len(plan.inputs)
         first = layout.buffers  # Intermediates, then workspaces, after the buffers.
         scratch = [(first + i, n) for i, n in enumerate(cfg.intermediate_bytes)]
-        pending = []
+        kernels, keep = [], []
         for kl in cfg.kernels:
             kernel = plan.kernels[kl.kernel]
             f = self._function(cu, ctx, kernel)
@@ -618,6 +662,7 @@ class Launcher:
                                   else first + i)
                 elif kind in ("i32", "i64"):
                     params.append((ctypes.c_int32 if kind == "i32" else ctypes.c_int64)(v))
+                    keep.append(params[-1])
                 elif kind == "workspace":
                     slot = first + len(scratch)
                     scratch.append((slot, v[0]))
@@ -627,17 +672,9 @@ class Launcher:
                 else:
                     raise LaunchError("UNIMPLEMENTED", "tensor-map parameters are not "
                                       "implemented in the Python launcher yet")
-            pending.append((kernel.entry, f, kl, params, memsets))
-        slots = (ctypes.c_uint64 * max(first + len(scratch), 1))()
-        base, width = ctypes.addressof(slots), ctypes.sizeof(ctypes.c_uint64)
-        kernels, keep = [], []
-        for entry, f, kl, params, memsets in pending:
-            addresses = [base + width * p if isinstance(p, int) else ctypes.addressof(p) for p in params]
-            array = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
-            keep += [p for p in params if not isinstance(p, int)] + [array]
-            kernels.append((entry, f, *kl.grid, *kl.block, kl.dynamic_smem_bytes,
-                            ctypes.addressof(array), memsets))
-        return kernels, scratch, slots, keep
+            kernels.append((kernel.entry, f, *kl.grid, *kl.block, kl.dynamic_smem_bytes, params,
+                            tuple(memsets)))
+        return tuple(kernels), tuple(scratch), first + len(scratch), keep
 
     def _raise_smem(self, cu, f, n):
         if n <= 48 * 1024:

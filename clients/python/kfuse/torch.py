@@ -8,7 +8,7 @@ signature, launch on the current stream.
         return torch.nn.functional.silu(x) * y
 
     out = swiglu(a, b)   # first call per dtypes/shapes/device: trace + Compile RPC + bind
-    out = swiglu(a, b)   # warm: a cache lookup, output allocation and the launch
+    out = swiglu(a, b)   # warm: the signature checked, the outputs allocated, the launch
 
 The first call with given input dtypes, shapes and device traces `fn` with
 torch.fx (trace="fx", the default) or make_fx (trace="aten"), translates the
@@ -22,16 +22,24 @@ scaled_dot_product_attention, _scaled_dot_product_flash_attention[_for_cpu],
 _efficient_attention, _cudnn_attention, _attention_math) translates with
 kfuse.chain.attention: a bool attn_mask masks, a float one is added,
 is_causal, scale and grouped query heads as SDPA; dropout_p != 0 is
-refused by name.
+refused by name. F.rms_norm and ATen's rms_norm and _fused_rms_norm
+(arguments read by the op's schema; the rstd output refused where read)
+translate with kfuse.chain.rms_norm, eps by default that of the type torch
+computes in (f32; f64 for f64), the result in the input's dtype.
 
-The warm path (a signature compiled before): the signature (dtype, shape,
-contiguity per input, and the device) is looked up in `cache` without a
-lock; the outputs are allocated; with kfuse.Launcher the entry holds a
-BoundLaunch made on the first launch (contract checked, module loaded,
-grid, block and scalars fixed, argument arrays built), so a call checks
-the ALIGNED preconditions on the addresses, writes them into the argument
-arrays and calls cuLaunchKernel on torch's current stream. Launcher
-doubles without bind() get launch() each call.
+The warm path (a signature compiled before): a call like the last one
+launched (per input the same dtype, device, shape and dense strides,
+compared against that entry with no key built) goes straight to the
+launch; another builds its signature (dtype, shape, contiguity per input,
+and the device) and looks it up in `cache` without a lock (`cache.hits`
+and `misses` count these lookups only). The outputs are allocated on the
+current device (again by name where that is another); with
+kfuse.Launcher the entry holds a BoundLaunch made on the first launch
+(contract checked, module loaded, grid, block and scalars fixed, argument
+arrays built), so a call writes the addresses into the argument arrays,
+checks the ALIGNED preconditions on them and calls cuLaunchKernel on
+torch's current stream. Launcher doubles without bind() get launch() each
+call.
 
 Fallbacks (never a wrong answer):
 - an op it cannot translate, a non-tensor argument, a dtype or shape the
@@ -177,11 +185,45 @@ def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *_):
 
 
 def _rms_norm(x, normalized_shape, weight=None, eps=None):
-    if len(normalized_shape) != 1:
+    """torch's rms_norm (and ATen's _fused_rms_norm output 0): over the last
+    dim, eps by default that of the type it computes in (f64 for f64, else
+    f32), the result in x's dtype."""
+    if not isinstance(x, K.Tensor):
+        raise TypeError("rms_norm of a non-tensor")
+    if not isinstance(normalized_shape, (list, tuple, torch.Size)) or len(normalized_shape) != 1:
         raise TypeError("rms_norm over more than the last dim is not translated")
+    if weight is not None and not isinstance(weight, K.Tensor):
+        raise TypeError("rms_norm's weight must be a tensor")
     if eps is None:
-        eps = torch.finfo(_TORCH_DTYPES[x.dtype]).eps
-    return K.rms_norm(x, weight, eps)
+        eps = torch.finfo(torch.float64 if x.dtype == pb.DTYPE_F64 else torch.float32).eps
+    elif not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        raise TypeError("rms_norm's eps must be a number")
+    y = K.rms_norm(x, weight, eps)
+    return y if y.dtype == x.dtype else K.cast(y, x.dtype)
+
+
+_RMS_NORM_ARGS = ("input", "normalized_shape", "weight", "eps")
+
+
+def _aten_rms_norm(name, names, n_out):
+    """The handler of ATen op `name` (rms_norm, _fused_rms_norm), whose
+    arguments are `names` (its schema's order) and which has n_out outputs:
+    the first the norm (translated), the others (_fused_rms_norm's rstd) an
+    _Untranslated that refuses the op where it is read."""
+    def f(*args, **kwargs):
+        if len(args) > len(names):
+            raise TypeError(f"{name} takes {len(names)} arguments; got {len(args)}")
+        given = dict(zip(names, args), **kwargs)
+        for arg in given:
+            if arg not in _RMS_NORM_ARGS:
+                raise TypeError(f"{name}: argument {arg} is not translated")
+        if "input" not in given or "normalized_shape" not in given:
+            raise TypeError(f"{name} without input or normalized_shape")
+        out = _rms_norm(*(given.get(a) for a in _RMS_NORM_ARGS))
+        if n_out == 1:
+            return out
+        return (out,) + tuple(_Untranslated(f"output {i} of {name} (its rstd)") for i in range(1, n_out))
+    return f
 
 
 def _to(x, *args, **kwargs):
@@ -463,15 +505,23 @@ _ATTENTION_OPS = {  # name -> (argument names, outputs) where torch lacks the op
 }
 
 
-def _attention_handlers():
+_RMS_NORM_OPS = {  # name -> (argument names, outputs) where torch lacks the op's schema
+    "rms_norm": (list(_RMS_NORM_ARGS), 1),
+    "_fused_rms_norm": (list(_RMS_NORM_ARGS), 2),
+}
+
+
+def _schema_handlers(ops, make):
+    """{name: make(name, argument names, outputs)} for ATen ops `ops`, read
+    from this torch's schemas where it has them."""
     out = {}
-    for name, (names, n_out) in _ATTENTION_OPS.items():
+    for name, (names, n_out) in ops.items():
         try:
             schema = getattr(torch.ops.aten, name).default._schema
             names, n_out = [a.name for a in schema.arguments], len(schema.returns)
         except (AttributeError, RuntimeError):  # Not in this torch: the names above.
             pass
-        out[name] = _aten_attention(name, names, n_out)
+        out[name] = make(name, names, n_out)
     return out
 
 
@@ -534,7 +584,8 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "view": _reshape, "_unsafe_view": _reshape, "reshape": _reshape, "unsqueeze": _unsqueeze,
     "expand": _expand, "logical_not": K.logical_not, "_safe_softmax": _safe_softmax,
 }
-_ATEN.update(_attention_handlers())
+_ATEN.update(_schema_handlers(_ATTENTION_OPS, _aten_attention))
+_ATEN.update(_schema_handlers(_RMS_NORM_OPS, _aten_rms_norm))
 
 
 def _handler(node):
@@ -719,16 +770,21 @@ class _Eager:
 
 
 class _Fused:
-    """A compiled signature: the plan, each output's (shape, strides,
-    dtype) in `alloc` and `empty` to allocate it on the device, the CUDA
-    ordinal (None off CUDA), and once launched through a launcher that
-    binds (kfuse.Launcher), the BoundLaunch, or the LaunchError that
+    """A compiled signature: the plan; `inputs`, each input's (dtype, shape,
+    dense strides) as the fast check of __call__ compares them; `device`;
+    each output's (shape, strides, dtype) in `alloc` (`one`: that of the
+    only output, or None) and `empty` to allocate it on the current device;
+    the CUDA ordinal (None off CUDA); and once launched through a launcher
+    that binds (kfuse.Launcher), the BoundLaunch, or the LaunchError that
     refused binding (a precondition on sizes)."""
-    __slots__ = ("plan", "outputs", "tuple_out", "alloc", "ordinal", "empty", "bound", "refused")
+    __slots__ = ("plan", "inputs", "device", "outputs", "tuple_out", "alloc", "one", "ordinal",
+                 "empty", "bound", "refused")
 
-    def __init__(self, plan, outputs, tuple_out, device):
-        self.plan, self.outputs, self.tuple_out = plan, outputs, tuple_out
+    def __init__(self, plan, inputs, outputs, tuple_out, device):
+        self.plan, self.outputs, self.tuple_out, self.device = plan, outputs, tuple_out, device
+        self.inputs = tuple((dt, tuple(shape), _dense_strides(shape)) for dt, shape in inputs)
         self.alloc = tuple((shape, _dense_strides(shape), dt) for dt, shape in outputs)
+        self.one = self.alloc[0] if len(self.alloc) == 1 else None
         self.ordinal = device.index if device.type == "cuda" else None
         self.empty = _empty_on(device)
         self.bound = self.refused = None
@@ -753,19 +809,30 @@ def _private(path):
 
 
 # Allocation without the dispatcher, as torch.compile's generated code does;
-# CUDA's allocates on the current device, so only where that is the outputs'.
+# CUDA's allocates on the current device, so a call checks where it went.
 _empty_cpu = _private("torch._C._dynamo.guards._empty_strided_cpu")
 _empty_cuda = _private("torch._C._dynamo.guards._empty_strided_cuda")
-_cuda_device = _private("torch._C._cuda_getDevice") or torch.cuda.current_device
 _raw_stream = _private("torch._C._cuda_getCurrentRawStream")
 if _raw_stream is None:  # pragma: no cover (older torch)
     def _raw_stream(ordinal):
         return torch.cuda.current_stream(ordinal).cuda_stream
 
 
+def _size_stride_py(t, size, stride):
+    if t.shape != size or not t.is_contiguous():
+        raise AssertionError("another shape, or not contiguous")
+
+
+# check(t, size, stride) raises AssertionError unless t has these sizes and
+# strides (those of dims of size 1 aside): one C++ call where torch has it,
+# as torch.compile's generated code makes it. With dense strides, it checks
+# the shape and contiguity.
+_size_stride = _private("torch._C._dynamo.guards.assert_size_stride") or _size_stride_py
+
+
 def _empty_on(device):
-    """empty(shape, strides, dtype) on `device`; for CUDA only while it is
-    the current device (__call__ checks)."""
+    """empty(shape, strides, dtype) on `device`; for CUDA on the current
+    device (a call checks that it is `device`)."""
     if device.type == "cpu" and _empty_cpu is not None:
         return _empty_cpu
     if device.type == "cuda" and _empty_cuda is not None:
@@ -810,12 +877,33 @@ class FusedFunction:
         self.gpu_only = True
         self._token = next(_tokens)
         self._gm = None
+        self._last = None  # The _Fused entry launched last through its BoundLaunch.
         self._lock = threading.Lock()
         self._warned = set()
 
-    # The warm path: the signature, one dict lookup, the outputs, their
-    # addresses into the bound launch's argument arrays, the launch.
+    # The warm path. A call with the signature of the last one launched (each
+    # input's dtype, device, shape and dense strides, compared against that
+    # entry) skips the lookup; others build the signature key and look it
+    # up. Then the outputs, their addresses into the bound launch, the launch.
     def __call__(self, *args, **kwargs):
+        last = self._last
+        if last is not None and not kwargs and len(args) == len(last.inputs):
+            dev, same = last.device, False
+            try:
+                for a, (dtype, size, strides) in zip(args, last.inputs):
+                    if not isinstance(a, _Tensor) or a.dtype is not dtype or a.device != dev:
+                        break
+                    _size_stride(a, size, strides)
+                else:
+                    same = True
+            except (AssertionError, RuntimeError):  # Another shape, or not contiguous.
+                pass
+            if same and not (_grad_enabled() and any(a.requires_grad for a in args)):
+                return self._launch(last, args)
+        return self._lookup(args, kwargs)
+
+    def _lookup(self, args, kwargs):
+        """__call__ by the signature key: compiles, or runs eagerly, as needed."""
         if kwargs:
             return self._eager_once(args, kwargs, "keyword arguments are not fused")
         sig, dev = [], None
@@ -845,16 +933,21 @@ class FusedFunction:
             if entry.retry_at is not None and time.monotonic() >= entry.retry_at:
                 self.cache.invalidate(key)
             return self.fn(*args)
-        ordinal = entry.ordinal
+        if entry.ordinal is None and self.gpu_only:
+            return self.fn(*args)
+        return self._launch(entry, args)
+
+    def _launch(self, entry, args):
+        """Allocates the outputs of a compiled signature and launches it."""
+        ordinal, empty = entry.ordinal, entry.empty
+        one = entry.one
+        outs = [empty(*one)] if one is not None else list(itertools.starmap(empty, entry.alloc))
         if ordinal is None:
-            if self.gpu_only:
-                return self.fn(*args)
-            empty, stream = entry.empty, 0
-        elif _cuda_device() == ordinal:
-            empty, stream = entry.empty, _raw_stream(ordinal)
-        else:  # Another device is current: allocate on this one by name.
-            empty, stream = functools.partial(_empty_any, device=dev), _raw_stream(ordinal)
-        outs = list(itertools.starmap(empty, entry.alloc))
+            stream = 0
+        else:
+            stream = _raw_stream(ordinal)
+            if outs[0].get_device() != ordinal:  # Another device is current: allocate by name.
+                outs = [_empty_any(*a, device=entry.device) for a in entry.alloc]
         bound = entry.bound
         if bound is None:
             return self._first_launch(entry, args, outs, stream)
@@ -863,6 +956,7 @@ class FusedFunction:
         refusal = bound.run(ptrs, stream)
         if refusal is not None:
             return self._refused(refusal, args)
+        self._last = entry
         return tuple(outs) if entry.tuple_out else outs[0]
 
     def _first_launch(self, entry, args, outs, stream):
@@ -891,6 +985,7 @@ class FusedFunction:
         refusal = entry.bound.run(ptrs, stream)
         if refusal is not None:
             return self._refused(refusal, args)
+        self._last = entry
         return tuple(outs) if entry.tuple_out else outs[0]
 
     def _refused(self, error, args):
@@ -980,7 +1075,7 @@ class FusedFunction:
         want = [(m.dtype, tuple(m.shape)) for m in _meta_outputs(self, args, tuple_out)]
         if outputs != want:
             return self._eager(f"{self.name}: the plan's outputs {outputs} differ from torch's {want}")
-        return _Fused(plan, outputs, tuple_out, dev)
+        return _Fused(plan, [(dt, shape) for dt, shape, _ in sig], outputs, tuple_out, dev)
 
     def _compile(self, chain, dev):
         target = 0

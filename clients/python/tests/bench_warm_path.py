@@ -4,6 +4,7 @@ Python path costs above cuLaunchKernel itself, on any machine (no GPU, no
 kfused).
 
     python clients/python/tests/bench_warm_path.py [--calls 100000] [--profile]
+    python clients/python/tests/bench_warm_path.py --cuda    # the same path on a GPU
 
 A fused function is given a hand-made plan (one kernel: every input and
 output a buffer parameter, a 64-bit size, an ALIGNED precondition per
@@ -14,10 +15,17 @@ ns per warm call of the fused function, of Launcher.launch with the cached
 plan, and of the stub cuLaunchKernel alone with pre-bound arguments (what
 bench/gpu/torch_block.py calls the bare launch); "above the launch" is the
 first minus the last. --profile adds cProfile's top entries of the fused
-call. The doubles here are shared with test_warm_path.py.
+call. --cuda runs the cases on CUDA tensors through cuda.bindings, the
+plans' kernels (which return at once) built by nvcc for the GPU, and the
+bare launch on that function: the figures bench/gpu/torch_block.py reports,
+without kfused. The doubles here are shared with test_warm_path.py.
 """
 import argparse
 import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
 import statistics
 import sys
 import threading
@@ -115,10 +123,11 @@ def read_params(params, types):
     return [ctypes.cast(slots[i], ctypes.POINTER(t))[0] for i, t in enumerate(types)]
 
 
-def make_plan(fn, tensors, align=16, key="stub"):
+def make_plan(fn, tensors, align=16, key="stub", cubin=None):
     """A one-kernel plan computing fn(*tensors) as kfused would lay it out:
     params (inputs..., outputs..., i64 numel of output 0), an ALIGNED
-    precondition per buffer and a 32-bit range check."""
+    precondition per buffer and a 32-bit range check. `cubin`: the kernel's
+    (entry kf_stub<number of buffers>), or a stand-in."""
     outs = fn(*[torch.empty(t.shape, dtype=t.dtype, device="meta") for t in tensors])
     outs = outs if isinstance(outs, tuple) else (outs,)
     plan = pb.KernelPlan(key=key)
@@ -128,7 +137,8 @@ def make_plan(fn, tensors, align=16, key="stub"):
         plan.outputs.add(name=f"out{i}" if len(outs) > 1 else "out", dtype=kfuse.dtype_of(t.dtype),
                          shape=[pb.Dim(size=d) for d in t.shape])
     n = outs[0].numel()
-    k = plan.kernels.add(entry="kf_stub", arch="sm_90", cubin=b"stub-" + key.encode())
+    entry = f"kf_stub{len(tensors) + len(outs)}" if cubin else "kf_stub"
+    k = plan.kernels.add(entry=entry, arch="sm_90", cubin=cubin or b"stub-" + key.encode())
     k.grid.x.CopyFrom(E(binary=E.Binary(op=E.OP_CEIL_DIV, lhs=E(constant=n), rhs=E(constant=1024))))
     k.block.x.CopyFrom(E(constant=256))
     P = pb.Precondition
@@ -156,11 +166,11 @@ class PlanClient:
         return pb.CompileResponse(plan=self.plan)
 
 
-def fused(fn, tensors, driver, align=16):
+def fused(fn, tensors, driver, align=16, cubin=None):
     """(fused fn warmed on tensors, its plan, the client double)."""
-    client = PlanClient(make_plan(fn, tensors, align, key=fn.__name__))
+    client = PlanClient(make_plan(fn, tensors, align, key=fn.__name__, cubin=cubin))
     ff = kt.fuse(fn, client=client, launcher=kfuse.Launcher(driver=driver), fallback="raise")
-    ff.gpu_only = False
+    ff.gpu_only = driver is None
     ff(*tensors)
     return ff, client.plan, client
 
@@ -190,13 +200,16 @@ CASES = {
 }
 
 
-def per_call_ns(fn, calls, rounds):
-    """Median ns per call of fn() over `rounds` loops of calls // rounds."""
+def per_call_ns(fn, calls, rounds, sync=None):
+    """Median ns per call of fn() over `rounds` loops of calls // rounds;
+    sync() (the GPU drained) before each loop."""
     n = max(1, calls // rounds)
     for _ in range(min(n, 1000)):
         fn()
     samples = []
     for _ in range(rounds):
+        if sync is not None:
+            sync()
         t0 = time.perf_counter_ns()
         for _ in range(n):
             fn()
@@ -204,18 +217,54 @@ def per_call_ns(fn, calls, rounds):
     return statistics.median(samples)
 
 
-def bare_launch(driver):
-    """The stub cuLaunchKernel on pre-bound arguments, as a bare launch makes it."""
-    vals = [ctypes.c_uint64(0x10000 * (i + 1)) for i in range(4)]
-    ptrs = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in vals])
-    addr, f, stream, launch = ctypes.addressof(ptrs), driver.CUfunction(7), driver.CUstream(0), \
-        driver.cuLaunchKernel
+def bare_launch(driver, f=None, stream=0, ptrs=(0x10000, 0x20000, 0x30000, 0x40000)):
+    """cuLaunchKernel of `f` (default: a stub handle) on pre-bound arguments
+    (the buffer addresses `ptrs`, then a 64-bit size), as a bare launch
+    makes it."""
+    vals = [ctypes.c_uint64(p) for p in ptrs] + [ctypes.c_int64(1)]
+    args = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+    addr, launch = ctypes.addressof(args), driver.cuLaunchKernel
+    f = driver.CUfunction(7) if f is None else f
+    stream, ok = driver.CUstream(stream), getattr(getattr(driver, "CUresult", None), "CUDA_SUCCESS", 0)
 
     def call():
         err, = launch(f, 1, 1, 1, 256, 1, 1, 0, stream, addr, 0)
-        if err != 0:
+        if err != ok:
             raise RuntimeError(err)
-    call.keep = (vals, ptrs)
+    call.keep = (vals, args)
+    return call
+
+
+STUB_SOURCE = "".join(
+    f'extern "C" __global__ void kf_stub{n}({"".join("void*, " for _ in range(n))}long long) {{}}\n'
+    for n in range(1, 9))
+
+
+def stub_cubin():
+    """A cubin for the current GPU holding kf_stub1 .. kf_stub8 (n buffers
+    and a 64-bit size; they return at once), built by nvcc."""
+    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+    major, minor = torch.cuda.get_device_capability()
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "stub.cu"), os.path.join(d, "stub.cubin")
+        with open(src, "w") as f:
+            f.write(STUB_SOURCE)
+        subprocess.run([nvcc, "-cubin", f"-arch=sm_{major}{minor}", "-o", out, src], check=True)
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def cuda_bare_launch(plan, tensors, outs):
+    """A bare cuLaunchKernel of the plan's kernel (cuda.bindings) on the
+    current stream, the tensors' addresses bound once."""
+    from cuda.bindings import driver as cu
+
+    torch.cuda.synchronize()
+    module = cu.cuModuleLoadData(plan.kernels[0].cubin)[1]
+    f = cu.cuModuleGetFunction(module, plan.kernels[0].entry.encode())[1]
+    call = bare_launch(cu, f, torch.cuda.current_stream().cuda_stream,
+                       [t.data_ptr() for t in list(tensors) + list(outs)])
+    call.keep += (module, tensors, outs)
     return call
 
 
@@ -225,26 +274,34 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=10, help="the median of this many loops")
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
     p.add_argument("--profile", action="store_true", help="cProfile the fused call of each case")
+    p.add_argument("--cuda", action="store_true", help="on the GPU, through cuda.bindings (needs nvcc)")
     args = p.parse_args(argv)
-    driver = FakeDriver()
-    bare = per_call_ns(bare_launch(driver), args.calls, args.rounds)
-    print(f"torch {torch.__version__}, {args.calls} calls, median of {args.rounds} loops; "
-          f"stub cuLaunchKernel alone: {bare:.0f} ns")
-    print(f"{'case':<14}{'fused call':>12}{'Launcher.launch':>17}{'above the launch':>18}")
+    if args.cuda:
+        if not torch.cuda.is_available():
+            raise SystemExit("--cuda: torch sees no GPU")
+        driver, device, cubin, sync = None, "cuda", stub_cubin(), torch.cuda.synchronize
+        stream = torch.cuda.current_stream().cuda_stream
+    else:
+        driver, device, cubin, sync, stream = FakeDriver(), "cpu", None, None, 0
+    print(f"torch {torch.__version__} on {device}, {args.calls} calls, median of {args.rounds} loops")
+    print(f"{'case':<14}{'fused call':>12}{'Launcher.launch':>17}{'bare launch':>13}"
+          f"{'above the launch':>18}")
     with torch.inference_mode():
         for name in args.cases.split(","):
             fn, shapes = CASES[name]
-            tensors = [torch.randn(s, dtype=torch.bfloat16) for s in shapes]
-            ff, plan, client = fused(fn, tensors, driver)
+            tensors = [torch.randn(s, dtype=torch.bfloat16, device=device) for s in shapes]
+            ff, plan, client = fused(fn, tensors, driver, cubin=cubin)
             first = ff(*tensors)
             outs = [torch.empty_like(o) for o in (first if isinstance(first, tuple) else (first,))]
             launcher = ff.launcher
-            t_ff = per_call_ns(lambda: ff(*tensors), args.calls, args.rounds)
-            t_l = per_call_ns(lambda: launcher.launch(plan, tensors, outs, stream=0),
-                              max(args.calls // 10, 1000), args.rounds)
+            bare = cuda_bare_launch(plan, tensors, outs) if args.cuda else bare_launch(driver)
+            t_bare = per_call_ns(bare, args.calls, args.rounds, sync)
+            t_ff = per_call_ns(lambda: ff(*tensors), args.calls, args.rounds, sync)
+            t_l = per_call_ns(lambda: launcher.launch(plan, tensors, outs, stream=stream),
+                              max(args.calls // 10, 1000), args.rounds, sync)
             if client.calls != 1 or launcher.binds != 2:  # One for ff, one for launch().
                 raise SystemExit(f"{name}: the warm path compiled or bound again")
-            print(f"{name:<14}{t_ff:>10.0f} ns{t_l:>14.0f} ns{t_ff - bare:>15.0f} ns")
+            print(f"{name:<14}{t_ff:>10.0f} ns{t_l:>14.0f} ns{t_bare:>10.0f} ns{t_ff - t_bare:>15.0f} ns")
             if args.profile:
                 import cProfile
                 import pstats

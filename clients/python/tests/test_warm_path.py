@@ -1,9 +1,12 @@
 """The warm path of a kfuse.torch call through kfuse.Launcher, on a driver
-double (no GPU, no kfused): no RPC and no new argument arrays after the
-first call, each call's own addresses in the kernel's parameters, ALIGNED
-preconditions still checked per call, size preconditions refused once,
-another (or no) current context handled, threads that share a bound
-launch, and intermediates and workspaces allocated per call."""
+double (no GPU, no kfused): no RPC, no lookup of the last signature and no
+new argument arrays after the first call, each call's own addresses in the
+kernel's parameters, calls unlike the last (dtype, shape, layout, device,
+grad) taking the lookup, signatures taking turns, ALIGNED preconditions
+still checked per call (as resolve checks them), size preconditions
+refused once, another (or no) current context handled, outputs made on
+the inputs' device, threads that share a bound launch, and intermediates
+and workspaces allocated per call."""
 import ctypes
 import sys
 import threading
@@ -71,11 +74,12 @@ def test_warm_calls_neither_compile_nor_bind_again(resolves):
     ff, launcher, client = _fused(_silu_mul, [x, y], driver)
     with torch.inference_mode():
         first = ff(x, y)
-        checked = len(resolves)
+        checked, lookups = len(resolves), ff.cache.hits + ff.cache.misses
         outs = [ff(x, y) for _ in range(200)]
     assert client.calls == 1 and launcher.binds == 1
     assert len(resolves) == checked, "a warm call checked the whole contract again"
-    assert driver.calls == 201 and ff.cache.hits >= 200
+    assert driver.calls == 201
+    assert ff.cache.hits + ff.cache.misses == lookups, "the last signature was looked up again"
     assert len({o.data_ptr() for o in outs[-2:]}) == 2  # Fresh outputs, alive together.
     for call, out in zip(driver.launches[1:], outs):
         ptrs = call["params"]
@@ -266,3 +270,215 @@ def test_launcher_launch_keeps_the_bound_launch_per_plan_layout_and_context():
     assert launcher.binds == 3
     with pytest.raises(kfuse.LaunchError, match="must have shape"):
         launcher.launch(plan, [x, y], [torch.empty(4, 32)])
+
+
+@pytest.fixture(params=["torch", "python"])
+def size_stride(request, monkeypatch):
+    """The fast signature check with torch's size-and-stride check, then
+    with the pure-Python one used where torch lacks it."""
+    if request.param == "python":
+        monkeypatch.setattr(kt, "_size_stride", kt._size_stride_py)
+    elif kt._size_stride is kt._size_stride_py:
+        pytest.skip("this torch has no assert_size_stride")
+    return request.param
+
+
+class PlansByShape:
+    """A client double answering each compile with a plan made for the
+    chain's own input dtypes and shapes, counting calls."""
+
+    def __init__(self, fn):
+        self.fn, self.calls, self.address = fn, 0, "stub"
+
+    def compile(self, chain, **kw):
+        self.calls += 1
+        tensors = [torch.empty([d.size for d in t.shape], dtype=kt._TORCH_DTYPES[t.dtype])
+                   for t in chain.to_proto().inputs]
+        return pb.CompileResponse(plan=make_plan(self.fn, tensors, key=f"plan{self.calls}"))
+
+
+def _by_shape(fn, driver, fallback="raise"):
+    client = PlansByShape(fn)
+    launcher = kfuse.Launcher(driver=driver)
+    ff = kt.fuse(fn, client=client, launcher=launcher, fallback=fallback)
+    ff.gpu_only = False
+    return ff, launcher, client
+
+
+def _lookups(ff):
+    return ff.cache.hits + ff.cache.misses
+
+
+def test_a_call_unlike_the_last_takes_the_lookup_and_stays_right(size_stride):
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver(record=True, param_types=_types(3))
+    ff, launcher, client = _by_shape(_silu_mul, driver, fallback="warn")
+    with torch.inference_mode():
+        ff(x, y)
+        lookups = _lookups(ff)
+        ff(x, y)
+        assert _lookups(ff) == lookups, "the last signature was looked up"
+        for args in [(x.double(), y.double()), (x[:2], y[:2])]:  # Another dtype, another shape.
+            before = _lookups(ff)
+            out = ff(*args)
+            assert _lookups(ff) > before, f"{args[0].dtype} {list(args[0].shape)} took the fast check"
+            got = driver.launches[-1]["params"]
+            assert got[:3] == [args[0].data_ptr(), args[1].data_ptr(), out.data_ptr()]
+            assert got[3] == args[0].numel() and out.dtype == args[0].dtype
+        with pytest.warns(kfuse.FallbackWarning, match="takes 2 arguments; got 3"), \
+                pytest.raises(TypeError):
+            ff(x, y, x)  # Eager: the function itself refuses three.
+        strided = torch.randn(64, 4).t()  # (4, 64), not contiguous: eager, warned once.
+        launched = driver.calls
+        with pytest.warns(kfuse.FallbackWarning, match="non-contiguous"):
+            got = ff(x, strided)
+        torch.testing.assert_close(got, _silu_mul(x, strided))
+        with pytest.warns(kfuse.FallbackWarning, match="not fused"):
+            ff(x, 2.0)
+        assert driver.calls == launched
+        out = ff(x, y)  # The first signature again: its plan, these addresses.
+    assert driver.launches[-1]["params"][:4] == [x.data_ptr(), y.data_ptr(), out.data_ptr(), 256]
+    assert client.calls == 3 and launcher.binds == 3  # f32, f64 and the half-size signature.
+
+
+def test_signatures_taking_turns_launch_their_own_plans(size_stride):
+    small, large = [torch.randn(2, 64) for _ in range(2)], [torch.randn(8, 64) for _ in range(2)]
+    driver = FakeDriver(record=True, param_types=_types(3))
+    ff, launcher, client = _by_shape(_silu_mul, driver)
+    with torch.inference_mode():
+        for _ in range(3):
+            for args in (small, large):
+                out = ff(*args)
+                got = driver.launches[-1]["params"]
+                assert got[:3] == [args[0].data_ptr(), args[1].data_ptr(), out.data_ptr()]
+                assert got[3] == args[0].numel() and out.shape == args[0].shape
+    assert client.calls == 2 and launcher.binds == 2 and driver.calls == 6
+
+
+def test_size_one_dims_with_any_stride_take_the_fast_check(size_stride):
+    x, y = torch.randn(4, 1, 64), torch.randn(4, 1, 64)
+    driver = FakeDriver(record=True, param_types=_types(3))
+    ff, launcher, _ = _fused(_silu_mul, [x, y], driver)
+    with torch.inference_mode():
+        ff(x, y)
+        odd = torch.randn(4, 64).as_strided((4, 1, 64), (64, 7, 1))
+        assert odd.is_contiguous()
+        lookups = ff.cache.hits + ff.cache.misses
+        out = ff(x, odd)
+    assert ff.cache.hits + ff.cache.misses == lookups and launcher.binds == 1
+    assert driver.launches[-1]["params"][:3] == [x.data_ptr(), odd.data_ptr(), out.data_ptr()]
+
+
+def test_outputs_are_allocated_by_name_where_another_device_is_current(monkeypatch):
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver(record=True, param_types=_types(3))
+    ff, launcher, _ = _fused(_silu_mul, [x, y], driver)
+    ff(x, y)
+    entry = ff._last
+    # The entry as CUDA device 0's while the current device (here: the host)
+    # is another: the first allocation lands elsewhere, so they are made again.
+    monkeypatch.setattr(entry, "ordinal", 0)
+    monkeypatch.setattr(kt, "_raw_stream", lambda ordinal: 40 + ordinal)
+    named, real = [], kt._empty_any
+    monkeypatch.setattr(kt, "_empty_any", lambda *a, device: named.append(device) or real(*a, device=device))
+    out = ff(x, y)
+    assert named == [entry.device] and launcher.binds == 1
+    assert driver.launches[-1]["stream"] == 40
+    assert driver.launches[-1]["params"][:3] == [x.data_ptr(), y.data_ptr(), out.data_ptr()]
+
+
+def test_an_input_that_requires_grad_is_refused_after_warm_calls():
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver()
+    ff, _, _ = _fused(_silu_mul, [x, y], driver)
+    with torch.no_grad():
+        ff(x, y)
+    ff(x, y)  # Grad mode on, no input requires grad: launched.
+    assert driver.calls == 2
+    w = torch.randn(4, 64, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="inference-only"):
+        ff(x, w)
+    with torch.no_grad():
+        ff(x, w)
+    assert driver.calls == 3
+
+
+def test_inputs_on_another_device_leave_the_fast_check():
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver()
+    ff, _, _ = _fused(_silu_mul, [x, y], driver, fallback="warn")
+    ff(x, y)
+    meta = torch.empty(4, 64, device="meta")
+    with pytest.warns(kfuse.FallbackWarning, match="different devices"), pytest.raises(Exception):
+        ff(x, meta)  # Runs eagerly, where torch refuses the mix.
+    assert driver.calls == 1
+
+
+def _aligned_plan(alignments):
+    """A one-kernel plan over three inputs and an output, buffer i with an
+    ALIGNED precondition of alignments[i] (None: none)."""
+    x = torch.randn(4, 64)
+    plan = make_plan(lambda a, b, c: a + b + c, [x, x, x])
+    k = plan.kernels[0]
+    kept = [p for p in k.preconditions if p.kind != pb.Precondition.KIND_ALIGNED]
+    del k.preconditions[:]
+    k.preconditions.extend(kept)
+    refs = [pb.BufferRef(input=i) for i in range(3)] + [pb.BufferRef(output=0)]
+    for ref, a in zip(refs, alignments):
+        if a is not None:
+            k.preconditions.add(kind=pb.Precondition.KIND_ALIGNED, buffer=ref, value=a,
+                                description=f"buffer {ref} is {a}-byte aligned")
+    return plan
+
+
+@pytest.mark.parametrize("alignments", [(16, 16, 16, 16), (16, 4, None, 256), (None, 8, 12, 16),
+                                        (None, None, None, None)])
+def test_bound_run_checks_each_buffers_alignment_as_resolve_does(alignments):
+    import random
+
+    plan = _aligned_plan(alignments)
+    bufs = [kfuse.Buffer(0, (4, 64), (), "f32") for _ in range(4)]
+    bound = kfuse.Launcher(driver=FakeDriver()).bind(plan, bufs[:3], bufs[3:])
+    rng = random.Random(7)
+    refused = 0
+    for _ in range(300):
+        ptrs = [0x7f0000000000 + rng.choice([0, 4, 8, 12, 16, 24, 256, 260]) * rng.randrange(1, 64)
+                for _ in range(4)]
+        got = bound.run(ptrs)
+        placed = [kfuse.Buffer(p, (4, 64), (), "f32") for p in ptrs]
+        try:
+            kfuse.resolve(plan, placed[:3], placed[3:])
+            want = None
+        except kfuse.LaunchError as e:
+            want = e.message
+        assert (got.message if got is not None else None) == want, ptrs
+        refused += got is not None
+    assert refused > 0 or alignments == (None, None, None, None)
+
+
+class _IdentityHandle:
+    """A context handle that compares by identity, as a driver's may."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __int__(self):
+        return self.value
+
+
+@pytest.mark.parametrize("handle", [int, _IdentityHandle])
+def test_the_current_context_is_recognised_by_its_value(handle):
+    driver = FakeDriver(record=True, current=3)
+    driver.cuCtxGetCurrent = lambda: (0, handle(driver.current))
+    pushes = []
+    push = driver.cuCtxPushCurrent
+    driver.cuCtxPushCurrent = lambda ctx: pushes.append(int(ctx)) or push(int(ctx))
+    x, y, out = torch.randn(4, 64), torch.randn(4, 64), torch.empty(4, 64)
+    bound = kfuse.Launcher(driver=driver).bind(make_plan(_silu_mul, [x, y]), [x, y], [out])
+    ptrs = [x.data_ptr(), y.data_ptr(), out.data_ptr()]
+    for _ in range(3):
+        assert bound.run(ptrs) is None
+    assert pushes == [] and [c["context"] for c in driver.launches] == [3] * 3
+    driver.current = 5  # Another context current: pushed for the call.
+    assert bound.run(ptrs) is None
+    assert pushes == [3] and driver.launches[-1]["context"] == 3 and driver.current == 5
