@@ -585,8 +585,9 @@ AttentionResult Attention(ChainBuilder& b, Value q, Value k, Value v,
   Value e = b.Exp(b.Sub(s, max));
   Value sum = b.ReduceSum(e, -1, /*keepdim=*/true);
   Value p = b.Div(e, sum);
-  if (mask.has_value() || options.lengths.has_value()) {
-    // A row with every key masked has max -inf and NaN weights: zeros.
+  if (mask.has_value() || options.lengths.has_value() || bias.has_value()) {
+    // A row with every key masked (a -inf bias too) has max -inf and NaN
+    // weights: zeros, as SDPA.
     Value neg_inf = b.Constant(-inf);
     Value empty = b.Eq(max, neg_inf);
     Value zero = b.Constant(0.0);

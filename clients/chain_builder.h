@@ -294,8 +294,8 @@ struct AttentionResult {
 //    masks in the order mask, causal, lengths]  (causal or lengths)
 //   [CONSTANT -inf, WHERE(allowed, s, -inf)]      (any mask)
 //   REDUCE_MAX, SUB, EXP, REDUCE_SUM (keepdim, last axis), DIV
-//   [CONSTANT -inf, EQ(max, -inf), CONSTANT 0, WHERE]  (mask or lengths: a
-//    fully masked row gives zeros, as SDPA)
+//   [CONSTANT -inf, EQ(max, -inf), CONSTANT 0, WHERE]  (mask, lengths or
+//    bias: a fully masked row gives zeros, as SDPA)
 //   MATMUL(p, v) [RESHAPE to [batch..., heads, seq_q, value_dim]]
 //   [LOG(sum), ADD(max, it), CAST f32, RESHAPE to [batch..., heads, seq_q]]
 // Symbols in the reshapes' and iotas' shapes are written by name only, as

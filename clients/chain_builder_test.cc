@@ -574,12 +574,16 @@ TEST_F(AttentionTest, BiasIsAddedAfterTheScale) {
   o_.bias =
       Operand("bias", v1::DTYPE_BF16, Shape4(batch_, 4, StaticDim(64), 64));
   v1::Chain c = Build();
-  ASSERT_EQ(c.ops_size(), 11);
+  ASSERT_EQ(c.ops_size(), 15);
   EXPECT_EQ(c.ops(3).kind(), v1::OP_MUL);
   EXPECT_EQ(c.ops(4).kind(), v1::OP_ADD);
   EXPECT_THAT(c.ops(4).args(),
               ElementsAre(RefIs(OpRef(3)), RefIs(InputRef(3))));
   EXPECT_EQ(c.ops(5).kind(), v1::OP_REDUCE_MAX);
+  // A -inf bias can empty a row: the guard, as with a mask.
+  EXPECT_EQ(c.ops(11).kind(), v1::OP_EQ);
+  EXPECT_EQ(c.ops(13).kind(), v1::OP_WHERE);
+  EXPECT_EQ(c.ops(14).kind(), v1::OP_MATMUL);
 }
 
 TEST_F(AttentionTest, GroupedMaskAndBiasSplitTheirHeads) {

@@ -54,7 +54,7 @@ TEST(AttentionMatchTest, TheCompositeIsOneAttentionKernel) {
     std::optional<AttentionMatch> m = MatchAttention(c);
     ASSERT_TRUE(m.has_value()) << ToString(c);
     EXPECT_EQ(m->causal, tc.o.causal);
-    EXPECT_EQ(m->safe, tc.o.mask || tc.o.lengths);
+    EXPECT_EQ(m->safe, tc.o.mask || tc.o.lengths || tc.o.bias);
     EXPECT_EQ(m->lse >= 0, tc.o.lse);
     const KernelGroup g = OnlyKernel(c);
     EXPECT_EQ(g.family, Family::kAttention);

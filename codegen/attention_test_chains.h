@@ -89,7 +89,7 @@ inline Chain Attention(const Options& o) {
   const int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, m})});
   const int32_t z = row_test::Reduce(&c, OpKind::kReduceSum, e, r - 1);
   int32_t p = c.AddOp(OpKind::kDiv, {e, z});
-  if (o.mask || o.lengths) {
+  if (o.mask || o.lengths || o.bias) {
     const int32_t masked = c.AddOp(OpKind::kEq, {m, c.AddConstant(-INFINITY)});
     p = c.AddOp(OpKind::kWhere, {masked, c.AddConstant(0.0), p});
   }

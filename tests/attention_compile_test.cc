@@ -59,9 +59,9 @@ TEST(AttentionCompileTest, EverySpaceVariantAndBothYardsticksCompile) {
       absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
       ASSERT_TRUE(k.ok()) << k.status() << "\n" << spec->source;
       // The heuristic's schedule never spills. With a bias read at runtime
-      // strides, the widest tiles spill a little (the tuner times them as
-      // any other).
-      EXPECT_LE(k->resources.spill_bytes, v == space[0] ? 0u : 160u)
+      // strides, the widest tiles (at the accumulator limit) spill a
+      // little; the tuner times them as any other.
+      EXPECT_LE(k->resources.spill_bytes, v == space[0] ? 0u : 256u)
           << k->resources.registers << " registers";
     }
     for (Numerics n : {Numerics::kReference64, Numerics::kEager}) {

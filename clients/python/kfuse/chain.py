@@ -546,8 +546,8 @@ def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=N
     (key j <= query i, aligned at the start, as torch's is_causal) and
     lengths (integer, q's leading dims before the heads, e.g. [B]: keys at or
     past a sequence's length are masked;
-    values past Lk act as Lk) combine. A row with every key masked gives
-    zeros, as SDPA. Hkv must divide H (grouped-query attention: q heads
+    values past Lk act as Lk) combine. A row with every key masked (by
+    them or by a -inf bias) gives zeros, as SDPA. Hkv must divide H (grouped-query attention: q heads
     h*G .. h*G+G-1 read kv head h). With return_lse, also the f32
     log-sum-exp of each row's scores, [..., H, Lq].
 
@@ -556,7 +556,7 @@ def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=N
       s = where(allowed, s, -inf)             (any mask)
       m = max(s, -1, keepdim); e = exp(s - m); z = sum(e, -1, keepdim)
       p = e / z
-      p = where(m == -inf, 0, p)              (mask or lengths)
+      p = where(m == -inf, 0, p)              (mask, lengths or bias)
       out = matmul(p, v);  lse = cast(m + log(z), f32) reshaped to [..., H, Lq]
     with grouped queries computed over [..., Hkv, G, L, D] views (k, v and
     the masks gain a dim of 1 that the products broadcast)."""
@@ -624,7 +624,7 @@ def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=N
     e = exp(s - m)
     z = sum(e, -1, keepdim=True)
     p = e / z
-    if mask is not None or lengths is not None:
+    if mask is not None or lengths is not None or bias is not None:
         p = where(m == -math.inf, 0.0, p)
     out = matmul(p, v)
     if groups > 1:

@@ -420,8 +420,8 @@ class _Untranslated:
 
 def _attention(q, k, v, mask=None, causal=False, scale=None):
     """SDPA's semantics with kfuse.chain.attention: a bool mask (True:
-    attend) as `mask`; a float one as `bias`, also masking where it is -inf
-    so that a row it masks whole gives zeros, as SDPA's does."""
+    attend) as `mask`; a float one as `bias` (a row it makes -inf whole
+    gives zeros, as SDPA's does: the composite guards biased rows too)."""
     if not all(isinstance(t, K.Tensor) for t in (q, k, v)):
         raise TypeError("query, key and value must be tensors")
     if mask is not None and causal:
@@ -433,7 +433,7 @@ def _attention(q, k, v, mask=None, causal=False, scale=None):
         if mask.dtype == pb.DTYPE_BOOL:
             kw["mask"] = mask
         else:
-            kw["bias"], kw["mask"] = mask, K.ne(mask, -math.inf)
+            kw["bias"] = mask
     if scale is not None and not isinstance(scale, (int, float)):
         raise TypeError("scale must be a number")
     return K.attention(q, k, v, causal=bool(causal), scale=scale, **kw)
