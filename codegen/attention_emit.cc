@@ -19,6 +19,7 @@ namespace kfuse::attention_internal {
 namespace {
 
 using matmul_internal::DimSize;
+using matmul_internal::Offset;
 using matmul_internal::SizeCode;
 using matmul_internal::Source;
 
@@ -106,16 +107,6 @@ class Writer {
     }
     for (int32_t s : p_.symbols) ps.push_back(absl::StrCat("long long s", s));
     return absl::StrJoin(ps, ", ");
-  }
-
-  static std::string Offset(const std::vector<SizeExpr>& strides, const std::vector<std::string>& idx) {
-    std::vector<std::string> terms;
-    for (size_t i = 0; i < strides.size() && i < idx.size(); ++i) {
-      const SizeExpr& s = strides[i];
-      if (s.is_const() && s.value() == 0) continue;
-      terms.push_back(s.is_const() && s.value() == 1 ? idx[i] : absl::StrCat(idx[i], " * ", SizeCode(s)));
-    }
-    return terms.empty() ? "0LL" : absl::StrJoin(terms, " + ");
   }
 
   std::vector<std::string> Frame(const std::string& row, const std::string& col) const {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "codegen/analysis.h"
 #include "codegen/matmul_plan.h"
 #include "core/status.h"
@@ -253,6 +254,16 @@ std::string SizeCode(const SizeExpr& e) {
       return absl::StrCat("max(", SizeCode(e.lhs()), ", ", SizeCode(e.rhs()), ")");
   }
   return "0LL";
+}
+
+std::string Offset(const std::vector<SizeExpr>& strides, const std::vector<std::string>& idx) {
+  std::vector<std::string> terms;
+  for (size_t i = 0; i < strides.size() && i < idx.size(); ++i) {
+    const SizeExpr& s = strides[i];
+    if (s.is_const() && s.value() == 0) continue;
+    terms.push_back(s.is_const() && s.value() == 1 ? idx[i] : absl::StrCat(idx[i], " * ", SizeCode(s)));
+  }
+  return terms.empty() ? "0LL" : absl::StrJoin(terms, " + ");
 }
 
 absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,

@@ -165,18 +165,6 @@ class Writer {
                                                     : absl::StrCat("im", a.node);
   }
 
-  // Sum of index * stride over `idx` (one C++ index per frame dim).
-  static std::string Offset(const std::vector<SizeExpr>& strides, const std::vector<std::string>& idx) {
-    std::vector<std::string> terms;
-    for (size_t i = 0; i < strides.size() && i < idx.size(); ++i) {
-      const SizeExpr& s = strides[i];
-      if (s.is_const() && s.value() == 0) continue;
-      terms.push_back(s.is_const() && s.value() == 1 ? idx[i]
-                                                     : absl::StrCat(idx[i], " * ", SizeCode(s)));
-    }
-    return terms.empty() ? "0LL" : absl::StrJoin(terms, " + ");
-  }
-
   std::vector<std::string> BatchIdx() const {
     std::vector<std::string> out;
     for (size_t d = 0; d < p_.batch.size(); ++d) out.push_back(absl::StrCat("kf_b", d));

@@ -57,6 +57,9 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
 // C++ for a size: "4096LL" or the symbol's kernel parameter ("s2").
 std::string SizeCode(const SizeExpr& e);
 SizeExpr DimSize(const Dim& d);
+// C++ for the sum of index * stride over `idx` (one C++ index per dim;
+// zero strides skipped): "kf_b0 * 4096LL + er", or "0LL".
+std::string Offset(const std::vector<SizeExpr>& strides, const std::vector<std::string>& idx);
 
 // Shared with the attention family, which reads its operands as the
 // matmul does.
