@@ -18,6 +18,7 @@
 namespace kfuse::attention_internal {
 namespace {
 
+using matmul_internal::BatchDecomposition;
 using matmul_internal::DimSize;
 using matmul_internal::Offset;
 using matmul_internal::SizeCode;
@@ -115,17 +116,6 @@ class Writer {
     idx.push_back(row);
     idx.push_back(col);
     return idx;
-  }
-
-  std::string BatchDecomposition() const {
-    std::string s = "  long long kf_rem = eb;\n";
-    for (size_t d = p_.batch.size(); d-- > 0;) {
-      const std::string size = SizeCode(DimSize(p_.batch[d]));
-      absl::StrAppend(&s, "  const long long kf_b", d, " = kf_rem % ", size, ";\n");
-      if (d > 0) absl::StrAppend(&s, "  kf_rem /= ", size, ";\n");
-    }
-    absl::StrAppend(&s, "  (void)kf_rem;\n");
-    return s;
   }
 
   std::string Buffer(const Access& a) const { return absl::StrCat("in", a.buffer.index); }
@@ -298,7 +288,7 @@ class Writer {
         "  const long long eb = kf_ORDER ? blockIdx.x % batches : blockIdx.x / qblocks;\n",
         "  const long long qr = kf_ORDER ? blockIdx.x / batches : blockIdx.x % qblocks;\n",
         "  const long long qb = kf_CAUSAL ? qblocks - 1 - qr : qr;\n",
-        "  const long long q0 = qb * kf_BQ;\n", BatchDecomposition(),
+        "  const long long q0 = qb * kf_BQ;\n", BatchDecomposition(p_.batch),
         "  const unsigned short* Q = (const unsigned short*)(", Base(p_.q), ");\n",
         "  const unsigned short* K = (const unsigned short*)(", Base(p_.k), ");\n",
         "  const unsigned short* V = (const unsigned short*)(", Base(p_.v), ");\n",
@@ -506,7 +496,7 @@ class Writer {
         "  __shared__ ", acc, " kf_red[128];\n",
         "  __shared__ ", ComputeType(pt, p_.numerics), " kf_p[128];\n",
         "  const int tid = threadIdx.x;\n", Sizes(),
-        "  const long long eb = blockIdx.x / Sq, i = blockIdx.x % Sq;\n", BatchDecomposition(),
+        "  const long long eb = blockIdx.x / Sq, i = blockIdx.x % Sq;\n", BatchDecomposition(p_.batch),
         "  const ", Storage(p_.q.dtype), "* Q = ", Base(p_.q), " + i * ", RowStride(p_.q), ";\n",
         "  const ", Storage(p_.k.dtype), "* K = ", Base(p_.k), ";\n",
         "  const ", vt, "* V = ", Base(p_.v), ";\n",

@@ -266,6 +266,17 @@ std::string Offset(const std::vector<SizeExpr>& strides, const std::vector<std::
   return terms.empty() ? "0LL" : absl::StrJoin(terms, " + ");
 }
 
+std::string BatchDecomposition(const std::vector<Dim>& batch) {
+  if (batch.empty()) return "";
+  std::string s = "  long long kf_rem = eb;\n";
+  for (size_t d = batch.size(); d-- > 0;) {
+    const std::string size = SizeCode(DimSize(batch[d]));
+    absl::StrAppend(&s, "  const long long kf_b", d, " = kf_rem % ", size, ";\n");
+    if (d > 0) absl::StrAppend(&s, "  kf_rem /= ", size, ";\n");
+  }
+  return s;
+}
+
 absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
                               const Variant& variant, Numerics numerics) {
   if (group.family != Family::kMatmul) {

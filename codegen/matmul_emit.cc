@@ -171,18 +171,6 @@ class Writer {
     return out;
   }
 
-  // Per-dim batch indices kf_b<d> from the linear batch index eb.
-  std::string BatchDecomposition() const {
-    if (p_.batch.empty()) return "";
-    std::string s = "  long long kf_rem = eb;\n";
-    for (size_t d = p_.batch.size(); d-- > 0;) {
-      const std::string size = SizeCode(DimSize(p_.batch[d]));
-      absl::StrAppend(&s, "  const long long kf_b", d, " = kf_rem % ", size, ";\n");
-      if (d > 0) absl::StrAppend(&s, "  kf_rem /= ", size, ";\n");
-    }
-    return s;
-  }
-
   // Operand base pointer at this CTA's batch: "in0 + kf_b0 * 1048576LL".
   std::string OperandBase(const Access& a) const {
     std::vector<SizeExpr> batch(a.strides.begin(), a.strides.end() - 2);
@@ -305,7 +293,7 @@ class Writer {
         "  const long long gsize = min(tiles_m - first_m, (long long)kf_GROUP);\n",
         "  const long long m0 = (first_m + (pid % per_group) % gsize) * kf_BM;\n",
         "  const long long n0 = ((pid % per_group) / gsize) * kf_BN;\n",
-        "  const long long eb = blockIdx.z;\n", BatchDecomposition(),
+        "  const long long eb = blockIdx.z;\n", BatchDecomposition(p_.batch),
         "  const unsigned short* A = (const unsigned short*)(", OperandBase(p_.a), ");\n",
         "  const unsigned short* B = (const unsigned short*)(", OperandBase(p_.b), ");\n",
         "  const long long lda = ", Lda(), ", ldb = ", Ldb(), ";\n");
@@ -425,7 +413,7 @@ class Writer {
         // Rows on grid.x (up to 2^31 - 1 blocks), columns on grid.y.
         "  const long long ec = blockIdx.y * 16LL + threadIdx.x, er = blockIdx.x * 16LL + threadIdx.y;\n",
         "  const long long eb = blockIdx.z;\n",
-        "  if (er >= M || ec >= N) return;\n", BatchDecomposition(),
+        "  if (er >= M || ec >= N) return;\n", BatchDecomposition(p_.batch),
         "  const ", st, "* A = ", OperandBase(p_.a), ";\n",
         "  const ", st, "* B = ", OperandBase(p_.b), ";\n",
         "  ", acc_t, " kf_acc = 0;\n",

@@ -60,6 +60,9 @@ SizeExpr DimSize(const Dim& d);
 // C++ for the sum of index * stride over `idx` (one C++ index per dim;
 // zero strides skipped): "kf_b0 * 4096LL + er", or "0LL".
 std::string Offset(const std::vector<SizeExpr>& strides, const std::vector<std::string>& idx);
+// Statements defining the per-dim batch indices kf_b<d> of `batch` from the
+// linear batch index eb ("" without batch dims).
+std::string BatchDecomposition(const std::vector<Dim>& batch);
 
 // Shared with the attention family, which reads its operands as the
 // matmul does.

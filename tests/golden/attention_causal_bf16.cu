@@ -96,7 +96,7 @@ __device__ __forceinline__ float kf_ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
-extern "C" __global__ void __launch_bounds__(kf_THREADS) kf_attn_9781274af485(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(kf_THREADS) kf_attn_a987c449b9f1(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0) {
   extern __shared__ __align__(128) unsigned char kf_smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const long long Sq = 128LL, Sk = 128LL;
@@ -110,7 +110,6 @@ extern "C" __global__ void __launch_bounds__(kf_THREADS) kf_attn_9781274af485(co
   const long long kf_b1 = kf_rem % 4LL;
   kf_rem /= 4LL;
   const long long kf_b0 = kf_rem % 2LL;
-  (void)kf_rem;
   const unsigned short* Q = (const unsigned short*)(in0 + kf_b0 * 32768LL + kf_b1 * 8192LL);
   const unsigned short* K = (const unsigned short*)(in1 + kf_b0 * 32768LL + kf_b1 * 8192LL);
   const unsigned short* V = (const unsigned short*)(in2 + kf_b0 * 32768LL + kf_b1 * 8192LL);

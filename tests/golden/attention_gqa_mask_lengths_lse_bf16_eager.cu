@@ -16,7 +16,7 @@ __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
 #define KF_NEG_INF (-__int_as_float(0x7f800000))
-extern "C" __global__ void __launch_bounds__(128) kf_attn_ef5049316254(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, const unsigned char* __restrict__ in3, const int* __restrict__ in4, __kf_bf16* __restrict__ out0, float* __restrict__ out1) {
+extern "C" __global__ void __launch_bounds__(128) kf_attn_088768e16dd7(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, const unsigned char* __restrict__ in3, const int* __restrict__ in4, __kf_bf16* __restrict__ out0, float* __restrict__ out1) {
   __shared__ float kf_red[128];
   __shared__ float kf_p[128];
   const int tid = threadIdx.x;
@@ -28,7 +28,6 @@ extern "C" __global__ void __launch_bounds__(128) kf_attn_ef5049316254(const __k
   const long long kf_b1 = kf_rem % 2LL;
   kf_rem /= 2LL;
   const long long kf_b0 = kf_rem % 2LL;
-  (void)kf_rem;
   const __kf_bf16* Q = in0 + kf_b0 * 32768LL + kf_b1 * 16384LL + kf_b2 * 8192LL + i * 64LL;
   const __kf_bf16* K = in1 + kf_b0 * 16384LL + kf_b1 * 8192LL;
   const __kf_bf16* V = in2 + kf_b0 * 16384LL + kf_b1 * 8192LL;
