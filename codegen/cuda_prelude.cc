@@ -31,20 +31,25 @@ constexpr char kHalfF64[] =
     "__device__ __forceinline__ double kf_rh(double d) { return (double)kf_rh(kf_d2f_odd(d)); }\n";
 
 // bf16 -> f32 is a shift; f32 -> bf16 rounds to nearest even and keeps NaN a
-// (quiet) NaN instead of letting the rounding carry turn it into infinity.
+// NaN: one instruction from sm_80 on, else by hand (the rounding carry must
+// not turn a NaN into infinity).
 constexpr char kBf16[] = R"(struct __align__(2) __kf_bf16 { unsigned short x; };
 __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
   return __uint_as_float(((unsigned int)b.x) << 16);
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
-  unsigned int u = __float_as_uint(f);
   __kf_bf16 b;
+#if __CUDA_ARCH__ >= 800
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
+#else
+  unsigned int u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) {
     b.x = (unsigned short)((u >> 16) | 0x40u);
     return b;
   }
   u += 0x7fffu + ((u >> 16) & 1u);
   b.x = (unsigned short)(u >> 16);
+#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
@@ -56,9 +61,23 @@ constexpr char kVec[] = R"(template <typename T, int N>
 struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
 )";
 
-// torch.maximum / torch.minimum: NaN in either operand gives NaN.
-constexpr char kMinMax[] = R"(__device__ __forceinline__ float kf_max(float a, float b) { return (a != a || a > b) ? a : b; }
+// torch.maximum / torch.minimum: NaN in either operand gives NaN (for float,
+// one instruction from sm_80 on).
+constexpr char kMinMax[] = R"(#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ float kf_max(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+__device__ __forceinline__ float kf_min(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+#else
+__device__ __forceinline__ float kf_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float kf_min(float a, float b) { return (a != a || a < b) ? a : b; }
+#endif
 __device__ __forceinline__ double kf_max(double a, double b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ double kf_min(double a, double b) { return (a != a || a < b) ? a : b; }
 __device__ __forceinline__ int kf_max(int a, int b) { return a > b ? a : b; }
@@ -102,6 +121,16 @@ constexpr char kTanhApprox[] = R"(__device__ __forceinline__ float kf_tanh_appro
 }
 )";
 
+// exp for f16/bf16 results under kFast: ex2.approx of x * log2(e), results
+// below f32's normal range flushed to zero (__expf without the subnormal
+// fix-up, which costs three more instructions an element).
+constexpr char kExpFast[] = R"(__device__ __forceinline__ float kf_exp_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
+  return y;
+}
+)";
+
 }  // namespace
 
 std::string CudaPrelude(const PreludeNeeds& needs) {
@@ -117,6 +146,7 @@ std::string CudaPrelude(const PreludeNeeds& needs) {
   if (needs.ipow) s += kIpow;
   if (needs.tanh_approx) s += kTanhApprox;
   if (needs.sincos_fast) s += kSinCosFast;
+  if (needs.exp_fast) s += kExpFast;
   return s;
 }
 

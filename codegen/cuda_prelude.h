@@ -23,6 +23,7 @@ struct PreludeNeeds {
   bool ipow = false;         // kf_ipow: integer power.
   bool tanh_approx = false;  // kf_tanh_approx: tanh.approx.f32.
   bool sincos_fast = false;  // kf_sin / kf_cos: MUFU for moderate arguments.
+  bool exp_fast = false;     // kf_exp_fast: ex2.approx.ftz of x * log2(e).
 };
 
 // The helper definitions for `needs`; "" when nothing is needed.

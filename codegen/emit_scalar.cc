@@ -104,7 +104,8 @@ absl::StatusOr<std::string> BoolOp(int32_t node, OpKind k, const std::vector<std
 }
 
 // Float ops in the compute type. `fast`: the node is f16/bf16 under kFast,
-// so __expf (relative error ~2^-21 for moderate arguments), MUFU sin/cos for
+// so kf_exp_fast (ex2.approx as __expf: relative error ~2^-21 for moderate
+// arguments, f32 subnormal results flushed to zero), MUFU sin/cos for
 // |x| <= 1024 and, for bf16 only, tanh.approx (~2^-11) stay well under the
 // dtype's rounding; f32 nodes and the reference use the accurate functions.
 absl::StatusOr<std::string> FloatOp(int32_t node, OpKind k, DType result,
@@ -113,7 +114,9 @@ absl::StatusOr<std::string> FloatOp(int32_t node, OpKind k, DType result,
   const bool fast = n == Numerics::kFast && (result == DType::kF16 || result == DType::kBF16);
   auto lit = [n](double v) { return FloatLiteral(v, n); };
   auto exp = [&](const std::string& x) {
-    return fast ? Call("__expf", x) : Call(Fn("exp", n), x);
+    if (!fast) return Call(Fn("exp", n), x);
+    needs->exp_fast = true;
+    return Call("kf_exp_fast", x);
   };
   const std::string one = lit(1.0);
   const std::string& x = a[0];

@@ -32,7 +32,7 @@ absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,
 Variant FamilyHeuristic(const Chain& chain, const KernelGroup& group);
 std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group);
 
-// "pointwise/1", "row/2", "reduce/1"; "" for families without a generator. Part of the
+// "pointwise/1", "row/3", "reduce/1"; "" for families without a generator. Part of the
 // cache key: a generator change must not serve stale decisions.
 std::string GeneratorVersion(Family family);
 // "pointwise-variants/1", ...: the meaning of the family's variant

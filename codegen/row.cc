@@ -143,6 +143,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   p.vec = reference ? 1 : static_cast<int>(vec);
   p.threads = static_cast<int>(threads);
   p.rows_per_block = static_cast<int>(rows);
+  p.resident_param = static_cast<int>(resident);
   if (resident == 2) {
     // The row's per-row inputs staged in shared memory by the first pass
     // that reads them; later passes read them there, not from L2 or HBM.
@@ -293,11 +294,16 @@ Shape ShapeOf(const Chain& chain) {
   return s;
 }
 
-int Pow2Ceil(int64_t x) {
+int Pow2Floor(int64_t x) {
   int p = 1;
-  while (p < x && p < (1 << 20)) p <<= 1;
+  while (int64_t{p} * 2 <= x && p < (1 << 20)) p <<= 1;
   return p;
 }
+
+// A register-resident row in the heuristic: at most this many elements a
+// thread (over the inputs that differ by row). The H200 trials (run27)
+// had 40-element rows (5120 wide, 128 threads) fastest.
+constexpr int64_t kResidentHeuristic = 48;
 
 }  // namespace
 
@@ -305,23 +311,32 @@ Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
   Shape s = ShapeOf(chain);
   int vec = s.vecs.empty() ? 1 : s.vecs.front();
   const int64_t width = s.width > 0 ? s.width : 4096;
-  auto threads_for = [&](int v) {
-    return std::clamp(Pow2Ceil((width + 4 * v - 1) / (4 * v)), 32, 1024);
+  auto threads_for = [&](int v) {  // At least four vectors a thread.
+    return std::clamp(Pow2Floor(width / (4 * v)), 32, 1024);
   };
+  auto per_thread = [&](int t, int v) { return (width + int64_t{t} * v - 1) / (int64_t{t} * v) * v; };
   int threads = threads_for(vec);
-  const int64_t per_thread = (width + int64_t{threads} * vec - 1) / (int64_t{threads} * vec) * vec;
-  const int resident = s.width > 0 && per_thread * s.elem_inputs <= 32 ? 1 : 0;
-  if (resident == 0 && !s.peel_vecs.empty() && s.peel_vecs.front() > vec) {
+  while (s.width > 0 && per_thread(threads, vec) * s.elem_inputs > kResidentHeuristic &&
+         threads < 1024) {
+    threads *= 2;
+  }
+  const int resident =
+      s.width > 0 && per_thread(threads, vec) * s.elem_inputs <= kResidentHeuristic ? 1 : 0;
+  if (resident == 0 && s.width >= 16384) {
+    // Wide rows: looped, 512 threads of 4-element vectors (the H200's best
+    // for 50257-wide softmax in bf16 and f32, run27).
+    std::vector<int> all = s.vecs;
+    all.insert(all.end(), s.peel_vecs.begin(), s.peel_vecs.end());
+    vec = 1;
+    for (int v : all) {
+      if (v <= 4) vec = std::max(vec, v);
+    }
+    threads = 512;
+  } else if (resident == 0 && !s.peel_vecs.empty() && s.peel_vecs.front() > vec) {
     vec = s.peel_vecs.front();
     threads = threads_for(vec);
   }
   const int rows = threads >= 128 ? 1 : 128 / threads;
-  // A wide looped row is staged in shared memory when it fits, so its later
-  // passes read no L2 (rows in flight x row bytes can exceed it).
-  if (resident == 0 && width >= 16384) {
-    Variant staged = Make(vec, threads, rows, 2);
-    if (CanGenerateRow(chain, group, staged).ok()) return staged;
-  }
   return Make(vec, threads, rows, resident);
 }
 

@@ -18,7 +18,9 @@
 //   resident  1: each thread loads its share of the row once into registers
 //             (static W only, at most min(128, 16384 / block) elements per
 //             thread over all per-element inputs); 0: every phase re-reads
-//             the row (from L2: one block's row stays resident there).
+//             the row (from L2: one block's row stays resident there); 2:
+//             the first pass copies the row's per-row inputs into shared
+//             memory, later passes read them there (static W only).
 //
 // Phases: reductions that depend on others (softmax: max, then the sum of
 // exp(x - max)) run in successive passes; independent ones share a pass.
@@ -28,7 +30,7 @@
 // Launch contract (KernelSpec.params, in order): one pointer per chain input,
 // one per chain output, then one i64 scalar per symbol of the row shape
 // (ascending). grid.x = ceil_div(rows of the chain, rows), block.x =
-// threads * rows. Full-row outputs are dense [..., W]; per-row outputs
+// threads * rows; dynamic shared memory for resident=2. Full-row outputs are dense [..., W]; per-row outputs
 // dense [...] or [..., 1].
 #ifndef KFUSE_CODEGEN_ROW_H_
 #define KFUSE_CODEGEN_ROW_H_
@@ -45,7 +47,7 @@
 
 namespace kfuse {
 
-inline constexpr char kRowGeneratorVersion[] = "row/2";
+inline constexpr char kRowGeneratorVersion[] = "row/3";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.
@@ -62,9 +64,11 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
 // cover.
 absl::Status CanGenerateRow(const Chain& chain, const KernelGroup& group, const Variant& variant);
 
-// A good variant without timing: the widest safe vector, about four vectors
-// per thread, blocks of at least 128 threads, register-resident when a
-// thread holds at most 32 elements.
+// A good variant without timing: the widest safe vector, at least four
+// vectors a thread, blocks of at least 128 threads, register-resident when a
+// thread holds at most 48 elements (more threads for rows of several
+// inputs); rows of 16384 and more looped with 512 threads of 4-element
+// vectors.
 Variant RowHeuristic(const Chain& chain, const KernelGroup& group);
 
 // Every legal variant worth timing (at most 36), heuristic first, stable.

@@ -29,6 +29,7 @@ struct Plan {
   int stage_bytes = 0;
   int64_t stage_stride = 0;
   int items = 0;                        // Resident: vectors per thread.
+  int resident_param = 0;               // The variant's, for the source's header.
   std::vector<int32_t> elem_inputs;     // Input node ids read per element.
   // Resident: the element inputs held in registers for the whole row (those
   // that differ from row to row); the rest (a norm's weight, say) are read

@@ -187,7 +187,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/2");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/3");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
@@ -197,8 +197,17 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
   } cases[] = {
       {row_test::Softmax(DType::kBF16, 8, 4096),
        Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 128}, {"rows", 1}, {"resident", 1}}}},
+      // Wide rows: looped, 512 threads of 4-element vectors.
       {row_test::Softmax(DType::kF32, 8, 50257),
-       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 2}}}},
+       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 0}}}},
+      {row_test::Softmax(DType::kBF16, 8, 50257),
+       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 0}}}},
+      // 40 elements a thread stay in registers.
+      {row_test::LayerNorm(DType::kBF16, 8, 5120),
+       Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 128}, {"rows", 1}, {"resident", 1}}}},
+      // Two inputs that differ by row: twice the threads, 16 elements each.
+      {row_test::RmsNormResidual(DType::kBF16, 8, 4096),
+       Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 256}, {"rows", 1}, {"resident", 1}}}},
       {row_test::Softmax(DType::kF32, 8, 128),
        Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 32}, {"rows", 4}, {"resident", 1}}}},
   };

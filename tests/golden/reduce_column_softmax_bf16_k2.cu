@@ -4,26 +4,35 @@ __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
   return __uint_as_float(((unsigned int)b.x) << 16);
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
-  unsigned int u = __float_as_uint(f);
   __kf_bf16 b;
+#if __CUDA_ARCH__ >= 800
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
+#else
+  unsigned int u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) {
     b.x = (unsigned short)((u >> 16) | 0x40u);
     return b;
   }
   u += 0x7fffu + ((u >> 16) & 1u);
   b.x = (unsigned short)(u >> 16);
+#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
 template <typename T, int N>
 struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
+__device__ __forceinline__ float kf_exp_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
+  return y;
+}
 __device__ __forceinline__ void kf_elem(const float x0, const float x1, const float x2, float& y0) {
   const float v2 = (x0 - x1);
-  const float v3 = __expf(v2);
+  const float v3 = kf_exp_fast(v2);
   const float v5 = (v3 / x2);
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_efdf53b7acb4(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ imid1, const __kf_bf16* __restrict__ imid4, __kf_bf16* __restrict__ out0, long long sym0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_8dfc477d3b29(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ imid1, const __kf_bf16* __restrict__ imid4, __kf_bf16* __restrict__ out0, long long sym0) {
   typedef long long kf_idx;
   const kf_idx s0 = (kf_idx)sym0;
   const kf_idx n = (1024 * s0);
