@@ -408,6 +408,9 @@ class BoundLaunch:
         self._mask, self._general = int.from_bytes(masks, "little"), bool(layout.general)
         self._free = [self._arguments()]  # Argument sets not in use.
         self._streams = {}
+        # What run() reads, in one attribute.
+        self._hot = (self._free, self._n, self._mask, self._general, self._streams, self._current,
+                     self._ctx, self._by_value, self._scratch, self._launch, self._ok)
 
     def _arguments(self):
         """A new set of argument arrays: the slots (one c_uint64 per buffer,
@@ -429,31 +432,31 @@ class BoundLaunch:
         nothing launched, the LaunchError (FAILED_PRECONDITION) of an ALIGNED
         precondition the addresses break; raises LaunchError (INTERNAL) when
         the driver fails."""
+        free, n, mask, general, streams, current, ctx, by_value, scratch, launch, ok = self._hot
         try:
-            args = self._free.pop()
+            args = free.pop()
         except IndexError:  # Every set is in use (other threads are launching).
             args = self._arguments()
         try:
             slots, kernels, view, _ = args
-            slots[:self._n] = ptrs
-            if self._mask and _from_bytes(view, "little") & self._mask or self._general:
+            slots[:n] = ptrs
+            if mask and _from_bytes(view, "little") & mask or general:
                 refusal = self.layout.refusal(ptrs)
                 if refusal is not None:
                     return refusal
-            s = self._streams.get(stream)
+            s = streams.get(stream)
             if s is None:
                 s = self._stream(stream)
-            current = self._current()[1]
-            other = current != self._ctx if self._by_value else int(current) != self.context
-            if other or self._scratch:
+            current = current()[1]
+            other = current != ctx if by_value else int(current) != self.context
+            if other or scratch:
                 return self._run_general(slots, kernels, s, other)
-            launch, ok = self._launch, self._ok
             for entry, f, gx, gy, gz, bx, by, bz, smem, params, _ in kernels:
                 err, = launch(f, gx, gy, gz, bx, by, bz, smem, s, params, 0)
                 if err != ok:
                     raise LaunchError("INTERNAL", f"cuLaunchKernel({entry}) failed: {err!r}")
         finally:
-            self._free.append(args)
+            free.append(args)
         return None
 
     def _run_general(self, slots, kernels, s, push):

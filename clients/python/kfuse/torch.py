@@ -32,14 +32,19 @@ launched (per input the same dtype, device, shape and dense strides,
 compared against that entry with no key built) goes straight to the
 launch; another builds its signature (dtype, shape, contiguity per input,
 and the device) and looks it up in `cache` without a lock (`cache.hits`
-and `misses` count these lookups only). The outputs are allocated on the
-current device (again by name where that is another); with
-kfuse.Launcher the entry holds a BoundLaunch made on the first launch
-(contract checked, module loaded, grid, block and scalars fixed, argument
-arrays built), so a call writes the addresses into the argument arrays,
-checks the ALIGNED preconditions on them and calls cuLaunchKernel on
-torch's current stream. Launcher doubles without bind() get launch() each
-call.
+and `misses` count these lookups only). The comparison is one call of
+torch's tensor guard (TensorGuards, as torch.compile guards its inputs),
+made for the kind of inputs last seen: their types, requires_grad, and
+dispatch keys, which inference mode changes; where torch has none, or the
+kind changed, a loop over the inputs decides (and a guard is made for the
+new kind, a few times per signature). The outputs are allocated on the
+current device (again by name where that is another), each its own
+allocation; with kfuse.Launcher the entry holds a BoundLaunch made on the
+first launch (contract checked, module loaded, grid, block and scalars
+fixed, argument arrays built), so a call writes the addresses into the
+argument arrays, checks the ALIGNED preconditions on them and calls
+cuLaunchKernel on torch's current stream. Launcher doubles without bind()
+get launch() each call.
 
 Fallbacks (never a wrong answer):
 - an op it cannot translate, a non-tensor argument, a dtype or shape the
@@ -762,6 +767,14 @@ def translate(gm, specs, name="f"):
 # ---------------------------------------------------------------------------
 # The fused function.
 
+class _Ran:
+    """What a call that ran eagerly returned."""
+    __slots__ = ("result",)
+
+    def __init__(self, result):
+        self.result = result
+
+
 class _Eager:
     __slots__ = ("reason", "retry_at")
 
@@ -771,23 +784,26 @@ class _Eager:
 
 class _Fused:
     """A compiled signature: the plan; `inputs`, each input's (dtype, shape,
-    dense strides) as the fast check of __call__ compares them; `device`;
-    each output's (shape, strides, dtype) in `alloc` (`one`: that of the
-    only output, or None) and `empty` to allocate it on the current device;
-    the CUDA ordinal (None off CUDA); and once launched through a launcher
-    that binds (kfuse.Launcher), the BoundLaunch, or the LaunchError that
-    refused binding (a precondition on sizes)."""
-    __slots__ = ("plan", "inputs", "device", "outputs", "tuple_out", "alloc", "one", "ordinal",
-                 "empty", "bound", "refused")
+    dense strides) as the fast check of __call__ compares them, and their
+    number, `arity`; `device`; each output's (shape, strides, dtype) in
+    `alloc` and `empty` to allocate it on the current device; the CUDA
+    ordinal (None off CUDA); once launched through a launcher that binds
+    (kfuse.Launcher), the BoundLaunch, or the LaunchError that refused
+    binding (a precondition on sizes); and the fast check's `guard`, from
+    _guard (one attribute, so that threads see both halves together), with
+    how many more may be made."""
+    __slots__ = ("plan", "inputs", "arity", "device", "outputs", "tuple_out", "alloc", "ordinal",
+                 "empty", "bound", "refused", "guard", "guards_left")
 
     def __init__(self, plan, inputs, outputs, tuple_out, device):
         self.plan, self.outputs, self.tuple_out, self.device = plan, outputs, tuple_out, device
         self.inputs = tuple((dt, tuple(shape), _dense_strides(shape)) for dt, shape in inputs)
+        self.arity = len(self.inputs)
         self.alloc = tuple((shape, _dense_strides(shape), dt) for dt, shape in outputs)
-        self.one = self.alloc[0] if len(self.alloc) == 1 else None
         self.ordinal = device.index if device.type == "cuda" else None
         self.empty = _empty_on(device)
         self.bound = self.refused = None
+        self.guard, self.guards_left = _NO_GUARD, _GUARDS
 
 
 def _dense_strides(shape):
@@ -851,9 +867,53 @@ def _signature(tensors):
     return sig, (tuple(sig), tensors[0].device)
 
 
+def _like(entry, args):
+    """Whether `args` are tensors of `entry`'s signature: each the dtype,
+    device, shape and dense strides (those of dims of size 1 aside)."""
+    dev = entry.device
+    try:
+        for a, (dtype, size, strides) in zip(args, entry.inputs):
+            if (not isinstance(a, _Tensor) or a.dtype is not dtype or a.device != dev
+                    or a.is_neg()):
+                return False
+            _size_stride(a, size, strides)
+    except (AssertionError, RuntimeError):  # Another shape, or not contiguous.
+        return False
+    return True
+
+
+# TensorGuards(*tensors, ...).check(*args) is True when each of args has the
+# type, dispatch keys (as the thread's mode applies them), dtype, device,
+# requires_grad, and the sizes and strides given (None: any) of its tensor:
+# one C++ call for every input, torch.compile's own tensor guard.
+_tensor_guards = _private("torch._C._dynamo.guards.TensorGuards")
+_GUARDS = 4  # Guards made per signature: a new one when calls change kind (mode, Parameter).
+_NO_GUARD = (None, False)
+
+
+def _guard(entry, args):
+    """(check, whether an input requires grad) for inputs like `args`, which
+    _like(entry, args) accepts: check(*inputs) is True only for inputs that
+    _like accepts too (of args' kinds); _NO_GUARD where torch has no guard
+    or it does not accept args."""
+    if _tensor_guards is None:
+        return _NO_GUARD
+    sizes = [list(size) for _, size, _ in entry.inputs]
+    strides = [[None if n <= 1 else st for n, st in zip(size, stride)]
+               for _, size, stride in entry.inputs]
+    try:
+        check = _tensor_guards(*args, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides).check
+        if check(*args):
+            return check, any(a.requires_grad for a in args)
+    except Exception:  # noqa: BLE001 (a torch whose guard takes other arguments: the loop only)
+        pass
+    return _NO_GUARD
+
+
 _tokens = itertools.count()
 _Tensor = torch.Tensor
 _data_ptr = torch.Tensor.data_ptr
+_starmap = itertools.starmap
 _grad_enabled = torch.is_grad_enabled
 
 
@@ -882,36 +942,76 @@ class FusedFunction:
         self._warned = set()
 
     # The warm path. A call with the signature of the last one launched (each
-    # input's dtype, device, shape and dense strides, compared against that
-    # entry) skips the lookup; others build the signature key and look it
-    # up. Then the outputs, their addresses into the bound launch, the launch.
+    # input's type, dtype, device, shape and dense strides, compared against
+    # that entry by one guard call, or by the loop where that is missing or
+    # fails) skips the lookup; others build the signature key and look it up.
+    # Then the outputs, their addresses into the bound launch, the launch, in
+    # this one frame.
     def __call__(self, *args, **kwargs):
-        last = self._last
-        if last is not None and not kwargs and len(args) == len(last.inputs):
-            dev, same = last.device, False
-            try:
-                for a, (dtype, size, strides) in zip(args, last.inputs):
-                    if not isinstance(a, _Tensor) or a.dtype is not dtype or a.device != dev:
-                        break
-                    _size_stride(a, size, strides)
-                else:
-                    same = True
-            except (AssertionError, RuntimeError):  # Another shape, or not contiguous.
-                pass
-            if same and not (_grad_enabled() and any(a.requires_grad for a in args)):
-                return self._launch(last, args)
-        return self._lookup(args, kwargs)
+        entry = self._last
+        if entry is None or kwargs or len(args) != entry.arity:
+            entry = None
+        else:
+            check, grad = entry.guard
+            if check is None or not check(*args) or grad and _grad_enabled():
+                entry = self._like_last(entry, args)
+        if entry is None:
+            entry = self._lookup(args, kwargs)
+            if type(entry) is _Ran:
+                return entry.result
+        # Each output its own allocation: views of one would let a resize_ of
+        # one grow into the next, and keep all alive while one is.
+        empty, alloc = entry.empty, entry.alloc
+        n = len(alloc)  # Called one by one: starmap's calls cost more.
+        if n == 1:
+            outs = (empty(*alloc[0]),)
+        elif n == 2:
+            outs = (empty(*alloc[0]), empty(*alloc[1]))
+        else:
+            outs = tuple(_starmap(empty, alloc))
+        ordinal = entry.ordinal
+        if ordinal is None:
+            stream = 0
+        else:
+            stream = _raw_stream(ordinal)
+            if outs[0].get_device() != ordinal:  # Another device is current: allocate by name.
+                outs = tuple(_empty_any(*a, device=entry.device) for a in alloc)
+        bound = entry.bound
+        if bound is None:
+            return self._first_launch(entry, args, outs, stream)
+        refusal = bound.run([*map(_data_ptr, args), *map(_data_ptr, outs)], stream)
+        if refusal is not None:
+            return self._refused(refusal, args)
+        self._last = entry
+        return outs if entry.tuple_out else outs[0]
+
+    def _like_last(self, entry, args):
+        """`entry` (the last launched) where the loop finds `args` like it and
+        none requires grad in grad mode, else None; a guard made for args'
+        kind, while _GUARDS last."""
+        if not _like(entry, args) or _grad_enabled() and any(a.requires_grad for a in args):
+            return None
+        if entry.guards_left > 0:
+            entry.guards_left -= 1
+            entry.guard = _guard(entry, args)
+        else:  # Kinds keep changing: the loop alone.
+            entry.guard = _NO_GUARD
+        return entry
 
     def _lookup(self, args, kwargs):
-        """__call__ by the signature key: compiles, or runs eagerly, as needed."""
+        """__call__ by the signature key: the _Fused entry to launch
+        (compiled on a miss), or the _Ran result of running eagerly."""
         if kwargs:
-            return self._eager_once(args, kwargs, "keyword arguments are not fused")
+            return _Ran(self._eager_once(args, kwargs, "keyword arguments are not fused"))
         sig, dev = [], None
         grad = _grad_enabled()
         for a in args:
             if not isinstance(a, _Tensor):
-                return self._eager_once(args, kwargs, f"a {type(a).__name__} argument is not fused "
-                                        "(pass tensors only)")
+                return _Ran(self._eager_once(args, kwargs, f"a {type(a).__name__} argument is not "
+                                             "fused (pass tensors only)"))
+            if a.is_neg() or a.is_conj():  # Lazy views: the memory holds other values.
+                return _Ran(self._eager_once(args, kwargs, "a negative or conjugate view is not "
+                                             "fused (resolve_neg() or resolve_conj() it first)"))
             if grad and a.requires_grad:
                 raise NotImplementedError(
                     f"kfuse.torch is inference-only for now: {self.name} got an input that requires "
@@ -919,45 +1019,23 @@ class FusedFunction:
             if dev is None:
                 dev = a.device
             elif a.device != dev:
-                return self._eager_once(args, kwargs, "inputs are on different devices")
+                return _Ran(self._eager_once(args, kwargs, "inputs are on different devices"))
             sig.append((a.dtype, a.shape, a.is_contiguous()))
         if dev is None:
-            return self.fn(*args)
+            return _Ran(self.fn(*args))
         key = (tuple(sig), dev)
         entry = self.cache.get(key)
         if entry is None:
             if dev.type != "cuda" and self.gpu_only:
-                return self.fn(*args)
+                return _Ran(self.fn(*args))
             entry = self.cache.get_or_create(key, lambda: self._build(args, sig, dev))
         if type(entry) is not _Fused:
             if entry.retry_at is not None and time.monotonic() >= entry.retry_at:
                 self.cache.invalidate(key)
-            return self.fn(*args)
+            return _Ran(self.fn(*args))
         if entry.ordinal is None and self.gpu_only:
-            return self.fn(*args)
-        return self._launch(entry, args)
-
-    def _launch(self, entry, args):
-        """Allocates the outputs of a compiled signature and launches it."""
-        ordinal, empty = entry.ordinal, entry.empty
-        one = entry.one
-        outs = [empty(*one)] if one is not None else list(itertools.starmap(empty, entry.alloc))
-        if ordinal is None:
-            stream = 0
-        else:
-            stream = _raw_stream(ordinal)
-            if outs[0].get_device() != ordinal:  # Another device is current: allocate by name.
-                outs = [_empty_any(*a, device=entry.device) for a in entry.alloc]
-        bound = entry.bound
-        if bound is None:
-            return self._first_launch(entry, args, outs, stream)
-        ptrs = list(map(_data_ptr, args))
-        ptrs += map(_data_ptr, outs)
-        refusal = bound.run(ptrs, stream)
-        if refusal is not None:
-            return self._refused(refusal, args)
-        self._last = entry
-        return tuple(outs) if entry.tuple_out else outs[0]
+            return _Ran(self.fn(*args))
+        return entry
 
     def _first_launch(self, entry, args, outs, stream):
         """A launch without a BoundLaunch: binds one (kfuse.Launcher), or
@@ -971,7 +1049,7 @@ class FusedFunction:
                 if e.code not in ("FAILED_PRECONDITION", "INVALID_ARGUMENT"):
                     raise
                 return self._refused(e, args)
-            return tuple(outs) if entry.tuple_out else outs[0]
+            return outs if entry.tuple_out else outs[0]
         if entry.refused is None:
             try:
                 entry.bound = bind(entry.plan, args, outs, device=entry.ordinal)
@@ -986,7 +1064,7 @@ class FusedFunction:
         if refusal is not None:
             return self._refused(refusal, args)
         self._last = entry
-        return tuple(outs) if entry.tuple_out else outs[0]
+        return outs if entry.tuple_out else outs[0]
 
     def _refused(self, error, args):
         """A launch refused before anything ran: raise, or run eagerly."""

@@ -301,6 +301,8 @@ def main(argv=None):
                               max(args.calls // 10, 1000), args.rounds, sync)
             if client.calls != 1 or launcher.binds != 2:  # One for ff, one for launch().
                 raise SystemExit(f"{name}: the warm path compiled or bound again")
+            if kt._tensor_guards is not None and ff._last.guard[0] is None:
+                raise SystemExit(f"{name}: warm calls were compared by the loop, not torch's guard")
             print(f"{name:<14}{t_ff:>10.0f} ns{t_l:>14.0f} ns{t_bare:>10.0f} ns{t_ff - t_bare:>15.0f} ns")
             if args.profile:
                 import cProfile

@@ -2,11 +2,13 @@
 double (no GPU, no kfused): no RPC, no lookup of the last signature and no
 new argument arrays after the first call, each call's own addresses in the
 kernel's parameters, calls unlike the last (dtype, shape, layout, device,
-grad) taking the lookup, signatures taking turns, ALIGNED preconditions
-still checked per call (as resolve checks them), size preconditions
-refused once, another (or no) current context handled, outputs made on
-the inputs' device, threads that share a bound launch, and intermediates
-and workspaces allocated per call."""
+grad) taking the lookup, whether torch's tensor guard or the loop compares
+them, a guard per kind of inputs (mode, requires_grad) and none kept
+alive by it, signatures taking turns, ALIGNED preconditions still checked
+per call (as resolve checks them), size preconditions refused once,
+another (or no) current context handled, outputs made on the inputs'
+device, each in its own allocation, threads that share a bound launch, and
+intermediates and workspaces allocated per call."""
 import ctypes
 import sys
 import threading
@@ -272,15 +274,34 @@ def test_launcher_launch_keeps_the_bound_launch_per_plan_layout_and_context():
         launcher.launch(plan, [x, y], [torch.empty(4, 32)])
 
 
-@pytest.fixture(params=["torch", "python"])
-def size_stride(request, monkeypatch):
-    """The fast signature check with torch's size-and-stride check, then
-    with the pure-Python one used where torch lacks it."""
+@pytest.fixture(params=["guard", "torch", "python"])
+def fast_check(request, monkeypatch):
+    """The fast signature check by torch's tensor guard, then by the loop
+    with torch's size-and-stride check, then with the pure-Python one used
+    where torch lacks it."""
+    if request.param == "guard":
+        if kt._tensor_guards is None:
+            pytest.skip("this torch has no TensorGuards")
+    else:
+        monkeypatch.setattr(kt, "_tensor_guards", None)
     if request.param == "python":
         monkeypatch.setattr(kt, "_size_stride", kt._size_stride_py)
     elif kt._size_stride is kt._size_stride_py:
         pytest.skip("this torch has no assert_size_stride")
-    return request.param
+    return _counting_loop(monkeypatch, request.param)
+
+
+def _counting_loop(monkeypatch, mode):
+    """kfuse.torch's loop check wrapped to count its calls in `.loops`."""
+    check = type("FastCheck", (), {"mode": mode, "loops": 0})()
+    real = kt._like
+
+    def counting(entry, args):
+        check.loops += 1
+        return real(entry, args)
+
+    monkeypatch.setattr(kt, "_like", counting)
+    return check
 
 
 class PlansByShape:
@@ -309,7 +330,7 @@ def _lookups(ff):
     return ff.cache.hits + ff.cache.misses
 
 
-def test_a_call_unlike_the_last_takes_the_lookup_and_stays_right(size_stride):
+def test_a_call_unlike_the_last_takes_the_lookup_and_stays_right(fast_check):
     x, y = torch.randn(4, 64), torch.randn(4, 64)
     driver = FakeDriver(record=True, param_types=_types(3))
     ff, launcher, client = _by_shape(_silu_mul, driver, fallback="warn")
@@ -341,7 +362,7 @@ def test_a_call_unlike_the_last_takes_the_lookup_and_stays_right(size_stride):
     assert client.calls == 3 and launcher.binds == 3  # f32, f64 and the half-size signature.
 
 
-def test_signatures_taking_turns_launch_their_own_plans(size_stride):
+def test_signatures_taking_turns_launch_their_own_plans(fast_check):
     small, large = [torch.randn(2, 64) for _ in range(2)], [torch.randn(8, 64) for _ in range(2)]
     driver = FakeDriver(record=True, param_types=_types(3))
     ff, launcher, client = _by_shape(_silu_mul, driver)
@@ -355,17 +376,19 @@ def test_signatures_taking_turns_launch_their_own_plans(size_stride):
     assert client.calls == 2 and launcher.binds == 2 and driver.calls == 6
 
 
-def test_size_one_dims_with_any_stride_take_the_fast_check(size_stride):
+def test_size_one_dims_with_any_stride_take_the_fast_check(fast_check):
     x, y = torch.randn(4, 1, 64), torch.randn(4, 1, 64)
     driver = FakeDriver(record=True, param_types=_types(3))
     ff, launcher, _ = _fused(_silu_mul, [x, y], driver)
+    odd = torch.randn(4, 64).as_strided((4, 1, 64), (64, 7, 1))  # Of y's kind.
+    assert odd.is_contiguous()
     with torch.inference_mode():
         ff(x, y)
-        odd = torch.randn(4, 64).as_strided((4, 1, 64), (64, 7, 1))
-        assert odd.is_contiguous()
-        lookups = ff.cache.hits + ff.cache.misses
+        ff(x, y)  # The guard, where torch has one, made here.
+        lookups, loops = ff.cache.hits + ff.cache.misses, fast_check.loops
         out = ff(x, odd)
     assert ff.cache.hits + ff.cache.misses == lookups and launcher.binds == 1
+    assert fast_check.loops == loops + (fast_check.mode != "guard"), "the guard refused a size-1 stride"
     assert driver.launches[-1]["params"][:3] == [x.data_ptr(), odd.data_ptr(), out.data_ptr()]
 
 
@@ -401,6 +424,23 @@ def test_an_input_that_requires_grad_is_refused_after_warm_calls():
     with torch.no_grad():
         ff(x, w)
     assert driver.calls == 3
+
+
+def test_a_negative_view_runs_eagerly_after_warm_calls(fast_check):
+    # torch._neg_view shares memory whose values are the negation of what it
+    # reads as: launching on its address would read the wrong sign.
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver()
+    ff, _, _ = _fused(_silu_mul, [x, y], driver, fallback="warn")
+    with torch.inference_mode():
+        ff(x, y)
+        ff(x, y)
+        neg = torch._neg_view(y)
+        assert neg.is_neg()
+        with pytest.warns(kfuse.FallbackWarning, match="negative or conjugate view"):
+            got = ff(x, neg)
+    assert driver.calls == 2
+    torch.testing.assert_close(got, _silu_mul(x, -y))
 
 
 def test_inputs_on_another_device_leave_the_fast_check():
@@ -482,3 +522,88 @@ def test_the_current_context_is_recognised_by_its_value(handle):
     driver.current = 5  # Another context current: pushed for the call.
     assert bound.run(ptrs) is None
     assert pushes == [3] and driver.launches[-1]["context"] == 3 and driver.current == 5
+
+
+needs_guard = pytest.mark.skipif(kt._tensor_guards is None, reason="this torch has no TensorGuards")
+
+
+@needs_guard
+def test_calls_of_another_kind_get_a_guard_of_their_own(monkeypatch):
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver(record=True, param_types=_types(3))
+    ff, launcher, _ = _fused(_silu_mul, [x, y], driver)
+    check = _counting_loop(monkeypatch, "guard")
+    ff(x, y)
+    ff(x, y)  # Like the last: the loop accepts it, and a guard is made.
+    assert check.loops == 1
+    for _ in range(3):  # Fresh tensors of the signature: the guard alone.
+        a, b = torch.randn(4, 64), torch.randn(4, 64)
+        out = ff(a, b)
+        assert driver.launches[-1]["params"][:3] == [a.data_ptr(), b.data_ptr(), out.data_ptr()]
+    assert check.loops == 1
+    with torch.inference_mode():  # Another kind (inference tensors, another mode): a guard of its own.
+        a, b = torch.randn(4, 64), torch.randn(4, 64)
+        for _ in range(3):
+            out = ff(a, b)
+            assert driver.launches[-1]["params"][:3] == [a.data_ptr(), b.data_ptr(), out.data_ptr()]
+    assert check.loops == 2
+    lookups = _lookups(ff)
+    for k in range(2 * kt._GUARDS):  # Kinds taking turns: past _GUARDS guards, the loop alone.
+        args = (a, b) if k % 2 else (x, y)
+        with torch.inference_mode(k % 2 == 1):
+            out = ff(*args)
+        assert driver.launches[-1]["params"][:3] == [args[0].data_ptr(), args[1].data_ptr(), out.data_ptr()]
+    assert ff._last.guard == kt._NO_GUARD and ff._last.guards_left == 0
+    assert _lookups(ff) == lookups and launcher.binds == 1
+    assert check.loops == 2 + 2 * kt._GUARDS
+
+
+@needs_guard
+def test_a_guard_for_inputs_that_require_grad_refuses_them_in_grad_mode():
+    x = torch.randn(4, 64)
+    w = torch.nn.Parameter(torch.randn(4, 64))
+    driver = FakeDriver()
+    ff, _, _ = _fused(_silu_mul, [x, w], driver)
+    with torch.no_grad():
+        for _ in range(3):  # A guard made for a Parameter, which requires grad.
+            ff(x, w)
+    assert ff._last.guard[0] is not None and ff._last.guard[1]
+    with pytest.raises(NotImplementedError, match="inference-only"):
+        ff(x, w)
+    with torch.no_grad():
+        ff(x, w)
+    assert driver.calls == 4
+
+
+@needs_guard
+def test_a_guard_keeps_no_input_alive():
+    import gc
+    import weakref
+
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    ff, _, _ = _fused(_silu_mul, [x, y], FakeDriver())
+    for _ in range(3):
+        ff(x, y)
+    assert ff._last.guard[0] is not None
+    gone = weakref.ref(x), weakref.ref(y)
+    del x, y
+    gc.collect()
+    assert gone[0]() is None and gone[1]() is None
+
+
+def test_outputs_of_a_call_have_storages_of_their_own():
+    """Each output its own allocation: one resized or freed leaves the others be."""
+    x, r, w = torch.randn(2, 32), torch.randn(2, 32), torch.randn(32)
+    driver = FakeDriver(record=True, param_types=_types(5))
+    ff, _, _ = _fused(_add_rms, [x, r, w], driver)
+    with torch.inference_mode():
+        for _ in range(3):
+            s, n = ff(x, r, w)
+        assert driver.launches[-1]["params"][3:5] == [s.data_ptr(), n.data_ptr()]
+        assert s.untyped_storage().data_ptr() != n.untyped_storage().data_ptr()
+        assert s.untyped_storage().nbytes() == n.untyped_storage().nbytes() == 2 * 32 * 4
+        n.fill_(3.0)
+        s.resize_(4, 32)
+        s.fill_(1.0)
+        s.untyped_storage().resize_(0)
+        assert n.eq(3.0).all()
