@@ -42,20 +42,23 @@ struct kf_max_op {
 struct kf_min_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return kf_min(a, b); }
 };
-// Every lane of the team gets the same value (the same combination order).
-// Teams of more than one warp meet in `buf` (kT / 32 slots per team); every
-// thread of the block must call it, as it synchronises the block.
+// Every lane of the team gets the same value: each butterfly step combines
+// the same two values on both lanes (op is commutative). Teams of more than
+// one warp meet in `buf` (kT / 32 slots per team), each warp then reducing
+// the slots by the same butterfly; every thread of the block must call it,
+// as it synchronises the block.
 template <int kT, typename V, typename Op>
 __device__ __forceinline__ V kf_team_reduce(V v, V* buf, Op op) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (kT > 32) {
-    const int base = (threadIdx.x / kT) * (kT / 32);
+    constexpr int kW = kT / 32;
+    const int base = (threadIdx.x / kT) * kW;
     if ((threadIdx.x & 31) == 0) buf[base + (threadIdx.x % kT) / 32] = v;
     __syncthreads();
-    v = buf[base];
+    v = buf[base + (threadIdx.x & (kW - 1))];
 #pragma unroll
-    for (int w = 1; w < kT / 32; ++w) v = op(v, buf[base + w]);
+    for (int o = kW / 2; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   }
   return v;
 }
@@ -76,16 +79,20 @@ __device__ __forceinline__ void kf_team_reduce_ms(float& m, float& s, float* bm,
     kf_ms_merge(m, s, m2, s2);
   }
   if (kT > 32) {
-    const int base = (threadIdx.x / kT) * (kT / 32);
+    constexpr int kW = kT / 32;
+    const int base = (threadIdx.x / kT) * kW;
     if ((threadIdx.x & 31) == 0) {
       bm[base + (threadIdx.x % kT) / 32] = m;
       bs[base + (threadIdx.x % kT) / 32] = s;
     }
     __syncthreads();
-    m = bm[base];
-    s = bs[base];
+    m = bm[base + (threadIdx.x & (kW - 1))];
+    s = bs[base + (threadIdx.x & (kW - 1))];
 #pragma unroll
-    for (int w = 1; w < kT / 32; ++w) kf_ms_merge(m, s, bm[base + w], bs[base + w]);
+    for (int o = kW / 2; o > 0; o >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      kf_ms_merge(m, s, m2, s2);
+    }
   }
 }
 )";

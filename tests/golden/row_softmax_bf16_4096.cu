@@ -54,20 +54,23 @@ struct kf_max_op {
 struct kf_min_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return kf_min(a, b); }
 };
-// Every lane of the team gets the same value (the same combination order).
-// Teams of more than one warp meet in `buf` (kT / 32 slots per team); every
-// thread of the block must call it, as it synchronises the block.
+// Every lane of the team gets the same value: each butterfly step combines
+// the same two values on both lanes (op is commutative). Teams of more than
+// one warp meet in `buf` (kT / 32 slots per team), each warp then reducing
+// the slots by the same butterfly; every thread of the block must call it,
+// as it synchronises the block.
 template <int kT, typename V, typename Op>
 __device__ __forceinline__ V kf_team_reduce(V v, V* buf, Op op) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (kT > 32) {
-    const int base = (threadIdx.x / kT) * (kT / 32);
+    constexpr int kW = kT / 32;
+    const int base = (threadIdx.x / kT) * kW;
     if ((threadIdx.x & 31) == 0) buf[base + (threadIdx.x % kT) / 32] = v;
     __syncthreads();
-    v = buf[base];
+    v = buf[base + (threadIdx.x & (kW - 1))];
 #pragma unroll
-    for (int w = 1; w < kT / 32; ++w) v = op(v, buf[base + w]);
+    for (int o = kW / 2; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   }
   return v;
 }
@@ -83,7 +86,7 @@ __device__ __forceinline__ void kf_out(const float r4, const float h3, float& y0
   const float v5 = (h3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_618068d2ac13(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_e372c141880b(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 4096LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 128;
