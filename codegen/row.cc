@@ -314,14 +314,22 @@ Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
   auto threads_for = [&](int v) {  // At least four vectors a thread.
     return std::clamp(Pow2Floor(width / (4 * v)), 32, 1024);
   };
-  auto per_thread = [&](int t, int v) { return (width + int64_t{t} * v - 1) / (int64_t{t} * v) * v; };
+  auto per_thread = [&](int t, int v) {
+    return (width + int64_t{t} * v - 1) / (int64_t{t} * v) * v;
+  };
+  auto rows_for = [](int t) { return t >= 128 ? 1 : 128 / t; };
   int threads = threads_for(vec);
   while (s.width > 0 && per_thread(threads, vec) * s.elem_inputs > kResidentHeuristic &&
          threads < 1024) {
     threads *= 2;
   }
-  const int resident =
+  int resident =
       s.width > 0 && per_thread(threads, vec) * s.elem_inputs <= kResidentHeuristic ? 1 : 0;
+  // Big blocks hold fewer registers a thread (MakePlan's budget).
+  if (resident == 1 &&
+      !CanGenerateRow(chain, group, Make(vec, threads, rows_for(threads), 1)).ok()) {
+    resident = 0;
+  }
   if (resident == 0 && s.width >= 16384) {
     // Wide rows: looped, 512 threads of 4-element vectors (the H200's best
     // for 50257-wide softmax in bf16 and f32, run27).
@@ -336,8 +344,7 @@ Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
     vec = s.peel_vecs.front();
     threads = threads_for(vec);
   }
-  const int rows = threads >= 128 ? 1 : 128 / threads;
-  return Make(vec, threads, rows, resident);
+  return Make(vec, threads, rows_for(threads), resident);
 }
 
 std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {

@@ -30,8 +30,8 @@
 // Launch contract (KernelSpec.params, in order): one pointer per chain input,
 // one per chain output, then one i64 scalar per symbol of the row shape
 // (ascending). grid.x = ceil_div(rows of the chain, rows), block.x =
-// threads * rows; dynamic shared memory for resident=2. Full-row outputs are dense [..., W]; per-row outputs
-// dense [...] or [..., 1].
+// threads * rows; dynamic shared memory for resident=2. Full-row outputs
+// are dense [..., W]; per-row outputs dense [...] or [..., 1].
 #ifndef KFUSE_CODEGEN_ROW_H_
 #define KFUSE_CODEGEN_ROW_H_
 

@@ -212,6 +212,19 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
        Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 32}, {"rows", 4}, {"resident", 1}}}},
   };
   for (const Case& k : cases) EXPECT_EQ(RowHeuristic(k.chain, Group(k.chain)), k.want);
+  // Rows too long for registers at any team size are looped, and every
+  // heuristic variant can be generated.
+  for (int64_t w : {16384, 32768, 65536, 100000}) {
+    for (DType t : {DType::kBF16, DType::kF32}) {
+      Chain c = row_test::Softmax(t, 8, w);
+      Variant h = RowHeuristic(c, Group(c));
+      EXPECT_TRUE(CanGenerateRow(c, Group(c), h).ok()) << w << " " << h.ToString();
+    }
+  }
+  Chain wide = row_test::Softmax(DType::kBF16, 8, 32768);
+  EXPECT_EQ(RowHeuristic(wide, Group(wide)),
+            (Variant{Family::kRowReduction,
+                     {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 0}}}));
 }
 
 // The fp64 yardstick of any variant is a scalar loop over the row, whatever
