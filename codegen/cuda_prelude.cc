@@ -31,25 +31,14 @@ constexpr char kHalfF64[] =
     "__device__ __forceinline__ double kf_rh(double d) { return (double)kf_rh(kf_d2f_odd(d)); }\n";
 
 // bf16 -> f32 is a shift; f32 -> bf16 rounds to nearest even and keeps NaN a
-// NaN: one instruction from sm_80 on, else by hand (the rounding carry must
-// not turn a NaN into infinity).
+// NaN, in one instruction (every target is sm_80 or later).
 constexpr char kBf16[] = R"(struct __align__(2) __kf_bf16 { unsigned short x; };
 __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
   return __uint_as_float(((unsigned int)b.x) << 16);
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   __kf_bf16 b;
-#if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
-#else
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    b.x = (unsigned short)((u >> 16) | 0x40u);
-    return b;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  b.x = (unsigned short)(u >> 16);
-#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
@@ -62,9 +51,8 @@ struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
 )";
 
 // torch.maximum / torch.minimum: NaN in either operand gives NaN (for float,
-// one instruction from sm_80 on).
-constexpr char kMinMax[] = R"(#if __CUDA_ARCH__ >= 800
-__device__ __forceinline__ float kf_max(float a, float b) {
+// one instruction on sm_80 and later, every target's).
+constexpr char kMinMax[] = R"(__device__ __forceinline__ float kf_max(float a, float b) {
   float r;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
   return r;
@@ -74,10 +62,6 @@ __device__ __forceinline__ float kf_min(float a, float b) {
   asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
   return r;
 }
-#else
-__device__ __forceinline__ float kf_max(float a, float b) { return (a != a || a > b) ? a : b; }
-__device__ __forceinline__ float kf_min(float a, float b) { return (a != a || a < b) ? a : b; }
-#endif
 __device__ __forceinline__ double kf_max(double a, double b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ double kf_min(double a, double b) { return (a != a || a < b) ? a : b; }
 __device__ __forceinline__ int kf_max(int a, int b) { return a > b ? a : b; }

@@ -5,17 +5,7 @@ __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   __kf_bf16 b;
-#if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
-#else
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    b.x = (unsigned short)((u >> 16) | 0x40u);
-    return b;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  b.x = (unsigned short)(u >> 16);
-#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
@@ -100,7 +90,7 @@ __device__ __forceinline__ float kf_ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
-extern "C" __global__ void __launch_bounds__(kf_THREADS) kf_attn_65ac5164dfac(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, const unsigned char* __restrict__ in3, const int* __restrict__ in4, __kf_bf16* __restrict__ out0, float* __restrict__ out1) {
+extern "C" __global__ void __launch_bounds__(kf_THREADS) kf_attn_fefc79bdb32e(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, const unsigned char* __restrict__ in3, const int* __restrict__ in4, __kf_bf16* __restrict__ out0, float* __restrict__ out1) {
   extern __shared__ __align__(128) unsigned char kf_smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const long long Sq = 128LL, Sk = 128LL;

@@ -5,22 +5,12 @@ __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   __kf_bf16 b;
-#if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
-#else
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    b.x = (unsigned short)((u >> 16) | 0x40u);
-    return b;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  b.x = (unsigned short)(u >> 16);
-#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
 #define KF_NEG_INF (-__int_as_float(0x7f800000))
-extern "C" __global__ void __launch_bounds__(128) kf_attn_0486db5e57aa(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, const unsigned char* __restrict__ in3, const int* __restrict__ in4, __kf_bf16* __restrict__ out0, float* __restrict__ out1) {
+extern "C" __global__ void __launch_bounds__(128) kf_attn_c29cd42607ce(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, const unsigned char* __restrict__ in3, const int* __restrict__ in4, __kf_bf16* __restrict__ out0, float* __restrict__ out1) {
   __shared__ float kf_red[128];
   __shared__ float kf_p[128];
   const int tid = threadIdx.x;

@@ -5,17 +5,7 @@ __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   __kf_bf16 b;
-#if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
-#else
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    b.x = (unsigned short)((u >> 16) | 0x40u);
-    return b;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  b.x = (unsigned short)(u >> 16);
-#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
@@ -31,7 +21,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, float& y
   const float v3 = (0x1p-1f * v2 * (0x1p+0f + kf_tanh_approx(0x1.988454p-1f * (v2 + 0x1.6e4e26p-5f * (v2 * v2 * v2)))));
   y0 = v3;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_5adf19fbd706(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, __kf_bf16* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_8c64a9f35a6e(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, __kf_bf16* __restrict__ out0) {
   typedef int kf_idx;
   const kf_idx n = 33554432;
   const kf_idx d1 = 4096;

@@ -5,17 +5,7 @@ __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   __kf_bf16 b;
-#if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
-#else
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    b.x = (unsigned short)((u >> 16) | 0x40u);
-    return b;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  b.x = (unsigned short)(u >> 16);
-#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
@@ -24,7 +14,7 @@ __device__ __forceinline__ void kf_elem(const double x0, const double x1, double
   const double v3 = (0x1p-1 * v2 * (0x1p+0 + tanh(0x1.9884533d43651p-1 * (v2 + 0x1.6e4e26d4801f7p-5 * (v2 * v2 * v2)))));
   y0 = v3;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_92c07209a0cb(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, double* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_8e324e530577(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, double* __restrict__ out0) {
   typedef int kf_idx;
   const kf_idx n = 33554432;
   const kf_idx d1 = 4096;

@@ -5,17 +5,7 @@ __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   __kf_bf16 b;
-#if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
-#else
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    b.x = (unsigned short)((u >> 16) | 0x40u);
-    return b;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  b.x = (unsigned short)(u >> 16);
-#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
@@ -29,7 +19,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, const fl
   const float v9 = (v3 + v8);
   y0 = v9;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_f23400fcd4ba(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, long long sym0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_d4c7d29091b8(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, long long sym0) {
   typedef long long kf_idx;
   const kf_idx s0 = (kf_idx)sym0;
   const kf_idx n = (4096 * s0);

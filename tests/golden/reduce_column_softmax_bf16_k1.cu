@@ -5,17 +5,7 @@ __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   __kf_bf16 b;
-#if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
-#else
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    b.x = (unsigned short)((u >> 16) | 0x40u);
-    return b;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  b.x = (unsigned short)(u >> 16);
-#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
@@ -24,7 +14,7 @@ __device__ __forceinline__ float kf_exp_fast(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
   return y;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_red_bb91e1d8187d(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ imid1, __kf_bf16* __restrict__ omid4, const long long s0) {
+extern "C" __global__ void __launch_bounds__(256) kf_red_895cc0f05bcd(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ imid1, __kf_bf16* __restrict__ omid4, const long long s0) {
   const long long kf_n = 1024LL;
   const long long kf_o = (long long)blockIdx.x * 256 + threadIdx.x;
   if (kf_o >= kf_n) return;

@@ -5,17 +5,7 @@ __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   __kf_bf16 b;
-#if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
-#else
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    b.x = (unsigned short)((u >> 16) | 0x40u);
-    return b;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  b.x = (unsigned short)(u >> 16);
-#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
@@ -32,7 +22,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, const fl
   const float v5 = (v3 / x2);
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_8dfc477d3b29(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ imid1, const __kf_bf16* __restrict__ imid4, __kf_bf16* __restrict__ out0, long long sym0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_02613d20375c(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ imid1, const __kf_bf16* __restrict__ imid4, __kf_bf16* __restrict__ out0, long long sym0) {
   typedef long long kf_idx;
   const kf_idx s0 = (kf_idx)sym0;
   const kf_idx n = (1024 * s0);

@@ -5,17 +5,7 @@ __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   __kf_bf16 b;
-#if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
-#else
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    b.x = (unsigned short)((u >> 16) | 0x40u);
-    return b;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  b.x = (unsigned short)(u >> 16);
-#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
@@ -62,7 +52,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float x1, const flo
   y0 = v3;
   y1 = v10;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_row_0437f14f12cb(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, __kf_bf16* __restrict__ out1, const long long s0) {
+extern "C" __global__ void __launch_bounds__(256) kf_row_60893f62e39d(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, __kf_bf16* __restrict__ out1, const long long s0) {
   const long long kf_W = 4096LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 256;

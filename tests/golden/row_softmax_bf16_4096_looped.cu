@@ -5,23 +5,12 @@ __device__ __forceinline__ float kf_bf2f(__kf_bf16 b) {
 }
 __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   __kf_bf16 b;
-#if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
-#else
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    b.x = (unsigned short)((u >> 16) | 0x40u);
-    return b;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  b.x = (unsigned short)(u >> 16);
-#endif
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
 template <typename T, int N>
 struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
-#if __CUDA_ARCH__ >= 800
 __device__ __forceinline__ float kf_max(float a, float b) {
   float r;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
@@ -32,10 +21,6 @@ __device__ __forceinline__ float kf_min(float a, float b) {
   asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
   return r;
 }
-#else
-__device__ __forceinline__ float kf_max(float a, float b) { return (a != a || a > b) ? a : b; }
-__device__ __forceinline__ float kf_min(float a, float b) { return (a != a || a < b) ? a : b; }
-#endif
 __device__ __forceinline__ double kf_max(double a, double b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ double kf_min(double a, double b) { return (a != a || a < b) ? a : b; }
 __device__ __forceinline__ int kf_max(int a, int b) { return a > b ? a : b; }
@@ -113,7 +98,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float r1, const flo
   const float v5 = (v3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_6d5d5836a2c4(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_93f7faed9ab4(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 4096LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 128;
