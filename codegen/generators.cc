@@ -128,6 +128,10 @@ std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group) {
   }
 }
 
+int VariantMinComputeCapability(const Variant& variant) {
+  return variant.family == Family::kRowReduction ? RowMinComputeCapability(variant) : 80;
+}
+
 std::string GeneratorVersion(Family family) {
   switch (family) {
     case Family::kPointwise: return kPointwiseGeneratorVersion;

@@ -31,8 +31,11 @@ absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,
                                const Variant& variant);
 Variant FamilyHeuristic(const Chain& chain, const KernelGroup& group);
 std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group);
+// The least compute capability (major * 10 + minor) `variant` runs on: 80
+// (the service's floor) unless it uses a later GPU's features (clusters).
+int VariantMinComputeCapability(const Variant& variant);
 
-// "pointwise/1", "row/3", "reduce/1"; "" for families without a generator. Part of the
+// "pointwise/1", "row/4", "reduce/1"; "" for families without a generator. Part of the
 // cache key: a generator change must not serve stale decisions.
 std::string GeneratorVersion(Family family);
 // "pointwise-variants/1", ...: the meaning of the family's variant

@@ -89,7 +89,8 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     return BadParam(variant, "family must be row_reduction");
   }
   for (const auto& [name, value] : variant.params) {
-    if (name != "vec" && name != "threads" && name != "rows" && name != "resident") {
+    if (name != "vec" && name != "threads" && name != "rows" && name != "resident" &&
+        name != "split") {
       return BadParam(variant, absl::StrCat("unknown param \"", name, "\""));
     }
   }
@@ -97,7 +98,8 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     if (!variant.params.count(name)) return BadParam(variant, absl::StrCat("missing ", name));
   }
   const int64_t vec = variant.Get("vec"), threads = variant.Get("threads"),
-                rows = variant.Get("rows"), resident = variant.Get("resident");
+                rows = variant.Get("rows"), resident = variant.Get("resident"),
+                split = variant.Get("split", 1);
   if (!Contains({1, 2, 4, 8}, vec)) return BadParam(variant, "vec must be 1, 2, 4 or 8");
   if (!Contains({32, 64, 128, 256, 512, 1024}, threads)) {
     return BadParam(variant, "threads must be a power of two from 32 to 1024");
@@ -106,6 +108,10 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   if (threads * rows > 1024) return BadParam(variant, "threads * rows exceeds 1024");
   if (resident < 0 || resident > 2) {
     return BadParam(variant, "resident must be 0 (re-read), 1 (registers) or 2 (shared memory)");
+  }
+  if (!Contains({1, 2, 4, 8}, split)) return BadParam(variant, "split must be 1, 2, 4 or 8");
+  if (split > 1 && (resident != 1 || rows != 1)) {
+    return BadParam(variant, "split rows need resident=1 and rows=1");
   }
 
   Plan p;
@@ -132,11 +138,9 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   // accesses, a loop over the row.
   const bool reference = numerics == Numerics::kReference64;
   if (r.width.is_static() && r.width.size % vec != 0) {
-    if (resident == 1 || !Peelable(chain, r)) {
+    if (!Peelable(chain, r)) {
       return BadParam(variant, absl::StrCat("vec ", vec, " does not divide the row width ",
-                                            r.width.size,
-                                            resident == 1 ? " (resident rows)"
-                                                          : " (inputs of other shapes than the row)"));
+                                            r.width.size, " (inputs of other shapes than the row)"));
     }
     p.peel = !reference && vec > 1;
   }
@@ -162,9 +166,12 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   }
   if (resident == 1) {
     if (!r.width.is_static()) return BadParam(variant, "resident needs a static row width");
-    const int64_t per_vec = threads * vec;
-    const int64_t items = (r.width.size + per_vec - 1) / per_vec;
-    const int64_t held = items * vec * static_cast<int64_t>(p.held_inputs.size());
+    // A peeled row holds its aligned vectors and one more element a thread
+    // (the few columns before the first aligned vector and after the last).
+    const int64_t vectors = r.width.size / vec;
+    const int64_t share = (vectors + split - 1) / split;  // A block's vectors.
+    const int64_t items = (share + threads - 1) / threads;
+    const int64_t held = (items * vec + (p.peel ? 1 : 0)) * static_cast<int64_t>(p.held_inputs.size());
     // Fewer registers per thread in bigger blocks (NVRTC spilled 72 held
     // elements at 256 threads).
     const int64_t budget = std::min<int64_t>(kMaxResidentElements, 16384 / (threads * rows));
@@ -175,6 +182,10 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     }
     p.resident = !reference;
     p.items = static_cast<int>(items);
+    if (split > 1 && !reference) {
+      p.split = static_cast<int>(split);
+      p.split_vectors = share;
+    }
   }
   if (p.vec > 1) {
     if (!r.width.is_static()) {
@@ -218,6 +229,10 @@ absl::Status CanGenerateRow(const Chain& chain, const KernelGroup& group, const 
   return MakePlan(chain, group, variant, Numerics::kFast).status();
 }
 
+int RowMinComputeCapability(const Variant& variant) {
+  return variant.Get("split", 1) > 1 ? 90 : 80;
+}
+
 absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
                                    const Variant& variant, Numerics numerics) {
   KFUSE_ASSIGN_OR_RETURN(Plan plan, MakePlan(chain, group, variant, numerics));
@@ -243,6 +258,9 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
                                                : SizeExpr::Symbol(static_cast<uint32_t>(dim.symbol)));
   }
   k.grid.x = SizeExpr::CeilDiv(rows, SizeExpr::Const(plan.rows_per_block));
+  // A split row's blocks are one cluster, its size fixed in the source
+  // (__cluster_dims__): a plain launch keeps it.
+  if (plan.split > 1) k.grid.x = SizeExpr::Mul(k.grid.x, SizeExpr::Const(plan.split));
   k.block.x = SizeExpr::Const(int64_t{plan.threads} * plan.rows_per_block);
   k.dynamic_smem_bytes = static_cast<uint32_t>(plan.stage_bytes);
   k.preconditions = std::move(plan.preconditions);
@@ -300,6 +318,9 @@ int Pow2Floor(int64_t x) {
   return p;
 }
 
+// Rows at least this wide also get variants split over a cluster of blocks.
+constexpr int64_t kSplitWidth = 16384;
+
 // A register-resident row in the heuristic: at most this many elements a
 // thread (over the inputs that differ by row). The H200 trials (run27)
 // had 40-element rows (5120 wide, 128 threads) fastest.
@@ -331,15 +352,15 @@ Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
     resident = 0;
   }
   if (resident == 0 && s.width >= 16384) {
-    // Wide rows: looped, 512 threads of 4-element vectors (the H200's best
-    // for 50257-wide softmax in bf16 and f32, run27).
+    // Wide rows: looped, 1024 threads of 4-element vectors (the H200's best
+    // looped schedule for 50257-wide softmax in bf16 and f32, run30).
     std::vector<int> all = s.vecs;
     all.insert(all.end(), s.peel_vecs.begin(), s.peel_vecs.end());
     vec = 1;
     for (int v : all) {
       if (v <= 4) vec = std::max(vec, v);
     }
-    threads = 512;
+    threads = 1024;
   } else if (resident == 0 && !s.peel_vecs.empty() && s.peel_vecs.front() > vec) {
     vec = s.peel_vecs.front();
     threads = threads_for(vec);
@@ -357,6 +378,23 @@ std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
     if (seen.insert(v).second && CanGenerateRow(chain, group, v).ok()) out.push_back(std::move(v));
   };
   add(RowHeuristic(chain, group));
+  if (s.width >= kSplitWidth) {
+    // Wide rows split over a cluster of blocks (sm_90), each block's share
+    // of the row in registers: one HBM read a row, and no row long enough
+    // to stall its block's loads while it reduces.
+    int vec = s.vecs.front();
+    if (!s.peel_vecs.empty()) vec = std::max(vec, s.peel_vecs.front());
+    for (int split : {8, 4}) {
+      for (int threads : {256, 512, 128, 64}) {
+        Variant v = Make(vec, threads, 1, 1);
+        v.params["split"] = split;
+        // At most 256 bytes a thread (rows are held in their storage type):
+        // NVRTC spilled an f32 LayerNorm's 99 elements.
+        absl::StatusOr<Plan> p = MakePlan(chain, group, v, Numerics::kFast);
+        if (p.ok() && p->items * p->vec * s.widest <= 256) add(std::move(v));
+      }
+    }
+  }
   auto sweep = [&](int vec, std::initializer_list<int> residents) {
     for (int threads : {32, 64, 128, 256, 512, 1024}) {
       // Skip teams wider than the row needs (beyond one warp).
@@ -371,7 +409,7 @@ std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
       }
     }
   };
-  for (size_t i = 0; i < s.peel_vecs.size() && i < 2; ++i) sweep(s.peel_vecs[i], {2, 0});
+  for (size_t i = 0; i < s.peel_vecs.size() && i < 2; ++i) sweep(s.peel_vecs[i], {1, 2, 0});
   for (int vec : vecs) sweep(vec, {1, 2, 0});
   return out;
 }

@@ -21,6 +21,12 @@
 //             the row (from L2: one block's row stays resident there); 2:
 //             the first pass copies the row's per-row inputs into shared
 //             memory, later passes read them there (static W only).
+//   split     optional, 1 (absent), 2, 4 or 8: each row split over a
+//             cluster of `split` blocks (sm_90 and later; resident=1,
+//             rows=1), each block holding its share of the row's vectors
+//             in registers; the blocks' partial reductions meet through
+//             distributed shared memory. grid.x = rows of the chain * split;
+//             the cluster size is fixed in the source.
 //
 // Phases: reductions that depend on others (softmax: max, then the sum of
 // exp(x - max)) run in successive passes; independent ones share a pass.
@@ -47,7 +53,7 @@
 
 namespace kfuse {
 
-inline constexpr char kRowGeneratorVersion[] = "row/3";
+inline constexpr char kRowGeneratorVersion[] = "row/4";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.
@@ -64,14 +70,19 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
 // cover.
 absl::Status CanGenerateRow(const Chain& chain, const KernelGroup& group, const Variant& variant);
 
+// The least compute capability (major * 10 + minor) a variant runs on: 90
+// for split rows, 80 otherwise.
+int RowMinComputeCapability(const Variant& variant);
+
 // A good variant without timing: the widest safe vector, at least four
 // vectors a thread, blocks of at least 128 threads, register-resident when a
 // thread holds at most 48 elements (more threads for rows of several
-// inputs); rows of 16384 and more looped with 512 threads of 4-element
+// inputs); rows of 16384 and more looped with 1024 threads of 4-element
 // vectors.
 Variant RowHeuristic(const Chain& chain, const KernelGroup& group);
 
-// Every legal variant worth timing (at most 36), heuristic first, stable.
+// Every legal variant worth timing (at most 44), heuristic first, then the
+// split rows of wide rows, stable.
 std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group);
 
 }  // namespace kfuse

@@ -21,18 +21,22 @@ TEST(RowGolden, Chains) {
     const char* name;
     Chain chain;
     int resident;  // -1: the heuristic's.
+    int split = 1;
   } cases[] = {
       {"softmax_bf16_4096", row_test::Softmax(DType::kBF16, -4096, 4096), -1},
       {"softmax_bf16_4096_looped", row_test::Softmax(DType::kBF16, -4096, 4096), 0},
       {"layer_norm_f32", row_test::LayerNorm(DType::kF32, -1024, 1024), -1},
       {"rms_norm_residual_bf16", row_test::RmsNormResidual(DType::kBF16, -1024, 4096), -1},
       {"softmax_bf16_50257_peeled", row_test::Softmax(DType::kBF16, -4096, 50257), -1},
+      {"softmax_bf16_50257_split", row_test::Softmax(DType::kBF16, -4096, 50257), 1, 8},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
     KernelGroup g = PartitionChain(k.chain)->kernels[0];
     Variant v = RowHeuristic(k.chain, g);
     if (k.resident >= 0) v.params["resident"] = k.resident;
+    if (k.split > 1) v = Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 512}, {"rows", 1},
+                                                         {"resident", 1}, {"split", k.split}}};
     absl::StatusOr<KernelSpec> spec = EmitRow(k.chain, g, v);
     ASSERT_TRUE(spec.ok()) << spec.status();
     golden::CheckGolden(absl::StrCat("row_", k.name), spec->source);

@@ -29,6 +29,11 @@ struct Plan {
   int stage_bytes = 0;
   int64_t stage_stride = 0;
   int items = 0;                        // Resident: vectors per thread.
+  // split > 1: each row is split over a cluster of `split` blocks (sm_90),
+  // block q of a row holding, register-resident, the row's aligned vectors
+  // q * split_vectors to (q + 1) * split_vectors - 1.
+  int split = 1;
+  int64_t split_vectors = 0;
   int resident_param = 0;               // The variant's, for the source's header.
   std::vector<int32_t> elem_inputs;     // Input node ids read per element.
   // Resident: the element inputs held in registers for the whole row (those

@@ -38,6 +38,7 @@ std::vector<Named> Chains() {
       {"rms_norm", RmsNormResidual(DType::kBF16, 16, 4096, false), 1, 1},
       {"residual_rms_norm", RmsNormResidual(DType::kBF16, 16, 4096), 1, 2},
       {"row_stats", RowStats(DType::kF32, 3, 50257), 1, 2},
+      {"odd_softmax", Softmax(DType::kBF16, 8, 1001), 2, 1},
   };
 }
 
@@ -149,12 +150,15 @@ TEST(RowVariantTest, IllegalVariantsNameTheParam) {
   Chain res = row_test::RmsNormResidual(DType::kBF16, 8, 4096);
   EXPECT_THAT(std::string(CanGenerateRow(res, Group(res), v(8, 32, 1, 1)).message()),
               HasSubstr("resident rows need 256 registers per thread; at most 128"));
-  // An odd width: looped rows are peeled to their first aligned vector;
-  // resident rows, or inputs laid out otherwise than the rows, cannot be.
+  // An odd width: rows are peeled to their first aligned vector (resident
+  // rows hold one more element a thread); inputs laid out otherwise than
+  // the rows cannot be.
   Chain odd = row_test::Softmax(DType::kF32, 8, 50257);
   EXPECT_TRUE(CanGenerateRow(odd, Group(odd), v(4, 1024, 1, 0)).ok());
   EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), v(4, 1024, 1, 1)).message()),
-              HasSubstr("does not divide the row width 50257 (resident rows)"));
+              HasSubstr("resident rows need 53 registers per thread; at most 16"));
+  Chain odd_narrow = row_test::Softmax(DType::kF32, 8, 1001);
+  EXPECT_TRUE(CanGenerateRow(odd_narrow, Group(odd_narrow), v(4, 128, 1, 1)).ok());
   Chain odd_norm = row_test::LayerNorm(DType::kF32, 8, 1001);
   EXPECT_THAT(std::string(CanGenerateRow(odd_norm, Group(odd_norm), v(4, 256, 1, 0)).message()),
               HasSubstr("does not divide the row width 1001 (inputs of other shapes"));
@@ -167,6 +171,53 @@ TEST(RowVariantTest, IllegalVariantsNameTheParam) {
               HasSubstr("resident=2 needs 402176 bytes of shared memory a block; at most"));
   EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), v(4, 512, 1, 3)).message()),
               HasSubstr("resident must be 0 (re-read), 1 (registers) or 2 (shared memory)"));
+  // Rows split over a cluster: each block's share in registers.
+  auto split = [&](int vec, int threads, int rows, int resident, int n) {
+    Variant x = v(vec, threads, rows, resident);
+    x.params["split"] = n;
+    return x;
+  };
+  EXPECT_TRUE(CanGenerateRow(odd, Group(odd), split(4, 512, 1, 1, 8)).ok());
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), split(4, 512, 1, 1, 2)).message()),
+              HasSubstr("resident rows need 53 registers per thread; at most 32"));
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), split(4, 512, 1, 1, 3)).message()),
+              HasSubstr("split must be 1, 2, 4 or 8"));
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), split(4, 512, 1, 0, 8)).message()),
+              HasSubstr("split rows need resident=1 and rows=1"));
+  EXPECT_THAT(std::string(CanGenerateRow(c, g, split(8, 128, 2, 1, 2)).message()),
+              HasSubstr("split rows need resident=1 and rows=1"));
+  EXPECT_EQ(RowMinComputeCapability(split(4, 512, 1, 1, 8)), 90);
+  EXPECT_EQ(RowMinComputeCapability(v(4, 512, 1, 1)), 80);
+}
+
+// A split row: one cluster of blocks a row, every block reducing its share
+// and meeting the others through distributed shared memory.
+TEST(RowEmitTest, SplitRowsAreClusters) {
+  Chain c = row_test::Softmax(DType::kBF16, -64, 50257);
+  KernelGroup g = Group(c);
+  Variant v{Family::kRowReduction,
+            {{"vec", 8}, {"threads", 512}, {"rows", 1}, {"resident", 1}, {"split", 8}}};
+  absl::StatusOr<KernelSpec> k = EmitRow(c, g, v);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->grid.x.Eval({100}).value(), 800);
+  EXPECT_EQ(k->block.x.Eval({}).value(), 512);
+  EXPECT_EQ(k->cluster_x, 0u);  // Fixed in the source: any launch keeps it.
+  EXPECT_NE(k->source.find("__cluster_dims__(8, 1, 1)"), std::string::npos);
+  EXPECT_NE(k->source.find("kf_cluster_reduce<8>"), std::string::npos);
+  EXPECT_NE(k->source.find("split=8"), std::string::npos);  // The header names it.
+  // 6282 vectors a row, 786 a block.
+  EXPECT_NE(k->source.find("kf_j < 786 && "), std::string::npos);
+  // The fp64 yardstick is one block a row.
+  absl::StatusOr<KernelSpec> ref = EmitRow(c, g, v, Numerics::kReference64);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->source.find("cluster"), std::string::npos);
+  EXPECT_EQ(ref->grid.x.Eval({100}).value(), 100);
+  // Split variants lead the space of wide rows, after the heuristic.
+  std::vector<Variant> space = RowSpace(c, g);
+  ASSERT_GT(space.size(), 1u);
+  EXPECT_EQ(space[1].Get("split", 1), 8);
+  Chain narrow = row_test::Softmax(DType::kBF16, -64, 4096);
+  for (const Variant& x : RowSpace(narrow, Group(narrow))) EXPECT_EQ(x.Get("split", 1), 1);
 }
 
 TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
@@ -177,7 +228,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
     EXPECT_TRUE(CanGenerateRow(n.chain, g, h).ok()) << h.ToString();
     std::vector<Variant> space = RowSpace(n.chain, g);
     ASSERT_FALSE(space.empty());
-    EXPECT_LE(space.size(), 40u);
+    EXPECT_LE(space.size(), 44u);
     EXPECT_EQ(space[0], h);
     EXPECT_EQ(space, RowSpace(n.chain, g));
     for (const Variant& v : space) {
@@ -187,7 +238,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/3");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/4");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
@@ -197,11 +248,11 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
   } cases[] = {
       {row_test::Softmax(DType::kBF16, 8, 4096),
        Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 128}, {"rows", 1}, {"resident", 1}}}},
-      // Wide rows: looped, 512 threads of 4-element vectors.
+      // Wide rows: looped, 1024 threads of 4-element vectors.
       {row_test::Softmax(DType::kF32, 8, 50257),
-       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 0}}}},
+       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}},
       {row_test::Softmax(DType::kBF16, 8, 50257),
-       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 0}}}},
+       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}},
       // 40 elements a thread stay in registers.
       {row_test::LayerNorm(DType::kBF16, 8, 5120),
        Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 128}, {"rows", 1}, {"resident", 1}}}},
@@ -224,7 +275,7 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
   Chain wide = row_test::Softmax(DType::kBF16, 8, 32768);
   EXPECT_EQ(RowHeuristic(wide, Group(wide)),
             (Variant{Family::kRowReduction,
-                     {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 0}}}));
+                     {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}));
 }
 
 // The fp64 yardstick of any variant is a scalar loop over the row, whatever

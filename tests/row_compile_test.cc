@@ -19,7 +19,7 @@ TEST(RowCompileTest, EverySpaceVariantCompiles) {
   NvrtcCompiler nvrtc;
   CompileOptions opts;
   opts.arch = "sm_90";
-  for (int64_t w : {1024, 4096, 5120, 8192, 50257}) {
+  for (int64_t w : {1001, 1024, 4096, 5120, 8192, 50257}) {
     const std::vector<std::pair<std::string, Chain>> chains = {
         {"softmax_bf16", row_test::Softmax(DType::kBF16, -4096, w, /*masked=*/true)},
         {"layer_norm_f32", row_test::LayerNorm(DType::kF32, 64, w)},

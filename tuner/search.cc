@@ -234,7 +234,7 @@ std::vector<Variant> PrunePointwise(const std::vector<Variant>& space, Bound bou
 
 absl::StatusOr<std::vector<Variant>> CandidateVariants(const Chain& chain, const KernelGroup& group,
                                                        TuneMode mode, Bound bound,
-                                                       int max_candidates) {
+                                                       int max_candidates, int cc) {
   KFUSE_ASSIGN_OR_RETURN(const FamilyGenerator* gen, FindFamily(group.family));
   const Variant seed = gen->heuristic(chain, group);
   std::vector<Variant> out = {seed};
@@ -250,6 +250,7 @@ absl::StatusOr<std::vector<Variant>> CandidateVariants(const Chain& chain, const
   std::set<Variant> seen = {seed};
   for (const Variant& v : pool) {
     if (static_cast<int>(out.size()) >= std::max(1, max_candidates)) break;
+    if (cc > 0 && VariantMinComputeCapability(v) > cc) continue;
     if (seen.insert(v).second) out.push_back(v);
   }
   return out;
@@ -283,7 +284,8 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   // Candidates, then the two yardsticks, emitted; the seed stays first.
   KFUSE_ASSIGN_OR_RETURN(
       std::vector<Variant> variants,
-      CandidateVariants(chain, group, opts.mode, result.report.bound, opts.max_candidates));
+      CandidateVariants(chain, group, opts.mode, result.report.bound, opts.max_candidates,
+                        ComputeCapabilityOf(opts.arch)));
   KFUSE_ASSIGN_OR_RETURN(KernelSpec ref_spec,
                          gen->emit(chain, group, result.best, Numerics::kReference64));
   KFUSE_ASSIGN_OR_RETURN(KernelSpec eager_spec,

@@ -92,10 +92,12 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
 // The candidates TuneKernel would try for `mode` (no compiling): the seed
 // first, then neighbours (kQuick) or the pruned space (kFull), deduplicated,
 // at most max_candidates. `bound` is the roofline verdict for the kernel.
-// Unimplemented for families without a generator.
+// Variants that need a later GPU than compute capability `cc` (90 for
+// sm_90) are left out; 0 keeps them all. Unimplemented for families
+// without a generator.
 absl::StatusOr<std::vector<Variant>> CandidateVariants(const Chain& chain, const KernelGroup& group,
                                                        TuneMode mode, Bound bound,
-                                                       int max_candidates);
+                                                       int max_candidates, int cc = 0);
 
 // The pointwise pruning, exposed for tests. For a memory-bound kernel every
 // variant that moves the same bytes is as good as its memory access pattern,

@@ -12,6 +12,7 @@
 
 #include "codegen/partition.h"
 #include "codegen/pointwise.h"
+#include "codegen/row_test_chains.h"
 #include "codegen/validate.h"
 #include "core/status.h"
 #include "gmock/gmock.h"
@@ -445,6 +446,23 @@ TEST(CandidateVariantsTest, QuickIsSeedAndNeighbours) {
   ASSERT_TRUE(capped.ok());
   EXPECT_EQ(capped->size(), 3u);
   EXPECT_EQ((*capped)[0], seed);
+}
+
+// Rows split over a cluster of blocks need sm_90: an sm_80 search leaves
+// them out.
+TEST(CandidateVariantsTest, LeavesOutWhatTheGpuCannotRun) {
+  Chain c = row_test::Softmax(DType::kBF16, 64, 50257);
+  KernelGroup g = PartitionChain(c)->kernels[0];
+  auto splits = [&](int cc) {
+    auto cands = CandidateVariants(c, g, TuneMode::kFull, Bound::kMemory, 48, cc);
+    EXPECT_TRUE(cands.ok()) << cands.status();
+    int n = 0;
+    for (const Variant& v : *cands) n += v.Get("split", 1) > 1;
+    return n;
+  };
+  EXPECT_GT(splits(90), 0);
+  EXPECT_EQ(splits(90), splits(0));
+  EXPECT_EQ(splits(80), 0);
 }
 
 TEST(PrunePointwiseTest, MemoryBoundKeepsWidestVectors) {
