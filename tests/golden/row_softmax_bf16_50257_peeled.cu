@@ -59,6 +59,52 @@ __device__ __forceinline__ V kf_team_reduce(V v, V* buf, Op op) {
   }
   return v;
 }
+__device__ __forceinline__ unsigned long long kf_policy(bool keep) {
+  unsigned long long p;
+  if (keep) {
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  } else {
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  }
+  return p;
+}
+template <typename T>
+__device__ __forceinline__ T kf_ldh(const T* p, unsigned long long pol) {
+  T v;
+  unsigned* u = reinterpret_cast<unsigned*>(&v);
+  if constexpr (sizeof(T) == 16) {
+    asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p), "l"(pol));
+  } else if constexpr (sizeof(T) == 8) {
+    asm("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(u[0]), "=r"(u[1]) : "l"(p), "l"(pol));
+  } else if constexpr (sizeof(T) == 4) {
+    asm("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(u[0]) : "l"(p), "l"(pol));
+  } else if constexpr (sizeof(T) == 2) {
+    asm("ld.global.L2::cache_hint.u16 %0, [%1], %2;"
+        : "=h"(*reinterpret_cast<unsigned short*>(&v)) : "l"(p), "l"(pol));
+  } else {
+    v = *p;
+  }
+  return v;
+}
+template <typename T>
+__device__ __forceinline__ void kf_sth(T* p, const T v, unsigned long long pol) {
+  const unsigned* u = reinterpret_cast<const unsigned*>(&v);
+  if constexpr (sizeof(T) == 16) {
+    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;"
+                 :: "l"(p), "r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3]), "l"(pol) : "memory");
+  } else if constexpr (sizeof(T) == 8) {
+    asm volatile("st.global.L2::cache_hint.v2.u32 [%0], {%1, %2}, %3;"
+                 :: "l"(p), "r"(u[0]), "r"(u[1]), "l"(pol) : "memory");
+  } else if constexpr (sizeof(T) == 4) {
+    asm volatile("st.global.L2::cache_hint.u32 [%0], %1, %2;" :: "l"(p), "r"(u[0]), "l"(pol) : "memory");
+  } else if constexpr (sizeof(T) == 2) {
+    asm volatile("st.global.L2::cache_hint.u16 [%0], %1, %2;"
+                 :: "l"(p), "h"(*reinterpret_cast<const unsigned short*>(&v)), "l"(pol) : "memory");
+  } else {
+    *p = v;
+  }
+}
 __device__ __forceinline__ void kf_phase1(const float x0, float& y0) {
   y0 = x0;
 }
@@ -98,13 +144,14 @@ __device__ __forceinline__ void kf_out(const float x0, const float r1, const flo
   const float v5 = (v3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(1024) kf_row_7b57ad4e24ab(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(1024) kf_row_1bd2f53dc30c(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 50257LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 1024;
   const int kf_lane = threadIdx.x % 1024;
   const long long kf_r = (long long)blockIdx.x * 1 + kf_team;
   const bool kf_valid = kf_r < kf_R;
+  const unsigned long long kf_keep = kf_policy(true), kf_stream = kf_policy(false);
   long long kf_t = kf_valid ? kf_r : 0;
   const long long kf_c0 = kf_t;
   const long long kf_b0 = kf_c0 * 50257LL;
@@ -120,7 +167,7 @@ extern "C" __global__ void __launch_bounds__(1024) kf_row_7b57ad4e24ab(const __k
     const long long kf_c = kf_h + kf_j * 4;
     float x0[4];
     if (kf_valid) {
-      const kf_vec<__kf_bf16, 4> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 4>*>(in0 + kf_b0 + kf_c);
+      const kf_vec<__kf_bf16, 4> kf_t = kf_ldh(reinterpret_cast<const kf_vec<__kf_bf16, 4>*>(in0 + kf_b0 + kf_c), kf_keep);
     #pragma unroll
       for (int kf_e = 0; kf_e < 4; ++kf_e) x0[0 + kf_e] = kf_bf2f(kf_t.v[kf_e]);
     } else {
@@ -149,7 +196,7 @@ extern "C" __global__ void __launch_bounds__(1024) kf_row_7b57ad4e24ab(const __k
     for (long long kf_k = kf_lane; kf_k < kf_W - kf_nv * 4; kf_k += 1024) {
     const long long kf_c = kf_k < kf_h ? kf_k : kf_k + kf_nv * 4;
     float x0[1];
-    x0[0] = kf_valid ? kf_bf2f((in0 + kf_b0 + kf_c)[0]) : (float)0;
+    x0[0] = kf_valid ? kf_bf2f(kf_ldh(reinterpret_cast<const __kf_bf16*>(in0 + kf_b0 + kf_c), kf_keep)) : (float)0;
       float kf_y[1];
 #pragma unroll
       for (int kf_e = 0; kf_e < 1; ++kf_e) {
@@ -185,7 +232,7 @@ extern "C" __global__ void __launch_bounds__(1024) kf_row_7b57ad4e24ab(const __k
     const long long kf_c = kf_h + kf_j * 4;
     float x0[4];
     if (kf_valid) {
-      const kf_vec<__kf_bf16, 4> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 4>*>(in0 + kf_b0 + kf_c);
+      const kf_vec<__kf_bf16, 4> kf_t = kf_ldh(reinterpret_cast<const kf_vec<__kf_bf16, 4>*>(in0 + kf_b0 + kf_c), kf_stream);
     #pragma unroll
       for (int kf_e = 0; kf_e < 4; ++kf_e) x0[0 + kf_e] = kf_bf2f(kf_t.v[kf_e]);
     } else {
@@ -199,17 +246,17 @@ extern "C" __global__ void __launch_bounds__(1024) kf_row_7b57ad4e24ab(const __k
         kf_out(x0[kf_e], r1, r4, kf_y0);
         kf_o0.v[kf_e] = kf_f2bf(kf_y0);
       }
-      if (kf_valid) *reinterpret_cast<kf_vec<__kf_bf16, 4>*>(out0 + kf_r * kf_W + kf_c) = kf_o0;
+      if (kf_valid) kf_sth(reinterpret_cast<kf_vec<__kf_bf16, 4>*>(out0 + kf_r * kf_W + kf_c), kf_o0, kf_stream);
     }
     for (long long kf_k = kf_lane; kf_k < kf_W - kf_nv * 4; kf_k += 1024) {
     const long long kf_c = kf_k < kf_h ? kf_k : kf_k + kf_nv * 4;
     float x0[1];
-    x0[0] = kf_valid ? kf_bf2f((in0 + kf_b0 + kf_c)[0]) : (float)0;
+    x0[0] = kf_valid ? kf_bf2f(kf_ldh(reinterpret_cast<const __kf_bf16*>(in0 + kf_b0 + kf_c), kf_stream)) : (float)0;
 #pragma unroll
       for (int kf_e = 0; kf_e < 1; ++kf_e) {
         float kf_y0;
         kf_out(x0[kf_e], r1, r4, kf_y0);
-        if (kf_valid) out0[kf_r * kf_W + kf_c] = kf_f2bf(kf_y0);
+        if (kf_valid) kf_sth<__kf_bf16>(out0 + kf_r * kf_W + kf_c, kf_f2bf(kf_y0), kf_stream);
       }
     }
   }
