@@ -283,7 +283,7 @@ struct Shape {
   int elem_inputs = 1;
   std::vector<int> vecs;  // Legal without a runtime precondition, widest first.
   bool peelable = false;
-  std::vector<int> peel_vecs;  // Looped only, the row peeled; widest first.
+  std::vector<int> peel_vecs;  // The row peeled (see Plan::peel); widest first.
 };
 
 Shape ShapeOf(const Chain& chain) {
@@ -304,7 +304,7 @@ Shape ShapeOf(const Chain& chain) {
   for (int v : {8, 4, 2, 1}) {
     if (v * s.widest <= 16 && (v == 1 || (s.width > 0 && s.width % v == 0))) s.vecs.push_back(v);
   }
-  for (int v : {8, 4, 2}) {  // Looped rows peeled to their first aligned vector.
+  for (int v : {8, 4, 2}) {  // Rows peeled to their first aligned vector.
     if (v * s.widest <= 16 && s.width > 0 && s.width % v != 0 && s.peelable) {
       s.peel_vecs.push_back(v);
     }
@@ -388,7 +388,8 @@ std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
       for (int threads : {256, 512, 128, 64}) {
         Variant v = Make(vec, threads, 1, 1);
         v.params["split"] = split;
-        // At most 256 bytes a thread (rows are held in their storage type):
+        // At most 256 bytes of a row's widest buffer a thread (rows are held
+        // in their storage type; MakePlan's budget counts every input held):
         // NVRTC spilled an f32 LayerNorm's 99 elements.
         absl::StatusOr<Plan> p = MakePlan(chain, group, v, Numerics::kFast);
         if (p.ok() && p->items * p->vec * s.widest <= 256) add(std::move(v));

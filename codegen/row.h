@@ -35,7 +35,7 @@
 //
 // Launch contract (KernelSpec.params, in order): one pointer per chain input,
 // one per chain output, then one i64 scalar per symbol of the row shape
-// (ascending). grid.x = ceil_div(rows of the chain, rows), block.x =
+// (ascending). grid.x = ceil_div(rows of the chain, rows) * split, block.x =
 // threads * rows; dynamic shared memory for resident=2. Full-row outputs
 // are dense [..., W]; per-row outputs dense [...] or [..., 1].
 #ifndef KFUSE_CODEGEN_ROW_H_
@@ -81,7 +81,7 @@ int RowMinComputeCapability(const Variant& variant);
 // vectors.
 Variant RowHeuristic(const Chain& chain, const KernelGroup& group);
 
-// Every legal variant worth timing (at most 44), heuristic first, then the
+// Every legal variant worth timing (a few dozen), heuristic first, then the
 // split rows of wide rows, stable.
 std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group);
 

@@ -10,10 +10,12 @@
 //     resident: each thread loads its vectors of the row once;
 //     per phase: a pass over the row (registers, or re-read), accumulate,
 //       team-reduce, then the per-row values that follow;
-//     a last pass writes full-row outputs; lane 0 writes per-row outputs.
+//     a last pass writes full-row outputs; lane 0 writes per-row outputs
+//     (of the cluster's first block, for rows split over a cluster).
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -387,11 +389,16 @@ class Writer {
     const std::string zero =
         raw ? absl::StrCat("kf_zero<", Storage(id), ">()") : absl::StrCat("(", CT(id), ")0");
     // A row-varying input read from global memory carries the pass's policy.
-    const bool hinted = src != Src::kStage && !load_policy_.empty() &&
+    const bool hinted = src != Src::kStage && pass_ >= 0 &&
                         std::find(p_.held_inputs.begin(), p_.held_inputs.end(), id) !=
                             p_.held_inputs.end();
-    // A staged row is read from global memory once.
-    const std::string policy = src == Src::kGlobalAndStage ? "kf_stream" : load_policy_;
+    // A staged row is read from global memory once; a looped row's last
+    // pass that reads it lets it go.
+    const auto last = last_read_.find(id);
+    const std::string policy =
+        src == Src::kGlobalAndStage || (last != last_read_.end() && last->second == pass_)
+            ? "kf_stream"
+            : "kf_keep";
     auto read = [&](const std::string& type) {
       return hinted ? absl::StrCat("kf_ldh(reinterpret_cast<const ", type, "*>(", at, "), ",
                                    policy, ")")
@@ -671,7 +678,7 @@ class Writer {
                       ";\n      }\n");
       return b;
     };
-    load_policy_ = Hinted() ? "kf_keep" : "";
+    pass_ = Hinted() ? pass_ + 1 : -1;
     absl::StrAppend(s, Pass(cl.inputs, body));
     absl::StrAppend(s, "#pragma unroll\n  for (int kf_e = 1; kf_e < ", lanes, "; ++kf_e) ", as,
                     "[0] += ", as, "[kf_e];\n");
@@ -817,6 +824,19 @@ class Writer {
         }
       }
     }
+    // The last pass reading each per-element input, for the L2 policies
+    // (looped rows keep nothing in registers, so every pass loads what it
+    // reads): the passes as the loop below writes them.
+    for (size_t ph = 0, pass = 0; ph <= r_.phases.size(); ++ph, ++pass) {
+      std::vector<int32_t> targets =
+          ph < r_.phases.size() ? pass_targets[ph] : out_targets;
+      if (ph < r_.phases.size() && OnlinePair(ph) >= 0) {
+        targets = {c_.nodes[r_.phases[ph][0]].args[0]};
+        ++ph;
+      }
+      if (targets.empty()) continue;
+      for (int32_t id : Close(targets).inputs) last_read_[id] = static_cast<int>(pass);
+    }
     std::set<int32_t> available;  // Kept by the passes emitted so far.
     for (size_t ph = 0; ph < r_.phases.size(); ++ph) {
       if (const int32_t e = OnlinePair(ph); e >= 0) {
@@ -888,7 +908,7 @@ class Writer {
           absl::StrAppend(&inner, "        ", a, " += kf_y", t, ";\n");
         }
       }
-      load_policy_ = Hinted() ? "kf_keep" : "";
+      pass_ = Hinted() ? pass_ + 1 : -1;
       absl::StrAppend(s, Pass(cl.inputs, [&](int) { return PassBody{"", inner, ""}; }));
       for (int32_t red : r_.phases[ph]) {
         const OpKind kind = c_.nodes[red].kind;
@@ -981,7 +1001,7 @@ class Writer {
         }
         return b;
       };
-      load_policy_ = Hinted() ? "kf_stream" : "";
+      pass_ = Hinted() ? pass_ + 1 : -1;
       absl::StrAppend(s, "  // Full-row outputs.\n", Pass(cl.inputs, body));
     }
     for (size_t j = 0; j < c_.outputs.size(); ++j) {
@@ -1003,9 +1023,11 @@ class Writer {
   const RowStructure& r_;
   PreludeNeeds needs_;
   std::set<int32_t> staged_;  // resident=2: inputs a pass has staged.
-  // The L2 policy of the pass being written for row-varying inputs read
-  // from global memory: "kf_keep", "kf_stream", or "" (none).
-  std::string load_policy_;
+  // Hinted kernels: the pass being written (0, 1, ...; -1 before the
+  // first and in kernels without policies), and the last pass that reads
+  // each per-element input.
+  int pass_ = -1;
+  std::map<int32_t, int> last_read_;
   bool online_prelude_ = false;
 };
 

@@ -20,8 +20,9 @@ struct Plan {
   Numerics numerics = Numerics::kFast;
   int vec = 1, threads = 32, rows_per_block = 1;
   bool resident = false;
-  // Looped over a static width that is not a multiple of vec: each row's
-  // first aligned column starts the vector loop (see row.cc).
+  // A static width that is not a multiple of vec: each row's first aligned
+  // column starts the vectors (looped: the loop; resident: the registers),
+  // the few columns around them one by one (see row_emit.cc).
   bool peel = false;
   // resident=2: bytes of dynamic shared memory for the staged rows (0: none)
   // and each staged row's length in elements (a multiple of 16, room for the

@@ -308,6 +308,37 @@ TEST(RowEmitTest, StagedRowsAskForTheirSharedMemory) {
   EXPECT_EQ(ref->dynamic_smem_bytes, 0u);  // The yardstick reads global memory.
 }
 
+// L2 policies: a looped row's earlier passes keep it, its last pass lets
+// it go, also when that pass is a reduction's (no full-row outputs);
+// register-resident rows are plain.
+TEST(RowEmitTest, LoopedRowsCarryL2Policies) {
+  auto looped = [](int threads) {
+    return Variant{Family::kRowReduction,
+                   {{"vec", 4}, {"threads", threads}, {"rows", 1}, {"resident", 0}}};
+  };
+  Chain soft = row_test::Softmax(DType::kF32, -64, 4096);
+  absl::StatusOr<KernelSpec> k = EmitRow(soft, Group(soft), looped(256));
+  ASSERT_TRUE(k.ok()) << k.status();
+  const std::string& src = k->source;
+  const size_t keep = src.find("kf_keep);"), stream = src.find("kf_stream);");
+  ASSERT_NE(keep, std::string::npos);
+  ASSERT_NE(stream, std::string::npos);
+  EXPECT_LT(keep, stream);
+  EXPECT_NE(src.find("kf_sth("), std::string::npos);
+  // Max and sum, per-row outputs only: one pass, the row's last read.
+  Chain stats = row_test::RowStats(DType::kF32, 8, 4096);
+  k = EmitRow(stats, Group(stats), looped(256));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->source.find("kf_keep);"), std::string::npos) << k->source;
+  EXPECT_NE(k->source.find("kf_stream);"), std::string::npos);
+  Variant resident = looped(256);
+  resident.params["resident"] = 1;
+  k = EmitRow(soft, Group(soft), resident);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->source.find("kf_ldh"), std::string::npos);
+  EXPECT_EQ(k->source.find("kf_sth"), std::string::npos);
+}
+
 TEST(RowEmitTest, LaunchContract) {
   Chain c = row_test::RmsNormResidual(DType::kBF16, -1024, 4096);
   KernelGroup g = Group(c);
