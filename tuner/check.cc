@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
+#include "tuner/worker_shared_code.h"
 
 namespace kfuse {
 namespace {
@@ -120,7 +121,7 @@ ErrorStats CompareToReference(DType dtype, const void* data, absl::Span<const do
   std::vector<double> got = ToDouble(dtype, data, static_cast<int64_t>(ref.size()));
   ErrorStats s;
   for (size_t i = 0; i < ref.size(); ++i) {
-    double r = ref[i], c = got[i];
+    double r = ref[i], c = shared_code::kf_judged(static_cast<int>(dtype), ref[i], got[i]);
     bool r_finite = std::isfinite(r), c_finite = std::isfinite(c);
     if (r_finite) s.max_abs_ref = std::max(s.max_abs_ref, std::fabs(r));
     if (r_finite && c_finite) {

@@ -96,6 +96,30 @@ TEST(CheckTest, NaNPositionMismatchFails) {
   }
 }
 
+// Where the reference is past the output dtype's range, the dtype's
+// infinity of its sign is exact (a kernel keeping its product in f32 may
+// overflow where eager's rounded product did not); elsewhere, or of the
+// other sign, infinity is wrong; a finite value there is judged by its error.
+TEST(CheckTest, AReferenceBeyondTheDTypesRangeIsInfinity) {
+  std::vector<double> ref = {0.5, 3.48e38};  // Above bf16's largest finite value.
+  std::vector<uint16_t> got = {FloatToBF16(0.5f), FloatToBF16(INFINITY)};
+  OutputCheck r = CheckOutput(DType::kBF16, got.data(), ref, 1e-3, 2.0);
+  EXPECT_TRUE(r.ok) << r.message;
+  for (double bad : {3.3e38, -3.48e38}) {  // Within range; the other sign.
+    ref[1] = bad;
+    r = CheckOutput(DType::kBF16, got.data(), ref, 1e-3, 2.0);
+    EXPECT_FALSE(r.ok) << bad;
+    EXPECT_THAT(r.message, HasSubstr("NaN/inf positions differ")) << bad;
+  }
+  // f32 and f16 by their own ranges.
+  std::vector<float> f = {0.5f, INFINITY};
+  EXPECT_TRUE(CheckOutput(DType::kF32, f.data(), std::vector<double>{0.5, 3.5e38}, 1e-3, 2.0).ok);
+  EXPECT_FALSE(CheckOutput(DType::kF32, f.data(), std::vector<double>{0.5, 3.4e38}, 1e-3, 2.0).ok);
+  std::vector<uint16_t> h = {0x3800, 0x7c00};  // f16 0.5, inf.
+  EXPECT_TRUE(CheckOutput(DType::kF16, h.data(), std::vector<double>{0.5, 65520.0}, 1e-3, 2.0).ok);
+  EXPECT_FALSE(CheckOutput(DType::kF16, h.data(), std::vector<double>{0.5, 65519.0}, 1e-3, 2.0).ok);
+}
+
 TEST(CheckTest, PoisonLeftBehindIsUnwritten) {
   std::vector<double> ref = {1.0, 2.0, kNaN, 4.0};
   std::vector<float> got = Poisoned(4);

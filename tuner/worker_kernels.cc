@@ -64,7 +64,7 @@ kf_cmp(const void* got, const double* ref, long long n, KfPart* out, int dt, int
   KF_FOR(i, n) {
     double r = ref[i];
     unsigned long long raw = kf_load(got, i, size);
-    kf_part_add(&p, i, r, kf_decode(dt, raw), kf_unwritten(dt, raw, r));
+    kf_part_add(&p, i, r, kf_judged(dt, r, kf_decode(dt, raw)), kf_unwritten(dt, raw, r));
   }
   s[threadIdx.x] = p;
   __syncthreads();

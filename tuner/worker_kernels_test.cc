@@ -122,7 +122,8 @@ std::vector<sc::KfPart> EmulateCompare(const CheckCase& c, int blocks) {
         unsigned long long raw = 0;
         std::memcpy(&raw, c.got.data() + i * bytes, bytes);
         double r = c.ref[i];
-        sc::kf_part_add(p, i, r, sc::kf_decode(dt, raw), sc::kf_unwritten(dt, raw, r));
+        sc::kf_part_add(p, i, r, sc::kf_judged(dt, r, sc::kf_decode(dt, raw)),
+                       sc::kf_unwritten(dt, raw, r));
       },
       sc::kf_part_merge);
 }

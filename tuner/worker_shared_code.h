@@ -175,6 +175,27 @@ KF_HD double kf_decode(int dt, unsigned long long raw) {
   return 0.0;
 }
 
+/* True when finite `r` is past float dtype `dt`'s range: at or above its
+   largest finite value plus half an ulp, which rounds to infinity. */
+KF_HD int kf_beyond(int dt, double r) {
+  double limit;
+  switch (dt) {
+    case kDtF32: limit = kf_pow2(128) - kf_pow2(103); break;
+    case kDtBF16: limit = kf_pow2(128) - kf_pow2(119); break;
+    case kDtF16: limit = 65520.0; break;
+    default: return 0;
+  }
+  return kf_isfinite(r) && kf_fabs(r) >= limit;
+}
+
+/* The output element `c` as judged against reference `r`: the dtype's
+   infinity of r's sign where r is past the dtype's range is exact there
+   (the product a kernel keeps in f32 may overflow where eager's rounded
+   one did not); a finite value there is judged by its error as anywhere. */
+KF_HD double kf_judged(int dt, double r, double c) {
+  return (kf_beyond(dt, r) && !kf_isfinite(c) && !kf_isnan(c) && (c > 0) == (r > 0)) ? r : c;
+}
+
 /* The poison rule (tuner/check.h CountUnwritten): a float element whose
    bytes are all 0xFF where the reference is not NaN is unwritten; a bool
    byte above 1 is unwritten; integers cannot be told from a real -1. */
