@@ -6,8 +6,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/attention_test_chains.h"
+#include "codegen/generators.h"
 #include "codegen/golden_test_util.h"
 #include "codegen/matmul_test_chains.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace kfuse {
@@ -131,20 +133,41 @@ TEST(AttentionTest, BadParamsAreNamed) {
   }
 }
 
+// What the fused kernel cannot take is Unimplemented by name. The partition
+// then serves the chain with the products' kernels where they can (a head
+// dim of 72: QK^T with the softmax in its epilogue, then PV), and answers
+// with the fused kernel's reason where they cannot (f32 operands).
 TEST(AttentionTest, LayoutsAndHeadDimsItCannotTakeAreUnimplementedByName) {
+  auto matched = [](const Chain& c) {
+    std::optional<AttentionMatch> m = MatchAttention(c);
+    EXPECT_TRUE(m.has_value());
+    return m ? AttentionGroup(c, *m) : KernelGroup{};
+  };
   Options odd;
   odd.d = odd.dv = 72;
   Chain c = Attention(odd);
-  absl::Status s = CanGenerateAttention(c, OnlyKernel(c), AttentionHeuristic(c, OnlyKernel(c)));
+  KernelGroup g = matched(c);
+  absl::Status s = CanGenerateAttention(c, g, AttentionHeuristic(c, g));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
   EXPECT_TRUE(absl::StrContains(s.message(), "head dim (72)")) << s.message();
   EXPECT_TRUE(absl::StrContains(s.message(), "(matmul)")) << s.message();
+  absl::StatusOr<Partition> apart = PartitionChain(c);
+  ASSERT_TRUE(apart.ok()) << apart.status();
+  ASSERT_GE(apart->kernels.size(), 2u);
+  EXPECT_EQ(apart->kernels[0].family, Family::kMatmul);
+  for (const KernelGroup& k : apart->kernels) {
+    EXPECT_TRUE(CanGenerateFamily(c, k, FamilyHeuristic(c, k)).ok()) << k.reason;
+  }
   Options f16;
   f16.dtype = DType::kF32;
   c = Attention(f16);
-  s = CanGenerateAttention(c, OnlyKernel(c), AttentionHeuristic(c, OnlyKernel(c)));
+  g = matched(c);
+  s = CanGenerateAttention(c, g, AttentionHeuristic(c, g));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
   EXPECT_TRUE(absl::StrContains(s.message(), "operand A")) << s.message();
+  apart = PartitionChain(c);
+  EXPECT_EQ(apart.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(apart.status().message(), "operand A")) << apart.status();
 }
 
 TEST(AttentionTest, LaunchContractAndSchedule) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/attention.h"
+#include "codegen/generators.h"
 #include "codegen/pointwise_layout.h"
 #include "codegen/reduce.h"
 #include "codegen/row_analysis.h"
@@ -199,14 +200,8 @@ absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
   return p;
 }
 
-}  // namespace
-
-absl::StatusOr<Partition> PartitionChain(const Chain& c) {
-  if (std::optional<AttentionMatch> m = MatchAttention(c)) {
-    Partition p;
-    p.kernels.push_back(AttentionGroup(c, *m));
-    return p;
-  }
+// PartitionChain for a chain that is not a fused attention.
+absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
   bool reduces = false, outer = false, multiplies = false;
   int32_t first_view = -1;
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
@@ -252,6 +247,26 @@ absl::StatusOr<Partition> PartitionChain(const Chain& c) {
   // A reshape that is no view of its operand is refused here, naming it.
   if (first_view >= 0) KFUSE_RETURN_IF_ERROR(BuildIterSpace(c, p.kernels[0]).status());
   return p;
+}
+
+}  // namespace
+
+absl::StatusOr<Partition> PartitionChain(const Chain& c) {
+  std::optional<AttentionMatch> m = MatchAttention(c);
+  if (!m) return PartitionUnmatched(c);
+  Partition p;
+  p.kernels.push_back(AttentionGroup(c, *m));
+  // An attention the fused kernel does not take (a head dim past 256, say)
+  // is still two products and a softmax: their kernels serve it when every
+  // one of them generates; else the attention kernel's reason is the answer.
+  absl::Status fused = CanGenerateAttention(c, p.kernels[0], AttentionHeuristic(c, p.kernels[0]));
+  if (fused.ok() || !absl::IsUnimplemented(fused)) return p;
+  absl::StatusOr<Partition> apart = PartitionUnmatched(c);
+  if (!apart.ok()) return fused;
+  for (const KernelGroup& k : apart->kernels) {
+    if (!CanGenerateFamily(c, k, FamilyHeuristic(c, k)).ok()) return fused;
+  }
+  return apart;
 }
 
 std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& c, const Partition& p) {

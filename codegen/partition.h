@@ -49,7 +49,9 @@ struct Partition {
 // For a canonical chain:
 //  - an attention (MatchAttention in codegen/attention.h: the whole chain is
 //    softmax(f(Q K^T)) V with its masks, epilogue and log-sum-exp): one
-//    attention kernel;
+//    attention kernel; one the attention kernel does not take (Unimplemented:
+//    a head dim past 256, say) is partitioned as the rules below say when
+//    every kernel of that generates, else it is that Unimplemented;
 //  - inputs, constants and element-wise ops (casts, where, comparisons
 //    included): one pointwise kernel;
 //  - reductions all along the innermost axis of one row shape, with
