@@ -191,6 +191,34 @@ absl::Status CheckOperand(const Chain& c, int32_t mm, int which, const Access& a
 
 namespace {
 
+// OK when reduction `id` of `group` can run in the epilogue: along N, kept,
+// over a float value of the product's shape computed per element in the
+// group, N static and at most kMaxEpilogueRow.
+absl::Status CheckRowReduction(const Chain& chain, const KernelGroup& group, const Plan& p,
+                               int32_t id) {
+  const Node& n = chain.nodes[id];
+  const std::vector<Dim>& out = chain.nodes[p.matmul].type.shape;
+  const int32_t a = n.args[0];
+  std::string why;
+  if (n.axes != std::vector<int64_t>{static_cast<int64_t>(out.size()) - 1} ||
+      n.type.rank() != static_cast<int>(out.size())) {
+    why = "it must reduce the product's last dim and keep it";
+  } else if (!out.back().is_static() || out.back().size > kMaxEpilogueRow) {
+    why = absl::StrCat("its rows must be static and at most ", kMaxEpilogueRow,
+                       " wide (one CTA's tile)");
+  } else if (std::find(group.nodes.begin(), group.nodes.end(), a) == group.nodes.end() ||
+             p.per_row.count(a) || chain.nodes[a].type.shape != out) {
+    why = "its operand must be computed per element in the kernel, in the product's shape";
+  } else if (const DType t = chain.nodes[a].type.dtype;
+             t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) {
+    why = absl::StrCat("it reduces ", std::string(DTypeName(chain.nodes[a].type.dtype)),
+                       " values; only floating-point rows are reduced in an epilogue");
+  }
+  if (why.empty()) return absl::OkStatus();
+  return absl::UnimplementedError(
+      absl::StrCat(OpLabel(chain, id), ": not generated in a matmul's epilogue: ", why));
+}
+
 absl::Status CheckSchedule(const Variant& v, const Plan& p, Plan* out) {
   const int64_t bm = v.Get("bm"), bn = v.Get("bn"), bk = v.Get("bk"), wm = v.Get("wm"),
                 wn = v.Get("wn"), stages = v.Get("stages"), group = v.Get("group"),
@@ -198,6 +226,10 @@ absl::Status CheckSchedule(const Variant& v, const Plan& p, Plan* out) {
   if (!In({16, 32, 64, 128, 256}, bm)) return BadParam(v, "bm must be 16, 32, 64, 128 or 256");
   if (!In({32, 64, 128, 256}, bn)) return BadParam(v, "bn must be 32, 64, 128 or 256");
   if (!In({32, 64, 128}, bk)) return BadParam(v, "bk must be 32, 64 or 128");
+  if (p.Rows() && bn < p.n.size) {
+    return BadParam(v, absl::StrCat("bn ", bn, " is narrower than the rows (N = ", p.n.size,
+                                    ") the epilogue reduces; a CTA's tile must hold them whole"));
+  }
   if (!In({1, 2, 4, 8}, wm * wn) || wm < 1 || wn < 1) {
     return BadParam(v, "wm * wn (warps) must be 1, 2, 4 or 8");
   }
@@ -340,12 +372,32 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
 
   // The epilogue and what it reads, over the output's dims.
   std::set<int32_t> read_nodes;
+  const std::vector<Dim> per_row_shape = [&] {
+    std::vector<Dim> s = out;
+    s.back() = Dim::Static(1);
+    return s;
+  }();
   for (int32_t id : group.nodes) {
     if (id == p.matmul) continue;
     const Node& n = chain.nodes[id];
-    if (!IsElementwise(n.kind) && n.kind != OpKind::kExpand) {
+    if (IsReduction(n.kind)) {
+      KFUSE_RETURN_IF_ERROR(CheckRowReduction(chain, group, p, id));
+      p.per_row.insert(id);
+    } else if (!IsElementwise(n.kind) && n.kind != OpKind::kExpand) {
       return absl::UnimplementedError(absl::StrCat(
-          OpLabel(chain, id), ": only element-wise ops join a matmul's epilogue"));
+          OpLabel(chain, id), ": only element-wise ops and reductions along short rows join a "
+                              "matmul's epilogue"));
+    } else if (std::any_of(n.args.begin(), n.args.end(),
+                           [&](int32_t a) { return p.per_row.count(a) > 0; }) &&
+               n.type.shape == per_row_shape) {
+      for (int32_t a : n.args) {
+        if (!p.per_row.count(a) && chain.nodes[a].kind != OpKind::kConstant) {
+          return absl::UnimplementedError(absl::StrCat(
+              OpLabel(chain, id), ": per-row work in a matmul's epilogue reads only per-row "
+                                  "values and constants; ", OpLabel(chain, a), " is neither"));
+        }
+      }
+      p.per_row.insert(id);
     }
     p.epilogue.push_back(id);
     for (int32_t a : n.args) {
@@ -367,9 +419,10 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     if (!mine.count(r)) {
       return absl::InvalidArgumentError(absl::StrCat("group result ", r, " is not one of its nodes"));
     }
-    if (chain.nodes[r].type.shape != out) {
+    if (chain.nodes[r].type.shape != out && !p.per_row.count(r)) {
       return absl::UnimplementedError(absl::StrCat(
-          OpLabel(chain, r), ": a result of a matmul kernel must have the product's shape"));
+          OpLabel(chain, r),
+          ": a result of a matmul kernel must have the product's shape or one value per row"));
     }
   }
   p.results = group.results;
@@ -423,7 +476,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     };
     const std::set<int32_t> results(p.results.begin(), p.results.end());
     for (size_t j = 0; p.pair && j < chain.outputs.size(); ++j) {
-      if (!results.count(chain.outputs[j])) continue;
+      if (!results.count(chain.outputs[j]) || p.per_row.count(chain.outputs[j])) continue;
       aligned(BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(j)},
               chain.nodes[chain.outputs[j]].type.dtype, absl::StrCat("output ", j));
     }
@@ -489,6 +542,10 @@ absl::StatusOr<KernelSpec> EmitMatmul(const Chain& chain, const KernelGroup& gro
     k.grid.z = batch;
     k.block.x = SizeExpr::Const(32 * plan.wm * plan.wn);
     k.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
+  } else if (plan.Rows()) {  // A block per row, a thread per column.
+    k.grid.x = m;
+    k.grid.z = batch;
+    k.block.x = SizeExpr::Const((plan.n.size + 31) / 32 * 32);
   } else {
     k.grid.x = SizeExpr::CeilDiv(m, SizeExpr::Const(16));
     k.grid.y = SizeExpr::CeilDiv(n, SizeExpr::Const(16));
@@ -516,6 +573,7 @@ Variant Make(int bm, int bn, int bk, int wm, int wn, int stages, int group, int 
 
 struct Sizes {
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool rows = false;  // The epilogue reduces rows: bn must cover N.
 };
 
 Sizes SizesOf(const Chain& chain, const KernelGroup& group) {
@@ -526,6 +584,7 @@ Sizes SizesOf(const Chain& chain, const KernelGroup& group) {
   };
   for (int32_t id : group.nodes) {
     const Node& n = chain.nodes[id];
+    s.rows = s.rows || IsReduction(n.kind);
     if (n.kind != OpKind::kMatmul) continue;
     const std::vector<Dim>& out = n.type.shape;
     s.m = value(out[out.size() - 2]);
@@ -550,10 +609,28 @@ Variant SmallM(const Sizes& s, int bn, int bk, int stages, int wm = 1) {
   return Make(bm, bn, bk, wm, wn, stages, 1, splitk);
 }
 
+// The narrowest tile width that holds a whole row of N columns.
+int RowTileN(int64_t n) { return n <= 32 ? 32 : n <= 64 ? 64 : n <= 128 ? 128 : 256; }
+
+// A tile of bm x RowTileN(N) in `warps` warps, warp tiles at most 64 wide
+// along N, or (whole) as wide as the tile: each warp then holds whole rows
+// and reduces them without shared memory or barriers.
+Variant RowTile(const Sizes& s, int bm, int bk, int stages, int warps, bool whole = false) {
+  const int bn = RowTileN(s.n);
+  const int wn = whole ? 1 : std::max(1, bn / 64);
+  const int wm = std::min(bm / 16, warps / wn);
+  return Make(bm, bn, bk, std::max(1, wm), wn, stages, 8, 1);
+}
+
 }  // namespace
 
 Variant MatmulHeuristic(const Chain& chain, const KernelGroup& group) {
   const Sizes s = SizesOf(chain, group);
+  if (s.rows) {
+    // Few rows: the widest K step whose four stages fit shared memory.
+    const int bn = RowTileN(s.n);
+    return s.m <= 64 ? SmallM(s, bn, bn > 128 ? 64 : 128, 4) : RowTile(s, 128, 32, 4, 8);
+  }
   if (s.m <= 64) return SmallM(s, 64, 128, 4);
   if (s.m >= 256 && s.n >= 256) return Make(128, 256, 32, 2, 4, 4, 8, 1);
   return Make(128, 128, 32, 2, 2, 4, 8, 1);
@@ -568,6 +645,34 @@ std::vector<Variant> MatmulSpace(const Chain& chain, const KernelGroup& group) {
       out.push_back(std::move(v));
   };
   add(MatmulHeuristic(chain, group));
+  if (s.rows && s.m <= 64) {
+    for (int bk : {128, 64}) {
+      for (int stages : {4, 3, 6}) add(SmallM(s, RowTileN(s.n), bk, stages));
+    }
+    Variant v = SmallM(s, RowTileN(s.n), 128, 4);
+    for (int splitk : {1, 2, 4, 8, 16}) {
+      v.params["splitk"] = splitk;
+      add(v);
+    }
+    add(SmallM(s, RowTileN(s.n), 64, 4, /*wm=*/2));
+    return out;
+  }
+  if (s.rows) {
+    // Eight warps, or four (two CTAs an SM where the registers allow; their
+    // 64 x 64 warp tiles and the epilogue's values leave no room for bk 64).
+    for (int warps : {8, 4}) {
+      for (int bm : {128, 256, 64}) {
+        for (int bk : {32, 64}) {
+          if (warps == 4 && bk == 64) continue;
+          for (int stages : {4, 5}) add(RowTile(s, bm, bk, stages, warps));
+        }
+      }
+    }
+    for (int warps : {4, 8}) {
+      for (int stages : {4, 5}) add(RowTile(s, 32 * warps, 32, stages, warps, /*whole=*/true));
+    }
+    return out;
+  }
   if (s.m <= 64) {
     for (int bn : {64, 128, 32}) {
       for (int bk : {128, 64}) {

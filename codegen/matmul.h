@@ -10,6 +10,12 @@
 // activation, residual, scale, cast) whose shape is the product's; their
 // other operands are chain inputs, constants, element-wise work on those, or
 // intermediates of earlier kernels, read broadcast at each output element.
+// The group may also reduce along the product's rows (sum, max, min, mean
+// over N, kept) when a CTA's tile holds them whole (N static, at most
+// kMaxEpilogueRow, bn >= N), with element-wise work before and after and
+// per-row work ([.., M, 1]) on the reductions' values alone: softmax or
+// LayerNorm of a narrow product in one kernel. Results are of the
+// product's shape or one value per row.
 // Each operand of the product is a chain input (dense or strided), a
 // transposing permute or a batch-broadcasting expand of one, or an
 // intermediate (dense); one of its two inner dims must be contiguous: A
@@ -27,7 +33,8 @@
 // order, so results do not depend on timing, and applies the epilogue.
 //
 // Variant params (Family::kMatmul):
-//   bm, bn    CTA tile: bm in 16, 32, 64, 128, 256; bn in 32, 64, 128, 256.
+//   bm, bn    CTA tile: bm in 16, 32, 64, 128, 256; bn in 32, 64, 128, 256
+//             (bn at least N when the epilogue reduces rows).
 //   bk        K per stage: 32, 64 or 128.
 //   wm, wn    warps along M and N; wm * wn in 1, 2, 4, 8; bm / wm and
 //             bn / wn multiples of 16.
@@ -50,7 +57,9 @@
 // Numerics::kReference64 and kEager ignore the schedule: a thread per output
 // element walks K (in double, or in f32 with the product rounded to its
 // dtype as a separate matmul would store it), then the epilogue under those
-// numerics. They read every operand in its own dtype, intermediates
+// numerics; a group that reduces rows runs a block per row (grid.x = M,
+// block.x = N rounded up to 32), a thread per column, its reductions
+// summed in column order through shared memory. They read every operand in its own dtype, intermediates
 // included, and kReference64 writes outputs and intermediates as double.
 #ifndef KFUSE_CODEGEN_MATMUL_H_
 #define KFUSE_CODEGEN_MATMUL_H_
@@ -67,7 +76,7 @@
 
 namespace kfuse {
 
-inline constexpr char kMatmulGeneratorVersion[] = "matmul/1";
+inline constexpr char kMatmulGeneratorVersion[] = "matmul/2";
 // What the variant's parameters mean (see kRowVariantSchema).
 inline constexpr char kMatmulVariantSchema[] = "matmul-variants/1";
 
@@ -87,7 +96,8 @@ absl::Status CanGenerateMatmul(const Chain& chain, const KernelGroup& group,
 
 // A good variant without timing: 128 x 256 tiles of 8 warps for large
 // products, narrow tiles and split K for few rows (M <= 64), so that about
-// one wave of CTAs keeps every SM streaming the weights.
+// one wave of CTAs keeps every SM streaming the weights; when the epilogue
+// reduces rows, the narrowest tile width that holds them.
 Variant MatmulHeuristic(const Chain& chain, const KernelGroup& group);
 
 // The legal variants worth timing (at most 24), heuristic first, stable.

@@ -2,6 +2,7 @@
 // pipeline, ldmatrix, mma.sync, split-K), or the one-thread-per-element
 // yardsticks, with the epilogue written per output element by EmitOpExpr.
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -69,6 +70,75 @@ constexpr char kEachAccumulator[] = R"(#pragma unroll
 )";
 constexpr char kEndEach[] = "      }\n";
 
+// A kernel that reduces rows in its epilogue (Plan::Rows()) names a lane's
+// values by fragment: row (mt, h) of the warp's tile (h: the upper or lower
+// eight rows of an m16n8 fragment) and column (nt, e) (e: the pair's first
+// or second). Per-row values combine across the four lanes holding a row,
+// then across the kf_WN warps sharing it through shared memory `xr`
+// ([kf_WN][kf_BM] floats, within the stages' bytes), in warp order, so
+// every lane of a row ends with the same bits. Every thread calls it.
+constexpr char kRowBlocks[] = R"(__device__ __forceinline__ int kf_row(int warp_m, int lane, int mt, int h) {
+  return warp_m * kf_TM + mt * 16 + (lane >> 2) + h * 8;
+}
+__device__ __forceinline__ int kf_col(int warp_n, int lane, int nt, int e) {
+  return warp_n * kf_TN + nt * 8 + (lane & 3) * 2 + e;
+}
+struct kf_sum_op {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+struct kf_max_op {
+  __device__ __forceinline__ float operator()(float a, float b) const { return kf_max(a, b); }
+};
+struct kf_min_op {
+  __device__ __forceinline__ float operator()(float a, float b) const { return kf_min(a, b); }
+};
+template <typename Op>
+__device__ __forceinline__ void kf_row_reduce(float (&v)[kf_MT][2], float* xr, int warp_m,
+                                              int warp_n, int lane, Op op) {
+#pragma unroll
+  for (int mt = 0; mt < kf_MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      v[mt][h] = op(v[mt][h], __shfl_xor_sync(0xffffffffu, v[mt][h], 1));
+      v[mt][h] = op(v[mt][h], __shfl_xor_sync(0xffffffffu, v[mt][h], 2));
+    }
+  if constexpr (kf_WN > 1) {
+    if ((lane & 3) == 0) {
+#pragma unroll
+      for (int mt = 0; mt < kf_MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) xr[warp_n * kf_BM + kf_row(warp_m, lane, mt, h)] = v[mt][h];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int mt = 0; mt < kf_MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = kf_row(warp_m, lane, mt, h);
+        float t = xr[r];
+#pragma unroll
+        for (int w = 1; w < kf_WN; ++w) t = op(t, xr[w * kf_BM + r]);
+        v[mt][h] = t;
+      }
+    __syncthreads();
+  }
+}
+)";
+
+// Loops over a lane's values by fragment row (mt, h), and with `columns` by
+// column (nt, e) too; the body is indented eight spaces and closed by
+// kEndEach.
+std::string EachValue(bool columns) {
+  if (!columns) {
+    return "#pragma unroll\n  for (int mt = 0; mt < kf_MT; ++mt)\n#pragma unroll\n"
+           "    for (int h = 0; h < 2; ++h) {\n";
+  }
+  return "#pragma unroll\n  for (int mt = 0; mt < kf_MT; ++mt)\n#pragma unroll\n"
+         "    for (int h = 0; h < 2; ++h)\n#pragma unroll\n"
+         "      for (int nt = 0; nt < kf_NT; ++nt)\n#pragma unroll\n"
+         "        for (int e = 0; e < 2; ++e) {\n";
+}
+
 class Writer {
  public:
   Writer(const Chain& chain, const Plan& plan) : c_(chain), p_(plan) {}
@@ -81,7 +151,8 @@ class Writer {
         NumericsName(p_.numerics), ".\n");
     std::string text;
     if (Fast()) {
-      text = absl::StrCat(head, CudaPrelude(needs_), Constants(), kTensorCoreBlocks, kMatmulBlocks, body);
+      text = absl::StrCat(head, CudaPrelude(needs_), Constants(), kTensorCoreBlocks, kMatmulBlocks,
+                          p_.Rows() ? kRowBlocks : "", body);
     } else {
       text = absl::StrCat(head, CudaPrelude(needs_), body);
     }
@@ -211,27 +282,65 @@ class Writer {
     const std::set<int32_t> in_group(p_.epilogue.begin(), p_.epilogue.end());
     for (int32_t id : p_.epilogue) {
       const Node& n = c_.nodes[id];
-      std::vector<std::string> args;
-      for (int32_t a : n.args) {
-        const Node& an = c_.nodes[a];
-        if (a == p_.matmul || in_group.count(a)) {
-          args.push_back(absl::StrCat("v", a, sfx));
-        } else if (an.kind == OpKind::kConstant) {
-          args.push_back(ConstantLiteral(an.value, an.type.dtype, p_.numerics));
-        } else {
-          args.push_back(absl::StrCat("r", a, sfx));
-        }
+      const std::string ct = ComputeType(n.type.dtype, p_.numerics);
+      if (IsReduction(n.kind)) {  // The row yardstick's: a block per row.
+        absl::StrAppend(&s, YardstickReduction(id, absl::StrCat("v", n.args[0], sfx), sfx, ind));
+        continue;
       }
-      KFUSE_ASSIGN_OR_RETURN(std::string e, EmitOpExpr(c_, id, args, p_.numerics, &needs_));
-      absl::StrAppend(&s, ind, "const ", ComputeType(n.type.dtype, p_.numerics), " v", id, sfx,
-                      " = ", e, ";\n");
+      KFUSE_ASSIGN_OR_RETURN(std::string e, NodeExpr(id, [&](int32_t a) {
+        return absl::StrCat(a == p_.matmul || in_group.count(a) ? "v" : "r", a, sfx);
+      }));
+      absl::StrAppend(&s, ind, "const ", ct, " v", id, sfx, " = ", e, ";\n");
     }
     return s;
   }
 
+  // Element-wise node `id` of the epilogue, its operands named by `name`
+  // but for constants (literals).
+  absl::StatusOr<std::string> NodeExpr(int32_t id,
+                                       const std::function<std::string(int32_t)>& name) {
+    std::vector<std::string> args;
+    for (int32_t a : c_.nodes[id].args) {
+      const Node& an = c_.nodes[a];
+      args.push_back(an.kind == OpKind::kConstant
+                         ? ConstantLiteral(an.value, an.type.dtype, p_.numerics)
+                         : name(a));
+    }
+    return EmitOpExpr(c_, id, args, p_.numerics, &needs_);
+  }
+
+  // Reduction `id` of the row yardstick, over `operand` (each thread's
+  // column): the block's values meet in kf_red and every thread adds them
+  // in column order; eager rounds the result to its dtype as PyTorch's
+  // reduction kernel stores it.
+  std::string YardstickReduction(int32_t id, const std::string& operand, const std::string& sfx,
+                                 const std::string& ind) {
+    const Node& n = c_.nodes[id];
+    const std::string ct = ComputeType(n.type.dtype, p_.numerics);
+    std::string v = absl::StrCat("kf_t", id);
+    // Max and min start from the first column, sums from zero.
+    const bool minmax = n.kind == OpKind::kReduceMax || n.kind == OpKind::kReduceMin;
+    std::string combine = absl::StrCat(v, " + kf_red[kf_c]");
+    if (minmax) {
+      needs_.minmax = true;
+      combine = absl::StrCat(n.kind == OpKind::kReduceMax ? "kf_max(" : "kf_min(", v, ", kf_red[kf_c])");
+    }
+    std::string out = absl::StrCat(
+        ind, "if (tid < N) kf_red[tid] = ", operand, ";\n", ind, "__syncthreads();\n", ind, ct,
+        " ", v, " = ", minmax ? "kf_red[0]" : absl::StrCat("(", ct, ")0"), ";\n", ind,
+        "for (long long kf_c = ", minmax ? "1" : "0", "; kf_c < N; ++kf_c) ", v, " = ", combine,
+        ";\n", ind, "__syncthreads();\n");
+    if (n.kind == OpKind::kReduceMean) absl::StrAppend(&out, ind, v, " = ", v, " / (", ct, ")N;\n");
+    const std::string r = p_.numerics == Numerics::kEager
+                              ? CastExpr(v, DType::kF32, n.type.dtype, p_.numerics, &needs_)
+                              : v;
+    absl::StrAppend(&out, ind, "const ", ct, " v", id, sfx, " = ", r, ";\n");
+    return out;
+  }
+
   // Stores every result at element kf_o: of the values suffixed _0 alone, or
   // (pair) of _0 and _1 at kf_o and kf_o + 1 in one access.
-  std::string EpilogueStores(bool pair, const std::string& ind) {
+  std::string EpilogueStores(bool pair, const std::string& ind, bool per_row = false) {
     std::string s;
     auto store = [&](const std::string& ptr, int32_t id) {
       const DType t = c_.nodes[id].type.dtype;
@@ -242,12 +351,23 @@ class Writer {
       return absl::StrCat(ind, "*reinterpret_cast<", pt, "*>(", ptr, " + kf_o) = ", pt, "{", a,
                           ", ", b, "};\n");
     };
-    const std::set<int32_t> results(p_.results.begin(), p_.results.end());
+    std::set<int32_t> results;
+    for (int32_t id : p_.results) {
+      if (p_.per_row.count(id) == (per_row ? 1u : 0u)) results.insert(id);
+    }
     for (size_t j = 0; j < c_.outputs.size(); ++j) {
       if (results.count(c_.outputs[j])) absl::StrAppend(&s, store(absl::StrCat("out", j), c_.outputs[j]));
     }
-    for (int32_t id : Written()) absl::StrAppend(&s, store(absl::StrCat("iw", id), id));
+    for (int32_t id : Written()) {
+      if (results.count(id)) absl::StrAppend(&s, store(absl::StrCat("iw", id), id));
+    }
     return s;
+  }
+
+  // The results of one value per row (Plan::per_row).
+  bool PerRowResults() const {
+    return std::any_of(p_.results.begin(), p_.results.end(),
+                       [&](int32_t id) { return p_.per_row.count(id) > 0; });
   }
 
   std::string Sizes() const {
@@ -258,16 +378,19 @@ class Writer {
 
   absl::Status Kernel(std::string* out) {
     const std::string params = Params();
-    if (!Fast()) return Yardstick(params, out);
+    if (!Fast()) return p_.Rows() ? RowYardstick(params, out) : Yardstick(params, out);
     // The epilogue runs on the accumulator pairs a lane holds (columns ec
     // and ec + 1 of a row): one paired store each when N is even.
     const std::string ind = "          ";
-    KFUSE_ASSIGN_OR_RETURN(std::string first,
-                           EpilogueValues("acc[mt][nt][2 * h]", "ec", "_0", ind + "  "));
-    KFUSE_ASSIGN_OR_RETURN(std::string second,
-                           EpilogueValues("acc[mt][nt][2 * h + 1]", "(ec + 1)", "_1", ind + "  "));
-    std::string epi;
-    if (p_.pair) {
+    std::string first, second, epi;
+    if (!p_.Rows()) {
+      KFUSE_ASSIGN_OR_RETURN(first, EpilogueValues("acc[mt][nt][2 * h]", "ec", "_0", ind + "  "));
+      KFUSE_ASSIGN_OR_RETURN(
+          second, EpilogueValues("acc[mt][nt][2 * h + 1]", "(ec + 1)", "_1", ind + "  "));
+    }
+    if (p_.Rows()) {
+      // RowEpilogue writes it.
+    } else if (p_.pair) {
       epi = absl::StrCat(ind, "if (ec + 1 < N) {\n", first, second,
                          EpilogueStores(true, ind + "  "), ind, "} else if (ec < N) {\n", first,
                          EpilogueStores(false, ind + "  "), ind, "}\n");
@@ -374,6 +497,12 @@ class Writer {
           "        acc[mt][nt][q] = sum;\n", kEndEach,
           "  if (tid == 0) kf_cnt[tile] = 0;\n");
     }
+    if (p_.Rows()) {
+      KFUSE_ASSIGN_OR_RETURN(std::string rows, RowEpilogue());
+      absl::StrAppend(&s, rows, "}\n");
+      *out = std::move(s);
+      return absl::OkStatus();
+    }
     absl::StrAppend(
         &s, "#pragma unroll\n",
         "  for (int mt = 0; mt < kf_MT; ++mt)\n",
@@ -392,13 +521,171 @@ class Writer {
     return absl::OkStatus();
   }
 
-  // A thread per output element walks K: the float64 reference, or eager's
-  // f32 product rounded to its dtype.
-  absl::Status Yardstick(const std::string& params, std::string* out) {
-    const bool ref = p_.numerics == Numerics::kReference64;
-    const std::string acc_t = ref ? "double" : "float";
+  // The epilogue of a kernel that reduces rows, after the accumulators are
+  // final (one tile column: n0 is 0; when N is the tile's width no column
+  // needs a guard): node by node, each over all of a lane's values, held in arrays
+  // the unrolled loops keep in registers: v<id>[kf_MT][2][kf_NT][2] per
+  // element, v<id>[kf_MT][2] per row (the product is acc itself). Operands
+  // of other buffers are read at clamped indices (values past the edges are
+  // neither reduced nor stored). Then the stores: per element as the plain
+  // epilogue's; per row by the first lane of each quad of the first warp
+  // column.
+  absl::StatusOr<std::string> RowEpilogue() {
+    needs_.minmax = true;  // kRowBlocks' kf_max_op, kf_min_op.
+    const std::set<int32_t> in_group(p_.epilogue.begin(), p_.epilogue.end());
+    std::set<int32_t> read_ids;
+    for (const Access& a : p_.reads) read_ids.insert(a.node);
+    auto at = [&](int32_t a, const std::string& e) {
+      if (a == p_.matmul) return absl::StrCat("acc[mt][nt][2 * h + ", e, "]");
+      if (p_.per_row.count(a)) return absl::StrCat("v", a, "[mt][h]");
+      if (in_group.count(a)) return absl::StrCat("v", a, "[mt][h][nt][", e, "]");
+      return absl::StrCat("r", a);
+    };
+    std::vector<std::string> idx = BatchIdx();
+    idx.push_back("er");
+    idx.push_back("ec");
+    const bool full = p_.n.size == p_.bn;
+    // Warps sharing rows exchange through the stages' shared memory once
+    // every warp is done with them; warps holding whole rows need neither.
+    std::string s = p_.wn > 1 ? "  __syncthreads();  // The stages are free: the row exchange reuses them.\n"
+                                "  float* const kf_xr = reinterpret_cast<float*>(kf_smem);\n"
+                              : "  float* const kf_xr = nullptr;  // Warps hold whole rows.\n";
+    for (int32_t id : p_.epilogue) {
+      const Node& n = c_.nodes[id];
+      const std::string ct = ComputeType(n.type.dtype, p_.numerics);
+      if (IsReduction(n.kind)) {
+        const bool max = n.kind == OpKind::kReduceMax, min = n.kind == OpKind::kReduceMin;
+        const std::string identity = max   ? "__int_as_float(0xff800000)"
+                                     : min ? "__int_as_float(0x7f800000)"
+                                           : "0.f";
+        const std::string op = max ? "kf_max_op()" : min ? "kf_min_op()" : "kf_sum_op()";
+        absl::StrAppend(&s, "  float v", id, "[kf_MT][2];\n", EachValue(false),
+                        "        float t = ", identity, ";\n",
+                        "#pragma unroll\n        for (int nt = 0; nt < kf_NT; ++nt)\n",
+                        "#pragma unroll\n          for (int e = 0; e < 2; ++e)\n",
+                        "            ", full ? "" : "if (kf_col(warp_n, lane, nt, e) < N) ", "t = ", op, "(t, ",
+                        at(n.args[0], "e"), ");\n", "        v", id, "[mt][h] = t;\n", kEndEach,
+                        "  kf_row_reduce(v", id, ", kf_xr, warp_m, warp_n, lane, ", op, ");\n");
+        if (n.kind == OpKind::kReduceMean) {
+          absl::StrAppend(&s, EachValue(false), "        v", id, "[mt][h] = v", id,
+                          "[mt][h] / (float)N;\n", kEndEach);
+        }
+        continue;
+      }
+      if (p_.per_row.count(id)) {
+        KFUSE_ASSIGN_OR_RETURN(std::string e, NodeExpr(id, [&](int32_t a) { return at(a, "e"); }));
+        absl::StrAppend(&s, "  ", ct, " v", id, "[kf_MT][2];\n", EachValue(false), "        v", id,
+                        "[mt][h] = ", e, ";\n", kEndEach);
+        continue;
+      }
+      std::string loads;
+      for (int32_t a : n.args) {
+        if (!read_ids.count(a)) continue;
+        const Access& r = *std::find_if(p_.reads.begin(), p_.reads.end(),
+                                        [&](const Access& x) { return x.node == a; });
+        const std::string load = absl::StrCat(Buffer(r), "[", Offset(r.strides, idx), "]");
+        absl::StrAppend(&loads, "          const ", ComputeType(r.dtype, p_.numerics), " r", a,
+                        " = ", LoadExpr(load, r.dtype, p_.numerics, &needs_), ";\n");
+      }
+      if (!loads.empty()) {
+        loads = absl::StrCat(
+            "          const long long er = min(m0 + kf_row(warp_m, lane, mt, h), M - 1);\n",
+            "          const long long ec = min((long long)kf_col(warp_n, lane, nt, e), N - 1);\n", loads);
+      }
+      KFUSE_ASSIGN_OR_RETURN(std::string e, NodeExpr(id, [&](int32_t a) { return at(a, "e"); }));
+      const int32_t divisor = n.kind == OpKind::kDiv ? n.args[1] : -1;
+      const Node* sum = divisor >= 0 ? &c_.nodes[divisor] : nullptr;
+      if (sum && sum->kind == OpKind::kReduceSum && c_.nodes[sum->args[0]].kind == OpKind::kExp &&
+          p_.per_row.count(divisor) && ct == "float" &&
+          (n.type.dtype == DType::kBF16 || n.type.dtype == DType::kF16) &&
+          c_.nodes[n.args[0]].kind != OpKind::kConstant) {
+        // A 16-bit quotient by a row's sum of exponentials (softmax's, at
+        // least 1 unless NaN): one reciprocal a row, then products, within
+        // an ulp of f32's division and far inside the result's rounding; a
+        // division per element takes a slow path for tiny quotients.
+        absl::StrAppend(&s, "  float q", id, "[kf_MT][2];\n", EachValue(false), "        q", id,
+                        "[mt][h] = __frcp_rn(", at(divisor, "e"), ");\n", kEndEach);
+        e = absl::StrCat("(", at(n.args[0], "e"), " * q", id, "[mt][h])");
+      }
+      absl::StrAppend(&s, "  ", ct, " v", id, "[kf_MT][2][kf_NT][2];\n", EachValue(true), loads,
+                      "          v", id, "[mt][h][nt][e] = ", e, ";\n", "        }\n");
+    }
+    // Per-element results: named as the plain epilogue's stores read them.
+    // Column e of the pair as v<id>_<as>.
+    auto alias = [&](int e, int as) {
+      std::string a;
+      for (int32_t id : p_.results) {
+        if (p_.per_row.count(id)) continue;
+        absl::StrAppend(&a, "            const ", ComputeType(c_.nodes[id].type.dtype, p_.numerics),
+                        " v", id, "_", as, " = ", at(id, std::to_string(e)), ";\n");
+      }
+      return a;
+    };
+    const std::string ind = "          ";
+    std::string stores;
+    if (p_.pair && full) {
+      stores = absl::StrCat(ind, "const long long kf_o = (eb * M + er) * N + ec;\n", alias(0, 0),
+                            alias(1, 1), EpilogueStores(true, ind));
+    } else if (p_.pair) {
+      stores = absl::StrCat(ind, "const long long kf_o = (eb * M + er) * N + ec;\n", ind,
+                            "if (ec + 1 < N) {\n", alias(0, 0), alias(1, 1),
+                            EpilogueStores(true, ind + "  "), ind, "} else if (ec < N) {\n",
+                            alias(0, 0), EpilogueStores(false, ind + "  "), ind, "}\n");
+    } else {
+      for (int e = 0; e < 2; ++e) {
+        absl::StrAppend(&stores, ind, "if (ec + ", e, " < N) {\n", ind,
+                        "  const long long kf_o = (eb * M + er) * N + ec + ", e, ";\n", alias(e, 0),
+                        EpilogueStores(false, ind + "  "), ind, "}\n");
+      }
+    }
+    absl::StrAppend(
+        &s, "#pragma unroll\n  for (int mt = 0; mt < kf_MT; ++mt)\n",
+        "#pragma unroll\n    for (int nt = 0; nt < kf_NT; ++nt)\n",
+        "#pragma unroll\n      for (int h = 0; h < 2; ++h) {\n",
+        "        const long long er = m0 + kf_row(warp_m, lane, mt, h);\n",
+        "        const long long ec = kf_col(warp_n, lane, nt, 0);\n",
+        "        if (er < M) {\n", stores, "        }\n      }\n");
+    if (PerRowResults()) {
+      std::string a;
+      for (int32_t id : p_.results) {
+        if (!p_.per_row.count(id)) continue;
+        absl::StrAppend(&a, "          const ", ComputeType(c_.nodes[id].type.dtype, p_.numerics),
+                        " v", id, "_0 = v", id, "[mt][h];\n");
+      }
+      absl::StrAppend(&s, "  if (warp_n == 0 && (lane & 3) == 0) {\n", EachValue(false),
+                      "        const long long er = m0 + kf_row(warp_m, lane, mt, h);\n",
+                      "        if (er < M) {\n          const long long kf_o = eb * M + er;\n", a,
+                      EpilogueStores(false, "          ", /*per_row=*/true), "        }\n",
+                      kEndEach, "  }\n");
+    }
+    return s;
+  }
+
+  // The row yardstick: a block per row of the product, a thread per column
+  // (N <= kMaxEpilogueRow <= blockDim.x), each walking K as Yardstick's
+  // threads do; reductions meet in shared memory (YardstickReduction).
+  absl::Status RowYardstick(const std::string& params, std::string* out) {
+    const std::string acc_t = p_.numerics == Numerics::kReference64 ? "double" : "float";
     KFUSE_ASSIGN_OR_RETURN(std::string epi, EpilogueValues("kf_acc", "ec", "_0", "  "));
-    absl::StrAppend(&epi, "  const long long kf_o = (eb * M + er) * N + ec;\n", EpilogueStores(false, "  "));
+    *out = absl::StrCat(
+        "extern \"C\" __global__ void ", kEntryPlaceholder, "(", params, ") {\n", Sizes(),
+        "  const int tid = threadIdx.x;\n",
+        "  const long long er = blockIdx.x, eb = blockIdx.z, ec = tid < N ? tid : N - 1;\n",
+        "  __shared__ ", acc_t, " kf_red[", kMaxEpilogueRow, "];\n", YardstickProduct(), epi,
+        "  if (tid < N) {\n    const long long kf_o = (eb * M + er) * N + ec;\n",
+        EpilogueStores(false, "    "), "  }\n");
+    if (PerRowResults()) {
+      absl::StrAppend(out, "  if (tid == 0) {\n    const long long kf_o = eb * M + er;\n",
+                      EpilogueStores(false, "    ", /*per_row=*/true), "  }\n");
+    }
+    absl::StrAppend(out, "}\n");
+    return absl::OkStatus();
+  }
+
+  // The yardsticks' walk along K at (eb, er, ec) into kf_acc: in double for
+  // the reference, else f32 fma.
+  std::string YardstickProduct() {
+    const bool ref = p_.numerics == Numerics::kReference64;
     const size_t ra = p_.a.strides.size();
     const std::string la = LoadExpr(absl::StrCat("A[er * ", SizeCode(p_.a.strides[ra - 2]), " + kk * ",
                                                  SizeCode(p_.a.strides[ra - 1]), "]"),
@@ -408,21 +695,29 @@ class Writer {
                                                  SizeCode(p_.b.strides[rb - 1]), "]"),
                                     AB(), p_.numerics, &needs_);
     const std::string st = Storage(AB());
+    return absl::StrCat(
+        BatchDecomposition(p_.batch), "  const ", st, "* A = ", OperandBase(p_.a), ";\n",
+        "  const ", st, "* B = ", OperandBase(p_.b), ";\n", "  ", ref ? "double" : "float",
+        " kf_acc = 0;\n", "  for (long long kk = 0; kk < K; ++kk) {\n",
+        ref ? absl::StrCat("    kf_acc += (double)(", la, ") * (double)(", lb, ");\n")
+            : absl::StrCat("    kf_acc = fmaf(", la, ", ", lb, ", kf_acc);\n"),
+        "  }\n");
+  }
+
+  // A thread per output element walks K: the float64 reference, or eager's
+  // f32 product rounded to its dtype.
+  absl::Status Yardstick(const std::string& params, std::string* out) {
+    KFUSE_ASSIGN_OR_RETURN(std::string epi, EpilogueValues("kf_acc", "ec", "_0", "  "));
+    absl::StrAppend(&epi, "  const long long kf_o = (eb * M + er) * N + ec;\n", EpilogueStores(false, "  "));
     *out = absl::StrCat(
         "extern \"C\" __global__ void ", kEntryPlaceholder, "(", params, ") {\n", Sizes(),
         // Rows on grid.x (up to 2^31 - 1 blocks), columns on grid.y.
         "  const long long ec = blockIdx.y * 16LL + threadIdx.x, er = blockIdx.x * 16LL + threadIdx.y;\n",
         "  const long long eb = blockIdx.z;\n",
-        "  if (er >= M || ec >= N) return;\n", BatchDecomposition(p_.batch),
-        "  const ", st, "* A = ", OperandBase(p_.a), ";\n",
-        "  const ", st, "* B = ", OperandBase(p_.b), ";\n",
-        "  ", acc_t, " kf_acc = 0;\n",
-        "  for (long long kk = 0; kk < K; ++kk) {\n",
-        ref ? absl::StrCat("    kf_acc += (double)(", la, ") * (double)(", lb, ");\n")
-            : absl::StrCat("    kf_acc = fmaf(", la, ", ", lb, ", kf_acc);\n"),
-        "  }\n", epi, "}\n");
+        "  if (er >= M || ec >= N) return;\n", YardstickProduct(), epi, "}\n");
     return absl::OkStatus();
   }
+
 
   const Chain& c_;
   const Plan& p_;

@@ -37,6 +37,11 @@ struct Plan {
   // Epilogue: group nodes after the product (ascending), the leaves and
   // intermediates they read (with strides over the output's dims).
   std::vector<int32_t> epilogue;
+  // The epilogue's nodes with one value per row ([.., M, 1]): reductions
+  // along N, whose rows a CTA's tile holds whole (N static, at most bn),
+  // and element-wise work on their values alone. The others have a value
+  // per output element.
+  std::set<int32_t> per_row;
   std::vector<Access> reads;
   std::vector<int32_t> intermediates_read;  // Ascending node ids.
   std::vector<int32_t> results;             // group.results.
@@ -46,6 +51,7 @@ struct Plan {
   // Schedule (kFast only).
   int bm = 128, bn = 256, bk = 32, wm = 2, wn = 4, stages = 4, group = 8, splitk = 1;
   int smem_bytes = 0;
+  bool Rows() const { return !per_row.empty(); }
   // Results stored two columns at a time (N static and even; the results'
   // buffers aligned to two elements, a precondition).
   bool pair = false;

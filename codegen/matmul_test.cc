@@ -151,6 +151,68 @@ TEST(MatmulTest, YardsticksPutRowsOnGridXAndBatchesAreBounded) {
   EXPECT_TRUE(absl::StrContains(s.message(), "the batch (70000) exceeds 65535")) << s.message();
 }
 
+// Row reductions in the epilogue: every tile of the space holds whole rows,
+// a narrower one is refused naming bn, and wider rows are not generated.
+TEST(MatmulTest, RowEpiloguesTakeTilesAsWideAsTheRows) {
+  struct Case {
+    Chain chain;
+    int64_t bn;
+  } cases[] = {
+      {matmul_test::SoftmaxOfProduct(DType::kBF16, 4096, 136, 4096), 256},
+      {matmul_test::SoftmaxOfProduct(DType::kBF16, 4096, 128, 4096), 128},
+      {matmul_test::SoftmaxOfProduct(DType::kBF16, 16, 64, 4096), 64},
+      {matmul_test::ProductLayerNorm(DType::kF16, 1000, 40, 512, Weight::kLinear), 64},
+  };
+  for (const Case& k : cases) {
+    const KernelGroup g = WholeGroup(k.chain);
+    std::vector<Variant> space = MatmulSpace(k.chain, g);
+    ASSERT_GE(space.size(), 6u);
+    EXPECT_EQ(space[0], MatmulHeuristic(k.chain, g));
+    for (const Variant& v : space) {
+      EXPECT_EQ(v.Get("bn"), k.bn) << v.ToString();
+      EXPECT_TRUE(CanGenerateMatmul(k.chain, g, v).ok()) << v.ToString();
+    }
+    if (k.bn > 32) {
+      Variant narrow = With(With(space[0], "bn", k.bn / 2), "wn", 1);
+      absl::Status s = CanGenerateMatmul(k.chain, g, narrow);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_TRUE(absl::StrContains(s.message(), "is narrower than the rows")) << s.message();
+    }
+  }
+  const Chain few = matmul_test::SoftmaxOfProduct(DType::kBF16, 16, 256, 4096);
+  EXPECT_GT(MatmulHeuristic(few, WholeGroup(few)).Get("splitk"), 1);
+
+  const Chain wide = matmul_test::SoftmaxOfProduct(DType::kBF16, 64, 264, 256);
+  absl::Status s = CanGenerateMatmul(wide, WholeGroup(wide), MatmulHeuristic(wide, WholeGroup(wide)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(s.message(), "(reduce_max): not generated in a matmul's epilogue: "
+                                             "its rows must be static and at most 256"))
+      << s.message();
+}
+
+// The row yardsticks: a block per row, a thread per column; a per-row
+// result is the kernel's output like any other.
+TEST(MatmulTest, RowYardsticksRunABlockPerRow) {
+  const Chain c = matmul_test::ProductLayerNorm(DType::kBF16, 1000, 63, 256, Weight::kLinear);
+  const KernelGroup g = WholeGroup(c);
+  for (Numerics n : {Numerics::kReference64, Numerics::kEager}) {
+    absl::StatusOr<KernelSpec> k = EmitMatmul(c, g, MatmulHeuristic(c, g), n);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_EQ(*k->grid.x.Eval({}), 1000);
+    EXPECT_EQ(*k->block.x.Eval({}), 64);
+    EXPECT_TRUE(absl::StrContains(k->source, "__shared__")) << NumericsName(n);
+  }
+  absl::StatusOr<KernelSpec> fast = EmitMatmul(c, g, MatmulHeuristic(c, g));
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  // Outputs: the normalised rows and each row's 1 / std.
+  int outputs = 0;
+  for (const KernelParam& p : fast->params) {
+    outputs += p.kind == KernelParam::Kind::kBuffer && p.buffer.kind == BufferRef::Kind::kOutput;
+  }
+  EXPECT_EQ(outputs, 2);
+  EXPECT_TRUE(absl::StrContains(fast->source, "kf_row_reduce("));
+}
+
 TEST(MatmulTest, LayoutsPickTheLdmatrixForm) {
   Chain row_major = Linear(DType::kBF16, 256, 256, 256);
   Chain linear = Linear(DType::kBF16, 256, 256, 256, Weight::kLinear);
@@ -176,6 +238,11 @@ TEST(MatmulGolden, Chains) {
       {"batched_residual_bf16_ref64",
        matmul_test::BatchedResidual(DType::kBF16, 4, 256, 512, 384), Numerics::kReference64},
       {"linear_bias_gelu_bf16_eager", Linear(DType::kBF16, 64, 256, 256), Numerics::kEager},
+      {"softmax_in_epilogue_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 4096, 128, 4096),
+       Numerics::kFast},
+      {"layer_norm_in_epilogue_bf16_ref64",
+       matmul_test::ProductLayerNorm(DType::kBF16, 1000, 63, 256, Weight::kLinear),
+       Numerics::kReference64},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);

@@ -78,7 +78,9 @@ inline Chain Mlp(DType t, int64_t tokens, int64_t d, int64_t ff, bool gated = fa
 }
 
 // softmax(x @ w * 0.125) over the product's rows (attention scores without
-// the mask): a matmul kernel, then a row kernel reading it.
+// the mask, a mixture of experts' router): rows of at most
+// kMaxEpilogueRow in the product's epilogue, else a matmul kernel, then a
+// row kernel reading it.
 inline Chain SoftmaxOfProduct(DType t, int64_t m, int64_t n, int64_t k) {
   Chain c;
   const int32_t x = c.AddInput(TensorType{t, {Dim::Static(m), Dim::Static(k)}});
@@ -87,6 +89,55 @@ inline Chain SoftmaxOfProduct(DType t, int64_t m, int64_t n, int64_t k) {
   const int32_t mx = row_test::Reduce(&c, OpKind::kReduceMax, s, 1);
   const int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, mx})});
   c.outputs = {c.AddOp(OpKind::kDiv, {e, row_test::Reduce(&c, OpKind::kReduceSum, e, 1)})};
+  return row_test::Finish(std::move(c));
+}
+
+// softmax(x @ w1) @ w2 over batches (x [B, M, K], w1 [K, N], w2 [N, N2]):
+// with N at most kMaxEpilogueRow the first product's kernel reduces its rows
+// and stores the probabilities the second product streams.
+inline Chain SoftmaxThenProduct(DType t, int64_t batch, int64_t m, int64_t n, int64_t k,
+                                int64_t n2) {
+  Chain c;
+  const Dim B = Dim::Static(batch), M = Dim::Static(m), N = Dim::Static(n), K = Dim::Static(k);
+  const int32_t x = c.AddInput(TensorType{t, {B, M, K}});
+  const int32_t w1 = c.AddInput(TensorType{t, {K, N}});
+  const int32_t w2 = c.AddInput(TensorType{t, {N, Dim::Static(n2)}});
+  auto expand = [&](int32_t w, Dim rows, Dim cols) {
+    const int32_t e = c.AddOp(OpKind::kExpand, {w});
+    c.nodes[e].shape = {B, rows, cols};
+    return e;
+  };
+  const int32_t s = c.AddOp(OpKind::kMatmul, {x, expand(w1, K, N)});
+  const int32_t mx = row_test::Reduce(&c, OpKind::kReduceMax, s, 2);
+  const int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, mx})});
+  const int32_t p = c.AddOp(OpKind::kDiv, {e, row_test::Reduce(&c, OpKind::kReduceSum, e, 2)});
+  c.outputs = {c.AddOp(OpKind::kMatmul, {p, expand(w2, N, Dim::Static(n2))})};
+  return row_test::Finish(std::move(c));
+}
+
+// LayerNorm over the rows of x @ w + b (weight g, bias beta, eps 1e-5), the
+// weight [K, N] or as nn.Linear keeps it; outputs the normalised rows and
+// each row's 1 / std ([M, 1]). With N at most kMaxEpilogueRow, one kernel.
+inline Chain ProductLayerNorm(DType t, int64_t m, int64_t n, int64_t k,
+                              Weight wl = Weight::kRowMajor) {
+  Chain c;
+  const Dim K = Dim::Static(k), N = Dim::Static(n);
+  const int32_t x = c.AddInput(TensorType{t, {Dim::Static(m), K}});
+  int32_t w = c.AddInput(wl == Weight::kRowMajor ? TensorType{t, {K, N}} : TensorType{t, {N, K}});
+  const int32_t b = c.AddInput(TensorType{t, {N}});
+  const int32_t g = c.AddInput(TensorType{t, {N}});
+  const int32_t beta = c.AddInput(TensorType{t, {N}});
+  if (wl == Weight::kLinear) {
+    w = c.AddOp(OpKind::kPermute, {w});
+    c.nodes[w].axes = {1, 0};
+  }
+  const int32_t y = c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMatmul, {x, w}), b});
+  const int32_t mean = row_test::Reduce(&c, OpKind::kReduceMean, y, 1);
+  const int32_t d = c.AddOp(OpKind::kSub, {y, mean});
+  const int32_t var = row_test::Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kMul, {d, d}), 1);
+  const int32_t r = c.AddOp(OpKind::kRsqrt, {c.AddOp(OpKind::kAdd, {var, c.AddConstant(1e-5)})});
+  c.outputs = {c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kMul, {d, r}), g}), beta}),
+               r};
   return row_test::Finish(std::move(c));
 }
 

@@ -89,9 +89,13 @@ struct Partition {
 //    chain inputs, constants and product kernels' nodes (intermediates): a
 //    row kernel when the closure reduces (LayerNorm before a linear layer),
 //    else pointwise; the epilogue reads such an operand of its own product
-//    too. Reductions along rows are never in a product's kernel (a row of
-//    the product spans several CTAs' tiles): they and what reads them join
-//    those closures. The outputs no kernel writes get one kernel anchored
+//    too. A reduction along the rows of a product kernel's value (kept, the
+//    product's shape otherwise) joins that kernel when N is static and at
+//    most kMaxEpilogueRow (a CTA's tile holds whole rows), as does
+//    element-wise work on its per-row values alone ([.., M, 1]; a norm's
+//    rsqrt(var + eps)): softmax or LayerNorm of a narrow product is one
+//    kernel. Wider rows span several CTAs' tiles: such reductions and what
+//    reads them join those closures. The outputs no kernel writes get one kernel anchored
 //    at the largest of them, likewise reading product kernels' nodes: a row
 //    kernel when it reduces (softmax of a product), else pointwise. Row
 //    kernels are generated from their group as a chain of its own
@@ -114,6 +118,10 @@ std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& canonical, cons
 // Renumbers every intermediate buffer `spec` names, from the first numbering
 // to the second. Internal error for a node that is not an intermediate.
 absl::Status NumberIntermediates(const Partition& p, KernelSpec* spec);
+
+// The widest product row (N) a matmul kernel reduces in its epilogue: its
+// CTA tile is at most 256 columns wide.
+inline constexpr int64_t kMaxEpilogueRow = 256;
 
 // Internal to the partitioner (partition.cc, partition_matmul.cc).
 namespace partition_internal {

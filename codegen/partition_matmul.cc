@@ -93,7 +93,35 @@ struct Planned {
   std::set<int32_t> stores;  // Nodes it writes when other kernels read them.
   std::set<int32_t> reads;   // Nodes of other kernels it reads from memory.
   std::set<int32_t> shared;  // Its nodes other kernels read.
+  // A matmul kernel's nodes with one value per row of the product: its row
+  // reductions and what is computed from them alone.
+  std::set<int32_t> per_row;
 };
+
+// The product's shape with its last dim 1: one value per row, kept.
+std::vector<Dim> PerRowShape(std::vector<Dim> shape) {
+  shape.back() = Dim::Static(1);
+  return shape;
+}
+
+// True when reduction `id` runs in the epilogue of the matmul kernel whose
+// product is node `mm`: along the rows of a floating-point value of the
+// product's shape, kept, with rows short enough that one CTA's tile holds
+// them whole (see kMaxEpilogueRow), so the sums never leave the SM. The
+// matmul generator checks the same (CheckRowReduction). Wider rows span
+// several CTAs, and integer or bool rows are the row family's: a row kernel
+// reads the product back from memory.
+bool ReducesInEpilogue(const Chain& c, int32_t mm, int32_t id) {
+  const Node& n = c.nodes[id];
+  const std::vector<Dim>& out = c.nodes[mm].type.shape;
+  const Dim& width = out.back();
+  const DType t = c.nodes[n.args[0]].type.dtype;
+  return (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) &&
+         c.nodes[n.args[0]].type.shape == out && width.is_static() && width.size >= 2 &&
+         width.size <= kMaxEpilogueRow &&
+         n.axes == std::vector<int64_t>{static_cast<int64_t>(out.size()) - 1} &&
+         n.type.shape == PerRowShape(out);
+}
 
 std::string MatmulReason(const Chain& c, const Planned& p, const std::vector<Role>& role,
                          const std::vector<bool>& is_output) {
@@ -108,6 +136,16 @@ std::string MatmulReason(const Chain& c, const Planned& p, const std::vector<Rol
                          " with no epilogue: its accumulators are stored as they are")
           : absl::StrCat(OpLabel(c, m), " with its epilogue (", absl::StrJoin(epilogue, ", "),
                          ") applied to the accumulators before the store");
+  std::set<int32_t> reductions;
+  for (int32_t id : p.per_row) {
+    if (IsReduction(c.nodes[id].kind)) reductions.insert(id);
+  }
+  if (!reductions.empty()) {
+    absl::StrAppend(&out, "; its rows (N = ", c.nodes[m].type.shape.back().size,
+                    ", at most ", kMaxEpilogueRow,
+                    ") fit one CTA's tile, so the row reductions (", Labels(c, reductions),
+                    ") run in the epilogue: no row is read back from memory");
+  }
   std::set<int32_t> products, operands;
   for (int32_t r : p.reads) (role[r] == Role::kProduct ? products : operands).insert(r);
   if (!products.empty()) {
@@ -218,6 +256,8 @@ std::string RowReason(const Chain& c, const Planned& p,
 //    so its kernel's anchor is smaller still.
 //  - An epilogue node joins the kernel of the largest anchor among its
 //    operands' product kernels: the others it reads have smaller anchors.
+//    A reduction in an epilogue, and per-row work, join their operands'
+//    own kernel.
 //    The only pointwise kernels it reads store its own product's operands
 //    (a node reading other loose work is loose itself).
 //  - A pointwise kernel reads product kernels' nodes that come before its
@@ -286,8 +326,20 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
       plan.push_back(std::move(p));
       continue;
     }
-    if (IsReduction(nd.kind)) {  // Row work: a row kernel of its own.
-      role[id] = Role::kLoose;
+    if (IsReduction(nd.kind)) {
+      // Along short rows of a product: in its kernel's epilogue. Else row
+      // work: a row kernel of its own.
+      const int32_t a = nd.args[0];
+      if (role[a] == Role::kProduct && ReducesInEpilogue(c, plan[kernel_of[a]].anchor, id)) {
+        Planned& p = plan[kernel_of[a]];
+        role[id] = Role::kProduct;
+        kernel_of[id] = kernel_of[a];
+        p.nodes.insert(id);
+        p.stores.insert(id);
+        p.per_row.insert(id);
+      } else {
+        role[id] = Role::kLoose;
+      }
       continue;
     }
     int32_t latest = -1;  // Kernels are made in anchor order: the largest is the latest.
@@ -297,8 +349,20 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
       loose = loose || role[a] == Role::kLoose;
       if (role[a] == Role::kProduct) latest = std::max(latest, kernel_of[a]);
     }
+    // Work on a kernel's per-row values alone (a norm's rsqrt(var + eps)).
+    bool per_row = latest >= 0 && !plan[latest].per_row.empty();
+    for (int32_t a : nd.args) {
+      per_row = per_row && (c.nodes[a].kind == OpKind::kConstant || plan[latest].per_row.count(a));
+    }
+    per_row = per_row && nd.type.shape == PerRowShape(c.nodes[plan[latest].anchor].type.shape);
     if (leaf_only) {
       role[id] = Role::kLeafWork;
+    } else if (per_row) {
+      role[id] = Role::kProduct;
+      kernel_of[id] = latest;
+      plan[latest].nodes.insert(id);
+      plan[latest].stores.insert(id);
+      plan[latest].per_row.insert(id);
     } else if (!loose && latest >= 0 && nd.type.shape == c.nodes[plan[latest].anchor].type.shape) {
       role[id] = Role::kProduct;
       kernel_of[id] = latest;

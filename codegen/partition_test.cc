@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/canonicalize.h"
 #include "codegen/generators.h"
+#include "codegen/matmul_test_chains.h"
 #include "codegen/reduce_test_chains.h"
 #include "codegen/validate.h"
 #include "gmock/gmock.h"
@@ -19,6 +20,7 @@ namespace kfuse {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Contains;
 
 Chain Typed(Chain c) {
   auto v = Validate(std::move(c));
@@ -736,17 +738,22 @@ TEST(MatmulPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
   }
 }
 
-// softmax(x @ w * s) over the product's rows: the scale joins the matmul's
-// epilogue; the softmax is a row kernel reading the scaled product.
-TEST(MatmulPartitionTest, RowReductionsAfterAProductAreARowKernel) {
+// softmax(x @ w * s) over the product's rows, n wide.
+Chain SoftmaxOfScaledProduct(int64_t n) {
   Chain c;
   int32_t x = c.AddInput(BF16({kM, kK}));
-  int32_t w = c.AddInput(BF16({kK, kN}));
+  int32_t w = c.AddInput(BF16({kK, n}));
   int32_t s = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kMatmul, {x, w}), c.AddConstant(0.125)});
   int32_t mx = reduce_test::Reduce(&c, OpKind::kReduceMax, s, {1}, true);
   int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, mx})});
   c.outputs = {c.AddOp(OpKind::kDiv, {e, reduce_test::Reduce(&c, OpKind::kReduceSum, e, {1}, true)})};
-  c = reduce_test::Finish(std::move(c));
+  return reduce_test::Finish(std::move(c));
+}
+
+// Rows wider than a matmul's tile (kMaxEpilogueRow): the scale joins the
+// matmul's epilogue; the softmax is a row kernel reading the scaled product.
+TEST(MatmulPartitionTest, RowReductionsOfWideRowsAreARowKernel) {
+  const Chain c = SoftmaxOfScaledProduct(kMaxEpilogueRow + 8);
   auto p = PartitionValid(c);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->kernels.size(), 2u);
@@ -759,6 +766,94 @@ TEST(MatmulPartitionTest, RowReductionsAfterAProductAreARowKernel) {
   EXPECT_THAT(p->kernels[1].reason, HasSubstr("row reductions ("));
   EXPECT_THAT(p->kernels[1].reason, HasSubstr(absl::StrCat("reads ", OpLabel(c, mul), " from memory")));
   EXPECT_THAT(p->intermediates, ElementsAre(mul));
+}
+
+// Rows a CTA's tile holds whole: the softmax runs in the product's epilogue,
+// one kernel, and the report says why.
+TEST(MatmulPartitionTest, RowReductionsOfShortRowsJoinTheProductsEpilogue) {
+  for (int64_t n : {int64_t{8}, int64_t{136}, kMaxEpilogueRow}) {
+    SCOPED_TRACE(n);
+    const Chain c = SoftmaxOfScaledProduct(n);
+    auto p = PartitionValid(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 1u);
+    const KernelGroup& k = p->kernels[0];
+    EXPECT_EQ(k.family, Family::kMatmul);
+    EXPECT_EQ(k.nodes.size(), c.nodes.size() - 3);  // All but x, w and the scale.
+    EXPECT_THAT(k.results, ElementsAre(The(c, OpKind::kDiv)));
+    EXPECT_THAT(k.reason, HasSubstr(absl::StrCat("its rows (N = ", n, ", at most 256) fit one CTA's tile")));
+    EXPECT_THAT(k.reason, HasSubstr(absl::StrCat(OpLabel(c, The(c, OpKind::kReduceMax)), ", ",
+                                                 OpLabel(c, The(c, OpKind::kReduceSum)))));
+    EXPECT_TRUE(p->intermediates.empty());
+  }
+}
+
+// Batched softmax in the first product's epilogue, its probabilities the
+// second product's operand: two matmul kernels, the first storing them.
+TEST(MatmulPartitionTest, ProbabilitiesFromAnEpilogueFeedTheNextProduct) {
+  const Chain c = matmul_test::SoftmaxThenProduct(DType::kBF16, 3, 72, 136, 264, 96);
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  EXPECT_EQ(p->kernels[0].family, Family::kMatmul);
+  EXPECT_EQ(p->kernels[1].family, Family::kMatmul);
+  EXPECT_THAT(p->intermediates, ElementsAre(The(c, OpKind::kDiv)));
+  EXPECT_THAT(p->kernels[0].reason, HasSubstr("run in the epilogue"));
+}
+
+// Rows of bool or integer values (a count of positive scores, the max of
+// truncated ones) are the row family's even when narrow: a row kernel reads
+// the product, and every kernel generates.
+TEST(MatmulPartitionTest, IntegerRowsOfANarrowProductAreARowKernel) {
+  for (bool count : {true, false}) {
+    SCOPED_TRACE(count ? "sum of bool" : "max of i32");
+    Chain c;
+    int32_t x = c.AddInput(BF16({kM, kK}));
+    int32_t w = c.AddInput(BF16({kK, 64}));
+    int32_t m = c.AddOp(OpKind::kMatmul, {x, w});
+    int32_t v = count ? c.AddOp(OpKind::kGt, {m, c.AddConstant(0.0)}) : c.AddCast(m, DType::kI32);
+    c.outputs = {reduce_test::Reduce(&c, count ? OpKind::kReduceSum : OpKind::kReduceMax, v, {1},
+                                     true)};
+    c = reduce_test::Finish(std::move(c));
+    auto p = PartitionValid(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 2u);
+    EXPECT_EQ(p->kernels[0].family, Family::kMatmul);
+    EXPECT_EQ(p->kernels[1].family, Family::kRowReduction);
+  }
+}
+
+// LayerNorm of a narrow product: the statistics, rsqrt(var + eps) (per-row
+// work) and the normalised rows all join the product's kernel; a per-row
+// value another kernel reads is one of its results, and work broadcasting
+// it over a wider row stays apart.
+TEST(MatmulPartitionTest, PerRowWorkJoinsTheProductsEpilogue) {
+  Chain c;
+  int32_t x = c.AddInput(BF16({kM, kK}));
+  int32_t w = c.AddInput(BF16({kK, 64}));
+  int32_t wide = c.AddInput(BF16({kM, 512}));
+  int32_t y = c.AddOp(OpKind::kMatmul, {x, w});
+  int32_t mean = reduce_test::Reduce(&c, OpKind::kReduceMean, y, {1}, true);
+  int32_t d = c.AddOp(OpKind::kSub, {y, mean});
+  int32_t var = reduce_test::Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kMul, {d, d}), {1}, true);
+  int32_t rs = c.AddOp(OpKind::kRsqrt, {c.AddOp(OpKind::kAdd, {var, c.AddConstant(1e-5)})});
+  int32_t norm = c.AddOp(OpKind::kMul, {d, rs});
+  // rs broadcast over a wider row: element-wise work outside the kernel.
+  int32_t other = c.AddOp(OpKind::kMul, {wide, rs});
+  c.outputs = {norm, other};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  const KernelGroup& mm = p->kernels[0];
+  EXPECT_EQ(mm.family, Family::kMatmul);
+  const std::vector<int32_t> reductions = NodesOf(c, OpKind::kReduceMean);
+  for (int32_t id : {reductions[0], reductions[1], The(c, OpKind::kRsqrt), norm}) {
+    EXPECT_THAT(mm.nodes, Contains(id)) << OpLabel(c, id);
+  }
+  EXPECT_THAT(mm.results, ElementsAre(rs, norm));
+  EXPECT_THAT(p->intermediates, ElementsAre(rs));
+  EXPECT_EQ(p->kernels[1].family, Family::kPointwise);
 }
 
 // LayerNorm's statistics before a product: a row kernel stores the

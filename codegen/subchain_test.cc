@@ -11,12 +11,13 @@ namespace {
 
 using ::testing::ElementsAre;
 
-// softmax(x @ w) with the product an output too: the row kernel of the plan
-// reads the product from memory.
+// softmax(x @ w) with the product an output too, its rows (512) wider than
+// a matmul's tile: the row kernel of the plan reads the product from
+// memory.
 Chain SoftmaxOfProduct() {
   Chain c;
   const int32_t x = c.AddInput(TensorType{DType::kBF16, {Dim::Static(64), Dim::Static(128)}});
-  const int32_t w = c.AddInput(TensorType{DType::kBF16, {Dim::Static(128), Dim::Static(256)}});
+  const int32_t w = c.AddInput(TensorType{DType::kBF16, {Dim::Static(128), Dim::Static(512)}});
   const int32_t m = c.AddOp(OpKind::kMatmul, {x, w});
   const int32_t mx = reduce_test::Reduce(&c, OpKind::kReduceMax, m, {1}, true);
   const int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {m, mx})});

@@ -1,7 +1,8 @@
 // GPU property test of the matmul family: linear layers (bias + activation,
 // the weight row-major or as nn.Linear keeps it), few rows with split K, a
-// symbolic row count, and a batched product with a residual, at sizes that
-// leave partial tiles on every edge. Every variant of the space is compiled
+// symbolic row count, a batched product with a residual, and softmax or
+// LayerNorm of narrow products in the epilogue, at sizes that leave partial
+// tiles on every edge. Every variant of the space is compiled
 // with NVRTC for this GPU, launched through the C++ Launcher (workspaces
 // included) and compared with the CPU fp64 evaluator, with eager PyTorch's
 // error (the CPU kEager evaluator) as the yardstick; so are both yardstick
@@ -67,6 +68,16 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
       {"sym_rows_bf16_silu", matmul_test::Linear(DType::kBF16, -256, 136, 264, Weight::kLinear,
                                                  OpKind::kSilu), 37},
       {"batched_residual_bf16", matmul_test::BatchedResidual(DType::kBF16, 3, 72, 136, 96), 0},
+      // Row reductions in the epilogue: softmax and LayerNorm of narrow
+      // products (a per-row output, odd N, few rows with split K).
+      {"softmax_in_epilogue_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 200, 136, 264), 0},
+      {"softmax_whole_row_warps_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 300, 120, 256),
+       0},
+      {"few_rows_softmax_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 16, 256, 2048), 0},
+      {"layer_norm_in_epilogue_f16",
+       matmul_test::ProductLayerNorm(DType::kF16, 300, 40, 512, Weight::kLinear), 0},
+      {"layer_norm_odd_n_bf16",
+       matmul_test::ProductLayerNorm(DType::kBF16, 100, 63, 256, Weight::kLinear), 0},
   };
   for (const Case& tc : cases) {
     SCOPED_TRACE(tc.name);
@@ -99,8 +110,10 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
 
 // Plans of several kernels: an MLP (two matmul kernels, the first writing
 // gelu(x @ w1 + b1) for the second), SwiGLU (silu of one product read by the
-// next product's epilogue), a softmax of a product (a row kernel reading it)
-// and LayerNorm before a linear layer (a row kernel storing the operand),
+// next product's epilogue), a softmax of a product (a row kernel reading it),
+// LayerNorm before a linear layer (a row kernel storing the operand) and,
+// batched, a softmax in one product's epilogue whose probabilities the next
+// product streams,
 // every kernel at its heuristic variant, against the CPU fp64 evaluator.
 TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
   absl::StatusOr<Gpu> gpu = OpenGpu();
@@ -112,8 +125,10 @@ TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
   const std::vector<std::pair<std::string, Chain>> cases = {
       {"mlp_bf16", matmul_test::Mlp(DType::kBF16, 200, 136, 520)},
       {"swiglu_bf16", matmul_test::Mlp(DType::kBF16, 72, 264, 392, /*gated=*/true)},
-      {"softmax_of_product_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 72, 136, 264)},
+      {"softmax_of_product_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 72, 520, 264)},
       {"layer_norm_linear_bf16", matmul_test::LayerNormLinear(DType::kBF16, 100, 392, 256)},
+      {"batched_softmax_in_epilogue_then_product_bf16",
+       matmul_test::SoftmaxThenProduct(DType::kBF16, 3, 72, 136, 264, 96)},
   };
   for (const auto& [name, c] : cases) {
     SCOPED_TRACE(name);

@@ -1,8 +1,9 @@
 // NVRTC compiles every variant of the matmul family's space (sm_90a), and
 // both yardsticks, for the products that matter: a linear layer at 4096^3
 // and with few rows (its weight row-major, or as nn.Linear keeps it),
-// symbolic rows, an odd N (single stores), and a batched product with a
-// residual. No GPU needed.
+// symbolic rows, an odd N (single stores), a batched product with a
+// residual, and softmax or LayerNorm of narrow products in the epilogue.
+// No GPU needed.
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ std::vector<Case> Cases() {
                                                 OpKind::kSilu)},
       {"odd_n_bf16_linear", matmul_test::Linear(DType::kBF16, 100, 263, 256, Weight::kLinear)},
       {"batched_residual_bf16", matmul_test::BatchedResidual(DType::kBF16, 4, 256, 512, 384)},
+      // Row reductions in the epilogue: tiles as wide as the rows, few rows
+      // with split K, per-row results, odd N (single stores).
+      {"router_softmax_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 4096, 128, 4096)},
+      {"few_rows_softmax_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 16, 256, 4096)},
+      {"product_layer_norm_f16",
+       matmul_test::ProductLayerNorm(DType::kF16, 1000, 40, 512, Weight::kLinear)},
+      {"product_layer_norm_odd_n",
+       matmul_test::ProductLayerNorm(DType::kBF16, 100, 63, 256, Weight::kLinear)},
   };
 }
 
