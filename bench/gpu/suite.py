@@ -233,10 +233,16 @@ def mlp(o, x, w1, b1, w2):
     return {"y": o.matmul(o.gelu_tanh(o.addmm(b1, x, w1)), w2)}
 
 
+def router_softmax(o, a, w):
+    return {"y": o.softmax(o.matmul(a, w))}
+
+
 def matmul_cases():
     """GEMM + bias + tanh-GELU (a [M, K] @ w [K, N] + bias [N]) at few rows and
     square, and an MLP (x @ w1 + b1, tanh-GELU, @ w2), bf16, as
-    shared/anchors measured them."""
+    shared/anchors measured them; and a router's softmax over the rows of a
+    narrow product (a [M, K] @ w [K, 128]), which kfuse reduces in the
+    product's epilogue, against torch.compile's product and softmax."""
     def gemm_specs(m, n, k):
         return [("a", BF16, [m, k], "any"), ("w", BF16, [k, n], "any"), ("bias", BF16, [n], "any")]
 
@@ -263,6 +269,17 @@ def matmul_cases():
     cases.append(MatmulCase("mlp_gelu_bf16", mlp_specs(t, d, f), mlp, mlp_specs(qt, qd, qf),
                             [(t, f, d), (t, d, f)], [(qt, qf, qd), (qt, qd, qf)],
                             ("compile", 0.55), mlp_vendor))
+
+    def router_specs(m, n, k):
+        return [("a", BF16, [m, k], "any"), ("w", BF16, [k, n], "weight")]
+
+    def router_vendor(torch, a, w):
+        return torch.softmax(a @ w, -1)
+
+    (m, n, k), (qm, qn, qk) = (32768, 128, 4096), (2048, 128, 1024)
+    cases.append(MatmulCase("router_softmax_bf16", router_specs(m, n, k), router_softmax,
+                            router_specs(qm, qn, qk), [(m, n, k)], [(qm, qn, qk)],
+                            ("compile", 1.0), router_vendor))
     return cases
 
 

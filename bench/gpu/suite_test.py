@@ -57,7 +57,7 @@ class MatmulChainsTest(unittest.TestCase):
             chains = matmul_chains(quick)
             cases = {c.name: c for c in suite.all_cases("matmul")}
             self.assertEqual(set(chains), set(cases))
-            self.assertEqual(len(cases), 6)
+            self.assertEqual(len(cases), 7)
             for name, chain in chains.items():
                 case = cases[name]
                 dims = [[int(d["size"]) for d in t["shape"]] for t in chain["inputs"]]
@@ -69,6 +69,14 @@ class MatmulChainsTest(unittest.TestCase):
                     self.assertEqual((t2, d2, f2), (t, d, f))
                     self.assertEqual(kinds, ["OP_MATMUL", "OP_ADD", "OP_GELU_TANH", "OP_MATMUL"])
                     self.assertEqual(case.target, ("compile", 0.55))
+                elif name.startswith("router"):
+                    (m, n, k), = gemms
+                    self.assertEqual(dims, [[m, k], [k, n]])
+                    self.assertEqual(n, 128)
+                    self.assertEqual(kinds, ["OP_MATMUL", "OP_REDUCE_MAX", "OP_SUB", "OP_EXP",
+                                             "OP_REDUCE_SUM", "OP_DIV"])
+                    self.assertEqual(case.target, ("compile", 1.0))
+                    continue
                 else:
                     (m, n, k), = gemms
                     self.assertEqual(dims, [[m, k], [k, n], [n]])
@@ -102,7 +110,10 @@ class MatmulChainsTest(unittest.TestCase):
     @unittest.skipIf(torch is None, "no torch")
     def test_chain_computes_what_eager_computes(self):
         ops = {"OP_MATMUL": lambda a, b: a @ b, "OP_ADD": lambda a, b: a + b,
-               "OP_GELU_TANH": lambda a: F.gelu(a, approximate="tanh")}
+               "OP_GELU_TANH": lambda a: F.gelu(a, approximate="tanh"),
+               "OP_SUB": lambda a, b: a - b, "OP_DIV": lambda a, b: a / b, "OP_EXP": torch.exp,
+               "OP_REDUCE_MAX": lambda a: a.amax(-1, keepdim=True),
+               "OP_REDUCE_SUM": lambda a: a.sum(-1, keepdim=True)}
         ref_ops, _ = suite.torch_ops(torch, F, reference=True)
         g = torch.Generator().manual_seed(7)
         for name, chain in matmul_chains(True).items():
