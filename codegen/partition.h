@@ -89,13 +89,14 @@ struct Partition {
 //    chain inputs, constants and product kernels' nodes (intermediates): a
 //    row kernel when the closure reduces (LayerNorm before a linear layer),
 //    else pointwise; the epilogue reads such an operand of its own product
-//    too. A reduction along the rows of a product kernel's value (kept, the
-//    product's shape otherwise) joins that kernel when N is static and at
-//    most kMaxEpilogueRow (a CTA's tile holds whole rows), as does
-//    element-wise work on its per-row values alone ([.., M, 1]; a norm's
-//    rsqrt(var + eps)): softmax or LayerNorm of a narrow product is one
-//    kernel. Wider rows span several CTAs' tiles: such reductions and what
-//    reads them join those closures. The outputs no kernel writes get one kernel anchored
+//    too. A reduction along the rows of a product kernel's floating-point
+//    value (kept, the product's shape otherwise) joins that kernel when N
+//    is static and at most kMaxEpilogueRow (a CTA's tile holds whole rows),
+//    as does element-wise work on its per-row values alone ([.., M, 1]; a
+//    norm's rsqrt(var + eps)): softmax or LayerNorm of a narrow product is
+//    one kernel. Wider rows span several CTAs' tiles: such reductions (and
+//    those of integer or bool rows) and what reads them join those
+//    closures. The outputs no kernel writes get one kernel anchored
 //    at the largest of them, likewise reading product kernels' nodes: a row
 //    kernel when it reduces (softmax of a product), else pointwise. Row
 //    kernels are generated from their group as a chain of its own
