@@ -191,28 +191,16 @@ absl::Status CheckOperand(const Chain& c, int32_t mm, int which, const Access& a
 
 namespace {
 
-// OK when reduction `id` of `group` can run in the epilogue: along N, kept,
-// over a float value of the product's shape computed per element in the
-// group, N static and at most kMaxEpilogueRow.
+// OK when reduction `id` of `group` can run in the epilogue
+// (WhyNotInEpilogue), over a value the group computes per element.
 absl::Status CheckRowReduction(const Chain& chain, const KernelGroup& group, const Plan& p,
                                int32_t id) {
-  const Node& n = chain.nodes[id];
-  const std::vector<Dim>& out = chain.nodes[p.matmul].type.shape;
-  const int32_t a = n.args[0];
-  std::string why;
-  if (n.axes != std::vector<int64_t>{static_cast<int64_t>(out.size()) - 1} ||
-      n.type.rank() != static_cast<int>(out.size())) {
-    why = "it must reduce the product's last dim and keep it";
-  } else if (!out.back().is_static() || out.back().size > kMaxEpilogueRow) {
-    why = absl::StrCat("its rows must be static and at most ", kMaxEpilogueRow,
-                       " wide (one CTA's tile)");
-  } else if (std::find(group.nodes.begin(), group.nodes.end(), a) == group.nodes.end() ||
-             p.per_row.count(a) || chain.nodes[a].type.shape != out) {
+  const int32_t a = chain.nodes[id].args[0];
+  std::string why = WhyNotInEpilogue(chain, p.matmul, id);
+  if (why.empty() &&
+      (std::find(group.nodes.begin(), group.nodes.end(), a) == group.nodes.end() ||
+       p.per_row.count(a))) {
     why = "its operand must be computed per element in the kernel, in the product's shape";
-  } else if (const DType t = chain.nodes[a].type.dtype;
-             t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) {
-    why = absl::StrCat("it reduces ", std::string(DTypeName(chain.nodes[a].type.dtype)),
-                       " values; only floating-point rows are reduced in an epilogue");
   }
   if (why.empty()) return absl::OkStatus();
   return absl::UnimplementedError(
@@ -372,11 +360,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
 
   // The epilogue and what it reads, over the output's dims.
   std::set<int32_t> read_nodes;
-  const std::vector<Dim> per_row_shape = [&] {
-    std::vector<Dim> s = out;
-    s.back() = Dim::Static(1);
-    return s;
-  }();
+  const std::vector<Dim> per_row_shape = PerRowShape(out);
   for (int32_t id : group.nodes) {
     if (id == p.matmul) continue;
     const Node& n = chain.nodes[id];

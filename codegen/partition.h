@@ -124,6 +124,16 @@ absl::Status NumberIntermediates(const Partition& p, KernelSpec* spec);
 // CTA tile is at most 256 columns wide.
 inline constexpr int64_t kMaxEpilogueRow = 256;
 
+// `product_shape` [.., M, N] with N made 1: one value per row, kept.
+std::vector<Dim> PerRowShape(std::vector<Dim> product_shape);
+
+// Why reduction `id` cannot run in the epilogue of the matmul kernel whose
+// product is node `mm`, "" when it can: it must reduce the last dim of a
+// floating-point value of the product's shape and keep it, and the rows
+// must be static, 2 to kMaxEpilogueRow wide. The partitioner and the
+// matmul generator both ask this, so they agree on what joins an epilogue.
+std::string WhyNotInEpilogue(const Chain& c, int32_t mm, int32_t id);
+
 // Internal to the partitioner (partition.cc, partition_matmul.cc).
 namespace partition_internal {
 

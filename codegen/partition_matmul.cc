@@ -13,7 +13,8 @@
 #include "codegen/subchain.h"
 #include "core/status.h"
 
-namespace kfuse::partition_internal {
+namespace kfuse {
+namespace partition_internal {
 namespace {
 
 // What a node is to a chain with products.
@@ -98,29 +99,13 @@ struct Planned {
   std::set<int32_t> per_row;
 };
 
-// The product's shape with its last dim 1: one value per row, kept.
-std::vector<Dim> PerRowShape(std::vector<Dim> shape) {
-  shape.back() = Dim::Static(1);
-  return shape;
-}
-
 // True when reduction `id` runs in the epilogue of the matmul kernel whose
-// product is node `mm`: along the rows of a floating-point value of the
-// product's shape, kept, with rows short enough that one CTA's tile holds
-// them whole (see kMaxEpilogueRow), so the sums never leave the SM. The
-// matmul generator checks the same (CheckRowReduction). Wider rows span
-// several CTAs, and integer or bool rows are the row family's: a row kernel
-// reads the product back from memory.
+// product is node `mm` (WhyNotInEpilogue): one CTA's tile holds its rows
+// whole, so the sums never leave the SM. Wider rows span several CTAs, and
+// integer or bool rows are the row family's: a row kernel reads the product
+// back from memory.
 bool ReducesInEpilogue(const Chain& c, int32_t mm, int32_t id) {
-  const Node& n = c.nodes[id];
-  const std::vector<Dim>& out = c.nodes[mm].type.shape;
-  const Dim& width = out.back();
-  const DType t = c.nodes[n.args[0]].type.dtype;
-  return (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) &&
-         c.nodes[n.args[0]].type.shape == out && width.is_static() && width.size >= 2 &&
-         width.size <= kMaxEpilogueRow &&
-         n.axes == std::vector<int64_t>{static_cast<int64_t>(out.size()) - 1} &&
-         n.type.shape == PerRowShape(out);
+  return WhyNotInEpilogue(c, mm, id).empty();
 }
 
 std::string MatmulReason(const Chain& c, const Planned& p, const std::vector<Role>& role,
@@ -473,4 +458,34 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
   return out;
 }
 
-}  // namespace kfuse::partition_internal
+}  // namespace partition_internal
+
+std::vector<Dim> PerRowShape(std::vector<Dim> product_shape) {
+  product_shape.back() = Dim::Static(1);
+  return product_shape;
+}
+
+std::string WhyNotInEpilogue(const Chain& c, int32_t mm, int32_t id) {
+  const Node& n = c.nodes[id];
+  const Node& operand = c.nodes[n.args[0]];
+  const std::vector<Dim>& out = c.nodes[mm].type.shape;
+  const Dim& width = out.back();
+  if (n.axes != std::vector<int64_t>{static_cast<int64_t>(out.size()) - 1} ||
+      n.type.shape != PerRowShape(out)) {
+    return "it must reduce the product's last dim and keep it";
+  }
+  if (!width.is_static() || width.size > kMaxEpilogueRow) {
+    return absl::StrCat("its rows must be static and at most ", kMaxEpilogueRow,
+                        " wide (one CTA's tile)");
+  }
+  if (width.size < 2) return "its rows must be at least 2 wide";
+  if (operand.type.shape != out) return "its operand must have the product's shape";
+  const DType t = operand.type.dtype;
+  if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) {
+    return absl::StrCat("it reduces ", std::string(DTypeName(t)),
+                        " values; only floating-point rows are reduced in an epilogue");
+  }
+  return "";
+}
+
+}  // namespace kfuse
