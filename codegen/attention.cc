@@ -24,6 +24,9 @@ using matmul_internal::Resolve;
 constexpr int64_t kMaxSmemBytes = 227 * 1024;
 // Accumulator floats a thread may hold (scores and outputs) before spilling.
 constexpr int64_t kMaxAccumulators = 192;
+// The fast kernel's score loops index rows and keys in 32 bits, a block past
+// the end included.
+constexpr int64_t kMaxSeq = (int64_t{1} << 31) - 256;
 
 bool In(std::initializer_list<int64_t> set, int64_t v) {
   return std::find(set.begin(), set.end(), v) != set.end();
@@ -179,6 +182,23 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   p.symbols.assign(syms.begin(), syms.end());
   if (numerics == Numerics::kFast) {
     KFUSE_RETURN_IF_ERROR(CheckSchedule(variant, &p));
+    for (const auto& [what, dim] : {std::pair<const char*, Dim>{"query length", p.sq}, {"key length", p.sk}}) {
+      const SizeExpr e = DimSize(dim);
+      if (e.is_const()) {
+        if (e.value() > kMaxSeq) {
+          return absl::UnimplementedError(absl::StrCat(OpLabel(chain, m->qk), ": the ", what, " (",
+                                                       e.value(), ") exceeds ", kMaxSeq,
+                                                       " for the fused attention kernel"));
+        }
+        continue;
+      }
+      Precondition c;
+      c.kind = Precondition::Kind::kAtMost;
+      c.expr = e;
+      c.value = kMaxSeq;
+      c.description = absl::StrCat("the ", what, " is at most ", kMaxSeq, " (32-bit indexing)");
+      p.preconditions.push_back(std::move(c));
+    }
     // Outputs of the product's shape are stored two columns at a time.
     const std::set<int32_t> epi(m->epilogue.begin(), m->epilogue.end());
     for (size_t j = 0; j < chain.outputs.size(); ++j) {

@@ -31,7 +31,10 @@
 // converts the probabilities in registers to the A fragments of P V, and
 // accumulates P V. When f masks keys past the query (the causal mask
 // `j <= i`, found in f), blocks above the diagonal are skipped and the
-// heaviest query blocks launch first. The output is divided by the row sum
+// heaviest query blocks launch first. When f reads no memory, the blocks
+// every row of the CTA sees in full (in bounds; at or before its first row
+// when the causal mask is f's only mask) run in a loop of their own with f
+// free of bounds checks and mask, the rest in a second loop. The output is divided by the row sum
 // at the end, then g applied and stored.
 //
 // Variant params (Family::kAttention):
@@ -50,7 +53,8 @@
 // (ascending). grid.x = ceil(Sq / bq) * batch, block = 32 * warps, dynamic
 // shared memory = the tiles. Outputs dense in their node's shape.
 // Preconditions: Q, K, V 16-byte aligned, their symbolic strides multiples
-// of 8; outputs aligned to two elements (paired stores).
+// of 8; outputs aligned to two elements (paired stores); Sq and Sk at most
+// 2^31 - 256 (32-bit rows and keys in the score loops).
 //
 // Numerics::kReference64 and kEager ignore the schedule: a block of 128
 // threads per query row computes the row's scores three times (max, sum,
@@ -74,7 +78,7 @@
 
 namespace kfuse {
 
-inline constexpr char kAttentionGeneratorVersion[] = "attention/1";
+inline constexpr char kAttentionGeneratorVersion[] = "attention/2";
 inline constexpr char kAttentionVariantSchema[] = "attention-variants/1";
 
 // The roles of a recognised attention chain's nodes.

@@ -215,7 +215,7 @@ class Writer {
     return absl::StrCat(
         "#pragma unroll\n", ind, "for (int nt = 0; nt < kf_NS; ++nt)\n",
         "#pragma unroll\n", ind, "  for (int e = 0; e < 2; ++e) {\n",
-        ind, "    const long long j = j0 + nt * 8 + (lane & 3) * 2 + e;\n",
+        ind, "    const int j = jb * kf_BKV + nt * 8 + (lane & 3) * 2 + e;\n",
         ind, "    const float v", m_.qk, " = s[mt][nt][2 * h + e];\n",
         ind, "    float x = KF_NEG_INF;\n", body,
         ind, "    s[mt][nt][2 * h + e] = x;\n",
@@ -223,100 +223,12 @@ class Writer {
         ind, "  }\n");
   }
 
-  // The score nodes `id` depends on (itself included when a score node),
-  // ascending.
-  std::vector<int32_t> ScoreClosure(int32_t id) const {
-    const std::set<int32_t> score(m_.score.begin(), m_.score.end());
-    std::set<int32_t> out;
-    std::vector<int32_t> stack{id};
-    while (!stack.empty()) {
-      const int32_t n = stack.back();
-      stack.pop_back();
-      if (!score.count(n) || !out.insert(n).second) continue;
-      for (int32_t a : c_.nodes[n].args) stack.push_back(a);
-    }
-    return std::vector<int32_t>(out.begin(), out.end());
-  }
-
-  std::string Sizes() const {
-    return absl::StrCat("  const long long Sq = ", SizeCode(DimSize(p_.sq)),
-                        ", Sk = ", SizeCode(DimSize(p_.sk)), ";\n");
-  }
-
-  absl::Status Kernel(std::string* out) {
-    const std::string params = Params();
-    // The score function of element (i, j), the product's value in acc.
-    // With the scale folded into the exponent, the scaled score is the
-    // product itself.
-    std::vector<int32_t> score_nodes = m_.score;
-    std::string alias;
-    if (m_.scaled >= 0) {
-      score_nodes.erase(std::remove(score_nodes.begin(), score_nodes.end(), m_.scaled), score_nodes.end());
-      alias = absl::StrCat("              const float v", m_.scaled, " = v", m_.qk, ";\n");
-    }
-    const std::set<int32_t> given = {m_.qk, m_.scaled};
-    KFUSE_ASSIGN_OR_RETURN(std::string score,
-                           Values(score_nodes, p_.score_reads, Frame("i", "j"), given, "              "));
-    score = alias + score;
-    const std::string general =
-        absl::StrCat("            if (full || (i < Sq && j < Sk)) {\n", score, "              x = v", m_.x,
-                     ";\n", "            }\n");
-    // Below the diagonal the causal mask holds: the score without it.
-    std::string plain;
-    if (m_.unmasked >= 0) {
-      std::vector<int32_t> nodes = ScoreClosure(m_.unmasked);
-      nodes.erase(std::remove(nodes.begin(), nodes.end(), m_.scaled), nodes.end());
-      KFUSE_ASSIGN_OR_RETURN(plain, Values(nodes, p_.score_reads, Frame("i", "j"), given, "            "));
-      plain = alias + plain;
-      absl::StrAppend(&plain, "            x = v", m_.unmasked, ";\n");
-    }
-    // The epilogue of the columns d and d + 1 of row i.
-    KFUSE_ASSIGN_OR_RETURN(std::string epi0, Values(m_.epilogue, p_.epilogue_reads, Frame("i", "d"),
-                                                    {m_.pv}, "        ", "_0"));
-    KFUSE_ASSIGN_OR_RETURN(std::string epi1, Values(m_.epilogue, p_.epilogue_reads,
-                                                    Frame("i", "(d + 1)"), {m_.pv}, "        ", "_1"));
-    KFUSE_ASSIGN_OR_RETURN(std::string lse, LseStores("        "));
-    std::string s = absl::StrCat(
-        "extern \"C\" __global__ void __launch_bounds__(kf_THREADS) ", kEntryPlaceholder, "(", params,
-        ") {\n",
-        "  extern __shared__ __align__(128) unsigned char kf_smem[];\n",
-        "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n", Sizes(),
-        "  const long long qblocks = (Sq + kf_BQ - 1) / kf_BQ;\n",
-        // Causal: the query blocks with the most keys launch first, each
-        // head's in turn (order 0) or every head's at once (order 1).
-        "  const long long batches = ", SizeCode(p_.batches), ";\n",
-        "  const long long eb = kf_ORDER ? blockIdx.x % batches : blockIdx.x / qblocks;\n",
-        "  const long long qr = kf_ORDER ? blockIdx.x / batches : blockIdx.x % qblocks;\n",
-        "  const long long qb = kf_CAUSAL ? qblocks - 1 - qr : qr;\n",
-        "  const long long q0 = qb * kf_BQ;\n", BatchDecomposition(p_.batch),
-        "  const unsigned short* Q = (const unsigned short*)(", Base(p_.q), ");\n",
-        "  const unsigned short* K = (const unsigned short*)(", Base(p_.k), ");\n",
-        "  const unsigned short* V = (const unsigned short*)(", Base(p_.v), ");\n",
-        "  const long long ldq = ", RowStride(p_.q), ", ldk = ", RowStride(p_.k), ", ldv = ",
-        RowStride(p_.v), ";\n",
-        "  const long long kv_end = kf_CAUSAL ? min(Sk, min(Sq, q0 + kf_BQ)) : Sk;\n",
-        "  const int nblocks = (int)((kv_end + kf_BKV - 1) / kf_BKV);\n",
-        "  const unsigned sq = (unsigned)__cvta_generic_to_shared(kf_smem);\n",
-        "  const unsigned sk = sq + kf_Q_BYTES, sv = sk + 2 * kf_K_BYTES;\n",
-        // Groups in flight: Q, K0, V0; then per block the next K, the next V.
-        "  kf_load_tile<kf_BQ, kf_D>(sq, Q, ldq, q0, 0, Sq, kf_D, tid);\n",
-        "  kf_cp_commit();\n",
-        "  if (nblocks > 0) kf_load_tile<kf_BKV, kf_D>(sk, K, ldk, 0, 0, Sk, kf_D, tid);\n",
-        "  kf_cp_commit();\n",
-        "  if (nblocks > 0) kf_load_tile<kf_BKV, kf_DV>(sv, V, ldv, 0, 0, Sk, kf_DV, tid);\n",
-        "  kf_cp_commit();\n",
-        "  float o[kf_MT][kf_NO][4], mrow[kf_MT][2], lrow[kf_MT][2];\n",
-        "#pragma unroll\n",
-        "  for (int mt = 0; mt < kf_MT; ++mt) {\n",
-        "#pragma unroll\n",
-        "    for (int h = 0; h < 2; ++h) mrow[mt][h] = KF_NEG_INF, lrow[mt][h] = 0.f;\n",
-        "#pragma unroll\n",
-        "    for (int dn = 0; dn < kf_NO; ++dn)\n",
-        "#pragma unroll\n",
-        "      for (int q = 0; q < 4; ++q) o[mt][dn][q] = 0.f;\n",
-        "  }\n",
-        "  const int wrow = warp * (kf_MT * 16);\n",
-        "  for (int jb = 0; jb < nblocks; ++jb) {\n",
+  // One block of keys, the body of the loop over jb: wait for K, the
+  // scores, the online softmax, wait for V, P V. `scores` computes row
+  // (mt, h)'s scores from its index i: x per element back into s, the
+  // row's max into mx.
+  std::string KeyBlock(const std::string& scores) const {
+    return absl::StrCat(
         "    const int buf = jb & 1;\n",
         "    const long long j0 = (long long)jb * kf_BKV;\n",
         "    kf_cp_wait<1>();\n",
@@ -352,19 +264,13 @@ class Writer {
         "    }\n",
         // The score function, keys past Sk and rows past Sq at -inf, and the
         // online softmax: running max, rescaled sum and output.
-        "    const bool full = q0 + kf_BQ <= Sq && j0 + kf_BKV <= Sk;\n",
-        // Every key of the block at or before the warp's first row.
-        m_.unmasked >= 0 ? "    const bool below = full && j0 + kf_BKV <= q0 + wrow + 1;\n" : "",
         "#pragma unroll\n",
         "    for (int mt = 0; mt < kf_MT; ++mt)\n",
         "#pragma unroll\n",
         "      for (int h = 0; h < 2; ++h) {\n",
-        "        const long long i = q0 + wrow + mt * 16 + (lane >> 2) + h * 8;\n",
+        "        const int i = (int)q0 + wrow + mt * 16 + (lane >> 2) + h * 8;\n",
         "        float mx = KF_NEG_INF;\n",
-        m_.unmasked >= 0
-            ? absl::StrCat("        if (below) {\n", ScoreLoop(plain, "          "), "        } else {\n",
-                           ScoreLoop(general, "          "), "        }\n")
-            : ScoreLoop(general, "        "),
+        scores,
         "        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));\n",
         "        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));\n",
         "        const float mnew = fmaxf(mrow[mt][h], mx);\n",
@@ -416,7 +322,132 @@ class Writer {
         "          kf_mma(o[mt][2 * np + 1], pa[mt], r + 2);\n",
         "        }\n",
         "      }\n",
-        "    }\n",
+        "    }\n");
+  }
+
+  // The score nodes `id` depends on (itself included when a score node),
+  // ascending.
+  std::vector<int32_t> ScoreClosure(int32_t id) const {
+    const std::set<int32_t> score(m_.score.begin(), m_.score.end());
+    std::set<int32_t> out;
+    std::vector<int32_t> stack{id};
+    while (!stack.empty()) {
+      const int32_t n = stack.back();
+      stack.pop_back();
+      if (!score.count(n) || !out.insert(n).second) continue;
+      for (int32_t a : c_.nodes[n].args) stack.push_back(a);
+    }
+    return std::vector<int32_t>(out.begin(), out.end());
+  }
+
+  std::string Sizes() const {
+    return absl::StrCat("  const long long Sq = ", SizeCode(DimSize(p_.sq)),
+                        ", Sk = ", SizeCode(DimSize(p_.sk)), ";\n");
+  }
+
+  absl::Status Kernel(std::string* out) {
+    const std::string params = Params();
+    // The score function of element (i, j), the product's value in acc.
+    // With the scale folded into the exponent, the scaled score is the
+    // product itself.
+    std::vector<int32_t> score_nodes = m_.score;
+    auto alias = [&](const std::string& ind) {
+      return m_.scaled >= 0 ? absl::StrCat(ind, "const float v", m_.scaled, " = v", m_.qk, ";\n") : "";
+    };
+    if (m_.scaled >= 0) {
+      score_nodes.erase(std::remove(score_nodes.begin(), score_nodes.end(), m_.scaled), score_nodes.end());
+    }
+    const std::set<int32_t> given = {m_.qk, m_.scaled};
+    // x at (i, j): `nodes` (ascending) ending in `x`, at indent `ind`.
+    auto score_fn = [&](const std::vector<int32_t>& nodes, int32_t x,
+                        const std::string& ind) -> absl::StatusOr<std::string> {
+      KFUSE_ASSIGN_OR_RETURN(std::string v, Values(nodes, p_.score_reads, Frame("i", "j"), given, ind));
+      return absl::StrCat(alias(ind), v, ind, "x = v", x, ";\n");
+    };
+    KFUSE_ASSIGN_OR_RETURN(std::string score, score_fn(score_nodes, m_.x, "              "));
+    const bool split = p_.score_reads.empty();
+    const std::string general =
+        absl::StrCat("            if (full || (i < kf_sq && j < kf_sk)) {\n", score, "            }\n");
+    // Where every key and row is in bounds: the score function alone, and
+    // below the diagonal without the causal mask when it is the only mask.
+    std::string clean, clean_nested;
+    if (m_.unmasked >= 0) {
+      std::vector<int32_t> nodes = ScoreClosure(m_.unmasked);
+      nodes.erase(std::remove(nodes.begin(), nodes.end(), m_.scaled), nodes.end());
+      KFUSE_ASSIGN_OR_RETURN(clean, score_fn(nodes, m_.unmasked, "            "));
+      KFUSE_ASSIGN_OR_RETURN(clean_nested, score_fn(nodes, m_.unmasked, "              "));
+    } else {
+      KFUSE_ASSIGN_OR_RETURN(clean, score_fn(score_nodes, m_.x, "            "));
+    }
+    // The epilogue of the columns d and d + 1 of row i.
+    KFUSE_ASSIGN_OR_RETURN(std::string epi0, Values(m_.epilogue, p_.epilogue_reads, Frame("i", "d"),
+                                                    {m_.pv}, "        ", "_0"));
+    KFUSE_ASSIGN_OR_RETURN(std::string epi1, Values(m_.epilogue, p_.epilogue_reads,
+                                                    Frame("i", "(d + 1)"), {m_.pv}, "        ", "_1"));
+    KFUSE_ASSIGN_OR_RETURN(std::string lse, LseStores("        "));
+    std::string s = absl::StrCat(
+        "extern \"C\" __global__ void __launch_bounds__(kf_THREADS) ", kEntryPlaceholder, "(", params,
+        ") {\n",
+        "  extern __shared__ __align__(128) unsigned char kf_smem[];\n",
+        "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n", Sizes(),
+        "  const long long qblocks = (Sq + kf_BQ - 1) / kf_BQ;\n",
+        // Causal: the query blocks with the most keys launch first, each
+        // head's in turn (order 0) or every head's at once (order 1).
+        "  const long long batches = ", SizeCode(p_.batches), ";\n",
+        "  const long long eb = kf_ORDER ? blockIdx.x % batches : blockIdx.x / qblocks;\n",
+        "  const long long qr = kf_ORDER ? blockIdx.x / batches : blockIdx.x % qblocks;\n",
+        "  const long long qb = kf_CAUSAL ? qblocks - 1 - qr : qr;\n",
+        "  const long long q0 = qb * kf_BQ;\n", BatchDecomposition(p_.batch),
+        "  const unsigned short* Q = (const unsigned short*)(", Base(p_.q), ");\n",
+        "  const unsigned short* K = (const unsigned short*)(", Base(p_.k), ");\n",
+        "  const unsigned short* V = (const unsigned short*)(", Base(p_.v), ");\n",
+        "  const long long ldq = ", RowStride(p_.q), ", ldk = ", RowStride(p_.k), ", ldv = ",
+        RowStride(p_.v), ";\n",
+        "  const long long kv_end = kf_CAUSAL ? min(Sk, min(Sq, q0 + kf_BQ)) : Sk;\n",
+        "  const int nblocks = (int)((kv_end + kf_BKV - 1) / kf_BKV);\n",
+        // 32-bit rows and keys in the score loops (Sq and Sk are at most
+        // kMaxSeq: a precondition).
+        "  const int kf_sq = (int)Sq, kf_sk = (int)Sk;\n",
+        split ? absl::StrCat("  const int nclean = q0 + kf_BQ > Sq ? 0 : min(nblocks, ",
+                             m_.unmasked >= 0 ? "min(kf_sk, (int)q0 + 1)" : "kf_sk", " / kf_BKV);\n")
+              : "",
+        "  const unsigned sq = (unsigned)__cvta_generic_to_shared(kf_smem);\n",
+        "  const unsigned sk = sq + kf_Q_BYTES, sv = sk + 2 * kf_K_BYTES;\n",
+        // Groups in flight: Q, K0, V0; then per block the next K, the next V.
+        "  kf_load_tile<kf_BQ, kf_D>(sq, Q, ldq, q0, 0, Sq, kf_D, tid);\n",
+        "  kf_cp_commit();\n",
+        "  if (nblocks > 0) kf_load_tile<kf_BKV, kf_D>(sk, K, ldk, 0, 0, Sk, kf_D, tid);\n",
+        "  kf_cp_commit();\n",
+        "  if (nblocks > 0) kf_load_tile<kf_BKV, kf_DV>(sv, V, ldv, 0, 0, Sk, kf_DV, tid);\n",
+        "  kf_cp_commit();\n",
+        "  float o[kf_MT][kf_NO][4], mrow[kf_MT][2], lrow[kf_MT][2];\n",
+        "#pragma unroll\n",
+        "  for (int mt = 0; mt < kf_MT; ++mt) {\n",
+        "#pragma unroll\n",
+        "    for (int h = 0; h < 2; ++h) mrow[mt][h] = KF_NEG_INF, lrow[mt][h] = 0.f;\n",
+        "#pragma unroll\n",
+        "    for (int dn = 0; dn < kf_NO; ++dn)\n",
+        "#pragma unroll\n",
+        "      for (int q = 0; q < 4; ++q) o[mt][dn][q] = 0.f;\n",
+        "  }\n",
+        "  const int wrow = warp * (kf_MT * 16);\n",
+        "  int jb = 0;\n",
+        // When the score function reads no memory, blocks whose keys and
+        // rows are all in bounds (and, under a causal mask it can drop, at
+        // or before the CTA's first row) take the score without bounds
+        // checks or mask, in a loop of their own so that neither loop
+        // carries the other's branches. (With reads, the second loop's
+        // hoisted addresses would spill.)
+        split ? absl::StrCat("  for (; jb < nclean; ++jb) {\n", KeyBlock(ScoreLoop(clean, "        ")), "  }\n")
+              : "",
+        "  for (; jb < nblocks; ++jb) {\n",
+        "    const bool full = q0 + kf_BQ <= Sq && (jb + 1) * kf_BKV <= Sk;\n",
+        // Every key of the block at or before the warp's first row.
+        m_.unmasked >= 0 ? "    const bool below = full && (jb + 1) * kf_BKV <= (int)q0 + wrow + 1;\n" : "",
+        KeyBlock(m_.unmasked >= 0
+                     ? absl::StrCat("        if (below) {\n", ScoreLoop(clean_nested, "          "),
+                                    "        } else {\n", ScoreLoop(general, "          "), "        }\n")
+                     : ScoreLoop(general, "        ")),
         "  }\n",
         "  kf_cp_wait<0>();\n",
         // The row sums are split over a quad's four lanes.

@@ -163,6 +163,15 @@ TEST(AttentionTest, LayoutsAndHeadDimsItCannotTakeAreUnimplementedByName) {
   for (const KernelGroup& k : apart->kernels) {
     EXPECT_TRUE(CanGenerateFamily(c, k, FamilyHeuristic(c, k)).ok()) << k.reason;
   }
+  Options longer;
+  longer.batch = longer.heads = longer.kv_heads = 1;
+  longer.sq = 16;
+  longer.sk = int64_t{1} << 31;
+  c = Attention(longer);
+  g = matched(c);
+  s = CanGenerateAttention(c, g, AttentionHeuristic(c, g));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(s.message(), "key length (2147483648)")) << s.message();
   Options f16;
   f16.dtype = DType::kF32;
   c = Attention(f16);
@@ -197,6 +206,13 @@ TEST(AttentionTest, LaunchContractAndSchedule) {
     aligned = aligned || (p.kind == Precondition::Kind::kAligned && p.value == 16);
   }
   EXPECT_TRUE(aligned);
+  // The score loops index rows and keys in 32 bits.
+  bool bounded = false;
+  for (const Precondition& p : k->preconditions) {
+    bounded = bounded || (p.kind == Precondition::Kind::kAtMost && p.value == (int64_t{1} << 31) - 256 &&
+                          absl::StrContains(p.description, "query length"));
+  }
+  EXPECT_TRUE(bounded);
   absl::StatusOr<KernelSpec> again = EmitAttention(c, g, AttentionHeuristic(c, g));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->source, k->source);
