@@ -376,7 +376,7 @@ class Writer {
       nodes.erase(std::remove(nodes.begin(), nodes.end(), m_.scaled), nodes.end());
       KFUSE_ASSIGN_OR_RETURN(clean, score_fn(nodes, m_.unmasked, "            "));
       KFUSE_ASSIGN_OR_RETURN(clean_nested, score_fn(nodes, m_.unmasked, "              "));
-    } else {
+    } else if (split) {
       KFUSE_ASSIGN_OR_RETURN(clean, score_fn(score_nodes, m_.x, "            "));
     }
     // The epilogue of the columns d and d + 1 of row i.
