@@ -207,7 +207,56 @@ absl::Status CheckRowReduction(const Chain& chain, const KernelGroup& group, con
       absl::StrCat(OpLabel(chain, id), ": not generated in a matmul's epilogue: ", why));
 }
 
+// The streaming schedule (Plan::stream): each warp holds its share of the
+// CTA's bm x bn accumulators (bm / 8 x 4 m16n8k16 products of 64 columns
+// by 8 rows) and a batch of `stages` steps of B (eight 16-byte loads) and A
+// (bm / 8 loads); the warps' partial sums meet in shared memory, wk x bm x
+// (bn + 1) floats.
+absl::Status CheckStream(const Variant& v, const Plan& p, Plan* out) {
+  const int64_t bm = v.Get("bm"), bn = v.Get("bn"), wn = v.Get("wn"), wk = v.Get("wk"),
+                stages = v.Get("stages"), splitk = v.Get("splitk");
+  if (!p.a_kmajor) return BadParam(v, "stream needs a K-major A (rows of the product contiguous)");
+  if (p.Rows()) return BadParam(v, "stream does not reduce rows in its epilogue");
+  if (!In({8, 16, 32, 64}, bm)) return BadParam(v, "bm must be 8, 16, 32 or 64 with stream");
+  if (!In({1, 2, 4, 8}, wn) || bn != 64 * wn) return BadParam(v, "bn must be 64 * wn, wn 1, 2, 4 or 8");
+  if (!In({1, 2, 4, 8, 16}, wk)) return BadParam(v, "wk must be 1, 2, 4, 8 or 16");
+  if (wn * wk > 16) return BadParam(v, "wn * wk (warps) must be at most 16");
+  if (stages < 1 || stages > 4) return BadParam(v, "stages must be 1 to 4 with stream");
+  // Registers a thread: the rings, the accumulators and about 48 more
+  // (within 10 of what ptxas takes); above 240 the edges' address
+  // arithmetic spills.
+  const int64_t mt = bm / 8, regs = stages * (32 + 4 * mt) + 16 * mt + 48;
+  if (regs > 240 || regs * 32 * wn * wk > 65536) {
+    return BadParam(v, absl::StrCat("stream with bm ", bm, " and ", stages, " stages needs about ",
+                                    regs, " registers a thread; at most 240, and 65536 a block"));
+  }
+  if (!In({1, 2, 4, 8, 16}, splitk)) return BadParam(v, "splitk must be 1, 2, 4, 8 or 16");
+  if (splitk > 1 && p.k.is_static() && p.k.size / splitk < 32 * wk) {
+    return BadParam(v, absl::StrCat("splitk ", splitk, " leaves slices of K = ", p.k.size,
+                                    " shorter than a step (32) for each of wk ", wk, " warps"));
+  }
+  const int64_t smem = wk * bm * (bn + 1) * 4;
+  if (smem > kMaxSmemBytes) {
+    return BadParam(v, absl::StrCat("wk * bm * (bn + 1) * 4 = ", smem,
+                                    " bytes of shared memory; at most ", kMaxSmemBytes));
+  }
+  out->stream = true;
+  out->bm = static_cast<int>(bm);
+  out->bn = static_cast<int>(bn);
+  out->bk = 32;
+  out->wm = 1;
+  out->wn = static_cast<int>(wn);
+  out->wk = static_cast<int>(wk);
+  out->stages = static_cast<int>(stages);
+  out->group = 1;
+  out->splitk = static_cast<int>(splitk);
+  out->smem_bytes = static_cast<int>(smem);
+  return absl::OkStatus();
+}
+
 absl::Status CheckSchedule(const Variant& v, const Plan& p, Plan* out) {
+  if (v.Get("stream") == 1) return CheckStream(v, p, out);
+  if (v.Get("stream") != 0) return BadParam(v, "stream must be 0 or 1");
   const int64_t bm = v.Get("bm"), bn = v.Get("bn"), bk = v.Get("bk"), wm = v.Get("wm"),
                 wn = v.Get("wn"), stages = v.Get("stages"), group = v.Get("group"),
                 splitk = v.Get("splitk");
@@ -524,7 +573,7 @@ absl::StatusOr<KernelSpec> EmitMatmul(const Chain& chain, const KernelGroup& gro
     k.grid.x = tiles;
     k.grid.y = SizeExpr::Const(plan.splitk);
     k.grid.z = batch;
-    k.block.x = SizeExpr::Const(32 * plan.wm * plan.wn);
+    k.block.x = SizeExpr::Const(32 * plan.wm * plan.wn * plan.wk);
     k.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
   } else if (plan.Rows()) {  // A block per row, a thread per column.
     k.grid.x = m;
@@ -593,6 +642,34 @@ Variant SmallM(const Sizes& s, int bn, int bk, int stages, int wm = 1) {
   return Make(bm, bn, bk, wm, wn, stages, 1, splitk);
 }
 
+// Few rows, streamed (Plan::stream): a CTA of `wk` warps along K (and one
+// of 64 columns along N) a strip of B, K split so that about one CTA an SM
+// streams it.
+Variant Stream(int bm, int wn, int wk, int stages, int splitk) {
+  return Variant{Family::kMatmul,
+                 {{"stream", 1}, {"bm", bm}, {"bn", 64 * wn}, {"bk", 32}, {"wm", 1}, {"wn", wn},
+                  {"wk", wk}, {"stages", stages}, {"group", 1}, {"splitk", splitk}}};
+}
+
+Variant StreamFor(const Sizes& s, int bm, int wk, int stages, int wn = 1) {
+  const int64_t tiles = s.batch * ((s.m + bm - 1) / bm) * ((s.n + 64 * wn - 1) / (64 * wn));
+  int splitk = 1;
+  while (splitk < 16 && tiles * splitk * 2 <= kSms && s.k / (splitk * 2) >= 64 * wk * stages) {
+    splitk *= 2;
+  }
+  return Stream(bm, wn, wk, stages, splitk);
+}
+
+// The streamed heuristic: rows in tiles of at most 32 (registers), batches
+// of two steps (run49: 3.55 TB/s at M = 16, against 3.39 and 3.29 for
+// three and four); eight warps a CTA up to one tile an SM, four (two CTAs
+// an SM) beyond.
+Variant StreamHeuristic(const Sizes& s) {
+  const int bm = s.m <= 8 ? 8 : s.m <= 16 ? 16 : 32;
+  const int64_t tiles = s.batch * ((s.m + bm - 1) / bm) * ((s.n + 63) / 64);
+  return StreamFor(s, bm, tiles <= kSms ? 8 : 4, 2);
+}
+
 // The narrowest tile width that holds a whole row of N columns.
 int RowTileN(int64_t n) { return n <= 32 ? 32 : n <= 64 ? 64 : n <= 128 ? 128 : 256; }
 
@@ -615,7 +692,10 @@ Variant MatmulHeuristic(const Chain& chain, const KernelGroup& group) {
     const int bn = RowTileN(s.n);
     return s.m <= 64 ? SmallM(s, bn, bn > 128 ? 64 : 128, 4) : RowTile(s, 128, 32, 4, 8);
   }
-  if (s.m <= 64) return SmallM(s, 64, 128, 4);
+  if (s.m <= 64) {
+    const Variant v = StreamHeuristic(s);
+    return CanGenerateMatmul(chain, group, v).ok() ? v : SmallM(s, 64, 128, 4);
+  }
   if (s.m >= 256 && s.n >= 256) return Make(128, 256, 32, 2, 4, 4, 8, 1);
   return Make(128, 128, 32, 2, 2, 4, 8, 1);
 }
@@ -658,6 +738,17 @@ std::vector<Variant> MatmulSpace(const Chain& chain, const KernelGroup& group) {
     return out;
   }
   if (s.m <= 64) {
+    // Streamed B first: the batch depth, the warps along K, taller tiles
+    // (fewer re-reads of B from L2, fewer steps in flight), wider CTAs.
+    const int bm = s.m <= 8 ? 8 : s.m <= 16 ? 16 : 32;
+    for (int stages : {2, 1, 3}) {
+      for (int wk : {8, 4}) add(StreamFor(s, bm, wk, stages));
+    }
+    if (s.m > 32) {
+      for (int wk : {8, 4}) add(StreamFor(s, 64, wk, 1));
+    }
+    add(StreamFor(s, bm, 16, 2));
+    add(StreamFor(s, bm, 4, 2, /*wn=*/2));
     for (int bn : {64, 128, 32}) {
       for (int bk : {128, 64}) {
         for (int stages : {4, 3, 6}) add(SmallM(s, bn, bk, stages));

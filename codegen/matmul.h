@@ -32,6 +32,16 @@
 // of a tile's CTAs to finish (a counter per tile) adds the slices in slice
 // order, so results do not depend on timing, and applies the epilogue.
 //
+// Few rows (M up to 64) stream instead (variant param stream = 1): B goes
+// from global memory straight to registers in 16-byte loads, in batches of
+// `stages` steps of 32 along K a warp (the next batch in flight while this
+// one's products run), and the m16n8k16 products take B's
+// transpose as their first operand (column pairs of N-major B split by
+// byte permutes), A's rows as their second, read through L1. A CTA of
+// wn x wk warps covers bm rows and bn = 64 * wn columns; its wk warps
+// split its K and add their sums in shared memory in warp order; split K
+// across CTAs as above. A must be K-major; no row reductions.
+//
 // Variant params (Family::kMatmul):
 //   bm, bn    CTA tile: bm in 16, 32, 64, 128, 256; bn in 32, 64, 128, 256
 //             (bn at least N when the epilogue reduces rows).
@@ -42,6 +52,14 @@
 //             bytes at most 227 KiB.
 //   group     tile rows per raster group: 1, 4, 8 or 16.
 //   splitk    K slices: 1, 2, 4, 8 or 16; K / splitk at least bk.
+//   stream    1 for the streaming schedule (absent or 0: tiled). Its
+//             params: bm in 8, 16, 32, 64; wn in 1, 2, 4, 8 and bn = 64 *
+//             wn; wk in 1, 2, 4, 8, 16 (wn * wk at most 16); stages 1 to 4
+//             (the registers they and the accumulators take, about
+//             stages * (32 + bm / 2) + 2 * bm + 48, at most 240 and 65536
+//             a block); splitk as above, K / splitk at least 32 * wk;
+//             wk * bm * (bn + 1) * 4 bytes of shared memory at most 227 KiB.
+//             bk (32), wm (1) and group (1) are fixed.
 //
 // Launch contract (KernelSpec.params, in order): one pointer per chain input
 // (every input, read or not); one per intermediate the group reads
@@ -49,8 +67,10 @@
 // output it writes (ascending j); one per intermediate it writes (ascending
 // node id); with splitk > 1 a workspace of f32 partial tiles and one of
 // per-tile counters (zeroed); then one i64 scalar per symbol the sizes use
-// (ascending). grid = (tiles of C, 1, batch), block = 32 * wm * wn, dynamic
-// shared memory = the stages' bytes. Results are dense in their node's shape.
+// (ascending). grid = (tiles of C, splitk, batch), block = 32 * wm * wn,
+// dynamic shared memory = the stages' bytes; streamed, block = 32 * wn * wk,
+// shared memory the warps' sums, row tiles fastest along grid.x. Results
+// are dense in their node's shape.
 // Preconditions: the operands' base addresses 16-byte aligned; a symbolic
 // contiguous extent or stride divisible by 8.
 //
@@ -76,9 +96,9 @@
 
 namespace kfuse {
 
-inline constexpr char kMatmulGeneratorVersion[] = "matmul/2";
+inline constexpr char kMatmulGeneratorVersion[] = "matmul/3";
 // What the variant's parameters mean (see kRowVariantSchema).
-inline constexpr char kMatmulVariantSchema[] = "matmul-variants/1";
+inline constexpr char kMatmulVariantSchema[] = "matmul-variants/2";
 
 // The kernel for `group` (family kMatmul) of validated, canonical `chain`
 // under `variant`. Errors as CanGenerateMatmul. Same inputs give
@@ -95,9 +115,10 @@ absl::Status CanGenerateMatmul(const Chain& chain, const KernelGroup& group,
                                const Variant& variant);
 
 // A good variant without timing: 128 x 256 tiles of 8 warps for large
-// products, narrow tiles and split K for few rows (M <= 64), so that about
-// one wave of CTAs keeps every SM streaming the weights; when the epilogue
-// reduces rows, the narrowest tile width that holds them.
+// products; for few rows (M <= 64) the streaming schedule where it applies
+// (else narrow tiles and split K), so that about one wave of CTAs keeps
+// every SM streaming the weights; when the epilogue reduces rows, the
+// narrowest tile width that holds them.
 Variant MatmulHeuristic(const Chain& chain, const KernelGroup& group);
 
 // The legal variants worth timing (at most 24), heuristic first, stable.

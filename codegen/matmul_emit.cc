@@ -59,6 +59,73 @@ __device__ __forceinline__ void kf_frags(unsigned (&af)[kf_MT][4], unsigned (&bf
 }
 )";
 
+// The streaming schedule's building blocks (Plan::stream). A warp's step
+// is 32 of K by 64 columns: lane (g, c) = (lane / 4, lane % 4) loads eight
+// 16-byte chunks of B and, for each eight rows of A, the chunk A[row g][k0 +
+// 8c, + 8). The m16n8k16 products take B's transpose as their first operand
+// (16 columns by 16 of K) and A as their second (8 rows), so column pairs
+// of N-major B come apart by byte permutes and nothing is transposed in
+// memory. Their K order is permuted: product half s takes K k0 + 8c + 4s +
+// [0, 4) of lane (g, c), the same in both operands, so A's chunk holds both
+// halves' fragments.
+constexpr char kStreamBlocks[] = R"(__device__ __forceinline__ uint4 kf_ldg_stream(const unsigned short* p, bool ok) {
+  uint4 v;
+  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n"
+      " mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+      " @p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
+  return v;
+}
+__device__ __forceinline__ uint4 kf_ldg_cached(const unsigned short* p, bool ok) {
+  uint4 v;
+  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n"
+      " mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+      " @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
+  return v;
+}
+__device__ __forceinline__ unsigned kf_word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+// One step's products: w, the eight chunks of B; x, A's chunks.
+__device__ __forceinline__ void kf_stream_step(float (&acc)[kf_MT][4][4], const uint4 (&w)[8],
+                                               const uint4 (&x)[kf_MT]) {
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      unsigned a[4];
+      if constexpr (kf_B_KMAJOR) {
+        // Chunks 2j and 2j + 1: columns 16j + g and 16j + 8 + g, eight of K each.
+        a[0] = kf_word(w[2 * j], 2 * s);
+        a[1] = kf_word(w[2 * j + 1], 2 * s);
+        a[2] = kf_word(w[2 * j], 2 * s + 1);
+        a[3] = kf_word(w[2 * j + 1], 2 * s + 1);
+      } else {
+        // Chunk r: row k0 + 8c + r, columns 8g to 8g + 7; product j takes
+        // columns 8g + 2j (its row g) and 8g + 2j + 1 (row g + 8).
+        const unsigned r0 = kf_word(w[4 * s], j), r1 = kf_word(w[4 * s + 1], j);
+        const unsigned r2 = kf_word(w[4 * s + 2], j), r3 = kf_word(w[4 * s + 3], j);
+        a[0] = __byte_perm(r0, r1, 0x5410);
+        a[1] = __byte_perm(r0, r1, 0x7632);
+        a[2] = __byte_perm(r2, r3, 0x5410);
+        a[3] = __byte_perm(r2, r3, 0x7632);
+      }
+#pragma unroll
+      for (int mt = 0; mt < kf_MT; ++mt) {
+        const unsigned b[2] = {kf_word(x[mt], 2 * s), kf_word(x[mt], 2 * s + 1)};
+        kf_mma(acc[mt][j], a, b);
+      }
+    }
+}
+// Where accumulator q of product (mt, j) of lane (g, c) sits in its warp's
+// 64 columns and the CTA's rows.
+__device__ __forceinline__ int kf_stream_col(int j, int q, int g) {
+  return kf_B_KMAJOR ? 16 * j + g + 8 * (q >> 1) : 8 * g + 2 * j + (q >> 1);
+}
+__device__ __forceinline__ int kf_stream_row(int mt, int q, int c) { return mt * 8 + 2 * c + (q & 1); }
+)";
+
 // Opens a loop over a thread's accumulators acc[mt][nt][q]; the body is
 // indented eight spaces and closed by kEndEach.
 constexpr char kEachAccumulator[] = R"(#pragma unroll
@@ -151,8 +218,9 @@ class Writer {
         NumericsName(p_.numerics), ".\n");
     std::string text;
     if (Fast()) {
-      text = absl::StrCat(head, CudaPrelude(needs_), Constants(), kTensorCoreBlocks, kMatmulBlocks,
-                          p_.Rows() ? kRowBlocks : "", body);
+      text = absl::StrCat(head, CudaPrelude(needs_), Constants(), kTensorCoreBlocks,
+                          p_.stream ? kStreamBlocks : kMatmulBlocks, p_.Rows() ? kRowBlocks : "",
+                          body);
     } else {
       text = absl::StrCat(head, CudaPrelude(needs_), body);
     }
@@ -170,7 +238,11 @@ class Writer {
     std::string s = absl::StrCat(std::string(DTypeName(AB())), " [", p_.a_kmajor ? "K" : "M", "-major] @ [",
                                  p_.b_kmajor ? "K" : "N", "-major], ", p_.epilogue.size(),
                                  " epilogue op(s)");
-    if (Fast()) {
+    if (Fast() && p_.stream) {
+      absl::StrAppend(&s, ", streamed B, ", p_.bm, " rows x ", p_.bn, " columns a CTA, warps ",
+                      p_.wn, " along N x ", p_.wk, " along K, ", p_.stages, " steps in flight, split-K ",
+                      p_.splitk);
+    } else if (Fast()) {
       absl::StrAppend(&s, ", tile ", p_.bm, "x", p_.bn, "x", p_.bk, ", warps ", p_.wm, "x", p_.wn,
                       ", ", p_.stages, " stages, group ", p_.group, ", split-K ", p_.splitk);
     }
@@ -178,6 +250,14 @@ class Writer {
   }
 
   std::string Constants() const {
+    if (p_.stream) {
+      return absl::StrCat(
+          "#define KF_AB \"", AB() == DType::kBF16 ? "bf16" : "f16", "\"\n",
+          "constexpr int kf_BM = ", p_.bm, ", kf_BN = ", p_.bn, ", kf_WN = ", p_.wn,
+          ", kf_WK = ", p_.wk, ", kf_STAGES = ", p_.stages, ", kf_SPLITK = ", p_.splitk, ";\n",
+          "constexpr int kf_THREADS = ", 32 * p_.wn * p_.wk, ", kf_MT = kf_BM / 8, kf_PITCH = kf_BN + 1;\n",
+          "constexpr bool kf_B_KMAJOR = ", p_.b_kmajor ? "true" : "false", ";\n");
+    }
     const int threads = 32 * p_.wm * p_.wn;
     return absl::StrCat(
         "#define KF_AB \"", AB() == DType::kBF16 ? "bf16" : "f16", "\"\n",
@@ -376,31 +456,36 @@ class Writer {
                         ";\n");
   }
 
+  // The epilogue at (eb, er, ec) and (eb, er, ec + 1), the product's
+  // values there `acc0` and `acc1` (`acc_e`: column ec + e), with the
+  // stores: one paired store when N is even.
+  absl::StatusOr<std::string> ElementEpilogue(const std::string& acc0, const std::string& acc1,
+                                              const std::string& acc_e, const std::string& ind) {
+    if (p_.pair) {
+      KFUSE_ASSIGN_OR_RETURN(std::string first, EpilogueValues(acc0, "ec", "_0", ind + "  "));
+      KFUSE_ASSIGN_OR_RETURN(std::string second, EpilogueValues(acc1, "(ec + 1)", "_1", ind + "  "));
+      return absl::StrCat(ind, "const long long kf_o = (eb * M + er) * N + ec;\n", ind,
+                          "if (ec + 1 < N) {\n", first, second, EpilogueStores(true, ind + "  "),
+                          ind, "} else if (ec < N) {\n", first, EpilogueStores(false, ind + "  "),
+                          ind, "}\n");
+    }
+    KFUSE_ASSIGN_OR_RETURN(std::string one, EpilogueValues(acc_e, "ec1", "_0", ind + "    "));
+    return absl::StrCat(ind, "for (int e = 0; e < 2; ++e) {\n", ind,
+                        "  const long long ec1 = ec + e;\n", ind, "  if (ec1 < N) {\n", one, ind,
+                        "    const long long kf_o = (eb * M + er) * N + ec1;\n",
+                        EpilogueStores(false, ind + "    "), ind, "  }\n", ind, "}\n");
+  }
+
   absl::Status Kernel(std::string* out) {
     const std::string params = Params();
     if (!Fast()) return p_.Rows() ? RowYardstick(params, out) : Yardstick(params, out);
+    if (p_.stream) return StreamKernel(params, out);
     // The epilogue runs on the accumulator pairs a lane holds (columns ec
-    // and ec + 1 of a row): one paired store each when N is even.
-    const std::string ind = "          ";
-    std::string first, second, epi;
+    // and ec + 1 of a row).
+    std::string epi;
     if (!p_.Rows()) {
-      KFUSE_ASSIGN_OR_RETURN(first, EpilogueValues("acc[mt][nt][2 * h]", "ec", "_0", ind + "  "));
-      KFUSE_ASSIGN_OR_RETURN(
-          second, EpilogueValues("acc[mt][nt][2 * h + 1]", "(ec + 1)", "_1", ind + "  "));
-    }
-    if (p_.Rows()) {
-      // RowEpilogue writes it.
-    } else if (p_.pair) {
-      epi = absl::StrCat(ind, "if (ec + 1 < N) {\n", first, second,
-                         EpilogueStores(true, ind + "  "), ind, "} else if (ec < N) {\n", first,
-                         EpilogueStores(false, ind + "  "), ind, "}\n");
-    } else {
-      KFUSE_ASSIGN_OR_RETURN(std::string one,
-                             EpilogueValues("acc[mt][nt][2 * h + e]", "ec1", "_0", ind + "    "));
-      epi = absl::StrCat(ind, "for (int e = 0; e < 2; ++e) {\n", ind, "  const long long ec1 = ec + e;\n",
-                         ind, "  if (ec1 < N) {\n", one,
-                         ind, "    const long long kf_o = (eb * M + er) * N + ec1;\n",
-                         EpilogueStores(false, ind + "    "), ind, "  }\n", ind, "}\n");
+      KFUSE_ASSIGN_OR_RETURN(epi, ElementEpilogue("acc[mt][nt][2 * h]", "acc[mt][nt][2 * h + 1]",
+                                                  "acc[mt][nt][2 * h + e]", "          "));
     }
     std::string s = absl::StrCat(
         "extern \"C\" __global__ void __launch_bounds__(kf_THREADS) ", kEntryPlaceholder, "(",
@@ -512,11 +597,144 @@ class Writer {
         "      for (int h = 0; h < 2; ++h) {\n",
         "        const long long er = m0 + warp_m * kf_TM + mt * 16 + (lane >> 2) + h * 8;\n",
         "        const long long ec = n0 + warp_n * kf_TN + nt * 8 + (lane & 3) * 2;\n",
-        "        if (er < M) {\n",
-        p_.pair ? "          const long long kf_o = (eb * M + er) * N + ec;\n" : "", epi,
+        "        if (er < M) {\n", epi,
         "        }\n",
         "      }\n",
         "}\n");
+    *out = std::move(s);
+    return absl::OkStatus();
+  }
+
+  // The streaming schedule (Plan::stream): each warp walks its steps of the
+  // CTA's K slice (every kf_WK-th step of 32) in batches of kf_STAGES steps,
+  // the next batch's loads in flight while this one's products run; then
+  // the warps' partial sums meet in shared
+  // memory and are added in warp order; with split K the CTAs' sums then
+  // meet in the workspace as the tiled schedule's do. The epilogue runs a
+  // column pair a thread over the CTA's bm x bn outputs.
+  absl::Status StreamKernel(const std::string& params, std::string* out) {
+    const std::string ind = "      ";
+    KFUSE_ASSIGN_OR_RETURN(std::string epi,
+                           ElementEpilogue("kf_t0", "kf_t1", "(e ? kf_t1 : kf_t0)", ind));
+    // B's chunk r of a step at k0: N-major rows k0 + 8c + r at columns 8g;
+    // K-major columns 16 (r / 2) + 8 (r % 2) + g at k0 + 8c. Past K both
+    // operands read zeros. Columns past N and rows past M are read at the
+    // last one instead (when N or M is not a whole number of tiles): their
+    // products land in accumulators no one stores.
+    const bool whole_n = p_.n.is_static() && p_.n.size % p_.bn == 0;
+    const bool whole_m = p_.m.is_static() && p_.m.size % p_.bm == 0;
+    const std::string b_col =
+        p_.b_kmajor ? "wcol + 16 * (r >> 1) + 8 * (r & 1) + g" : "wcol + 8 * g";
+    const std::string b_chunk = absl::StrCat(
+        "      const long long col = ",
+        whole_n ? b_col : absl::StrCat("min(", b_col, p_.b_kmajor ? ", N - 1)" : ", N - 8)"),
+        ";\n",
+        p_.b_kmajor
+            ? "      w[r] = kf_ldg_stream(B + col * ldb + k0 + 8 * c, k0 + 8 * c < kend);\n"
+            : "      const long long row = k0 + 8 * c + r;\n"
+              "      w[r] = kf_ldg_stream(B + row * ldb + col, row < kend);\n");
+    const std::string a_row = whole_m ? "m0 + mt * 8 + g" : "min(m0 + mt * 8 + g, M - 1)";
+    std::string s = absl::StrCat(
+        "extern \"C\" __global__ void __launch_bounds__(kf_THREADS, 1) ", kEntryPlaceholder, "(",
+        params, ") {\n",
+        "  extern __shared__ __align__(16) unsigned char kf_smem[];\n",
+        "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n",
+        "  const int warp_n = warp % kf_WN, warp_k = warp / kf_WN, g = lane >> 2, c = lane & 3;\n",
+        Sizes(),
+        // Row tiles vary fastest, so the CTAs sharing a strip of B run
+        // together and read it once from HBM.
+        "  const long long tiles_m = (M + kf_BM - 1) / kf_BM;\n",
+        "  const long long m0 = (blockIdx.x % tiles_m) * kf_BM, n0 = (blockIdx.x / tiles_m) * kf_BN;\n",
+        "  const long long wcol = n0 + warp_n * 64;\n",
+        "  const long long eb = blockIdx.z;\n", BatchDecomposition(p_.batch),
+        "  const unsigned short* A = (const unsigned short*)(", OperandBase(p_.a), ");\n",
+        "  const unsigned short* B = (const unsigned short*)(", OperandBase(p_.b), ");\n",
+        "  const long long lda = ", Lda(), ", ldb = ", Ldb(), ";\n",
+        "  const long long kper = ((K + kf_SPLITK - 1) / kf_SPLITK + 31) / 32 * 32;\n",
+        "  const long long kbeg = blockIdx.y * kper, kend = min(K, kbeg + kper);\n",
+        "  const int nsteps = kend > kbeg ? (int)((kend - kbeg + 31) / 32) : 0;\n",
+        "  const int mine = nsteps > warp_k ? (nsteps - warp_k + kf_WK - 1) / kf_WK : 0;\n",
+        // Step i of this warp: its loads, zero past the edges.
+        "  auto load = [&](uint4 (&w)[8], uint4 (&x)[kf_MT], int i) {\n",
+        "    const long long k0 = kbeg + (long long)(warp_k + i * kf_WK) * 32;\n",
+        "#pragma unroll\n",
+        "    for (int r = 0; r < 8; ++r) {\n", b_chunk, "    }\n",
+        "#pragma unroll\n",
+        "    for (int mt = 0; mt < kf_MT; ++mt) {\n",
+        "      const long long row = ", a_row, ";\n",
+        "      x[mt] = kf_ldg_cached(A + row * lda + k0 + 8 * c, k0 + 8 * c < kend);\n",
+        "    }\n",
+        "  };\n",
+        "  float acc[kf_MT][4][4];\n",
+        "#pragma unroll\n",
+        "  for (int mt = 0; mt < kf_MT; ++mt)\n",
+        "#pragma unroll\n",
+        "    for (int j = 0; j < 4; ++j)\n",
+        "#pragma unroll\n",
+        "      for (int q = 0; q < 4; ++q) acc[mt][j][q] = 0.f;\n",
+        "  uint4 w[kf_STAGES][8], x[kf_STAGES][kf_MT];\n",
+        "#pragma unroll\n",
+        "  for (int d = 0; d < kf_STAGES; ++d) load(w[d], x[d], d);\n",
+        // A batch's products, then the next batch's loads together: refilling
+        // each step's registers as soon as its products are done (a ring)
+        // streamed B 8-10% slower, at any depth (run49).
+        "  for (int i0 = 0; i0 < mine; i0 += kf_STAGES) {\n",
+        "#pragma unroll\n",
+        "    for (int d = 0; d < kf_STAGES; ++d)\n",
+        "      if (i0 + d < mine) kf_stream_step(acc, w[d], x[d]);\n",
+        "#pragma unroll\n",
+        "    for (int d = 0; d < kf_STAGES; ++d) load(w[d], x[d], i0 + kf_STAGES + d);\n",
+        "  }\n",
+        "  float* const red = reinterpret_cast<float*>(kf_smem);\n",
+        "#pragma unroll\n",
+        "  for (int mt = 0; mt < kf_MT; ++mt)\n",
+        "#pragma unroll\n",
+        "    for (int j = 0; j < 4; ++j)\n",
+        "#pragma unroll\n",
+        "      for (int q = 0; q < 4; ++q)\n",
+        "        red[(warp_k * kf_BM + kf_stream_row(mt, q, c)) * kf_PITCH + warp_n * 64 +\n",
+        "            kf_stream_col(j, q, g)] = acc[mt][j][q];\n",
+        "  __syncthreads();\n");
+    // The CTA's sum at (ml, nl) and (ml, nl + 1), warps in order.
+    const std::string cta_sum =
+        "    float kf_t0 = 0.f, kf_t1 = 0.f;\n"
+        "    for (int wk = 0; wk < kf_WK; ++wk) {\n"
+        "      kf_t0 += red[(wk * kf_BM + ml) * kf_PITCH + nl];\n"
+        "      kf_t1 += red[(wk * kf_BM + ml) * kf_PITCH + nl + 1];\n"
+        "    }\n";
+    const std::string each =
+        "  for (int idx = tid; idx < kf_BM * kf_BN / 2; idx += kf_THREADS) {\n"
+        "    const int ml = idx / (kf_BN / 2), nl = 2 * (idx % (kf_BN / 2));\n";
+    if (p_.splitk > 1) {
+      // Slices in order: each CTA's sum goes to the workspace, the last of
+      // the tile's CTAs to arrive adds them and runs the epilogue.
+      absl::StrAppend(
+          &s, "  __shared__ int kf_last;\n",
+          "  const long long tile = eb * (long long)gridDim.x + blockIdx.x;\n",
+          "  float* part = kf_ws + tile * (long long)kf_SPLITK * (kf_BM * kf_BN);\n", each, cta_sum,
+          "    *reinterpret_cast<float2*>(part + blockIdx.y * (kf_BM * kf_BN) + ml * kf_BN + nl) =\n",
+          "        make_float2(kf_t0, kf_t1);\n",
+          "  }\n",
+          "  __threadfence();\n",
+          "  __syncthreads();\n",
+          "  if (tid == 0) kf_last = atomicAdd(kf_cnt + tile, 1) == kf_SPLITK - 1;\n",
+          "  __syncthreads();\n",
+          "  if (!kf_last) return;\n",
+          "  __threadfence();\n", each,
+          "    float kf_t0 = 0.f, kf_t1 = 0.f;\n",
+          "    for (int sl = 0; sl < kf_SPLITK; ++sl) {\n",
+          "      const float2 v = __ldcg(reinterpret_cast<const float2*>(part + sl * (kf_BM * kf_BN) +\n",
+          "                                                             ml * kf_BN + nl));\n",
+          "      kf_t0 += v.x;\n",
+          "      kf_t1 += v.y;\n",
+          "    }\n");
+    } else {
+      absl::StrAppend(&s, each, cta_sum);
+    }
+    absl::StrAppend(&s, "    const long long er = m0 + ml, ec = n0 + nl;\n", "    if (er < M) {\n",
+                    epi, "    }\n", "  }\n");
+    if (p_.splitk > 1) absl::StrAppend(&s, "  if (tid == 0) kf_cnt[tile] = 0;\n");
+    absl::StrAppend(&s, "}\n");
     *out = std::move(s);
     return absl::OkStatus();
   }

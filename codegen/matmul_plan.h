@@ -50,6 +50,13 @@ struct Plan {
   std::vector<Precondition> preconditions;
   // Schedule (kFast only).
   int bm = 128, bn = 256, bk = 32, wm = 2, wn = 4, stages = 4, group = 8, splitk = 1;
+  // The streaming schedule for few rows (variant param stream = 1): B goes
+  // from global memory straight to registers in batches of `stages` steps
+  // of 32 along K a warp; wk warps split the CTA's K, wn warps of 64
+  // columns split its bn. Otherwise the tiled schedule (shared-memory
+  // stages).
+  bool stream = false;
+  int wk = 1;
   int smem_bytes = 0;
   bool Rows() const { return !per_row.empty(); }
   // Results stored two columns at a time (N static and even; the results'

@@ -27,14 +27,69 @@ TEST(MatmulTest, HeuristicPicksWideTilesForLargeProductsAndSplitKForFewRows) {
   EXPECT_EQ(v.Get("bm"), 128);
   EXPECT_EQ(v.Get("bn"), 256);
   EXPECT_EQ(v.Get("splitk"), 1);
+  // Few rows stream B: 128 strips of 64 columns, a CTA of eight warps
+  // along K each, about one an SM.
   Chain few = Linear(DType::kBF16, 16, 8192, 8192);
   Variant s = MatmulHeuristic(few, WholeGroup(few));
+  EXPECT_EQ(s.Get("stream"), 1);
   EXPECT_EQ(s.Get("bm"), 16);
-  EXPECT_EQ(s.Get("wm"), 1);
-  // 128 tiles of 64 columns: two slices of K fill two CTAs per SM.
-  EXPECT_EQ(s.Get("splitk"), 2);
+  EXPECT_EQ(s.Get("wk"), 8);
+  EXPECT_EQ(s.Get("splitk"), 1);
+  // 64 strips: two slices of K.
   Chain one = Linear(DType::kBF16, 1, 4096, 8192);
-  EXPECT_EQ(MatmulHeuristic(one, WholeGroup(one)).Get("splitk"), 4);
+  const Variant o = MatmulHeuristic(one, WholeGroup(one));
+  EXPECT_EQ(o.Get("bm"), 8);
+  EXPECT_EQ(o.Get("splitk"), 2);
+  // 64 rows: two tiles of 32 rows a strip, four warps a CTA (two an SM).
+  Chain tens = Linear(DType::kBF16, 64, 8192, 8192);
+  const Variant t = MatmulHeuristic(tens, WholeGroup(tens));
+  EXPECT_EQ(t.Get("bm"), 32);
+  EXPECT_EQ(t.Get("wk"), 4);
+}
+
+TEST(MatmulTest, StreamNeedsAKMajorAAndItsOwnParams) {
+  // A read as the transpose of x [K, M]: M-major, so the tiled schedule.
+  Chain mmajor;
+  const int32_t x = mmajor.AddInput(TensorType{DType::kBF16, {Dim::Static(256), Dim::Static(16)}});
+  const int32_t w = mmajor.AddInput(TensorType{DType::kBF16, {Dim::Static(256), Dim::Static(512)}});
+  const int32_t xt = mmajor.AddOp(OpKind::kPermute, {x});
+  mmajor.nodes[xt].axes = {1, 0};
+  mmajor.outputs.push_back(mmajor.AddOp(OpKind::kMatmul, {xt, w}));
+  mmajor = row_test::Finish(std::move(mmajor));
+  const KernelGroup mg = WholeGroup(mmajor);
+  EXPECT_EQ(MatmulHeuristic(mmajor, mg).Get("stream"), 0);
+  for (const Variant& v : MatmulSpace(mmajor, mg)) EXPECT_EQ(v.Get("stream"), 0) << v.ToString();
+
+  Chain c = Linear(DType::kBF16, 16, 512, 1024);
+  const KernelGroup g = WholeGroup(c);
+  const Variant v = MatmulHeuristic(c, g);
+  ASSERT_EQ(v.Get("stream"), 1);
+  absl::Status s = CanGenerateMatmul(mmajor, mg, v);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "K-major A")) << s.message();
+  struct Bad {
+    Variant v;
+    std::string says;
+  } bad[] = {
+      {With(v, "stream", 2), "stream must be 0 or 1"},
+      {With(v, "bm", 128), "bm must be 8, 16, 32 or 64"},
+      {With(v, "bn", 128), "bn must be 64 * wn"},
+      {With(v, "wk", 3), "wk must be"},
+      {With(With(With(v, "wn", 4), "bn", 256), "wk", 8), "at most 16"},
+      {With(v, "stages", 5), "stages must be 1 to 4"},
+      {With(With(v, "bm", 64), "stages", 3), "registers"},
+      {With(v, "splitk", 16), "shorter than a step"},
+  };
+  for (const Bad& b : bad) {
+    s = CanGenerateMatmul(c, g, b.v);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.v.ToString();
+    EXPECT_TRUE(absl::StrContains(s.message(), b.says)) << s.message();
+  }
+  // Streamed kernels take wn * wk warps and the warps' sums' shared memory.
+  absl::StatusOr<KernelSpec> k = EmitMatmul(c, g, v);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->block.x.value(), 32 * v.Get("wn") * v.Get("wk"));
+  EXPECT_EQ(k->dynamic_smem_bytes, v.Get("wk") * v.Get("bm") * (v.Get("bn") + 1) * 4);
 }
 
 TEST(MatmulTest, SpaceIsLegalDistinctAndStartsWithTheHeuristic) {

@@ -68,6 +68,9 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
       {"sym_rows_bf16_silu", matmul_test::Linear(DType::kBF16, -256, 136, 264, Weight::kLinear,
                                                  OpKind::kSilu), 37},
       {"batched_residual_bf16", matmul_test::BatchedResidual(DType::kBF16, 3, 72, 136, 96), 0},
+      // Streamed: rows, columns and K short of a tile or a step.
+      {"batched_few_rows_bf16", matmul_test::BatchedResidual(DType::kBF16, 3, 5, 136, 104), 0},
+      {"few_rows_f16_linear", matmul_test::Linear(DType::kF16, 40, 200, 1000, Weight::kLinear), 0},
       // Row reductions in the epilogue: softmax and LayerNorm of narrow
       // products (a per-row output, odd N, few rows with split K).
       {"softmax_in_epilogue_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 200, 136, 264), 0},

@@ -32,6 +32,8 @@ std::vector<Case> Cases() {
                                                 OpKind::kSilu)},
       {"odd_n_bf16_linear", matmul_test::Linear(DType::kBF16, 100, 263, 256, Weight::kLinear)},
       {"batched_residual_bf16", matmul_test::BatchedResidual(DType::kBF16, 4, 256, 512, 384)},
+      {"batched_few_rows_bf16", matmul_test::BatchedResidual(DType::kBF16, 3, 5, 136, 104)},
+      {"few_rows_f16_linear", matmul_test::Linear(DType::kF16, 40, 200, 1000, Weight::kLinear)},
       // Row reductions in the epilogue: tiles as wide as the rows, few rows
       // with split K, per-row results, odd N (single stores).
       {"router_softmax_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 4096, 128, 4096)},
