@@ -1,8 +1,9 @@
 #!/bin/bash
 # Streamed few-row kernels: a ring of steps against batches, and the read
 # pattern alone, in one program (main.cu). gen_s3.cu is matmul/3's first
-# generated kernel (M = 16, a ring of three steps), gen_m1.cu its M = 1
-# kernel; batch_s2.cu and nomma_s3.cu are hand-edited copies. The others:
+# generated kernel (M = 16, a ring of three steps); gen_m1.cu its M = 1
+# kernel, batch_s2.cu and nomma_s3.cu hand-edited copies (each kept as a
+# patch of gen_s3.cu: patch -o F.cu gen_s3.cu F.patch). The others:
 #   sed 's/kf_STAGES = 3/kf_STAGES = 2/; s/k_gen_s3/k_gen_s2/' gen_s3.cu > gen_s2.cu
 #   sed 's/kf_STAGES = 3/kf_STAGES = 4/; s/k_gen_s3/k_gen_s4/' gen_s3.cu > gen_s4.cu
 #   sed 's/kf_STAGES = 2/kf_STAGES = 3/; s/k_batch_s2/k_batch_s3/' batch_s2.cu > batch_s3.cu
