@@ -664,8 +664,10 @@ Variant StreamFor(const Sizes& s, int bm, int wk, int stages, int wn = 1) {
 // of two steps (run49: 3.55 TB/s at M = 16, against 3.39 and 3.29 for
 // three and four); eight warps a CTA up to one tile an SM, four (two CTAs
 // an SM) beyond.
+int StreamRows(const Sizes& s) { return s.m <= 8 ? 8 : s.m <= 16 ? 16 : 32; }
+
 Variant StreamHeuristic(const Sizes& s) {
-  const int bm = s.m <= 8 ? 8 : s.m <= 16 ? 16 : 32;
+  const int bm = StreamRows(s);
   const int64_t tiles = s.batch * ((s.m + bm - 1) / bm) * ((s.n + 63) / 64);
   return StreamFor(s, bm, tiles <= kSms ? 8 : 4, 2);
 }
@@ -740,7 +742,7 @@ std::vector<Variant> MatmulSpace(const Chain& chain, const KernelGroup& group) {
   if (s.m <= 64) {
     // Streamed B first: the batch depth, the warps along K, taller tiles
     // (fewer re-reads of B from L2, fewer steps in flight), wider CTAs.
-    const int bm = s.m <= 8 ? 8 : s.m <= 16 ? 16 : 32;
+    const int bm = StreamRows(s);
     for (int stages : {2, 1, 3}) {
       for (int wk : {8, 4}) add(StreamFor(s, bm, wk, stages));
     }
