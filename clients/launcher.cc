@@ -10,8 +10,6 @@
 namespace kfuse {
 namespace {
 
-constexpr uint32_t kDefaultSmemLimit = 48 * 1024;
-
 // Errors after which the driver may still JIT the PTX.
 bool CubinUnusable(CUresult r) {
   return r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
@@ -139,7 +137,9 @@ absl::Status Launcher::Launch(const v1::KernelPlan& plan, absl::Span<const Devic
 }
 
 absl::Status Launcher::RaiseSmemLimit(CUfunction f, uint32_t bytes) {
-  if (bytes <= kDefaultSmemLimit) return absl::OkStatus();
+  // Static and dynamic shared memory together may pass 48 KiB only under a
+  // raised dynamic limit: any kernel with dynamic memory gets it set.
+  if (bytes == 0) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   uint32_t& raised = smem_limit_[f];
   if (raised >= bytes) return absl::OkStatus();

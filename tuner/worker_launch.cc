@@ -11,8 +11,6 @@
 namespace kfuse {
 namespace {
 
-constexpr unsigned kDefaultSmemLimit = 48 * 1024;
-
 absl::StatusOr<unsigned> EvalDim(const SizeExpr& e, absl::Span<const int64_t> symbols, int64_t max,
                                  const char* what) {
   absl::StatusOr<int64_t> v = e.Eval(symbols);
@@ -46,7 +44,9 @@ absl::StatusOr<LoadedKernel> LoadedKernel::Load(const CompiledKernel& k) {
                                 "cuModuleLoadData (cubin for another GPU?)"));
   KFUSE_RETURN_IF_ERROR(CuCheck(
       cu->cuModuleGetFunction(&out.fn_, out.module_, k.spec.entry.c_str()), "cuModuleGetFunction"));
-  if (k.spec.dynamic_smem_bytes > kDefaultSmemLimit) {
+  // Static and dynamic shared memory together may pass 48 KiB only under a
+  // raised dynamic limit: set it for every kernel that has dynamic memory.
+  if (k.spec.dynamic_smem_bytes > 0) {
     KFUSE_RETURN_IF_ERROR(
         CuCheck(cu->cuFuncSetAttribute(out.fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                        static_cast<int>(k.spec.dynamic_smem_bytes)),

@@ -299,7 +299,7 @@ class RawLaunch:
                 modules[kernel.cubin] = self._load(kernel)
             f = self._ok(cu.cuModuleGetFunction(modules[kernel.cubin], kernel.entry.encode()),
                          "cuModuleGetFunction")
-            if kl.dynamic_smem_bytes > 48 * 1024:
+            if kl.dynamic_smem_bytes > 0:  # Static + dynamic may pass 48 KiB.
                 attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 self._ok(cu.cuFuncSetAttribute(f, attr, kl.dynamic_smem_bytes), "cuFuncSetAttribute")
             vals, zero = [], []

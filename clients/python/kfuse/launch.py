@@ -680,7 +680,9 @@ class Launcher:
         return tuple(kernels), tuple(scratch), first + len(scratch), keep
 
     def _raise_smem(self, cu, f, n):
-        if n <= 48 * 1024:
+        # Static and dynamic shared memory together may pass 48 KiB only under
+        # a raised dynamic limit: any kernel with dynamic memory gets it set.
+        if n == 0:
             return
         with self._lock:
             if self._smem.get(int(f), 0) >= n:
