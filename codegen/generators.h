@@ -35,7 +35,7 @@ std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group);
 // (the service's floor) unless it uses a later GPU's features (clusters).
 int VariantMinComputeCapability(const Variant& variant);
 
-// "pointwise/1", "row/4", "reduce/1"; "" for families without a generator. Part of the
+// "pointwise/1", "row/5", "reduce/1"; "" for families without a generator. Part of the
 // cache key: a generator change must not serve stale decisions.
 std::string GeneratorVersion(Family family);
 // "pointwise-variants/1", ...: the meaning of the family's variant

@@ -1,6 +1,7 @@
 #include "codegen/row.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -90,7 +91,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   }
   for (const auto& [name, value] : variant.params) {
     if (name != "vec" && name != "threads" && name != "rows" && name != "resident" &&
-        name != "split") {
+        name != "split" && name != "stages" && name != "grid") {
       return BadParam(variant, absl::StrCat("unknown param \"", name, "\""));
     }
   }
@@ -106,8 +107,21 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   }
   if (!Contains({1, 2, 4, 8, 16}, rows)) return BadParam(variant, "rows must be 1, 2, 4, 8 or 16");
   if (threads * rows > 1024) return BadParam(variant, "threads * rows exceeds 1024");
-  if (resident < 0 || resident > 2) {
-    return BadParam(variant, "resident must be 0 (re-read), 1 (registers) or 2 (shared memory)");
+  if (resident < 0 || resident > 3) {
+    return BadParam(variant, "resident must be 0 (re-read), 1 (registers), 2 (shared memory) or "
+                             "3 (bulk copies to shared memory)");
+  }
+  const int64_t stages = variant.Get("stages", 0), grid = variant.Get("grid", 0);
+  if (resident == 3) {
+    if (!Contains({1, 2, 3, 4}, stages)) return BadParam(variant, "stages must be 1, 2, 3 or 4");
+    if (grid < 1 || grid > (int64_t{1} << 20)) {
+      return BadParam(variant, "grid must be from 1 to 2^20 blocks");
+    }
+    if (rows != 1) return BadParam(variant, "resident=3 needs rows=1");
+    // A peeled row's columns around its vectors are one a thread.
+    if (threads < 128) return BadParam(variant, "resident=3 needs at least 128 threads");
+  } else if (variant.params.count("stages") || variant.params.count("grid")) {
+    return BadParam(variant, "stages and grid are resident=3's");
   }
   if (!Contains({1, 2, 4, 8}, split)) return BadParam(variant, "split must be 1, 2, 4 or 8");
   if (split > 1 && (resident != 1 || rows != 1)) {
@@ -164,6 +178,40 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     }
     if (!reference) p.stage_bytes = static_cast<int>(bytes);
   }
+  if (resident == 3) {
+    if (!r.width.is_static()) return BadParam(variant, "resident=3 needs a static row width");
+    if (p.held_inputs.empty()) return BadParam(variant, "resident=3 needs an input that varies by row");
+    // Bulk copies move 16-byte units: each staged input's vectors are 16 bytes.
+    const int bytes = DTypeBytes(chain.nodes[p.held_inputs[0]].type.dtype);
+    for (int32_t id : p.held_inputs) {
+      if (vec * DTypeBytes(chain.nodes[id].type.dtype) != 16) {
+        return BadParam(variant, absl::StrCat("resident=3 needs 16-byte vectors of every staged "
+                                              "input; input ", chain.nodes[id].input_index,
+                                              " has ", vec, " x ",
+                                              DTypeBytes(chain.nodes[id].type.dtype), " bytes"));
+      }
+    }
+    const int64_t line = 128 / bytes;
+    if (r.width.size < 2 * line) {
+      return BadParam(variant, absl::StrCat("resident=3 needs rows of at least ", 2 * line,
+                                            " elements"));
+    }
+    p.stage_stride = (r.width.size + line - 1) / line * line;
+    const int64_t total = stages * static_cast<int64_t>(p.held_inputs.size()) * p.stage_stride * bytes;
+    if (total > kMaxStageBytes) {
+      return BadParam(variant, absl::StrCat("resident=3 needs ", total,
+                                            " bytes of shared memory a block; at most ",
+                                            kMaxStageBytes));
+    }
+    if (!reference) {
+      p.bulk = true;
+      p.stage_bytes = static_cast<int>(total);
+      p.stages = static_cast<int>(stages);
+      p.grid = grid;
+      if (p.peel) p.align = static_cast<int>(line);
+    }
+  }
+  if (p.peel && p.align < p.vec) p.align = p.vec;
   if (resident == 1) {
     if (!r.width.is_static()) return BadParam(variant, "resident needs a static row width");
     // A peeled row holds its aligned vectors and one more element a thread
@@ -230,7 +278,7 @@ absl::Status CanGenerateRow(const Chain& chain, const KernelGroup& group, const 
 }
 
 int RowMinComputeCapability(const Variant& variant) {
-  return variant.Get("split", 1) > 1 ? 90 : 80;
+  return variant.Get("split", 1) > 1 || variant.Get("resident", 0) == 3 ? 90 : 80;
 }
 
 absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
@@ -258,6 +306,8 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
                                                : SizeExpr::Symbol(static_cast<uint32_t>(dim.symbol)));
   }
   k.grid.x = SizeExpr::CeilDiv(rows, SizeExpr::Const(plan.rows_per_block));
+  // Persistent blocks loop over the rows.
+  if (plan.bulk) k.grid.x = SizeExpr::Min(rows, SizeExpr::Const(plan.grid));
   // A split row's blocks are one cluster, its size fixed in the source
   // (__cluster_dims__): a plain launch keeps it.
   if (plan.split > 1) k.grid.x = SizeExpr::Mul(k.grid.x, SizeExpr::Const(plan.split));
@@ -320,11 +370,32 @@ int Pow2Floor(int64_t x) {
 
 // Rows at least this wide also get variants split over a cluster of blocks.
 constexpr int64_t kSplitWidth = 16384;
+// Rows at least this wide also get bulk-staged variants (resident=3).
+constexpr int64_t kBulkWidth = 2048;
 
 // A register-resident row in the heuristic: at most this many elements a
 // thread (over the inputs that differ by row). The H200 trials (run27)
 // had 40-element rows (5120 wide, 128 threads) fastest.
 constexpr int64_t kResidentHeuristic = 48;
+
+// Bulk-staged rows (resident=3) of `threads` and `stages` buffers, with as
+// many persistent blocks as 132 SMs (the H200's) hold at once by threads
+// and shared memory; nullopt where the chain cannot have them.
+std::optional<Variant> Bulk(const Chain& chain, const KernelGroup& group, int threads,
+                            int stages) {
+  auto r = AnalyzeRows(chain);
+  if (!r.ok() || !r->width.is_static()) return std::nullopt;
+  Variant v = Make(16 / row_internal::WidestElementBytes(chain, *r), threads, 1, 3);
+  v.params["stages"] = stages;
+  v.params["grid"] = 132;
+  absl::StatusOr<Plan> p = MakePlan(chain, group, v, Numerics::kFast);
+  if (!p.ok()) return std::nullopt;
+  // 228 KiB of shared memory an SM; a block also takes 1 KiB the system
+  // reserves and up to 1 KiB of static shared memory.
+  const int64_t by_smem = 228 * 1024 / (p->stage_bytes + 2 * 1024);
+  v.params["grid"] = 132 * std::clamp<int64_t>(std::min<int64_t>(by_smem, 2048 / threads), 1, 32);
+  return v;
+}
 
 }  // namespace
 
@@ -350,6 +421,15 @@ Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
   if (resident == 1 &&
       !CanGenerateRow(chain, group, Make(vec, threads, rows_for(threads), 1)).ok()) {
     resident = 0;
+  }
+  if (resident == 0 && s.width >= kSplitWidth) {
+    // Wide rows staged whole by bulk copies, two rows in flight a block
+    // where shared memory holds them (the H200's run54: the 50257-wide
+    // softmax at 0.85 / 0.82 of the copy bandwidth in bf16 / f32, where the
+    // looped rows below reached 0.71).
+    for (int stages : {2, 1}) {
+      if (std::optional<Variant> v = Bulk(chain, group, 512, stages)) return *v;
+    }
   }
   if (resident == 0 && s.width >= 16384) {
     // Wide rows: looped, 1024 threads of 4-element vectors (the H200's best
@@ -393,6 +473,13 @@ std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
         // NVRTC spilled an f32 LayerNorm's 99 elements.
         absl::StatusOr<Plan> p = MakePlan(chain, group, v, Numerics::kFast);
         if (p.ok() && p->items * p->vec * s.widest <= 256) add(std::move(v));
+      }
+    }
+  }
+  if (s.width >= kBulkWidth) {
+    for (int threads : {512, 256, 1024}) {
+      for (int stages : {2, 1, 3}) {
+        if (std::optional<Variant> v = Bulk(chain, group, threads, stages)) add(std::move(*v));
       }
     }
   }

@@ -20,7 +20,15 @@
 //             thread over all per-element inputs); 0: every phase re-reads
 //             the row (from L2: one block's row stays resident there); 2:
 //             the first pass copies the row's per-row inputs into shared
-//             memory, later passes read them there (static W only).
+//             memory, later passes read them there (static W only); 3
+//             (sm_90): persistent blocks loop over rows, each row's per-row
+//             inputs copied whole into shared memory by bulk copies issued
+//             `stages` rows ahead, every pass reading them there (static W,
+//             rows=1, 16-byte vectors of every such input, a peeled row's
+//             vectors from its first 128-byte line).
+//   stages    resident=3 only: row buffers a block, 1 to 4.
+//   grid      resident=3 only: at most this many blocks (grid.x = min(rows,
+//             grid)); the space offers multiples of 132 (the H200's SMs).
 //   split     optional, 1 (absent), 2, 4 or 8: each row split over a
 //             cluster of `split` blocks (sm_90 and later; resident=1,
 //             rows=1), each block holding its share of the row's vectors
@@ -36,8 +44,9 @@
 // Launch contract (KernelSpec.params, in order): one pointer per chain input,
 // one per chain output, then one i64 scalar per symbol of the row shape
 // (ascending). grid.x = ceil_div(rows of the chain, rows) * split, block.x =
-// threads * rows; dynamic shared memory for resident=2. Full-row outputs
-// are dense [..., W]; per-row outputs dense [...] or [..., 1].
+// threads * rows (resident=3: min(rows, grid)); dynamic shared memory for
+// resident=2 and 3. Full-row outputs are dense [..., W]; per-row outputs
+// dense [...] or [..., 1].
 #ifndef KFUSE_CODEGEN_ROW_H_
 #define KFUSE_CODEGEN_ROW_H_
 
@@ -53,11 +62,11 @@
 
 namespace kfuse {
 
-inline constexpr char kRowGeneratorVersion[] = "row/4";
+inline constexpr char kRowGeneratorVersion[] = "row/5";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.
-inline constexpr char kRowVariantSchema[] = "row-variants/1";
+inline constexpr char kRowVariantSchema[] = "row-variants/2";
 
 // The kernel for `group` (the whole chain, family kRowReduction) of validated,
 // canonical `chain` under `variant`. Errors as CanGenerateRow. Same inputs
@@ -71,18 +80,19 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
 absl::Status CanGenerateRow(const Chain& chain, const KernelGroup& group, const Variant& variant);
 
 // The least compute capability (major * 10 + minor) a variant runs on: 90
-// for split rows, 80 otherwise.
+// for split and bulk-staged rows, 80 otherwise.
 int RowMinComputeCapability(const Variant& variant);
 
 // A good variant without timing: the widest safe vector, at least four
 // vectors a thread, blocks of at least 128 threads, register-resident when a
 // thread holds at most 48 elements (more threads for rows of several
-// inputs); rows of 16384 and more looped with 1024 threads of 4-element
-// vectors.
+// inputs); rows of 16384 and more bulk-staged (resident=3, 512 threads, two
+// row buffers where they fit, else one), or, where that cannot serve, looped
+// with 1024 threads of 4-element vectors.
 Variant RowHeuristic(const Chain& chain, const KernelGroup& group);
 
 // Every legal variant worth timing (a few dozen), heuristic first, then the
-// split rows of wide rows, stable.
+// split rows and the bulk-staged rows of wide rows, stable.
 std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group);
 
 }  // namespace kfuse

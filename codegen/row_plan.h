@@ -29,6 +29,21 @@ struct Plan {
   // peel's shift).
   int stage_bytes = 0;
   int64_t stage_stride = 0;
+  // resident=3 (sm_90): persistent blocks, at most `grid` of them, each
+  // looping over rows; a row's per-row inputs arrive whole in one of
+  // `stages` shared-memory buffers by bulk copies (each input's buffer b at
+  // kf_smem + (input's rank in held_inputs * stages + b) * stage_stride
+  // elements), issued `stages` rows ahead. The buffer holds the row's
+  // vectors (columns kf_h to kf_h + kf_nv * vec - 1); a peeled row's few
+  // columns around them are loaded from global memory at the row's start,
+  // one a thread.
+  bool bulk = false;
+  int stages = 1;
+  int64_t grid = 0;
+  // A peeled row's vectors start at the first column whose offset is a
+  // multiple of `align` elements: vec, or for bulk rows a 128-byte line (so
+  // each warp's stores cover whole lines).
+  int align = 1;
   int items = 0;                        // Resident: vectors per thread.
   // split > 1: each row is split over a cluster of `split` blocks (sm_90),
   // block q of a row holding, register-resident, the row's aligned vectors

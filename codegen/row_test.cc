@@ -169,8 +169,37 @@ TEST(RowVariantTest, IllegalVariantsNameTheParam) {
   EXPECT_TRUE(CanGenerateRow(odd, Group(odd), v(4, 1024, 1, 2)).ok());
   EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), v(4, 512, 2, 2)).message()),
               HasSubstr("resident=2 needs 402176 bytes of shared memory a block; at most"));
-  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), v(4, 512, 1, 3)).message()),
-              HasSubstr("resident must be 0 (re-read), 1 (registers) or 2 (shared memory)"));
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), v(4, 512, 1, 4)).message()),
+              HasSubstr("resident must be 0 (re-read), 1 (registers), 2 (shared memory) or 3"));
+  // resident=3: rows staged whole by bulk copies, in 16-byte vectors, into
+  // `stages` buffers of persistent blocks.
+  auto bulk = [&](int vec, int threads, int rows, int stages, int grid) {
+    Variant x = v(vec, threads, rows, 3);
+    x.params["stages"] = stages;
+    x.params["grid"] = grid;
+    return x;
+  };
+  EXPECT_TRUE(CanGenerateRow(odd, Group(odd), bulk(4, 512, 1, 1, 132)).ok());
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), bulk(4, 512, 1, 2, 132)).message()),
+              HasSubstr("resident=3 needs 402176 bytes of shared memory a block; at most"));
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), bulk(2, 512, 1, 1, 132)).message()),
+              HasSubstr("16-byte vectors of every staged input; input 0 has 2 x 4 bytes"));
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), bulk(4, 256, 2, 1, 132)).message()),
+              HasSubstr("resident=3 needs rows=1"));
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), bulk(4, 512, 1, 5, 132)).message()),
+              HasSubstr("stages must be 1, 2, 3 or 4"));
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), bulk(4, 512, 1, 1, 0)).message()),
+              HasSubstr("grid must be from 1 to 2^20 blocks"));
+  Variant stray = v(4, 1024, 1, 0);
+  stray.params["grid"] = 132;
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), stray).message()),
+              HasSubstr("stages and grid are resident=3's"));
+  Chain narrow16 = row_test::Softmax(DType::kF32, 8, 48);
+  EXPECT_THAT(std::string(CanGenerateRow(narrow16, Group(narrow16), bulk(4, 128, 1, 1, 132)).message()),
+              HasSubstr("resident=3 needs rows of at least 64 elements"));
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), bulk(4, 64, 1, 1, 132)).message()),
+              HasSubstr("resident=3 needs at least 128 threads"));
+  EXPECT_EQ(RowMinComputeCapability(bulk(4, 512, 1, 1, 132)), 90);
   // Rows split over a cluster: each block's share in registers.
   auto split = [&](int vec, int threads, int rows, int resident, int n) {
     Variant x = v(vec, threads, rows, resident);
@@ -220,6 +249,38 @@ TEST(RowEmitTest, SplitRowsAreClusters) {
   for (const Variant& x : RowSpace(narrow, Group(narrow))) EXPECT_EQ(x.Get("split", 1), 1);
 }
 
+// Bulk-staged rows: persistent blocks, at most `grid`, each row's inputs
+// copied whole into one of `stages` shared-memory buffers.
+TEST(RowEmitTest, BulkRowsArePersistent) {
+  Chain c = row_test::RmsNormResidual(DType::kBF16, -64, 8192);
+  KernelGroup g = Group(c);
+  Variant v{Family::kRowReduction,
+            {{"vec", 8}, {"threads", 512}, {"rows", 1}, {"resident", 3}, {"stages", 2},
+             {"grid", 132}}};
+  absl::StatusOr<KernelSpec> k = EmitRow(c, g, v);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->grid.x.Eval({100}).value(), 100);
+  EXPECT_EQ(k->grid.x.Eval({1000}).value(), 132);
+  // Two inputs (x and the residual), two buffers each of 8192 bf16.
+  EXPECT_EQ(k->dynamic_smem_bytes, 2u * 2 * 8192 * 2);
+  EXPECT_NE(k->source.find("cp.async.bulk.shared::cluster.global"), std::string::npos);
+  // Both inputs' copies, when a block starts and when it takes its next row.
+  size_t copies = 0;
+  for (size_t at = 0; (at = k->source.find("kf_bulk_load(kf_S", at)) != std::string::npos; ++at) {
+    ++copies;
+  }
+  EXPECT_EQ(copies, 4u);
+  // The row a block fetches next is named apart from the row it is on.
+  EXPECT_NE(k->source.find("const long long kf_r = kf_next;"), std::string::npos);
+  EXPECT_EQ(k->source.find("kf_r = kf_r"), std::string::npos);
+  // The fp64 yardstick is one block a row, no staging.
+  absl::StatusOr<KernelSpec> ref = EmitRow(c, g, v, Numerics::kReference64);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->grid.x.Eval({1000}).value(), 1000);
+  EXPECT_EQ(ref->dynamic_smem_bytes, 0u);
+  EXPECT_EQ(ref->source.find("kf_bulk_load"), std::string::npos);
+}
+
 TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
   for (const Named& n : Chains()) {
     SCOPED_TRACE(n.name);
@@ -228,7 +289,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
     EXPECT_TRUE(CanGenerateRow(n.chain, g, h).ok()) << h.ToString();
     std::vector<Variant> space = RowSpace(n.chain, g);
     ASSERT_FALSE(space.empty());
-    EXPECT_LE(space.size(), 44u);
+    EXPECT_LE(space.size(), 52u);
     EXPECT_EQ(space[0], h);
     EXPECT_EQ(space, RowSpace(n.chain, g));
     for (const Variant& v : space) {
@@ -238,7 +299,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/4");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/5");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
@@ -248,11 +309,16 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
   } cases[] = {
       {row_test::Softmax(DType::kBF16, 8, 4096),
        Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 128}, {"rows", 1}, {"resident", 1}}}},
-      // Wide rows: looped, 1024 threads of 4-element vectors.
+      // Wide rows: staged whole by bulk copies, 512 threads, as many row
+      // buffers as fit (201 KB of shared memory either way); one block an SM.
       {row_test::Softmax(DType::kF32, 8, 50257),
-       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}},
+       Variant{Family::kRowReduction,
+               {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 3}, {"stages", 1},
+                {"grid", 132}}}},
       {row_test::Softmax(DType::kBF16, 8, 50257),
-       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}},
+       Variant{Family::kRowReduction,
+               {{"vec", 8}, {"threads", 512}, {"rows", 1}, {"resident", 3}, {"stages", 2},
+                {"grid", 132}}}},
       // 40 elements a thread stay in registers.
       {row_test::LayerNorm(DType::kBF16, 8, 5120),
        Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 128}, {"rows", 1}, {"resident", 1}}}},
@@ -274,6 +340,14 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
   }
   Chain wide = row_test::Softmax(DType::kBF16, 8, 32768);
   EXPECT_EQ(RowHeuristic(wide, Group(wide)),
+            (Variant{Family::kRowReduction,
+                     {{"vec", 8}, {"threads", 512}, {"rows", 1}, {"resident", 3}, {"stages", 2},
+                      {"grid", 132}}}));
+  // Where bulk copies cannot serve (a mask of 1-byte elements beside bf16
+  // rows: 8-byte vectors of it), wide rows are looped, 1024 threads of
+  // 4-element vectors.
+  Chain masked = row_test::Softmax(DType::kBF16, 8, 32768, /*masked=*/true);
+  EXPECT_EQ(RowHeuristic(masked, Group(masked)),
             (Variant{Family::kRowReduction,
                      {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}));
 }

@@ -1,5 +1,5 @@
-// GPU property test of the row family: softmax (bf16, with a fully masked
-// row: NaN as torch.softmax), LayerNorm (f32) and residual RMSNorm (bf16)
+// GPU property test of the row family: softmax (bf16, plain and with a fully
+// masked row: NaN as torch.softmax), LayerNorm (f32) and residual RMSNorm (bf16)
 // at widths 1000 .. 50257 and an odd row count, every variant of the space
 // compiled with NVRTC for this GPU, launched through the C++ Launcher and
 // compared with the CPU fp64 evaluator, with eager PyTorch's error (the CPU
@@ -74,6 +74,7 @@ TEST(GpuRowTest, EveryVariantMatchesReference) {
   for (int64_t w : {1000, 1001, 1024, 4096, 5120, 8192, 50257}) {
     const std::vector<std::pair<std::string, Chain>> chains = {
         {"masked_softmax_bf16", row_test::Softmax(DType::kBF16, -kRows, w, true)},
+        {"softmax_bf16", row_test::Softmax(DType::kBF16, -kRows, w)},
         {"log_softmax_f32", row_test::Softmax(DType::kF32, kRows, w, false, true, true)},
         {"layer_norm_f32", row_test::LayerNorm(DType::kF32, -kRows, w)},
         {"rms_residual_bf16", row_test::RmsNormResidual(DType::kBF16, -kRows, w)},
@@ -100,10 +101,22 @@ TEST(GpuRowTest, EveryVariantMatchesReference) {
       v1::KernelPlan plan = PlanFor(c);
       // Every variant, and the fp64 yardstick the tuner checks them with.
       std::vector<std::pair<Variant, Numerics>> runs;
+      bool few_blocks = false;
       for (const Variant& v : RowSpace(c, g)) {
         // Split rows need clusters (sm_90).
         if (RowMinComputeCapability(v) > ComputeCapabilityOf(gpu->arch)) continue;
         runs.push_back({v, Numerics::kFast});
+        // The first bulk-staged variant also with fewer blocks than rows
+        // (two and three): a block loops over several, its buffers refilled
+        // and their barriers' phases flipping.
+        if (v.Get("resident") == 3 && !few_blocks) {
+          few_blocks = true;
+          for (int blocks : {2, 3}) {
+            Variant few = v;
+            few.params["grid"] = blocks;
+            runs.push_back({few, Numerics::kFast});
+          }
+        }
       }
       runs.push_back({RowHeuristic(c, g), Numerics::kReference64});
       for (const auto& [v, numerics] : runs) {
