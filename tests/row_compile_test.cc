@@ -50,13 +50,16 @@ TEST(RowCompileTest, ReferenceAndEagerCompile) {
   NvrtcCompiler nvrtc;
   CompileOptions opts;
   opts.arch = "sm_90";
-  Chain c = row_test::Softmax(DType::kBF16, 8, 4096, true);
-  KernelGroup g = PartitionChain(c)->kernels[0];
-  for (Numerics n : {Numerics::kReference64, Numerics::kEager}) {
-    absl::StatusOr<KernelSpec> spec = EmitRow(c, g, RowHeuristic(c, g), n);
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
-    EXPECT_TRUE(k.ok()) << k.status() << "\n" << spec->source;
+  // A masked softmax (register-resident rows) and a wide one (bulk-staged).
+  for (const Chain& c : {row_test::Softmax(DType::kBF16, 8, 4096, true),
+                         row_test::Softmax(DType::kBF16, 8, 50257)}) {
+    KernelGroup g = PartitionChain(c)->kernels[0];
+    for (Numerics n : {Numerics::kReference64, Numerics::kEager}) {
+      absl::StatusOr<KernelSpec> spec = EmitRow(c, g, RowHeuristic(c, g), n);
+      ASSERT_TRUE(spec.ok()) << spec.status();
+      absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+      EXPECT_TRUE(k.ok()) << k.status() << "\n" << spec->source;
+    }
   }
 }
 
