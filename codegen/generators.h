@@ -32,7 +32,8 @@ absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,
 Variant FamilyHeuristic(const Chain& chain, const KernelGroup& group);
 std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group);
 // The least compute capability (major * 10 + minor) `variant` runs on: 80
-// (the service's floor) unless it uses a later GPU's features (clusters).
+// (the service's floor) unless it uses a later GPU's features (clusters,
+// bulk copies).
 int VariantMinComputeCapability(const Variant& variant);
 
 // "pointwise/1", "row/5", "reduce/1"; "" for families without a generator. Part of the

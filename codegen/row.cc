@@ -397,9 +397,8 @@ std::optional<Variant> Bulk(const Chain& chain, const KernelGroup& group, int th
   return v;
 }
 
-}  // namespace
-
-Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
+// The heuristic's choice among schedules every supported GPU runs (sm_80).
+Variant PortableHeuristic(const Chain& chain, const KernelGroup& group) {
   Shape s = ShapeOf(chain);
   int vec = s.vecs.empty() ? 1 : s.vecs.front();
   const int64_t width = s.width > 0 ? s.width : 4096;
@@ -423,15 +422,6 @@ Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
     resident = 0;
   }
   if (resident == 0 && s.width >= kSplitWidth) {
-    // Wide rows staged whole by bulk copies, two rows in flight a block
-    // where shared memory holds them (the H200's run54: the 50257-wide
-    // softmax at 0.85 / 0.82 of the copy bandwidth in bf16 / f32, where the
-    // looped rows below reached 0.71).
-    for (int stages : {2, 1}) {
-      if (std::optional<Variant> v = Bulk(chain, group, 512, stages)) return *v;
-    }
-  }
-  if (resident == 0 && s.width >= 16384) {
     // Wide rows: looped, 1024 threads of 4-element vectors (the H200's best
     // looped schedule for 50257-wide softmax in bf16 and f32, run30).
     std::vector<int> all = s.vecs;
@@ -448,6 +438,23 @@ Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
   return Make(vec, threads, rows_for(threads), resident);
 }
 
+}  // namespace
+
+Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
+  Variant portable = PortableHeuristic(chain, group);
+  const Shape s = ShapeOf(chain);
+  if (portable.Get("resident") == 0 && s.width >= kSplitWidth) {
+    // Wide rows staged whole by bulk copies, two rows in flight a block
+    // where shared memory holds them (the H200's run54: the 50257-wide
+    // softmax at 0.85 / 0.82 of the copy bandwidth in bf16 / f32, where the
+    // looped rows reached 0.71).
+    for (int stages : {2, 1}) {
+      if (std::optional<Variant> v = Bulk(chain, group, 512, stages)) return *v;
+    }
+  }
+  return portable;
+}
+
 std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
   Shape s = ShapeOf(chain);
   if (s.vecs.empty()) return {};
@@ -458,6 +465,9 @@ std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
     if (seen.insert(v).second && CanGenerateRow(chain, group, v).ok()) out.push_back(std::move(v));
   };
   add(RowHeuristic(chain, group));
+  // What the heuristic would be on a GPU before sm_90: the tuner's seed
+  // there (the first variant of the space that the GPU runs).
+  add(PortableHeuristic(chain, group));
   if (s.width >= kSplitWidth) {
     // Wide rows split over a cluster of blocks (sm_90), each block's share
     // of the row in registers: one HBM read a row, and no row long enough

@@ -24,8 +24,10 @@
 //             (sm_90): persistent blocks loop over rows, each row's per-row
 //             inputs copied whole into shared memory by bulk copies issued
 //             `stages` rows ahead, every pass reading them there (static W,
-//             rows=1, 16-byte vectors of every such input, a peeled row's
-//             vectors from its first 128-byte line).
+//             rows=1, at least 128 threads, 16-byte vectors of every such
+//             input; a peeled row's vectors start at an element offset that
+//             is a multiple of 128 bytes, a 128-byte line when the buffers
+//             are 128-byte aligned).
 //   stages    resident=3 only: row buffers a block, 1 to 4.
 //   grid      resident=3 only: at most this many blocks (grid.x = min(rows,
 //             grid)); the space offers multiples of 132 (the H200's SMs).
@@ -43,10 +45,10 @@
 //
 // Launch contract (KernelSpec.params, in order): one pointer per chain input,
 // one per chain output, then one i64 scalar per symbol of the row shape
-// (ascending). grid.x = ceil_div(rows of the chain, rows) * split, block.x =
-// threads * rows (resident=3: min(rows, grid)); dynamic shared memory for
-// resident=2 and 3. Full-row outputs are dense [..., W]; per-row outputs
-// dense [...] or [..., 1].
+// (ascending). grid.x = ceil_div(rows of the chain, rows) * split
+// (resident=3: min(rows of the chain, grid)), block.x = threads * rows;
+// dynamic shared memory for resident=2 and 3. Full-row outputs are dense
+// [..., W]; per-row outputs dense [...] or [..., 1].
 #ifndef KFUSE_CODEGEN_ROW_H_
 #define KFUSE_CODEGEN_ROW_H_
 
@@ -92,7 +94,9 @@ int RowMinComputeCapability(const Variant& variant);
 Variant RowHeuristic(const Chain& chain, const KernelGroup& group);
 
 // Every legal variant worth timing (a few dozen), heuristic first, then the
-// split rows and the bulk-staged rows of wide rows, stable.
+// heuristic's choice among variants every supported GPU runs (where the
+// heuristic needs sm_90), the split rows and the bulk-staged rows of wide
+// rows, stable.
 std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group);
 
 }  // namespace kfuse

@@ -40,9 +40,10 @@ struct Plan {
   bool bulk = false;
   int stages = 1;
   int64_t grid = 0;
-  // A peeled row's vectors start at the first column whose offset is a
-  // multiple of `align` elements: vec, or for bulk rows a 128-byte line (so
-  // each warp's stores cover whole lines).
+  // A peeled row's vectors start at the first column whose element offset
+  // is a multiple of `align`: vec, or for bulk rows 128 bytes' worth (a
+  // line where the buffers are 128-byte aligned, so each warp's stores
+  // cover whole lines).
   int align = 1;
   int items = 0;                        // Resident: vectors per thread.
   // split > 1: each row is split over a cluster of `split` blocks (sm_90),

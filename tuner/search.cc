@@ -232,11 +232,26 @@ std::vector<Variant> PrunePointwise(const std::vector<Variant>& space, Bound bou
   return kept.size() < kFewest ? space : kept;
 }
 
+namespace {
+
+// The family's heuristic, or, where that needs a later GPU than compute
+// capability `cc` (0: any), the first variant of its space that runs there.
+Variant Seed(const FamilyGenerator& gen, const Chain& chain, const KernelGroup& group, int cc) {
+  Variant seed = gen.heuristic(chain, group);
+  if (cc <= 0 || VariantMinComputeCapability(seed) <= cc) return seed;
+  for (const Variant& v : gen.space(chain, group)) {
+    if (VariantMinComputeCapability(v) <= cc) return v;
+  }
+  return seed;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<Variant>> CandidateVariants(const Chain& chain, const KernelGroup& group,
                                                        TuneMode mode, Bound bound,
                                                        int max_candidates, int cc) {
   KFUSE_ASSIGN_OR_RETURN(const FamilyGenerator* gen, FindFamily(group.family));
-  const Variant seed = gen->heuristic(chain, group);
+  const Variant seed = Seed(*gen, chain, group, cc);
   std::vector<Variant> out = {seed};
   if (mode == TuneMode::kHeuristic) return out;
   const std::vector<Variant> space = gen->space(chain, group);
@@ -267,7 +282,7 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   TuneResult result;
   result.report = Roofline(AnalyzeWork(chain, group.nodes, symbols), CeilingsFor(opts));
   FillReport(chain, symbols, result.report);
-  result.best = gen->heuristic(chain, group);
+  result.best = Seed(*gen, chain, group, ComputeCapabilityOf(opts.arch));
   KFUSE_ASSIGN_OR_RETURN(KernelSpec seed_spec,
                          gen->emit(chain, group, result.best, Numerics::kFast));
 

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "codegen/generators.h"
 #include "codegen/partition.h"
 #include "codegen/pointwise.h"
 #include "codegen/row_test_chains.h"
@@ -448,8 +449,8 @@ TEST(CandidateVariantsTest, QuickIsSeedAndNeighbours) {
   EXPECT_EQ((*capped)[0], seed);
 }
 
-// Rows split over a cluster of blocks need sm_90: an sm_80 search leaves
-// them out.
+// Rows split over a cluster of blocks and rows staged by bulk copies need
+// sm_90: an sm_80 search leaves them out, its seed included.
 TEST(CandidateVariantsTest, LeavesOutWhatTheGpuCannotRun) {
   Chain c = row_test::Softmax(DType::kBF16, 64, 50257);
   KernelGroup g = PartitionChain(c)->kernels[0];
@@ -463,6 +464,20 @@ TEST(CandidateVariantsTest, LeavesOutWhatTheGpuCannotRun) {
   EXPECT_GT(splits(90), 0);
   EXPECT_EQ(splits(90), splits(0));
   EXPECT_EQ(splits(80), 0);
+  // The heuristic stages these rows by bulk copies (sm_90); an sm_80
+  // search seeds with the looped rows instead, and keeps nothing newer.
+  auto seed = [&](int cc) {
+    auto cands = CandidateVariants(c, g, TuneMode::kFull, Bound::kMemory, 48, cc);
+    EXPECT_TRUE(cands.ok()) << cands.status();
+    for (const Variant& v : *cands) EXPECT_LE(VariantMinComputeCapability(v), cc > 0 ? cc : 90);
+    return cands->front();
+  };
+  EXPECT_EQ(seed(90).Get("resident"), 3);
+  EXPECT_EQ(seed(0), seed(90));
+  EXPECT_EQ(seed(80), (Variant{Family::kRowReduction,
+                               {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}));
+  EXPECT_EQ(CandidateVariants(c, g, TuneMode::kHeuristic, Bound::kMemory, 48, 80)->front(),
+            seed(80));
 }
 
 TEST(PrunePointwiseTest, MemoryBoundKeepsWidestVectors) {
