@@ -449,10 +449,13 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       absl::StatusOr<TuneResult> tuned =
           TuneKernel(p.chain, group, to, *deps_.compiler, p.can_tune ? deps_.runner : nullptr, on_trial);
       if (!tuned.ok()) {
-        // What fails here is the heuristic variant (or its yardsticks).
-        if (LeavesRepro(tuned.status()))
-          LeaveRepro(p, i, ReproKind::kCompileError, FamilyHeuristic(p.chain, group),
-                     FailedNumerics(tuned.status()), tuned.status().message());
+        // What fails here is the seed variant (or its yardsticks).
+        if (LeavesRepro(tuned.status())) {
+          const Variant seed = SeedVariant(p.chain, group, ComputeCapabilityOf(to.arch))
+                                   .value_or(FamilyHeuristic(p.chain, group));
+          LeaveRepro(p, i, ReproKind::kCompileError, seed, FailedNumerics(tuned.status()),
+                     tuned.status().message());
+        }
         return tuned.status();
       }
       b.result = *std::move(tuned);

@@ -247,6 +247,11 @@ Variant Seed(const FamilyGenerator& gen, const Chain& chain, const KernelGroup& 
 
 }  // namespace
 
+absl::StatusOr<Variant> SeedVariant(const Chain& chain, const KernelGroup& group, int cc) {
+  KFUSE_ASSIGN_OR_RETURN(const FamilyGenerator* gen, FindFamily(group.family));
+  return Seed(*gen, chain, group, cc);
+}
+
 absl::StatusOr<std::vector<Variant>> CandidateVariants(const Chain& chain, const KernelGroup& group,
                                                        TuneMode mode, Bound bound,
                                                        int max_candidates, int cc) {

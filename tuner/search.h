@@ -89,14 +89,17 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
                                       const TuneOptions& opts, Compiler& compiler, Runner* runner,
                                       const TuneProgressFn& progress = {});
 
+// The variant TuneKernel starts from on a GPU of compute capability `cc`
+// (0: any): the family's heuristic, or where that needs a later GPU, the
+// first variant of the family's space that runs on `cc`.
+absl::StatusOr<Variant> SeedVariant(const Chain& chain, const KernelGroup& group, int cc);
+
 // The candidates TuneKernel would try for `mode` (no compiling): the seed
 // first, then neighbours (kQuick) or the pruned space (kFull), deduplicated,
 // at most max_candidates. `bound` is the roofline verdict for the kernel.
 // Variants that need a later GPU than compute capability `cc` (90 for
-// sm_90) are left out; 0 keeps them all. The seed is the family's
-// heuristic, or where that needs a later GPU, the first variant of the
-// family's space that runs on `cc` (TuneKernel's seed too). Unimplemented
-// for families without a generator.
+// sm_90) are left out; 0 keeps them all. Unimplemented for families
+// without a generator.
 absl::StatusOr<std::vector<Variant>> CandidateVariants(const Chain& chain, const KernelGroup& group,
                                                        TuneMode mode, Bound bound,
                                                        int max_candidates, int cc = 0);

@@ -478,6 +478,8 @@ TEST(CandidateVariantsTest, LeavesOutWhatTheGpuCannotRun) {
                                {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}));
   EXPECT_EQ(CandidateVariants(c, g, TuneMode::kHeuristic, Bound::kMemory, 48, 80)->front(),
             seed(80));
+  EXPECT_EQ(SeedVariant(c, g, 80).value(), seed(80));
+  EXPECT_EQ(SeedVariant(c, g, 90).value(), seed(90));
 }
 
 TEST(PrunePointwiseTest, MemoryBoundKeepsWidestVectors) {
