@@ -585,6 +585,13 @@ class Writer {
     return s;
   }
 
+  // A peeled row's columns before its first vector (row kf_r's element
+  // offset brought to a multiple of p_.align).
+  std::string PeelHead() const {
+    const int a = p_.align;
+    return absl::StrCat("(", a, " - kf_r * kf_W % ", a, ") % ", a);
+  }
+
   // A peeled or split resident row: kf_h columns before its first aligned
   // vector, kf_nv aligned vectors, the block's first vector kf_v0, and
   // whether this block holds the columns outside the vectors (kf_edge).
@@ -592,7 +599,7 @@ class Writer {
     const int v = p_.vec;
     std::string s = absl::StrCat(
         "  const long long kf_h = ",
-        p_.peel ? absl::StrCat("(", v, " - kf_r * kf_W % ", v, ") % ", v) : "0LL",
+        p_.peel ? PeelHead() : "0LL",
         ";\n  const long long kf_nv = (kf_W - kf_h) / ", v, ";\n");
     if (p_.split > 1) {
       absl::StrAppend(&s, "  const unsigned kf_q = kf_cluster_rank();\n",
@@ -623,8 +630,7 @@ class Writer {
     }
     // The stage keeps vectors aligned: column c at kf_so + c (a bulk
     // stage starts at the first vector).
-    const int a = p_.align;
-    absl::StrAppend(&s, "  {\n    const long long kf_h = (", a, " - kf_r * kf_W % ", a, ") % ", a,
+    absl::StrAppend(&s, "  {\n    const long long kf_h = ", PeelHead(),
                     ";\n    const long long kf_nv = (kf_W - kf_h) / ", v, ";\n",
                     p_.bulk             ? "    const long long kf_so = -kf_h;\n"
                     : p_.stage_bytes > 0 ? absl::StrCat("    const long long kf_so = (", v,
@@ -808,8 +814,7 @@ class Writer {
     std::string s = absl::StrCat("{\n  const long long kf_r = ", row,
                                  ";\n  const bool kf_valid = true;\n", RowBases(true));
     if (p_.peel) {
-      absl::StrAppend(&s, "  const long long kf_h = (", p_.align, " - kf_r * kf_W % ", p_.align,
-                      ") % ", p_.align, ";\n  const long long kf_n = (kf_W - kf_h) / ", p_.vec,
+      absl::StrAppend(&s, "  const long long kf_h = ", PeelHead(), ";\n  const long long kf_n = (kf_W - kf_h) / ", p_.vec,
                       " * ", p_.vec, ";\n");
     } else {
       absl::StrAppend(&s, "  const long long kf_h = 0, kf_n = kf_W;\n");
@@ -862,7 +867,7 @@ class Writer {
   std::string BulkRowStart() {
     std::string s;
     if (p_.peel) {
-      const int v = p_.vec, a = p_.align;
+      const int v = p_.vec;
       std::string loads;
       // Held in the storage type, converted where a pass uses it: the load's
       // latency is hidden behind the pass's vectors.
@@ -871,7 +876,7 @@ class Writer {
         absl::StrAppend(&loads, "      kf_edge", id, " = in", c_.nodes[id].input_index, "[kf_b",
                         id, " + kf_c];\n");
       }
-      absl::StrAppend(&s, "  {\n    const long long kf_h = (", a, " - kf_r * kf_W % ", a, ") % ", a,
+      absl::StrAppend(&s, "  {\n    const long long kf_h = ", PeelHead(),
                       ";\n    const long long kf_nv = (kf_W - kf_h) / ", v,
                       ";\n    if (kf_lane < kf_W - kf_nv * ", v,
                       ") {\n      const long long kf_c = kf_lane < kf_h ? kf_lane : kf_lane + kf_nv * ",
