@@ -115,6 +115,29 @@ constexpr char kExpFast[] = R"(__device__ __forceinline__ float kf_exp_fast(floa
 }
 )";
 
+// A cluster of blocks (sm_90): the block's rank, the cluster-wide barrier
+// (arrive with release, wait with acquire: writes to shared memory before
+// the arrive are seen by every block after the wait) and a load from
+// another block's shared memory at the address of `p` in this one.
+constexpr char kCluster[] = R"(__device__ __forceinline__ unsigned kf_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void kf_cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void kf_cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+template <typename V>
+__device__ __forceinline__ V kf_cluster_ld(V* p, unsigned rank) {
+  unsigned long long g;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(g) : "l"(p), "r"(rank));
+  return *reinterpret_cast<volatile V*>(g);
+}
+)";
+
 }  // namespace
 
 std::string CudaPrelude(const PreludeNeeds& needs) {
@@ -131,6 +154,7 @@ std::string CudaPrelude(const PreludeNeeds& needs) {
   if (needs.tanh_approx) s += kTanhApprox;
   if (needs.sincos_fast) s += kSinCosFast;
   if (needs.exp_fast) s += kExpFast;
+  if (needs.cluster) s += kCluster;
   return s;
 }
 

@@ -24,6 +24,8 @@ struct PreludeNeeds {
   bool tanh_approx = false;  // kf_tanh_approx: tanh.approx.f32.
   bool sincos_fast = false;  // kf_sin / kf_cos: MUFU for moderate arguments.
   bool exp_fast = false;     // kf_exp_fast: ex2.approx.ftz of x * log2(e).
+  bool cluster = false;      // kf_cluster_rank, _arrive, _wait, _ld: a cluster's
+                             // barrier and distributed shared memory (sm_90).
 };
 
 // The helper definitions for `needs`; "" when nothing is needed.

@@ -128,26 +128,10 @@ __device__ __forceinline__ void kf_sth(T* p, const T v, unsigned long long pol) 
 // Each reduction has its own slot: the barrier before a slot is read is the
 // only one it needs; a block leaves only after the cluster's last reads
 // (kf_cluster_arrive after them, kf_cluster_wait at the end). kf_zero is
-// the zero of a storage type, for rows held raw.
+// the zero of a storage type, for rows held raw. The cluster's barrier and
+// loads are the prelude's (PreludeNeeds::cluster).
 constexpr char kClusterReduce[] = R"(template <typename T>
 __device__ __forceinline__ T kf_zero() { return T(); }
-__device__ __forceinline__ unsigned kf_cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void kf_cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void kf_cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-template <typename V>
-__device__ __forceinline__ V kf_cluster_ld(V* p, unsigned rank) {
-  unsigned long long g;
-  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(g) : "l"(p), "r"(rank));
-  return *reinterpret_cast<volatile V*>(g);
-}
 template <int kS, typename V, typename Op>
 __device__ __forceinline__ V kf_cluster_reduce(V v, V* slot, Op op) {
   if (threadIdx.x == 0) *slot = v;
@@ -267,6 +251,7 @@ class Writer {
     std::string funcs, body;
     KFUSE_RETURN_IF_ERROR(Kernel(&funcs, &body));
     needs_.vec = needs_.vec || p_.vec > 1;
+    needs_.cluster = p_.split > 1;
     Variant v{Family::kRowReduction,
               {{"vec", p_.vec}, {"threads", p_.threads}, {"rows", p_.rows_per_block},
                {"resident", p_.resident_param}}};

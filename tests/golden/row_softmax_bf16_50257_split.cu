@@ -30,6 +30,23 @@ __device__ __forceinline__ float kf_exp_fast(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
   return y;
 }
+__device__ __forceinline__ unsigned kf_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void kf_cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void kf_cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+template <typename V>
+__device__ __forceinline__ V kf_cluster_ld(V* p, unsigned rank) {
+  unsigned long long g;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(g) : "l"(p), "r"(rank));
+  return *reinterpret_cast<volatile V*>(g);
+}
 struct kf_sum_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
 };
@@ -61,23 +78,6 @@ __device__ __forceinline__ V kf_team_reduce(V v, V* buf, Op op) {
 }
 template <typename T>
 __device__ __forceinline__ T kf_zero() { return T(); }
-__device__ __forceinline__ unsigned kf_cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void kf_cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void kf_cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-template <typename V>
-__device__ __forceinline__ V kf_cluster_ld(V* p, unsigned rank) {
-  unsigned long long g;
-  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(g) : "l"(p), "r"(rank));
-  return *reinterpret_cast<volatile V*>(g);
-}
 template <int kS, typename V, typename Op>
 __device__ __forceinline__ V kf_cluster_reduce(V v, V* slot, Op op) {
   if (threadIdx.x == 0) *slot = v;
@@ -102,7 +102,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float r1, const flo
   const float v5 = (v3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(512) kf_row_72011f5e3d3a(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(512) kf_row_f6b62a6002e3(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 50257LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 512;
