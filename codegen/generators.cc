@@ -129,7 +129,11 @@ std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group) {
 }
 
 int VariantMinComputeCapability(const Variant& variant) {
-  return variant.family == Family::kRowReduction ? RowMinComputeCapability(variant) : 80;
+  switch (variant.family) {
+    case Family::kRowReduction: return RowMinComputeCapability(variant);
+    case Family::kMatmul: return MatmulMinComputeCapability(variant);
+    default: return 80;
+  }
 }
 
 std::string GeneratorVersion(Family family) {

@@ -1,6 +1,7 @@
 #include "codegen/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <set>
 #include <string>
 #include <utility>
@@ -207,6 +208,18 @@ absl::Status CheckRowReduction(const Chain& chain, const KernelGroup& group, con
       absl::StrCat(OpLabel(chain, id), ": not generated in a matmul's epilogue: ", why));
 }
 
+// cluster = 1: a tile's K slices are one cluster of CTAs (sm_90; at most
+// eight, the portable cluster size).
+absl::Status CheckCluster(const Variant& v, int64_t splitk, Plan* out) {
+  const int64_t cluster = v.Get("cluster");
+  if (cluster != 0 && cluster != 1) return BadParam(v, "cluster must be 0 or 1");
+  if (cluster == 1 && !In({2, 4, 8}, splitk)) {
+    return BadParam(v, "cluster 1 needs splitk 2, 4 or 8 (the CTAs of a cluster)");
+  }
+  out->cluster = cluster == 1;
+  return absl::OkStatus();
+}
+
 // The streaming schedule (Plan::stream): each warp holds its share of the
 // CTA's bm x bn accumulators (bm / 8 x 4 m16n8k16 products of 64 columns
 // by 8 rows) and a batch of `stages` steps of B (eight 16-byte loads) and A
@@ -235,6 +248,7 @@ absl::Status CheckStream(const Variant& v, const Plan& p, Plan* out) {
     return BadParam(v, absl::StrCat("splitk ", splitk, " leaves slices of K = ", p.k.size,
                                     " shorter than a step (32) for each of wk ", wk, " warps"));
   }
+  KFUSE_RETURN_IF_ERROR(CheckCluster(v, splitk, out));
   const int64_t smem = wk * bm * (bn + 1) * 4;
   if (smem > kMaxSmemBytes) {
     return BadParam(v, absl::StrCat("wk * bm * (bn + 1) * 4 = ", smem,
@@ -277,14 +291,19 @@ absl::Status CheckSchedule(const Variant& v, const Plan& p, Plan* out) {
                                     " holds too many accumulators (at most 64 x 64)"));
   }
   if (stages < 2 || stages > 6) return BadParam(v, "stages must be 2 to 6");
-  // Split K keeps its last-CTA flag after the stages.
-  const int64_t smem = stages * (bm + bn) * bk * 2 + (splitk > 1 ? 16 : 0);
+  if (!In({1, 2, 4, 8, 16}, splitk)) return BadParam(v, "splitk must be 1, 2, 4, 8 or 16");
+  KFUSE_RETURN_IF_ERROR(CheckCluster(v, splitk, out));
+  // Split K keeps its last-CTA flag after the stages; over a cluster, a
+  // slice's partial tile takes the stages' place.
+  const int64_t smem = out->cluster
+                           ? std::max(stages * (bm + bn) * bk * 2, bm * bn * 4)
+                           : stages * (bm + bn) * bk * 2 + (splitk > 1 ? 16 : 0);
   if (smem > kMaxSmemBytes) {
-    return BadParam(v, absl::StrCat("stages * (bm + bn) * bk * 2 (+ 16 with split K) = ", smem,
+    return BadParam(v, absl::StrCat("stages * (bm + bn) * bk * 2 (+ 16 with split K; at least ",
+                                    "bm * bn * 4 over a cluster) = ", smem,
                                     " bytes of shared memory; at most ", kMaxSmemBytes));
   }
   if (!In({1, 4, 8, 16}, group)) return BadParam(v, "group must be 1, 4, 8 or 16");
-  if (!In({1, 2, 4, 8, 16}, splitk)) return BadParam(v, "splitk must be 1, 2, 4, 8 or 16");
   if (splitk > 1 && p.k.is_static() && p.k.size / splitk < bk) {
     return BadParam(v, absl::StrCat("splitk ", splitk, " leaves slices of K = ", p.k.size,
                                     " shorter than bk ", bk));
@@ -558,7 +577,7 @@ absl::StatusOr<KernelSpec> EmitMatmul(const Chain& chain, const KernelGroup& gro
   if (fast) {
     const SizeExpr tiles = SizeExpr::Mul(SizeExpr::CeilDiv(m, SizeExpr::Const(plan.bm)),
                                          SizeExpr::CeilDiv(n, SizeExpr::Const(plan.bn)));
-    if (plan.splitk > 1) {
+    if (plan.splitk > 1 && !plan.cluster) {
       KernelParam ws;
       ws.kind = KernelParam::Kind::kWorkspace;
       ws.workspace_bytes = SizeExpr::Mul(
@@ -631,15 +650,28 @@ Sizes SizesOf(const Chain& chain, const KernelGroup& group) {
 constexpr int64_t kSms = 132;  // The H200's; a wave's worth of CTAs.
 
 // Few rows: narrow tiles along N with a full-height M tile, K split so that
-// about two CTAs per SM stream the weights.
-Variant SmallM(const Sizes& s, int bn, int bk, int stages, int wm = 1) {
+// about `per_sm` CTAs an SM stream the weights.
+Variant SmallM(const Sizes& s, int bn, int bk, int stages, int wm = 1, int per_sm = 2) {
   const int bm = s.m <= 16 ? 16 : s.m <= 32 ? 32 : 64;
   wm = std::min(wm, bm / 16);
   const int wn = std::min(8 / wm, std::min(4, bn / 16));
   const int64_t tiles = s.batch * ((s.n + bn - 1) / bn) * ((s.m + bm - 1) / bm);
   int splitk = 1;
-  while (splitk < 16 && tiles * splitk * 2 <= 2 * kSms && s.k / (splitk * 2) >= 4 * bk) splitk *= 2;
+  while (splitk < 16 && tiles * splitk * 2 <= per_sm * kSms && s.k / (splitk * 2) >= 4 * bk) {
+    splitk *= 2;
+  }
   return Make(bm, bn, bk, wm, wn, stages, 1, splitk);
+}
+
+// Few rows, K split over clusters (sm_90): wide tiles (A re-read from L2
+// for fewer of them), about one CTA an SM. Run56 at M = 64 against 8192 x
+// 8192 weights: a 64 x 128 tile in 2 x 4 warps, split in two, 39.5 us,
+// where the 64 x 64 tiles took 42.0 over a cluster and 45.0 over the
+// workspace (46.0 with the counters' zeroing).
+Variant ClusterSmallM(const Sizes& s, int bn, int bk, int stages, int wm) {
+  Variant v = SmallM(s, bn, bk, stages, wm, /*per_sm=*/1);
+  if (v.Get("splitk") > 1 && v.Get("splitk") <= 8) v.params["cluster"] = 1;
+  return v;
 }
 
 // Few rows, streamed (Plan::stream): a CTA of `wk` warps along K (and one
@@ -687,6 +719,10 @@ Variant RowTile(const Sizes& s, int bm, int bk, int stages, int warps, bool whol
 
 }  // namespace
 
+int MatmulMinComputeCapability(const Variant& variant) {
+  return variant.Get("cluster") == 1 ? 90 : 80;
+}
+
 Variant MatmulHeuristic(const Chain& chain, const KernelGroup& group) {
   const Sizes s = SizesOf(chain, group);
   if (s.rows) {
@@ -694,10 +730,11 @@ Variant MatmulHeuristic(const Chain& chain, const KernelGroup& group) {
     const int bn = RowTileN(s.n);
     return s.m <= 64 ? SmallM(s, bn, bn > 128 ? 64 : 128, 4) : RowTile(s, 128, 32, 4, 8);
   }
-  if (s.m <= 64) {
+  if (s.m <= 32) {
     const Variant v = StreamHeuristic(s);
     return CanGenerateMatmul(chain, group, v).ok() ? v : SmallM(s, 64, 128, 4);
   }
+  if (s.m <= 64) return ClusterSmallM(s, 128, 64, 4, 2);
   if (s.m >= 256 && s.n >= 256) return Make(128, 256, 32, 2, 4, 4, 8, 1);
   return Make(128, 128, 32, 2, 2, 4, 8, 1);
 }
@@ -711,16 +748,25 @@ std::vector<Variant> MatmulSpace(const Chain& chain, const KernelGroup& group) {
       out.push_back(std::move(v));
   };
   add(MatmulHeuristic(chain, group));
+  // Split K over the workspace, and over a cluster where the target has
+  // them (sm_90; the tuner skips what it cannot run).
+  auto twin = [&](Variant v) {
+    add(v);
+    if (v.Get("splitk") > 1 && v.Get("splitk") <= 8) {
+      v.params["cluster"] = 1;
+      add(std::move(v));
+    }
+  };
   if (s.rows && s.m <= 64) {
     for (int bk : {128, 64}) {
-      for (int stages : {4, 3, 6}) add(SmallM(s, RowTileN(s.n), bk, stages));
+      for (int stages : {4, 3, 6}) twin(SmallM(s, RowTileN(s.n), bk, stages));
     }
     Variant v = SmallM(s, RowTileN(s.n), 128, 4);
     for (int splitk : {1, 2, 4, 8, 16}) {
       v.params["splitk"] = splitk;
-      add(v);
+      twin(v);
     }
-    add(SmallM(s, RowTileN(s.n), 64, 4, /*wm=*/2));
+    twin(SmallM(s, RowTileN(s.n), 64, 4, /*wm=*/2));
     return out;
   }
   if (s.rows) {
@@ -740,29 +786,52 @@ std::vector<Variant> MatmulSpace(const Chain& chain, const KernelGroup& group) {
     return out;
   }
   if (s.m <= 64) {
-    // Streamed B first: the batch depth, the warps along K, taller tiles
-    // (fewer re-reads of B from L2, fewer steps in flight), wider CTAs.
-    const int bm = StreamRows(s);
-    for (int stages : {2, 1, 3}) {
-      for (int wk : {8, 4}) add(StreamFor(s, bm, wk, stages));
-    }
-    if (s.m > 32) {
-      for (int wk : {8, 4}) add(StreamFor(s, 64, wk, 1));
-    }
-    add(StreamFor(s, bm, 16, 2));
-    add(StreamFor(s, bm, 4, 2, /*wn=*/2));
-    for (int bn : {64, 128, 32}) {
-      for (int bk : {128, 64}) {
-        for (int stages : {4, 3, 6}) add(SmallM(s, bn, bk, stages));
+    // Streamed B: the batch depth, the warps along K, taller tiles (fewer
+    // re-reads of B from L2, fewer steps in flight), wider CTAs.
+    auto streamed = [&] {
+      const int bm = StreamRows(s);
+      for (int stages : {2, 1, 3}) {
+        for (int wk : {8, 4}) twin(StreamFor(s, bm, wk, stages));
       }
+      if (s.m > 32) {
+        for (int wk : {8, 4}) twin(StreamFor(s, 64, wk, 1));
+      }
+      twin(StreamFor(s, bm, 16, 2));
+      twin(StreamFor(s, bm, 4, 2, /*wn=*/2));
+    };
+    auto tiled = [&] {
+      // Wide tiles split over clusters first, each with its workspace twin.
+      for (const auto& [bn, bk, stages, wm] : {std::array<int, 4>{128, 64, 4, 2}, {128, 64, 4, 1},
+                                               {128, 128, 3, 1}, {128, 64, 6, 2},
+                                               {256, 64, 3, 2}}) {
+        Variant v = ClusterSmallM(s, bn, bk, stages, wm);
+        add(v);
+        v.params.erase("cluster");
+        add(v);
+      }
+      for (int bn : {64, 128, 32}) {
+        for (int bk : {128, 64}) {
+          for (int stages : {4, 3, 6}) twin(SmallM(s, bn, bk, stages));
+        }
+      }
+      Variant v = SmallM(s, 64, 128, 4);
+      for (int splitk : {1, 2, 4, 8}) {
+        v.params["splitk"] = splitk;
+        twin(v);
+      }
+      // Tens of rows: more warps along M share the tensor work.
+      for (int bn : {64, 128}) twin(SmallM(s, bn, 64, 4, /*wm=*/2));
+    };
+    // Up to 32 rows the streamed kernels win; at 64 the tiled ones (run55:
+    // 44.9 us against 56-65 for every streamed one at M = 64, each re-read
+    // of A or B from L2 costing as much as the weights' stream).
+    if (s.m > 32) {
+      tiled();
+      streamed();
+    } else {
+      streamed();
+      tiled();
     }
-    Variant v = SmallM(s, 64, 128, 4);
-    for (int splitk : {1, 2, 4, 8}) {
-      v.params["splitk"] = splitk;
-      add(v);
-    }
-    // Tens of rows: more warps along M share the tensor work.
-    for (int bn : {64, 128}) add(SmallM(s, bn, 64, 4, /*wm=*/2));
     return out;
   }
   const int tiles[][4] = {{128, 256, 2, 4}, {256, 128, 4, 2}, {128, 128, 2, 2},

@@ -31,6 +31,9 @@
 // With splitk > 1 each CTA sums a slice of K into an f32 workspace; the last
 // of a tile's CTAs to finish (a counter per tile) adds the slices in slice
 // order, so results do not depend on timing, and applies the epilogue.
+// With cluster = 1 (sm_90) a tile's splitk CTAs are one cluster instead:
+// the slices meet in distributed shared memory, added in slice order as
+// above, and the kernel needs no workspace (nor a zeroing before launch).
 //
 // Few rows (M up to 64) stream instead (variant param stream = 1): B goes
 // from global memory straight to registers in 16-byte loads, in batches of
@@ -52,6 +55,10 @@
 //             bytes at most 227 KiB.
 //   group     tile rows per raster group: 1, 4, 8 or 16.
 //   splitk    K slices: 1, 2, 4, 8 or 16; K / splitk at least bk.
+//   cluster   1: the slices of a tile are one cluster (splitk 2, 4 or 8;
+//             sm_90); the tiled schedule's shared memory is then at least
+//             bm * bn * 4 bytes (a slice's partial tile). Absent or 0: the
+//             workspace.
 //   stream    1 for the streaming schedule (absent or 0: tiled). Its
 //             params: bm in 8, 16, 32, 64; wn in 1, 2, 4, 8 and bn = 64 *
 //             wn; wk in 1, 2, 4, 8, 16 (wn * wk at most 16); stages 1 to 4
@@ -65,10 +72,11 @@
 // (every input, read or not); one per intermediate the group reads
 // (BufferRef{kIntermediate, node id}, ascending node id); one per chain
 // output it writes (ascending j); one per intermediate it writes (ascending
-// node id); with splitk > 1 a workspace of f32 partial tiles and one of
-// per-tile counters (zeroed); then one i64 scalar per symbol the sizes use
+// node id); with splitk > 1 and no cluster a workspace of f32 partial tiles
+// and one of per-tile counters (zeroed); then one i64 scalar per symbol the sizes use
 // (ascending). grid = (tiles of C, splitk, batch), block = 32 * wm * wn,
-// dynamic shared memory = the stages' bytes; streamed, block = 32 * wn * wk,
+// dynamic shared memory = the stages' bytes; a cluster of (1, splitk, 1)
+// fixed in the source (__cluster_dims__) with cluster = 1; streamed, block = 32 * wn * wk,
 // shared memory the warps' sums, row tiles fastest along grid.x. Results
 // are dense in their node's shape.
 // Preconditions: the operands' base addresses 16-byte aligned; a symbolic
@@ -96,9 +104,9 @@
 
 namespace kfuse {
 
-inline constexpr char kMatmulGeneratorVersion[] = "matmul/3";
+inline constexpr char kMatmulGeneratorVersion[] = "matmul/4";
 // What the variant's parameters mean (see kRowVariantSchema).
-inline constexpr char kMatmulVariantSchema[] = "matmul-variants/2";
+inline constexpr char kMatmulVariantSchema[] = "matmul-variants/3";
 
 // The kernel for `group` (family kMatmul) of validated, canonical `chain`
 // under `variant`. Errors as CanGenerateMatmul. Same inputs give
@@ -111,6 +119,10 @@ absl::StatusOr<KernelSpec> EmitMatmul(const Chain& chain, const KernelGroup& gro
 // offending param otherwise; Unimplemented, naming the op or operand, for
 // groups the family does not cover (f32 operands, a product whose operands
 // have no contiguous inner dim, epilogue ops that are not element-wise).
+// The oldest compute capability that runs `variant`: 90 with cluster = 1,
+// else 80.
+int MatmulMinComputeCapability(const Variant& variant);
+
 absl::Status CanGenerateMatmul(const Chain& chain, const KernelGroup& group,
                                const Variant& variant);
 

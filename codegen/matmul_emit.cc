@@ -241,10 +241,11 @@ class Writer {
     if (Fast() && p_.stream) {
       absl::StrAppend(&s, ", streamed B, ", p_.bm, " rows x ", p_.bn, " columns a CTA, warps ",
                       p_.wn, " along N x ", p_.wk, " along K, ", p_.stages, " steps in flight, split-K ",
-                      p_.splitk);
+                      p_.splitk, p_.cluster ? " over a cluster" : "");
     } else if (Fast()) {
       absl::StrAppend(&s, ", tile ", p_.bm, "x", p_.bn, "x", p_.bk, ", warps ", p_.wm, "x", p_.wn,
-                      ", ", p_.stages, " stages, group ", p_.group, ", split-K ", p_.splitk);
+                      ", ", p_.stages, " stages, group ", p_.group, ", split-K ", p_.splitk,
+                      p_.cluster ? " over a cluster" : "");
     }
     return s;
   }
@@ -273,6 +274,14 @@ class Writer {
 
   std::string Storage(DType t) const { return std::string(DTypeStorage(t)); }
 
+  // Split K over a cluster: the tile's slices (grid.y) are one cluster,
+  // so a CTA's rank in it is its slice.
+  std::string ClusterDims() {
+    if (!Fast() || !p_.cluster) return "";
+    needs_.cluster = true;
+    return "__cluster_dims__(1, kf_SPLITK, 1) ";
+  }
+
   // The kernel's parameter list, in the launch contract's order.
   std::string Params() {
     std::vector<std::string> ps;
@@ -296,7 +305,7 @@ class Writer {
       ps.push_back(absl::StrCat(OutputStorage(c_.nodes[id].type.dtype, p_.numerics),
                                 "* __restrict__ iw", id));
     }
-    if (Fast() && p_.splitk > 1) {
+    if (Fast() && p_.splitk > 1 && !p_.cluster) {
       ps.push_back("float* __restrict__ kf_ws");
       ps.push_back("int* __restrict__ kf_cnt");
     }
@@ -488,7 +497,8 @@ class Writer {
                                                   "acc[mt][nt][2 * h + e]", "          "));
     }
     std::string s = absl::StrCat(
-        "extern \"C\" __global__ void __launch_bounds__(kf_THREADS) ", kEntryPlaceholder, "(",
+        "extern \"C\" __global__ void ", ClusterDims(), "__launch_bounds__(kf_THREADS) ",
+        kEntryPlaceholder, "(",
         params, ") {\n",
         "  extern __shared__ __align__(128) unsigned char kf_smem[];\n",
         "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n",
@@ -558,7 +568,29 @@ class Writer {
         "    }\n",
         "  }\n",
         "  kf_cp_wait<0>();\n");
-    if (p_.splitk > 1) {
+    if (p_.splitk > 1 && p_.cluster) {
+      // The slices are one cluster: each CTA but slice 0's leaves its
+      // partial tile in its shared memory (the stages are done with);
+      // slice 0's adds them in slice order, as the workspace's last CTA
+      // does, and runs the epilogue; the others leave once it has read.
+      absl::StrAppend(
+          &s, "  float* const kf_part = reinterpret_cast<float*>(kf_smem);\n",
+          "  const unsigned kf_rank = kf_cluster_rank();\n",
+          "  __syncthreads();\n",
+          "  if (kf_rank != 0) {\n", kEachAccumulator,
+          "        kf_part[kf_acc_at(mt, nt, q, warp_m, warp_n, lane)] = acc[mt][nt][q];\n", kEndEach,
+          "  }\n",
+          "  kf_cluster_arrive();\n",
+          "  kf_cluster_wait();\n",
+          "  if (kf_rank == 0) {\n", kEachAccumulator,
+          "        float* const at = kf_part + kf_acc_at(mt, nt, q, warp_m, warp_n, lane);\n",
+          "        for (unsigned r = 1; r < kf_SPLITK; ++r) acc[mt][nt][q] += kf_cluster_ld(at, r);\n",
+          kEndEach,
+          "  }\n",
+          "  kf_cluster_arrive();\n",
+          "  kf_cluster_wait();\n",
+          "  if (kf_rank != 0) return;\n");
+    } else if (p_.splitk > 1) {
       // Every slice's partial tile goes to the workspace; the last CTA of
       // the tile to arrive adds them in slice order (so the sum does not
       // depend on which CTA finished last) and runs the epilogue.
@@ -635,7 +667,8 @@ class Writer {
               "      w[r] = kf_ldg_stream(B + row * ldb + col, row < kend);\n");
     const std::string a_row = whole_m ? "m0 + mt * 8 + g" : "min(m0 + mt * 8 + g, M - 1)";
     std::string s = absl::StrCat(
-        "extern \"C\" __global__ void __launch_bounds__(kf_THREADS, 1) ", kEntryPlaceholder, "(",
+        "extern \"C\" __global__ void ", ClusterDims(), "__launch_bounds__(kf_THREADS, 1) ",
+        kEntryPlaceholder, "(",
         params, ") {\n",
         "  extern __shared__ __align__(16) unsigned char kf_smem[];\n",
         "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n",
@@ -705,7 +738,26 @@ class Writer {
     const std::string each =
         "  for (int idx = tid; idx < kf_BM * kf_BN / 2; idx += kf_THREADS) {\n"
         "    const int ml = idx / (kf_BN / 2), nl = 2 * (idx % (kf_BN / 2));\n";
-    if (p_.splitk > 1) {
+    if (p_.splitk > 1 && p_.cluster) {
+      // The slices are one cluster: each CTA's sum replaces its warp 0's
+      // partial in shared memory; then the ranks share the tile's outputs,
+      // each adding the slices' sums in slice order.
+      absl::StrAppend(
+          &s, each, cta_sum,
+          "    red[ml * kf_PITCH + nl] = kf_t0;\n",
+          "    red[ml * kf_PITCH + nl + 1] = kf_t1;\n",
+          "  }\n",
+          "  kf_cluster_arrive();\n",
+          "  kf_cluster_wait();\n",
+          "  for (int idx = kf_cluster_rank() * kf_THREADS + tid; idx < kf_BM * kf_BN / 2;\n",
+          "       idx += kf_THREADS * kf_SPLITK) {\n",
+          "    const int ml = idx / (kf_BN / 2), nl = 2 * (idx % (kf_BN / 2));\n",
+          "    float kf_t0 = 0.f, kf_t1 = 0.f;\n",
+          "    for (unsigned r = 0; r < kf_SPLITK; ++r) {\n",
+          "      kf_t0 += kf_cluster_ld(red + ml * kf_PITCH + nl, r);\n",
+          "      kf_t1 += kf_cluster_ld(red + ml * kf_PITCH + nl + 1, r);\n",
+          "    }\n");
+    } else if (p_.splitk > 1) {
       // Slices in order: each CTA's sum goes to the workspace, the last of
       // the tile's CTAs to arrive adds them and runs the epilogue.
       absl::StrAppend(
@@ -733,7 +785,11 @@ class Writer {
     }
     absl::StrAppend(&s, "    const long long er = m0 + ml, ec = n0 + nl;\n", "    if (er < M) {\n",
                     epi, "    }\n", "  }\n");
-    if (p_.splitk > 1) absl::StrAppend(&s, "  if (tid == 0) kf_cnt[tile] = 0;\n");
+    if (p_.splitk > 1 && p_.cluster) {
+      absl::StrAppend(&s, "  kf_cluster_arrive();\n", "  kf_cluster_wait();\n");
+    } else if (p_.splitk > 1) {
+      absl::StrAppend(&s, "  if (tid == 0) kf_cnt[tile] = 0;\n");
+    }
     absl::StrAppend(&s, "}\n");
     *out = std::move(s);
     return absl::OkStatus();

@@ -57,6 +57,9 @@ struct Plan {
   // stages).
   bool stream = false;
   int wk = 1;
+  // Split K over a cluster of the tile's splitk CTAs (variant param
+  // cluster = 1, sm_90): the slices meet in distributed shared memory.
+  bool cluster = false;
   int smem_bytes = 0;
   bool Rows() const { return !per_row.empty(); }
   // Results stored two columns at a time (N static and even; the results'

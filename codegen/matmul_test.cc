@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/generators.h"
 #include "codegen/golden_test_util.h"
 #include "codegen/matmul_test_chains.h"
 #include "gtest/gtest.h"
@@ -40,11 +41,15 @@ TEST(MatmulTest, HeuristicPicksWideTilesForLargeProductsAndSplitKForFewRows) {
   const Variant o = MatmulHeuristic(one, WholeGroup(one));
   EXPECT_EQ(o.Get("bm"), 8);
   EXPECT_EQ(o.Get("splitk"), 2);
-  // 64 rows: two tiles of 32 rows a strip, four warps a CTA (two an SM).
+  // 64 rows: tiled, 64 x 128 tiles, K split in two over a cluster (about
+  // one CTA an SM).
   Chain tens = Linear(DType::kBF16, 64, 8192, 8192);
   const Variant t = MatmulHeuristic(tens, WholeGroup(tens));
-  EXPECT_EQ(t.Get("bm"), 32);
-  EXPECT_EQ(t.Get("wk"), 4);
+  EXPECT_EQ(t.Get("stream"), 0);
+  EXPECT_EQ(t.Get("bm"), 64);
+  EXPECT_EQ(t.Get("bn"), 128);
+  EXPECT_EQ(t.Get("splitk"), 2);
+  EXPECT_EQ(t.Get("cluster"), 1);
 }
 
 TEST(MatmulTest, StreamNeedsAKMajorAAndItsOwnParams) {
@@ -90,6 +95,66 @@ TEST(MatmulTest, StreamNeedsAKMajorAAndItsOwnParams) {
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_EQ(k->block.x.value(), 32 * v.Get("wn") * v.Get("wk"));
   EXPECT_EQ(k->dynamic_smem_bytes, v.Get("wk") * v.Get("bm") * (v.Get("bn") + 1) * 4);
+}
+
+// Split K over a cluster (sm_90): the tile's slices meet in distributed
+// shared memory, so the kernel takes no workspace and needs no zeroing.
+TEST(MatmulTest, SplitKOverAClusterTakesNoWorkspace) {
+  Chain c = Linear(DType::kBF16, 64, 8192, 8192);
+  const KernelGroup g = WholeGroup(c);
+  const Variant cl = MatmulHeuristic(c, g);
+  ASSERT_EQ(cl.Get("splitk"), 2);
+  ASSERT_EQ(cl.Get("cluster"), 1);
+  const Variant ws = With(cl, "cluster", 0);
+  EXPECT_EQ(VariantMinComputeCapability(ws), 80);
+  EXPECT_EQ(VariantMinComputeCapability(cl), 90);
+  absl::StatusOr<KernelSpec> a = EmitMatmul(c, g, ws), b = EmitMatmul(c, g, cl);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->params.size(), 6u);  // x, w, bias, out, partial tiles, counters.
+  EXPECT_EQ(b->params.size(), 4u);
+  for (const KernelParam& p : b->params) EXPECT_NE(p.kind, KernelParam::Kind::kWorkspace);
+  EXPECT_EQ(b->grid.y.value(), 2);
+  EXPECT_EQ(b->cluster_y, 0u);  // Fixed in the source: any launch keeps it.
+  EXPECT_TRUE(absl::StrContains(b->source, "__cluster_dims__(1, kf_SPLITK, 1)"));
+  EXPECT_TRUE(absl::StrContains(b->source, "kf_cluster_ld(at, r)"));
+  EXPECT_FALSE(absl::StrContains(b->source, "kf_ws"));
+  EXPECT_FALSE(absl::StrContains(a->source, "cluster"));
+  // The stages (4 x (64 + 128) x 64 x 2 bytes) hold the 64 x 128 partial tile.
+  EXPECT_EQ(b->dynamic_smem_bytes, 98304u);
+  EXPECT_EQ(a->dynamic_smem_bytes, 98304u + 16);
+  // A tile wider than its stages takes the partial tile's bytes.
+  const Variant wide = With(With(With(cl, "bn", 256), "bk", 32), "stages", 2);
+  absl::StatusOr<KernelSpec> w = EmitMatmul(c, g, wide);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->dynamic_smem_bytes, 64u * 256 * 4);
+  // Streamed: the ranks share the tile's outputs.
+  Chain few = Linear(DType::kBF16, 16, 512, 4096);
+  const KernelGroup fg = WholeGroup(few);
+  const Variant sv = With(With(MatmulHeuristic(few, fg), "splitk", 4), "cluster", 1);
+  ASSERT_EQ(sv.Get("stream"), 1);
+  absl::StatusOr<KernelSpec> sk = EmitMatmul(few, fg, sv);
+  ASSERT_TRUE(sk.ok()) << sk.status();
+  EXPECT_EQ(sk->params.size(), 4u);
+  EXPECT_TRUE(absl::StrContains(sk->source, "idx = kf_cluster_rank() * kf_THREADS + tid"));
+  // Errors name the param.
+  struct Bad {
+    Variant v;
+    std::string says;
+  } bad[] = {
+      {With(ws, "cluster", 2), "cluster must be 0 or 1"},
+      {With(cl, "splitk", 1), "cluster 1 needs splitk 2, 4 or 8"},
+      {With(cl, "splitk", 16), "cluster 1 needs splitk 2, 4 or 8"},
+      {With(sv, "splitk", 1), "cluster 1 needs splitk 2, 4 or 8"},
+  };
+  for (const Bad& x : bad) {
+    absl::Status s = CanGenerateMatmul(x.v.Get("stream") ? few : c, x.v.Get("stream") ? fg : g, x.v);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << x.v.ToString();
+    EXPECT_TRUE(absl::StrContains(s.message(), x.says)) << s.message();
+  }
+  // The few-row spaces offer a cluster twin of their split variants.
+  int twins = 0;
+  for (const Variant& v : MatmulSpace(c, g)) twins += v.Get("cluster") == 1;
+  EXPECT_GE(twins, 4);
 }
 
 TEST(MatmulTest, SpaceIsLegalDistinctAndStartsWithTheHeuristic) {
