@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "codegen/generators.h"
+#include "codegen/matmul_test_chains.h"
 #include "codegen/partition.h"
 #include "codegen/pointwise.h"
 #include "codegen/row_test_chains.h"
@@ -480,6 +481,29 @@ TEST(CandidateVariantsTest, LeavesOutWhatTheGpuCannotRun) {
             seed(80));
   EXPECT_EQ(SeedVariant(c, g, 80).value(), seed(80));
   EXPECT_EQ(SeedVariant(c, g, 90).value(), seed(90));
+}
+
+// Few-row products at M = 64 seed with K split over a cluster (sm_90); an
+// sm_80 search seeds with the same tile over the workspace and keeps no
+// cluster variant.
+TEST(CandidateVariantsTest, MatmulClustersOnlyWhereTheGpuHasThem) {
+  Chain c = matmul_test::Linear(DType::kBF16, 64, 8192, 8192);
+  KernelGroup g = PartitionChain(c)->kernels[0];
+  ASSERT_EQ(g.family, Family::kMatmul);
+  auto cands = [&](int cc) {
+    auto v = CandidateVariants(c, g, TuneMode::kFull, Bound::kMemory, 24, cc);
+    EXPECT_TRUE(v.ok()) << v.status();
+    return *v;
+  };
+  const std::vector<Variant> h100 = cands(90), a100 = cands(80);
+  ASSERT_FALSE(h100.empty());
+  ASSERT_FALSE(a100.empty());
+  EXPECT_EQ(h100.front().Get("cluster"), 1);
+  Variant unclustered = h100.front();
+  unclustered.params.erase("cluster");
+  EXPECT_EQ(a100.front(), unclustered);
+  for (const Variant& v : a100) EXPECT_EQ(v.Get("cluster"), 0) << v.ToString();
+  EXPECT_EQ(SeedVariant(c, g, 80).value(), unclustered);
 }
 
 TEST(PrunePointwiseTest, MemoryBoundKeepsWidestVectors) {
