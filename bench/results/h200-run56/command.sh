@@ -3,7 +3,7 @@
 # gen.cc (h200-run58/gen.cc, linked against the build's codegen library:
 # `gen M 'param=value,...'` prints the kernel of act(x @ w + bias) for x
 # [M, 8192], w [8192, 8192]), entry renamed kf_entry, extern "C" dropped.
-# main.cu (h200-run58/main.cu is the last version; this run's listed the
+# main.cu (h200-run60/main.cu is the last version; this run's listed the
 # kernels its output names) was built here with
 #   nvcc -O3 -arch=sm_90a -std=c++17 -o mmb main.cu
 # Split K over a cluster (matmul/4): the M = 64 tiled kernels with the
