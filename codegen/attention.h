@@ -78,7 +78,7 @@
 
 namespace kfuse {
 
-inline constexpr char kAttentionGeneratorVersion[] = "attention/2";
+inline constexpr char kAttentionGeneratorVersion[] = "attention/3";
 inline constexpr char kAttentionVariantSchema[] = "attention-variants/1";
 
 // The roles of a recognised attention chain's nodes.
