@@ -269,16 +269,8 @@ class Writer {
         "constexpr int kf_MT = kf_TM / 16, kf_NT = kf_TN / 8, kf_KK = kf_BK / 16;\n",
         "constexpr int kf_STAGE_BYTES = (kf_BM + kf_BN) * kf_BK * 2;\n",
         "constexpr bool kf_A_KMAJOR = ", p_.a_kmajor ? "true" : "false",
-        ", kf_B_KMAJOR = ", p_.b_kmajor ? "true" : "false",
-        ", kf_B_ONCE = ", BReadOnce() ? "true" : "false", ";\n");
+        ", kf_B_KMAJOR = ", p_.b_kmajor ? "true" : "false", ";\n");
   }
-
-  // Whether each tile of B is read by one CTA alone: one tile row (M static,
-  // at most bm) and no batches that could share B. Its copies then go to L2
-  // as the first lines evicted (h200-run64: a 64-row product evicted 28 MB
-  // of lines a memset left dirty, against 5 MB for loads through the
-  // non-coherent path, and ran 8 us slower for it).
-  bool BReadOnce() const { return p_.m.is_static() && p_.m.size <= p_.bm && p_.batch.empty(); }
 
   std::string Storage(DType t) const { return std::string(DTypeStorage(t)); }
 
@@ -533,8 +525,8 @@ class Writer {
         "    const unsigned sa = sbase + stage * kf_STAGE_BYTES, sb = sa + kf_BM * kf_BK * 2;\n",
         "    if constexpr (kf_A_KMAJOR) kf_load_tile<kf_BM, kf_BK>(sa, A, lda, m0, k0, M, kend, tid);\n",
         "    else kf_load_tile<kf_BK, kf_BM>(sa, A, lda, k0, m0, kend, M, tid);\n",
-        "    if constexpr (kf_B_KMAJOR) kf_load_tile<kf_BN, kf_BK, kf_B_ONCE>(sb, B, ldb, n0, k0, N, kend, tid);\n",
-        "    else kf_load_tile<kf_BK, kf_BN, kf_B_ONCE>(sb, B, ldb, k0, n0, kend, N, tid);\n",
+        "    if constexpr (kf_B_KMAJOR) kf_load_tile<kf_BN, kf_BK>(sb, B, ldb, n0, k0, N, kend, tid);\n",
+        "    else kf_load_tile<kf_BK, kf_BN>(sb, B, ldb, k0, n0, kend, N, tid);\n",
         "  };\n",
         "  float acc[kf_MT][kf_NT][4];\n", kEachAccumulator,
         "        acc[mt][nt][q] = 0.f;\n", kEndEach,

@@ -99,27 +99,6 @@ TEST(MatmulTest, StreamNeedsAKMajorAAndItsOwnParams) {
 
 // Split K over a cluster (sm_90): the tile's slices meet in distributed
 // shared memory, so the kernel takes no workspace and needs no zeroing.
-// A tile of B that one CTA alone reads goes to L2 as the first lines
-// evicted: static rows in one tile row, no batches.
-TEST(MatmulTest, WeightsReadOnceAreCopiedEvictFirst) {
-  const auto once = [](const Chain& c) {
-    const KernelGroup g = WholeGroup(c);
-    const Variant v = MatmulHeuristic(c, g);
-    EXPECT_EQ(v.Get("stream"), 0) << v.ToString();
-    absl::StatusOr<KernelSpec> k = EmitMatmul(c, g, v);
-    EXPECT_TRUE(k.ok()) << k.status();
-    if (!k.ok()) return std::string("error");
-    const bool yes = absl::StrContains(k->source, "kf_B_ONCE = true");
-    EXPECT_NE(yes, absl::StrContains(k->source, "kf_B_ONCE = false"));
-    EXPECT_TRUE(absl::StrContains(k->source, "kf_load_tile<kf_BK, kf_BN, kf_B_ONCE>"));
-    return std::string(yes ? "once" : "shared");
-  };
-  EXPECT_EQ(once(Linear(DType::kBF16, 64, 8192, 8192)), "once");
-  EXPECT_EQ(once(Linear(DType::kBF16, 4096, 4096, 4096)), "shared");
-  EXPECT_EQ(once(Linear(DType::kBF16, -64, 8192, 8192)), "shared");  // Rows known at launch.
-  EXPECT_EQ(once(matmul_test::BatchedResidual(DType::kBF16, 4, 64, 512, 512)), "shared");
-}
-
 TEST(MatmulTest, SplitKOverAClusterTakesNoWorkspace) {
   Chain c = Linear(DType::kBF16, 64, 8192, 8192);
   const KernelGroup g = WholeGroup(c);

@@ -7,15 +7,6 @@ namespace kfuse {
 const char kTensorCoreBlocks[] = R"(__device__ __forceinline__ void kf_cp16(unsigned dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
-// The same copy of data read once: its L2 lines are the first evicted, so
-// they replace each other rather than lines another kernel left dirty (a
-// write-back to HBM each).
-__device__ __forceinline__ void kf_cp16_once(unsigned dst, const void* src, int bytes) {
-  unsigned long long pol;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n"
-               ::"r"(dst), "l"(src), "r"(bytes), "l"(pol));
-}
 template <typename T>
 struct alignas(2 * sizeof(T)) kf_pair { T a, b; };
 __device__ __forceinline__ void kf_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -46,8 +37,8 @@ __device__ __forceinline__ int kf_swz(int row, int col) {
 // (nrows, ncols) are zero-filled. When the block's threads cover whole rows,
 // each thread keeps one column and steps down rows, so its address and
 // swizzle arithmetic is a constant stride the compiler hoists out of the
-// K loop. ONCE: no other CTA reads the tile (kf_cp16_once).
-template <int ROWS, int COLS, bool ONCE = false>
+// K loop.
+template <int ROWS, int COLS>
 __device__ __forceinline__ void kf_load_tile(unsigned dst, const unsigned short* g, long long ld,
                                              long long row0, long long col0, long long nrows,
                                              long long ncols, int tid) {
@@ -61,11 +52,7 @@ __device__ __forceinline__ void kf_load_tile(unsigned dst, const unsigned short*
     for (int it = 0; it < TOTAL / kf_THREADS; ++it) {
       const int r = r0 + it * RSTEP;
       const bool ok = row0 + r < nrows && gc < ncols;
-      if constexpr (ONCE) {
-        kf_cp16_once(dst + 2 * kf_swz<COLS>(r, c), ok ? p + it * (RSTEP * ld) : g, ok ? 16 : 0);
-      } else {
-        kf_cp16(dst + 2 * kf_swz<COLS>(r, c), ok ? p + it * (RSTEP * ld) : g, ok ? 16 : 0);
-      }
+      kf_cp16(dst + 2 * kf_swz<COLS>(r, c), ok ? p + it * (RSTEP * ld) : g, ok ? 16 : 0);
     }
   } else {
 #pragma unroll
@@ -75,11 +62,7 @@ __device__ __forceinline__ void kf_load_tile(unsigned dst, const unsigned short*
         const int r = i / CH, c = (i % CH) * 8;
         const long long gr = row0 + r, gc = col0 + c;
         const bool ok = gr < nrows && gc < ncols;
-        if constexpr (ONCE) {
-          kf_cp16_once(dst + 2 * kf_swz<COLS>(r, c), ok ? g + gr * ld + gc : g, ok ? 16 : 0);
-        } else {
-          kf_cp16(dst + 2 * kf_swz<COLS>(r, c), ok ? g + gr * ld + gc : g, ok ? 16 : 0);
-        }
+        kf_cp16(dst + 2 * kf_swz<COLS>(r, c), ok ? g + gr * ld + gc : g, ok ? 16 : 0);
       }
     }
   }

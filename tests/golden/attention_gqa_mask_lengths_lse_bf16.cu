@@ -20,15 +20,6 @@ constexpr float kf_SL = 0x1.71547652b82fep-3f;
 __device__ __forceinline__ void kf_cp16(unsigned dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
-// The same copy of data read once: its L2 lines are the first evicted, so
-// they replace each other rather than lines another kernel left dirty (a
-// write-back to HBM each).
-__device__ __forceinline__ void kf_cp16_once(unsigned dst, const void* src, int bytes) {
-  unsigned long long pol;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n"
-               ::"r"(dst), "l"(src), "r"(bytes), "l"(pol));
-}
 template <typename T>
 struct alignas(2 * sizeof(T)) kf_pair { T a, b; };
 __device__ __forceinline__ void kf_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -59,8 +50,8 @@ __device__ __forceinline__ int kf_swz(int row, int col) {
 // (nrows, ncols) are zero-filled. When the block's threads cover whole rows,
 // each thread keeps one column and steps down rows, so its address and
 // swizzle arithmetic is a constant stride the compiler hoists out of the
-// K loop. ONCE: no other CTA reads the tile (kf_cp16_once).
-template <int ROWS, int COLS, bool ONCE = false>
+// K loop.
+template <int ROWS, int COLS>
 __device__ __forceinline__ void kf_load_tile(unsigned dst, const unsigned short* g, long long ld,
                                              long long row0, long long col0, long long nrows,
                                              long long ncols, int tid) {
@@ -74,11 +65,7 @@ __device__ __forceinline__ void kf_load_tile(unsigned dst, const unsigned short*
     for (int it = 0; it < TOTAL / kf_THREADS; ++it) {
       const int r = r0 + it * RSTEP;
       const bool ok = row0 + r < nrows && gc < ncols;
-      if constexpr (ONCE) {
-        kf_cp16_once(dst + 2 * kf_swz<COLS>(r, c), ok ? p + it * (RSTEP * ld) : g, ok ? 16 : 0);
-      } else {
-        kf_cp16(dst + 2 * kf_swz<COLS>(r, c), ok ? p + it * (RSTEP * ld) : g, ok ? 16 : 0);
-      }
+      kf_cp16(dst + 2 * kf_swz<COLS>(r, c), ok ? p + it * (RSTEP * ld) : g, ok ? 16 : 0);
     }
   } else {
 #pragma unroll
@@ -88,11 +75,7 @@ __device__ __forceinline__ void kf_load_tile(unsigned dst, const unsigned short*
         const int r = i / CH, c = (i % CH) * 8;
         const long long gr = row0 + r, gc = col0 + c;
         const bool ok = gr < nrows && gc < ncols;
-        if constexpr (ONCE) {
-          kf_cp16_once(dst + 2 * kf_swz<COLS>(r, c), ok ? g + gr * ld + gc : g, ok ? 16 : 0);
-        } else {
-          kf_cp16(dst + 2 * kf_swz<COLS>(r, c), ok ? g + gr * ld + gc : g, ok ? 16 : 0);
-        }
+        kf_cp16(dst + 2 * kf_swz<COLS>(r, c), ok ? g + gr * ld + gc : g, ok ? 16 : 0);
       }
     }
   }
@@ -107,7 +90,7 @@ __device__ __forceinline__ float kf_ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
-extern "C" __global__ void __launch_bounds__(kf_THREADS) kf_attn_f07e9e027a49(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, const unsigned char* __restrict__ in3, const int* __restrict__ in4, __kf_bf16* __restrict__ out0, float* __restrict__ out1) {
+extern "C" __global__ void __launch_bounds__(kf_THREADS) kf_attn_3a88f9420b09(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, const unsigned char* __restrict__ in3, const int* __restrict__ in4, __kf_bf16* __restrict__ out0, float* __restrict__ out1) {
   extern __shared__ __align__(128) unsigned char kf_smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const long long Sq = 128LL, Sk = 128LL;
