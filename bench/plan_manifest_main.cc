@@ -24,6 +24,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -107,6 +109,17 @@ absl::StatusOr<std::vector<DeviceBuffer>> Buffers(
   return out;
 }
 
+// {"fault": 2, "wrong_result": 1}: the failed trials by outcome.
+std::string FailedTrialsJson(const v1::Provenance& p) {
+  std::vector<std::string> parts;
+  for (const v1::TrialOutcomeCount& c : p.failed_trials()) {
+    std::string name = v1::Trial::Outcome_Name(c.outcome());
+    if (absl::StartsWith(name, "OUTCOME_")) name = name.substr(8);
+    parts.push_back(absl::StrCat(Quote(absl::AsciiStrToLower(name)), ":", c.count()));
+  }
+  return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
+}
+
 std::string TensorsJson(const google::protobuf::RepeatedPtrField<v1::TensorSpec>& specs,
                         const std::vector<DeviceBuffer>& bufs) {
   std::vector<std::string> items;
@@ -185,6 +198,7 @@ absl::Status Run() {
       ",\"state\":", Quote(v1::TuneState_Name(plan.provenance().state())),
       ",\"reason\":", Quote(plan.provenance().reason()), ",\"trials\":", plan.provenance().trials(),
       ",\"tuning_seconds\":", plan.provenance().tuning_seconds(),
+      ",\"failed_trials\":", FailedTrialsJson(plan.provenance()),
       ",\"report\":{\"bytes\":", r.bytes(), ",\"bound\":", Quote(v1::Bound_Name(r.bound())),
       ",\"predicted_seconds\":", r.predicted_seconds(),
       ",\"measured_seconds\":", r.measured_seconds(),

@@ -111,6 +111,15 @@ std::string FormatState(const kfuse::v1::Provenance& p) {
         &out, " on ", p.device().name().empty() ? "?" : p.device().name(), ", ",
         p.trials(), " trials in ", FormatSeconds(p.tuning_seconds()));
   }
+  if (p.failed_trials_size() > 0) {
+    uint32_t failed = 0;
+    std::vector<std::string> kinds;
+    for (const kfuse::v1::TrialOutcomeCount& c : p.failed_trials()) {
+      failed += c.count();
+      kinds.push_back(absl::StrCat(TrialOutcomeName(c.outcome()), " ", c.count()));
+    }
+    absl::StrAppend(&out, ", ", failed, " failed (", absl::StrJoin(kinds, ", "), ")");
+  }
   if (!p.reason().empty()) absl::StrAppend(&out, " (", p.reason(), ")");
   return out;
 }

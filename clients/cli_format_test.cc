@@ -157,6 +157,16 @@ TEST(FormatPlanSummaryTest, TunedShowsMeasuredAndTrials) {
   EXPECT_THAT(s, HasSubstr("cache    hit"));
   EXPECT_THAT(s, HasSubstr("tuned on NVIDIA H200, 37 trials in 2.3 s"));
   EXPECT_THAT(s, HasSubstr("measured 5 us (82% of roofline)"));
+  EXPECT_THAT(s, Not(HasSubstr("failed")));
+  // Variants that faulted or computed wrong answers are counted in the state.
+  auto* fault = p.add_failed_trials();
+  fault->set_outcome(kfuse::v1::Trial::OUTCOME_FAULT);
+  fault->set_count(2);
+  auto* wrong = p.add_failed_trials();
+  wrong->set_outcome(kfuse::v1::Trial::OUTCOME_WRONG_RESULT);
+  wrong->set_count(1);
+  EXPECT_THAT(FormatPlanSummary(r),
+              HasSubstr("tuned on NVIDIA H200, 37 trials in 2.3 s, 3 failed (fault 2, wrong_result 1)"));
 }
 
 TEST(FormatTableTest, AlignsColumns) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -145,6 +146,25 @@ struct BuiltKernel {
   TuneResult result;
   RooflineReport report;
 };
+
+// The failed trials of `built`, by outcome, most frequent first (ties in
+// the outcome's order).
+void SetFailedTrials(const std::vector<BuiltKernel>& built, v1::Provenance* prov) {
+  std::map<Outcome, uint32_t> counts;
+  for (const BuiltKernel& b : built) {
+    for (const Trial& t : b.result.trials) {
+      if (t.outcome != Outcome::kOk && t.outcome != Outcome::kSkipped) ++counts[t.outcome];
+    }
+  }
+  std::vector<std::pair<Outcome, uint32_t>> sorted(counts.begin(), counts.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [outcome, count] : sorted) {
+    v1::TrialOutcomeCount* c = prov->add_failed_trials();
+    c->set_outcome(static_cast<v1::Trial::Outcome>(outcome));
+    c->set_count(count);
+  }
+}
 
 absl::StatusOr<CompiledKernel> CompileVariant(const Chain& chain, const KernelGroup& group,
                                               const Variant& v, const std::string& arch,
@@ -525,6 +545,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   prov->set_node(options_.node);
   prov->set_trials(total_trials);
   prov->set_tuning_seconds(seconds);
+  SetFailedTrials(built, prov);
 
   // Store: the decision first (it survives toolchain changes), then the
   // artifact. A store failure is logged; the caller still gets its plan.
@@ -572,11 +593,13 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       if (t.outcome == Outcome::kWrongResult) metrics().VerificationFailure("variant_check");
     }
   }
-  LogEvent(LogLevel::kInfo, "build",
+  uint32_t failed = 0;
+  for (const v1::TrialOutcomeCount& c : plan.provenance().failed_trials()) failed += c.count();
+  LogEvent(failed > 0 ? LogLevel::kWarning : LogLevel::kInfo, "build",
            {{"request_id", p.request.request_id()}, {"key", p.key.ArtifactKey()},
             {"state", meta.state}, {"reused_decision", decision ? "true" : "false"},
             {"kernels", absl::StrCat(built.size())}, {"trials", absl::StrCat(total_trials)},
-            {"seconds", absl::StrFormat("%.3f", seconds)}});
+            {"failed_trials", absl::StrCat(failed)}, {"seconds", absl::StrFormat("%.3f", seconds)}});
 
   v1::CompileResponse response;
   *response.mutable_plan() = std::move(plan);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -439,6 +440,22 @@ TEST_F(PipelineReproTest, FailingTrialsLeaveOneBundlePerKindAndAFewAtMost) {
   }
   EXPECT_EQ(kinds,
             (std::multiset<ReproKind>{ReproKind::kWrongResult, ReproKind::kFault, ReproKind::kTimeout}));
+  // The plan counts them: every failed trial by outcome, the most frequent
+  // (the cycle's two wrong results in five) first; OK trials are not listed.
+  const v1::Provenance& prov = built->plan().provenance();
+  ASSERT_GE(prov.trials(), 5u);
+  ASSERT_EQ(prov.failed_trials_size(), 3) << prov.DebugString();
+  EXPECT_EQ(prov.failed_trials(0).outcome(), v1::Trial::OUTCOME_WRONG_RESULT);
+  std::map<int, uint32_t> failed;
+  uint32_t total = 0;
+  for (const v1::TrialOutcomeCount& c : prov.failed_trials()) {
+    failed[c.outcome()] = c.count();
+    total += c.count();
+  }
+  EXPECT_GE(failed[v1::Trial::OUTCOME_WRONG_RESULT], failed[v1::Trial::OUTCOME_FAULT]);
+  EXPECT_GE(failed[v1::Trial::OUTCOME_FAULT], 1u);
+  EXPECT_GE(failed[v1::Trial::OUTCOME_TIMEOUT], 1u);
+  EXPECT_LT(total, prov.trials());  // The OK ones are not counted.
 
   // At most `per_request` per request.
   fs::remove_all(repro_dir_);

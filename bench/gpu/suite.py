@@ -935,6 +935,7 @@ def bench(args):
                "flops": flops, "bytes": nbytes, "small_m": case.small_m(args.quick),
                "target": list(case.target), "state": m["state"], "reason": m.get("reason", ""),
                "trials": m.get("trials", 0), "tuning_s": m.get("tuning_seconds", 0.0),
+               "failed_trials": m.get("failed_trials", {}),
                "compile_s": compile_s, "kernels": len(m["kernels"]), "correct": ok, "check": msg,
                "copy_GBps": copy["GBps"]}
         row["kfuse"] = rec(case.name, "kfuse", timed(run), nbytes,
@@ -996,7 +997,8 @@ def bench(args):
             launcher, inputs, outputs, run = load(i, case, path, None)
             m = launcher.m
             row.update(state=m["state"], reason=m.get("reason", ""), trials=m.get("trials", 0),
-                       tuning_s=m.get("tuning_seconds", 0.0), kernels=len(m["kernels"]),
+                       tuning_s=m.get("tuning_seconds", 0.0), failed_trials=m.get("failed_trials", {}),
+                       kernels=len(m["kernels"]),
                        variant=";".join(k["variant"] for k in m["kernels"]))
         except RuntimeError as e:  # The baselines still run.
             row["kfuse_error"] = str(e)[:300]
@@ -1113,6 +1115,23 @@ TUNING_TARGET_S = 10  # Compile + tune wall seconds per GEMM shape.
 BASELINE_NAME = {"cublaslt": "cuBLASLt", "compile": "torch.compile"}
 
 
+def state_text(r):
+    """The plan's tuning state for a table: tuned or heuristic, its trials
+    and tuning time, the trials that failed by outcome (a variant that
+    faulted or computed a wrong answer is a generator bug to look into),
+    and why it is untuned."""
+    state = r["state"].replace("TUNE_STATE_", "").lower() or "-"
+    if r["trials"]:
+        state += f", {r['trials']} trials in {r['tuning_s']:.1f} s"
+    failed = r.get("failed_trials") or {}
+    if failed:
+        kinds = ", ".join(f"{k} {v}" for k, v in failed.items())
+        state += f", {sum(failed.values())} failed ({kinds})"
+    if r["reason"]:
+        state += f" ({r['reason']})"
+    return state
+
+
 def matmul_summary(r):
     """A matmul row's ratios and verdicts (ratios: baseline ms / kfuse ms)."""
     kms = r["kfuse"]["ms"]
@@ -1136,7 +1155,8 @@ def matmul_summary(r):
             "kfuse_over_cublaslt": ratio["cublaslt"], "kfuse_over_compile": ratio["compile"],
             "target": f"{want:g}x {BASELINE_NAME[base]}", "verdict": verdict,
             "compile_s": r["compile_s"], "compile_s_per_shape": per_shape, "tuning_verdict": tuning,
-            "tuning_s": r["tuning_s"], "trials": r["trials"], "state": r["state"]}
+            "tuning_s": r["tuning_s"], "trials": r["trials"],
+            "failed_trials": r.get("failed_trials", {}), "state": r["state"]}
 
 
 def matmul_lines(rows):
@@ -1168,11 +1188,7 @@ def matmul_lines(rows):
         dims = " + ".join(f"{m}x{n}x{k}" for m, n, k in r["gemms"])
         gbs = (f"{r['kfuse']['GBps']:.0f} / {f(r['cublaslt'] and r['cublaslt']['GBps'])}"
                if r["small_m"] else "-")
-        state = r["state"].replace("TUNE_STATE_", "").lower()
-        if r["trials"]:
-            state += f", {r['trials']} trials in {r['tuning_s']:.1f} s"
-        if r["reason"]:
-            state += f" ({r['reason']})"
+        state = state_text(r)
         lines.append(
             f"| {r['case']} | {dims} | {r['kfuse']['TFLOPs']:.1f} | {f(sm['cublaslt_TFLOPs'], '{:.1f}')} "
             f"| {r['compile']['TFLOPs']:.1f} | {r['eager']['TFLOPs']:.1f} "
@@ -1210,6 +1226,7 @@ def attention_summary(r):
             "kfuse_over_compile": ratio(r["compile"]),
             "target": f"{r['target'][1]:g}x SDPA flash", "verdict": verdict,
             "compile_s": r["compile_s"], "tuning_s": r["tuning_s"], "trials": r["trials"],
+            "failed_trials": r.get("failed_trials", {}),
             "state": r["state"], "skipped": r["skipped"]}
 
 
@@ -1243,11 +1260,7 @@ def attention_lines(rows):
         heads = f"{h}" if h == hkv else f"{h}/{hkv}"
         mask = ", ".join((["causal"] if r["causal"] else []) +
                          ([f"lengths {','.join(map(str, r['lengths']))}"] if r["lengths"] else []))
-        state = r["state"].replace("TUNE_STATE_", "").lower() or "-"
-        if r["trials"]:
-            state += f", {r['trials']} trials in {r['tuning_s']:.1f} s"
-        if r["reason"]:
-            state += f" ({r['reason']})"
+        state = state_text(r)
         check = ("ok" if r["correct"] else "WRONG") + f": {r['check']}"
         if r["skipped"]:
             check += "; not timed: " + "; ".join(f"{k} ({v})" for k, v in r["skipped"].items())

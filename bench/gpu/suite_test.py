@@ -315,6 +315,15 @@ class VerdictTest(unittest.TestCase):
         self.assertIn("| - | 0.50x | >= 0.55x torch.compile | not met |", body[1])
         self.assertIn("Throughput targets met: 1 of 2", lines[-1])
 
+    def test_state_counts_failed_trials(self):
+        r = row("a", 1.0, 1.2, 3.0, ["cublaslt", 1.1])
+        r.update(state="TUNE_STATE_TUNED", trials=24, tuning_s=8.65, reason="")
+        self.assertEqual(suite.state_text(r), "tuned, 24 trials in 8.7 s")
+        r["failed_trials"] = {"fault": 2, "wrong_result": 1}
+        self.assertEqual(suite.state_text(r), "tuned, 24 trials in 8.7 s, 3 failed (fault 2, wrong_result 1)")
+        body = next(ln for ln in suite.matmul_lines([r]) if ln.startswith("| a "))
+        self.assertIn("3 failed (fault 2, wrong_result 1)", body)
+
 
 # ---------------------------------------------------------------------------
 # Attention.

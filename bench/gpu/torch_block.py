@@ -567,6 +567,10 @@ def _plan_text(plan):
     text = f"{len(plan.kernels)} kernel(s), {state}"
     if p.trials:
         text += f", {p.trials} trials in {p.tuning_seconds:.1f} s"
+    if p.failed_trials:
+        kinds = ", ".join(f"{pb.Trial.Outcome.Name(c.outcome).replace('OUTCOME_', '').lower()} {c.count}"
+                          for c in p.failed_trials)
+        text += f", {sum(c.count for c in p.failed_trials)} failed ({kinds})"
     if p.reason:
         text += f" ({p.reason})"
     return text

@@ -378,3 +378,19 @@ class FormatTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipIf(pb is None, "no kfuse client (pip install ./clients/python)")
+class PlanTextTest(unittest.TestCase):
+    def test_counts_failed_trials(self):
+        plan = pb.KernelPlan()
+        plan.kernels.add()
+        p = plan.provenance
+        p.state = pb.TUNE_STATE_TUNED
+        p.trials = 24
+        p.tuning_seconds = 8.6
+        self.assertEqual(tb._plan_text(plan), "1 kernel(s), tuned, 24 trials in 8.6 s")
+        c = p.failed_trials.add()
+        c.outcome = pb.Trial.OUTCOME_FAULT
+        c.count = 2
+        self.assertEqual(tb._plan_text(plan), "1 kernel(s), tuned, 24 trials in 8.6 s, 2 failed (fault 2)")
