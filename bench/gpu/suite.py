@@ -874,6 +874,7 @@ def bench(args):
         torch.cuda.empty_cache()
         label = case.name if nrows is None else f"{case.name}@{nrows}"
         row = {"case": label, "name": case.name, "bytes": nbytes, "state": m["state"], "correct": ok,
+               "failed_trials": m.get("failed_trials", {}),
                "check": "; ".join(v[3] for v in verdicts), "copy_GBps": copy["GBps"],
                "tuner_ms": m["report"]["measured_seconds"] * 1e3,
                "bound": m["report"]["bound"].replace("BOUND_", "").lower(),
@@ -1121,13 +1122,13 @@ def state_text(r):
     faulted or computed a wrong answer is a generator bug to look into),
     and why it is untuned."""
     state = r["state"].replace("TUNE_STATE_", "").lower() or "-"
-    if r["trials"]:
+    if r.get("trials"):
         state += f", {r['trials']} trials in {r['tuning_s']:.1f} s"
     failed = r.get("failed_trials") or {}
     if failed:
         kinds = ", ".join(f"{k} {v}" for k, v in failed.items())
         state += f", {sum(failed.values())} failed ({kinds})"
-    if r["reason"]:
+    if r.get("reason"):
         state += f" ({r['reason']})"
     return state
 
@@ -1292,7 +1293,7 @@ def bandwidth_lines(copy, rows, sweeps):
             f"| {eg:.0f} | {tc:.0f} | {r['compile']['ms'] / r['kfuse']['ms']:.2f}x "
             f"| {r['bound']} | {r['tuner_ms']:.4f} / {r['kfuse']['ms']:.4f} = "
             f"{r['tuner_ms'] / r['kfuse']['ms']:.3f} "
-            f"| {r['state'].replace('TUNE_STATE_', '').lower()} | {r['variant']} "
+            f"| {state_text(r)} | {r['variant']} "
             f"| {'ok' if r['correct'] else 'WRONG'}: {r['check']} |")
     if rows:
         speedups = [r["compile"]["ms"] / r["kfuse"]["ms"] for r in rows]

@@ -320,9 +320,19 @@ class VerdictTest(unittest.TestCase):
         r.update(state="TUNE_STATE_TUNED", trials=24, tuning_s=8.65, reason="")
         self.assertEqual(suite.state_text(r), "tuned, 24 trials in 8.7 s")
         r["failed_trials"] = {"fault": 2, "wrong_result": 1}
-        self.assertEqual(suite.state_text(r), "tuned, 24 trials in 8.7 s, 3 failed (fault 2, wrong_result 1)")
+        self.assertEqual(suite.state_text(r),
+                         "tuned, 24 trials in 8.7 s, 3 failed (fault 2, wrong_result 1)")
         body = next(ln for ln in suite.matmul_lines([r]) if ln.startswith("| a "))
         self.assertIn("3 failed (fault 2, wrong_result 1)", body)
+        # The pointwise and row suites' table too.
+        rec = {"GBps": 4000.0, "ms": 0.1}
+        b = {"case": "softmax", "bytes": 4e8, "kfuse": rec, "eager": rec, "compile": rec,
+             "copy_GBps": 4200.0, "bound": "memory", "tuner_ms": 0.1, "state": "TUNE_STATE_TUNED",
+             "variant": "resident=1", "correct": True, "check": "max err 0",
+             "failed_trials": {"fault": 1}}
+        lines = suite.bandwidth_lines({"GBps": 4200.0}, [b], [])
+        body = next(ln for ln in lines if ln.startswith("| softmax"))
+        self.assertIn("| tuned, 1 failed (fault 1) | resident=1 |", body)
 
 
 # ---------------------------------------------------------------------------

@@ -393,4 +393,5 @@ class PlanTextTest(unittest.TestCase):
         c = p.failed_trials.add()
         c.outcome = pb.Trial.OUTCOME_FAULT
         c.count = 2
-        self.assertEqual(tb._plan_text(plan), "1 kernel(s), tuned, 24 trials in 8.6 s, 2 failed (fault 2)")
+        self.assertEqual(tb._plan_text(plan),
+                         "1 kernel(s), tuned, 24 trials in 8.6 s, 2 failed (fault 2)")
