@@ -24,12 +24,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "clients/cli_format.h"
 #include "clients/launch_config.h"
 #include "core/status.h"
 #include "kfuse/v1/kfuse.pb.h"
@@ -113,9 +112,7 @@ absl::StatusOr<std::vector<DeviceBuffer>> Buffers(
 std::string FailedTrialsJson(const v1::Provenance& p) {
   std::vector<std::string> parts;
   for (const v1::TrialOutcomeCount& c : p.failed_trials()) {
-    std::string name = v1::Trial::Outcome_Name(c.outcome());
-    if (absl::StartsWith(name, "OUTCOME_")) name = name.substr(8);
-    parts.push_back(absl::StrCat(Quote(absl::AsciiStrToLower(name)), ":", c.count()));
+    parts.push_back(absl::StrCat(Quote(client::TrialOutcomeName(c.outcome())), ":", c.count()));
   }
   return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
 }

@@ -148,8 +148,8 @@ struct BuiltKernel {
 };
 
 // The failed trials of `built`, by outcome, most frequent first (ties in
-// the outcome's order).
-void SetFailedTrials(const std::vector<BuiltKernel>& built, v1::Provenance* prov) {
+// the outcome's order); returns how many failed.
+uint32_t SetFailedTrials(const std::vector<BuiltKernel>& built, v1::Provenance* prov) {
   std::map<Outcome, uint32_t> counts;
   for (const BuiltKernel& b : built) {
     for (const Trial& t : b.result.trials) {
@@ -159,11 +159,14 @@ void SetFailedTrials(const std::vector<BuiltKernel>& built, v1::Provenance* prov
   std::vector<std::pair<Outcome, uint32_t>> sorted(counts.begin(), counts.end());
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
+  uint32_t failed = 0;
   for (const auto& [outcome, count] : sorted) {
     v1::TrialOutcomeCount* c = prov->add_failed_trials();
     c->set_outcome(static_cast<v1::Trial::Outcome>(outcome));
     c->set_count(count);
+    failed += count;
   }
+  return failed;
 }
 
 absl::StatusOr<CompiledKernel> CompileVariant(const Chain& chain, const KernelGroup& group,
@@ -545,7 +548,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   prov->set_node(options_.node);
   prov->set_trials(total_trials);
   prov->set_tuning_seconds(seconds);
-  SetFailedTrials(built, prov);
+  const uint32_t failed = SetFailedTrials(built, prov);
 
   // Store: the decision first (it survives toolchain changes), then the
   // artifact. A store failure is logged; the caller still gets its plan.
@@ -593,8 +596,6 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       if (t.outcome == Outcome::kWrongResult) metrics().VerificationFailure("variant_check");
     }
   }
-  uint32_t failed = 0;
-  for (const v1::TrialOutcomeCount& c : plan.provenance().failed_trials()) failed += c.count();
   LogEvent(failed > 0 ? LogLevel::kWarning : LogLevel::kInfo, "build",
            {{"request_id", p.request.request_id()}, {"key", p.key.ArtifactKey()},
             {"state", meta.state}, {"reused_decision", decision ? "true" : "false"},
