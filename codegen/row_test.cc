@@ -286,6 +286,42 @@ TEST(RowEmitTest, BulkRowsArePersistent) {
   EXPECT_EQ(ref->source.find("kf_bulk_load"), std::string::npos);
 }
 
+// Bulk-staged f32 softmax: exp(x - max) is written over the row's buffer
+// by the pass that sums it and read back by the outputs' pass (one exp an
+// element, no online pass); the buffer's next copy is fenced after those
+// writes. log_softmax reads x again for its outputs, and a bf16 buffer
+// cannot hold a float, so both keep the online pass.
+TEST(RowEmitTest, BulkSoftmaxKeepsItsExpInTheBuffer) {
+  const auto emit = [](const Chain& c) {
+    KernelGroup g = Group(c);
+    Variant v = RowHeuristic(c, g);
+    EXPECT_EQ(v.Get("resident"), 3) << v.ToString();
+    absl::StatusOr<KernelSpec> k = EmitRow(c, g, v);
+    EXPECT_TRUE(k.ok()) << k.status();
+    return k.ok() ? k->source : std::string();
+  };
+  const std::string kept = "*>(const_cast<float*>(kf_s0) + kf_so + kf_c) = kf_k;";
+  const std::string fence = "fence.proxy.async.shared::cta;\" ::: \"memory\");\n  __syncthreads();";
+  const std::string f32 = emit(row_test::Softmax(DType::kF32, -64, 50257));
+  EXPECT_NE(f32.find(kept), std::string::npos);
+  EXPECT_NE(f32.find(fence), std::string::npos);
+  EXPECT_NE(f32.find("kf_he"), std::string::npos);  // The columns around the vectors.
+  EXPECT_EQ(f32.find("kf_team_reduce_ms"), std::string::npos);
+  // A mask shared by every row (a width of whole vectors: the mask's rows
+  // cannot be peeled): the masked x goes over x, then its exp over that.
+  const std::string masked = emit(row_test::Softmax(DType::kF32, -64, 50256, true, false));
+  size_t stores = 0;
+  for (size_t at = 0; (at = masked.find(kept, at)) != std::string::npos; ++at) ++stores;
+  EXPECT_EQ(stores, 2u);
+  for (const Chain& c : {row_test::Softmax(DType::kF32, -64, 50257, false, true, true),
+                         row_test::Softmax(DType::kBF16, -64, 50257)}) {
+    const std::string src = emit(c);
+    EXPECT_EQ(src.find("const_cast<float*>"), std::string::npos);
+    EXPECT_EQ(src.find(fence), std::string::npos);
+    EXPECT_NE(src.find("kf_team_reduce_ms"), std::string::npos);
+  }
+}
+
 TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
   for (const Named& n : Chains()) {
     SCOPED_TRACE(n.name);
@@ -304,7 +340,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/5");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/6");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {

@@ -75,6 +75,8 @@ TEST(GpuRowTest, EveryVariantMatchesReference) {
     const std::vector<std::pair<std::string, Chain>> chains = {
         {"masked_softmax_bf16", row_test::Softmax(DType::kBF16, -kRows, w, true)},
         {"softmax_bf16", row_test::Softmax(DType::kBF16, -kRows, w)},
+        {"softmax_f32", row_test::Softmax(DType::kF32, -kRows, w)},
+        {"shared_mask_softmax_f32", row_test::Softmax(DType::kF32, -kRows, w, true, false)},
         {"log_softmax_f32", row_test::Softmax(DType::kF32, kRows, w, false, true, true)},
         {"layer_norm_f32", row_test::LayerNorm(DType::kF32, -kRows, w)},
         {"rms_residual_bf16", row_test::RmsNormResidual(DType::kBF16, -kRows, w)},
