@@ -37,6 +37,9 @@
 //             in registers; the blocks' partial reductions meet through
 //             distributed shared memory. grid.x = rows of the chain * split;
 //             the cluster size is fixed in the source.
+//   policy    optional, 0 (absent) or 1: resident=1 rows (not split) load
+//             their row-varying inputs with an L2 evict_last policy; the
+//             heuristic and space use it for rows of 4-byte elements.
 //
 // Phases: reductions that depend on others (softmax: max, then the sum of
 // exp(x - max)) run in successive passes; independent ones share a pass.
@@ -64,7 +67,7 @@
 
 namespace kfuse {
 
-inline constexpr char kRowGeneratorVersion[] = "row/6";
+inline constexpr char kRowGeneratorVersion[] = "row/7";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.
@@ -88,9 +91,10 @@ int RowMinComputeCapability(const Variant& variant);
 // A good variant without timing: the widest safe vector, at least four
 // vectors a thread, blocks of at least 128 threads, register-resident when a
 // thread holds at most 48 elements (more threads for rows of several
-// inputs); rows of 16384 and more bulk-staged (resident=3, 512 threads, two
-// row buffers where they fit, else one), or, where that cannot serve, looped
-// with 1024 threads of 4-element vectors.
+// inputs; rows of 4-byte elements under policy=1); rows of 16384 and more
+// bulk-staged (resident=3, 512 threads, two row buffers where they fit, else
+// one), or, where that cannot serve, looped with 1024 threads of 4-element
+// vectors.
 Variant RowHeuristic(const Chain& chain, const KernelGroup& group);
 
 // Every legal variant worth timing (a few dozen), heuristic first, then the

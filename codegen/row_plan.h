@@ -52,6 +52,9 @@ struct Plan {
   int split = 1;
   int64_t split_vectors = 0;
   int resident_param = 0;               // The variant's, for the source's header.
+  // policy=1 (resident rows): the row's loads mark its lines L2
+  // evict_last (the variant's `policy`; 0 under the fp64 yardstick).
+  int policy = 0;
   std::vector<int32_t> elem_inputs;     // Input node ids read per element.
   // Resident: the element inputs held in registers for the whole row (those
   // that differ from row to row); the rest (a norm's weight, say) are read

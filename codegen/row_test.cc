@@ -322,6 +322,49 @@ TEST(RowEmitTest, BulkSoftmaxKeepsItsExpInTheBuffer) {
   }
 }
 
+// policy=1: a register-resident row's loads mark its lines L2 evict_last
+// (rows of 4-byte elements by default; the space keeps the heuristic's
+// plain twin). Other schedules do not take it; the fp64 yardstick ignores
+// it.
+TEST(RowEmitTest, ResidentRowsLoadUnderThePolicy) {
+  Chain c = row_test::LayerNorm(DType::kF32, -64, 4096);
+  KernelGroup g = Group(c);
+  Variant h = RowHeuristic(c, g);
+  ASSERT_EQ(h.Get("policy", 0), 1) << h.ToString();
+  absl::StatusOr<KernelSpec> k = EmitRow(c, g, h);
+  ASSERT_TRUE(k.ok()) << k.status();
+  // The row's loads carry it; the weight and bias (every row's) do not.
+  EXPECT_NE(k->source.find("kf_ldh(reinterpret_cast<const kf_vec<float, 4>*>(in0 + kf_b0 + kf_c), "
+                           "kf_keep)"),
+            std::string::npos);
+  EXPECT_EQ(k->source.find("kf_ldh(reinterpret_cast<const kf_vec<float, 4>*>(in1"), std::string::npos);
+  absl::StatusOr<KernelSpec> ref = EmitRow(c, g, h, Numerics::kReference64);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->source.find("policy=1"), std::string::npos);  // Its header.
+  const std::vector<Variant> space = RowSpace(c, g);
+  Variant plain = h;
+  plain.params.erase("policy");
+  EXPECT_NE(std::find(space.begin(), space.end(), plain), space.end());
+  // bf16 rows keep plain loads.
+  Chain b = row_test::LayerNorm(DType::kBF16, -64, 4096);
+  EXPECT_EQ(RowHeuristic(b, Group(b)).Get("policy", 0), 0);
+  for (const Variant& v : RowSpace(b, Group(b))) EXPECT_EQ(v.Get("policy", 0), 0) << v.ToString();
+  // Only register-resident rows take it.
+  for (int resident : {0, 2, 3}) {
+    Variant v = h;
+    v.params["resident"] = resident;
+    if (resident == 3) {
+      v.params["stages"] = 1;
+      v.params["grid"] = 132;
+    }
+    EXPECT_THAT(std::string(CanGenerateRow(c, g, v).message()),
+                HasSubstr("policy=1 is for register-resident rows"));
+  }
+  Variant two = h;
+  two.params["policy"] = 2;
+  EXPECT_THAT(std::string(CanGenerateRow(c, g, two).message()), HasSubstr("policy must be 0 or 1"));
+}
+
 TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
   for (const Named& n : Chains()) {
     SCOPED_TRACE(n.name);
@@ -340,7 +383,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/6");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/7");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
@@ -366,8 +409,10 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
       // Two inputs that differ by row: twice the threads, 16 elements each.
       {row_test::RmsNormResidual(DType::kBF16, 8, 4096),
        Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 256}, {"rows", 1}, {"resident", 1}}}},
+      // Rows of 4-byte elements load with an L2 evict_last policy.
       {row_test::Softmax(DType::kF32, 8, 128),
-       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 32}, {"rows", 4}, {"resident", 1}}}},
+       Variant{Family::kRowReduction,
+               {{"vec", 4}, {"threads", 32}, {"rows", 4}, {"resident", 1}, {"policy", 1}}}},
   };
   for (const Case& k : cases) EXPECT_EQ(RowHeuristic(k.chain, Group(k.chain)), k.want);
   // Rows too long for registers at any team size are looped, and every
