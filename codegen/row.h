@@ -70,8 +70,9 @@ namespace kfuse {
 inline constexpr char kRowGeneratorVersion[] = "row/7";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
-// retuned. Bump it when a parameter's meaning or range changes.
-inline constexpr char kRowVariantSchema[] = "row-variants/2";
+// retuned. Bump it when a parameter's meaning or range changes, or a
+// parameter is added (a node of the schema before cannot generate it).
+inline constexpr char kRowVariantSchema[] = "row-variants/3";
 
 // The kernel for `group` (the whole chain, family kRowReduction) of validated,
 // canonical `chain` under `variant`. Errors as CanGenerateRow. Same inputs
