@@ -523,18 +523,14 @@ class Writer {
       absl::StrAppend(&s, indent, CT(id), " x", id, "[", vec, "];\n",
                       LoadVec(id, absl::StrCat("x", id), "0", indent, vec, src));
     }
+    // Values kept over the staged input's slot are read where it was (a
+    // float over a float: the input's stage load serves).
     for (int32_t t : kept_now_) {
       if (!stage_kept_.count(t)) continue;
-      absl::StrAppend(&s, indent, CT(t), " h", t, "[", vec, "];\n");
-      if (vec != p_.vec) {
-        absl::StrAppend(&s, indent, "h", t, "[0] = kf_he", t, ";\n");
-        continue;
-      }
-      absl::StrAppend(&s, indent, "{\n", indent, "  const kf_vec<", CT(t), ", ", vec,
-                      "> kf_t = *reinterpret_cast<const kf_vec<", CT(t), ", ", vec, ">*>(kf_s",
-                      stage_kept_.at(t), " + kf_so + kf_c);\n", indent, "#pragma unroll\n", indent,
-                      "  for (int kf_e = 0; kf_e < ", vec, "; ++kf_e) h", t, "[kf_e] = kf_t.v[kf_e];\n",
-                      indent, "}\n");
+      absl::StrAppend(&s, indent, CT(t), " h", t, "[", vec, "];\n",
+                      vec == p_.vec ? LoadVec(p_.held_inputs[0], absl::StrCat("h", t), "0", indent,
+                                              vec, Src::kStage)
+                                    : absl::StrCat(indent, "h", t, "[0] = kf_he", t, ";\n"));
     }
     const PassBody b = make(vec);
     absl::StrAppend(&s, b.pre, "#pragma unroll\n      for (int kf_e = 0; kf_e < ", vec,
@@ -917,7 +913,7 @@ class Writer {
         if (!needed || !legal) continue;
         (*keep)[a].push_back(t);
         kept->insert(t);
-        stage_kept_[t] = p_.held_inputs[0];
+        stage_kept_.insert(t);
         occupant = t;
         break;
       }
@@ -930,7 +926,7 @@ class Writer {
     return absl::StrCat("      {\n        ", vt, " kf_k;\n#pragma unroll\n",
                         "        for (int kf_e = 0; kf_e < ", p_.vec, "; ++kf_e) kf_k.v[kf_e] = h", t,
                         "[kf_e];\n        *reinterpret_cast<", vt, "*>(const_cast<", CT(t), "*>(kf_s",
-                        stage_kept_.at(t), ") + kf_so + kf_c) = kf_k;\n      }\n");
+                        p_.held_inputs[0], ") + kf_so + kf_c) = kf_k;\n      }\n");
   }
 
   absl::Status Kernel(std::string* funcs, std::string* s) {
@@ -1289,9 +1285,9 @@ class Writer {
   int pass_ = -1;
   std::map<int32_t, int> last_read_;
   bool online_prelude_ = false;
-  // Bulk-staged rows: values kept over the buffer of an input (StageKeeps),
-  // and those the pass being written reads.
-  std::map<int32_t, int32_t> stage_kept_;
+  // Bulk-staged rows: values kept over the buffer of their one staged input
+  // (StageKeeps), and those the pass being written reads.
+  std::set<int32_t> stage_kept_;
   std::vector<int32_t> kept_now_;
 };
 
