@@ -345,11 +345,14 @@ class Writer {
       const Node& n = c_.nodes[id];
       const int32_t divisor = n.kind == OpKind::kDiv ? n.args[1] : -1;
       if (divisor >= 0 && p_.numerics == Numerics::kFast && RowLike(divisor) &&
-          (CT(id) == "float" || CT(id) == "double") && CT(divisor) == CT(id) &&
-          CT(n.args[0]) == CT(id)) {
-        // Division by a per-row value: one reciprocal per row (the
+          (n.type.dtype == DType::kBF16 || n.type.dtype == DType::kF16) &&
+          CT(id) == "float" && CT(divisor) == CT(id) && CT(n.args[0]) == CT(id)) {
+        // A 16-bit quotient by a per-row value: one reciprocal per row (the
         // compiler hoists it out of the unrolled pass), a multiply per
-        // element; within 1.5 ulp of the quotient.
+        // element; within 1.5 ulp of f32's quotient, far inside the
+        // result's rounding. Wider quotients divide, as eager does: the
+        // product's extra ulp made the f32 vocabulary softmax's error 1.5x
+        // eager's (run87).
         e = absl::StrCat("(", args[0], " * ((", CT(id), ")1 / ", args[1], "))");
       } else {
         KFUSE_ASSIGN_OR_RETURN(e, EmitOpExpr(c_, id, args, p_.numerics, &needs_));
@@ -709,7 +712,16 @@ class Writer {
           args.push_back(absl::StrCat("r", a));
         }
       }
-      KFUSE_ASSIGN_OR_RETURN(std::string e, EmitOpExpr(c_, id, args, p_.numerics, &needs_));
+      std::string e;
+      if (n.kind == OpKind::kRsqrt && CT(id) == "float") {
+        // Once a row, so correctly rounded rather than rsqrtf's 2 ulp,
+        // which every element of the row would carry: a norm's error then
+        // stays within eager's. Inline, unlike a division's or a double's
+        // slow path, whose call made register-resident rows spill.
+        e = absl::StrCat("__frsqrt_rn(", args[0], ")");
+      } else {
+        KFUSE_ASSIGN_OR_RETURN(e, EmitOpExpr(c_, id, args, p_.numerics, &needs_));
+      }
       absl::StrAppend(s, "  const ", CT(id), " r", id, " = ", e, ";\n");
     }
     return absl::OkStatus();

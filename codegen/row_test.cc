@@ -322,6 +322,28 @@ TEST(RowEmitTest, BulkSoftmaxKeepsItsExpInTheBuffer) {
   }
 }
 
+// A quotient by a per-row value: 16-bit results multiply by the row's
+// reciprocal; f32 results divide, as eager does. A norm's rsqrt, once a
+// row, is correctly rounded.
+TEST(RowEmitTest, PerRowDivisionAndRsqrtRoundAsEager) {
+  const auto source = [](const Chain& c) {
+    KernelGroup g = Group(c);
+    absl::StatusOr<KernelSpec> k = EmitRow(c, g, RowHeuristic(c, g));
+    EXPECT_TRUE(k.ok()) << k.status();
+    return k.ok() ? k->source : std::string();
+  };
+  const std::string f32 = source(row_test::Softmax(DType::kF32, -64, 4096));
+  const std::string bf16 = source(row_test::Softmax(DType::kBF16, -64, 4096));
+  EXPECT_EQ(f32.find("((float)1 / r"), std::string::npos);
+  EXPECT_NE(f32.find(" / r"), std::string::npos);
+  EXPECT_NE(bf16.find("((float)1 / r"), std::string::npos);
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    const std::string norm = source(row_test::LayerNorm(t, -64, 4096));
+    EXPECT_EQ(norm.find("rsqrtf("), std::string::npos);
+    EXPECT_NE(norm.find("__frsqrt_rn(r"), std::string::npos);
+  }
+}
+
 // policy=1: a register-resident row's loads mark its lines L2 evict_last
 // (rows of 4-byte elements by default; the space keeps the heuristic's
 // plain twin). Other schedules do not take it; the fp64 yardstick ignores
@@ -383,7 +405,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/7");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/8");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
