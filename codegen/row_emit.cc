@@ -35,6 +35,10 @@ using Class = RowStructure::Class;
 
 constexpr char kEntryPlaceholder[] = "KF_ENTRY_NAME";
 
+// Looped passes of a static width with at most this many vectors a thread
+// are unrolled whole.
+constexpr int64_t kUnrolledSteps = 8;
+
 constexpr char kTeamReduce[] = R"(struct kf_sum_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
 };
@@ -622,6 +626,23 @@ class Writer {
         return Vector(loads, make, vec, indent);
       });
     }
+    // A static width of few vectors a thread: every step unrolled, each
+    // guarded, so that all of a pass's loads are issued at once (a loop of
+    // unknown count under `unroll 4` left two steps to its remainder loop,
+    // one load at a time: the H200's run90).
+    const int64_t steps =
+        r_.width.is_static() ? (r_.width.size / v + p_.threads - 1) / p_.threads : 0;
+    // The fp64 yardstick keeps its plain loop.
+    const bool unrolled =
+        steps > 0 && steps <= kUnrolledSteps && p_.numerics != Numerics::kReference64;
+    if (!p_.peel && unrolled) {
+      absl::StrAppend(&s, "  {\n", p_.stage_bytes > 0 ? "    const long long kf_so = 0;\n" : "",
+                      "#pragma unroll\n  for (int kf_i = 0; kf_i < ", steps,
+                      "; ++kf_i) {\n    const long long kf_c = ((long long)kf_i * ", p_.threads,
+                      " + kf_lane) * ", v, ";\n    if (kf_c < kf_W) {\n",
+                      Vector(loads, make, v, "    "), "    }\n  }\n  }\n");
+      return absl::StrReplaceAll(s, {{"KF_X", "kf_e"}});
+    }
     if (!p_.peel) {
       absl::StrAppend(&s, "  {\n", p_.stage_bytes > 0 ? "    const long long kf_so = 0;\n" : "",
                       unroll, "  for (long long kf_c = (long long)kf_lane * ", v,
@@ -637,9 +658,13 @@ class Writer {
                     : p_.stage_bytes > 0 ? absl::StrCat("    const long long kf_so = (", v,
                                                         " - kf_h) % ", v, ";\n")
                                          : "",
-                    unroll, "    for (long long kf_j = kf_lane; kf_j < kf_nv; kf_j += ", p_.threads,
-                    ") {\n    const long long kf_c = kf_h + kf_j * ", v, ";\n",
-                    Vector(loads, make, v, "    "),
+                    unrolled ? absl::StrCat("#pragma unroll\n    for (int kf_i = 0; kf_i < ", steps,
+                                            "; ++kf_i) {\n    const long long kf_j = (long long)kf_i * ",
+                                            p_.threads, " + kf_lane;\n    if (kf_j < kf_nv) {\n")
+                             : absl::StrCat(unroll, "    for (long long kf_j = kf_lane; kf_j < kf_nv; kf_j += ",
+                                            p_.threads, ") {\n"),
+                    "    const long long kf_c = kf_h + kf_j * ", v, ";\n",
+                    Vector(loads, make, v, "    "), unrolled ? "    }\n" : "",
                     "    }\n    for (long long kf_k = kf_lane; kf_k < kf_W - kf_nv * ", v,
                     "; kf_k += ", p_.threads, ") {\n    const long long kf_c = kf_k < kf_h ? kf_k "
                     ": kf_k + kf_nv * ", v, ";\n", Vector(loads, make, 1, "    "), "    }\n  }\n");

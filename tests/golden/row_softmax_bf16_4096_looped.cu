@@ -144,7 +144,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float r1, const flo
   const float v5 = (v3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_d22cf3855155(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_c7ca6839ecae(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 4096LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 128;
@@ -160,8 +160,10 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_d22cf3855155(const __kf
 #pragma unroll
   for (int kf_e = 0; kf_e < 8; ++kf_e) a4[kf_e] = 0.f;
   {
-#pragma unroll 4
-  for (long long kf_c = (long long)kf_lane * 8; kf_c < kf_W; kf_c += 1024) {
+#pragma unroll
+  for (int kf_i = 0; kf_i < 4; ++kf_i) {
+    const long long kf_c = ((long long)kf_i * 128 + kf_lane) * 8;
+    if (kf_c < kf_W) {
     float x0[8];
     if (kf_valid) {
       const kf_vec<__kf_bf16, 8> kf_t = kf_ldh(reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c), kf_keep);
@@ -189,6 +191,7 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_d22cf3855155(const __kf
 #pragma unroll
         for (int kf_e = 0; kf_e < 8; ++kf_e) a4[kf_e] += kf_exp_fast((kf_y[kf_e] - a1));
       }
+    }
   }
   }
 #pragma unroll
@@ -199,8 +202,10 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_d22cf3855155(const __kf
   const float r4 = r1 == __int_as_float(0xff800000) ? __int_as_float(0x7fffffff) : a4[0];
   // Full-row outputs.
   {
-#pragma unroll 4
-  for (long long kf_c = (long long)kf_lane * 8; kf_c < kf_W; kf_c += 1024) {
+#pragma unroll
+  for (int kf_i = 0; kf_i < 4; ++kf_i) {
+    const long long kf_c = ((long long)kf_i * 128 + kf_lane) * 8;
+    if (kf_c < kf_W) {
     float x0[8];
     if (kf_valid) {
       const kf_vec<__kf_bf16, 8> kf_t = kf_ldh(reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c), kf_stream);
@@ -218,6 +223,7 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_d22cf3855155(const __kf
         kf_o0.v[kf_e] = kf_f2bf(kf_y0);
       }
       if (kf_valid) kf_sth(reinterpret_cast<kf_vec<__kf_bf16, 8>*>(out0 + kf_r * kf_W + kf_c), kf_o0, kf_stream);
+    }
   }
   }
 }
