@@ -707,6 +707,17 @@ class Writer {
            (!p_.resident || p_.items * p_.vec > 64);
   }
 
+  // f32 sums whose threads' values meet in double: the float tree's
+  // roundings were most of an f32 softmax's error against fp64, which
+  // exceeded eager's (H200, run93: 4.13e-9 against eager's 3.1e-9 over
+  // 32768 rows of 4096; 1.94e-9 meeting in double). 16-bit results round
+  // far above it; eager numerics keep PyTorch's plain order.
+  bool Widened(int32_t red) const {
+    const OpKind k = c_.nodes[red].kind;
+    return (k == OpKind::kReduceSum || k == OpKind::kReduceMean) && CT(red) == "float" &&
+           c_.nodes[red].type.dtype == DType::kF32 && p_.numerics != Numerics::kEager;
+  }
+
   std::string Identity(OpKind k, int32_t id) const {
     const std::string t = CT(id);
     if (k == OpKind::kReduceMax || k == OpKind::kReduceMin) {
@@ -1211,20 +1222,24 @@ class Writer {
         const char* op = n.kind == OpKind::kReduceMax   ? "kf_max_op"
                          : n.kind == OpKind::kReduceMin ? "kf_min_op"
                                                         : "kf_sum_op";
-        std::string buf = absl::StrCat("(", CT(red), "*)0");
+        // The type the threads' values meet in.
+        const std::string mt = Widened(red) ? "double" : CT(red);
+        std::string buf = absl::StrCat("(", mt, "*)0");
         if (p_.threads > 32) {
-          absl::StrAppend(s, "  __shared__ ", CT(red), " kf_buf", red, "[",
+          absl::StrAppend(s, "  __shared__ ", mt, " kf_buf", red, "[",
                           p_.rows_per_block * (p_.threads / 32), "];\n");
           buf = absl::StrCat("kf_buf", red);
         }
-        std::string v = absl::StrCat("kf_team_reduce<", p_.threads, ">(a", red,
-                                     lanes > 1 ? "[0]" : "", ", ", buf, ", ", op, "())");
+        std::string v =
+            absl::StrCat("kf_team_reduce<", p_.threads, ">(", mt == CT(red) ? "" : "(double)", "a",
+                         red, lanes > 1 ? "[0]" : "", ", ", buf, ", ", op, "())");
         if (p_.split > 1) {  // The cluster's blocks' partial values.
-          absl::StrAppend(s, "  __shared__ ", CT(red), " kf_cs", red, ";\n");
+          absl::StrAppend(s, "  __shared__ ", mt, " kf_cs", red, ";\n");
           v = absl::StrCat("kf_cluster_reduce<", p_.split, ">(", v, ", &kf_cs", red, ", ", op,
                            "())");
         }
-        if (n.kind == OpKind::kReduceMean) v = absl::StrCat(v, " / (", CT(red), ")kf_W");
+        if (n.kind == OpKind::kReduceMean) v = absl::StrCat(v, " / (", mt, ")kf_W");
+        if (mt != CT(red)) v = absl::StrCat("(", CT(red), ")(", v, ")");
         if (p_.numerics == Numerics::kEager && n.type.dtype == DType::kBF16) {
           needs_.bf16 = true;
           v = absl::StrCat("kf_rbf(", v, ")");

@@ -91,7 +91,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float x1, const flo
   const float v12 = (v11 + x2);
   y0 = v12;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_c8f600b68dae(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_bcb95acb38c2(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, const long long s0) {
   const long long kf_W = 1024LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 64;
@@ -133,8 +133,8 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_c8f600b68dae(const floa
       }
     }
   }
-  __shared__ float kf_buf3[4];
-  const float r3 = kf_team_reduce<64>(a3, kf_buf3, kf_sum_op()) / (float)kf_W;
+  __shared__ double kf_buf3[4];
+  const float r3 = (float)(kf_team_reduce<64>((double)a3, kf_buf3, kf_sum_op()) / (double)kf_W);
   // Phase 2.
   float a7 = (float)0;
 #pragma unroll
@@ -149,8 +149,8 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_c8f600b68dae(const floa
       }
     }
   }
-  __shared__ float kf_buf7[4];
-  const float r7 = kf_team_reduce<64>(a7, kf_buf7, kf_sum_op()) / (float)kf_W;
+  __shared__ double kf_buf7[4];
+  const float r7 = (float)(kf_team_reduce<64>((double)a7, kf_buf7, kf_sum_op()) / (double)kf_W);
   const float r8 = (0x1p-17f + r7);
   const float r9 = __frsqrt_rn(r8);
   // Full-row outputs.
