@@ -346,6 +346,24 @@ TEST(RowEmitTest, RowValuesRoundNoWorseThanEager) {
   }
 }
 
+// A looped pass loads without a kf_valid guard (rows past kf_R read row
+// 0, the peel head of that row included); register-resident rows keep it.
+TEST(RowEmitTest, LoopedPassesLoadUnguarded) {
+  Chain c = row_test::Softmax(DType::kBF16, -64, 1001, /*masked=*/true);
+  KernelGroup g = Group(c);
+  const auto source = [&](int resident) {
+    Variant v{Family::kRowReduction,
+              {{"vec", 8}, {"threads", 32}, {"rows", 4}, {"resident", resident}}};
+    absl::StatusOr<KernelSpec> k = EmitRow(c, g, v);
+    EXPECT_TRUE(k.ok()) << k.status();
+    return k.ok() ? k->source : std::string();
+  };
+  const std::string looped = source(0), resident = source(1);
+  EXPECT_EQ(looped.find("if (kf_valid) {"), std::string::npos);
+  EXPECT_NE(looped.find("(8 - (kf_valid ? kf_r : 0) * kf_W % 8) % 8"), std::string::npos);
+  EXPECT_NE(resident.find("if (kf_valid) {"), std::string::npos);
+}
+
 // policy=1: a register-resident row's loads mark its lines L2 evict_last
 // (rows of 4-byte elements by default; the space keeps the heuristic's
 // plain twin). Other schedules do not take it; the fp64 yardstick ignores
@@ -407,7 +425,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/8");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/9");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
