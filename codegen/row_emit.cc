@@ -354,9 +354,8 @@ class Writer {
         // A 16-bit quotient by a per-row value: one reciprocal per row (the
         // compiler hoists it out of the unrolled pass), a multiply per
         // element; within 1.5 ulp of f32's quotient, far inside the
-        // result's rounding. Wider quotients divide, as eager does: the
-        // product's extra ulp made the f32 vocabulary softmax's error 1.5x
-        // eager's (run87).
+        // result's rounding. Wider quotients divide, as eager does (the
+        // product's extra rounding is one eager does not take).
         e = absl::StrCat("(", args[0], " * ((", CT(id), ")1 / ", args[1], "))");
       } else {
         KFUSE_ASSIGN_OR_RETURN(e, EmitOpExpr(c_, id, args, p_.numerics, &needs_));
@@ -767,11 +766,12 @@ class Writer {
         }
       }
       std::string e;
-      if (n.kind == OpKind::kRsqrt && CT(id) == "float") {
+      if (n.kind == OpKind::kRsqrt && CT(id) == "float" && p_.numerics == Numerics::kFast) {
         // Once a row, so correctly rounded rather than rsqrtf's 2 ulp,
         // which every element of the row would carry: a norm's error then
-        // stays within eager's. Inline, unlike a division's or a double's
-        // slow path, whose call made register-resident rows spill.
+        // stays within eager's (eager numerics keep rsqrtf, as PyTorch).
+        // Inline, unlike a division's or a double's slow path, whose call
+        // made register-resident rows spill.
         e = absl::StrCat("__frsqrt_rn(", args[0], ")");
       } else {
         KFUSE_ASSIGN_OR_RETURN(e, EmitOpExpr(c_, id, args, p_.numerics, &needs_));

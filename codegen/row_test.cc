@@ -325,6 +325,7 @@ TEST(RowEmitTest, BulkSoftmaxKeepsItsExpInTheBuffer) {
 // A quotient by a per-row value: 16-bit results multiply by the row's
 // reciprocal; f32 results divide, as eager does. A norm's rsqrt, once a
 // row, is correctly rounded. f32 sums meet across threads in double.
+// Eager numerics keep PyTorch's forms.
 TEST(RowEmitTest, RowValuesRoundNoWorseThanEager) {
   const auto source = [](const Chain& c) {
     KernelGroup g = Group(c);
@@ -344,6 +345,13 @@ TEST(RowEmitTest, RowValuesRoundNoWorseThanEager) {
     EXPECT_EQ(norm.find("rsqrtf("), std::string::npos);
     EXPECT_NE(norm.find("__frsqrt_rn(r"), std::string::npos);
   }
+  // Eager numerics keep PyTorch's rsqrtf and float tree.
+  Chain ln = row_test::LayerNorm(DType::kF32, -64, 4096);
+  KernelGroup g = Group(ln);
+  absl::StatusOr<KernelSpec> eager = EmitRow(ln, g, RowHeuristic(ln, g), Numerics::kEager);
+  ASSERT_TRUE(eager.ok()) << eager.status();
+  EXPECT_NE(eager->source.find("rsqrtf(r"), std::string::npos);
+  EXPECT_EQ(eager->source.find("(double)"), std::string::npos);
 }
 
 // A looped pass loads without a kf_valid guard (rows past kf_R read row
