@@ -115,6 +115,18 @@ constexpr char kExpFast[] = R"(__device__ __forceinline__ float kf_exp_fast(floa
 }
 )";
 
+// (a * b) * c with one rounding: a * b = p + e exactly (e by an fma), and
+// p * c + e * c is rounded once; e * c's own rounding is 2^-24 of the
+// result's ulp. Where e * c is not finite (an infinite or NaN factor, a
+// product that overflowed, or 0 times infinity) the plain product gives the
+// special value, as eager's two roundings do.
+constexpr char kMul3[] = R"(__device__ __forceinline__ float kf_mul3(float a, float b, float c) {
+  const float p = a * b;
+  const float q = __fmaf_rn(a, b, -p) * c;
+  return fabsf(q) <= 3.402823466e38f ? __fmaf_rn(p, c, q) : p * c;
+}
+)";
+
 // A cluster of blocks (sm_90): the block's rank, the cluster-wide barrier
 // (arrive with release, wait with acquire: writes to shared memory before
 // the arrive are seen by every block after the wait) and a load from
@@ -154,6 +166,7 @@ std::string CudaPrelude(const PreludeNeeds& needs) {
   if (needs.tanh_approx) s += kTanhApprox;
   if (needs.sincos_fast) s += kSinCosFast;
   if (needs.exp_fast) s += kExpFast;
+  if (needs.mul3) s += kMul3;
   if (needs.cluster) s += kCluster;
   return s;
 }

@@ -5,6 +5,7 @@
 // compared with the CPU fp64 evaluator, with eager PyTorch's error (the CPU
 // kEager evaluator) as the yardstick. Skips without a GPU.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "clients/launcher.h"
 #include "codegen/analysis.h"
+#include "codegen/cuda_prelude.h"
 #include "codegen/evaluate.h"
 #include "codegen/numeric.h"
 #include "codegen/partition.h"
@@ -153,6 +155,99 @@ TEST(GpuRowTest, EveryVariantMatchesReference) {
       }
     }
   }
+}
+
+// kf_mul3, the f32 norms' x * r * w: within half an ulp of the exact
+// product (eager's two roundings are not, for a good share of random
+// factors), and the plain product's value wherever that is not finite.
+TEST(GpuRowTest, Mul3RoundsOnceAndKeepsSpecialValues) {
+  absl::StatusOr<Gpu> gpu = OpenGpu();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  PreludeNeeds needs;
+  needs.mul3 = true;
+  KernelSpec spec;
+  spec.entry = "kf_mul3_test";
+  spec.source = CudaPrelude(needs) + R"(
+extern "C" __global__ void kf_mul3_test(const float* a, const float* b, const float* c, float* y,
+                                        int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = kf_mul3(a[i], b[i], c[i]);
+}
+)";
+  CompileOptions opts;
+  opts.arch = gpu->arch;
+  absl::StatusOr<CompiledKernel> k = NvrtcCompiler().Compile(spec, opts);
+  ASSERT_TRUE(k.ok()) << k.status();
+  // Every triple of special and extreme factors, then random ones.
+  const float inf = INFINITY;
+  const std::vector<float> specials = {0.0f, -0.0f, inf,    -inf,    NAN,      1e30f,
+                                       -3e38f, 1e-30f, 1e-45f, 1.0f, -2.5f, 3.4e38f};
+  std::vector<float> a, b, c;
+  for (float x : specials) {
+    for (float y : specials) {
+      for (float z : specials) {
+        a.push_back(x);
+        b.push_back(y);
+        c.push_back(z);
+      }
+    }
+  }
+  const size_t n_special = a.size();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-4, 4);
+  for (int i = 0; i < 1 << 20; ++i) {
+    a.push_back(u(rng));
+    b.push_back(u(rng));
+    c.push_back(u(rng));
+  }
+  const int n = static_cast<int>(a.size());
+  const auto bytes = [](const std::vector<float>& v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  };
+  DeviceMemory mem(gpu->cu);
+  CUdeviceptr pa = mem.Upload(bytes(a)), pb = mem.Upload(bytes(b)), pc = mem.Upload(bytes(c));
+  CUdeviceptr py = mem.Alloc(n * sizeof(float));
+  CUmodule mod = nullptr;
+  ASSERT_EQ(gpu->cu->cuModuleLoadData(&mod, k->cubin.data()), CUDA_SUCCESS);
+  CUfunction fn = nullptr;
+  ASSERT_EQ(gpu->cu->cuModuleGetFunction(&fn, mod, "kf_mul3_test"), CUDA_SUCCESS);
+  void* args[] = {&pa, &pb, &pc, &py, const_cast<int*>(&n)};
+  ASSERT_EQ(gpu->cu->cuLaunchKernel(fn, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr),
+            CUDA_SUCCESS);
+  ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  std::vector<float> y(n);
+  const std::string got = mem.Download(py, n * sizeof(float));
+  std::memcpy(y.data(), got.data(), got.size());
+  gpu->cu->cuModuleUnload(mod);
+  int64_t eager_over = 0;
+  for (int i = 0; i < n; ++i) {
+    const volatile float ab = a[i] * b[i];
+    const float plain = ab * c[i];
+    const double exact = static_cast<double>(a[i]) * b[i] * c[i];  // a * b exact in double.
+    const std::string what = absl::StrCat(a[i], " * ", b[i], " * ", c[i], " = ", y[i]);
+    if (!std::isfinite(plain)) {
+      if (std::isnan(plain)) {
+        EXPECT_TRUE(std::isnan(y[i])) << what;
+      } else {
+        EXPECT_EQ(y[i], plain) << what;
+      }
+      continue;
+    }
+    // Half an ulp of the result, subnormals' ulp at least; the double
+    // product's own rounding is 2^-53 of it.
+    const double ulp = std::max(std::ldexp(1.0, std::ilogb(std::max(std::fabs(exact), 1e-38)) - 23),
+                                std::ldexp(1.0, -149));
+    const double bound = 0.5 * ulp * (1 + 1e-6);
+    if (static_cast<size_t>(i) < n_special) {
+      // Where a * b leaves float's range, no worse than the plain product.
+      EXPECT_LE(std::fabs(y[i] - exact), std::max(bound, std::fabs(plain - exact))) << what;
+    } else {
+      EXPECT_LE(std::fabs(y[i] - exact), bound) << what;
+      if (std::fabs(plain - exact) > bound) ++eager_over;
+    }
+  }
+  // The test can tell: two roundings miss half an ulp often.
+  EXPECT_GT(eager_over, 1000);
 }
 
 }  // namespace
