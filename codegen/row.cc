@@ -18,6 +18,9 @@ constexpr int kMaxResidentElements = 128;
 // Dynamic shared memory a block may take on sm_90 (227 KiB), less what the
 // team reductions use.
 constexpr int64_t kMaxStageBytes = 227 * 1024 - 1024;
+// dyn=1's row counter is 32 bits; each of at most 2^20 blocks takes up to
+// stages + 1 <= 5 rows past the last.
+constexpr int64_t kDynRowsMax = (int64_t{1} << 32) - 1 - 5 * (int64_t{1} << 20);
 
 bool Contains(std::initializer_list<int64_t> set, int64_t v) {
   return std::find(set.begin(), set.end(), v) != set.end();
@@ -91,7 +94,8 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   }
   for (const auto& [name, value] : variant.params) {
     if (name != "vec" && name != "threads" && name != "rows" && name != "resident" &&
-        name != "split" && name != "stages" && name != "grid" && name != "policy") {
+        name != "split" && name != "stages" && name != "grid" && name != "policy" &&
+        name != "dyn") {
       return BadParam(variant, absl::StrCat("unknown param \"", name, "\""));
     }
   }
@@ -120,9 +124,12 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     if (rows != 1) return BadParam(variant, "resident=3 needs rows=1");
     // A peeled row's columns around its vectors are one a thread.
     if (threads < 128) return BadParam(variant, "resident=3 needs at least 128 threads");
-  } else if (variant.params.count("stages") || variant.params.count("grid")) {
-    return BadParam(variant, "stages and grid are resident=3's");
+  } else if (variant.params.count("stages") || variant.params.count("grid") ||
+             variant.params.count("dyn")) {
+    return BadParam(variant, "stages, grid and dyn are resident=3's");
   }
+  const int64_t dyn = variant.Get("dyn", 0);
+  if (dyn != 0 && dyn != 1) return BadParam(variant, "dyn must be 0 or 1");
   if (!Contains({1, 2, 4, 8}, split)) return BadParam(variant, "split must be 1, 2, 4 or 8");
   if (split > 1 && (resident != 1 || rows != 1)) {
     return BadParam(variant, "split rows need resident=1 and rows=1");
@@ -213,6 +220,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
       p.stage_bytes = static_cast<int>(total);
       p.stages = static_cast<int>(stages);
       p.grid = grid;
+      p.dyn = dyn == 1;
       if (p.peel) p.align = static_cast<int>(line);
     }
   }
@@ -305,6 +313,13 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
   for (int32_t s : plan.symbols) {
     k.params.push_back(KernelParam::Scalar(SizeExpr::Symbol(static_cast<uint32_t>(s)), DType::kI64));
   }
+  if (plan.dyn) {  // The next row to hand out: a counter zeroed before each launch.
+    KernelParam next;
+    next.kind = KernelParam::Kind::kWorkspace;
+    next.workspace_bytes = SizeExpr::Const(4);
+    next.workspace_zeroed = true;
+    k.params.push_back(std::move(next));
+  }
   SizeExpr rows = SizeExpr::Const(1);
   for (size_t d = 0; d + 1 < plan.rows.row_shape.size(); ++d) {
     const Dim& dim = plan.rows.row_shape[d];
@@ -320,6 +335,17 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
   k.block.x = SizeExpr::Const(int64_t{plan.threads} * plan.rows_per_block);
   k.dynamic_smem_bytes = static_cast<uint32_t>(plan.stage_bytes);
   k.preconditions = std::move(plan.preconditions);
+  if (plan.dyn) {
+    // The counter is 32 bits (a 64-bit one spilled an f32 LayerNorm's
+    // registers); blocks take up to stages + 1 rows each past the last.
+    Precondition c;
+    c.kind = Precondition::Kind::kAtMost;
+    c.expr = rows;
+    c.value = row_internal::kDynRowsMax;
+    c.description = absl::StrCat("the row count is at most ", row_internal::kDynRowsMax,
+                                 " (dyn: a 32-bit row counter)");
+    k.preconditions.push_back(std::move(c));
+  }
   k.variant = variant;
   for (int32_t id : group.nodes) k.ops.push_back(static_cast<uint32_t>(id));
   k.partition_reason = group.reason;
@@ -394,6 +420,11 @@ std::optional<Variant> Bulk(const Chain& chain, const KernelGroup& group, int th
   Variant v = Make(16 / row_internal::WidestElementBytes(chain, *r), threads, 1, 3);
   v.params["stages"] = stages;
   v.params["grid"] = 132;
+  // Rows from a counter: blocks that stream faster take more (the H200's
+  // run106: the 50257-wide softmax's blocks of every 132nd row ended from
+  // 126 to 143 us, 133 to 141 with the counter; bf16 0.883 -> 0.915 of
+  // memcpy at 1024 threads, f32 0.882 -> 0.929).
+  v.params["dyn"] = 1;
   absl::StatusOr<Plan> p = MakePlan(chain, group, v, Numerics::kFast);
   if (!p.ok()) return std::nullopt;
   // 228 KiB of shared memory an SM; a block also takes 1 KiB the system
@@ -488,6 +519,11 @@ std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
     Variant plain = heuristic;
     plain.params.erase("policy");
     add(std::move(plain));
+  }
+  if (heuristic.params.count("dyn")) {  // Its every gridDim.x-th row too.
+    Variant fixed = heuristic;
+    fixed.params.erase("dyn");
+    add(std::move(fixed));
   }
   if (s.width >= kSplitWidth) {
     // Wide rows split over a cluster of blocks (sm_90), each block's share

@@ -40,6 +40,10 @@ struct Plan {
   bool bulk = false;
   int stages = 1;
   int64_t grid = 0;
+  // dyn=1: a bulk-staged block takes its next row from a 32-bit counter in
+  // a zeroed workspace (the kernel's last parameter) instead of every
+  // gridDim.x-th row, so blocks that stream faster take more rows.
+  bool dyn = false;
   // A peeled row's vectors start at the first column whose element offset
   // is a multiple of `align`: vec, or for bulk rows 128 bytes' worth (a
   // line where the buffers are 128-byte aligned, so each warp's stores

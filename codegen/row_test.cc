@@ -1,5 +1,6 @@
 #include "codegen/row.h"
 
+#include <algorithm>
 #include <string>
 
 #include "codegen/generators.h"
@@ -193,7 +194,15 @@ TEST(RowVariantTest, IllegalVariantsNameTheParam) {
   Variant stray = v(4, 1024, 1, 0);
   stray.params["grid"] = 132;
   EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), stray).message()),
-              HasSubstr("stages and grid are resident=3's"));
+              HasSubstr("stages, grid and dyn are resident=3's"));
+  Variant stray_dyn = v(4, 1024, 1, 0);
+  stray_dyn.params["dyn"] = 1;
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), stray_dyn).message()),
+              HasSubstr("stages, grid and dyn are resident=3's"));
+  Variant dyn2 = bulk(4, 512, 1, 1, 132);
+  dyn2.params["dyn"] = 2;
+  EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), dyn2).message()),
+              HasSubstr("dyn must be 0 or 1"));
   Chain narrow16 = row_test::Softmax(DType::kF32, 8, 48);
   EXPECT_THAT(std::string(CanGenerateRow(narrow16, Group(narrow16), bulk(4, 128, 1, 1, 132)).message()),
               HasSubstr("resident=3 needs rows of at least 64 elements"));
@@ -241,15 +250,19 @@ TEST(RowEmitTest, SplitRowsAreClusters) {
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(ref->source.find("cluster"), std::string::npos);
   EXPECT_EQ(ref->grid.x.Eval({100}).value(), 100);
-  // Split variants lead the space of wide rows, after the heuristic and
-  // the heuristic of GPUs before sm_90 (looped rows).
+  // Split variants lead the space of wide rows, after the heuristic, the
+  // heuristic of GPUs before sm_90 (looped rows) and the heuristic's rows
+  // in fixed turns.
   std::vector<Variant> space = RowSpace(c, g);
-  ASSERT_GT(space.size(), 2u);
+  ASSERT_GT(space.size(), 3u);
   EXPECT_EQ(space[0].Get("resident"), 3);
+  EXPECT_EQ(space[0].Get("dyn", 0), 1);
   EXPECT_EQ(space[1], (Variant{Family::kRowReduction,
                                {{"vec", 4}, {"threads", 1024}, {"rows", 1}, {"resident", 0}}}));
   EXPECT_EQ(RowMinComputeCapability(space[1]), 80);
-  EXPECT_EQ(space[2].Get("split", 1), 8);
+  EXPECT_EQ(space[2].Get("resident"), 3);
+  EXPECT_EQ(space[2].Get("dyn", 0), 0);
+  EXPECT_EQ(space[3].Get("split", 1), 8);
   Chain narrow = row_test::Softmax(DType::kBF16, -64, 4096);
   for (const Variant& x : RowSpace(narrow, Group(narrow))) EXPECT_EQ(x.Get("split", 1), 1);
 }
@@ -284,6 +297,55 @@ TEST(RowEmitTest, BulkRowsArePersistent) {
   EXPECT_EQ(ref->grid.x.Eval({1000}).value(), 1000);
   EXPECT_EQ(ref->dynamic_smem_bytes, 0u);
   EXPECT_EQ(ref->source.find("kf_bulk_load"), std::string::npos);
+}
+
+// dyn=1: a bulk-staged block takes its rows from a counter in a zeroed
+// 4-byte workspace, the kernel's last parameter; thread 0 takes one for
+// each buffer it fills and posts it where the block reads it after a
+// barrier. The heuristic takes it; the space keeps its fixed twin.
+TEST(RowEmitTest, BulkRowsTakeTheirRowsFromACounter) {
+  Chain c = row_test::Softmax(DType::kBF16, -64, 50257);
+  KernelGroup g = Group(c);
+  Variant v = RowHeuristic(c, g);
+  ASSERT_EQ(v.Get("dyn", 0), 1) << v.ToString();
+  absl::StatusOr<KernelSpec> k = EmitRow(c, g, v);
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_EQ(k->params.size(), 4u);  // x, y, the row count, the counter.
+  const KernelParam& next = k->params.back();
+  EXPECT_EQ(next.kind, KernelParam::Kind::kWorkspace);
+  EXPECT_TRUE(next.workspace_zeroed);
+  EXPECT_EQ(next.workspace_bytes.Eval({}).value(), 4);
+  // A 32-bit counter: the launch checks the row count.
+  ASSERT_FALSE(k->preconditions.empty());
+  EXPECT_EQ(k->preconditions.back().kind, Precondition::Kind::kAtMost);
+  EXPECT_THAT(k->preconditions.back().description, HasSubstr("32-bit row counter"));
+  EXPECT_NE(k->source.find("unsigned int* __restrict__ kf_next_row)"), std::string::npos);
+  // Taken at the start (one a buffer) and once a row; the row the block
+  // works on is read from the posted slots, never from blockIdx.
+  size_t takes = 0;
+  for (size_t at = 0; (at = k->source.find("atomicAdd(kf_next_row, 1u)", at)) != std::string::npos;
+       ++at) {
+    ++takes;
+  }
+  EXPECT_EQ(takes, 2u);
+  EXPECT_NE(k->source.find("const long long kf_r = kf_rows[kf_it % 3];"), std::string::npos);
+  EXPECT_NE(k->source.find("if (threadIdx.x == 0) kf_rows[(kf_it + 2) % 3] = kf_take;\n"
+                           "  __syncthreads();"),
+            std::string::npos);
+  EXPECT_EQ(k->source.find("blockIdx.x + kf_it"), std::string::npos);
+  // The fixed schedule, its twin in the space, has no counter.
+  Variant fixed = v;
+  fixed.params.erase("dyn");
+  const std::vector<Variant> space = RowSpace(c, g);
+  EXPECT_NE(std::find(space.begin(), space.end(), fixed), space.end());
+  absl::StatusOr<KernelSpec> f = EmitRow(c, g, fixed);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->params.size(), 3u);
+  EXPECT_EQ(f->source.find("atomicAdd"), std::string::npos);
+  // The fp64 yardstick is one block a row: no counter either.
+  absl::StatusOr<KernelSpec> ref = EmitRow(c, g, v, Numerics::kReference64);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->params.size(), 3u);
 }
 
 // Bulk-staged f32 softmax: exp(x - max) is written over the row's buffer
@@ -438,7 +500,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/10");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/11");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
@@ -453,11 +515,11 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
       {row_test::Softmax(DType::kF32, 8, 50257),
        Variant{Family::kRowReduction,
                {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 3}, {"stages", 1},
-                {"grid", 132}}}},
+                {"grid", 132}, {"dyn", 1}}}},
       {row_test::Softmax(DType::kBF16, 8, 50257),
        Variant{Family::kRowReduction,
                {{"vec", 8}, {"threads", 512}, {"rows", 1}, {"resident", 3}, {"stages", 2},
-                {"grid", 132}}}},
+                {"grid", 132}, {"dyn", 1}}}},
       // 40 elements a thread stay in registers.
       {row_test::LayerNorm(DType::kBF16, 8, 5120),
        Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 128}, {"rows", 1}, {"resident", 1}}}},
@@ -483,7 +545,7 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
   EXPECT_EQ(RowHeuristic(wide, Group(wide)),
             (Variant{Family::kRowReduction,
                      {{"vec", 8}, {"threads", 512}, {"rows", 1}, {"resident", 3}, {"stages", 2},
-                      {"grid", 132}}}));
+                      {"grid", 132}, {"dyn", 1}}}));
   // Where bulk copies cannot serve (a mask of 1-byte elements beside bf16
   // rows: 8-byte vectors of it), wide rows are looped, 1024 threads of
   // 4-element vectors.
