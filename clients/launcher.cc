@@ -155,35 +155,28 @@ absl::Status Launcher::Launch(const PreparedPlan& prepared, absl::Span<const Dev
                               absl::Span<const DeviceBuffer> outputs, CUstream stream) {
   KFUSE_CHECK(prepared.plan != nullptr);
   KFUSE_ASSIGN_OR_RETURN(LaunchConfig cfg, ResolveLaunch(*prepared.plan, inputs, outputs));
-  std::vector<CUdeviceptr> in, out, mid, scratch;
+  std::vector<CUdeviceptr> in, out, mid;
+  Scratch scratch;
   for (const DeviceBuffer& b : inputs) in.push_back(b.ptr);
   for (const DeviceBuffer& b : outputs) out.push_back(b.ptr);
 
   bool launched = false;
-  // Scratch is released on every path; cuMemAlloc'd scratch only once the
-  // stream has run past the kernels that use it.
+  // Scratch is released on every path, stream-ordered where it can be;
+  // cuMemAlloc'd scratch only once the stream has run past the kernels.
   auto release = absl::MakeCleanup([&] {
-    if (scratch.empty()) return;
-    if (scratch_.free) {
-      for (CUdeviceptr p : scratch) scratch_.free(p, stream);
-      return;
+    for (CUdeviceptr p : scratch.ordered) {
+      if (scratch_.free) {
+        scratch_.free(p, stream);
+      } else {
+        api_.cuMemFreeAsync(p, stream);
+      }
     }
+    if (scratch.waited.empty()) return;
     if (launched) api_.cuStreamSynchronize(stream);
-    for (CUdeviceptr p : scratch) api_.cuMemFree(p);
+    for (CUdeviceptr p : scratch.waited) api_.cuMemFree(p);
   });
-  auto alloc = [&](int64_t bytes) -> absl::StatusOr<CUdeviceptr> {
-    CUdeviceptr p = 0;
-    size_t n = static_cast<size_t>(bytes > 0 ? bytes : 1);
-    if (scratch_.alloc) {
-      KFUSE_ASSIGN_OR_RETURN(p, scratch_.alloc(n, stream));
-    } else {
-      KFUSE_RETURN_IF_ERROR(CuCheck(api_.cuMemAlloc(&p, n), "cuMemAlloc (kfuse scratch)"));
-    }
-    scratch.push_back(p);
-    return p;
-  };
   for (int64_t bytes : cfg.intermediate_bytes) {
-    KFUSE_ASSIGN_OR_RETURN(CUdeviceptr p, alloc(bytes));
+    KFUSE_ASSIGN_OR_RETURN(CUdeviceptr p, AllocScratch(bytes, stream, scratch, "scratch"));
     mid.push_back(p);
   }
   for (const KernelLaunch& l : cfg.kernels) {
@@ -195,11 +188,35 @@ absl::Status Launcher::Launch(const PreparedPlan& prepared, absl::Span<const Dev
   return absl::OkStatus();
 }
 
+absl::StatusOr<CUdeviceptr> Launcher::AllocScratch(int64_t bytes, CUstream stream,
+                                                    Scratch& s, const char* what) {
+  CUdeviceptr p = 0;
+  const size_t n = static_cast<size_t>(bytes > 0 ? bytes : 1);
+  if (scratch_.alloc) {
+    KFUSE_ASSIGN_OR_RETURN(p, scratch_.alloc(n, stream));
+    s.ordered.push_back(p);
+    return p;
+  }
+  const CUresult r = api_.cuMemAllocAsync(&p, n, stream);
+  if (r == CUDA_SUCCESS) {
+    s.ordered.push_back(p);
+    return p;
+  }
+  if (r != CUDA_ERROR_NOT_SUPPORTED) {
+    return CuCheck(r, absl::StrCat("cuMemAllocAsync (kfuse ", what, ")").c_str());
+  }
+  // A device without memory pools.
+  KFUSE_RETURN_IF_ERROR(
+      CuCheck(api_.cuMemAlloc(&p, n), absl::StrCat("cuMemAlloc (kfuse ", what, ")").c_str()));
+  s.waited.push_back(p);
+  return p;
+}
+
 absl::Status Launcher::LaunchOne(CUfunction f, const KernelLaunch& l,
                                  absl::Span<const CUdeviceptr> in,
                                  absl::Span<const CUdeviceptr> out,
-                                 absl::Span<const CUdeviceptr> mid,
-                                 std::vector<CUdeviceptr>& scratch, CUstream stream) {
+                                 absl::Span<const CUdeviceptr> mid, Scratch& scratch,
+                                 CUstream stream) {
   const size_t n = l.params.size();
   // Sized up front: kernelParams points into these, so they never reallocate.
   std::vector<uint64_t> words(n, 0);
@@ -222,15 +239,9 @@ absl::Status Launcher::LaunchOne(CUfunction f, const KernelLaunch& l,
         args[i] = &words[i];
         break;
       case v1::Param::KIND_WORKSPACE: {
-        CUdeviceptr w = 0;
         size_t bytes = static_cast<size_t>(p.workspace_bytes > 0 ? p.workspace_bytes : 1);
-        if (scratch_.alloc) {
-          KFUSE_ASSIGN_OR_RETURN(w, scratch_.alloc(bytes, stream));
-        } else {
-          KFUSE_RETURN_IF_ERROR(
-              CuCheck(api_.cuMemAlloc(&w, bytes), "cuMemAlloc (kfuse workspace)"));
-        }
-        scratch.push_back(w);
+        KFUSE_ASSIGN_OR_RETURN(CUdeviceptr w,
+                               AllocScratch(p.workspace_bytes, stream, scratch, "workspace"));
         if (p.workspace_zeroed)
           KFUSE_RETURN_IF_ERROR(
               CuCheck(api_.cuMemsetD8Async(w, 0, bytes, stream), "cuMemsetD8Async"));

@@ -56,8 +56,10 @@ struct PreparedPlan {
 class Launcher {
  public:
   // `api` must outlive the Launcher. Without `scratch`, scratch memory comes
-  // from cuMemAlloc and the launch waits for the stream before freeing it
-  // (plans without intermediates or workspaces never wait).
+  // from the device's stream-ordered pool (cuMemAllocAsync, freed with
+  // cuMemFreeAsync behind the kernels: no wait); where the device has no
+  // memory pools, from cuMemAlloc, and the launch waits for the stream
+  // before freeing it.
   // With `pinned_key`, a plan whose signature does not verify against it is
   // refused (PermissionDenied) before any module is loaded.
   explicit Launcher(const DriverApi& api, ScratchAllocator scratch = {},
@@ -89,13 +91,20 @@ class Launcher {
     std::map<std::string, CUfunction> functions;
   };
 
+  // Scratch of one Launch: from the caller's allocator or the stream's pool
+  // (`ordered`), or from cuMemAlloc (`waited`: freed after the stream).
+  struct Scratch {
+    std::vector<CUdeviceptr> ordered, waited;
+  };
+  absl::StatusOr<CUdeviceptr> AllocScratch(int64_t bytes, CUstream stream, Scratch& s,
+                                           const char* what);
   absl::StatusOr<CUfunction> Function(CUcontext ctx, const v1::Kernel& kernel);
   std::optional<PublicKey> pinned_key_;
   absl::Status RaiseSmemLimit(CUfunction f, uint32_t bytes);
   absl::Status LaunchOne(CUfunction f, const KernelLaunch& launch, absl::Span<const CUdeviceptr> in,
                          absl::Span<const CUdeviceptr> out,
                          absl::Span<const CUdeviceptr> intermediates,
-                         std::vector<CUdeviceptr>& scratch, CUstream stream);
+                         Scratch& scratch, CUstream stream);
 
   const DriverApi& api_;
   ScratchAllocator scratch_;

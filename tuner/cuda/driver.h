@@ -45,6 +45,8 @@ namespace kfuse {
   X(cuLaunchKernelEx, 12000)          \
   X(cuMemAlloc, 12000)                \
   X(cuMemFree, 12000)                 \
+  X(cuMemAllocAsync, 12000)           \
+  X(cuMemFreeAsync, 12000)            \
   X(cuMemGetInfo, 12000)              \
   X(cuMemcpyHtoD, 12000)              \
   X(cuMemcpyDtoH, 12000)              \
