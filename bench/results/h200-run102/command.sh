@@ -1,7 +1,8 @@
 #!/bin/bash
-# The 50257-wide softmax trial program (softmax_wide_bench.cu beside this
-# file; the clt and clx cluster-split schedules added to the one in
-# h200-softmax-wide/), built here with
+# The 50257-wide softmax trial program (h200-run106/softmax_wide_bench.cu:
+# the clt and clx kernels there are the ones that ran here, unchanged; the
+# file later gained the bst and dyn variants, the --ends flag and a counter
+# pointer in Geo), built here with
 #   nvcc -O3 -arch=sm_90a -std=c++17 -o .gpu/softmax_wide/softmax_wide_bench softmax_wide_bench.cu
 # run100 ran the same program's clt variants (its softmax_wide.txt).
 cd "$(dirname "$0")/.."
