@@ -349,8 +349,11 @@ class Writer {
       }
       std::string e;
       const Node& n = c_.nodes[id];
-      if (F32Product(id)) factors[id] = args;
-      const int32_t inner = F32Product(id) ? InnerProduct(id, factors) : -1;
+      int32_t inner = -1;
+      if (F32Product(id)) {
+        inner = InnerProduct(id, factors);
+        factors[id] = args;
+      }
       const int32_t divisor = n.kind == OpKind::kDiv ? n.args[1] : -1;
       if (inner >= 0) {
         // A norm's x * r * w: one rounding, not eager's two, so its error
