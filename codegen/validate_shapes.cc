@@ -39,12 +39,15 @@ absl::Status InferReshape(Chain& c, int32_t id) {
   const TensorType& in = c.nodes[n.args[0]].type;
   KFUSE_RETURN_IF_ERROR(CheckDims(c, id, "shape", n.shape));
   // Same static product and the same symbols (as a multiset) on both sides.
+  // Products saturate at 2^100, far above any tensor's element limit (a
+  // saturated side then differs from the other, which passed that limit);
+  // the bound is checked before the multiply, which would overflow past it.
   auto summarize = [](const std::vector<Dim>& dims, std::map<int32_t, int>* syms) {
+    constexpr __int128 kCap = __int128{1} << 100;
     __int128 product = 1;
     for (const Dim& d : dims) {
       if (d.is_static()) {
-        product *= d.size;
-        if (product > (__int128{1} << 100)) product = __int128{1} << 100;
+        product = product > kCap / d.size ? kCap : product * d.size;
       } else {
         ++(*syms)[d.symbol];
       }

@@ -365,6 +365,13 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(r);
        },
        absl::StatusCode::kInvalidArgument, "cannot reshape [2,3] to [5]"},
+      {"reshape count past 2^127",  // Fuzz finding: the product overflowed.
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kReshape, {in(c, DType::kF32, S({2, 3}))});
+         c.nodes[r].shape = S({int64_t{1} << 62, int64_t{1} << 62, int64_t{1} << 62});
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument, "element counts differ"},
       {"permute",
        [&](Chain& c) {
          int r = c.AddOp(OpKind::kPermute, {in(c, DType::kF32, S({2, 3}))});
