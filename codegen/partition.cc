@@ -11,6 +11,7 @@
 #include "codegen/pointwise_layout.h"
 #include "codegen/reduce.h"
 #include "codegen/row_analysis.h"
+#include "codegen/validate.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -60,6 +61,14 @@ absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<siz
       }
     }
     space = std::move(merged);
+    // Each output is within the element limit, but a broadcast of several
+    // can pass it (and overflow the kernel's index arithmetic).
+    const int64_t limit = Limits{}.max_elements;
+    if (CountElements(c, space, limit) > limit) {
+      return absl::UnimplementedError(absl::StrCat(
+          "outputs[", j, "]: broadcast with the earlier outputs, one kernel would iterate over "
+          "more than ", limit, " elements (ask for them in separate chains)"));
+    }
   }
   return absl::OkStatus();
 }

@@ -49,6 +49,32 @@ TEST(PartitionTest, ElementwiseChainIsOnePointwiseKernel) {
   EXPECT_TRUE(p->intermediates.empty());
 }
 
+// Each output within the element limit, their broadcast far past it: [N,
+// 2^32, 1] (N unbounded counts as 1) and [2^32] make [N, 2^32, 2^32], whose
+// dense strides overflowed int64 in the pointwise kernel (a fuzz finding).
+TEST(PartitionTest, OutputsWhoseBroadcastPassesTheElementLimitAreRefused) {
+  Chain c;
+  c.symbols = {{"N", 0, 0}};
+  const int64_t big = int64_t{1} << 32;
+  int a = c.AddInput(TensorType{DType::kBF16, {Dim::Sym(0), Dim::Static(big), Dim::Static(1)}});
+  int b = c.AddInput(TensorType{DType::kBF16, {Dim::Static(big)}});
+  c.outputs = {c.AddOp(OpKind::kRelu, {a}), c.AddOp(OpKind::kRelu, {b})};
+  auto p = PartitionChain(Typed(c));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
+  EXPECT_THAT(std::string(p.status().message()),
+              HasSubstr("outputs[1]: broadcast with the earlier outputs, one kernel would "
+                        "iterate over more than 1099511627776 elements"));
+  // Within the limit, the same two outputs are one kernel.
+  Chain ok;
+  ok.symbols = {{"N", 0, 0}};
+  a = ok.AddInput(TensorType{DType::kBF16, {Dim::Sym(0), Dim::Static(1024), Dim::Static(1)}});
+  b = ok.AddInput(TensorType{DType::kBF16, {Dim::Static(1024)}});
+  ok.outputs = {ok.AddOp(OpKind::kRelu, {a}), ok.AddOp(OpKind::kRelu, {b})};
+  auto q = PartitionChain(Typed(ok));
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->kernels.size(), 1u);
+}
+
 TEST(PartitionTest, NotYetGeneratedOpsAreUnimplemented) {
   struct Case {
     OpKind kind;

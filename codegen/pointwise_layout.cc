@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/pointwise_views.h"
+#include "codegen/validate.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -184,6 +185,12 @@ absl::StatusOr<IterSpace> BuildIterSpace(const Chain& chain, const KernelGroup& 
     if (!BroadcastInto(chain.nodes[w.second].type.shape, &iter)) {
       return absl::InternalError("kernel group outputs do not broadcast together");
     }
+  }
+  // The partitioner keeps outputs' broadcasts within the element limit;
+  // past it the strides' products below would overflow.
+  if (CountElements(chain, iter, Limits{}.max_elements) > Limits{}.max_elements) {
+    return absl::InternalError(absl::StrCat("kernel group iterates over more than ",
+                                            Limits{}.max_elements, " elements"));
   }
 
   // Every value the outputs need, with the views pushed down to the reads.

@@ -122,12 +122,6 @@ absl::Status CheckDims(const Chain& c, int32_t id, absl::string_view field,
 
 }  // namespace validate_internal
 
-namespace {
-
-using namespace validate_internal;  // NOLINT: this file implements them.
-
-// Elements of a type with symbolic dims at their max (1 when unbounded),
-// saturating just above `limit`.
 int64_t CountElements(const Chain& c, const std::vector<Dim>& dims, int64_t limit) {
   int64_t n = 1;
   for (const Dim& d : dims) {
@@ -137,6 +131,10 @@ int64_t CountElements(const Chain& c, const std::vector<Dim>& dims, int64_t limi
   }
   return n;
 }
+
+namespace {
+
+using namespace validate_internal;  // NOLINT: this file implements them.
 
 absl::Status CheckTypeLimits(const Chain& c, int32_t id, const Limits& limits) {
   const TensorType& t = c.nodes[id].type;

@@ -13,6 +13,7 @@
 #define KFUSE_CODEGEN_VALIDATE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "codegen/ir.h"
@@ -38,6 +39,10 @@ struct Limits {
 // element-wise result computed only from weak scalars promote like PyTorch's
 // wrapped numbers; rank-0 strong values like zero-dim tensors.
 absl::StatusOr<Chain> Validate(Chain raw, const Limits& limits = {});
+
+// Elements of `dims` with symbolic dims at their max (1 when unbounded),
+// saturating at limit + 1: no product overflows.
+int64_t CountElements(const Chain& c, const std::vector<Dim>& dims, int64_t limit);
 
 // For a validated chain: true when `node` is a weak (Python) scalar.
 bool IsWeakScalar(const Chain& validated, int32_t node);
