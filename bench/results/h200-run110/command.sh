@@ -4,6 +4,9 @@
 # flush (by reads, then by a 256 MB memset: FLUSH_WRITE=1), 20 timed of 23,
 # errors on 12 sampled rows against fp64, and kf_ex2_poly (poly.h) against
 # exp2 in fp64. Sources (made here, .gpu/px):
+# (gen: a build of the generator older than the committed row/11: its row
+# taking kept 64-bit slots and a kf_more flag, 48 registers a thread in B0
+# where the committed kernel takes 32; B0.cu and F0.cu here are what ran)
 #   KIND=softmax gen bf16 -2670 50257 'dyn=1,grid=132,resident=3,rows=1,stages=2,threads=1024,vec=8,policy=0' > B0.cu
 #   (B0h: threads=512; F0/F0h: f32, stages=1, vec=4; only B0.cu and F0.cu are kept
 #   here, the others are the same command), each kernel renamed kf_entry;
