@@ -854,6 +854,17 @@ def bench(args):
         del cf
         return r
 
+    def same_bytes_copy(nbytes):
+        """A copy of nbytes / 2 bytes (nbytes read + written), timed as the
+        kernels are: what a copy reaches at the case's size, where the 1 GiB
+        copy's figure is the device's."""
+        x = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
+        y = torch.empty_like(x)
+        ms = timed(lambda: y.copy_(x))
+        del x, y
+        torch.cuda.empty_cache()
+        return round(2 * (nbytes // 2) / ms / 1e6, 1)
+
     def measure(i, case, path, nrows, anchors):
         """Checks and times one manifest; with `anchors`, eager and
         torch.compile on the same inputs too."""
@@ -883,6 +894,7 @@ def bench(args):
                            {"state": m["state"], "variant": ";".join(k["variant"] for k in m["kernels"]),
                             "correct": ok, "check": [v[3] for v in verdicts]})
         row["variant"] = row["kfuse"]["variant"]
+        row["copy_same_GBps"] = same_bytes_copy(nbytes)
         if anchors:
             row["eager"] = rec(label, "eager", timed(lambda: eager_fn(*inputs)), nbytes)
             row["compile"] = compiled(label, eager_fn, inputs, nbytes)
@@ -1279,17 +1291,28 @@ def attention_lines(rows):
     return lines
 
 
+def same_copy_fraction(r):
+    """kfuse's GB/s over a same-bytes copy's, or "-" for rows from before
+    the suite measured one."""
+    return f"{r['kfuse']['GBps'] / r['copy_same_GBps']:.3f}" if r.get("copy_same_GBps") else "-"
+
+
 def bandwidth_lines(copy, rows, sweeps):
     """The pointwise and row suites' tables (GB/s against the copy)."""
     lines = [f"Device copy (1 GiB, read + write): {copy['GBps']} GB/s. Bytes: each input read "
              "once, each output written once. do_bench median, warmup 25, rep 150.", "",
-             "| case | bytes | kfuse GB/s | fraction of copy | eager GB/s | torch.compile GB/s "
-             "| speedup vs compile | verdict | tuner ms / bench ms | state | variant | check |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | --- | --- |"]
+             "The fraction of copy is against the 1 GiB copy; beside it, against a copy of the "
+             "case's own bytes in the same run (fixed costs such as the flush's write-backs "
+             "weigh more on fewer bytes).", "",
+             "| case | bytes | kfuse GB/s | fraction of copy | of a same-bytes copy | eager GB/s "
+             "| torch.compile GB/s | speedup vs compile | verdict | tuner ms / bench ms | state "
+             "| variant | check |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | --- | --- |"]
     for r in rows:
         kf, eg, tc = r["kfuse"]["GBps"], r["eager"]["GBps"], r["compile"]["GBps"]
         lines.append(
             f"| {r['case']} | {r['bytes'] / 1e6:.0f} MB | {kf:.0f} | {kf / r['copy_GBps']:.2f} "
+            f"| {same_copy_fraction(r)} "
             f"| {eg:.0f} | {tc:.0f} | {r['compile']['ms'] / r['kfuse']['ms']:.2f}x "
             f"| {r['bound']} | {r['tuner_ms']:.4f} / {r['kfuse']['ms']:.4f} = "
             f"{r['tuner_ms'] / r['kfuse']['ms']:.3f} "
@@ -1303,14 +1326,19 @@ def bandwidth_lines(copy, rows, sweeps):
                   f"cases; fraction of copy from {min(fractions):.2f} to {max(fractions):.2f}."]
     if sweeps:
         lines += ["", "One kernel per row width at other row counts (GB/s relative to the "
-                  "figure at the row count it was run for above):", "",
-                  "| case | rows | kfuse GB/s | relative | check |", "| --- | ---: | ---: | ---: | --- |"]
+                  "figure at the row count it was run for above; a same-bytes copy's at these "
+                  "rows relative to its own there, and the kernel against that copy):", "",
+                  "| case | rows | kfuse GB/s | relative | copy relative | of a same-bytes copy "
+                  "| check |", "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
         for sw in sweeps:
             base = next((r for r in rows if r["name"] == sw["case"]), None)
             for pt in sw["points"]:
                 rel = pt["kfuse"]["GBps"] / base["kfuse"]["GBps"] if base else float("nan")
+                crel = (f"{pt['copy_same_GBps'] / base['copy_same_GBps']:.3f}"
+                        if base and "copy_same_GBps" in pt and "copy_same_GBps" in base else "-")
                 lines.append(f"| {sw['case']} | {pt['case'].split('@')[1]} | "
-                             f"{pt['kfuse']['GBps']:.0f} | {rel:.3f} | "
+                             f"{pt['kfuse']['GBps']:.0f} | {rel:.3f} | {crel} | "
+                             f"{same_copy_fraction(pt)} | "
                              f"{'ok' if pt['correct'] else 'WRONG'}: {pt['check']} |")
     return lines
 

@@ -333,6 +333,23 @@ class VerdictTest(unittest.TestCase):
         lines = suite.bandwidth_lines({"GBps": 4200.0}, [b], [])
         body = next(ln for ln in lines if ln.startswith("| softmax"))
         self.assertIn("| tuned, 1 failed (fault 1) | resident=1 |", body)
+        # Rows from before the same-bytes copy was measured show "-".
+        self.assertIn("| 0.95 | - |", body)
+
+    def test_bandwidth_lines_set_kernels_beside_a_copy_of_their_own_bytes(self):
+        rec = {"GBps": 4000.0, "ms": 0.1}
+        base = {"case": "rms@32768", "name": "rms", "bytes": 5e8, "kfuse": rec, "eager": rec,
+                "compile": rec, "copy_GBps": 4250.0, "copy_same_GBps": 4000.0, "bound": "memory",
+                "tuner_ms": 0.1, "state": "TUNE_STATE_TUNED", "variant": "rows=1",
+                "correct": True, "check": "max err 0", "failed_trials": {}}
+        pt = dict(base, case="rms@20480", kfuse={"GBps": 3880.0, "ms": 0.08},
+                  copy_same_GBps=3900.0)
+        lines = suite.bandwidth_lines({"GBps": 4250.0}, [base], [{"case": "rms", "points": [pt]}])
+        body = next(ln for ln in lines if ln.startswith("| rms@32768"))
+        self.assertIn("| 4000 | 0.94 | 1.000 |", body)
+        sweep = next(ln for ln in lines if ln.startswith("| rms | 20480"))
+        # 3880 / 4000 of the kernel's figure; the copy's 3900 / 4000; 3880 / 3900.
+        self.assertIn("| 3880 | 0.970 | 0.975 | 0.995 |", sweep)
 
 
 # ---------------------------------------------------------------------------
