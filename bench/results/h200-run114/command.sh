@@ -9,3 +9,7 @@
 #   for f in v*.cu; do ./nvc $f ${f%.cu}.cubin; done
 #   nvcc -O2 -arch=sm_90a -std=c++17 -o rc main.cu -lcuda
 # On the H200: cd .gpu/rc && ./rc 32768 20480 | tee $OUT/rc_rms_bf16_4096.txt
+# The same for softmax (bf16, width 4096): list_sm.txt, the harness's
+# reference switched by SOFTMAX=1 (main.cu here is that later version):
+#   mkdir sm && cd sm && KIND=softmax ../gen2 bf16 4096 32768 32768 20480 > ../list_sm.txt (paths prefixed sm/)
+#   cd .gpu/rc && SOFTMAX=1 LIST=list_sm.txt ./rc 32768 20480 | tee $OUT/rc_softmax_bf16_4096.txt

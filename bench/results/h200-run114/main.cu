@@ -18,6 +18,7 @@ static unsigned short tobf(float f) { unsigned u; memcpy(&u, &f, 4); u += 0x7fff
 int main(int argc, char** argv) {
   const long long W = 4096, RA = argc > 1 ? atoll(argv[1]) : 32768, RB = argc > 2 ? atoll(argv[2]) : 20480;
   const long long RMAX = std::max(RA, RB);
+  const bool softmax = getenv("SOFTMAX") != nullptr;  // list.txt of a softmax space (in0 -> out0).
   cuInit(0); cudaFree(0);
   std::vector<unsigned short> hx(RMAX * W), hw(W);
   unsigned s = 777;
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
     printf("copy   rows %6lld: %7.2f us %5.0f GB/s\n", rows2[j], copy[j], 2.0 * n / copy[j] / 1e3);
   }
   printf("copy at B / copy at A (GB/s): %.3f\n", (2.0 * RB / copy[1]) / (2.0 * RA / copy[0]));
-  std::ifstream lf("list.txt");
+  std::ifstream lf(getenv("LIST") ? getenv("LIST") : "list.txt");
   std::string line;
   while (std::getline(lf, line)) {
     std::istringstream ls(line);
@@ -75,6 +76,16 @@ int main(int argc, char** argv) {
       std::vector<unsigned short> y(W);
       for (long long r : sample) {
         cudaMemcpy(y.data(), o + r * W, W * 2, cudaMemcpyDeviceToHost);
+        if (softmax) {
+          double m = -INFINITY, sum = 0;
+          for (long long c = 0; c < W; ++c) m = std::max(m, (double)bf(hx[r * W + c]));
+          for (long long c = 0; c < W; ++c) sum += std::exp(bf(hx[r * W + c]) - m);
+          for (long long c = 0; c < W; ++c) {
+            const double g = bf(y[c]), ref = std::exp(bf(hx[r * W + c]) - m) / sum;
+            err = std::max(err, std::isnan(g) ? 1e30 : std::fabs(g - ref));
+          }
+          continue;
+        }
         double ss = 0;
         for (long long c = 0; c < W; ++c) { const double v = bf(hx[r * W + c]); ss += v * v; }
         const double inv = 1 / std::sqrt(ss / W + 0x1p-20);
