@@ -5,3 +5,5 @@
 # each twice, at 32768 and 20480 rows after a 256 MB memset, beside
 # cudaMemcpy of the same bytes (run114's harness, LIST=list_cs2.txt).
 #   cd .gpu/rc && SOFTMAX=1 LIST=list_cs2.txt ./rc 32768 20480
+# P.cu is the kernel as generated (with the two helpers the variants use);
+# L.diff, S.diff and LS.diff are the variants' edits to it.
