@@ -188,9 +188,10 @@ absl::StatusOr<IterSpace> BuildIterSpace(const Chain& chain, const KernelGroup& 
   }
   // The partitioner keeps outputs' broadcasts within the element limit;
   // past it the strides' products below would overflow.
-  if (CountElements(chain, iter, Limits{}.max_elements) > Limits{}.max_elements) {
-    return absl::InternalError(absl::StrCat("kernel group iterates over more than ",
-                                            Limits{}.max_elements, " elements"));
+  const int64_t limit = Limits{}.max_elements;
+  if (CountElements(chain, iter, limit) > limit) {
+    return absl::InternalError(
+        absl::StrCat("kernel group iterates over more than ", limit, " elements"));
   }
 
   // Every value the outputs need, with the views pushed down to the reads.
