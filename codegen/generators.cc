@@ -136,6 +136,10 @@ int VariantMinComputeCapability(const Variant& variant) {
   }
 }
 
+bool ReferenceReadsIntermediatesAsDouble(Family family) {
+  return family == Family::kPointwise || family == Family::kReduction;
+}
+
 std::string GeneratorVersion(Family family) {
   switch (family) {
     case Family::kPointwise: return kPointwiseGeneratorVersion;

@@ -39,6 +39,15 @@ int VariantMinComputeCapability(const Variant& variant);
 // "pointwise/1", "row/11", "reduce/1"; "" for families without a generator. Part of the
 // cache key: a generator change must not serve stale decisions.
 std::string GeneratorVersion(Family family);
+
+// Whether the family's kReference64 kernels read intermediates (earlier
+// kernels' results) as double, as a plan emitted wholly in kReference64
+// writes them: pointwise and reduction kernels do; row, matmul and
+// attention kernels read them in their own dtype. The tuner checks one
+// kernel at a time over intermediates of their dtype, and widens them for
+// the references that read double.
+bool ReferenceReadsIntermediatesAsDouble(Family family);
+
 // "pointwise-variants/1", ...: the meaning of the family's variant
 // parameters. Tuning decisions are keyed by it rather than by the generator
 // version, so a new generator that keeps its variant schema reuses them.

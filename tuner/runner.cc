@@ -77,7 +77,9 @@ absl::Status ValidateTask(const CheckTask& t) {
 
 int64_t TaskDeviceBytes(const CheckTask& t, int64_t l2_bytes) {
   int64_t total = 0;
-  for (const BufferSpec& b : t.inputs) total += b.elements * DTypeBytes(b.dtype);
+  for (const BufferSpec& b : t.inputs) {
+    total += b.elements * (DTypeBytes(b.dtype) + (b.wide_reference ? 8 : 0));
+  }
   for (const BufferSpec& b : t.outputs) total += b.elements * (DTypeBytes(b.dtype) + 8);
   if (t.timing.flush_l2) total += L2FlushBytes(l2_bytes);
   return total;

@@ -41,6 +41,10 @@ struct BufferSpec {
   DType dtype = DType::kF32;
   int64_t elements = 0;
   InputDomain domain = InputDomain::kAny;  // Inputs only.
+  // Inputs only: an earlier kernel's result that the float64 reference
+  // reads as double (ReferenceReadsIntermediatesAsDouble): the worker hands
+  // it a widened copy of the candidates' buffer.
+  bool wide_reference = false;
 };
 
 // How a candidate is timed, as triton's do_bench does (the benchmark's

@@ -29,6 +29,11 @@ extern "C" __global__ void add(const float* a, const float* b, float* out, long 
 extern "C" __global__ void add_f64(const float* a, const float* b, double* out, long long n) {
   IDX out[i] = (double)a[i] + (double)b[i];
 }
+// The float64 reference of a kernel whose input 1 is an earlier kernel's
+// result: it reads that as double, as kReference64 kernels do.
+extern "C" __global__ void add_mid_f64(const float* a, const double* b, double* out, long long n) {
+  IDX out[i] = (double)a[i] + b[i];
+}
 extern "C" __global__ void add_wrong(const float* a, const float* b, float* out, long long n) {
   IDX out[i] = a[i] + b[i] + 1.0f;
 }
@@ -212,6 +217,23 @@ TEST(RunnerGpuTest, WrongPartialAndUnlaunchableAreOutcomesWithoutRestart) {
   EXPECT_THAT((*trials)[0].message, HasSubstr("max abs error"));
   EXPECT_THAT((*trials)[1].message, HasSubstr("1 of 1048576 elements not written"));
   EXPECT_EQ(r->starts(), 1);  // None of these needs a fresh worker.
+}
+
+// The reference reads an intermediate input as double: the worker hands it
+// a widened copy of the candidates' f32 buffer, so a wrong candidate still
+// fails the check (read as raw doubles, the reference was garbage and
+// eager's error against it a tolerance nothing could exceed).
+TEST(RunnerGpuTest, IntermediateInputsReachTheReferenceWidened) {
+  REQUIRE_GPU();
+  auto r = MakeRunner();
+  ASSERT_NE(r, nullptr);
+  CheckTask task = Task({"add", "add_wrong"});
+  task.reference64 = Kernel("add_mid_f64");
+  task.inputs[1].wide_reference = true;
+  absl::StatusOr<std::vector<Trial>> trials = r->Run(task, nullptr);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ(Outcomes(*trials), (std::vector<Outcome>{Outcome::kOk, Outcome::kWrongResult}))
+      << Describe(*trials);
 }
 
 TEST(RunnerGpuTest, FaultAndHangAreIsolated) {

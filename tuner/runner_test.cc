@@ -87,6 +87,10 @@ TEST(RunnerTest, TaskDeviceBytesCountsEveryBuffer) {
   EXPECT_EQ(L2FlushBytes(60 << 20), 256'000'000);
   t.timing.flush_l2 = false;
   EXPECT_EQ(TaskDeviceBytes(t, 50'000'000), 14000);
+  // An intermediate input adds its widened copy for the reference.
+  t.inputs[0].wide_reference = true;
+  EXPECT_EQ(TaskDeviceBytes(t, 50'000'000), 14000 + 8000);
+  t.inputs[0].wide_reference = false;
   // Three f32 outputs: each has its f64 reference (the three-outputs case).
   t.outputs = {{DType::kF32, 1000}, {DType::kF32, 1000}, {DType::kF32, 1000}};
   EXPECT_EQ(TaskDeviceBytes(t, 50'000'000), 4000 + 3 * (4000 + 8000));

@@ -202,6 +202,7 @@ BufferMap MapBuffers(const Chain& chain, const KernelGroup& group, const KernelS
         m.remap[{ref.kind, ref.index}] =
             BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(m.inputs.size())};
         m.inputs.push_back(spec_of(node));
+        m.inputs.back().wide_reference = ReferenceReadsIntermediatesAsDouble(group.family);
       }
     }
   }

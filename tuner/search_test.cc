@@ -10,10 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "codegen/generators.h"
 #include "codegen/matmul_test_chains.h"
 #include "codegen/partition.h"
 #include "codegen/pointwise.h"
+#include "codegen/reduce_test_chains.h"
 #include "codegen/row_test_chains.h"
 #include "codegen/validate.h"
 #include "core/status.h"
@@ -390,6 +392,62 @@ TEST(TuneKernelTest, ThreeOutputsMapToThreeBuffers) {
   for (const CompiledKernel& k : task.candidates) EXPECT_EQ(outputs_of(k), want);
   EXPECT_TRUE(ValidateTask(task).ok());
   EXPECT_EQ(TaskDeviceBytes(task, 60 << 20), 4 * n + 3 * (4 + 8) * n + 256'000'000);
+}
+
+// The float64 reference reads an earlier kernel's result as double: the
+// task marks such inputs so the worker hands it a widened copy.
+TEST(TuneKernelTest, IntermediateInputsAreMarked) {
+  Chain c = reduce_test::CenterColumns(DType::kF32, 4096, 1000);
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(c, p->kernels[1], Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const CheckTask& task = runner.last_task_;
+  ASSERT_EQ(task.inputs.size(), 2u);
+  EXPECT_FALSE(task.inputs[0].wide_reference);  // x.
+  EXPECT_TRUE(task.inputs[1].wide_reference);   // Its column means.
+  EXPECT_EQ(task.inputs[1].elements, 1000);
+  EXPECT_EQ(TaskDeviceBytes(task, 60 << 20),
+            4 * 4096 * 1000 + (4 + 8) * 1000 + (4 + 8) * 4096 * 1000 + 256'000'000);
+}
+
+// Which references read intermediates as double (and so get widened
+// copies) follows from the generators: checked against their kReference64
+// source for a pointwise kernel, a reduction and a matmul reading an earlier
+// kernel's result.
+TEST(TuneKernelTest, WidenedIntermediatesAreThoseTheReferenceReadsAsDouble) {
+  struct Case {
+    const char* name;
+    Chain chain;
+    size_t kernel;
+  } cases[] = {
+      {"centre (pointwise)", reduce_test::CenterColumns(DType::kF32, 4096, 1000), 1},
+      {"column softmax's sum (reduction)", reduce_test::ColumnSoftmax(DType::kBF16, 4096, 1000), 1},
+      {"mlp's second product (matmul)", matmul_test::Mlp(DType::kBF16, 256, 512, 1024), 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<Partition> p = PartitionChain(c.chain);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_GT(p->kernels.size(), c.kernel);
+    const KernelGroup& g = p->kernels[c.kernel];
+    absl::StatusOr<KernelSpec> ref =
+        EmitFamily(c.chain, g, FamilyHeuristic(c.chain, g), Numerics::kReference64);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    const bool reads_double = absl::StrContains(ref->source, "const double* __restrict__ im");
+    EXPECT_EQ(reads_double, ReferenceReadsIntermediatesAsDouble(g.family));
+    FakeCompiler compiler;
+    FakeRunner runner;
+    absl::StatusOr<TuneResult> r = TuneKernel(c.chain, g, Opts(TuneMode::kQuick), compiler, &runner);
+    ASSERT_TRUE(r.ok()) << r.status();
+    int widened = 0;
+    for (const BufferSpec& b : runner.last_task_.inputs) widened += b.wide_reference;
+    EXPECT_EQ(widened, reads_double ? 1 : 0);
+  }
 }
 
 TEST(TuneKernelTest, CompileErrorsAreRecorded) {

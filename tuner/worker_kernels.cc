@@ -57,6 +57,11 @@ kf_rand(void* out, long long n, unsigned long long key, int domain, int dt, int 
 }
 
 extern "C" __global__ void __launch_bounds__(256)
+kf_widen(const void* in, double* out, long long n, int dt, int size) {
+  KF_FOR(i, n) out[i] = kf_decode(dt, kf_load(in, i, size));
+}
+
+extern "C" __global__ void __launch_bounds__(256)
 kf_cmp(const void* got, const double* ref, long long n, KfPart* out, int dt, int size) {
   __shared__ KfPart s[256];
   KfPart p;
@@ -148,7 +153,8 @@ absl::StatusOr<std::unique_ptr<WorkerKernels>> WorkerKernels::Create(const std::
   KFUSE_RETURN_IF_ERROR(
       CuCheck(cu->cuModuleLoadData(&k->module_, cubin->data()), "cuModuleLoadData (helpers)"));
   for (auto [name, fn] : {std::make_pair("kf_rand", &k->rand_), std::make_pair("kf_cmp", &k->cmp_),
-                          std::make_pair("kf_prep", &k->prep_)}) {
+                          std::make_pair("kf_prep", &k->prep_),
+                          std::make_pair("kf_widen", &k->widen_)}) {
     KFUSE_RETURN_IF_ERROR(CuCheck(cu->cuModuleGetFunction(fn, k->module_, name), name));
   }
   KFUSE_ASSIGN_OR_RETURN(k->parts_, DeviceBuffer::Alloc(kHelperMaxBlocks * sizeof(KfPart)));
@@ -175,6 +181,23 @@ absl::Status WorkerKernels::FillRandom(const DeviceBuffer& buf, const BufferSpec
                      ->cuLaunchKernel(rand_, static_cast<unsigned>(blocks), 1,
                                       1, kHelperBlock, 1, 1, 0, stream, args, nullptr),
                  "cuLaunchKernel (random inputs)");
+}
+
+absl::Status WorkerKernels::Widen(const DeviceBuffer& in, DType dtype, int64_t n,
+                                  const DeviceBuffer& out, CUstream stream) const {
+  KFUSE_CHECK(Supported(dtype));
+  KFUSE_CHECK(in.bytes() >= static_cast<size_t>(n) * DTypeBytes(dtype));
+  KFUSE_CHECK(out.bytes() >= static_cast<size_t>(n) * 8);
+  if (n <= 0) return absl::OkStatus();
+  CUdeviceptr src = in.ptr(), dst = out.ptr();
+  long long nn = n;
+  int dt = Index(dtype), size = DTypeBytes(dtype);
+  void* args[] = {&src, &dst, &nn, &dt, &size};
+  const int64_t blocks = std::clamp<int64_t>((n + kHelperBlock - 1) / kHelperBlock, 1, 65536);
+  return CuCheck((*LoadDriver())
+                     ->cuLaunchKernel(widen_, static_cast<unsigned>(blocks), 1, 1, kHelperBlock,
+                                      1, 1, 0, stream, args, nullptr),
+                 "cuLaunchKernel (widen)");
 }
 
 absl::StatusOr<CompareStats> WorkerKernels::Compare(CUdeviceptr got, DType dtype, CUdeviceptr ref,

@@ -36,7 +36,8 @@ inline constexpr int kHelperMaxBlocks = 1024;
 int HelperBlocks(int64_t n);
 
 // The full NVRTC source: device prelude, shared element code, and the
-// kernels kf_rand, kf_cmp, kf_prep (dtype and element size are arguments).
+// kernels kf_rand, kf_cmp, kf_prep, kf_widen (dtype and element size are
+// arguments).
 // Exposed for a compile test without a GPU.
 const std::string& WorkerKernelSource();
 
@@ -58,6 +59,12 @@ class WorkerKernels {
   absl::Status FillRandom(const DeviceBuffer& buf, const BufferSpec& spec, uint64_t seed,
                           uint64_t index, CUstream stream) const;
 
+  // Enqueues on `stream`: `out` gets the n elements of `in` (dtype) as
+  // double, as kf_decode reads them (an intermediate input for the float64
+  // reference, which reads intermediates as double).
+  absl::Status Widen(const DeviceBuffer& in, DType dtype, int64_t n, const DeviceBuffer& out,
+                     CUstream stream) const;
+
   // `n` elements of `got` (dtype) against the f64 reference `ref`: what
   // CompareToReference and CountUnwritten compute on the host. Runs on
   // `stream`, then synchronizes it; a fault is a sticky CUDA error.
@@ -74,7 +81,7 @@ class WorkerKernels {
   WorkerKernels() = default;
 
   CUmodule module_ = nullptr;
-  CUfunction rand_ = nullptr, cmp_ = nullptr, prep_ = nullptr;
+  CUfunction rand_ = nullptr, cmp_ = nullptr, prep_ = nullptr, widen_ = nullptr;
   DeviceBuffer parts_;  // kHelperMaxBlocks x 64 bytes.
 };
 

@@ -86,6 +86,32 @@ TEST_F(WorkerKernelsGpuTest, RandomInputsMatchTheHost) {
   }
 }
 
+// An intermediate's widened copy for the float64 reference: each element
+// as kf_decode reads it, bit for bit (NaN payloads included).
+TEST_F(WorkerKernelsGpuTest, WidenDecodesEveryDtype) {
+  for (DType t : AllOutputDTypes()) {
+    const int64_t n = 100003;
+    BufferSpec spec{t, n, InputDomain::kAny};
+    absl::StatusOr<DeviceBuffer> in = DeviceBuffer::Alloc(n * DTypeBytes(t));
+    absl::StatusOr<DeviceBuffer> out = DeviceBuffer::Alloc(n * 8);
+    ASSERT_TRUE(in.ok() && out.ok());
+    ASSERT_TRUE(kernels_->FillRandom(*in, spec, /*seed=*/7, /*index=*/1, stream_).ok());
+    ASSERT_TRUE(kernels_->Widen(*in, t, n, *out, stream_).ok());
+    ASSERT_EQ(cu_->cuStreamSynchronize(stream_), CUDA_SUCCESS);
+    const std::string raw = RandomInput(spec, 7, 1);
+    absl::StatusOr<std::string> got = out->Download();
+    ASSERT_TRUE(got.ok());
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      unsigned long long bits = 0;
+      std::memcpy(&bits, raw.data() + i * DTypeBytes(t), DTypeBytes(t));
+      const double want = shared_code::kf_decode(static_cast<int>(t), bits);
+      bad += std::memcmp(&want, got->data() + i * 8, 8) != 0;
+    }
+    EXPECT_EQ(bad, 0) << DTypeName(t);
+  }
+}
+
 TEST_F(WorkerKernelsGpuTest, CompareMatchesTheHost) {
   for (DType t : AllOutputDTypes()) {
     // 1M + 7 elements: more than 1024 blocks x 256 threads, so threads stride.

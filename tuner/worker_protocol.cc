@@ -159,16 +159,18 @@ void PutBuffers(WireWriter& w, const std::vector<BufferSpec>& v) {
     w.U8(static_cast<uint8_t>(b.dtype));
     w.I64(b.elements);
     w.U8(static_cast<uint8_t>(b.domain));
+    w.Bool(b.wide_reference);
   }
 }
 
 std::vector<BufferSpec> GetBuffers(WireReader& r) {
   std::vector<BufferSpec> v;
-  for (uint64_t i = 0, n = r.Count(10); i < n && r.ok(); ++i) {
+  for (uint64_t i = 0, n = r.Count(11); i < n && r.ok(); ++i) {
     BufferSpec b;
     b.dtype = static_cast<DType>(r.U8());
     b.elements = r.I64();
     b.domain = static_cast<InputDomain>(r.U8());
+    b.wide_reference = r.Bool();
     v.push_back(b);
   }
   return v;

@@ -85,7 +85,7 @@ TEST(WorkerProtocolTest, RunRequestRoundTrips) {
   req.task.eager = Kernel("eager");
   req.task.symbol_values = {1 << 20, -3};
   req.task.inputs = {{DType::kBF16, 100, InputDomain::kPositive},
-                     {DType::kI32, 5, InputDomain::kUnit}};
+                     {DType::kI32, 5, InputDomain::kUnit, /*wide_reference=*/true}};
   req.task.outputs = {{DType::kF32, 100, InputDomain::kAny}};
   req.task.timing = {5, 50, 0.25, false, 7};
   req.task.budget_seconds = 1.75;
@@ -108,6 +108,8 @@ TEST(WorkerProtocolTest, RunRequestRoundTrips) {
   EXPECT_EQ(got->task.inputs[0].elements, 100);
   EXPECT_EQ(got->task.inputs[0].domain, InputDomain::kPositive);
   EXPECT_EQ(got->task.inputs[1].domain, InputDomain::kUnit);
+  EXPECT_FALSE(got->task.inputs[0].wide_reference);
+  EXPECT_TRUE(got->task.inputs[1].wide_reference);
   EXPECT_EQ(got->task.outputs[0].dtype, DType::kF32);
   EXPECT_EQ(got->task.timing.warmup, 5);
   EXPECT_EQ(got->task.timing.repeats, 50);

@@ -154,7 +154,18 @@ absl::Status RunTaskInWorker(const RunRequest& req, const DeviceFingerprint& dev
     KFUSE_ASSIGN_OR_RETURN(DeviceBuffer o, DeviceBuffer::Alloc(b.elements * DTypeBytes(b.dtype)));
     outs.push_back(std::move(o));
   }
-  const LaunchBuffers ref_lb = Bind(inputs, ref_outs), lb = Bind(inputs, outs);
+  // The reference reads intermediates as double: it gets widened copies.
+  LaunchBuffers ref_lb = Bind(inputs, ref_outs);
+  const LaunchBuffers lb = Bind(inputs, outs);
+  std::vector<DeviceBuffer> wide;
+  for (size_t i = 0; i < task.inputs.size(); ++i) {
+    const BufferSpec& b = task.inputs[i];
+    if (!b.wide_reference) continue;
+    KFUSE_ASSIGN_OR_RETURN(DeviceBuffer w, DeviceBuffer::Alloc(b.elements * 8));
+    KFUSE_RETURN_IF_ERROR(kernels.Widen(inputs[i], b.dtype, b.elements, w, stream));
+    ref_lb.inputs[i] = w.ptr();
+    wide.push_back(std::move(w));
+  }
   KFUSE_RETURN_IF_ERROR(
       RunFixed("reference64", task.reference64, task, ref_lb, ref_outs, stream, poisoned));
   KFUSE_RETURN_IF_ERROR(RunFixed("eager", task.eager, task, lb, outs, stream, poisoned));
