@@ -6,28 +6,53 @@
 // outer axes become several kernels: see PartitionChain.
 //
 //   KernelGroup g = PartitionChain(chain)->kernels[0];   // kReduction
-//   Variant v = ReduceHeuristic(chain, g);              // {block=256}
+//   Variant v = ReduceHeuristic(chain, g);   // {block=256,slices=4,split=8,vec=4}
 //   absl::StatusOr<KernelSpec> k = EmitReduce(chain, g, v);
 //
-// Variant params (Family::kReduction):
-//   block  threads per block: 128, 256 or 512.
+// Variant params (Family::kReduction; absent ones are 1):
+//   block   threads per block: 128, 256 or 512.
+//   split   the block's threads are split rows of block / split threads
+//           (a power of two, at most block / 32): each row takes every
+//           split-th index of split_dim, the longest reduced dim.
+//   slices  blocks along split_dim (a power of two, at most 1024), each
+//           reducing a contiguous slice of it.
+//   vec     adjacent outputs a thread (along the innermost dim): 1, 2, 4 or
+//           8; needs a static innermost dim that is a multiple of vec, and
+//           every operand contiguous (stride 1) or broadcast (stride 0)
+//           along it. Operands whose rows start at multiples of vec and
+//           whose vectors are at most 16 bytes are read a vector at a time
+//           (a kAligned precondition each); others an element at a time.
 //
-// Schedule: one thread per output element (per kept index); it loops over
-// the reduced index space, outer axes first. Consecutive threads take
-// consecutive innermost (kept) indices, so every load of a pass is
-// coalesced. Accumulation in f32 (f64 under kReference64; int for integer
+// Schedule: block.x / split threads take adjacent outputs (vec each), so
+// every load of a pass is coalesced; each thread loops over the reduced
+// index space, outer dims first, split_dim by its row's stride within the
+// block's slice. Accumulation in f32 (f64 under kReference64; int for integer
 // sums, which wrap), Kahan-compensated for floating-point sums (under kEager
 // too: a serial sum down a whole column would make a far laxer yardstick than
-// PyTorch's cascaded sums), NaN-propagating for max and min; mean is the sum
-// over the count of reduced elements. Indices are 64-bit.
+// PyTorch's cascaded sums), NaN-propagating for max and min. A block's rows
+// meet in shared memory, added in row order by the first; with slices > 1
+// each block writes its value to a workspace and the last block of a column
+// of blocks to finish (a counter per column) adds the slices in order (its
+// rows each take every split-th slice, then meet as before), so results do
+// not depend on timing. Mean is the sum over the count of reduced elements.
+// Indices are 64-bit.
+//
+// The heuristic takes the widest vec some operand is read in; when the
+// outputs alone would not give a quarter of the H200's resident threads
+// (132 x 2048 / 4, each with four 16-byte loads in flight), rows of 32
+// threads (split 8) and as many slices as make that up, while each thread
+// keeps at least 32 indices to add.
 //
 // Launch contract (KernelSpec.params, in order): one pointer per chain input
 // (every input, read or not); one per intermediate the kernel reads
 // (BufferRef{kIntermediate, node id}, ascending node id); one per chain
 // output it writes (the reduction, ascending output position); one for the
 // reduction's intermediate when later kernels read it
-// (KernelGroup::intermediates); then one i64 scalar per symbol of the
-// operand's shape (ascending). grid.x = ceil_div(outputs, block), block.x =
+// (KernelGroup::intermediates); with slices > 1 a workspace of slices x
+// outputs partial values (4 bytes each, 8 for f64 results and under
+// kReference64) and one of a 4-byte counter per column of blocks (zeroed);
+// then one i64 scalar per symbol of the operand's shape (ascending). grid.x
+// = ceil_div(outputs, block / split * vec), grid.y = slices, block.x =
 // block; an empty output gives grid 0 (the launcher skips it). Outputs and
 // intermediates are dense in the reduction's shape.
 //
@@ -50,11 +75,11 @@
 
 namespace kfuse {
 
-inline constexpr char kReduceGeneratorVersion[] = "reduce/1";
+inline constexpr char kReduceGeneratorVersion[] = "reduce/2";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.
-inline constexpr char kReduceVariantSchema[] = "reduce-variants/1";
+inline constexpr char kReduceVariantSchema[] = "reduce-variants/2";
 
 // OK when reduction `node` of validated `chain` is one the family computes:
 // over a non-empty set of axes without the innermost one. Unimplemented,
@@ -76,10 +101,12 @@ absl::StatusOr<KernelSpec> EmitReduce(const Chain& chain, const KernelGroup& gro
 absl::Status CanGenerateReduce(const Chain& chain, const KernelGroup& group,
                                const Variant& variant);
 
-// 256 threads per block.
+// As described above.
 Variant ReduceHeuristic(const Chain& chain, const KernelGroup& group);
 
-// Every legal variant (block 128, 256, 512), heuristic first.
+// The heuristic first, then its neighbours: split 8, 4 or 1 with a quarter,
+// the same or four times its slices; its twin without vectors; a thread an
+// output with and without vectors.
 std::vector<Variant> ReduceSpace(const Chain& chain, const KernelGroup& group);
 
 }  // namespace kfuse

@@ -25,12 +25,18 @@ struct Leaf {
   BufferRef buffer;
   DType dtype = DType::kInvalid;
   std::vector<Mono> strides;
+  bool vector = false;  // Read `vec` elements at once (stride 1 along the innermost dim).
 };
 
 struct Plan {
   int32_t reduction = -1;
   Numerics numerics = Numerics::kFast;
-  int block = 256;
+  // Schedule: a block of `block` threads is `split` rows of block / split
+  // threads; a thread reduces `vec` adjacent outputs over every split-th
+  // index of reduced dim `split_dim` within its block's slice, one of
+  // `slices` along that dim, and over the whole of the other reduced dims.
+  int block = 256, split = 1, slices = 1, vec = 1;
+  int split_dim = -1;  // The longest reduced dim (by hint when symbolic).
   std::vector<Dim> shape;            // The operand's: the iteration space.
   std::vector<bool> reduced;         // Per dim of `shape`.
   std::vector<int32_t> compute;      // Element-wise nodes of the operand, ascending.
@@ -38,6 +44,9 @@ struct Plan {
   std::vector<uint32_t> outputs;     // Positions in chain.outputs of the reduction.
   bool writes_intermediate = false;  // Later kernels read the reduction.
   std::vector<int32_t> symbols;      // Of `shape`, ascending.
+  std::vector<Precondition> preconditions;
+  int Lanes() const { return block / split; }  // Threads of a block along the outputs.
+  bool Staged() const { return split > 1 || slices > 1; }
 };
 
 absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,

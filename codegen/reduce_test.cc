@@ -1,5 +1,6 @@
 #include "codegen/reduce.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ namespace kfuse {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 Partition Part(const Chain& c) {
   absl::StatusOr<Partition> p = PartitionChain(c);
@@ -29,6 +31,12 @@ int32_t NodeOf(const Chain& c, OpKind k) {
   return -1;
 }
 
+KernelParam Workspace() {
+  KernelParam p;
+  p.kind = KernelParam::Kind::kWorkspace;
+  return p;
+}
+
 KernelParam Buf(BufferRef::Kind k, int32_t index) {
   return KernelParam::Buffer(BufferRef{k, static_cast<uint32_t>(index)});
 }
@@ -40,7 +48,7 @@ void ExpectParams(const KernelSpec& spec, const std::vector<KernelParam>& want) 
     EXPECT_EQ(spec.params[i].kind, want[i].kind);
     if (want[i].kind == KernelParam::Kind::kBuffer) {
       EXPECT_EQ(spec.params[i].buffer, want[i].buffer);
-    } else {
+    } else if (want[i].kind == KernelParam::Kind::kScalar) {
       EXPECT_EQ(spec.params[i].value, want[i].value);
       EXPECT_EQ(spec.params[i].scalar_dtype, DType::kI64);
     }
@@ -51,15 +59,78 @@ TEST(ReduceTest, FamilyNameVersionHeuristicAndSpace) {
   Chain c = reduce_test::ColumnSum(DType::kF32, 4096, 1000);
   KernelGroup g = Part(c).kernels[0];
   EXPECT_EQ(FamilyName(Family::kReduction), "reduction");
-  EXPECT_EQ(GeneratorVersion(Family::kReduction), "reduce/1");
-  EXPECT_EQ(ReduceHeuristic(c, g), (Variant{Family::kReduction, {{"block", 256}}}));
+  EXPECT_EQ(GeneratorVersion(Family::kReduction), "reduce/2");
+  // 250 threads of four columns each: rows of 32 threads split the 4096
+  // rows eight ways, and 16 slices of 256 rows leave each thread 32.
+  EXPECT_EQ(ReduceHeuristic(c, g),
+            (Variant{Family::kReduction, {{"block", 256}, {"split", 8}, {"slices", 16}, {"vec", 4}}}));
   EXPECT_EQ(FamilyHeuristic(c, g), ReduceHeuristic(c, g));
   std::vector<Variant> space = ReduceSpace(c, g);
-  ASSERT_EQ(space.size(), 3u);
+  ASSERT_GE(space.size(), 6u);
   EXPECT_EQ(space[0], ReduceHeuristic(c, g));
-  EXPECT_EQ(space[1].Get("block"), 128);
-  EXPECT_EQ(space[2].Get("block"), 512);
+  for (size_t i = 0; i < space.size(); ++i) {
+    EXPECT_TRUE(CanGenerateReduce(c, g, space[i]).ok()) << space[i].ToString();
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(space[i], space[j]);
+  }
+  EXPECT_NE(std::find(space.begin(), space.end(),
+                      Variant{Family::kReduction, {{"block", 256}, {"split", 8}, {"slices", 16}}}),
+            space.end());  // The heuristic's twin without vectors.
+  EXPECT_NE(std::find(space.begin(), space.end(), Variant{Family::kReduction, {{"block", 256}}}),
+            space.end());  // A thread an output.
   EXPECT_EQ(FamilySpace(c, g), space);
+}
+
+TEST(ReduceTest, ManyOutputsKeepAThreadEach) {
+  // Two million columns fill the device without splitting the rows.
+  Chain c = reduce_test::ColumnSum(DType::kF32, 16, int64_t{1} << 21);
+  KernelGroup g = Part(c).kernels[0];
+  EXPECT_EQ(ReduceHeuristic(c, g), (Variant{Family::kReduction, {{"block", 256}, {"vec", 4}}}));
+  absl::StatusOr<KernelSpec> k = EmitReduce(c, g, ReduceHeuristic(c, g));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_THAT(k->source, HasSubstr("if (kf_o >= kf_n) return;"));
+  EXPECT_THAT(k->source, Not(HasSubstr("__syncthreads")));
+  EXPECT_EQ(k->grid.y, SizeExpr::Const(1));
+}
+
+TEST(ReduceTest, SlicesMeetInTheWorkspaceInOrder) {
+  Chain c = reduce_test::ColumnSum(DType::kBF16, 32768, 4096);
+  KernelGroup g = Part(c).kernels[0];
+  const Variant v = ReduceHeuristic(c, g);
+  EXPECT_EQ(v, (Variant{Family::kReduction,
+                        {{"block", 256}, {"split", 8}, {"slices", 32}, {"vec", 8}}}));
+  absl::StatusOr<KernelSpec> k = EmitReduce(c, g, v);
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_EQ(k->params.size(), 4u);
+  EXPECT_EQ(k->params[2].kind, KernelParam::Kind::kWorkspace);
+  EXPECT_EQ(k->params[2].workspace_bytes, SizeExpr::Mul(SizeExpr::Const(4096), SizeExpr::Const(32 * 4)));
+  EXPECT_FALSE(k->params[2].workspace_zeroed);
+  EXPECT_EQ(k->params[3].kind, KernelParam::Kind::kWorkspace);
+  EXPECT_TRUE(k->params[3].workspace_zeroed);  // The counters.
+  EXPECT_EQ(k->grid.x, SizeExpr::CeilDiv(SizeExpr::Const(4096), SizeExpr::Const(256)));
+  EXPECT_EQ(k->grid.y, SizeExpr::Const(32));
+  ASSERT_EQ(k->preconditions.size(), 1u);
+  EXPECT_EQ(k->preconditions[0].kind, Precondition::Kind::kAligned);
+  EXPECT_EQ(k->preconditions[0].value, 16);
+  EXPECT_EQ(k->preconditions[0].description, "input 0 is 16-byte aligned (vector loads)");
+  EXPECT_THAT(k->source, HasSubstr("kf_vec<__kf_bf16, 8>"));
+  EXPECT_THAT(k->source, HasSubstr("atomicAdd(kf_cnt + blockIdx.x, 1u) == 31u"));
+  // The last block's rows take every eighth slice in order, then meet.
+  EXPECT_THAT(k->source, HasSubstr("for (int kf_y = kf_ty; kf_y < 32; kf_y += 8)"));
+  EXPECT_THAT(k->source, HasSubstr("__ldcg(kf_ws + kf_y * kf_n + kf_o + kf_e)"));
+  EXPECT_THAT(k->source, HasSubstr("for (int kf_y = 1; kf_y < 8; ++kf_y)"));
+}
+
+TEST(ReduceTest, TheLongestReducedDimIsSplit) {
+  Chain c;
+  int32_t x = c.AddInput(
+      TensorType{DType::kF32, {Dim::Static(4), Dim::Static(1024), Dim::Static(64)}});
+  c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceSum, x, {0, 1}, false)};
+  c = reduce_test::Finish(std::move(c));
+  KernelGroup g = Part(c).kernels[0];
+  absl::StatusOr<KernelSpec> k = EmitReduce(c, g, ReduceHeuristic(c, g));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_THAT(k->source, HasSubstr("for (long long kf_c0 = 0; kf_c0 < 4LL; ++kf_c0)"));
+  EXPECT_THAT(k->source, HasSubstr("kf_c1 = (long long)blockIdx.y * kf_chunk + kf_ty"));
 }
 
 TEST(ReduceTest, ColumnSoftmaxLaunchContracts) {
@@ -73,21 +144,35 @@ TEST(ReduceTest, ColumnSoftmaxLaunchContracts) {
   absl::StatusOr<KernelSpec> k0 =
       EmitFamily(c, p.kernels[0], FamilyHeuristic(c, p.kernels[0]));
   ASSERT_TRUE(k0.ok()) << k0.status();
-  ExpectParams(*k0, {Buf(K::kInput, 0), Buf(K::kIntermediate, mx), n});
+  // Eight columns a thread, rows of 32 threads, 16 slices: a workspace
+  // and its counters after the intermediate.
+  const KernelParam ws = Workspace();
+  ExpectParams(*k0, {Buf(K::kInput, 0), Buf(K::kIntermediate, mx), ws, ws, n});
   EXPECT_EQ(k0->grid.x, SizeExpr::CeilDiv(SizeExpr::Const(1000), SizeExpr::Const(256)));
+  EXPECT_EQ(k0->grid.y, SizeExpr::Const(16));
   EXPECT_EQ(k0->block.x, SizeExpr::Const(256));
   EXPECT_EQ(k0->ops, std::vector<uint32_t>{static_cast<uint32_t>(mx)});
   EXPECT_EQ(k0->partition_reason, p.kernels[0].reason);
-  EXPECT_TRUE(k0->preconditions.empty());
+  ASSERT_EQ(k0->preconditions.size(), 1u);
+  EXPECT_EQ(k0->preconditions[0].buffer, (BufferRef{K::kInput, 0}));
   EXPECT_THAT(k0->entry, ::testing::StartsWith("kf_red_"));
-  EXPECT_THAT(k0->source, HasSubstr("kf_max(kf_acc, "));
+  EXPECT_THAT(k0->source, HasSubstr("kf_max(kf_acc[kf_e], "));
 
   absl::StatusOr<KernelSpec> k1 =
       EmitFamily(c, p.kernels[1], FamilyHeuristic(c, p.kernels[1]));
   ASSERT_TRUE(k1.ok()) << k1.status();
-  ExpectParams(*k1, {Buf(K::kInput, 0), Buf(K::kIntermediate, mx), Buf(K::kIntermediate, sum), n});
+  ExpectParams(*k1, {Buf(K::kInput, 0), Buf(K::kIntermediate, mx), Buf(K::kIntermediate, sum),
+                     ws, ws, n});
   EXPECT_EQ(k1->ops.size(), 3u);  // sub, exp, sum.
-  EXPECT_THAT(k1->source, HasSubstr("kf_err"));  // Compensated.
+  // A bf16 sum: its rounding is far above an f32 sum's error, so the fast
+  // kernel does not compensate; the yardsticks do.
+  EXPECT_THAT(k1->source, Not(HasSubstr("kf_err")));
+  for (Numerics yardstick : {Numerics::kReference64, Numerics::kEager}) {
+    absl::StatusOr<KernelSpec> y =
+        EmitFamily(c, p.kernels[1], FamilyHeuristic(c, p.kernels[1]), yardstick);
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_THAT(y->source, HasSubstr("kf_err"));
+  }
 
   // The last kernel reads both reductions and writes only the output: the
   // exp(x - max) it shares with the sum's kernel is recomputed, not stored.
@@ -118,8 +203,8 @@ TEST(ReduceTest, OutputAndIntermediateTogether) {
   ASSERT_TRUE(k.ok()) << k.status();
   using K = BufferRef::Kind;
   ExpectParams(*k, {Buf(K::kInput, 0), Buf(K::kOutput, 1), Buf(K::kIntermediate, m)});
-  EXPECT_THAT(k->source, HasSubstr("kf_acc = kf_acc / (float)(64LL);"));
-  EXPECT_THAT(k->source, HasSubstr("out1[kf_o] = kf_acc;"));
+  EXPECT_THAT(k->source, HasSubstr("kf_acc[kf_e] = kf_acc[kf_e] / (float)(64LL);"));
+  EXPECT_THAT(k->source, HasSubstr("out1[kf_o + kf_e] = kf_acc[kf_e];"));
   EXPECT_THAT(k->source, HasSubstr("omid"));
 }
 
@@ -146,8 +231,9 @@ TEST(ReduceTest, SymbolicKeptDimSizesTheGrid) {
     } else {
       EXPECT_THAT(k->source, HasSubstr("__kf_half* __restrict__ out0"));
     }
-    // Every numerics compensates its sums.
-    EXPECT_THAT(k->source, HasSubstr("kf_err"));
+    // The yardsticks compensate their sums; the fast kernel of an f16 sum
+    // need not.
+    EXPECT_EQ(absl::StrContains(k->source, "kf_err"), n != Numerics::kFast);
     // Same inputs, same bytes.
     EXPECT_EQ(EmitReduce(c, g, ReduceHeuristic(c, g), n)->source, k->source);
   }
@@ -177,7 +263,8 @@ TEST(ReduceTest, IntegerSumsWrapAndMaxKeepsNaN) {
     absl::StatusOr<KernelSpec> k = EmitReduce(c, g, ReduceHeuristic(c, g));
     ASSERT_TRUE(k.ok()) << k.status();
     if (c.nodes[g.results[0]].kind == OpKind::kReduceSum) {
-      EXPECT_THAT(k->source, HasSubstr("kf_acc = (int)((unsigned int)kf_acc + (unsigned int)"));
+      EXPECT_THAT(k->source,
+                  HasSubstr("kf_acc[kf_e] = (int)((unsigned int)kf_acc[kf_e] + (unsigned int)"));
       EXPECT_THAT(k->source, HasSubstr("int* __restrict__ out0"));
     } else {
       EXPECT_THAT(k->source, HasSubstr("(a != a || a > b)"));  // The prelude's kf_max.
@@ -194,7 +281,12 @@ TEST(ReduceTest, BadVariantsAndGroupsAreRefused) {
   } cases[] = {
       {Variant{Family::kReduction, {{"block", 64}}}, "block must be 128, 256 or 512"},
       {Variant{Family::kReduction, {}}, "missing block"},
-      {Variant{Family::kReduction, {{"block", 256}, {"vec", 4}}}, "unknown param \"vec\""},
+      {Variant{Family::kReduction, {{"block", 256}, {"warps", 4}}}, "unknown param \"warps\""},
+      {Variant{Family::kReduction, {{"block", 256}, {"split", 3}}}, "split must be a power of two"},
+      {Variant{Family::kReduction, {{"block", 256}, {"split", 16}}}, "at most block / 32"},
+      {Variant{Family::kReduction, {{"block", 256}, {"slices", 6}}}, "slices must be a power of two"},
+      {Variant{Family::kReduction, {{"block", 256}, {"slices", 2048}}}, "at most 1024"},
+      {Variant{Family::kReduction, {{"block", 256}, {"vec", 16}}}, "vec must be 1, 2, 4 or 8"},
       {Variant{Family::kPointwise, {{"block", 256}}}, "family must be reduction"},
   };
   for (const Case& k : cases) {
@@ -203,6 +295,20 @@ TEST(ReduceTest, BadVariantsAndGroupsAreRefused) {
     EXPECT_THAT(std::string(s.message()), HasSubstr(k.message));
     EXPECT_EQ(EmitReduce(c, g, k.v).status(), s);
   }
+  // vec needs a static innermost dim it divides, and no strided operand.
+  Chain odd = reduce_test::ColumnSum(DType::kF32, 4096, 1002);
+  absl::Status s = CanGenerateReduce(odd, Part(odd).kernels[0],
+                                     Variant{Family::kReduction, {{"block", 256}, {"vec", 4}}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("a multiple of it"));
+  Chain cm;
+  int32_t x = cm.AddInput(TensorType{DType::kF32, {Dim::Static(8), Dim::Static(16)}}, {1, 8});
+  cm.outputs = {reduce_test::Reduce(&cm, OpKind::kReduceSum, x, {0}, false)};
+  cm = reduce_test::Finish(std::move(cm));
+  s = CanGenerateReduce(cm, Part(cm).kernels[0],
+                        Variant{Family::kReduction, {{"block", 256}, {"vec", 2}}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("is strided along the innermost dim"));
   KernelGroup row = g;
   row.family = Family::kRowReduction;
   EXPECT_EQ(CanGenerateReduce(c, row, ReduceHeuristic(c, g)).code(),

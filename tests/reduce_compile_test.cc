@@ -3,7 +3,7 @@
 // by the column mean (f32, bf16), softmax over axis 0 (bf16, f16, f32), a
 // [B, S, H] reduction over the sequence axis and over two outer axes, and an
 // integer count per column; and the fp64 and eager yardsticks of each
-// kernel's heuristic. No GPU needed.
+// kernel's heuristic; none of the fast and eager ones spills. No GPU needed.
 #include <string>
 #include <vector>
 
@@ -50,7 +50,9 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
         ASSERT_TRUE(spec.ok()) << spec.status();
         absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
         ASSERT_TRUE(k.ok()) << k.status() << "\n" << spec->source;
-        if (g.family == Family::kReduction) {
+        // The variants the tuner times must not spill; the fp64 yardstick
+        // may (a register kept across its calls to double exp).
+        if (g.family == Family::kReduction && numerics != Numerics::kReference64) {
           EXPECT_EQ(k->resources.spill_bytes, 0u) << "spills";
         }
       }
