@@ -1,7 +1,8 @@
 // The benchmark's chains (bench/gpu/cases/<suite>/*.json, written by
 // bench/gpu/suite.py write-cases) parse, translate, validate and partition
 // into kernels of their suite's family (one each; the MLP, two matmul
-// kernels; the router's softmax, one matmul kernel reducing its rows) whose
+// kernels; the router's softmax, one matmul kernel reducing its rows; a
+// reduction over outer axes, reduction kernels and a pointwise one) whose
 // heuristic variants compile, so the H200 run cannot fail on
 // them.
 #include <filesystem>
@@ -38,9 +39,18 @@ int CheckSuite(const std::string& suite, Family family, size_t min_space) {
     EXPECT_TRUE(p.ok()) << p.status();
     if (!p.ok()) continue;
     const bool mlp = entry.path().filename().string().rfind("mlp", 0) == 0;
-    EXPECT_EQ(p->kernels.size(), mlp ? 2u : 1u);
+    // Reductions over outer axes are plans: reduction kernels, then a
+    // pointwise one where the chain goes on.
+    const bool plan = family == Family::kReduction;
+    if (plan) {
+      EXPECT_EQ(p->kernels[0].family, Family::kReduction);
+    } else {
+      EXPECT_EQ(p->kernels.size(), mlp ? 2u : 1u);
+    }
     for (const KernelGroup& g : p->kernels) {
-      EXPECT_EQ(g.family, family);
+      if (!plan || g.family != Family::kPointwise) {
+        EXPECT_EQ(g.family, family);
+      }
       absl::StatusOr<KernelSpec> spec = EmitFamily(canonical, g, FamilyHeuristic(canonical, g));
       EXPECT_TRUE(spec.ok()) << spec.status();
       if (!spec.ok()) continue;
@@ -64,6 +74,10 @@ TEST(BenchCasesTest, EveryRowCaseIsOneRowKernel) {
 
 TEST(BenchCasesTest, EveryMatmulCaseIsMatmulKernels) {
   EXPECT_EQ(CheckSuite("matmul", Family::kMatmul, 8), 7);
+}
+
+TEST(BenchCasesTest, EveryReduceCaseIsAPlanOfReductionKernels) {
+  EXPECT_EQ(CheckSuite("reduce", Family::kReduction, 6), 5);
 }
 
 }  // namespace

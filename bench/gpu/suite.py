@@ -64,7 +64,7 @@ F32, F16, BF16, I32, BOOL = "f32", "f16", "bf16", "i32", "bool"
 WIRE_DTYPE = {F32: "DTYPE_F32", F16: "DTYPE_F16", BF16: "DTYPE_BF16", I32: "DTYPE_I32",
               BOOL: "DTYPE_BOOL"}
 ELEM_BYTES = {F32: 4, F16: 2, BF16: 2, I32: 4, BOOL: 1}
-SUITES = ("pointwise", "row", "matmul", "attention")
+SUITES = ("pointwise", "row", "matmul", "attention", "reduce")
 
 
 class Rows:
@@ -225,6 +225,27 @@ def row_cases():
     return cases
 
 
+def reduce_cases():
+    """Reductions over outer axes, about 128M elements each: column sums, a
+    mean over a sequence axis, and the plans of several kernels that centre
+    columns and take a softmax down them."""
+    R, W = 32768, 4096
+    qR, qW = 512, 1000
+    col = lambda dt, r, w: [("x", dt, [r, w], "any")]
+    cases = [Case(f"column_sum_{dt}", col(dt, R, W), lambda o, x: {"y": o.sum_keep(x, [0])},
+                  col(dt, qR, qW), suite="reduce") for dt in (BF16, F32)]
+    cases.append(Case("sequence_mean_bf16", [("x", BF16, [32, 1024, W], "any")],
+                      lambda o, x: {"y": o.mean_keep(x, [1])},
+                      [("x", BF16, [4, 128, qW], "any")], suite="reduce"))
+    cases.append(Case("center_columns_f32", col(F32, R, W),
+                      lambda o, x: {"y": x - o.mean_keep(x, [0])}, col(F32, qR, qW),
+                      suite="reduce"))
+    cases.append(Case("softmax_axis0_bf16", col(BF16, R, W),
+                      lambda o, x: {"y": o.softmax_axis(x, 0)}, col(BF16, qR, qW),
+                      suite="reduce"))
+    return cases
+
+
 def gemm_bias_gelu(o, a, w, bias):
     return {"y": o.gelu_tanh(o.addmm(bias, a, w))}
 
@@ -367,7 +388,7 @@ def attention_cases():
 
 def all_cases(suite=None):
     return [c for c in pointwise_cases() + row_cases() + matmul_cases() + attention_cases()
-            if suite in (None, c.suite)]
+            + reduce_cases() if suite in (None, c.suite)]
 
 
 # ---------------------------------------------------------------------------
@@ -425,10 +446,17 @@ class Recorder:
     def addmm(self, bias, a, b):  # As torch.addmm: a @ b + bias.
         return self.matmul(a, b) + bias
 
-    def reduce(self, kind, x):  # Over the last axis, kept.
+    def reduce(self, kind, x, axes=(-1,)):  # Over the last axis by default, kept.
         s = self.op(kind, x)
-        self.ops[-1]["reduce"] = {"axes": [-1], "keepdim": True}
+        self.ops[-1]["reduce"] = {"axes": list(axes), "keepdim": True}
         return s
+
+    def sum_keep(self, x, axes): return self.reduce("OP_REDUCE_SUM", x, axes)
+    def mean_keep(self, x, axes): return self.reduce("OP_REDUCE_MEAN", x, axes)
+
+    def softmax_axis(self, x, axis):
+        e = self.exp(x - self.reduce("OP_REDUCE_MAX", x, [axis]))
+        return e / self.reduce("OP_REDUCE_SUM", e, [axis])
 
     # The composites, as the client libraries expand them.
     def softmax(self, x):
@@ -518,6 +546,18 @@ def torch_ops(torch, F, reference):
         @staticmethod
         def softmax(x):
             return torch.softmax(x, -1)
+
+        @staticmethod
+        def softmax_axis(x, axis):
+            return torch.softmax(x, axis)
+
+        @staticmethod
+        def sum_keep(x, axes):
+            return torch.sum(x, dim=axes, keepdim=True)
+
+        @staticmethod
+        def mean_keep(x, axes):
+            return torch.mean(x, dim=axes, keepdim=True)
 
         @staticmethod
         def layer_norm(x, weight, bias):

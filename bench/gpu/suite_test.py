@@ -149,6 +149,40 @@ class MatmulChainsTest(unittest.TestCase):
         self.assertFalse(suite.check(torch, wrong, ref, eager)[0])
 
 
+class ReduceChainsTest(unittest.TestCase):
+    """The reduce suite's chains: reductions over outer axes, kept."""
+
+    def test_axes_and_plans(self):
+        cases = {c.name: c for c in suite.all_cases("reduce")}
+        self.assertEqual(set(cases), {"column_sum_bf16", "column_sum_f32", "sequence_mean_bf16",
+                                      "center_columns_f32", "softmax_axis0_bf16"})
+        for quick in (False, True):
+            reduces = {}
+            for name, case in cases.items():
+                ops = suite.chain_json(case, quick)["ops"]
+                reduces[name] = [(o["kind"], o["reduce"]["axes"], o["reduce"]["keepdim"])
+                                 for o in ops if "reduce" in o]
+            self.assertEqual(reduces["column_sum_f32"], [("OP_REDUCE_SUM", [0], True)])
+            self.assertEqual(reduces["sequence_mean_bf16"], [("OP_REDUCE_MEAN", [1], True)])
+            self.assertEqual(reduces["softmax_axis0_bf16"],
+                             [("OP_REDUCE_MAX", [0], True), ("OP_REDUCE_SUM", [0], True)])
+        # About 128M elements each, as the row suite's.
+        for case in cases.values():
+            n = 1
+            for d in case.specs(False)[0][2]:
+                n *= d
+            self.assertEqual(n, 1 << 27, case.name)
+
+    @unittest.skipIf(torch is None, "no torch")
+    def test_torch_ops_match_the_recorded_chain(self):
+        ops, _ = suite.torch_ops(torch, F, reference=True)
+        x = torch.randn(6, 5, dtype=torch.float64)
+        case = next(c for c in suite.all_cases("reduce") if c.name == "softmax_axis0_bf16")
+        got = case.fn(ops, x)["y"]
+        torch.testing.assert_close(got, torch.softmax(x, 0))
+        self.assertTrue(torch.allclose(got.sum(0), torch.ones(5, dtype=torch.float64)))
+
+
 class FakeTensor:
     def __init__(self, log, nbytes, ptr):
         self.log, self.nbytes, self.ptr = log, nbytes, ptr
