@@ -241,14 +241,13 @@ absl::StatusOr<Plan> MakePlan(const Chain& c, const KernelGroup& group, const Va
                                               " is strided along the innermost dim"));
       }
       // Vectors start at multiples of vec elements when every other stride
-      // is one; else the leaf is read an element at a time.
+      // is a multiple of vec; else the leaf is read an element at a time.
       bool starts = true;
       for (size_t d = 0; d + 1 < l.strides.size(); ++d) {
         starts = starts && l.strides[d].coef % p.vec == 0;
       }
-      const bool wide = numerics == Numerics::kReference64 &&
-                        l.buffer.kind == BufferRef::Kind::kIntermediate;
-      const int64_t bytes = int64_t{p.vec} * (wide ? 8 : DTypeBytes(l.dtype));
+      // (vec is 1 in the fp64 yardstick, whose intermediates are double.)
+      const int64_t bytes = int64_t{p.vec} * DTypeBytes(l.dtype);
       l.vector = starts && bytes <= 16;
       if (!l.vector) continue;
       const char* kind =
@@ -329,9 +328,9 @@ absl::StatusOr<KernelSpec> EmitReduce(const Chain& chain, const KernelGroup& gro
     // Each slice's partials, then a counter per block column (zeroed): the
     // last block of a column to finish adds the slices in order.
     const SizeExpr columns = Columns(plan, outputs);
-    const int64_t acc = plan.numerics == Numerics::kReference64                 ? 8
-                        : DTypeBytes(chain.nodes[plan.reduction].type.dtype) == 8 ? 8
-                                                                                 : 4;
+    const std::string ct =
+        ComputeType(chain.nodes[plan.reduction].type.dtype, plan.numerics);
+    const int64_t acc = ct == "double" ? 8 : 4;
     KernelParam ws;
     ws.kind = KernelParam::Kind::kWorkspace;
     ws.workspace_bytes = SizeExpr::Mul(outputs, SizeExpr::Const(plan.slices * acc));
@@ -407,7 +406,7 @@ Variant ReduceHeuristic(const Chain& chain, const KernelGroup& group) {
   }
   const int64_t lanes = (outputs + vec - 1) / vec;
   if (lanes >= kWantThreads) return With(v, 1, 1, vec);
-  // Too few outputs to fill the device: split_dim is split over a block's
+  // Too few outputs for kWantThreads: split_dim is split over a block's
   // threads (each row of them a warp or more of adjacent outputs), then
   // over blocks, while each thread keeps kMinPerThread indices to add.
   const int64_t extent = Extent(chain, plan->shape[plan->split_dim]);

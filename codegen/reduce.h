@@ -29,7 +29,8 @@
 // block's slice. Accumulation in f32 (f64 under kReference64; int for integer
 // sums, which wrap), Kahan-compensated for floating-point sums (under kEager
 // too: a serial sum down a whole column would make a far laxer yardstick than
-// PyTorch's cascaded sums), NaN-propagating for max and min. A block's rows
+// PyTorch's cascaded sums) except in fast kernels of f16/bf16 results, whose
+// rounding is far above an f32 sum's error; NaN-propagating for max and min. A block's rows
 // meet in shared memory, added in row order by the first; with slices > 1
 // each block writes its value to a workspace and the last block of a column
 // of blocks to finish (a counter per column) adds the slices in order (its
@@ -40,8 +41,10 @@
 // The heuristic takes the widest vec some operand is read in; when the
 // outputs alone would not give a quarter of the H200's resident threads
 // (132 x 2048 / 4, each with four 16-byte loads in flight), rows of 32
-// threads (split 8) and as many slices as make that up, while each thread
-// keeps at least 32 indices to add.
+// threads (split 8, less where the reduced dims are short) and as many
+// slices as make that up, while each thread keeps at least 32 indices to add.
+// Under kReference64 vec is taken as 1 (one output a thread; grid.x
+// follows), the other params as given.
 //
 // Launch contract (KernelSpec.params, in order): one pointer per chain input
 // (every input, read or not); one per intermediate the kernel reads
@@ -49,7 +52,7 @@
 // output it writes (the reduction, ascending output position); one for the
 // reduction's intermediate when later kernels read it
 // (KernelGroup::intermediates); with slices > 1 a workspace of slices x
-// outputs partial values (4 bytes each, 8 for f64 results and under
+// outputs partial values (of the compute type: 4 bytes, 8 for double under
 // kReference64) and one of a 4-byte counter per column of blocks (zeroed);
 // then one i64 scalar per symbol of the operand's shape (ascending). grid.x
 // = ceil_div(outputs, block / split * vec), grid.y = slices, block.x =
@@ -104,9 +107,9 @@ absl::Status CanGenerateReduce(const Chain& chain, const KernelGroup& group,
 // As described above.
 Variant ReduceHeuristic(const Chain& chain, const KernelGroup& group);
 
-// The heuristic first, then its neighbours: split 8, 4 or 1 with a quarter,
-// the same or four times its slices; its twin without vectors; a thread an
-// output with and without vectors.
+// The heuristic first, then its neighbours: split as the heuristic's, 8, 4
+// or 1 with a quarter, the same or four times its slices; its twin without
+// vectors; a thread an output with and without vectors.
 std::vector<Variant> ReduceSpace(const Chain& chain, const KernelGroup& group);
 
 }  // namespace kfuse

@@ -63,7 +63,8 @@ TEST(ReduceTest, FamilyNameVersionHeuristicAndSpace) {
   // 250 threads of four columns each: rows of 32 threads split the 4096
   // rows eight ways, and 16 slices of 256 rows leave each thread 32.
   EXPECT_EQ(ReduceHeuristic(c, g),
-            (Variant{Family::kReduction, {{"block", 256}, {"split", 8}, {"slices", 16}, {"vec", 4}}}));
+            (Variant{Family::kReduction,
+                     {{"block", 256}, {"split", 8}, {"slices", 16}, {"vec", 4}}}));
   EXPECT_EQ(FamilyHeuristic(c, g), ReduceHeuristic(c, g));
   std::vector<Variant> space = ReduceSpace(c, g);
   ASSERT_GE(space.size(), 6u);
@@ -102,7 +103,8 @@ TEST(ReduceTest, SlicesMeetInTheWorkspaceInOrder) {
   ASSERT_TRUE(k.ok()) << k.status();
   ASSERT_EQ(k->params.size(), 4u);
   EXPECT_EQ(k->params[2].kind, KernelParam::Kind::kWorkspace);
-  EXPECT_EQ(k->params[2].workspace_bytes, SizeExpr::Mul(SizeExpr::Const(4096), SizeExpr::Const(32 * 4)));
+  EXPECT_EQ(k->params[2].workspace_bytes,
+            SizeExpr::Mul(SizeExpr::Const(4096), SizeExpr::Const(32 * 4)));
   EXPECT_FALSE(k->params[2].workspace_zeroed);
   EXPECT_EQ(k->params[3].kind, KernelParam::Kind::kWorkspace);
   EXPECT_TRUE(k->params[3].workspace_zeroed);  // The counters.
@@ -284,7 +286,8 @@ TEST(ReduceTest, BadVariantsAndGroupsAreRefused) {
       {Variant{Family::kReduction, {{"block", 256}, {"warps", 4}}}, "unknown param \"warps\""},
       {Variant{Family::kReduction, {{"block", 256}, {"split", 3}}}, "split must be a power of two"},
       {Variant{Family::kReduction, {{"block", 256}, {"split", 16}}}, "at most block / 32"},
-      {Variant{Family::kReduction, {{"block", 256}, {"slices", 6}}}, "slices must be a power of two"},
+      {Variant{Family::kReduction, {{"block", 256}, {"slices", 6}}},
+       "slices must be a power of two"},
       {Variant{Family::kReduction, {{"block", 256}, {"slices", 2048}}}, "at most 1024"},
       {Variant{Family::kReduction, {{"block", 256}, {"vec", 16}}}, "vec must be 1, 2, 4 or 8"},
       {Variant{Family::kPointwise, {{"block", 256}}}, "family must be reduction"},

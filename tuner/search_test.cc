@@ -442,7 +442,8 @@ TEST(TuneKernelTest, WidenedIntermediatesAreThoseTheReferenceReadsAsDouble) {
     EXPECT_EQ(reads_double, ReferenceReadsIntermediatesAsDouble(g.family));
     FakeCompiler compiler;
     FakeRunner runner;
-    absl::StatusOr<TuneResult> r = TuneKernel(c.chain, g, Opts(TuneMode::kQuick), compiler, &runner);
+    absl::StatusOr<TuneResult> r =
+        TuneKernel(c.chain, g, Opts(TuneMode::kQuick), compiler, &runner);
     ASSERT_TRUE(r.ok()) << r.status();
     int widened = 0;
     for (const BufferSpec& b : runner.last_task_.inputs) widened += b.wide_reference;

@@ -154,7 +154,8 @@ absl::Status RunTaskInWorker(const RunRequest& req, const DeviceFingerprint& dev
     KFUSE_ASSIGN_OR_RETURN(DeviceBuffer o, DeviceBuffer::Alloc(b.elements * DTypeBytes(b.dtype)));
     outs.push_back(std::move(o));
   }
-  // The reference reads intermediates as double: it gets widened copies.
+  // A reference that reads intermediates as double (wide_reference) gets
+  // widened copies of the same values; the candidates and eager, the buffers.
   LaunchBuffers ref_lb = Bind(inputs, ref_outs);
   const LaunchBuffers lb = Bind(inputs, outs);
   std::vector<DeviceBuffer> wide;
@@ -168,6 +169,7 @@ absl::Status RunTaskInWorker(const RunRequest& req, const DeviceFingerprint& dev
   }
   KFUSE_RETURN_IF_ERROR(
       RunFixed("reference64", task.reference64, task, ref_lb, ref_outs, stream, poisoned));
+  wide.clear();  // Only the reference reads them; RunFixed synchronized.
   KFUSE_RETURN_IF_ERROR(RunFixed("eager", task.eager, task, lb, outs, stream, poisoned));
   KFUSE_ASSIGN_OR_RETURN(std::vector<double> eager_err,
                          PrepareReferences(task, kernels, ref_outs, outs, stream));
