@@ -163,8 +163,8 @@ absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
     }
     k.reason = absl::StrCat(
         OpLabel(c, r), " over outer axes ", AxesText(nd),
-        ": a kernel of its own, as each result needs the whole reduced extent (a thread per "
-        "kept element loops over it, computing the operand inline); ",
+        ": a kernel of its own, as each result needs the whole reduced extent (split over "
+        "threads and blocks that compute the operand inline and meet before it is written); ",
         k.intermediates.empty() ? "its result is a chain output"
                                 : "later kernels read its result from memory");
     p.kernels.push_back(std::move(k));
