@@ -400,9 +400,14 @@ Variant ReduceHeuristic(const Chain& chain, const KernelGroup& group) {
     }
   }
   if (plan->split_dim < 0) return With(v, 1, 1, vec);
+  // Counts from sizes and hints, capped (a hint is the client's guess, and
+  // only how it compares with a few thousand threads matters here).
+  constexpr int64_t kCap = int64_t{1} << 40;
   int64_t outputs = 1, reduced = 1;
   for (size_t d = 0; d < plan->shape.size(); ++d) {
-    (plan->reduced[d] ? reduced : outputs) *= Extent(chain, plan->shape[d]);
+    int64_t& n = plan->reduced[d] ? reduced : outputs;
+    const int64_t e = std::min(kCap, Extent(chain, plan->shape[d]));
+    n = e > 0 && n > kCap / e ? kCap : n * e;
   }
   const int64_t lanes = (outputs + vec - 1) / vec;
   if (lanes >= kWantThreads) return With(v, 1, 1, vec);

@@ -93,6 +93,21 @@ TEST(ReduceTest, ManyOutputsKeepAThreadEach) {
   EXPECT_EQ(k->grid.y, SizeExpr::Const(1));
 }
 
+// Hints are the client's guesses: huge ones must not overflow the
+// heuristic's counts (codegen_fuzz, 2026-12-02).
+TEST(ReduceTest, HugeHintsKeepTheHeuristicDefined) {
+  Chain c;
+  c.symbols.push_back(SymbolInfo{"Zq9_n", int64_t{1} << 62, 0});
+  c.symbols.push_back(SymbolInfo{"Zq9_m", int64_t{1} << 61, 0});
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Sym(0), Dim::Sym(1), Dim::Static(64)}});
+  c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceSum, x, {1}, false)};
+  c = reduce_test::Finish(std::move(c));
+  KernelGroup g = Part(c).kernels[0];
+  const Variant v = ReduceHeuristic(c, g);
+  EXPECT_TRUE(CanGenerateReduce(c, g, v).ok()) << v.ToString();
+  EXPECT_FALSE(ReduceSpace(c, g).empty());
+}
+
 TEST(ReduceTest, SlicesMeetInTheWorkspaceInOrder) {
   Chain c = reduce_test::ColumnSum(DType::kBF16, 32768, 4096);
   KernelGroup g = Part(c).kernels[0];

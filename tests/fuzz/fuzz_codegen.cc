@@ -100,6 +100,13 @@ void CheckSpec(const KernelSpec& spec, const Chain& chain, const KernelGroup& gr
                "param " << i << " is not the next intermediate the kernel writes");
     last = node;
   }
+  // Workspaces (a reduction's slices, matmul's split K) come before the
+  // symbols, each sized by an expression the launcher evaluates.
+  for (; i < spec.params.size() && spec.params[i].kind == KernelParam::Kind::kWorkspace; ++i) {
+    FUZZ_CHECK(spec.params[i].workspace_bytes.Eval(std::vector<int64_t>(chain.symbols.size(), 7))
+                   .ok(),
+               "param " << i << ": a workspace whose size does not evaluate");
+  }
   last = -1;
   for (; i < spec.params.size(); ++i) {
     const KernelParam& p = spec.params[i];
