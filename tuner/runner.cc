@@ -110,7 +110,7 @@ absl::Status WorkerRunner::EnsureStartedLocked() {
   KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<WorkerProcess> w,
                          WorkerProcess::Start(opts_.worker_path, opts_.device));
   ++starts_;
-  KFUSE_RETURN_IF_ERROR(w->Send(kMsgHello, ""));
+  KFUSE_RETURN_IF_ERROR(w->Send(kMsgHello, EncodeHello()));
   absl::StatusOr<Frame> f = w->Recv(opts_.start_timeout_seconds);
   if (!f.ok()) {
     std::string how = f.status().code() == absl::StatusCode::kDeadlineExceeded
@@ -121,9 +121,14 @@ absl::Status WorkerRunner::EnsureStartedLocked() {
   }
   if (f->type != kMsgHelloReply)
     return absl::DataLossError("tuning worker: unexpected reply to hello");
-  KFUSE_ASSIGN_OR_RETURN(HelloReply hello, DecodeHelloReply(f->payload));
-  KFUSE_RETURN_IF_ERROR(hello.status);  // Unavailable: no GPU.
-  device_ = hello.device;
+  absl::StatusOr<HelloReply> hello = DecodeHelloReply(f->payload);
+  if (!hello.ok()) {
+    return absl::Status(hello.status().code(), absl::StrCat(opts_.worker_path, ": ",
+                                                            hello.status().message()));
+  }
+  // Unavailable: no GPU; FailedPrecondition: this parent's version refused.
+  KFUSE_RETURN_IF_ERROR(hello->status);
+  device_ = hello->device;
   pid_.store(static_cast<int>(w->pid()), std::memory_order_relaxed);
   worker_ = std::move(w);
   return absl::OkStatus();

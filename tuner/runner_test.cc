@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tuner/check.h"
 #include "tuner/cuda/device.h"
 #include "tuner/worker_buffers.h"
 #include "tuner/worker_process.h"
+#include "tuner/worker_protocol.h"
 
 namespace kfuse {
 namespace {
@@ -166,6 +168,30 @@ TEST(RunnerTest, CreateWithoutGpuIsUnavailable) {
   absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(WorkerOptions{});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("libcuda.so.1"));
+}
+
+// kfuse-fake-worker (built beside kfuse-worker) answers hello as a worker of
+// the version in its environment would.
+TEST(RunnerTest, WorkerOfAnotherBuildIsRefusedNamingBothVersions) {
+  const std::string worker = DefaultWorkerPath();
+  WorkerOptions opts;
+  opts.worker_path = worker.substr(0, worker.rfind('/') + 1) + "kfuse-fake-worker";
+  ASSERT_EQ(access(opts.worker_path.c_str(), X_OK), 0) << opts.worker_path << " missing";
+  for (uint32_t version : {1u, kWorkerProtocolVersion + 1}) {
+    ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_VERSION", absl::StrCat(version).c_str(), 1), 0);
+    absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(opts);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+    EXPECT_THAT(std::string(r.status().message()),
+                HasSubstr(absl::StrCat(opts.worker_path, ": the tuning worker speaks worker protocol ",
+                                       version, ", this build ", kWorkerProtocolVersion)));
+  }
+  // The same worker at this build's version gets as far as its (GPU-less) init.
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_VERSION", absl::StrCat(kWorkerProtocolVersion).c_str(), 1),
+            0);
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(opts);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("a fake worker has no GPU"));
+  unsetenv("KFUSE_FAKE_WORKER_VERSION");
 }
 
 TEST(RunnerTest, WorkerStartedByHandPrintsUsage) {

@@ -92,8 +92,12 @@ int Serve(const Args& args) {
     absl::Status sent;
     switch (f->type) {
       case kMsgHello: {
-        if (!gpu.ctx) init = Init(args.device, &gpu);
-        HelloReply h{init, init.ok() ? gpu.device : DeviceFingerprint{}};
+        // A parent of another build is told so (it reads the reply's version
+        // first) and keeps the GPU untouched.
+        const absl::Status version = CheckHello(f->payload);
+        if (version.ok() && !gpu.ctx) init = Init(args.device, &gpu);
+        const absl::Status& s = version.ok() ? init : version;
+        HelloReply h{kWorkerProtocolVersion, s, s.ok() ? gpu.device : DeviceFingerprint{}};
         sent = SendFrame(args.fd, kMsgHelloReply, EncodeHelloReply(h));
         break;
       }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/status.h"
 #include "tuner/worker_wire.h"
 
@@ -310,8 +311,50 @@ absl::StatusOr<absl::Status> DecodeStatus(const std::string& payload) {
   return Done(r, s);
 }
 
+namespace {
+
+// A versioned hello or reply starts with this tag, then the version: an
+// unversioned (version 1) reply starts with its status code, a small number.
+constexpr uint32_t kVersionTag = 0x5657464bu;  // "KFWV", little-endian.
+
+void PutVersion(WireWriter& w, uint32_t version) {
+  w.U32(kVersionTag);
+  w.U32(version);
+}
+
+absl::Status VersionMismatch(absl::string_view them, uint32_t version) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      them, " speaks worker protocol ", version, ", this build ", kWorkerProtocolVersion,
+      ": kfused and kfuse-worker must come from the same build"));
+}
+
+// OK where the version read is this build's; `them` says whose it is ("the
+// tuning worker", "its parent"). A short payload is left to r.Finish().
+absl::Status CheckVersion(WireReader& r, absl::string_view them) {
+  const uint32_t tag = r.U32();
+  const uint32_t version = tag == kVersionTag ? r.U32() : 1;
+  if (!r.ok() || version == kWorkerProtocolVersion) return absl::OkStatus();
+  return VersionMismatch(them, version);
+}
+
+}  // namespace
+
+std::string EncodeHello(uint32_t version) {
+  WireWriter w;
+  PutVersion(w, version);
+  return w.data();
+}
+
+absl::Status CheckHello(const std::string& payload) {
+  if (payload.empty()) return VersionMismatch("its parent", 1);  // Unversioned: empty.
+  WireReader r(payload);
+  KFUSE_RETURN_IF_ERROR(CheckVersion(r, "its parent"));
+  return r.Finish();
+}
+
 std::string EncodeHelloReply(const HelloReply& h) {
   WireWriter w;
+  PutVersion(w, h.version);
   PutStatus(w, h.status);
   PutDevice(w, h.device);
   return w.data();
@@ -319,6 +362,7 @@ std::string EncodeHelloReply(const HelloReply& h) {
 
 absl::StatusOr<HelloReply> DecodeHelloReply(const std::string& payload) {
   WireReader r(payload);
+  KFUSE_RETURN_IF_ERROR(CheckVersion(r, "the tuning worker"));
   HelloReply h;
   h.status = GetStatus(r);
   h.device = GetDevice(r);

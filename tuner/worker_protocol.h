@@ -4,12 +4,17 @@
 // the worker died or hung) and then a TaskDone.
 //
 //   parent                      worker
-//   kHello            ->        <- kHelloReply {status, fingerprint}
+//   kHello {version}  ->        <- kHelloReply {version, status, fingerprint}
 //   kRun {task, first, budget}  <- kReady, kTrial {index, ...} x N, kTaskDone {status}
 //                               (kTaskDone Aborted: a kernel faulted, the worker exits)
 //   kCeilings         ->        <- kCeilingsReply {status, ceilings}
 //
 //   KFUSE_RETURN_IF_ERROR(SendFrame(fd, kMsgRun, EncodeRunRequest(req)));
+//
+// kfused and kfuse-worker are built and shipped together, but a fleet's
+// rollout can leave one beside the other's older build: the hello carries
+// each side's protocol version, and a mismatch stops the worker's start with
+// FailedPrecondition naming both, before any task is misread.
 #ifndef KFUSE_TUNER_WORKER_PROTOCOL_H_
 #define KFUSE_TUNER_WORKER_PROTOCOL_H_
 
@@ -36,6 +41,10 @@ enum WorkerMsg : uint32_t {
   kMsgReady = 8,  // Worker: inputs made, references run; candidates follow.
 };
 
+// The encoding of every message below. Bump it with any change to one;
+// WorkerProtocolTest.EncodingsMatchTheVersion fails until it is.
+inline constexpr uint32_t kWorkerProtocolVersion = 2;  // 1: unversioned.
+
 // The message of a candidate skipped because CheckTask::budget_seconds ran out.
 inline constexpr char kBudgetSpentMessage[] = "tuning budget spent before this candidate started";
 
@@ -59,6 +68,7 @@ struct TrialResult {
 };
 
 struct HelloReply {
+  uint32_t version = kWorkerProtocolVersion;  // The worker's.
   absl::Status status;  // Unavailable: no GPU; the fingerprint is then empty.
   DeviceFingerprint device;
 };
@@ -74,7 +84,13 @@ std::string EncodeTrialResult(const TrialResult& t);
 absl::StatusOr<TrialResult> DecodeTrialResult(const std::string& payload);
 std::string EncodeStatus(const absl::Status& s);  // kMsgTaskDone.
 absl::StatusOr<absl::Status> DecodeStatus(const std::string& payload);
+// kMsgHello: the parent's version. Decoding checks it against this build's:
+// FailedPrecondition naming both where they differ.
+std::string EncodeHello(uint32_t version = kWorkerProtocolVersion);
+absl::Status CheckHello(const std::string& payload);
 std::string EncodeHelloReply(const HelloReply& h);
+// FailedPrecondition where the worker's version is not this build's (an
+// unversioned worker's reply included); the message names both.
 absl::StatusOr<HelloReply> DecodeHelloReply(const std::string& payload);
 std::string EncodeCeilingsReply(const CeilingsReply& c);
 absl::StatusOr<CeilingsReply> DecodeCeilingsReply(const std::string& payload);

@@ -8,10 +8,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "tuner/worker_wire.h"
 
 namespace kfuse {
 namespace {
+
+using ::testing::HasSubstr;
 
 CompiledKernel Kernel(const std::string& entry) {
   CompiledKernel k;
@@ -78,7 +81,7 @@ void ExpectSameKernel(const CompiledKernel& a, const CompiledKernel& b) {
   EXPECT_EQ(a.ptx, b.ptx);
 }
 
-TEST(WorkerProtocolTest, RunRequestRoundTrips) {
+RunRequest Request() {
   RunRequest req;
   req.task.candidates = {Kernel("a"), Kernel("b")};
   req.task.reference64 = Kernel("ref");
@@ -95,6 +98,11 @@ TEST(WorkerProtocolTest, RunRequestRoundTrips) {
   req.task.watchdog_seconds = 4.5;
   req.first_candidate = 1;
   req.memory_budget_bytes = int64_t{1} << 33;
+  return req;
+}
+
+TEST(WorkerProtocolTest, RunRequestRoundTrips) {
+  const RunRequest req = Request();
   absl::StatusOr<RunRequest> got = DecodeRunRequest(EncodeRunRequest(req));
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->task.candidates.size(), 2u);
@@ -163,6 +171,60 @@ TEST(WorkerProtocolTest, RepliesRoundTrip) {
   absl::StatusOr<absl::Status> s = DecodeStatus(EncodeStatus(absl::AbortedError("faulted")));
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(*s, absl::AbortedError("faulted"));
+}
+
+TEST(WorkerProtocolTest, HelloOfAnotherVersionIsRefusedNamingBoth) {
+  EXPECT_TRUE(CheckHello(EncodeHello()).ok());
+  for (uint32_t other : {kWorkerProtocolVersion + 1, kWorkerProtocolVersion - 1}) {
+    absl::Status s = CheckHello(EncodeHello(other));
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(absl::StrCat("its parent speaks worker protocol ", other,
+                                       ", this build ", kWorkerProtocolVersion)));
+  }
+  // An unversioned parent sends an empty hello.
+  EXPECT_THAT(std::string(CheckHello("").message()), HasSubstr("worker protocol 1,"));
+  EXPECT_EQ(CheckHello(EncodeHello() + "x").code(), absl::StatusCode::kDataLoss);
+
+  HelloReply h;
+  h.version = kWorkerProtocolVersion + 1;
+  absl::StatusOr<HelloReply> got = DecodeHelloReply(EncodeHelloReply(h));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(got.status().message()),
+              HasSubstr(absl::StrCat("the tuning worker speaks worker protocol ",
+                                     kWorkerProtocolVersion + 1)));
+  // An unversioned worker's reply: its status first (OK, an empty message),
+  // then the fingerprint.
+  WireWriter old;
+  old.U32(0);
+  old.Str("");
+  const std::string device = EncodeHelloReply(HelloReply{}).substr(8 + 4 + 8);
+  got = DecodeHelloReply(old.data() + device);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("worker protocol 1,"));
+}
+
+// Every message's bytes for fixed contents, hashed: a change to any encoding
+// changes the digest. Bump kWorkerProtocolVersion with it and record both.
+TEST(WorkerProtocolTest, EncodingsMatchTheVersion) {
+  HelloReply h;
+  h.status = absl::UnavailableError("no GPU");
+  h.device.name = "NVIDIA H200";
+  h.device.cc_major = 9;
+  h.device.sm_count = 132;
+  CeilingsReply c;
+  c.ceilings.read_bw = 4.3e12;
+  c.ceilings.source = "measured";
+  const std::string all =
+      EncodeHello() + EncodeRunRequest(Request()) +
+      EncodeTrialResult({7, Outcome::kWrongResult, 1.5e-5, {1e-5, 2e-5}, "max abs error"}) +
+      EncodeStatus(absl::AbortedError("faulted")) + EncodeHelloReply(h) + EncodeCeilingsReply(c);
+  uint64_t fnv = 0xcbf29ce484222325ull;
+  for (unsigned char ch : all) fnv = (fnv ^ ch) * 0x100000001b3ull;
+  EXPECT_EQ(kWorkerProtocolVersion, 2u);
+  EXPECT_EQ(fnv, 0x1712eaebeacd02c0ull)
+      << std::hex << "digest 0x" << fnv
+      << ": an encoding changed; bump kWorkerProtocolVersion, then record both here";
 }
 
 TEST(WorkerProtocolTest, TruncatedOrPaddedPayloadIsDataLoss) {
