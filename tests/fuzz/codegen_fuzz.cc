@@ -1,6 +1,7 @@
-// Fuzzes source generation: every accepted pointwise chain goes through
-// PointwiseHeuristic, two PointwiseSpace variants and EmitPointwise in all
-// three Numerics, with the checks of GenerateChecked (fuzz_codegen.h).
+// Fuzzes source generation: every pointwise and reduction kernel of an
+// accepted chain goes through its family's heuristic, two of its space's
+// variants and its emitter in all three Numerics, with the checks of
+// GenerateChecked (fuzz_codegen.h).
 #include <cstddef>
 #include <cstdint>
 
