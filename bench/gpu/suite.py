@@ -753,7 +753,8 @@ class KfuseLauncher:
     """Loads a manifest's cubins and launches them on torch's current stream:
     every kernel of the plan in order, over one allocation per intermediate
     (shared by the kernel that writes it and those that read it) and one per
-    workspace parameter (zeroed before each launch when the plan says so)."""
+    workspace parameter (zeroed before each launch when the plan says so, by
+    cuMemsetD8Async on the same stream as clients/launcher.cc does)."""
 
     def __init__(self, torch, cu, manifest_path):
         self.torch, self.cu = torch, cu
@@ -803,8 +804,8 @@ class KfuseLauncher:
                 elif kind == "workspace":
                     w = torch.empty(max(p["bytes"], 1), dtype=torch.uint8, device="cuda")
                     keep.append(w)
-                    if p["zeroed"]:
-                        zero.append(w)
+                    if p["zeroed"]:  # As the launcher (clients/launcher.cc): a memset node.
+                        zero.append((cu.CUdeviceptr(w.data_ptr()), w.numel()))
                     vals.append(ctypes.c_uint64(w.data_ptr()))
             ptrs = (ctypes.c_void_p * max(len(vals), 1))(*[ctypes.addressof(v) for v in vals])
             keep += [vals, ptrs]
@@ -813,8 +814,10 @@ class KfuseLauncher:
         def run():
             stream = cu.CUstream(torch.cuda.current_stream().cuda_stream)
             for fn, g, b, smem, args, zero in launches:
-                for w in zero:
-                    w.zero_()
+                for ptr, n in zero:
+                    err, = cu.cuMemsetD8Async(ptr, 0, n, stream)
+                    if err != cu.CUresult.CUDA_SUCCESS:
+                        raise RuntimeError(f"cuMemsetD8Async: {err}")
                 err, = cu.cuLaunchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], smem, stream, args, 0)
                 if err != cu.CUresult.CUDA_SUCCESS:
                     raise RuntimeError(f"cuLaunchKernel: {err}")

@@ -190,8 +190,8 @@ class FakeTensor:
     def data_ptr(self):
         return self.ptr
 
-    def zero_(self):
-        self.log.append(("zero", self.ptr))
+    def numel(self):
+        return self.nbytes
 
 
 class FakeTorch:
@@ -222,6 +222,13 @@ class FakeDriver:
 
     def CUstream(self, s):
         return s
+
+    def CUdeviceptr(self, p):
+        return p
+
+    def cuMemsetD8Async(self, ptr, value, n, stream):
+        self.log.append(("zero", ptr, value, n))
+        return (0,)
 
     def cuModuleLoadData(self, image):
         return 0, image
@@ -294,10 +301,11 @@ class LauncherTest(unittest.TestCase):
         self.assertEqual(k0[7], 4096)
         self.assertEqual(k1[5:], [0xB000, -3])
         self.assertEqual(launches[0][2:5], ((2048, 1, 1), (256, 1, 1), 160 * 1024))
-        # The zeroed workspace, before each k0 launch; the other never.
-        self.assertEqual([e for e in log if e[0] == "zero"], [("zero", k0[6])] * 2)
-        self.assertEqual(log.index(("zero", k0[6])), 0)
-        self.assertEqual(log[log.index(launches[1]) + 1], ("zero", k0[6]))
+        # The zeroed workspace, whole, before each k0 launch; the other never.
+        zero = ("zero", k0[6], 0, 512)
+        self.assertEqual([e for e in log if e[0] == "zero"], [zero] * 2)
+        self.assertEqual(log.index(zero), 0)
+        self.assertEqual(log[log.index(launches[1]) + 1], zero)
 
     def test_refuses_what_it_cannot_launch(self):
         m = {"intermediate_bytes": [], "kernels": [
