@@ -42,7 +42,7 @@ std::string GeneratorVersion(Family family);
 
 // Whether the family's kReference64 kernels read intermediates (earlier
 // kernels' results) as double, as a plan emitted wholly in kReference64
-// writes them: pointwise and reduction kernels do; row, matmul and
+// writes them: pointwise, reduction and row kernels do; matmul and
 // attention kernels read them in their own dtype. The tuner checks one
 // kernel at a time over intermediates of their dtype, and widens them for
 // the references that read double.

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/attention.h"
@@ -11,6 +13,7 @@
 #include "codegen/pointwise_layout.h"
 #include "codegen/reduce.h"
 #include "codegen/row_analysis.h"
+#include "codegen/subchain.h"
 #include "codegen/validate.h"
 #include "core/status.h"
 
@@ -21,23 +24,28 @@ bool IsLeaf(const Chain& c, int32_t id) {
   return c.nodes[id].kind == OpKind::kInput || c.nodes[id].kind == OpKind::kConstant;
 }
 
+// The computed nodes `roots` need, walking args up to the chain's leaves
+// and the nodes `stop(id)` holds for (values read from memory).
+template <typename Stop>
+std::set<int32_t> Closure(const Chain& c, std::vector<int32_t> roots, Stop stop) {
+  std::set<int32_t> out;
+  while (!roots.empty()) {
+    const int32_t id = roots.back();
+    roots.pop_back();
+    if (IsLeaf(c, id) || stop(id) || !out.insert(id).second) continue;
+    for (int32_t a : c.nodes[id].args) roots.push_back(a);
+  }
+  return out;
+}
+
 }  // namespace
 
 namespace partition_internal {
 
 std::set<int32_t> ElementwiseClosure(const Chain& c, std::vector<int32_t> roots,
                                      const std::set<int32_t>& stored) {
-  std::set<int32_t> out;
-  while (!roots.empty()) {
-    const int32_t id = roots.back();
-    roots.pop_back();
-    if (IsLeaf(c, id) || IsReduction(c.nodes[id].kind) || stored.count(id) ||
-        !out.insert(id).second) {
-      continue;
-    }
-    for (int32_t a : c.nodes[id].args) roots.push_back(a);
-  }
-  return out;
+  return Closure(c, std::move(roots),
+                 [&](int32_t id) { return IsReduction(c.nodes[id].kind) || stored.count(id) > 0; });
 }
 
 absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<size_t>& which) {
@@ -124,28 +132,77 @@ absl::StatusOr<Partition> RowPartition(const Chain& c) {
 
 std::string AxesText(const Node& n) { return absl::StrCat("[", absl::StrJoin(n.axes, ", "), "]"); }
 
-// Some reduction runs over outer axes: a reduction kernel per reduction, in
-// chain order, then one pointwise kernel for the other outputs.
+bool AlongRows(const Chain& c, const Node& reduction) {
+  const int64_t rank = c.nodes[reduction.args[0]].type.rank();
+  return rank > 0 && reduction.axes == std::vector<int64_t>{rank - 1};
+}
+
+// The last kernel of an outer-reduction plan where reductions along rows
+// remain: a row kernel computing `roots` (every chain output the reduction
+// kernels do not write), reading their results from memory.
+absl::StatusOr<Partition> WithRowKernel(const Chain& c, Partition p,
+                                        const std::vector<int32_t>& roots) {
+  std::set<int32_t> outer;
+  for (const KernelGroup& k : p.kernels) outer.insert(k.results.begin(), k.results.end());
+  for (size_t j = 0; j < c.outputs.size(); ++j) {
+    if (IsLeaf(c, c.outputs[j])) {
+      return absl::UnimplementedError(absl::StrCat(
+          "outputs[", j, "]: a chain input or constant as an output beside reductions over an "
+          "outer axis is not generated yet"));
+    }
+  }
+  // Element-wise nodes and reductions along rows, up to the outer results.
+  const std::set<int32_t> nodes =
+      Closure(c, roots, [&](int32_t id) { return outer.count(id) > 0; });
+  KernelGroup k;
+  k.family = Family::kRowReduction;
+  k.nodes.assign(nodes.begin(), nodes.end());
+  const std::set<int32_t> results(roots.begin(), roots.end());
+  k.results.assign(results.begin(), results.end());
+  std::vector<std::string> read;
+  for (int32_t id : k.nodes) {
+    for (int32_t a : c.nodes[id].args) {
+      if (outer.count(a)) read.push_back(OpLabel(c, a));
+    }
+  }
+  std::sort(read.begin(), read.end());
+  read.erase(std::unique(read.begin(), read.end()), read.end());
+  k.reason = read.empty()
+                 ? "row reductions fused with their element-wise neighbours, beside the "
+                   "reductions over outer axes"
+                 : absl::StrCat("row reductions fused with their element-wise neighbours, "
+                                "reading ", absl::StrJoin(read, ", "),
+                                " from memory, broadcast along rows");
+  // The row generator sees the group as a chain of its own.
+  KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(c, k));
+  KFUSE_RETURN_IF_ERROR(AnalyzeRows(sub.chain).status());
+  p.kernels.push_back(std::move(k));
+  return p;
+}
+
+// Some reduction runs over outer axes: a reduction kernel per such
+// reduction, in chain order, then one kernel for the other outputs: a row
+// kernel where reductions along rows remain (they read the outer results
+// broadcast, as a norm's weight), else a pointwise kernel.
 absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
   const int32_t n = static_cast<int32_t>(c.nodes.size());
   std::vector<int32_t> reductions;
+  bool rows = false;
   for (int32_t id = 0; id < n; ++id) {
     const Node& nd = c.nodes[id];
     if (!IsReduction(nd.kind)) continue;
-    const TensorType& in = c.nodes[nd.args[0]].type;
-    if (in.rank() > 0 && nd.axes == std::vector<int64_t>{in.rank() - 1}) {
-      return absl::UnimplementedError(absl::StrCat(
-          OpLabel(c, id),
-          ": a reduction along the innermost axis in a chain that also reduces over an outer "
-          "axis is not generated yet (the row kernel cannot read another kernel's results)"));
+    if (AlongRows(c, nd)) {
+      rows = true;
+      continue;
     }
     KFUSE_RETURN_IF_ERROR(CheckOuterReduction(c, id));
     reductions.push_back(id);
   }
-  std::set<int32_t> consumed;  // Reductions other nodes read.
+  const std::set<int32_t> outer(reductions.begin(), reductions.end());
+  std::set<int32_t> consumed;  // Outer reductions other nodes read.
   for (const Node& nd : c.nodes) {
     for (int32_t a : nd.args) {
-      if (IsReduction(c.nodes[a].kind)) consumed.insert(a);
+      if (outer.count(a)) consumed.insert(a);
     }
   }
   Partition p;
@@ -153,6 +210,15 @@ absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
     const Node& nd = c.nodes[r];
     std::set<int32_t> nodes = ElementwiseClosure(c, {nd.args[0]});
     nodes.insert(r);
+    for (int32_t id : nodes) {
+      for (int32_t a : c.nodes[id].args) {
+        if (IsReduction(c.nodes[a].kind) && !outer.count(a)) {
+          return absl::UnimplementedError(absl::StrCat(
+              OpLabel(c, r), ": a reduction over outer axes of a value that reduces along rows (",
+              OpLabel(c, a), ") is not generated yet"));
+        }
+      }
+    }
     KernelGroup k;
     k.family = Family::kReduction;
     k.nodes.assign(nodes.begin(), nodes.end());
@@ -170,16 +236,17 @@ absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
     p.kernels.push_back(std::move(k));
   }
 
-  // The outputs no reduction kernel writes: one pointwise kernel, which
-  // recomputes the element-wise work it shares with the reduction kernels.
+  // The outputs no reduction kernel writes: one kernel, which recomputes
+  // the element-wise work it shares with the reduction kernels.
   std::vector<size_t> rest;
   std::vector<int32_t> roots;
   for (size_t j = 0; j < c.outputs.size(); ++j) {
-    if (IsReduction(c.nodes[c.outputs[j]].kind)) continue;
+    if (outer.count(c.outputs[j])) continue;
     rest.push_back(j);
     roots.push_back(c.outputs[j]);
   }
   if (rest.empty()) return p;
+  if (rows) return WithRowKernel(c, std::move(p), roots);
   const std::set<int32_t> nodes = ElementwiseClosure(c, roots);
   if (nodes.empty()) {
     return absl::UnimplementedError(absl::StrCat(
@@ -312,10 +379,26 @@ absl::Status NumberIntermediates(const Partition& p, KernelSpec* spec) {
   }
   for (Precondition& c : spec->preconditions) {
     if (c.kind == Precondition::Kind::kAligned || c.kind == Precondition::Kind::kContiguous) {
-      KFUSE_RETURN_IF_ERROR(renumber(&c.buffer));
+      BufferRef b = c.buffer;
+      KFUSE_RETURN_IF_ERROR(renumber(&b));
+      RenameBuffer(b, &c);
     }
   }
   return absl::OkStatus();
+}
+
+void RenameBuffer(const BufferRef& to, Precondition* c) {
+  const auto label = [](const BufferRef& b) {
+    const char* kind = b.kind == BufferRef::Kind::kInput    ? "input "
+                       : b.kind == BufferRef::Kind::kOutput ? "output "
+                                                            : "intermediate ";
+    return absl::StrCat(kind, b.index, " ");
+  };
+  const std::string from = label(c->buffer);
+  if (absl::StartsWith(c->description, from)) {
+    c->description = absl::StrCat(label(to), c->description.substr(from.size()));
+  }
+  c->buffer = to;
 }
 
 }  // namespace kfuse

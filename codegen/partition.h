@@ -120,6 +120,11 @@ std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& canonical, cons
 // to the second. Internal error for a node that is not an intermediate.
 absl::Status NumberIntermediates(const Partition& p, KernelSpec* spec);
 
+// Renames a precondition's buffer to `to` (from a generator's numbering to
+// its plan's), and its description where it opens by naming the buffer as
+// generators do ("input 1 is 16-byte aligned ..." -> "intermediate 0 is ...").
+void RenameBuffer(const BufferRef& to, Precondition* c);
+
 // The widest product row (N) a matmul kernel reduces in its epilogue: its
 // CTA tile is at most 256 columns wide.
 inline constexpr int64_t kMaxEpilogueRow = 256;

@@ -156,6 +156,8 @@ namespace kfuse {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::Not;
+using ::testing::StartsWith;
 
 // The node ids of `c` of kind `k`, ascending.
 std::vector<int32_t> NodesOf(const Chain& c, OpKind k) {
@@ -233,6 +235,51 @@ TEST(OuterReductionPartitionTest, SoftmaxOverAxisZeroIsThreeKernels) {
   }
 }
 
+TEST(OuterReductionPartitionTest, RowReductionsAfterOuterOnesAreARowKernelReadingThem) {
+  for (int64_t n : {4096, -4096}) {  // Static and symbolic N.
+    SCOPED_TRACE(n);
+    Chain c = reduce_test::StandardizeThenRowSoftmax(DType::kBF16, n, 1000);
+    auto p = PartitionChain(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 3u);
+    const std::vector<int32_t> means = NodesOf(c, OpKind::kReduceMean);
+    ASSERT_EQ(means.size(), 2u);
+    EXPECT_EQ(p->kernels[0].family, Family::kReduction);
+    EXPECT_THAT(p->kernels[0].results, ElementsAre(means[0]));
+    EXPECT_EQ(p->kernels[1].family, Family::kReduction);
+    EXPECT_THAT(p->kernels[1].results, ElementsAre(means[1]));
+    EXPECT_THAT(p->intermediates, ElementsAre(means[0], means[1]));
+    const KernelGroup& row = p->kernels[2];
+    EXPECT_EQ(row.family, Family::kRowReduction);
+    // The standardizing recomputed and the softmax: every node but x, the
+    // means, 1e-5 and the squared deviation (which only the variance reads).
+    EXPECT_EQ(row.nodes.size(), c.nodes.size() - 5);
+    for (int32_t m : means) EXPECT_THAT(row.nodes, Not(Contains(m)));
+    std::vector<int32_t> outs = c.outputs;
+    std::sort(outs.begin(), outs.end());
+    EXPECT_EQ(row.results, outs);
+    EXPECT_TRUE(row.intermediates.empty());
+    EXPECT_THAT(row.reason, HasSubstr(absl::StrCat("reading ", OpLabel(c, means[0]), ", ",
+                                                   OpLabel(c, means[1]), " from memory")));
+    for (const KernelGroup& g : p->kernels) {
+      EXPECT_TRUE(CanGenerateFamily(c, g, FamilyHeuristic(c, g)).ok()) << g.reason;
+    }
+  }
+}
+
+TEST(OuterReductionPartitionTest, RowReductionsBesideOuterOnesAreARowKernel) {
+  Chain c = reduce_test::ColumnSumBesideRowSoftmax(DType::kF32, -4096, 1000);
+  auto p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  EXPECT_EQ(p->kernels[0].family, Family::kReduction);
+  EXPECT_THAT(p->kernels[0].results, ElementsAre(c.outputs[0]));
+  EXPECT_TRUE(p->intermediates.empty());
+  EXPECT_EQ(p->kernels[1].family, Family::kRowReduction);
+  EXPECT_THAT(p->kernels[1].results, ElementsAre(c.outputs[1]));
+  EXPECT_THAT(p->kernels[1].reason, HasSubstr("beside the reductions over outer axes"));
+}
+
 TEST(OuterReductionPartitionTest, SequenceAxisOfThreeDimsWithoutKeepdim) {
   Chain c = reduce_test::SequenceStats(DType::kF32, 4, -512, 768);
   auto p = PartitionChain(c);
@@ -271,21 +318,50 @@ TEST(OuterReductionPartitionTest, IntermediatesAreNumberedAsThePlanListsThem) {
   EXPECT_EQ(NumberIntermediates(*p, &spec).code(), absl::StatusCode::kInternal);
 }
 
+// What a client reads in `requires` names the plan's buffers: the row
+// kernel's own inputs 1 and 2 (a chain of its own) are the plan's
+// intermediates 0 and 1, as are the reduction kernel's node ids.
+TEST(OuterReductionPartitionTest, PreconditionsNameThePlansBuffers) {
+  Chain c = reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000);
+  auto p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<std::string> text;
+  for (const KernelGroup& g : p->kernels) {
+    absl::StatusOr<KernelSpec> spec = EmitFamily(c, g, FamilyHeuristic(c, g));
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    ASSERT_TRUE(NumberIntermediates(*p, &*spec).ok());
+    for (const Precondition& q : spec->preconditions) {
+      if (q.kind != Precondition::Kind::kAligned) continue;
+      const char* kind = q.buffer.kind == BufferRef::Kind::kInput    ? "input "
+                         : q.buffer.kind == BufferRef::Kind::kOutput ? "output "
+                                                                     : "intermediate ";
+      EXPECT_THAT(q.description, StartsWith(absl::StrCat(kind, q.buffer.index, " is ")));
+      text.push_back(q.description.substr(0, q.description.find(" is ")));
+    }
+  }
+  EXPECT_THAT(text, ElementsAre("input 0", "input 0", "intermediate 0", "input 0",
+                                "intermediate 0", "intermediate 1", "output 0"));
+}
+
 TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
   struct Case {
     const char* name;
     std::function<void(Chain*, int32_t)> build;  // Sets outputs from input x [8, 16].
     const char* message;
   } cases[] = {
-      {"row reduction beside an outer one",
+      {"an outer reduction of a row reduction's result",
        [](Chain* c, int32_t x) {
-         int32_t col = reduce_test::Reduce(c, OpKind::kReduceSum, x, {0}, true);
-         int32_t row = reduce_test::Reduce(c, OpKind::kReduceMax, c->AddOp(OpKind::kSub, {x, col}),
-                                           {1}, true);
-         c->outputs = {row};
+         int32_t row = reduce_test::Reduce(c, OpKind::kReduceMax, x, {1}, true);
+         c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, row, {0}, true)};
        },
-       "op 2 (reduce_max): a reduction along the innermost axis in a chain that also reduces "
-       "over an outer axis is not generated yet"},
+       "op 1 (reduce_sum): a reduction over outer axes of a value that reduces along rows (op 0 "
+       "(reduce_max)) is not generated yet"},
+      {"an input as an output beside a column sum and a row max",
+       [](Chain* c, int32_t x) {
+         c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, x, {0}, false),
+                       reduce_test::Reduce(c, OpKind::kReduceMax, x, {1}, false), x};
+       },
+       "outputs[2]: a chain input or constant as an output beside reductions over an outer axis"},
       {"min of bool over axis 0",
        [](Chain* c, int32_t x) {
          int32_t b = c->AddOp(OpKind::kGt, {x, c->AddConstant(0)});

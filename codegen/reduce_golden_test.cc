@@ -31,6 +31,11 @@ TEST(ReduceGolden, Chains) {
        Numerics::kFast},
       {"sequence_stats_f32", reduce_test::SequenceStats(DType::kF32, 4, -512, 768),
        Numerics::kFast},
+      // The last kernel a row kernel reading both column statistics.
+      {"standardize_row_softmax_bf16",
+       reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000), Numerics::kFast},
+      {"standardize_row_softmax_bf16_reference64",
+       reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000), Numerics::kReference64},
   };
   for (const Case& k : cases) {
     absl::StatusOr<Partition> p = PartitionChain(k.chain);

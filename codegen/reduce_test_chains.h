@@ -1,7 +1,8 @@
 // Chains that reduce over outer axes, for the reduction family's tests (CPU,
 // golden, NVRTC and GPU), built as a client would send them: a column sum,
 // centring by the column mean, softmax over axis 0, a [B, S, H] reduction
-// over the sequence axis, a count of positive entries per column.
+// over the sequence axis, a count of positive entries per column, and
+// reductions along rows after or beside them.
 //
 //   Chain c = reduce_test::ColumnSoftmax(DType::kBF16, -4096, 1000);  // canonical
 #ifndef KFUSE_CODEGEN_REDUCE_TEST_CHAINS_H_
@@ -89,6 +90,37 @@ inline Chain CountPositive(DType t, int64_t n, int64_t m) {
   int32_t pos = c.AddOp(OpKind::kGt, {x, c.AddConstant(0)});
   c.outputs = {Reduce(&c, OpKind::kReduceSum, pos, {0}, true),
                Reduce(&c, OpKind::kReduceMax, x, {0}, true)};
+  return Finish(std::move(c));
+}
+
+// Of x [N, M]: columns standardized (the column mean and the mean squared
+// deviation over axis 0, keepdim; z = (x - mean) * rsqrt(var + 1e-5)), then
+// a softmax along rows of z, and the row max beside it. Three kernels: the
+// two column reductions, then a row kernel reading both.
+inline Chain StandardizeThenRowSoftmax(DType t, int64_t n, int64_t m) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
+  int32_t mean = Reduce(&c, OpKind::kReduceMean, x, {0}, true);
+  int32_t d = c.AddOp(OpKind::kSub, {x, mean});
+  int32_t var = Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kMul, {d, d}), {0}, true);
+  int32_t r = c.AddOp(OpKind::kRsqrt, {c.AddOp(OpKind::kAdd, {var, c.AddConstant(1e-5)})});
+  int32_t z = c.AddOp(OpKind::kMul, {d, r});
+  int32_t mx = Reduce(&c, OpKind::kReduceMax, z, {1}, true);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {z, mx})});
+  int32_t s = Reduce(&c, OpKind::kReduceSum, e, {1}, true);
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, s}), mx};
+  return Finish(std::move(c));
+}
+
+// Of x [N, M]: sum(x, axis=0) beside softmax(x, axis=1), which do not read
+// each other: a reduction kernel and a row kernel.
+inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
+  int32_t mx = Reduce(&c, OpKind::kReduceMax, x, {1}, true);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {x, mx})});
+  int32_t s = Reduce(&c, OpKind::kReduceSum, e, {1}, true);
+  c.outputs = {Reduce(&c, OpKind::kReduceSum, x, {0}, false), c.AddOp(OpKind::kDiv, {e, s})};
   return Finish(std::move(c));
 }
 

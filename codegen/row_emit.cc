@@ -434,8 +434,7 @@ class Writer {
     std::vector<std::string> args;
     for (int32_t id : cl.inputs) {
       const std::string x = absl::StrCat("x", id, Held(id) ? "[KF_X]" : "[kf_e]");
-      args.push_back(Held(id) && Raw() ? LoadExpr(x, c_.nodes[id].type.dtype, p_.numerics, &needs_)
-                                       : x);
+      args.push_back(Held(id) && Raw() ? Load(x, id) : x);
     }
     for (int32_t id : cl.rows) args.push_back(absl::StrCat("r", id));
     for (int32_t id : cl.kept) args.push_back(absl::StrCat("h", id, "[KF_X]"));
@@ -463,7 +462,21 @@ class Writer {
     return terms.empty() ? "0LL" : absl::StrJoin(terms, " + ");
   }
 
-  std::string Storage(int32_t id) const { return std::string(DTypeStorage(c_.nodes[id].type.dtype)); }
+  // An input's type in memory: its dtype's, or double for another kernel's
+  // result read by the yardstick (Plan::wide_inputs).
+  bool Wide(int32_t id) const {
+    return IsInput(id) && p_.wide_inputs.count(c_.nodes[id].input_index) > 0;
+  }
+  std::string Storage(int32_t id) const {
+    return Wide(id) ? "double" : std::string(DTypeStorage(c_.nodes[id].type.dtype));
+  }
+  // Input `id`'s value `e`, held in Storage(id), in its compute type.
+  std::string Load(const std::string& e, int32_t id) {
+    const DType t = c_.nodes[id].type.dtype;
+    if (!Wide(id)) return LoadExpr(e, t, p_.numerics, &needs_);
+    if (t == DType::kI32) return absl::StrCat("((int)", e, ")");
+    return t == DType::kBool ? absl::StrCat("(", e, " != 0.0)") : e;
+  }
 
   // Where a pass reads an input's column kf_c from: global memory, global
   // memory and then a copy into the row's shared-memory stage (the first
@@ -478,12 +491,12 @@ class Writer {
     const Node& n = c_.nodes[id];
     if (src == Src::kEdge) {  // A bulk-staged row's column, loaded at the row's start.
       return absl::StrCat(indent, dst, "[", first, "] = ",
-                          LoadExpr(absl::StrCat("kf_edge", id), n.type.dtype, p_.numerics, &needs_),
+                          Load(absl::StrCat("kf_edge", id), id),
                           ";\n");
     }
     // raw: dst holds the storage type, converted where it is used.
     auto convert = [&](const std::string& e) {
-      return raw ? e : LoadExpr(e, n.type.dtype, p_.numerics, &needs_);
+      return raw ? e : Load(e, id);
     };
     const std::string stage = absl::StrCat("kf_s", id, " + kf_so + kf_c");
     const std::string at = src == Src::kStage
@@ -537,7 +550,7 @@ class Writer {
     if (vec == 1) {
       return absl::StrCat(open, indent, "  const ", Storage(id), " kf_u = ", read(Storage(id)),
                           ";\n", indent, "  (", stage, ")[0] = kf_u;\n", indent, "  ", dst, "[",
-                          first, "] = ", LoadExpr("kf_u", n.type.dtype, p_.numerics, &needs_),
+                          first, "] = ", Load("kf_u", id),
                           ";\n", close(1));
     }
     const std::string vt = absl::StrCat("kf_vec<", Storage(id), ", ", vec, ">");
@@ -1094,8 +1107,7 @@ class Writer {
       if (!IsInput(id) || r_.cls[id] == Class::kNone || r_.cls[id] == Class::kElement) continue;
       const Node& n = c_.nodes[id];
       absl::StrAppend(s, "  const ", CT(id), " r", id, " = kf_valid ? ",
-                      LoadExpr(absl::StrCat("in", n.input_index, "[", Base(id), "]"),
-                               n.type.dtype, p_.numerics, &needs_),
+                      Load(absl::StrCat("in", n.input_index, "[", Base(id), "]"), id),
                       " : (", CT(id), ")0;\n");
     }
     if (p_.bulk) absl::StrAppend(s, BulkRowStart());

@@ -117,7 +117,9 @@ absl::Status SubChain::Restore(KernelSpec* spec) const {
   }
   for (Precondition& c : spec->preconditions) {
     if (c.kind == Precondition::Kind::kAligned || c.kind == Precondition::Kind::kContiguous) {
-      KFUSE_RETURN_IF_ERROR(rename(&c.buffer));
+      BufferRef b = c.buffer;
+      KFUSE_RETURN_IF_ERROR(rename(&b));
+      RenameBuffer(b, &c);
     }
   }
   return absl::OkStatus();

@@ -1,8 +1,10 @@
 // GPU property test of plans that reduce over outer axes: a column sum
 // (symbolic N), centring by the column mean (f32, bf16), softmax over axis 0
 // (bf16, f32: two reduction kernels and a pointwise one, two intermediates),
-// a [B, S, H] reduction over the sequence axis and over two outer axes, and
-// an integer count per column. For every variant of every kernel (the other
+// a [B, S, H] reduction over the sequence axis and over two outer axes, an
+// integer count per column, and row kernels after (columns standardized,
+// then a softmax along rows) and beside (a column sum and a row softmax)
+// reductions over axis 0. For every variant of every kernel (the other
 // kernels at their heuristic), and for the whole plan in the fp64 yardstick,
 // the plan is compiled with NVRTC for this GPU, launched through the C++
 // Launcher on fresh random inputs and compared with the CPU fp64 evaluator,
@@ -76,6 +78,9 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"sequence_f32", reduce_test::SequenceStats(DType::kF32, 3, -37, 257)},
       {"sequence_bf16", reduce_test::SequenceStats(DType::kBF16, 5, 64, 768)},
       {"count_f32", reduce_test::CountPositive(DType::kF32, -1027, 999)},
+      {"standardize_bf16", reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -1027, 1000)},
+      {"standardize_f32", reduce_test::StandardizeThenRowSoftmax(DType::kF32, 333, 4096)},
+      {"beside_f32", reduce_test::ColumnSumBesideRowSoftmax(DType::kF32, -1027, 1000)},
   };
   unsigned seed = 1;
   for (const auto& [name, c] : chains) {

@@ -31,6 +31,9 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
       {"sequence_f32", reduce_test::SequenceStats(DType::kF32, 4, -512, 768)},
       {"sequence_bf16", reduce_test::SequenceStats(DType::kBF16, 4, 512, 768)},
       {"count_f32", reduce_test::CountPositive(DType::kF32, -4096, 1000)},
+      {"standardize_bf16", reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000)},
+      {"standardize_f32", reduce_test::StandardizeThenRowSoftmax(DType::kF32, 4096, 1024)},
+      {"beside_f32", reduce_test::ColumnSumBesideRowSoftmax(DType::kF32, -4096, 1000)},
   };
   for (const auto& [name, c] : chains) {
     absl::StatusOr<Partition> p = PartitionChain(c);

@@ -417,8 +417,14 @@ TEST(TuneKernelTest, IntermediateInputsAreMarked) {
 
 // Which references read intermediates as double (and so get widened
 // copies) follows from the generators: checked against their kReference64
-// source for a pointwise kernel, a reduction and a matmul reading an earlier
-// kernel's result.
+// source for a pointwise kernel, a reduction, a matmul and a row kernel
+// reading earlier kernels' results.
+int CountOf(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
 TEST(TuneKernelTest, WidenedIntermediatesAreThoseTheReferenceReadsAsDouble) {
   struct Case {
     const char* name;
@@ -428,6 +434,8 @@ TEST(TuneKernelTest, WidenedIntermediatesAreThoseTheReferenceReadsAsDouble) {
       {"centre (pointwise)", reduce_test::CenterColumns(DType::kF32, 4096, 1000), 1},
       {"column softmax's sum (reduction)", reduce_test::ColumnSoftmax(DType::kBF16, 4096, 1000), 1},
       {"mlp's second product (matmul)", matmul_test::Mlp(DType::kBF16, 256, 512, 1024), 1},
+      {"row softmax of standardized columns (row)",
+       reduce_test::StandardizeThenRowSoftmax(DType::kBF16, 4096, 1000), 2},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -438,8 +446,10 @@ TEST(TuneKernelTest, WidenedIntermediatesAreThoseTheReferenceReadsAsDouble) {
     absl::StatusOr<KernelSpec> ref =
         EmitFamily(c.chain, g, FamilyHeuristic(c.chain, g), Numerics::kReference64);
     ASSERT_TRUE(ref.ok()) << ref.status();
-    const bool reads_double = absl::StrContains(ref->source, "const double* __restrict__ im");
-    EXPECT_EQ(reads_double, ReferenceReadsIntermediatesAsDouble(g.family));
+    // Intermediates are im<k> (in<k> of a row kernel's own chain); chain
+    // inputs are read in their dtype.
+    const int reads_double = CountOf(ref->source, "const double* __restrict__ i");
+    EXPECT_EQ(reads_double > 0, ReferenceReadsIntermediatesAsDouble(g.family));
     FakeCompiler compiler;
     FakeRunner runner;
     absl::StatusOr<TuneResult> r =
@@ -447,7 +457,7 @@ TEST(TuneKernelTest, WidenedIntermediatesAreThoseTheReferenceReadsAsDouble) {
     ASSERT_TRUE(r.ok()) << r.status();
     int widened = 0;
     for (const BufferSpec& b : runner.last_task_.inputs) widened += b.wide_reference;
-    EXPECT_EQ(widened, reads_double ? 1 : 0);
+    EXPECT_EQ(widened, reads_double);
   }
 }
 

@@ -228,7 +228,8 @@ def row_cases():
 def reduce_cases():
     """Reductions over outer axes, about 128M elements each: column sums, a
     mean over a sequence axis, and the plans of several kernels that centre
-    columns and take a softmax down them."""
+    columns, take a softmax down them, or standardize them before a softmax
+    along rows."""
     R, W = 32768, 4096
     qR, qW = 512, 1000
     col = lambda dt, r, w: [("x", dt, [r, w], "any")]
@@ -243,7 +244,16 @@ def reduce_cases():
     cases.append(Case("softmax_axis0_bf16", col(BF16, R, W),
                       lambda o, x: {"y": o.softmax_axis(x, 0)}, col(BF16, qR, qW),
                       suite="reduce"))
+    cases.append(Case("standardize_softmax_bf16", col(BF16, R, W), standardize_softmax,
+                      col(BF16, qR, qW), suite="reduce"))
     return cases
+
+
+def standardize_softmax(o, x):
+    """Columns standardized by their mean and variance over axis 0, then a
+    softmax along rows: two reduction kernels and a row kernel reading both."""
+    d = x - o.mean_keep(x, [0])
+    return {"y": o.softmax(d * o.rsqrt(o.mean_keep(o.square(d), [0]) + 1e-5))}
 
 
 def gemm_bias_gelu(o, a, w, bias):
@@ -528,6 +538,8 @@ def torch_ops(torch, F, reference):
         relu = staticmethod(torch.relu)
         silu = staticmethod(F.silu)
         exp = staticmethod(torch.exp)
+        rsqrt = staticmethod(torch.rsqrt)
+        square = staticmethod(torch.square)
         sin = staticmethod(torch.sin)
         cos = staticmethod(torch.cos)
         tanh = staticmethod(torch.tanh)

@@ -155,7 +155,8 @@ class ReduceChainsTest(unittest.TestCase):
     def test_axes_and_plans(self):
         cases = {c.name: c for c in suite.all_cases("reduce")}
         self.assertEqual(set(cases), {"column_sum_bf16", "column_sum_f32", "sequence_mean_bf16",
-                                      "center_columns_f32", "softmax_axis0_bf16"})
+                                      "center_columns_f32", "softmax_axis0_bf16",
+                                      "standardize_softmax_bf16"})
         for quick in (False, True):
             reduces = {}
             for name, case in cases.items():
@@ -166,6 +167,9 @@ class ReduceChainsTest(unittest.TestCase):
             self.assertEqual(reduces["sequence_mean_bf16"], [("OP_REDUCE_MEAN", [1], True)])
             self.assertEqual(reduces["softmax_axis0_bf16"],
                              [("OP_REDUCE_MAX", [0], True), ("OP_REDUCE_SUM", [0], True)])
+            self.assertEqual(reduces["standardize_softmax_bf16"],
+                             [("OP_REDUCE_MEAN", [0], True), ("OP_REDUCE_MEAN", [0], True),
+                              ("OP_REDUCE_MAX", [-1], True), ("OP_REDUCE_SUM", [-1], True)])
         # About 128M elements each, as the row suite's.
         for case in cases.values():
             n = 1
