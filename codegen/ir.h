@@ -92,6 +92,10 @@ struct Node {
   // Attributes; each op reads only its own.
   int32_t input_index = -1;           // kInput: position among chain inputs.
   std::vector<int64_t> strides;       // kInput: element strides; empty = dense.
+  // kInput of a plan's kernel seen as a chain of its own (Isolate): the
+  // element type of its buffer where that is not type.dtype (an earlier
+  // kernel's 16-bit result kept in f32, IntermediateDType). kInvalid: none.
+  DType storage = DType::kInvalid;
   DType dtype = DType::kInvalid;      // kCast, kConstant, kIota: the target type.
   double value = 0;                   // kConstant.
   std::vector<int64_t> axes;          // Reductions (sorted, non-negative after
@@ -104,6 +108,11 @@ struct Node {
   // Wire position of the op, for messages ("op 3"); -1 for inputs.
   int32_t wire_index = -1;
 };
+
+// The element type of an input's buffer: Node::storage, else its dtype.
+inline DType StorageDType(const Node& n) {
+  return n.storage != DType::kInvalid ? n.storage : n.type.dtype;
+}
 
 struct Chain {
   std::vector<SymbolInfo> symbols;

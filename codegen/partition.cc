@@ -132,8 +132,12 @@ absl::StatusOr<Partition> RowPartition(const Chain& c) {
 
 std::string AxesText(const Node& n) { return absl::StrCat("[", absl::StrJoin(n.axes, ", "), "]"); }
 
-bool AlongRows(const Chain& c, const Node& reduction) {
-  const int64_t rank = c.nodes[reduction.args[0]].type.rank();
+// Whether a reduction runs along the innermost axis of its operand alone
+// (from its own type: a pointwise view hides the args of other kernels'
+// nodes).
+bool AlongRows(const Node& reduction) {
+  const int64_t rank = reduction.type.rank() +
+                       (reduction.keepdim ? 0 : static_cast<int64_t>(reduction.axes.size()));
   return rank > 0 && reduction.axes == std::vector<int64_t>{rank - 1};
 }
 
@@ -191,7 +195,7 @@ absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
   for (int32_t id = 0; id < n; ++id) {
     const Node& nd = c.nodes[id];
     if (!IsReduction(nd.kind)) continue;
-    if (AlongRows(c, nd)) {
+    if (AlongRows(nd)) {
       rows = true;
       continue;
     }
@@ -345,11 +349,17 @@ absl::StatusOr<Partition> PartitionChain(const Chain& c) {
   return apart;
 }
 
+DType IntermediateDType(const Chain& c, int32_t id) {
+  const Node& n = c.nodes[id];
+  const bool half = n.type.dtype == DType::kF16 || n.type.dtype == DType::kBF16;
+  return half && IsReduction(n.kind) && !AlongRows(n) ? DType::kF32 : n.type.dtype;
+}
+
 std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& c, const Partition& p) {
   std::vector<IntermediateBuffer> out;
   for (int32_t id : p.intermediates) {
     IntermediateBuffer b;
-    b.dtype = c.nodes[id].type.dtype;
+    b.dtype = IntermediateDType(c, id);
     for (const Dim& d : c.nodes[id].type.shape) {
       b.shape.push_back(d.is_static() ? SizeExpr::Const(d.size)
                                       : SizeExpr::Symbol(static_cast<uint32_t>(d.symbol)));

@@ -120,6 +120,13 @@ std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& canonical, cons
 // to the second. Internal error for a node that is not an intermediate.
 absl::Status NumberIntermediates(const Partition& p, KernelSpec* spec);
 
+// The element type of intermediate `id`'s buffer: its dtype, but f32 for
+// the f16/bf16 results of reductions over outer axes. A fused kernel keeps
+// such a value in f32 registers; stored in 16 bits, a column sum rounded
+// the column softmax's quotient twice (1.8x eager's error, run126). They are
+// rows of reduced values, so the wider buffer costs next to nothing.
+DType IntermediateDType(const Chain& c, int32_t id);
+
 // Renames a precondition's buffer to `to` (from a generator's numbering to
 // its plan's), and its description where it opens by naming the buffer as
 // generators do ("input 1 is 16-byte aligned ..." -> "intermediate 0 is ...").

@@ -320,7 +320,9 @@ TEST(OuterReductionPartitionTest, IntermediatesAreNumberedAsThePlanListsThem) {
 
 // What a client reads in `requires` names the plan's buffers: the row
 // kernel's own inputs 1 and 2 (a chain of its own) are the plan's
-// intermediates 0 and 1, as are the reduction kernel's node ids.
+// intermediates 0 and 1. They hold f32 (IntermediateDType), so the row
+// kernel's 8-wide vectors of them are 32 bytes; the variance kernel reads
+// the mean one float at a time (no precondition).
 TEST(OuterReductionPartitionTest, PreconditionsNameThePlansBuffers) {
   Chain c = reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000);
   auto p = PartitionChain(c);
@@ -336,11 +338,33 @@ TEST(OuterReductionPartitionTest, PreconditionsNameThePlansBuffers) {
                          : q.buffer.kind == BufferRef::Kind::kOutput ? "output "
                                                                      : "intermediate ";
       EXPECT_THAT(q.description, StartsWith(absl::StrCat(kind, q.buffer.index, " is ")));
-      text.push_back(q.description.substr(0, q.description.find(" is ")));
+      text.push_back(absl::StrCat(q.description.substr(0, q.description.find(" is ")), ":",
+                                  q.value));
     }
   }
-  EXPECT_THAT(text, ElementsAre("input 0", "input 0", "intermediate 0", "input 0",
-                                "intermediate 0", "intermediate 1", "output 0"));
+  EXPECT_THAT(text, ElementsAre("input 0:16", "input 0:16", "input 0:16", "intermediate 0:32",
+                                "intermediate 1:32", "output 0:16"));
+}
+
+// Reductions over outer axes keep 16-bit results in f32 buffers; every
+// other intermediate is stored in its dtype.
+TEST(OuterReductionPartitionTest, SixteenBitReductionResultsAreStoredInF32) {
+  Chain bf = reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000);
+  auto p = PartitionChain(bf);
+  ASSERT_TRUE(p.ok()) << p.status();
+  for (const IntermediateBuffer& b : IntermediateBuffers(bf, *p)) EXPECT_EQ(b.dtype, DType::kF32);
+  for (int32_t id : NodesOf(bf, OpKind::kReduceMax)) {  // Along rows.
+    EXPECT_EQ(IntermediateDType(bf, id), DType::kBF16);
+  }
+  EXPECT_EQ(IntermediateDType(bf, NodesOf(bf, OpKind::kExp)[0]), DType::kBF16);
+  Chain f16 = reduce_test::ColumnSoftmax(DType::kF16, 4096, 1000);
+  EXPECT_EQ(IntermediateDType(f16, NodesOf(f16, OpKind::kReduceSum)[0]), DType::kF32);
+  Chain count = reduce_test::CountPositive(DType::kF32, 4096, 1000);  // An i32 count.
+  EXPECT_EQ(IntermediateDType(count, NodesOf(count, OpKind::kReduceSum)[0]), DType::kI32);
+  Chain seq = reduce_test::SequenceStats(DType::kBF16, 4, 512, 768);  // No keepdim.
+  for (int32_t id : NodesOf(seq, OpKind::kReduceMean)) {
+    EXPECT_EQ(IntermediateDType(seq, id), DType::kF32);
+  }
 }
 
 TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {

@@ -22,9 +22,17 @@ int StorageBytes(DType t, Numerics n, bool is_output) {
 }
 
 // The widest storage element of any buffer the kernel touches.
-int WidestBytes(const IterSpace& s, Numerics n) {
+// The widest element a vector of the variant moves. An earlier kernel's
+// 16-bit result kept in f32 (IntermediateDType) counts as its 16-bit value:
+// it is a broadcast row, and its vectors may take two 16-byte loads rather
+// than halve every other operand's.
+int WidestBytes(const Chain& c, const IterSpace& s, Numerics n) {
   int w = 1;
-  for (const Operand& o : s.inputs) w = std::max(w, StorageBytes(o.dtype, n, false));
+  for (const Operand& o : s.inputs) {
+    const DType t = o.buffer.kind == BufferRef::Kind::kIntermediate ? c.nodes[o.node].type.dtype
+                                                                    : o.dtype;
+    w = std::max(w, StorageBytes(t, n, false));
+  }
   for (const Operand& o : s.outputs) w = std::max(w, StorageBytes(o.dtype, n, true));
   return w;
 }
@@ -136,7 +144,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   if (grid < 0 || grid > kInt32Max) return BadParam(variant, "grid must be in [0, 2^31)");
   KFUSE_ASSIGN_OR_RETURN(p.space, BuildIterSpace(chain, group));
   const IterSpace& s = p.space;
-  const int widest = WidestBytes(s, Numerics::kFast);
+  const int widest = WidestBytes(chain, s, Numerics::kFast);
   if (vec * widest > 16) {
     return BadParam(variant, absl::StrCat("vec ", vec, " of ", widest,
                                           "-byte elements exceeds 16-byte accesses"));

@@ -370,6 +370,7 @@ class Resolver {
       }
     } else {
       o.buffer = BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)};
+      o.dtype = IntermediateDType(c_, id);  // Its buffer's type.
       what = absl::StrCat("the result of ", OpLabel(c_, id));
       a.strides = DenseStrides(n.type.shape);
     }

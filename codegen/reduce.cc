@@ -193,11 +193,12 @@ absl::StatusOr<Plan> MakePlan(const Chain& c, const KernelGroup& group, const Va
                                       static_cast<uint32_t>(n.input_index)},
                             n.type.dtype, StridesOver(n.type.shape, own, p.shape)});
   }
-  for (int32_t id : intermediates) {
+  for (int32_t id : intermediates) {  // Earlier kernels' results, in their buffers' type.
     const TensorType& t = c.nodes[id].type;
     p.leaves.push_back(Leaf{id,
                             BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)},
-                            t.dtype, StridesOver(t.shape, DenseStrides(t.shape), p.shape)});
+                            IntermediateDType(c, id),
+                            StridesOver(t.shape, DenseStrides(t.shape), p.shape)});
   }
   for (size_t j = 0; j < c.outputs.size(); ++j) {
     if (c.outputs[j] == p.reduction) p.outputs.push_back(static_cast<uint32_t>(j));

@@ -78,7 +78,8 @@
 
 namespace kfuse {
 
-inline constexpr char kReduceGeneratorVersion[] = "reduce/2";
+// reduce/3: 16-bit results stored for later kernels in f32 (IntermediateDType).
+inline constexpr char kReduceGeneratorVersion[] = "reduce/3";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.

@@ -15,6 +15,7 @@
 //     later kernels read.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -258,13 +259,15 @@ class Writer {
       params.push_back(
           absl::StrCat("const ", LeafType(l), "* __restrict__ ", BufferName(l.buffer, false)));
     }
-    const DType out_t = red_.type.dtype;
-    const std::string os = OutputStorage(out_t, p_.numerics);
-    std::vector<std::string> stores;
-    for (uint32_t j : p_.outputs) stores.push_back(absl::StrCat("out", j));
-    if (p_.writes_intermediate) stores.push_back(absl::StrCat("omid", p_.reduction));
-    for (const std::string& name : stores) {
-      params.push_back(absl::StrCat(os, "* __restrict__ ", name));
+    // Outputs in the result's dtype; the intermediate in its buffer's
+    // (IntermediateDType: f32 for a 16-bit result).
+    std::vector<std::pair<std::string, DType>> stores;
+    for (uint32_t j : p_.outputs) stores.push_back({absl::StrCat("out", j), red_.type.dtype});
+    if (p_.writes_intermediate) {
+      stores.push_back({absl::StrCat("omid", p_.reduction), IntermediateDType(c_, p_.reduction)});
+    }
+    for (const auto& [name, t] : stores) {
+      params.push_back(absl::StrCat(OutputStorage(t, p_.numerics), "* __restrict__ ", name));
     }
 
     const std::string at = CT(p_.reduction);
@@ -422,9 +425,9 @@ class Writer {
                                                       at, ")(", product(loops), ");\n")));
     }
     std::string stores_text;
-    for (const std::string& name : stores) {
+    for (const auto& [name, t] : stores) {
       absl::StrAppend(&stores_text, Inside("  "), name, "[kf_o", p_.vec > 1 ? " + kf_e" : "",
-                      "] = ", StoreExpr(Acc(), out_t, p_.numerics, &needs_), ";\n");
+                      "] = ", StoreExpr(Acc(), t, p_.numerics, &needs_), ";\n");
     }
     absl::StrAppend(s, PerOutput("  ", stores_text));
     absl::StrAppend(s, "}\n");

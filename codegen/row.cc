@@ -65,6 +65,8 @@ bool Peelable(const Chain& c, const RowStructure& r) {
 int WidestElementBytes(const Chain& c, const RowStructure& r) {
   int w = 1;
   for (size_t id = 0; id < c.nodes.size(); ++id) {
+    // An earlier kernel's 16-bit result kept in f32 counts as its 16-bit
+    // value (a broadcast row: its vectors may take two 16-byte loads).
     if (c.nodes[id].kind == OpKind::kInput && r.cls[id] == RowStructure::Class::kElement) {
       w = std::max(w, DTypeBytes(c.nodes[id].type.dtype));
     }
@@ -181,7 +183,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     p.stage_stride = (r.width.size + vec + 15) / 16 * 16;
     int64_t bytes = 0;
     for (int32_t id : p.held_inputs) {
-      bytes += rows * p.stage_stride * DTypeBytes(chain.nodes[id].type.dtype);
+      bytes += rows * p.stage_stride * DTypeBytes(StorageDType(chain.nodes[id]));
     }
     if (bytes > kMaxStageBytes) {
       return BadParam(variant, absl::StrCat("resident=2 needs ", bytes,
@@ -194,13 +196,13 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     if (!r.width.is_static()) return BadParam(variant, "resident=3 needs a static row width");
     if (p.held_inputs.empty()) return BadParam(variant, "resident=3 needs an input that varies by row");
     // Bulk copies move 16-byte units: each staged input's vectors are 16 bytes.
-    const int bytes = DTypeBytes(chain.nodes[p.held_inputs[0]].type.dtype);
+    const int bytes = DTypeBytes(StorageDType(chain.nodes[p.held_inputs[0]]));
     for (int32_t id : p.held_inputs) {
-      if (vec * DTypeBytes(chain.nodes[id].type.dtype) != 16) {
+      if (vec * DTypeBytes(StorageDType(chain.nodes[id])) != 16) {
         return BadParam(variant, absl::StrCat("resident=3 needs 16-byte vectors of every staged "
                                               "input; input ", chain.nodes[id].input_index,
                                               " has ", vec, " x ",
-                                              DTypeBytes(chain.nodes[id].type.dtype), " bytes"));
+                                              DTypeBytes(StorageDType(chain.nodes[id])), " bytes"));
       }
     }
     const int64_t line = 128 / bytes;
@@ -270,7 +272,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     for (int32_t id : p.elem_inputs) {
       const Node& n = chain.nodes[id];
       aligned(BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(n.input_index)},
-              n.type.dtype, "input");
+              StorageDType(n), "input");
     }
     for (size_t j = 0; j < chain.outputs.size(); ++j) {
       const int32_t o = chain.outputs[j];

@@ -468,12 +468,12 @@ class Writer {
     return IsInput(id) && p_.wide_inputs.count(c_.nodes[id].input_index) > 0;
   }
   std::string Storage(int32_t id) const {
-    return Wide(id) ? "double" : std::string(DTypeStorage(c_.nodes[id].type.dtype));
+    return Wide(id) ? "double" : std::string(DTypeStorage(StorageDType(c_.nodes[id])));
   }
   // Input `id`'s value `e`, held in Storage(id), in its compute type.
   std::string Load(const std::string& e, int32_t id) {
     const DType t = c_.nodes[id].type.dtype;
-    if (!Wide(id)) return LoadExpr(e, t, p_.numerics, &needs_);
+    if (!Wide(id)) return LoadExpr(e, StorageDType(c_.nodes[id]), p_.numerics, &needs_);
     if (t == DType::kI32) return absl::StrCat("((int)", e, ")");
     return t == DType::kBool ? absl::StrCat("(", e, " != 0.0)") : e;
   }
@@ -921,7 +921,7 @@ class Writer {
   // Bulk-staged rows: a block of code issuing the copies of `row`'s staged
   // inputs into buffer `buf` (one thread runs it).
   std::string Fetch(const std::string& row, const std::string& buf) const {
-    const int bytes = DTypeBytes(c_.nodes[p_.held_inputs[0]].type.dtype);
+    const int bytes = DTypeBytes(StorageDType(c_.nodes[p_.held_inputs[0]]));
     std::string s = absl::StrCat("{\n  const long long kf_r = ", row,
                                  ";\n  const bool kf_valid = true;\n", RowBases(true));
     if (p_.peel) {
@@ -949,7 +949,7 @@ class Writer {
     std::string s = absl::StrCat("  extern __shared__ __align__(128) unsigned char kf_smem[];\n",
                                  "  __shared__ __align__(8) unsigned long long kf_bar[", p_.stages,
                                  "];\n");
-    const int bytes = DTypeBytes(c_.nodes[p_.held_inputs[0]].type.dtype);
+    const int bytes = DTypeBytes(StorageDType(c_.nodes[p_.held_inputs[0]]));
     for (size_t i = 0; i < p_.held_inputs.size(); ++i) {
       const int32_t id = p_.held_inputs[i];
       absl::StrAppend(&s, "  ", Storage(id), "* const kf_S", id, " = reinterpret_cast<", Storage(id),
@@ -1119,7 +1119,7 @@ class Writer {
                         Storage(id), "*>(kf_smem + ", offset, ") + (long long)kf_team * ",
                         p_.stage_stride, ";\n");
         offset += int64_t{p_.rows_per_block} * p_.stage_stride *
-                  DTypeBytes(c_.nodes[id].type.dtype);
+                  DTypeBytes(StorageDType(c_.nodes[id]));
       }
     }
     if (p_.resident) {

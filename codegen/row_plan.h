@@ -75,7 +75,8 @@ struct Plan {
 absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
                               const Variant& variant, Numerics numerics);
 
-// The widest per-element buffer (inputs read per element, full-row outputs).
+// The widest per-element value (inputs read per element, by their dtype, not
+// a wider buffer's: Node::storage; full-row outputs).
 int WidestElementBytes(const Chain& chain, const RowStructure& rows);
 
 struct Source {

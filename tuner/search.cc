@@ -194,14 +194,16 @@ BufferMap MapBuffers(const Chain& chain, const KernelGroup& group, const KernelS
       m.outputs.push_back(spec_of(chain.outputs[ref.index]));
     } else if (ref.kind == BufferRef::Kind::kIntermediate) {
       const int32_t node = static_cast<int32_t>(ref.index);
+      BufferSpec spec = spec_of(node);
+      spec.dtype = IntermediateDType(chain, node);  // Its buffer's type.
       if (written.count(node)) {
         m.remap[{ref.kind, ref.index}] =
             BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(m.outputs.size())};
-        m.outputs.push_back(spec_of(node));
+        m.outputs.push_back(spec);
       } else {
         m.remap[{ref.kind, ref.index}] =
             BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(m.inputs.size())};
-        m.inputs.push_back(spec_of(node));
+        m.inputs.push_back(spec);
         m.inputs.back().wide_reference = ReferenceReadsIntermediatesAsDouble(group.family);
       }
     }

@@ -22,7 +22,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, const fl
   const float v5 = (v3 / x2);
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_02613d20375c(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ imid1, const __kf_bf16* __restrict__ imid4, __kf_bf16* __restrict__ out0, long long sym0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_1d906e4ec489(const __kf_bf16* __restrict__ in0, const float* __restrict__ imid1, const float* __restrict__ imid4, __kf_bf16* __restrict__ out0, long long sym0) {
   typedef long long kf_idx;
   const kf_idx s0 = (kf_idx)sym0;
   const kf_idx n = (1024 * s0);
@@ -37,13 +37,13 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_02613d20375c(const __kf_
         kf_idx r = e0;
         const kf_idx c1 = r % d1;
         const kf_vec<__kf_bf16, 8> l0 = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + e0);
-        const kf_vec<__kf_bf16, 8> l1 = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(imid1 + c1);
-        const kf_vec<__kf_bf16, 8> l2 = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(imid4 + c1);
+        const kf_vec<float, 8> l1 = *reinterpret_cast<const kf_vec<float, 8>*>(imid1 + c1);
+        const kf_vec<float, 8> l2 = *reinterpret_cast<const kf_vec<float, 8>*>(imid4 + c1);
         kf_vec<__kf_bf16, 8> o0;
         #pragma unroll
         for (int j = 0; j < 8; ++j) {
           float y0;
-          kf_elem(kf_bf2f(l0.v[j]), kf_bf2f(l1.v[j]), kf_bf2f(l2.v[j]), y0);
+          kf_elem(kf_bf2f(l0.v[j]), l1.v[j], l2.v[j], y0);
           o0.v[j] = kf_f2bf(y0);
         }
         *reinterpret_cast<kf_vec<__kf_bf16, 8>*>(out0 + e0) = o0;
@@ -56,13 +56,13 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_02613d20375c(const __kf_
           kf_idx r = e0;
           const kf_idx c1 = r % d1;
           const kf_vec<__kf_bf16, 8> l0 = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + e0);
-          const kf_vec<__kf_bf16, 8> l1 = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(imid1 + c1);
-          const kf_vec<__kf_bf16, 8> l2 = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(imid4 + c1);
+          const kf_vec<float, 8> l1 = *reinterpret_cast<const kf_vec<float, 8>*>(imid1 + c1);
+          const kf_vec<float, 8> l2 = *reinterpret_cast<const kf_vec<float, 8>*>(imid4 + c1);
           kf_vec<__kf_bf16, 8> o0;
           #pragma unroll
           for (int j = 0; j < 8; ++j) {
             float y0;
-            kf_elem(kf_bf2f(l0.v[j]), kf_bf2f(l1.v[j]), kf_bf2f(l2.v[j]), y0);
+            kf_elem(kf_bf2f(l0.v[j]), l1.v[j], l2.v[j], y0);
             o0.v[j] = kf_f2bf(y0);
           }
           *reinterpret_cast<kf_vec<__kf_bf16, 8>*>(out0 + e0) = o0;
@@ -71,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_02613d20375c(const __kf_
             kf_idx r = e;
             const kf_idx c1 = r % d1;
             float y0;
-            kf_elem(kf_bf2f(in0[e]), kf_bf2f(imid1[c1]), kf_bf2f(imid4[c1]), y0);
+            kf_elem(kf_bf2f(in0[e]), imid1[c1], imid4[c1], y0);
             out0[e] = kf_f2bf(y0);
           }
         }

@@ -76,7 +76,7 @@ __device__ __forceinline__ void kf_out(const float r11, const float h10, float& 
   const float v12 = (h10 * ((float)1 / r11));
   y0 = v12;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_ce75c7593acf(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, __kf_bf16* __restrict__ out1, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_50a19dc72c46(const __kf_bf16* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, __kf_bf16* __restrict__ out0, __kf_bf16* __restrict__ out1, const long long s0) {
   const long long kf_W = 1000LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 32;
@@ -114,18 +114,18 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_ce75c7593acf(const __kf
     if (kf_c < kf_W) {
       float x1[8];
       if (kf_valid) {
-        const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in1 + kf_b1 + kf_c);
+        const kf_vec<float, 8> kf_t = *reinterpret_cast<const kf_vec<float, 8>*>(in1 + kf_b1 + kf_c);
       #pragma unroll
-        for (int kf_e = 0; kf_e < 8; ++kf_e) x1[0 + kf_e] = kf_bf2f(kf_t.v[kf_e]);
+        for (int kf_e = 0; kf_e < 8; ++kf_e) x1[0 + kf_e] = kf_t.v[kf_e];
       } else {
       #pragma unroll
         for (int kf_e = 0; kf_e < 8; ++kf_e) x1[0 + kf_e] = (float)0;
       }
       float x2[8];
       if (kf_valid) {
-        const kf_vec<__kf_bf16, 8> kf_t = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in2 + kf_b2 + kf_c);
+        const kf_vec<float, 8> kf_t = *reinterpret_cast<const kf_vec<float, 8>*>(in2 + kf_b2 + kf_c);
       #pragma unroll
-        for (int kf_e = 0; kf_e < 8; ++kf_e) x2[0 + kf_e] = kf_bf2f(kf_t.v[kf_e]);
+        for (int kf_e = 0; kf_e < 8; ++kf_e) x2[0 + kf_e] = kf_t.v[kf_e];
       } else {
       #pragma unroll
         for (int kf_e = 0; kf_e < 8; ++kf_e) x2[0 + kf_e] = (float)0;
