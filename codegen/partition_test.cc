@@ -320,9 +320,8 @@ TEST(OuterReductionPartitionTest, IntermediatesAreNumberedAsThePlanListsThem) {
 
 // What a client reads in `requires` names the plan's buffers: the row
 // kernel's own inputs 1 and 2 (a chain of its own) are the plan's
-// intermediates 0 and 1. They hold f32 (IntermediateDType), so the row
-// kernel's 8-wide vectors of them are 32 bytes; the variance kernel reads
-// the mean one float at a time (no precondition).
+// intermediates 0 and 1. They hold f32 (IntermediateDType), so the 8-wide
+// vectors the variance and row kernels read of them are 32 bytes.
 TEST(OuterReductionPartitionTest, PreconditionsNameThePlansBuffers) {
   Chain c = reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000);
   auto p = PartitionChain(c);
@@ -342,8 +341,8 @@ TEST(OuterReductionPartitionTest, PreconditionsNameThePlansBuffers) {
                                   q.value));
     }
   }
-  EXPECT_THAT(text, ElementsAre("input 0:16", "input 0:16", "input 0:16", "intermediate 0:32",
-                                "intermediate 1:32", "output 0:16"));
+  EXPECT_THAT(text, ElementsAre("input 0:16", "input 0:16", "intermediate 0:32", "input 0:16",
+                                "intermediate 0:32", "intermediate 1:32", "output 0:16"));
 }
 
 // Reductions over outer axes keep 16-bit results in f32 buffers; every

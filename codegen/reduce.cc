@@ -248,8 +248,15 @@ absl::StatusOr<Plan> MakePlan(const Chain& c, const KernelGroup& group, const Va
         starts = starts && l.strides[d].coef % p.vec == 0;
       }
       // (vec is 1 in the fp64 yardstick, whose intermediates are double.)
+      // An intermediate kept in f32 for a 16-bit result (IntermediateDType)
+      // is read in vectors of up to 32 bytes, as wide as the 16-bit
+      // operands': one vector load the compiler hoists out of the loop where
+      // eight float loads stayed in it (its buffer is the launcher's own
+      // allocation, aligned far beyond).
       const int64_t bytes = int64_t{p.vec} * DTypeBytes(l.dtype);
-      l.vector = starts && bytes <= 16;
+      const bool wide = l.buffer.kind == BufferRef::Kind::kIntermediate &&
+                        l.dtype != c.nodes[l.node].type.dtype;
+      l.vector = starts && bytes <= (wide ? 32 : 16);
       if (!l.vector) continue;
       const char* kind =
           l.buffer.kind == BufferRef::Kind::kInput ? "input" : "intermediate";

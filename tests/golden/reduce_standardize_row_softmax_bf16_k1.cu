@@ -11,7 +11,7 @@ __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
 template <typename T, int N>
 struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
-extern "C" __global__ void __launch_bounds__(256) kf_red_277402fbf45b(const __kf_bf16* __restrict__ in0, const float* __restrict__ imid1, float* __restrict__ omid4, float* __restrict__ kf_ws, unsigned int* __restrict__ kf_cnt, const long long s0) {
+extern "C" __global__ void __launch_bounds__(256) kf_red_7696c503cff1(const __kf_bf16* __restrict__ in0, const float* __restrict__ imid1, float* __restrict__ omid4, float* __restrict__ kf_ws, unsigned int* __restrict__ kf_cnt, const long long s0) {
   const long long kf_n = 1000LL;
   const int kf_tx = threadIdx.x % 32, kf_ty = threadIdx.x / 32;
   const long long kf_o = ((long long)blockIdx.x * 32 + kf_tx) * 8;
@@ -30,10 +30,11 @@ extern "C" __global__ void __launch_bounds__(256) kf_red_277402fbf45b(const __kf
     #pragma unroll 4
     for (long long kf_c0 = (long long)blockIdx.y * kf_chunk + kf_ty; kf_c0 < kf_hi; kf_c0 += 8) {
       const kf_vec<__kf_bf16, 8> kf_v0 = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>(in0 + kf_b0 + kf_c0 * 1000LL);
+      const kf_vec<float, 8> kf_v1 = *reinterpret_cast<const kf_vec<float, 8>*>(imid1 + kf_b1);
       #pragma unroll
       for (int kf_e = 0; kf_e < 8; ++kf_e) {
         const float x0 = kf_bf2f(kf_v0.v[kf_e]);
-        const float x1 = imid1[kf_b1 + kf_e];
+        const float x1 = kf_v1.v[kf_e];
         const float v2 = (x0 - x1);
         const float v3 = (v2 * v2);
         kf_acc[kf_e] += v3;
