@@ -233,8 +233,19 @@ std::string FormatPlanSummary(const kfuse::v1::CompileResponse& r) {
   for (const auto& t : plan.outputs()) outs.push_back(FormatTensor(t));
   head.push_back({"outputs", absl::StrJoin(outs, ", ")});
   if (plan.kernels_size() != 1 && plan.has_report()) {
-    head.push_back({"plan", absl::StrCat(plan.kernels_size(), " kernels, ",
-                                         FormatRoofline(plan.report()))});
+    // The buffers a client allocates between the kernels, in order.
+    std::vector<std::string> mids;
+    for (const kfuse::v1::Intermediate& im : plan.intermediates()) {
+      std::vector<std::string> dims;
+      for (const auto& d : im.shape()) dims.push_back(FormatExpr(d, plan));
+      mids.push_back(absl::StrCat(DTypeShortName(im.dtype()), "[", absl::StrJoin(dims, ","), "]"));
+    }
+    head.push_back(
+        {"plan", absl::StrCat(plan.kernels_size(), " kernels, ",
+                              mids.empty() ? ""
+                                           : absl::StrCat("intermediates ",
+                                                          absl::StrJoin(mids, ", "), "; "),
+                              FormatRoofline(plan.report()))});
   }
   std::string out = FormatTable(head);
   for (int i = 0; i < plan.kernels_size(); ++i) {

@@ -141,6 +141,25 @@ TEST(FormatPlanSummaryTest, NamesEverythingTheUserAsksAbout) {
   EXPECT_THAT(s, Not(HasSubstr("measured")));
 }
 
+// A plan of several kernels names the buffers a client allocates between
+// them.
+TEST(FormatPlanSummaryTest, APlanListsItsIntermediates) {
+  auto r = SampleResponse();
+  auto& plan = *r.mutable_plan();
+  *plan.add_kernels() = plan.kernels(0);
+  *plan.mutable_report() = plan.kernels(0).report();
+  for (int64_t width : {int64_t{-1}, int64_t{1000}}) {
+    auto* im = plan.add_intermediates();
+    im->set_dtype(kfuse::v1::DTYPE_F32);
+    *im->add_shape() = Const(1);
+    *im->add_shape() = width < 0 ? Sym(0) : Const(width);
+  }
+  EXPECT_THAT(FormatPlanSummary(r),
+              HasSubstr("plan     2 kernels, intermediates f32[1,N], f32[1,1000]; memory-bound"));
+  plan.clear_intermediates();
+  EXPECT_THAT(FormatPlanSummary(r), HasSubstr("plan     2 kernels, memory-bound"));
+}
+
 TEST(FormatPlanSummaryTest, TunedShowsMeasuredAndTrials) {
   auto r = SampleResponse();
   r.set_cache(kfuse::v1::CACHE_OUTCOME_HIT);
