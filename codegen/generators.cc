@@ -56,12 +56,7 @@ absl::StatusOr<KernelSpec> EmitRowGroup(const Chain& chain, const KernelGroup& g
                                         const Variant& variant, Numerics numerics) {
   if (CoversChain(chain, group)) return EmitRow(chain, group, variant, numerics);
   KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(chain, group));
-  std::set<int> intermediates;  // The sub-chain's inputs that are earlier kernels' results.
-  for (size_t i = 0; i < sub.inputs.size(); ++i) {
-    if (sub.inputs[i].kind == BufferRef::Kind::kIntermediate) intermediates.insert(static_cast<int>(i));
-  }
-  KFUSE_ASSIGN_OR_RETURN(KernelSpec k,
-                         EmitRow(sub.chain, sub.group, variant, numerics, intermediates));
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec k, EmitRow(sub.chain, sub.group, variant, numerics));
   KFUSE_RETURN_IF_ERROR(sub.Restore(&k));
   k.ops.assign(group.nodes.begin(), group.nodes.end());
   return k;

@@ -92,9 +92,10 @@ struct Node {
   // Attributes; each op reads only its own.
   int32_t input_index = -1;           // kInput: position among chain inputs.
   std::vector<int64_t> strides;       // kInput: element strides; empty = dense.
-  // kInput of a plan's kernel seen as a chain of its own (Isolate): the
-  // element type of its buffer where that is not type.dtype (an earlier
-  // kernel's 16-bit result kept in f32, IntermediateDType). kInvalid: none.
+  // kInput of a plan's kernel seen as a chain of its own (Isolate) that is
+  // an earlier kernel's result: the element type of its buffer
+  // (IntermediateDType: f32 for a 16-bit reduction). kInvalid: a chain
+  // input, its buffer of type.dtype.
   DType storage = DType::kInvalid;
   DType dtype = DType::kInvalid;      // kCast, kConstant, kIota: the target type.
   double value = 0;                   // kConstant.

@@ -299,14 +299,7 @@ int RowMinComputeCapability(const Variant& variant) {
 
 absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
                                    const Variant& variant, Numerics numerics) {
-  return EmitRow(chain, group, variant, numerics, {});
-}
-
-absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
-                                   const Variant& variant, Numerics numerics,
-                                   const std::set<int>& intermediates) {
   KFUSE_ASSIGN_OR_RETURN(Plan plan, MakePlan(chain, group, variant, numerics));
-  if (numerics == Numerics::kReference64) plan.wide_inputs = intermediates;
   KFUSE_ASSIGN_OR_RETURN(row_internal::Source src, row_internal::WriteSource(chain, plan));
   KernelSpec k;
   k.entry = std::move(src.entry);

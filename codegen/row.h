@@ -55,7 +55,6 @@
 #ifndef KFUSE_CODEGEN_ROW_H_
 #define KFUSE_CODEGEN_ROW_H_
 
-#include <set>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -80,15 +79,6 @@ inline constexpr char kRowVariantSchema[] = "row-variants/3";
 // give byte-identical source.
 absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
                                    const Variant& variant, Numerics numerics = Numerics::kFast);
-
-// EmitRow for a row group of a plan seen as a chain of its own (SubChain):
-// the inputs numbered in `intermediates` are earlier kernels' results, which
-// their kReference64 yardsticks write as double, so this kernel's yardstick
-// reads them as double too (ReferenceReadsIntermediatesAsDouble); the other
-// numerics read them in their dtype.
-absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
-                                   const Variant& variant, Numerics numerics,
-                                   const std::set<int>& intermediates);
 
 // OK when EmitRow can generate `variant`; InvalidArgument naming the
 // offending param otherwise; Unimplemented for groups the family does not

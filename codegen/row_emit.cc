@@ -462,10 +462,12 @@ class Writer {
     return terms.empty() ? "0LL" : absl::StrJoin(terms, " + ");
   }
 
-  // An input's type in memory: its dtype's, or double for another kernel's
-  // result read by the yardstick (Plan::wide_inputs).
+  // An input's type in memory: its buffer's (StorageDType), or double for
+  // an earlier kernel's result read by the yardstick, which the kernels
+  // writing it in kReference64 write so (ReferenceReadsIntermediatesAsDouble).
   bool Wide(int32_t id) const {
-    return IsInput(id) && p_.wide_inputs.count(c_.nodes[id].input_index) > 0;
+    return IsInput(id) && c_.nodes[id].storage != DType::kInvalid &&
+           p_.numerics == Numerics::kReference64;
   }
   std::string Storage(int32_t id) const {
     return Wide(id) ? "double" : std::string(DTypeStorage(StorageDType(c_.nodes[id])));

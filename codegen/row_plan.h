@@ -3,7 +3,6 @@
 #define KFUSE_CODEGEN_ROW_PLAN_H_
 
 #include <cstdint>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -19,9 +18,6 @@ namespace kfuse::row_internal {
 struct Plan {
   RowStructure rows;
   Numerics numerics = Numerics::kFast;
-  // kReference64: inputs (by input_index) read as double, other kernels'
-  // results that their yardsticks wrote so.
-  std::set<int> wide_inputs;
   int vec = 1, threads = 32, rows_per_block = 1;
   bool resident = false;
   // A static width that is not a multiple of vec: each row's first aligned

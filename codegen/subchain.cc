@@ -46,9 +46,7 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
   c.input_names = chain.input_names;
   for (int32_t id : read) {
     to[id] = c.AddInput(TensorType{chain.nodes[id].type.dtype, chain.nodes[id].type.shape});
-    if (IntermediateDType(chain, id) != chain.nodes[id].type.dtype) {
-      c.nodes[to[id]].storage = IntermediateDType(chain, id);
-    }
+    c.nodes[to[id]].storage = IntermediateDType(chain, id);
     c.input_names.push_back(absl::StrCat("intermediate ", id));
     s.inputs.push_back(BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)});
   }
