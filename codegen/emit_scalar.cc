@@ -255,6 +255,14 @@ std::string CastExpr(const std::string& v, DType from, DType to, Numerics n,
   }
 }
 
+std::string LoadDoubleExpr(const std::string& storage, DType t) {
+  switch (t) {
+    case DType::kI32: return absl::StrCat("((int)", storage, ")");
+    case DType::kBool: return absl::StrCat("(", storage, " != 0.0)");
+    default: return storage;
+  }
+}
+
 std::string LoadExpr(const std::string& s, DType t, Numerics n, PreludeNeeds* needs) {
   std::string f;
   switch (t) {

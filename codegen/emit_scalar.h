@@ -58,6 +58,10 @@ std::string PromoteExpr(const std::string& v, DType from, DType to, Numerics n);
 std::string CastExpr(const std::string& v, DType from, DType to, Numerics n,
                      PreludeNeeds* needs);
 
+// A value of dtype `t` stored as double (an earlier kernel's result, as
+// kReference64 kernels write it) as a kReference64 compute value.
+std::string LoadDoubleExpr(const std::string& storage, DType t);
+
 // A loaded storage value (an lvalue of DTypeStorage(t)) as a compute value.
 std::string LoadExpr(const std::string& storage, DType t, Numerics n,
                      PreludeNeeds* needs);

@@ -264,11 +264,7 @@ class Writer {
   }
   std::string LoadIn(size_t k, const std::string& storage) {
     if (!RefIntermediate(k)) return LoadExpr(storage, s_.inputs[k].dtype, p_.numerics, &needs_);
-    switch (s_.inputs[k].dtype) {
-      case DType::kI32: return absl::StrCat("((int)", storage, ")");
-      case DType::kBool: return absl::StrCat("(", storage, " != 0.0)");
-      default: return storage;
-    }
+    return LoadDoubleExpr(storage, s_.inputs[k].dtype);
   }
   std::string OutType(size_t m) const {
     return OutputStorage(s_.outputs[m].dtype, p_.numerics);

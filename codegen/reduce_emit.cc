@@ -92,11 +92,7 @@ class Writer {
     if (!Ref() || l.buffer.kind != BufferRef::Kind::kIntermediate) {
       return LoadExpr(storage, l.dtype, p_.numerics, &needs_);
     }
-    switch (l.dtype) {
-      case DType::kI32: return absl::StrCat("((int)", storage, ")");
-      case DType::kBool: return absl::StrCat("(", storage, " != 0.0)");
-      default: return storage;
-    }
+    return LoadDoubleExpr(storage, l.dtype);
   }
 
   // sum(c<d> * stride) over the dims in `dims` where `l` has a stride.

@@ -474,10 +474,8 @@ class Writer {
   }
   // Input `id`'s value `e`, held in Storage(id), in its compute type.
   std::string Load(const std::string& e, int32_t id) {
-    const DType t = c_.nodes[id].type.dtype;
-    if (!Wide(id)) return LoadExpr(e, StorageDType(c_.nodes[id]), p_.numerics, &needs_);
-    if (t == DType::kI32) return absl::StrCat("((int)", e, ")");
-    return t == DType::kBool ? absl::StrCat("(", e, " != 0.0)") : e;
+    return Wide(id) ? LoadDoubleExpr(e, c_.nodes[id].type.dtype)
+                    : LoadExpr(e, StorageDType(c_.nodes[id]), p_.numerics, &needs_);
   }
 
   // Where a pass reads an input's column kf_c from: global memory, global
