@@ -141,143 +141,258 @@ bool AlongRows(const Node& reduction) {
   return rank > 0 && reduction.axes == std::vector<int64_t>{rank - 1};
 }
 
-// The last kernel of an outer-reduction plan where reductions along rows
-// remain: a row kernel computing `roots` (every chain output the reduction
-// kernels do not write), reading their results from memory.
-absl::StatusOr<Partition> WithRowKernel(const Chain& c, Partition p,
-                                        const std::vector<int32_t>& roots) {
-  std::set<int32_t> outer;
-  for (const KernelGroup& k : p.kernels) outer.insert(k.results.begin(), k.results.end());
-  for (size_t j = 0; j < c.outputs.size(); ++j) {
-    if (IsLeaf(c, c.outputs[j])) {
-      return absl::UnimplementedError(absl::StrCat(
-          "outputs[", j, "]: a chain input or constant as an output beside reductions over an "
-          "outer axis is not generated yet"));
-    }
-  }
-  // Element-wise nodes and reductions along rows, up to the outer results.
-  const std::set<int32_t> nodes =
-      Closure(c, roots, [&](int32_t id) { return outer.count(id) > 0; });
-  KernelGroup k;
-  k.family = Family::kRowReduction;
-  k.nodes.assign(nodes.begin(), nodes.end());
-  const std::set<int32_t> results(roots.begin(), roots.end());
-  k.results.assign(results.begin(), results.end());
-  std::vector<std::string> read;
-  for (int32_t id : k.nodes) {
-    for (int32_t a : c.nodes[id].args) {
-      if (outer.count(a)) read.push_back(OpLabel(c, a));
-    }
-  }
-  std::sort(read.begin(), read.end());
-  read.erase(std::unique(read.begin(), read.end()), read.end());
-  k.reason = read.empty()
-                 ? "row reductions fused with their element-wise neighbours, beside the "
-                   "reductions over outer axes"
-                 : absl::StrCat("row reductions fused with their element-wise neighbours, "
-                                "reading ", absl::StrJoin(read, ", "),
-                                " from memory, broadcast along rows");
-  // The row generator sees the group as a chain of its own.
-  KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(c, k));
-  KFUSE_RETURN_IF_ERROR(AnalyzeRows(sub.chain).status());
-  p.kernels.push_back(std::move(k));
-  return p;
+const std::vector<Dim>& OperandShape(const Chain& c, int32_t reduction) {
+  return c.nodes[c.nodes[reduction].args[0]].type.shape;
 }
 
-// Some reduction runs over outer axes: a reduction kernel per such
-// reduction, in chain order, then one kernel for the other outputs: a row
-// kernel where reductions along rows remain (they read the outer results
-// broadcast, as a norm's weight), else a pointwise kernel.
-absl::StatusOr<Partition> OuterReductionPartition(const Chain& c) {
-  const int32_t n = static_cast<int32_t>(c.nodes.size());
-  std::vector<int32_t> reductions;
-  bool rows = false;
-  for (int32_t id = 0; id < n; ++id) {
-    const Node& nd = c.nodes[id];
-    if (!IsReduction(nd.kind)) continue;
-    if (AlongRows(nd)) {
-      rows = true;
-      continue;
-    }
-    KFUSE_RETURN_IF_ERROR(CheckOuterReduction(c, id));
-    reductions.push_back(id);
-  }
-  const std::set<int32_t> outer(reductions.begin(), reductions.end());
-  std::set<int32_t> consumed;  // Outer reductions other nodes read.
-  for (const Node& nd : c.nodes) {
-    for (int32_t a : nd.args) {
-      if (outer.count(a)) consumed.insert(a);
+// The reductions `r`'s operand reads through element-wise work alone, not
+// counting those in `stored`, in chain order.
+std::vector<int32_t> ReductionsRead(const Chain& c, int32_t r, const std::set<int32_t>& stored) {
+  std::set<int32_t> read;
+  const std::set<int32_t> work = ElementwiseClosure(c, {c.nodes[r].args[0]}, stored);
+  std::vector<int32_t> edge(work.begin(), work.end());
+  edge.push_back(c.nodes[r].args[0]);
+  for (int32_t id : edge) {
+    const std::vector<int32_t> args =
+        work.count(id) ? c.nodes[id].args : std::vector<int32_t>{id};
+    for (int32_t a : args) {
+      if (IsReduction(c.nodes[a].kind) && !stored.count(a)) read.insert(a);
     }
   }
-  Partition p;
-  for (int32_t r : reductions) {
-    const Node& nd = c.nodes[r];
-    std::set<int32_t> nodes = ElementwiseClosure(c, {nd.args[0]});
-    nodes.insert(r);
-    for (int32_t id : nodes) {
-      for (int32_t a : c.nodes[id].args) {
-        if (IsReduction(c.nodes[a].kind) && !outer.count(a)) {
-          return absl::UnimplementedError(absl::StrCat(
-              OpLabel(c, r), ": a reduction over outer axes of a value that reduces along rows (",
-              OpLabel(c, a), ") is not generated yet"));
+  return std::vector<int32_t>(read.begin(), read.end());
+}
+
+// The reductions along rows whose results `r`'s kernel cannot compute
+// itself, so an earlier kernel stores them: every one its operand reads
+// when `r` reduces over outer axes, those over rows of another shape when
+// `r` runs along rows too (a mean over the batch of a per-row loss).
+std::vector<int32_t> RowResultsToStore(const Chain& c, int32_t r, const std::set<int32_t>& stored) {
+  std::vector<int32_t> out;
+  for (int32_t a : ReductionsRead(c, r, stored)) {
+    if (!AlongRows(c.nodes[a])) continue;  // Over outer axes: its own kernel, stored before r.
+    if (!AlongRows(c.nodes[r]) || OperandShape(c, a) != OperandShape(c, r)) out.push_back(a);
+  }
+  return out;
+}
+
+// Plans where reductions read each other's results from memory: some
+// reduction over outer axes, or one along rows reading the results of
+// reductions over rows of another shape. Walking the reductions in chain
+// order, each reduction over outer axes gets a kernel of its own, and the
+// row results such a reduction needs are stored first by a row kernel per
+// row shape; then one kernel computes the outputs left, reading what the
+// earlier kernels stored.
+class StagedPartition {
+ public:
+  explicit StagedPartition(const Chain& c) : c_(c) {}
+
+  absl::StatusOr<Partition> Run() {
+    std::vector<int32_t> reductions;
+    for (int32_t id = 0; id < static_cast<int32_t>(c_.nodes.size()); ++id) {
+      if (!IsReduction(c_.nodes[id].kind)) continue;
+      if (!AlongRows(c_.nodes[id])) KFUSE_RETURN_IF_ERROR(CheckOuterReduction(c_, id));
+      reductions.push_back(id);
+    }
+    for (int32_t r : reductions) {
+      // One row kernel per row shape, in the order r reads them.
+      std::vector<int32_t> rows = RowResultsToStore(c_, r, stored_);
+      while (!rows.empty()) {
+        std::vector<int32_t> same, rest;
+        for (int32_t a : rows) {
+          (OperandShape(c_, a) == OperandShape(c_, rows[0]) ? same : rest).push_back(a);
         }
+        KFUSE_RETURN_IF_ERROR(StoreRowResults(r, same));
+        rows = std::move(rest);
       }
+      if (!AlongRows(c_.nodes[r])) KFUSE_RETURN_IF_ERROR(AddOuterReduction(r));
+    }
+    KFUSE_RETURN_IF_ERROR(AddLastKernel());
+    std::sort(p_.intermediates.begin(), p_.intermediates.end());
+    return std::move(p_);
+  }
+
+ private:
+  bool Written(int32_t id) const {
+    for (const KernelGroup& k : p_.kernels) {
+      if (std::find(k.results.begin(), k.results.end(), id) != k.results.end()) return true;
+    }
+    return false;
+  }
+
+  // The computed nodes `roots` need, reading what earlier kernels stored.
+  std::set<int32_t> Work(std::vector<int32_t> roots) const {
+    return Closure(c_, std::move(roots), [&](int32_t id) { return stored_.count(id) > 0; });
+  }
+
+  std::string Labels(const std::set<int32_t>& ids) const {
+    std::vector<std::string> out;
+    for (int32_t id : ids) out.push_back(OpLabel(c_, id));
+    return absl::StrJoin(out, ", ");
+  }
+
+  // The stored results a group of nodes reads.
+  std::set<int32_t> StoredRead(const std::vector<int32_t>& nodes) const {
+    std::set<int32_t> read;
+    for (int32_t id : nodes) {
+      for (int32_t a : c_.nodes[id].args) {
+        if (stored_.count(a)) read.insert(a);
+      }
+    }
+    return read;
+  }
+
+  // A row kernel: the row generator sees the group as a chain of its own.
+  absl::Status CheckRows(const KernelGroup& k) const {
+    KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(c_, k));
+    return AnalyzeRows(sub.chain).status();
+  }
+
+  // A row kernel storing `rows` (reductions over one row shape) for
+  // `consumer`. It writes the chain outputs it can compute over the same
+  // rows from what is stored so far too (softmax beside a loss), so that
+  // no later kernel reads those rows again.
+  absl::Status StoreRowResults(int32_t consumer, const std::vector<int32_t>& rows) {
+    KernelGroup k;
+    k.family = Family::kRowReduction;
+    std::set<int32_t> nodes = Work(rows);
+    std::set<int32_t> results(rows.begin(), rows.end());
+    k.intermediates.assign(results.begin(), results.end());
+    for (int32_t o : c_.outputs) {
+      if (IsLeaf(c_, o) || results.count(o) || Written(o)) continue;
+      const std::set<int32_t> work = Work({o});
+      bool same_rows = false, other = false;
+      for (int32_t id : work) {
+        if (!IsReduction(c_.nodes[id].kind)) continue;
+        const bool here = AlongRows(c_.nodes[id]) && OperandShape(c_, id) == OperandShape(c_, rows[0]);
+        same_rows = same_rows || here;
+        other = other || !here;
+      }
+      if (!same_rows || other) continue;
+      KernelGroup with = k;
+      std::set<int32_t> more = nodes, out = results;
+      more.insert(work.begin(), work.end());
+      out.insert(o);
+      with.nodes.assign(more.begin(), more.end());
+      with.results.assign(out.begin(), out.end());
+      if (!CheckRows(with).ok()) continue;  // Left to the last kernel.
+      nodes = std::move(more);
+      results = std::move(out);
+    }
+    k.nodes.assign(nodes.begin(), nodes.end());
+    k.results.assign(results.begin(), results.end());
+    const std::set<int32_t> read = StoredRead(k.nodes);
+    k.reason = absl::StrCat(
+        "reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
+        ") stored for ", OpLabel(c_, consumer), ", which reduces their results ",
+        AlongRows(c_.nodes[consumer]) ? "along rows of another shape" : "over outer axes",
+        read.empty() ? "" : absl::StrCat("; reading ", Labels(read), " from memory"));
+    KFUSE_RETURN_IF_ERROR(CheckRows(k));
+    stored_.insert(rows.begin(), rows.end());
+    p_.intermediates.insert(p_.intermediates.end(), rows.begin(), rows.end());
+    p_.kernels.push_back(std::move(k));
+    return absl::OkStatus();
+  }
+
+  absl::Status AddOuterReduction(int32_t r) {
+    const Node& nd = c_.nodes[r];
+    std::set<int32_t> nodes = Work({nd.args[0]});
+    for (int32_t id : nodes) {
+      if (IsReduction(c_.nodes[id].kind)) {
+        return absl::InternalError(absl::StrCat(OpLabel(c_, r), " reads ", OpLabel(c_, id),
+                                                ", which no earlier kernel stores"));
+      }
+    }
+    nodes.insert(r);
+    bool consumed = false;
+    for (const Node& n : c_.nodes) {
+      consumed = consumed || std::find(n.args.begin(), n.args.end(), r) != n.args.end();
     }
     KernelGroup k;
     k.family = Family::kReduction;
     k.nodes.assign(nodes.begin(), nodes.end());
     k.results = {r};
-    if (consumed.count(r)) {
+    if (consumed) {
       k.intermediates = {r};
-      p.intermediates.push_back(r);
+      p_.intermediates.push_back(r);
     }
     k.reason = absl::StrCat(
-        OpLabel(c, r), " over outer axes ", AxesText(nd),
+        OpLabel(c_, r), " over outer axes ", AxesText(nd),
         ": a kernel of its own, as each result needs the whole reduced extent (split over "
         "threads and blocks that compute the operand inline and meet before it is written); ",
-        k.intermediates.empty() ? "its result is a chain output"
-                                : "later kernels read its result from memory");
-    p.kernels.push_back(std::move(k));
+        consumed ? "later kernels read its result from memory" : "its result is a chain output");
+    stored_.insert(r);
+    p_.kernels.push_back(std::move(k));
+    return absl::OkStatus();
   }
 
-  // The outputs no reduction kernel writes: one kernel, which recomputes
-  // the element-wise work it shares with the reduction kernels.
-  std::vector<size_t> rest;
-  std::vector<int32_t> roots;
-  for (size_t j = 0; j < c.outputs.size(); ++j) {
-    if (outer.count(c.outputs[j])) continue;
-    rest.push_back(j);
-    roots.push_back(c.outputs[j]);
+  // The outputs no kernel writes yet: one kernel, which recomputes the
+  // element-wise work it shares with the earlier kernels: a row kernel when
+  // reductions along rows remain (reading stored results broadcast, as a
+  // norm reads its weight), else a pointwise kernel.
+  absl::Status AddLastKernel() {
+    std::vector<size_t> rest;
+    std::vector<int32_t> roots;
+    for (size_t j = 0; j < c_.outputs.size(); ++j) {
+      if (Written(c_.outputs[j])) continue;
+      if (IsLeaf(c_, c_.outputs[j])) {
+        return absl::UnimplementedError(absl::StrCat(
+            "outputs[", j, "]: a chain input or constant as an output beside reductions over an "
+            "outer axis is not generated yet"));
+      }
+      rest.push_back(j);
+      roots.push_back(c_.outputs[j]);
+    }
+    if (roots.empty()) return absl::OkStatus();
+    const std::set<int32_t> nodes = Work(roots);
+    bool rows = false;
+    for (int32_t id : nodes) rows = rows || IsReduction(c_.nodes[id].kind);
+    KernelGroup k;
+    k.family = rows ? Family::kRowReduction : Family::kPointwise;
+    k.nodes.assign(nodes.begin(), nodes.end());
+    const std::set<int32_t> results(roots.begin(), roots.end());
+    k.results.assign(results.begin(), results.end());
+    const std::set<int32_t> read = StoredRead(k.nodes);
+    if (rows) {
+      // Stored results are per-row values of these rows (a norm's weight),
+      // or the rows themselves (a loss's per-row terms, reduced again).
+      std::vector<Dim> row_shape;
+      for (int32_t id : k.nodes) {
+        if (IsReduction(c_.nodes[id].kind)) row_shape = OperandShape(c_, id);
+      }
+      bool whole_rows = !read.empty();
+      for (int32_t id : read) whole_rows = whole_rows && c_.nodes[id].type.shape == row_shape;
+      k.reason = read.empty() ? "row reductions fused with their element-wise neighbours, beside "
+                                "the reductions over outer axes"
+                              : absl::StrCat("row reductions fused with their element-wise "
+                                             "neighbours, reading ", Labels(read),
+                                             whole_rows ? " from memory as its rows"
+                                                        : " from memory, broadcast along rows");
+      KFUSE_RETURN_IF_ERROR(CheckRows(k));
+    } else {
+      KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c_, rest));
+      k.reason = read.empty() ? "element-wise outputs beside the reductions, in one pass"
+                              : absl::StrCat("element-wise work after the reductions, reading ",
+                                             Labels(read), " from memory, broadcast");
+    }
+    p_.kernels.push_back(std::move(k));
+    return absl::OkStatus();
   }
-  if (rest.empty()) return p;
-  if (rows) return WithRowKernel(c, std::move(p), roots);
-  const std::set<int32_t> nodes = ElementwiseClosure(c, roots);
-  if (nodes.empty()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "outputs[", rest[0],
-        "]: a chain input or constant as an output beside reductions over an outer axis is not "
-        "generated yet"));
-  }
-  KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c, rest));
-  KernelGroup k;
-  k.family = Family::kPointwise;
-  k.nodes.assign(nodes.begin(), nodes.end());
-  const std::set<int32_t> results(roots.begin(), roots.end());
-  k.results.assign(results.begin(), results.end());
-  std::set<int32_t> read;
-  for (int32_t id : k.nodes) {
-    for (int32_t a : c.nodes[id].args) {
-      if (IsReduction(c.nodes[a].kind)) read.insert(a);
+
+  const Chain& c_;
+  Partition p_;
+  std::set<int32_t> stored_;  // Results earlier kernels store for later ones.
+};
+
+// Whether some reduction along rows reads the results of reductions over
+// rows of another shape (a loss's mean over the batch of per-row values).
+bool ReadsRowsOfAnotherShape(const Chain& c) {
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    if (IsReduction(c.nodes[id].kind) && AlongRows(c.nodes[id]) &&
+        !RowResultsToStore(c, id, {}).empty()) {
+      return true;
     }
   }
-  std::vector<std::string> labels;
-  for (int32_t r : read) labels.push_back(OpLabel(c, r));
-  k.reason = labels.empty()
-                 ? "element-wise outputs beside the reductions, in one pass"
-                 : absl::StrCat("element-wise work after the reductions, reading ",
-                                absl::StrJoin(labels, ", "), " from memory, broadcast");
-  p.kernels.push_back(std::move(k));
-  return p;
+  return false;
 }
 
 // PartitionChain for a chain that is not a fused attention.
@@ -302,7 +417,7 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
     return absl::UnimplementedError(
         absl::StrCat(OpLabel(c, first_view), ": ", NotYet(c.nodes[first_view].kind)));
   }
-  if (outer) return OuterReductionPartition(c);
+  if (outer || (reduces && ReadsRowsOfAnotherShape(c))) return StagedPartition(c).Run();
   if (reduces) return RowPartition(c);
   // Layout views join the element-wise chain as index arithmetic: each read
   // gets its own strides and offset, a concat picks a piece per element.

@@ -57,17 +57,25 @@ struct Partition {
 //  - reductions all along the innermost axis of one row shape, with
 //    element-wise work around them: one row kernel (see AnalyzeRows for what
 //    answers Unimplemented);
-//  - some reduction over outer axes (axes without the innermost one): one
-//    reduction kernel per reduction, in chain order, each computing its
-//    operand inline from chain inputs, constants and earlier reductions'
-//    results; then one pointwise kernel for the outputs that are not
-//    reductions, reading the reductions' results as intermediates (x -
-//    mean(x, axis=0) is two kernels; softmax over axis 0 is three).
-//    Unimplemented, naming the op: a reduction over the innermost axis in
-//    such a chain (the row kernel does not read intermediates yet), one over
-//    the innermost and outer axes together, or min/max of bool values; and,
-//    naming an output, a chain whose outputs beside such reductions are all
-//    chain inputs or constants;
+//  - some reduction over outer axes (axes without the innermost one), or a
+//    reduction along rows that reads per-row results of reductions over
+//    rows of another shape (a loss's mean over the batch): a staged plan.
+//    Walking the reductions in chain order: the per-row results such a
+//    reduction reads are stored first, by a row kernel per row shape (which
+//    also writes the chain outputs it can compute over the same rows, so
+//    they are read once); each reduction over outer axes is a reduction
+//    kernel of its own, computing its operand inline from chain inputs,
+//    constants and what earlier kernels stored. Then one kernel for the
+//    outputs left, reading the stored results: a row kernel where
+//    reductions along rows remain (standardized columns, then a softmax
+//    along rows), else a pointwise kernel (x - mean(x, axis=0) is two
+//    kernels; softmax over axis 0 is three). Results of reductions over
+//    outer axes that later kernels read are intermediates, as are the
+//    stored per-row results. Unimplemented, naming the op: one over the
+//    innermost and outer axes together, min/max of bool values, or a kernel
+//    the row family cannot generate (AnalyzeRows: per-row values of two row
+//    shapes in one element-wise output, say); and, naming an output, a
+//    chain input or constant as an output beside such reductions;
 //  - layout views (slice, permute, reshape, expand, concat) join the
 //    pointwise kernel as index arithmetic; iota, views beside a reduction
 //    and a reshape that is not a view answer Unimplemented, naming the op;

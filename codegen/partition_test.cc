@@ -366,19 +366,115 @@ TEST(OuterReductionPartitionTest, SixteenBitReductionResultsAreStoredInF32) {
   }
 }
 
+// Every kernel of `p` generates at its heuristic.
+void ExpectEveryKernelGenerates(const Chain& c, const Partition& p) {
+  for (const KernelGroup& g : p.kernels) {
+    EXPECT_TRUE(CanGenerateFamily(c, g, FamilyHeuristic(c, g)).ok()) << g.reason;
+  }
+}
+
+// A reduction over outer axes of per-row values: a row kernel stores them
+// (the mean squares), the reduction kernel computes its operand (their
+// square roots) from them.
+TEST(StagedPartitionTest, AnOuterReductionOfRowResultsReadsThemStored) {
+  for (int64_t s : {512, -512}) {
+    SCOPED_TRACE(s);
+    Chain c = reduce_test::SequenceMeanOfTokenRms(DType::kBF16, 4, s, 768);
+    auto p = PartitionChain(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 2u);
+    const std::vector<int32_t> means = NodesOf(c, OpKind::kReduceMean);
+    ASSERT_EQ(means.size(), 2u);  // Along H, then over S.
+    const KernelGroup& rows = p->kernels[0];
+    EXPECT_EQ(rows.family, Family::kRowReduction);
+    EXPECT_THAT(rows.results, ElementsAre(means[0]));
+    EXPECT_THAT(rows.intermediates, ElementsAre(means[0]));
+    EXPECT_THAT(rows.reason, HasSubstr(absl::StrCat("stored for ", OpLabel(c, means[1]),
+                                                    ", which reduces their results over outer")));
+    EXPECT_EQ(p->kernels[1].family, Family::kReduction);
+    EXPECT_THAT(p->kernels[1].results, ElementsAre(means[1]));
+    EXPECT_THAT(p->kernels[1].nodes, Not(Contains(means[0])));
+    EXPECT_THAT(p->intermediates, ElementsAre(means[0]));
+    // Stored along rows, a 16-bit result keeps its dtype, as eager's does.
+    EXPECT_EQ(IntermediateBuffers(c, *p)[0].dtype, DType::kBF16);
+    ExpectEveryKernelGenerates(c, *p);
+  }
+}
+
+// A loss's mean over the batch reduces per-row values along their only
+// axis: a row reduction over rows of another shape ([N], not [N, M]). The
+// row kernel over [N, M] stores the three per-row reductions the loss reads
+// (and writes the probabilities when they are asked for too, so x is read
+// once); a kernel of one row reduces the loss.
+TEST(StagedPartitionTest, ALossMeanOverTheBatchReadsPerRowResultsStored) {
+  for (bool probs : {false, true}) {
+    SCOPED_TRACE(probs);
+    Chain c = reduce_test::RowLossMean(DType::kF32, -4096, 1000, probs);
+    auto p = PartitionChain(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 2u);
+    const int32_t loss = c.outputs[0];
+    std::vector<int32_t> stored;
+    for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+      const Node& n = c.nodes[id];
+      if (IsReduction(n.kind) && !n.keepdim && id != loss) stored.push_back(id);
+    }
+    ASSERT_EQ(stored.size(), 3u);  // The sum of exps, the max and the target term.
+    EXPECT_EQ(p->intermediates, stored);
+    const KernelGroup& rows = p->kernels[0];
+    EXPECT_EQ(rows.family, Family::kRowReduction);
+    EXPECT_EQ(rows.intermediates, stored);
+    std::vector<int32_t> results = stored;
+    if (probs) results.push_back(c.outputs[1]);
+    std::sort(results.begin(), results.end());
+    EXPECT_EQ(rows.results, results);
+    EXPECT_THAT(rows.reason, HasSubstr("which reduces their results along rows of another shape"));
+    const KernelGroup& last = p->kernels[1];
+    EXPECT_EQ(last.family, Family::kRowReduction);
+    EXPECT_THAT(last.results, ElementsAre(loss));
+    EXPECT_THAT(last.reason, HasSubstr("from memory as its rows"));
+    for (int32_t id : stored) EXPECT_THAT(last.nodes, Not(Contains(id)));
+    ExpectEveryKernelGenerates(c, *p);
+  }
+}
+
+// Per-row values over rows of two shapes: a row kernel for each, then the
+// consumer's. Read by element-wise work alone, with no reduction of them,
+// they would be one kernel over two row shapes: not generated yet.
+TEST(StagedPartitionTest, RowResultsOfTwoRowShapesAreStoredByAKernelEach) {
+  for (bool reduced : {true, false}) {
+    SCOPED_TRACE(reduced);
+    Chain c;
+    const Dim n = reduce_test::Size(&c, -4096, "n");
+    int32_t x = c.AddInput(TensorType{DType::kF32, {n, Dim::Static(1000)}});
+    int32_t z = c.AddInput(TensorType{DType::kF32, {n, Dim::Static(64)}});
+    int32_t both = c.AddOp(OpKind::kMul, {reduce_test::Reduce(&c, OpKind::kReduceSum, x, {1}, false),
+                                          reduce_test::Reduce(&c, OpKind::kReduceMax, z, {1}, false)});
+    c.outputs = {reduced ? reduce_test::Reduce(&c, OpKind::kReduceSum, both, {0}, true) : both};
+    c = reduce_test::Finish(std::move(c));
+    auto p = PartitionChain(c);
+    if (!reduced) {
+      EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
+      EXPECT_THAT(std::string(p.status().message()), HasSubstr("rows of different shapes"));
+      continue;
+    }
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 3u);
+    const int32_t sum = NodesOf(c, OpKind::kReduceSum)[0], mx = NodesOf(c, OpKind::kReduceMax)[0];
+    EXPECT_THAT(p->kernels[0].results, ElementsAre(std::min(sum, mx)));
+    EXPECT_THAT(p->kernels[1].results, ElementsAre(std::max(sum, mx)));
+    EXPECT_THAT(p->kernels[2].results, ElementsAre(c.outputs[0]));
+    EXPECT_THAT(p->intermediates, ElementsAre(std::min(sum, mx), std::max(sum, mx)));
+    ExpectEveryKernelGenerates(c, *p);
+  }
+}
+
 TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
   struct Case {
     const char* name;
     std::function<void(Chain*, int32_t)> build;  // Sets outputs from input x [8, 16].
     const char* message;
   } cases[] = {
-      {"an outer reduction of a row reduction's result",
-       [](Chain* c, int32_t x) {
-         int32_t row = reduce_test::Reduce(c, OpKind::kReduceMax, x, {1}, true);
-         c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, row, {0}, true)};
-       },
-       "op 1 (reduce_sum): a reduction over outer axes of a value that reduces along rows (op 0 "
-       "(reduce_max)) is not generated yet"},
       {"an input as an output beside a column sum and a row max",
        [](Chain* c, int32_t x) {
          c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, x, {0}, false),

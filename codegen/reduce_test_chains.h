@@ -124,6 +124,40 @@ inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {
   return Finish(std::move(c));
 }
 
+// Of x [B, S, H]: each token's root mean square over H (keepdim), then its
+// mean over the sequence axis: [B, 1]. Two kernels: a row kernel storing
+// the per-token mean squares, then a reduction over S of their square roots.
+inline Chain SequenceMeanOfTokenRms(DType t, int64_t b, int64_t s, int64_t h) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Dim::Static(b), Size(&c, s, "s"), Dim::Static(h)}});
+  int32_t ms = Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kMul, {x, x}), {2}, true);
+  c.outputs = {Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kSqrt, {ms}), {1}, false)};
+  return Finish(std::move(c));
+}
+
+// Of logits x [N, M] and target probabilities y [N, M]: the mean over rows
+// of logsumexp(x) - sum(x * y), a scalar, as a cross-entropy loss is
+// computed; with `probs`, softmax(x) beside it. Two kernels: a row kernel
+// storing the per-row max, sum of exps and target term (and writing the
+// probabilities), then a kernel of one row, [N] wide, reducing the loss.
+inline Chain RowLossMean(DType t, int64_t n, int64_t m, bool probs = false) {
+  Chain c;
+  const Dim rows = Size(&c, n, "n");
+  int32_t x = c.AddInput(TensorType{t, {rows, Dim::Static(m)}});
+  int32_t y = c.AddInput(TensorType{t, {rows, Dim::Static(m)}});
+  int32_t mx = Reduce(&c, OpKind::kReduceMax, x, {1}, true);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {x, mx})});
+  int32_t lse = c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kLog, {Reduce(&c, OpKind::kReduceSum, e, {1}, false)}),
+                                       Reduce(&c, OpKind::kReduceMax, x, {1}, false)});
+  int32_t target = Reduce(&c, OpKind::kReduceSum, c.AddOp(OpKind::kMul, {x, y}), {1}, false);
+  int32_t per_row = c.AddOp(OpKind::kSub, {lse, target});
+  c.outputs = {Reduce(&c, OpKind::kReduceMean, per_row, {0}, false)};
+  if (probs) {
+    c.outputs.push_back(c.AddOp(OpKind::kDiv, {e, Reduce(&c, OpKind::kReduceSum, e, {1}, true)}));
+  }
+  return Finish(std::move(c));
+}
+
 }  // namespace kfuse::reduce_test
 
 #endif  // KFUSE_CODEGEN_REDUCE_TEST_CHAINS_H_

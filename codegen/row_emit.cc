@@ -1070,6 +1070,11 @@ class Writer {
       if (!IsInput(id)) continue;
       params.push_back(absl::StrCat("const ", Storage(id), "* __restrict__ in",
                                     c_.nodes[id].input_index));
+      // A kernel of a plan takes every chain input, those it does not read
+      // too (a loss's last kernel, reading stored row results in fp64).
+      const DType t = StorageDType(c_.nodes[id]);
+      needs_.bf16 = needs_.bf16 || (!Wide(id) && t == DType::kBF16);
+      needs_.half = needs_.half || (!Wide(id) && t == DType::kF16);
     }
     for (size_t j = 0; j < c_.outputs.size(); ++j) {
       params.push_back(absl::StrCat(OutputStorage(c_.nodes[c_.outputs[j]].type.dtype, p_.numerics),

@@ -1,8 +1,10 @@
 // NVRTC compiles (sm_90) every variant of every kernel of the plans that
 // chains reducing over outer axes become: a column sum (symbolic N), centring
 // by the column mean (f32, bf16), softmax over axis 0 (bf16, f16, f32), a
-// [B, S, H] reduction over the sequence axis and over two outer axes, and an
-// integer count per column; and the fp64 and eager yardsticks of each
+// [B, S, H] reduction over the sequence axis and over two outer axes, an
+// integer count per column, row kernels after and beside reductions over
+// axis 0, and reductions of stored per-row results (a mean over the sequence
+// of token norms, a loss's mean over the batch); and the fp64 and eager yardsticks of each
 // kernel's heuristic; none of the fast and eager ones spills. No GPU needed.
 #include <string>
 #include <vector>
@@ -34,6 +36,9 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
       {"standardize_bf16", reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000)},
       {"standardize_f32", reduce_test::StandardizeThenRowSoftmax(DType::kF32, 4096, 1024)},
       {"beside_f32", reduce_test::ColumnSumBesideRowSoftmax(DType::kF32, -4096, 1000)},
+      {"token_rms_bf16", reduce_test::SequenceMeanOfTokenRms(DType::kBF16, 4, -512, 768)},
+      {"loss_f32", reduce_test::RowLossMean(DType::kF32, -4096, 1000)},
+      {"loss_probs_bf16", reduce_test::RowLossMean(DType::kBF16, 4096, 1024, true)},
   };
   for (const auto& [name, c] : chains) {
     absl::StatusOr<Partition> p = PartitionChain(c);
