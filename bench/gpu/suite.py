@@ -246,6 +246,9 @@ def reduce_cases():
                       suite="reduce"))
     cases.append(Case("standardize_softmax_bf16", col(BF16, R, W), standardize_softmax,
                       col(BF16, qR, qW), suite="reduce"))
+    logits = lambda r, w: [("x", BF16, [r, w], "any"), ("target", BF16, [r, w], "positive")]
+    cases.append(Case("soft_target_loss_bf16", logits(R // 2, 2 * W), soft_target_loss,
+                      logits(qR, qW), suite="reduce"))
     return cases
 
 
@@ -254,6 +257,17 @@ def standardize_softmax(o, x):
     softmax along rows: two reduction kernels and a row kernel reading both."""
     d = x - o.mean_keep(x, [0])
     return {"y": o.softmax(d * o.rsqrt(o.mean_keep(o.square(d), [0]) + 1e-5))}
+
+
+def soft_target_loss(o, x, target):
+    """The mean over rows of logsumexp(x) - sum(x * target), a scalar: a
+    cross-entropy loss where each target row sums to 1 (here the targets are
+    positive weights, not normalised; the work is the same). A row kernel
+    stores the per-row max, sum of exps and target term; a kernel of one
+    row, as wide as the batch, reduces the loss."""
+    e = o.exp(x - o.max_keep(x, [-1]))
+    lse = o.log(o.sum_drop(e, [-1])) + o.max_drop(x, [-1])
+    return {"loss": o.mean_drop(lse - o.sum_drop(x * target, [-1]), [0])}
 
 
 def gemm_bias_gelu(o, a, w, bias):
@@ -456,13 +470,17 @@ class Recorder:
     def addmm(self, bias, a, b):  # As torch.addmm: a @ b + bias.
         return self.matmul(a, b) + bias
 
-    def reduce(self, kind, x, axes=(-1,)):  # Over the last axis by default, kept.
+    def reduce(self, kind, x, axes=(-1,), keepdim=True):  # Over the last axis by default.
         s = self.op(kind, x)
-        self.ops[-1]["reduce"] = {"axes": list(axes), "keepdim": True}
+        self.ops[-1]["reduce"] = {"axes": list(axes), "keepdim": keepdim}
         return s
 
     def sum_keep(self, x, axes): return self.reduce("OP_REDUCE_SUM", x, axes)
     def mean_keep(self, x, axes): return self.reduce("OP_REDUCE_MEAN", x, axes)
+    def max_keep(self, x, axes): return self.reduce("OP_REDUCE_MAX", x, axes)
+    def sum_drop(self, x, axes): return self.reduce("OP_REDUCE_SUM", x, axes, keepdim=False)
+    def mean_drop(self, x, axes): return self.reduce("OP_REDUCE_MEAN", x, axes, keepdim=False)
+    def max_drop(self, x, axes): return self.reduce("OP_REDUCE_MAX", x, axes, keepdim=False)
 
     def softmax_axis(self, x, axis):
         e = self.exp(x - self.reduce("OP_REDUCE_MAX", x, [axis]))
@@ -538,6 +556,7 @@ def torch_ops(torch, F, reference):
         relu = staticmethod(torch.relu)
         silu = staticmethod(F.silu)
         exp = staticmethod(torch.exp)
+        log = staticmethod(torch.log)
         rsqrt = staticmethod(torch.rsqrt)
         square = staticmethod(torch.square)
         sin = staticmethod(torch.sin)
@@ -570,6 +589,22 @@ def torch_ops(torch, F, reference):
         @staticmethod
         def mean_keep(x, axes):
             return torch.mean(x, dim=axes, keepdim=True)
+
+        @staticmethod
+        def max_keep(x, axes):
+            return torch.amax(x, dim=axes, keepdim=True)
+
+        @staticmethod
+        def sum_drop(x, axes):
+            return torch.sum(x, dim=axes)
+
+        @staticmethod
+        def mean_drop(x, axes):
+            return torch.mean(x, dim=axes)
+
+        @staticmethod
+        def max_drop(x, axes):
+            return torch.amax(x, dim=axes)
 
         @staticmethod
         def layer_norm(x, weight, bias):

@@ -150,13 +150,14 @@ class MatmulChainsTest(unittest.TestCase):
 
 
 class ReduceChainsTest(unittest.TestCase):
-    """The reduce suite's chains: reductions over outer axes, kept."""
+    """The reduce suite's chains: reductions over outer axes, kept, and a loss
+    reducing per-row results."""
 
     def test_axes_and_plans(self):
         cases = {c.name: c for c in suite.all_cases("reduce")}
         self.assertEqual(set(cases), {"column_sum_bf16", "column_sum_f32", "sequence_mean_bf16",
                                       "center_columns_f32", "softmax_axis0_bf16",
-                                      "standardize_softmax_bf16"})
+                                      "standardize_softmax_bf16", "soft_target_loss_bf16"})
         for quick in (False, True):
             reduces = {}
             for name, case in cases.items():
@@ -170,6 +171,11 @@ class ReduceChainsTest(unittest.TestCase):
             self.assertEqual(reduces["standardize_softmax_bf16"],
                              [("OP_REDUCE_MEAN", [0], True), ("OP_REDUCE_MEAN", [0], True),
                               ("OP_REDUCE_MAX", [-1], True), ("OP_REDUCE_SUM", [-1], True)])
+            # Per-row terms without keepdim, then their mean over the batch.
+            self.assertEqual(reduces["soft_target_loss_bf16"],
+                             [("OP_REDUCE_MAX", [-1], True), ("OP_REDUCE_SUM", [-1], False),
+                              ("OP_REDUCE_MAX", [-1], False), ("OP_REDUCE_SUM", [-1], False),
+                              ("OP_REDUCE_MEAN", [0], False)])
         # About 128M elements each, as the row suite's.
         for case in cases.values():
             n = 1
@@ -185,6 +191,16 @@ class ReduceChainsTest(unittest.TestCase):
         got = case.fn(ops, x)["y"]
         torch.testing.assert_close(got, torch.softmax(x, 0))
         self.assertTrue(torch.allclose(got.sum(0), torch.ones(5, dtype=torch.float64)))
+
+    @unittest.skipIf(torch is None, "no torch")
+    def test_the_loss_is_cross_entropy_for_target_probabilities(self):
+        ops, _ = suite.torch_ops(torch, F, reference=True)
+        x = torch.randn(7, 11, dtype=torch.float64)
+        target = torch.softmax(torch.randn(7, 11, dtype=torch.float64), -1)
+        case = next(c for c in suite.all_cases("reduce") if c.name == "soft_target_loss_bf16")
+        got = case.fn(ops, x, target)["loss"]
+        self.assertEqual(got.shape, torch.Size([]))
+        torch.testing.assert_close(got, F.cross_entropy(x, target))
 
 
 class FakeTensor:
