@@ -75,14 +75,22 @@ absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
       continue;
     }
     Frame f = kUnset;
+    bool reduced_scalar = false;
     for (int32_t a : nd.args) {
-      if (frame[a] == kUnset || c.nodes[a].type.rank() == 0) continue;
+      if (frame[a] == kUnset) continue;
+      if (c.nodes[a].type.rank() == 0) {
+        // A rank-0 value is uniform, or, made by a reduction, the one
+        // per-row value of rows of one dim: it broadcasts to either frame,
+        // and rank-0 work on it stays per row.
+        reduced_scalar = reduced_scalar || frame[a] == kReduced;
+        continue;
+      }
       if (f != kUnset && f != frame[a]) {
         return NotRow(c, id, "mixes per-row values of a reduction without keepdim with full rows");
       }
       f = frame[a];
     }
-    frame[id] = f == kUnset ? kFull : f;
+    frame[id] = f != kUnset ? f : reduced_scalar && nd.type.rank() == 0 ? kReduced : kFull;
   }
   for (int32_t id = 0; id < n; ++id) {
     const Node& nd = c.nodes[id];

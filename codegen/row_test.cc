@@ -77,6 +77,29 @@ TEST(RowPartitionTest, MixingFramesIsUnimplemented) {
   EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
 }
 
+// Rows of one dim: a reduction without keepdim is rank 0, the row's one
+// value, which broadcasts back over the row (softmax of a vector) and may
+// be an output after element-wise work of its own (a cast, as Canonicalize
+// leaves after a bf16 mean over every axis).
+TEST(RowPartitionTest, TheRankZeroValueOfAVectorBroadcastsOrIsAnOutput) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kBF16, {Dim::Static(1000)}});
+  int32_t e = c.AddOp(OpKind::kExp,
+                      {c.AddOp(OpKind::kSub, {x, row_test::Reduce(&c, OpKind::kReduceMax, x, 0, false)})});
+  int32_t s = row_test::Reduce(&c, OpKind::kReduceSum, e, 0, false);
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, s}), c.AddOp(OpKind::kNeg, {s})};
+  Chain v = row_test::Finish(c);
+  absl::StatusOr<Partition> p = PartitionChain(v);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  EXPECT_EQ(p->kernels[0].family, Family::kRowReduction);
+  absl::StatusOr<RowStructure> r = AnalyzeRows(v);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->reduced_frame[v.outputs[1]]);
+  EXPECT_FALSE(r->reduced_frame[v.outputs[0]]);
+  EXPECT_TRUE(CanGenerateFamily(v, p->kernels[0], FamilyHeuristic(v, p->kernels[0])).ok());
+}
+
 TEST(RowValidationTest, BadInputIsInvalidArgumentNamingIt) {
   struct Case {
     const char* name;
