@@ -174,9 +174,92 @@ void PostOrder(const std::vector<Node>& nodes, int32_t id, std::vector<bool>* se
   order->push_back(id);
 }
 
+// A reduction over the innermost axis and outer axes together.
+bool Mixed(const Chain& c, int32_t id) {
+  const Node& n = c.nodes[id];
+  if (!IsReduction(n.kind) || n.axes.size() < 2) return false;
+  const int64_t last = c.nodes[n.args[0]].type.rank() - 1;
+  return std::find(n.axes.begin(), n.axes.end(), last) != n.axes.end();
+}
+
+// One round of splitting every mixed reduction into one along rows, then
+// one over the outer axes of its per-row results (which is mixed again
+// without keepdim when those axes include the next innermost: the next
+// round splits it). 16-bit sums and means are taken in f32 between the two
+// and rounded once at the end, as eager PyTorch accumulates them. The new
+// nodes carry the reduction's wire index, so messages name the client's op.
+Chain SplitMixedReductions(const Chain& c) {
+  Chain out = c;
+  out.nodes.clear();
+  std::vector<int32_t> to(c.nodes.size(), -1);
+  auto add = [&](Node m) {
+    m.type = TensorType{};
+    out.nodes.push_back(std::move(m));
+    return static_cast<int32_t>(out.nodes.size() - 1);
+  };
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    Node m = c.nodes[id];
+    for (int32_t& a : m.args) a = to[a];
+    if (!Mixed(c, id)) {
+      if (m.kind == OpKind::kInput) {
+        out.nodes.push_back(std::move(m));
+        to[id] = static_cast<int32_t>(out.nodes.size() - 1);
+      } else {
+        to[id] = add(std::move(m));
+      }
+      continue;
+    }
+    const DType t = m.type.dtype;
+    const bool widen = (m.kind == OpKind::kReduceSum || m.kind == OpKind::kReduceMean) &&
+                       (t == DType::kF16 || t == DType::kBF16);
+    int32_t x = m.args[0];
+    Node step;
+    step.wire_index = m.wire_index;
+    if (widen) {
+      step.kind = OpKind::kCast;
+      step.dtype = DType::kF32;
+      step.args = {x};
+      x = add(step);
+    }
+    step = Node{};
+    step.wire_index = m.wire_index;
+    step.kind = m.kind;
+    step.args = {x};
+    step.axes = {m.axes.back()};  // Sorted by validation: the innermost.
+    step.keepdim = m.keepdim;
+    Node rest = step;
+    rest.args = {add(step)};
+    rest.axes.assign(m.axes.begin(), m.axes.end() - 1);
+    int32_t r = add(rest);
+    if (widen) {
+      step = Node{};
+      step.wire_index = m.wire_index;
+      step.kind = OpKind::kCast;
+      step.dtype = t;
+      step.args = {r};
+      r = add(step);
+    }
+    to[id] = r;
+  }
+  for (int32_t& o : out.outputs) o = to[o];
+  Limits room;
+  room.max_ops = std::numeric_limits<int>::max();  // The client's chain passed the limit.
+  absl::StatusOr<Chain> v = Validate(std::move(out), room);
+  KFUSE_CHECK(v.ok());
+  return *std::move(v);
+}
+
 }  // namespace
 
-Chain Canonicalize(const Chain& c) {
+Chain Canonicalize(const Chain& validated) {
+  Chain c = validated;
+  for (bool again = true; again;) {
+    again = false;
+    for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()) && !again; ++id) {
+      again = Mixed(c, id);
+    }
+    if (again) c = SplitMixedReductions(c);
+  }
   const int n_in = c.num_inputs();
   const int n = static_cast<int>(c.nodes.size());
   std::vector<bool> live(n, false);

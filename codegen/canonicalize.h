@@ -7,6 +7,9 @@
 // Equivalent here means: they differ only by dead ops, duplicated
 // subexpressions, the operand order of commutative ops, the order of
 // independent ops, exactly foldable constant arithmetic, or client names.
+// One lowering happens here too, so that every later stage sees it: a
+// reduction over the innermost axis and outer axes together becomes one
+// along rows, then one over the other axes of its per-row results.
 #ifndef KFUSE_CODEGEN_CANONICALIZE_H_
 #define KFUSE_CODEGEN_CANONICALIZE_H_
 
@@ -21,7 +24,11 @@ namespace kfuse {
 // equal subexpressions are merged (same kind, attributes and operands);
 // commutative operands (add, mul, maximum, minimum, eq, ne, logical_and,
 // logical_or) are ordered by a structural hash; element-wise ops on constants
-// are folded only when the result is exact in its dtype; casts are kept.
+// are folded only when the result is exact in its dtype; casts are kept; a
+// reduction over the innermost and outer axes is split into one along rows
+// and one over the rest (again while the rest is mixed), f16/bf16 sums and
+// means in f32 between them and cast back once, as eager PyTorch accumulates
+// them, every new node carrying the reduction's wire index.
 // Node ids follow a post-order walk from the outputs in order; symbols are
 // renumbered by first use (unused ones dropped), names kept; outputs keep
 // their order (two may name one node). The result validates unchanged.

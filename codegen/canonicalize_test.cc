@@ -2,6 +2,10 @@
 
 #include <functional>
 #include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 #include "codegen/validate.h"
 #include "gtest/gtest.h"
@@ -289,6 +293,72 @@ TEST(CanonicalizeRegressionTest, FoldingKeepsWeakConstantsTypes) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(ChainHash(Canonicalize(*again)), ChainHash(canon));
   EXPECT_EQ(again->nodes[again->outputs[0]].type.dtype, v->nodes[v->outputs[0]].type.dtype);
+}
+
+// The reductions of `c` in node order: kind, axes, keepdim, dtype.
+std::vector<std::string> Reductions(const Chain& c) {
+  std::vector<std::string> out;
+  for (const Node& n : c.nodes) {
+    if (n.kind == OpKind::kCast) out.push_back(absl::StrCat("cast ", std::string(DTypeName(n.dtype))));
+    if (!IsReduction(n.kind)) continue;
+    out.push_back(absl::StrCat(std::string(OpName(n.kind)), " [", absl::StrJoin(n.axes, ","), "]",
+                               n.keepdim ? " keep " : " ", std::string(DTypeName(n.type.dtype)),
+                               " rank ",
+                               n.type.rank()));
+  }
+  return out;
+}
+
+// A reduction over the innermost axis and outer axes together is split into
+// one along rows and one over the rest (mixed again without keepdim when the
+// rest includes the next innermost axis, and split again); 16-bit sums and
+// means go through f32 and are rounded once. The result keeps the client's
+// type, validates unchanged, and names the client's op.
+TEST(CanonicalizeTest, MixedReductionsSplitAlongRowsThenOverTheRest) {
+  struct Case {
+    OpKind kind;
+    DType dtype;
+    std::vector<int64_t> axes;
+    bool keepdim;
+    std::vector<std::string> want;
+  } cases[] = {
+      {OpKind::kReduceSum, DType::kBF16, {0, 1, 2}, false,
+       {"cast f32", "reduce_sum [2] f32 rank 2", "reduce_sum [1] f32 rank 1",
+        "reduce_sum [0] f32 rank 0", "cast bf16"}},
+      {OpKind::kReduceMean, DType::kF16, {0, 1, 2}, true,
+       {"cast f32", "reduce_mean [2] keep f32 rank 3", "reduce_mean [0,1] keep f32 rank 3",
+        "cast f16"}},
+      {OpKind::kReduceMax, DType::kBF16, {0, 2}, false,
+       {"reduce_max [2] bf16 rank 2", "reduce_max [0] bf16 rank 1"}},
+      {OpKind::kReduceSum, DType::kF32, {1, 2}, true,
+       {"reduce_sum [2] keep f32 rank 3", "reduce_sum [1] keep f32 rank 3"}},
+      {OpKind::kReduceSum, DType::kF32, {2}, false, {"reduce_sum [2] f32 rank 2"}},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(absl::StrCat(std::string(OpName(k.kind)), " ", std::string(DTypeName(k.dtype)), " ",
+                              absl::StrJoin(k.axes, ","), k.keepdim ? " keep" : ""));
+    Chain raw;
+    raw.symbols = {{"S", 0, 0}};
+    int x = raw.AddInput(TensorType{k.dtype, {Dim::Static(4), Dim::Sym(0), Dim::Static(64)}});
+    int r = raw.AddOp(k.kind, {raw.AddOp(OpKind::kAbs, {x})});
+    raw.nodes[r].axes = k.axes;
+    raw.nodes[r].keepdim = k.keepdim;
+    raw.nodes[r].wire_index = 1;
+    raw.outputs = {r};
+    auto v = Validate(raw);
+    ASSERT_TRUE(v.ok()) << v.status();
+    Chain c = Canonicalize(*v);
+    EXPECT_EQ(Reductions(c), k.want);
+    EXPECT_EQ(c.nodes[c.outputs[0]].type, v->nodes[v->outputs[0]].type);
+    for (const Node& n : c.nodes) {
+      if (IsReduction(n.kind) || n.kind == OpKind::kCast) {
+        EXPECT_EQ(n.wire_index, 1);
+      }
+    }
+    auto again = Validate(c);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(ChainHash(Canonicalize(*again)), ChainHash(c));
+  }
 }
 
 }  // namespace

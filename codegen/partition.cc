@@ -281,11 +281,20 @@ class StagedPartition {
     k.nodes.assign(nodes.begin(), nodes.end());
     k.results.assign(results.begin(), results.end());
     const std::set<int32_t> read = StoredRead(k.nodes);
-    k.reason = absl::StrCat(
-        "reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
-        ") stored for ", OpLabel(c_, consumer), ", which reduces their results ",
-        AlongRows(c_.nodes[consumer]) ? "along rows of another shape" : "over outer axes",
-        read.empty() ? "" : absl::StrCat("; reading ", Labels(read), " from memory"));
+    // One client op that Canonicalize split (a mean over every axis).
+    bool split = c_.nodes[consumer].wire_index >= 0;
+    for (int32_t a : rows) split = split && c_.nodes[a].wire_index == c_.nodes[consumer].wire_index;
+    if (split) {
+      k.reason = absl::StrCat(OpLabel(c_, consumer),
+                              " over the innermost and outer axes, split: its reductions along "
+                              "rows here, stored for the reduction over the rest");
+    } else {
+      k.reason = absl::StrCat(
+          "reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
+          ") stored for ", OpLabel(c_, consumer), ", which reduces their results ",
+          AlongRows(c_.nodes[consumer]) ? "along rows of another shape" : "over outer axes");
+    }
+    if (!read.empty()) absl::StrAppend(&k.reason, "; reading ", Labels(read), " from memory");
     KFUSE_RETURN_IF_ERROR(CheckRows(k));
     stored_.insert(rows.begin(), rows.end());
     p_.intermediates.insert(p_.intermediates.end(), rows.begin(), rows.end());

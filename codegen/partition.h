@@ -72,7 +72,8 @@ struct Partition {
 //    kernels; softmax over axis 0 is three). Results of reductions over
 //    outer axes that later kernels read are intermediates, as are the
 //    stored per-row results. Unimplemented, naming the op: one over the
-//    innermost and outer axes together, min/max of bool values, or a kernel
+//    innermost and outer axes together (Canonicalize splits those, so only
+//    a chain that skipped it), min/max of bool values, or a kernel
 //    the row family cannot generate (AnalyzeRows: per-row values of two row
 //    shapes in one element-wise output, say); and, naming an output, a
 //    chain input or constant as an output beside such reductions;

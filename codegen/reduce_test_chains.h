@@ -158,6 +158,20 @@ inline Chain RowLossMean(DType t, int64_t n, int64_t m, bool probs = false) {
   return Finish(std::move(c));
 }
 
+// mean((a - b)^2) over both axes of a, b [N, M]: a scalar, or [1, 1] with
+// keepdim. Canonicalize splits it: a row kernel storing the per-row means
+// (in f32 for 16-bit inputs), then a kernel of one row reducing them (with
+// keepdim, a reduction kernel over axis 0 and a pointwise cast).
+inline Chain MeanSquaredError(DType t, int64_t n, int64_t m, bool keepdim = false) {
+  Chain c;
+  const Dim rows = Size(&c, n, "n");
+  int32_t a = c.AddInput(TensorType{t, {rows, Dim::Static(m)}});
+  int32_t b = c.AddInput(TensorType{t, {rows, Dim::Static(m)}});
+  int32_t d = c.AddOp(OpKind::kSub, {a, b});
+  c.outputs = {Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kMul, {d, d}), {0, 1}, keepdim)};
+  return Finish(std::move(c));
+}
+
 }  // namespace kfuse::reduce_test
 
 #endif  // KFUSE_CODEGEN_REDUCE_TEST_CHAINS_H_

@@ -78,7 +78,7 @@ TEST(BenchCasesTest, EveryMatmulCaseIsMatmulKernels) {
 }
 
 TEST(BenchCasesTest, EveryReduceCaseIsAPlanOfReductionAndRowKernels) {
-  EXPECT_EQ(CheckSuite("reduce", Family::kReduction, 6), 7);
+  EXPECT_EQ(CheckSuite("reduce", Family::kReduction, 6), 8);
 }
 
 }  // namespace

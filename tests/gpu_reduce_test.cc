@@ -6,7 +6,8 @@
 // then a softmax along rows) and beside (a column sum and a row softmax)
 // reductions over axis 0, and reductions of per-row results a row kernel
 // stores: a mean over the sequence of token norms (bf16) and a loss's mean
-// over the batch (f32; bf16 with the probabilities beside it). For every variant of every kernel (the other
+// over the batch (f32; bf16 with the probabilities beside it), and a mean
+// squared error over both axes (bf16; f32 with keepdim). For every variant of every kernel (the other
 // kernels at their heuristic), and for the whole plan in the fp64 yardstick,
 // the plan is compiled with NVRTC for this GPU, launched through the C++
 // Launcher on fresh random inputs and compared with the CPU fp64 evaluator,
@@ -86,6 +87,8 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"token_rms_bf16", reduce_test::SequenceMeanOfTokenRms(DType::kBF16, 3, -37, 768)},
       {"loss_f32", reduce_test::RowLossMean(DType::kF32, -1027, 1000)},
       {"loss_probs_bf16", reduce_test::RowLossMean(DType::kBF16, -1027, 1000, true)},
+      {"mse_bf16", reduce_test::MeanSquaredError(DType::kBF16, -1027, 1000)},
+      {"mse_keep_f32", reduce_test::MeanSquaredError(DType::kF32, 333, 4096, true)},
   };
   unsigned seed = 1;
   for (const auto& [name, c] : chains) {

@@ -4,7 +4,8 @@
 // [B, S, H] reduction over the sequence axis and over two outer axes, an
 // integer count per column, row kernels after and beside reductions over
 // axis 0, and reductions of stored per-row results (a mean over the sequence
-// of token norms, a loss's mean over the batch); and the fp64 and eager yardsticks of each
+// of token norms, a loss's mean over the batch, a mean squared error over
+// every axis); and the fp64 and eager yardsticks of each
 // kernel's heuristic; none of the fast and eager ones spills. No GPU needed.
 #include <string>
 #include <vector>
@@ -39,6 +40,8 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
       {"token_rms_bf16", reduce_test::SequenceMeanOfTokenRms(DType::kBF16, 4, -512, 768)},
       {"loss_f32", reduce_test::RowLossMean(DType::kF32, -4096, 1000)},
       {"loss_probs_bf16", reduce_test::RowLossMean(DType::kBF16, 4096, 1024, true)},
+      {"mse_bf16", reduce_test::MeanSquaredError(DType::kBF16, -4096, 1000)},
+      {"mse_keep_f32", reduce_test::MeanSquaredError(DType::kF32, 4096, 1024, true)},
   };
   for (const auto& [name, c] : chains) {
     absl::StatusOr<Partition> p = PartitionChain(c);
