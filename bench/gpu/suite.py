@@ -249,6 +249,10 @@ def reduce_cases():
     logits = lambda r, w: [("x", BF16, [r, w], "any"), ("target", BF16, [r, w], "positive")]
     cases.append(Case("soft_target_loss_bf16", logits(R // 2, 2 * W), soft_target_loss,
                       logits(qR, qW), suite="reduce"))
+    pair = lambda r, w: [("a", BF16, [r, w], "any"), ("b", BF16, [r, w], "any")]
+    cases.append(Case("mse_loss_bf16", pair(R // 2, 2 * W),
+                      lambda o, a, b: {"loss": o.mean_drop(o.square(a - b), [0, 1])},
+                      pair(qR, qW), suite="reduce"))
     return cases
 
 

@@ -157,7 +157,8 @@ class ReduceChainsTest(unittest.TestCase):
         cases = {c.name: c for c in suite.all_cases("reduce")}
         self.assertEqual(set(cases), {"column_sum_bf16", "column_sum_f32", "sequence_mean_bf16",
                                       "center_columns_f32", "softmax_axis0_bf16",
-                                      "standardize_softmax_bf16", "soft_target_loss_bf16"})
+                                      "standardize_softmax_bf16", "soft_target_loss_bf16",
+                                      "mse_loss_bf16"})
         for quick in (False, True):
             reduces = {}
             for name, case in cases.items():
@@ -176,6 +177,7 @@ class ReduceChainsTest(unittest.TestCase):
                              [("OP_REDUCE_MAX", [-1], True), ("OP_REDUCE_SUM", [-1], False),
                               ("OP_REDUCE_MAX", [-1], False), ("OP_REDUCE_SUM", [-1], False),
                               ("OP_REDUCE_MEAN", [0], False)])
+            self.assertEqual(reduces["mse_loss_bf16"], [("OP_REDUCE_MEAN", [0, 1], False)])
         # About 128M elements each, as the row suite's.
         for case in cases.values():
             n = 1
@@ -193,7 +195,7 @@ class ReduceChainsTest(unittest.TestCase):
         self.assertTrue(torch.allclose(got.sum(0), torch.ones(5, dtype=torch.float64)))
 
     @unittest.skipIf(torch is None, "no torch")
-    def test_the_loss_is_cross_entropy_for_target_probabilities(self):
+    def test_the_losses_are_torchs(self):
         ops, _ = suite.torch_ops(torch, F, reference=True)
         x = torch.randn(7, 11, dtype=torch.float64)
         target = torch.softmax(torch.randn(7, 11, dtype=torch.float64), -1)
@@ -201,6 +203,8 @@ class ReduceChainsTest(unittest.TestCase):
         got = case.fn(ops, x, target)["loss"]
         self.assertEqual(got.shape, torch.Size([]))
         torch.testing.assert_close(got, F.cross_entropy(x, target))
+        case = next(c for c in suite.all_cases("reduce") if c.name == "mse_loss_bf16")
+        torch.testing.assert_close(case.fn(ops, x, target)["loss"], F.mse_loss(x, target))
 
 
 class FakeTensor:
