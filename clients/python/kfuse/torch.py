@@ -26,6 +26,10 @@ refused by name. F.rms_norm and ATen's rms_norm and _fused_rms_norm
 (arguments read by the op's schema; the rstd output refused where read)
 translate with kfuse.chain.rms_norm, eps by default that of the type torch
 computes in (f32; f64 for f64), the result in the input's dtype.
+Reductions over every axis (x.sum(), torch.mean(x), amax with no dim, and
+ATen's empty dim list) and F.mse_loss (ATen's mse_loss) translate as well;
+the server plans them as a row kernel storing per-row results and a
+kernel reducing those.
 
 The warm path (a signature compiled before): a call like the last one
 launched (per input the same dtype, device, shape and dense strides,
@@ -125,7 +129,11 @@ class Unsupported(KfuseError):
 # ---------------------------------------------------------------------------
 # Translation: fx nodes -> chain builder calls.
 
-def _dim_arg(d):
+def _dim_arg(x, d):
+    """torch's reduction dim: None, or an empty list as ATen writes it, is
+    every axis."""
+    if d is None or (isinstance(d, (list, tuple)) and not d):
+        return tuple(range(x.rank))
     if isinstance(d, (list, tuple)):
         return tuple(d)
     return d
@@ -133,10 +141,33 @@ def _dim_arg(d):
 
 def _reduce(fn):
     def f(x, dim=None, keepdim=False, *, dtype=None):
-        if dim is None or dtype is not None or (isinstance(dim, (list, tuple)) and not dim):
-            raise TypeError("full reductions and dtype= are not translated")
-        return fn(x, _dim_arg(dim), keepdim)
+        if dtype is not None:
+            raise TypeError("dtype= is not translated")
+        return fn(x, _dim_arg(x, dim), keepdim)
     return f
+
+
+_MSE_REDUCTIONS = {"none": None, "mean": K.mean, "sum": K.sum}
+
+
+def _mse_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+              weight=None):
+    if size_average is not None or reduce is not None:
+        raise TypeError("mse_loss's size_average and reduce are not translated (use reduction=)")
+    if weight is not None:
+        raise TypeError("mse_loss's weight is not translated")
+    if reduction not in _MSE_REDUCTIONS:
+        raise TypeError(f"mse_loss reduction={reduction!r}")
+    d = K.square(input - target)
+    fn = _MSE_REDUCTIONS[reduction]
+    return d if fn is None else fn(d, tuple(range(d.rank)), False)
+
+
+def _aten_mse_loss(input, target, reduction=1):  # noqa: A002 (ATen's Reduction enum)
+    names = {0: "none", 1: "mean", 2: "sum"}
+    if reduction not in names:
+        raise TypeError(f"mse_loss reduction={reduction!r}")
+    return _mse_loss(input, target, reduction=names[reduction])
 
 
 def _softmax(fn):
@@ -271,9 +302,7 @@ def _method_cast(dtype):
 
 
 def _amax(x, dim=None, keepdim=False):
-    if dim is None or (isinstance(dim, (list, tuple)) and not dim):
-        raise TypeError("full reductions are not translated")
-    return K.max(x, _dim_arg(dim), keepdim)
+    return K.max(x, _dim_arg(x, dim), keepdim)
 
 
 def _clamp(x, min=None, max=None):  # noqa: A002 (torch's names)
@@ -560,7 +589,8 @@ _FUNCTIONS = {
     F.relu: _no_inplace(K.relu), F.gelu: _gelu, F.silu: _no_inplace(K.silu), F.sigmoid: K.sigmoid,
     F.tanh: K.tanh,
     F.softmax: _softmax(K.softmax), F.log_softmax: _softmax(K.log_softmax),
-    F.layer_norm: _layer_norm, F.linear: _linear, operator.matmul: K.matmul, getattr: _getattr,
+    F.layer_norm: _layer_norm, F.linear: _linear, F.mse_loss: _mse_loss,
+    operator.matmul: K.matmul, getattr: _getattr,
     operator.getitem: _getitem,
 }
 if hasattr(F, "rms_norm"):
@@ -588,6 +618,7 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "split_with_sizes": lambda x, sizes, dim=0: _split_sizes(x, list(sizes), dim),
     "view": _reshape, "_unsafe_view": _reshape, "reshape": _reshape, "unsqueeze": _unsqueeze,
     "expand": _expand, "logical_not": K.logical_not, "_safe_softmax": _safe_softmax,
+    "mse_loss": _aten_mse_loss,
 }
 _ATEN.update(_schema_handlers(_ATTENTION_OPS, _aten_attention))
 _ATEN.update(_schema_handlers(_RMS_NORM_OPS, _aten_rms_norm))

@@ -63,6 +63,10 @@ CASES = {
     "reductions": (lambda x: x.sum(-1, keepdim=True) + torch.mean(x, dim=-1, keepdim=True)
                    - torch.amax(x, -1, keepdim=True), [("f32", (4, 128))],
                    ["OP_REDUCE_SUM", "OP_REDUCE_MEAN", "OP_ADD", "OP_REDUCE_MAX", "OP_SUB"]),
+    "full_reductions": (lambda x: x.sum() + torch.mean(x) - x.amax(), [("f32", (4, 128))],
+                        ["OP_REDUCE_SUM", "OP_REDUCE_MEAN", "OP_ADD", "OP_REDUCE_MAX", "OP_SUB"]),
+    "mse_loss": (lambda x, y: F.mse_loss(x, y), [("bf16", (4, 64)), ("bf16", (4, 64))],
+                 ["OP_SUB", "OP_SQUARE", "OP_REDUCE_MEAN"]),
     "softmax": (lambda x: F.softmax(x, dim=-1), [("f32", (4, 128))],
                 ["OP_REDUCE_MAX", "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV"]),
     "add_rms_norm": (_add_rms, [("f32", (4, 256)), ("f32", (4, 256)), ("f32", (256,))],
@@ -127,6 +131,27 @@ def test_aten_trace_translates_decomposed_rms_norm():
     kinds = _kinds(chain)
     assert tuple_out and kinds[0] == "OP_ADD" and "OP_REDUCE_MEAN" in kinds and "OP_RSQRT" in kinds
     assert len(chain.to_proto().outputs) == 2 and len(nodes) == len(kinds)
+
+
+def test_full_reductions_reduce_every_axis():
+    chain, _, _ = kt.fuse(CASES["full_reductions"][0]).chain_for(*_tensors(CASES["full_reductions"][1]))
+    reduces = [o.reduce for o in chain.to_proto().ops if o.kind == kfuse.pb.OP_REDUCE_SUM]
+    assert [(list(r.axes), r.keepdim) for r in reduces] == [([0, 1], False)]
+    for reduction, kinds in (("sum", ["OP_SUB", "OP_SQUARE", "OP_REDUCE_SUM"]),
+                             ("none", ["OP_SUB", "OP_SQUARE"])):
+        fn = lambda x, y: F.mse_loss(x, y, reduction=reduction)  # noqa: E731
+        chain, _, _ = kt.fuse(fn).chain_for(*_tensors(CASES["mse_loss"][1]))
+        assert _kinds(chain) == kinds, reduction
+    with pytest.raises(kt.Unsupported, match="dtype= is not translated"):
+        kt.fuse(lambda x: x.sum(dtype=torch.float32)).chain_for(*_tensors([("f32", (4, 8))]))
+
+
+def test_aten_trace_translates_mse_loss():
+    chain, _, _ = kt.fuse(lambda x, y: F.mse_loss(x, y),
+                          trace="aten").chain_for(*_tensors(CASES["mse_loss"][1]))
+    kinds = _kinds(chain)
+    assert kinds[-1] == "OP_REDUCE_MEAN" and "OP_SUB" in kinds
+    assert list(chain.to_proto().ops[-1].reduce.axes) == [0, 1]
 
 
 def test_aten_trace_translates_linear_as_t_and_addmm():
@@ -508,6 +533,24 @@ def test_gpu_fused_silu_mul_and_add_rms_norm(client):
     want_s, want_n = _add_rms(a, r, w)
     torch.testing.assert_close(s, want_s)
     torch.testing.assert_close(n, want_n, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_fused_losses_over_every_axis(client):
+    """A mean squared error and a full sum: the server plans them as a row
+    kernel storing per-row results and a kernel reducing those."""
+    _gpu()
+    mse = kt.fuse(lambda x, y: F.mse_loss(x, y), client=client, fallback="raise")
+    total = kt.fuse(lambda x: torch.sum(x * x), client=client, fallback="raise")
+    for dt, atol in ((torch.bfloat16, 1e-2), (torch.float32, 1e-4)):
+        x = torch.randn(4099, 1000, device="cuda", dtype=dt)
+        y = torch.randn(4099, 1000, device="cuda", dtype=dt)
+        with torch.inference_mode():
+            got, want = mse(x, y), F.mse_loss(x.double(), y.double())
+            assert got.shape == torch.Size([]) and got.dtype == dt
+            torch.testing.assert_close(got.double(), want, atol=atol, rtol=atol)
+            got, want = total(x), torch.sum(x.double() * x.double())
+            torch.testing.assert_close(got.double(), want, atol=atol * want.item(), rtol=atol)
 
 
 @pytest.mark.gpu
