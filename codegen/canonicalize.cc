@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -188,7 +189,9 @@ bool Mixed(const Chain& c, int32_t id) {
 // round splits it). 16-bit sums and means are taken in f32 between the two
 // and rounded once at the end, as eager PyTorch accumulates them. The new
 // nodes carry the reduction's wire index, so messages name the client's op.
-Chain SplitMixedReductions(const Chain& c) {
+// nullopt if the split chain does not validate (no case is known: the
+// reduction is then left whole, for the partitioner to refuse by name).
+std::optional<Chain> SplitMixedReductions(const Chain& c) {
   Chain out = c;
   out.nodes.clear();
   std::vector<int32_t> to(c.nodes.size(), -1);
@@ -245,7 +248,7 @@ Chain SplitMixedReductions(const Chain& c) {
   Limits room;
   room.max_ops = std::numeric_limits<int>::max();  // The client's chain passed the limit.
   absl::StatusOr<Chain> v = Validate(std::move(out), room);
-  KFUSE_CHECK(v.ok());
+  if (!v.ok()) return std::nullopt;
   return *std::move(v);
 }
 
@@ -258,7 +261,10 @@ Chain Canonicalize(const Chain& validated) {
     for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()) && !again; ++id) {
       again = Mixed(c, id);
     }
-    if (again) c = SplitMixedReductions(c);
+    if (!again) break;
+    std::optional<Chain> split = SplitMixedReductions(c);
+    if (!split.has_value()) break;
+    c = *std::move(split);
   }
   const int n_in = c.num_inputs();
   const int n = static_cast<int>(c.nodes.size());
