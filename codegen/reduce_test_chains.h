@@ -161,7 +161,8 @@ inline Chain RowLossMean(DType t, int64_t n, int64_t m, bool probs = false) {
 // mean((a - b)^2) over both axes of a, b [N, M]: a scalar, or [1, 1] with
 // keepdim. Canonicalize splits it: a row kernel storing the per-row means
 // (in f32 for 16-bit inputs), then a kernel of one row reducing them (with
-// keepdim, a reduction kernel over axis 0 and a pointwise cast).
+// keepdim, a reduction kernel over axis 0, and for 16-bit inputs a
+// pointwise kernel casting its result back).
 inline Chain MeanSquaredError(DType t, int64_t n, int64_t m, bool keepdim = false) {
   Chain c;
   const Dim rows = Size(&c, n, "n");
