@@ -27,11 +27,15 @@ uint64_t Bits(double v) {
   return b;
 }
 
-void AppendDims(const std::vector<Dim>& dims, std::string* out) {
+// `tags`: how to write each symbol (nullptr: by its number).
+void AppendDims(const std::vector<Dim>& dims, std::string* out,
+                const std::vector<std::string>* tags = nullptr) {
   absl::StrAppend(out, "[");
   for (const Dim& d : dims) {
     if (d.is_static()) {
       absl::StrAppend(out, d.size, ",");
+    } else if (tags != nullptr) {
+      absl::StrAppend(out, (*tags)[d.symbol], ",");
     } else {
       absl::StrAppend(out, "s", d.symbol, ",");
     }
@@ -46,10 +50,11 @@ void AppendInts(const std::vector<int64_t>& v, std::string* out) {
 }
 
 // The node without its operands: the kind, the type and the attributes the
-// kind reads. Equal strings mean equal nodes given equal operands.
-std::string NodeBody(const Node& n) {
+// kind reads. Equal strings mean equal nodes given equal operands. Symbols
+// are written by number, or as `tags` says.
+std::string NodeBody(const Node& n, const std::vector<std::string>* tags = nullptr) {
   std::string s = absl::StrCat(static_cast<int>(n.kind), ":", static_cast<int>(n.type.dtype));
-  AppendDims(n.type.shape, &s);
+  AppendDims(n.type.shape, &s, tags);
   switch (n.kind) {
     case OpKind::kInput:
       absl::StrAppend(&s, "#", n.input_index);
@@ -73,10 +78,10 @@ std::string NodeBody(const Node& n) {
       break;
     case OpKind::kReshape:
     case OpKind::kExpand:
-      AppendDims(n.shape, &s);
+      AppendDims(n.shape, &s, tags);
       break;
     case OpKind::kIota:
-      AppendDims(n.shape, &s);
+      AppendDims(n.shape, &s, tags);
       absl::StrAppend(&s, "a", n.axis, "d", static_cast<int>(n.dtype));
       break;
     case OpKind::kSlice:
@@ -173,6 +178,27 @@ void PostOrder(const std::vector<Node>& nodes, int32_t id, std::vector<bool>* se
   (*seen)[id] = true;
   for (int32_t a : nodes[id].args) PostOrder(nodes, a, seen, order);
   order->push_back(id);
+}
+
+// Each symbol as the structural hash writes it, the same in a chain and in
+// its canonical form (where symbols are renumbered by first use): its
+// number in the order the inputs' dims first use them (which the canonical
+// numbering starts with, inputs being its first nodes), else its name (a
+// symbol only an op's shape names). By its number in the chain, a symbol
+// renumbered could reorder commutative operands a second time.
+std::vector<std::string> SymbolTags(const Chain& c) {
+  std::vector<std::string> tags(c.symbols.size());
+  int next = 0;
+  for (const Node& n : c.nodes) {
+    if (n.kind != OpKind::kInput) continue;
+    for (const Dim& dim : n.type.shape) {
+      if (!dim.is_static() && tags[dim.symbol].empty()) tags[dim.symbol] = absl::StrCat("s", next++);
+    }
+  }
+  for (size_t i = 0; i < tags.size(); ++i) {
+    if (tags[i].empty()) tags[i] = absl::StrCat("name:", c.symbols[i].name);
+  }
+  return tags;
 }
 
 // A reduction over the innermost axis and outer axes together.
@@ -280,6 +306,7 @@ Chain Canonicalize(const Chain& validated) {
   tmp.symbols = c.symbols;
   std::vector<int32_t> rep(n, -1);
   std::vector<uint64_t> shash;
+  const std::vector<std::string> tags = SymbolTags(c);
   std::map<std::string, int32_t> seen;
   for (int32_t id = 0; id < n; ++id) {
     if (id >= n_in && !live[id]) continue;
@@ -320,7 +347,7 @@ Chain Canonicalize(const Chain& validated) {
       }
     }
     std::string key = NodeBody(m);
-    std::string hkey = key;
+    std::string hkey = NodeBody(m, &tags);
     for (int32_t a : m.args) {
       absl::StrAppend(&key, ",%", a);
       absl::StrAppend(&hkey, ",", absl::Hex(shash[a]));

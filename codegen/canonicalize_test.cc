@@ -361,5 +361,34 @@ TEST(CanonicalizeTest, MixedReductionsSplitAlongRowsThenOverTheRest) {
   }
 }
 
+// Finding 11 (tests/fuzz/regressions/canonical_symbol_order.txtpb): the
+// order of commutative operands must not depend on how symbols are
+// numbered, which Canonicalize changes (by first use). Here the symbol only
+// an expand names, "b", is numbered 1 or 0 (a dead op's "a" listed first or
+// not); across widths, some operand order would flip if the order did.
+TEST(CanonicalizeRegressionTest, SymbolNumbersDoNotOrderCommutativeOperands) {
+  for (int64_t width = 2; width < 34; ++width) {
+    SCOPED_TRACE(width);
+    auto build = [&](bool a_first) {
+      return [=](Chain& c) {
+        c.symbols = {{a_first ? "a" : "b", 0, 0}, {a_first ? "b" : "a", 0, 0}};
+        int x = c.AddInput(TensorType{DType::kF32, {}});
+        const Dim a = Dim::Sym(a_first ? 0 : 1), b = Dim::Sym(a_first ? 1 : 0);
+        int dead = c.AddOp(OpKind::kExpand, {x});
+        c.nodes[dead].shape = {a, Dim::Static(width)};
+        int e = c.AddOp(OpKind::kExpand, {x});
+        c.nodes[e].shape = {b, Dim::Static(width)};
+        int sq = c.AddOp(OpKind::kMul, {x, x});
+        c.outputs.push_back(c.AddOp(OpKind::kAdd, {sq, e}));
+      };
+    };
+    const Chain once = Canon(build(true));
+    auto again = Validate(once);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(ToString(Canonicalize(*again)), ToString(once));
+    EXPECT_EQ(ChainHash(once), Hash(build(false)));
+  }
+}
+
 }  // namespace
 }  // namespace kfuse
