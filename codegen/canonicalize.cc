@@ -209,6 +209,13 @@ bool Mixed(const Chain& c, int32_t id) {
   return std::find(n.axes.begin(), n.axes.end(), last) != n.axes.end();
 }
 
+bool HasMixed(const Chain& c) {
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    if (Mixed(c, id)) return true;
+  }
+  return false;
+}
+
 // One round of splitting every mixed reduction into one along rows, then
 // one over the outer axes of its per-row results (which is mixed again
 // without keepdim when those axes include the next innermost: the next
@@ -282,12 +289,7 @@ std::optional<Chain> SplitMixedReductions(const Chain& c) {
 
 Chain Canonicalize(const Chain& validated) {
   Chain c = validated;
-  for (bool again = true; again;) {
-    again = false;
-    for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()) && !again; ++id) {
-      again = Mixed(c, id);
-    }
-    if (!again) break;
+  while (HasMixed(c)) {
     std::optional<Chain> split = SplitMixedReductions(c);
     if (!split.has_value()) break;
     c = *std::move(split);
