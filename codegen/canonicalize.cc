@@ -181,11 +181,12 @@ void PostOrder(const std::vector<Node>& nodes, int32_t id, std::vector<bool>* se
 }
 
 // Each symbol as the structural hash writes it, the same in a chain and in
-// its canonical form (where symbols are renumbered by first use): its
-// number in the order the inputs' dims first use them (which the canonical
-// numbering starts with, inputs being its first nodes), else its name (a
-// symbol only an op's shape names). By its number in the chain, a symbol
-// renumbered could reorder commutative operands a second time.
+// its canonical form (where symbols are renumbered by first use) and
+// whatever the client named it: its number in the order the inputs' dims
+// first use them (which the canonical numbering starts with, inputs being
+// its first nodes), else its max (a symbol only an op's shape names). By
+// its number in the chain, a symbol renumbered could reorder commutative
+// operands a second time.
 std::vector<std::string> SymbolTags(const Chain& c) {
   std::vector<std::string> tags(c.symbols.size());
   int next = 0;
@@ -196,7 +197,7 @@ std::vector<std::string> SymbolTags(const Chain& c) {
     }
   }
   for (size_t i = 0; i < tags.size(); ++i) {
-    if (tags[i].empty()) tags[i] = absl::StrCat("name:", c.symbols[i].name);
+    if (tags[i].empty()) tags[i] = absl::StrCat("max", c.symbols[i].max);
   }
   return tags;
 }
