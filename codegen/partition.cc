@@ -148,14 +148,11 @@ const std::vector<Dim>& OperandShape(const Chain& c, int32_t reduction) {
 // The reductions `r`'s operand reads through element-wise work alone, not
 // counting those in `stored`, in chain order.
 std::vector<int32_t> ReductionsRead(const Chain& c, int32_t r, const std::set<int32_t>& stored) {
+  std::set<int32_t> readers = ElementwiseClosure(c, {c.nodes[r].args[0]}, stored);
+  readers.insert(r);
   std::set<int32_t> read;
-  const std::set<int32_t> work = ElementwiseClosure(c, {c.nodes[r].args[0]}, stored);
-  std::vector<int32_t> edge(work.begin(), work.end());
-  edge.push_back(c.nodes[r].args[0]);
-  for (int32_t id : edge) {
-    const std::vector<int32_t> args =
-        work.count(id) ? c.nodes[id].args : std::vector<int32_t>{id};
-    for (int32_t a : args) {
+  for (int32_t id : readers) {
+    for (int32_t a : c.nodes[id].args) {
       if (IsReduction(c.nodes[a].kind) && !stored.count(a)) read.insert(a);
     }
   }
