@@ -212,6 +212,7 @@ std::string ComputeType(DType t, Numerics n) {
   if (IsFloatKind(t)) return IsDouble(n) ? "double" : "float";
   if (t == DType::kI32) return "int";
   if (t == DType::kBool) return "bool";
+  if (t == DType::kI64) return "long long";  // Inputs read through a cast only.
   KFUSE_CHECK(false);
   return "";
 }
@@ -275,7 +276,8 @@ std::string LoadExpr(const std::string& s, DType t, Numerics n, PreludeNeeds* ne
       needs->half = true;
       f = Call("kf_h2f", s);
       break;
-    case DType::kI32: return s;
+    case DType::kI32:
+    case DType::kI64: return s;
     case DType::kBool: return absl::StrCat("(", s, " != 0)");
     default: KFUSE_CHECK(false);
   }

@@ -146,6 +146,19 @@ TEST(EvaluateTest, BroadcastCastsIntegersAndWhere) {
   ExpectSame(out[5], {7, -7, -1.5});
 }
 
+// An i64 cast to i32 keeps the low 32 bits (torch's .to(torch.int32)); to
+// f32 it rounds.
+TEST(EvaluateTest, I64CastsWrapToI32AndRoundToF32) {
+  Chain c;
+  int x = c.AddInput(TensorType{DType::kI64, {Dim::Static(3)}});
+  c.outputs = {c.AddCast(x, DType::kI32), c.AddCast(x, DType::kF32)};
+  const double big = 4294967296.0 + 5;  // 2^32 + 5.
+  auto out = Eval(c, {{-100, big, 16777217}});
+  ASSERT_EQ(out.size(), 2u);
+  ExpectSame(out[0], {-100, 5, 16777217});
+  ExpectSame(out[1], {-100, 4294967296.0, 16777216});
+}
+
 TEST(EvaluateTest, Reductions) {
   Chain c;
   c.symbols = {{"N", 0, 0}};

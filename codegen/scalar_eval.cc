@@ -163,7 +163,14 @@ DType OpMath(DType compute) {
 double EvalScalar(const Node& n, DType compute, absl::Span<const double> args, bool eager) {
   const OpKind k = n.kind;
   const DType out = n.type.dtype;
-  if (k == OpKind::kCast) return RoundTo(n.dtype, args[0]);
+  if (k == OpKind::kCast) {
+    // i64 to i32 keeps the low 32 bits, as torch's .to(torch.int32) and
+    // the kernels' (int) conversion do; other casts truncate or round.
+    if (compute == DType::kI64 && n.dtype == DType::kI32) {
+      return WrapI32(static_cast<int64_t>(args[0]));
+    }
+    return RoundTo(n.dtype, args[0]);
+  }
   if (k == OpKind::kWhere) {
     double v = args[0] != 0 ? args[1] : args[2];
     return eager || !IsFloat(out) ? RoundTo(out, v) : v;

@@ -320,8 +320,28 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(c.AddInput(T(DType::kF32, S({4, 2})), {int64_t{1} << 62, 1}));
        },
        absl::StatusCode::kInvalidArgument, "strides[0]: reaches past"},
-      {"i64 input", [&](Chain& c) { c.outputs.push_back(in(c, DType::kI64, S({2}))); },
-       absl::StatusCode::kUnimplemented, "dtype i64 not supported by element-wise ops"},
+      {"i64 input as an output", [&](Chain& c) { c.outputs.push_back(in(c, DType::kI64, S({2}))); },
+       absl::StatusCode::kUnimplemented, "dtype: an i64 value is read through a cast; it is no output"},
+      {"i64 added",
+       [&](Chain& c) {
+         int x = in(c, DType::kI64, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, x}));
+       },
+       absl::StatusCode::kUnimplemented, "op 0 (add): args[0]: dtype i64 not supported"},
+      {"i64 summed",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kReduceSum, {in(c, DType::kI64, S({2}))});
+         c.nodes[r].axes = {0};
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kUnimplemented, "op 0 (reduce_sum): args[0]: dtype i64 not supported"},
+      {"i64 reshaped",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kReshape, {in(c, DType::kI64, S({2}))});
+         c.nodes[r].shape = S({2, 1});
+         c.outputs.push_back(c.AddCast(r, DType::kI32));
+       },
+       absl::StatusCode::kUnimplemented, "op 0 (reshape): args[0]: dtype i64 not supported"},
       {"f64 cast",
        [&](Chain& c) { c.outputs.push_back(c.AddCast(in(c, DType::kF32, S({2})), DType::kF64)); },
        absl::StatusCode::kUnimplemented, "op 0 (cast): dtype: dtype f64 not supported"},
@@ -455,6 +475,17 @@ TEST(ValidateTest, RejectsBadChains) {
     EXPECT_EQ(v.status().code(), k.code) << k.name << ": " << v.status();
     EXPECT_THAT(std::string(v.status().message()), HasSubstr(k.message)) << k.name;
   }
+}
+
+// i64 inputs (class labels as torch holds them) are read through a cast.
+TEST(ValidateTest, AnI64InputIsReadThroughACast) {
+  Chain c;
+  int x = c.AddInput(T(DType::kI64, S({8})));
+  c.outputs = {c.AddCast(x, DType::kI32), c.AddCast(x, DType::kF32)};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->nodes[v->outputs[0]].type.dtype, DType::kI32);
+  EXPECT_EQ(v->nodes[v->outputs[1]].type.dtype, DType::kF32);
 }
 
 TEST(ValidateTest, Limits) {

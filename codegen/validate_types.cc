@@ -160,7 +160,7 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
   for (size_t i = 0; i < n.args.size(); ++i) {
     const TensorType& t = c.nodes[n.args[i]].type;
     std::string field = absl::StrCat("args[", i, "]");
-    if (!IsComputeDType(t.dtype)) {
+    if (!IsComputeDType(t.dtype) && !(n.kind == OpKind::kCast && t.dtype == DType::kI64)) {
       return Unsupported(c, id, field,
                          absl::StrCat("dtype ", std::string(DTypeName(t.dtype)),
                                       " not supported by element-wise ops"));
