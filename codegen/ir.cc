@@ -292,6 +292,7 @@ std::string AttrString(const Chain& c, const Node& n) {
 
 std::string OpLabel(const Chain& c, int32_t id) {
   const Node& n = c.nodes[id];
+  if (n.kind == OpKind::kInput) return absl::StrCat("inputs[", n.input_index, "]");
   int32_t index = n.wire_index >= 0 ? n.wire_index : id - c.num_inputs();
   return absl::StrCat("op ", index, " (", std::string(OpName(n.kind)), ")");
 }

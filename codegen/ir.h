@@ -134,7 +134,7 @@ struct Chain {
 std::string ToString(const Chain& c);
 
 // How messages name node `id` of a validated chain: "op 3 (reduce_sum)",
-// numbered as the client's ops are.
+// numbered as the client's ops are; an input is "inputs[1]".
 std::string OpLabel(const Chain& c, int32_t id);
 
 }  // namespace kfuse

@@ -89,7 +89,7 @@ using partition_internal::ElementwiseClosure;
 using partition_internal::OutputsShareOneIterationSpace;
 
 std::string NotYet(OpKind k) {
-  if (k == OpKind::kIota) return "iota is not generated yet (the other layout views are)";
+  if (k == OpKind::kIota) return "iota is generated along the rows of a row reduction only";
   if (IsLayout(k)) {
     return "layout views are generated in element-wise chains only; beside a reduction they are "
            "not generated yet";
@@ -401,30 +401,59 @@ bool ReadsRowsOfAnotherShape(const Chain& c) {
   return false;
 }
 
+// Row kernels compute an iota along their rows (each element's column) and
+// reshapes of per-row values; the other kernels of a plan with reductions
+// do not generate views yet.
+absl::Status ViewsInRowKernels(const Chain& c, const Partition& p) {
+  for (const KernelGroup& k : p.kernels) {
+    if (k.family == Family::kRowReduction) continue;
+    for (int32_t id : k.nodes) {
+      if (IsLayout(c.nodes[id].kind)) {
+        return absl::UnimplementedError(absl::StrCat(
+            OpLabel(c, id), ": beside reductions, views are generated in row kernels only"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // PartitionChain for a chain that is not a fused attention.
 absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
   bool reduces = false, outer = false, multiplies = false;
-  int32_t first_view = -1;
+  int32_t first_view = -1, first_other_view = -1, first_iota = -1;
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
     const Node& n = c.nodes[id];
     if (n.kind == OpKind::kIota) {
-      return absl::UnimplementedError(absl::StrCat(OpLabel(c, id), ": ", NotYet(n.kind)));
+      if (first_iota < 0) first_iota = id;
+      continue;
     }
     multiplies = multiplies || n.kind == OpKind::kMatmul;
     if (IsLayout(n.kind) && first_view < 0) first_view = id;
+    if (IsLayout(n.kind) && n.kind != OpKind::kReshape && first_other_view < 0) {
+      first_other_view = id;
+    }
     if (!IsReduction(n.kind)) continue;
     reduces = true;
     const int rank = c.nodes[n.args[0]].type.rank();
     outer = outer || std::find(n.axes.begin(), n.axes.end(), rank - 1) == n.axes.end() ||
             n.axes.size() > 1;
   }
-  if (multiplies) return partition_internal::MatmulPartition(c);
-  if (reduces && first_view >= 0) {
-    return absl::UnimplementedError(
-        absl::StrCat(OpLabel(c, first_view), ": ", NotYet(c.nodes[first_view].kind)));
+  if (first_iota >= 0 && (multiplies || !reduces)) {
+    return absl::UnimplementedError(absl::StrCat(OpLabel(c, first_iota), ": ", NotYet(OpKind::kIota)));
   }
-  if (outer || (reduces && ReadsRowsOfAnotherShape(c))) return StagedPartition(c).Run();
-  if (reduces) return RowPartition(c);
+  if (multiplies) return partition_internal::MatmulPartition(c);
+  // Beside reductions, row kernels take an iota along their rows and a
+  // reshape adding or dropping a per-row value's unit dim (AnalyzeRows).
+  if (reduces && first_other_view >= 0) {
+    return absl::UnimplementedError(absl::StrCat(OpLabel(c, first_other_view), ": ",
+                                                 NotYet(c.nodes[first_other_view].kind)));
+  }
+  if (reduces) {
+    absl::StatusOr<Partition> p = outer || ReadsRowsOfAnotherShape(c) ? StagedPartition(c).Run()
+                                                                      : RowPartition(c);
+    if (p.ok()) KFUSE_RETURN_IF_ERROR(ViewsInRowKernels(c, *p));
+    return p;
+  }
   // Layout views join the element-wise chain as index arithmetic: each read
   // gets its own strides and offset, a concat picks a piece per element.
   KernelGroup k;

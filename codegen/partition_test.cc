@@ -458,6 +458,24 @@ TEST(StagedPartitionTest, ALossMeanOverTheBatchReadsPerRowResultsStored) {
   }
 }
 
+// A cross-entropy with class labels: the label picks its column through an
+// iota along the rows, so the loss per row is one row kernel; its mean over
+// the rows not ignored is a second kernel, of one row [N] wide, reading the
+// stored per-row reductions and the labels again.
+TEST(StagedPartitionTest, ClassLabelsPickTheirColumnThroughAnIotaAlongTheRows) {
+  for (bool mean : {false, true}) {
+    SCOPED_TRACE(mean);
+    Chain c = reduce_test::CrossEntropyWithLabels(DType::kBF16, -4096, 1003, mean);
+    auto p = PartitionChain(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), mean ? 2u : 1u);
+    for (const KernelGroup& k : p->kernels) EXPECT_EQ(k.family, Family::kRowReduction);
+    EXPECT_THAT(p->kernels[0].nodes, Contains(NodesOf(c, OpKind::kIota)[0]));
+    EXPECT_THAT(p->kernels[0].nodes, Contains(NodesOf(c, OpKind::kReshape)[0]));
+    ExpectEveryKernelGenerates(c, *p);
+  }
+}
+
 // Per-row values over rows of two shapes: a row kernel for each, then the
 // consumer's. Read by element-wise work alone, with no reduction of them,
 // they would be one kernel over two row shapes: not generated yet.
@@ -489,6 +507,14 @@ TEST(StagedPartitionTest, RowResultsOfTwoRowShapesAreStoredByAKernelEach) {
   }
 }
 
+int32_t Iota(Chain* c, std::vector<int64_t> dims, int64_t axis) {
+  int32_t i = c->AddOp(OpKind::kIota, {});
+  for (int64_t d : dims) c->nodes[i].shape.push_back(Dim::Static(d));
+  c->nodes[i].axis = axis;
+  c->nodes[i].dtype = DType::kI32;
+  return i;
+}
+
 TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
   struct Case {
     const char* name;
@@ -512,6 +538,41 @@ TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheO
          c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, x, {0}, false), x};
        },
        "outputs[1]: a chain input or constant as an output beside reductions over an outer axis"},
+      {"an iota along the outer axis beside a row sum",
+       [](Chain* c, int32_t x) {
+         int32_t i = Iota(c, {8, 16}, 0);
+         int32_t pick = c->AddOp(OpKind::kWhere, {c->AddOp(OpKind::kEq, {i, c->AddConstant(3)}),
+                                                  x, c->AddConstant(0)});
+         c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, pick, {1}, false)};
+       },
+       "(iota): an iota beside row reductions must count along the rows"},
+      {"an iota in an element-wise chain",
+       [](Chain* c, int32_t x) {
+         c->outputs = {c->AddOp(OpKind::kAdd, {x, c->AddCast(Iota(c, {16}, 0), DType::kF32)})};
+       },
+       "(iota): iota is generated along the rows of a row reduction only"},
+      {"an iota beside a column sum",
+       [](Chain* c, int32_t x) {
+         int32_t i = c->AddCast(Iota(c, {16}, 0), DType::kF32);
+         c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, c->AddOp(OpKind::kMul, {x, i}),
+                                           {0}, false)};
+       },
+       "(iota): beside reductions, views are generated in row kernels only"},
+      {"a full row reshaped beside a row sum",
+       [](Chain* c, int32_t x) {
+         int32_t r = c->AddOp(OpKind::kReshape, {x});
+         c->nodes[r].shape = {Dim::Static(8), Dim::Static(16), Dim::Static(1)};
+         c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, x, {1}, false), r};
+       },
+       "inputs[0]: is used both per row and per element"},
+      {"a row's values reshaped beside a row sum",
+       [](Chain* c, int32_t x) {
+         int32_t s = reduce_test::Reduce(c, OpKind::kReduceSum, x, {1}, true);
+         int32_t r = c->AddOp(OpKind::kReshape, {c->AddOp(OpKind::kSub, {x, s})});
+         c->nodes[r].shape = {Dim::Static(8), Dim::Static(16), Dim::Static(1)};
+         c->outputs = {r};
+       },
+       "(reshape): adds a unit dim to a value that is not one per row"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);

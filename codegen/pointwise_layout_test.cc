@@ -383,7 +383,7 @@ TEST(ViewsUnimplementedTest, RefusalsNameTheOpAndWhy) {
   io.outputs = {io.AddOp(OpKind::kExp, {i})};
   p = PartitionChain(views_test::Finish(io));
   EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
-  EXPECT_TRUE(absl::StrContains(p.status().message(), "op 0 (iota): iota is not generated yet"))
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "op 0 (iota): iota is generated along the rows of a row reduction only"))
       << p.status();
 
   // Views beside a reduction are not generated yet.

@@ -1,7 +1,8 @@
 // Golden tests of the reduction family: the emitted source of the kernels of
 // a column sum (f32, symbolic N), softmax over axis 0 (bf16: both reduction
 // kernels and the pointwise kernel reading their results), a [B, S, H]
-// reduction over the sequence axis and over two outer axes, and the fp64
+// reduction over the sequence axis and over two outer axes, a cross-entropy
+// with class labels (one row kernel), and the fp64
 // yardstick of the column sum, byte for byte. After an intended change run
 // with KFUSE_UPDATE_GOLDEN=1 (from the repository root) and review the diff
 // of tests/golden/reduce_*.cu.
@@ -34,6 +35,9 @@ TEST(ReduceGolden, Chains) {
       // The last kernel a row kernel reading both column statistics.
       {"standardize_row_softmax_bf16",
        reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000), Numerics::kFast},
+      // A cross-entropy's labels picking their column through an iota.
+      {"cross_entropy_labels_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, -4096, 1003),
+       Numerics::kFast},
       {"standardize_row_softmax_bf16_reference64",
        reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000), Numerics::kReference64},
   };

@@ -173,6 +173,49 @@ inline Chain MeanSquaredError(DType t, int64_t n, int64_t m, bool keepdim = fals
   return Finish(std::move(c));
 }
 
+// Cross-entropy of x [N, M] with class labels [N] (i64, as torch holds
+// them), rows whose label is 0 ignored: lse(x) - x[label] per row, 0 where
+// ignored, as F.cross_entropy(..., ignore_index=0, reduction="none"); with
+// `mean`, their sum over the rows not ignored. The labels (-3 to 3 from
+// test inputs in [-4, 4]) pick column (label + 3) * ((M - 1) / 6): the
+// first, the last when 6 divides M - 1, and five between. The pick is a
+// sum over the row of x where an iota along it equals the column; the
+// column [N] is brought to [N, 1] by a reshape. Without `mean`, one row
+// kernel; with it, a row kernel storing the per-row reductions, then a
+// kernel of one row, [N] wide, reducing the losses and counting the labels.
+inline Chain CrossEntropyWithLabels(DType t, int64_t n, int64_t m, bool mean = false) {
+  Chain c;
+  const Dim rows = Size(&c, n, "n");
+  int32_t x = c.AddInput(TensorType{t, {rows, Dim::Static(m)}});
+  int32_t labels = c.AddInput(TensorType{DType::kI64, {rows}});
+  int32_t label = c.AddCast(labels, DType::kI32);
+  int32_t column = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kAdd, {label, c.AddConstant(3)}),
+                                          c.AddConstant(static_cast<double>((m - 1) / 6))});
+  int32_t picked = c.AddOp(OpKind::kReshape, {column});
+  c.nodes[picked].shape = {rows, Dim::Static(1)};
+  int32_t iota = c.AddOp(OpKind::kIota, {});
+  c.nodes[iota].shape = {Dim::Static(m)};
+  c.nodes[iota].axis = 0;
+  c.nodes[iota].dtype = DType::kI32;
+  int32_t hit = c.AddOp(OpKind::kEq, {iota, picked});
+  int32_t target = Reduce(&c, OpKind::kReduceSum,
+                          c.AddOp(OpKind::kWhere, {hit, x, c.AddConstant(0)}), {1}, false);
+  int32_t mx = Reduce(&c, OpKind::kReduceMax, x, {1}, true);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {x, mx})});
+  int32_t lse = c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kLog, {Reduce(&c, OpKind::kReduceSum, e, {1}, false)}),
+                                       Reduce(&c, OpKind::kReduceMax, x, {1}, false)});
+  int32_t kept = c.AddOp(OpKind::kNe, {label, c.AddConstant(0)});
+  int32_t loss = c.AddOp(OpKind::kWhere, {kept, c.AddOp(OpKind::kSub, {lse, target}), c.AddConstant(0)});
+  if (!mean) {
+    c.outputs = {loss};
+    return Finish(std::move(c));
+  }
+  int32_t total = Reduce(&c, OpKind::kReduceSum, c.AddCast(loss, DType::kF32), {0}, false);
+  int32_t count = Reduce(&c, OpKind::kReduceSum, c.AddCast(kept, DType::kF32), {0}, false);
+  c.outputs = {c.AddCast(c.AddOp(OpKind::kDiv, {total, count}), t)};
+  return Finish(std::move(c));
+}
+
 }  // namespace kfuse::reduce_test
 
 #endif  // KFUSE_CODEGEN_REDUCE_TEST_CHAINS_H_

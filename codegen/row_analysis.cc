@@ -25,6 +25,21 @@ bool Broadcasts(const TensorType& t, const std::vector<Dim>& frame) {
   return true;
 }
 
+// +1 for a reshape that appends one trailing unit dim ([N] to [N, 1]), -1
+// for one that drops it ([N, 1] to [N]), 0 for any other node.
+int TrailingUnit(const Chain& c, const Node& nd) {
+  if (nd.kind != OpKind::kReshape) return 0;
+  const std::vector<Dim>& in = c.nodes[nd.args[0]].type.shape;
+  const std::vector<Dim>& out = nd.type.shape;
+  const auto extends = [](const std::vector<Dim>& a, const std::vector<Dim>& b) {
+    return b.size() == a.size() + 1 && b.back() == Dim::Static(1) &&
+           std::equal(a.begin(), a.end(), b.begin());
+  };
+  if (extends(in, out)) return 1;
+  if (extends(out, in)) return -1;
+  return 0;
+}
+
 }  // namespace
 
 absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
@@ -37,7 +52,15 @@ absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
       if (!nd.strides.empty()) return NotRow(c, id, "strided inputs to row reductions are not generated yet");
       continue;
     }
-    if (IsLayout(nd.kind)) return NotRow(c, id, "layout views are not generated yet");
+    if (nd.kind == OpKind::kIota) continue;  // Checked once the width is known.
+    // A per-row value's trailing unit dim added or dropped: the value moves
+    // between the per-row frame and the full one (checked with the frames).
+    if (TrailingUnit(c, nd) != 0) continue;
+    if (IsLayout(nd.kind)) {
+      return NotRow(c, id,
+                    "layout views beside row reductions are not generated yet (but for a "
+                    "reshape adding or dropping a per-row value's trailing unit dim)");
+    }
     if (nd.kind == OpKind::kMatmul) return NotRow(c, id, "matmul is not generated yet");
     if (!IsReduction(nd.kind) && !IsElementwise(nd.kind)) {
       return NotRow(c, id, "this op is not generated yet");
@@ -60,11 +83,23 @@ absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
   }
   if (!have_rows) return absl::InvalidArgumentError("chain has no reduction");
   r.width = r.row_shape.back();
+  // An iota along the rows is each element's column: class labels compared
+  // with it pick a row's element (a cross-entropy's target logit).
+  for (int32_t id = 0; id < n; ++id) {
+    const Node& nd = c.nodes[id];
+    if (nd.kind != OpKind::kIota) continue;
+    if (nd.axis != nd.type.rank() - 1 || nd.type.shape.back() != r.width) {
+      return NotRow(c, id, "an iota beside row reductions must count along the rows (its last "
+                           "axis, as wide as they are)");
+    }
+  }
   const std::vector<Dim> full = r.row_shape;
   const std::vector<Dim> reduced(full.begin(), full.end() - 1);
 
-  // Frames: non-keepdim reductions start the per-row frame; element-wise ops
-  // inherit it; inputs take their users' frame.
+  // Frames: non-keepdim reductions start the per-row frame, a reshape
+  // adding a unit dim to a per-row value the full one; element-wise ops
+  // inherit their operands'. Inputs, and values computed from inputs and
+  // constants alone, take the frame their users need (below).
   enum Frame { kUnset, kFull, kReduced };
   std::vector<Frame> frame(n, kUnset);
   for (int32_t id = 0; id < n; ++id) {
@@ -72,6 +107,15 @@ absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
     if (nd.kind == OpKind::kInput || nd.kind == OpKind::kConstant) continue;
     if (IsReduction(nd.kind)) {
       frame[id] = nd.keepdim ? kFull : kReduced;
+      continue;
+    }
+    if (const int unit = TrailingUnit(c, nd); unit != 0) {
+      const Frame from = unit > 0 ? kReduced : kFull;
+      if (frame[nd.args[0]] != kUnset && frame[nd.args[0]] != from) {
+        return NotRow(c, id, unit > 0 ? "adds a unit dim to a value that is not one per row"
+                                      : "drops the unit dim of a value that is not one per row");
+      }
+      frame[id] = unit > 0 ? kFull : kReduced;
       continue;
     }
     Frame f = kUnset;
@@ -90,14 +134,23 @@ absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
       }
       f = frame[a];
     }
-    frame[id] = f != kUnset ? f : reduced_scalar && nd.type.rank() == 0 ? kReduced : kFull;
+    frame[id] = f != kUnset ? f : reduced_scalar && nd.type.rank() == 0 ? kReduced : kUnset;
   }
-  for (int32_t id = 0; id < n; ++id) {
+  // Users before their operands: a value without a frame takes its users'
+  // (a class label [N] that a reshape brings to [N, 1] is one per row); one
+  // no user needs a frame for is full (an output).
+  std::vector<bool> free(n);
+  for (int32_t id = 0; id < n; ++id) free[id] = frame[id] == kUnset;
+  for (int32_t id = n - 1; id >= 0; --id) {
     const Node& nd = c.nodes[id];
     if (nd.kind == OpKind::kInput || nd.kind == OpKind::kConstant) continue;
+    if (frame[id] == kUnset) frame[id] = kFull;
+    const int unit = TrailingUnit(c, nd);
+    const Frame want = IsReduction(nd.kind) ? kFull
+                       : unit != 0          ? (unit > 0 ? kReduced : kFull)
+                                            : frame[id];
     for (int32_t a : nd.args) {
-      if (c.nodes[a].kind != OpKind::kInput) continue;
-      Frame want = IsReduction(nd.kind) ? kFull : frame[id];
+      if (!free[a] || c.nodes[a].kind == OpKind::kConstant) continue;
       if (frame[a] != kUnset && frame[a] != want && c.nodes[a].type.rank() > 0) {
         return NotRow(c, a, "is used both per row and per element");
       }
@@ -127,6 +180,13 @@ absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
       r.cls[id] = Class::kRow;
       r.level[id] = r.level[nd.args[0]] + 1;
       continue;
+    }
+    if (nd.kind == OpKind::kIota) {
+      r.cls[id] = Class::kElement;
+      continue;
+    }
+    if (TrailingUnit(c, nd) != 0 && r.cls[nd.args[0]] == Class::kElement) {
+      return NotRow(c, id, "reshapes a full row");
     }
     Class k = Class::kRow;
     for (int32_t a : nd.args) {

@@ -336,12 +336,23 @@ class Writer {
       params.push_back(absl::StrCat("const ", CT(id), " h", id));
       value[id] = absl::StrCat("h", id);
     }
+    if (ReadsColumn(cl)) params.push_back("const long long kf_col");
     for (size_t k = 0; k < targets.size(); ++k) {
       params.push_back(absl::StrCat(CT(targets[k]), "& y", k));
     }
     std::string body;
     std::vector<std::vector<std::string>> factors(c_.nodes.size());
     for (int32_t id : cl.compute) {
+      if (c_.nodes[id].kind == OpKind::kIota) {
+        // The element's column, exact in i32 (rows are shorter than 2^31),
+        // then rounded to the iota's dtype as a cast rounds.
+        value[id] = absl::StrCat("v", id);
+        absl::StrAppend(&body, "  const ", CT(id), " v", id, " = ",
+                        CastExpr("((int)kf_col)", DType::kI32, c_.nodes[id].type.dtype,
+                                 p_.numerics, &needs_),
+                        ";\n");
+        continue;
+      }
       std::vector<std::string> args;
       for (int32_t a : c_.nodes[id].args) {
         KFUSE_CHECK(!value[a].empty());
@@ -382,6 +393,13 @@ class Writer {
     }
     return absl::StrCat("__device__ __forceinline__ void ", name, "(",
                         absl::StrJoin(params, ", "), ") {\n", body, "}\n");
+  }
+
+  // Whether an element function computes an iota: its column (kf_c + kf_e
+  // in every pass) is a parameter.
+  bool ReadsColumn(const Closure& cl) const {
+    return std::any_of(cl.compute.begin(), cl.compute.end(),
+                       [&](int32_t id) { return c_.nodes[id].kind == OpKind::kIota; });
   }
 
   // An f32 product of f32 factors, computed in float under fast numerics.
@@ -438,6 +456,7 @@ class Writer {
     }
     for (int32_t id : cl.rows) args.push_back(absl::StrCat("r", id));
     for (int32_t id : cl.kept) args.push_back(absl::StrCat("h", id, "[KF_X]"));
+    if (ReadsColumn(cl)) args.push_back("(kf_c + kf_e)");
     for (const std::string& o : outs) args.push_back(o);
     return absl::StrCat(name, "(", absl::StrJoin(args, ", "), ");");
   }
@@ -812,7 +831,9 @@ class Writer {
         }
       }
       std::string e;
-      if (n.kind == OpKind::kRsqrt && CT(id) == "float" && p_.numerics == Numerics::kFast) {
+      if (n.kind == OpKind::kReshape) {
+        e = args[0];  // A trailing unit dim added or dropped: the same value.
+      } else if (n.kind == OpKind::kRsqrt && CT(id) == "float" && p_.numerics == Numerics::kFast) {
         // Once a row, so correctly rounded rather than rsqrtf's 2 ulp,
         // which every element of the row would carry: a norm's error then
         // stays within eager's (eager numerics keep rsqrtf, as PyTorch).

@@ -7,7 +7,10 @@
 // reductions over axis 0, and reductions of per-row results a row kernel
 // stores: a mean over the sequence of token norms (bf16) and a loss's mean
 // over the batch (f32; bf16 with the probabilities beside it), and a mean
-// squared error over both axes (bf16; f32 with keepdim). For every variant of every kernel (the other
+// squared error over both axes (bf16; f32 with keepdim), and a
+// cross-entropy with i64 class labels picking their column through an iota
+// (per row in bf16, at widths 1003 and 50257; its mean over the rows not
+// ignored in f32). For every variant of every kernel (the other
 // kernels at their heuristic), and for the whole plan in the fp64 yardstick,
 // the plan is compiled with NVRTC for this GPU, launched through the C++
 // Launcher on fresh random inputs and compared with the CPU fp64 evaluator,
@@ -89,6 +92,9 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"loss_probs_bf16", reduce_test::RowLossMean(DType::kBF16, -1027, 1000, true)},
       {"mse_bf16", reduce_test::MeanSquaredError(DType::kBF16, -1027, 1000)},
       {"mse_keep_f32", reduce_test::MeanSquaredError(DType::kF32, 333, 4096, true)},
+      {"ce_labels_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, -1027, 1003)},
+      {"ce_labels_mean_f32", reduce_test::CrossEntropyWithLabels(DType::kF32, -1027, 1003, true)},
+      {"ce_labels_vocab_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, 333, 50257)},
   };
   unsigned seed = 1;
   for (const auto& [name, c] : chains) {

@@ -140,7 +140,7 @@ inline absl::StatusOr<v1::KernelPlan> PlanOfKernels(const Chain& c, const Partit
   return plan;
 }
 
-// Host values as the bytes of a buffer of dtype `t` (f32, bf16, f16, i32, bool).
+// Host values as the bytes of a buffer of dtype `t` (f32, bf16, f16, i32, i64, bool).
 inline std::string ToBytes(DType t, const std::vector<double>& v) {
   std::string out(v.size() * DTypeBytes(t), '\0');
   for (size_t i = 0; i < v.size(); ++i) {
@@ -157,6 +157,9 @@ inline std::string ToBytes(DType t, const std::vector<double>& v) {
     } else if (t == DType::kI32) {
       const int32_t x = static_cast<int32_t>(v[i]);
       std::memcpy(p, &x, 4);
+    } else if (t == DType::kI64) {
+      const int64_t x = static_cast<int64_t>(v[i]);
+      std::memcpy(p, &x, 8);
     } else {
       KFUSE_CHECK(t == DType::kBool);
       *p = v[i] != 0;

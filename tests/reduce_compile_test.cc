@@ -42,6 +42,9 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
       {"loss_probs_bf16", reduce_test::RowLossMean(DType::kBF16, 4096, 1024, true)},
       {"mse_bf16", reduce_test::MeanSquaredError(DType::kBF16, -4096, 1000)},
       {"mse_keep_f32", reduce_test::MeanSquaredError(DType::kF32, 4096, 1024, true)},
+      {"ce_labels_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, -4096, 1003)},
+      {"ce_labels_mean_f32", reduce_test::CrossEntropyWithLabels(DType::kF32, -4096, 1003, true)},
+      {"ce_labels_vocab_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, -4096, 50257)},
   };
   for (const auto& [name, c] : chains) {
     absl::StatusOr<Partition> p = PartitionChain(c);
