@@ -513,6 +513,64 @@ def rms_norm(x, weight=None, eps=1e-6):
     return y * weight if weight is not None else y
 
 
+_LOSS_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _pick(x, target):
+    """x's element at column `target` of each row (classes along the last
+    axis): a sum of x where an iota along the rows equals the label."""
+    label = target if target.dtype == pb.DTYPE_I32 else cast(target, "i32")
+    column = reshape(label, list(label.shape) + [1])
+    iota = x.chain.iota([x.shape[-1]], 0)
+    return sum(where(iota == column, x, 0), -1), label
+
+
+def _reduce_loss(loss, reduction, weight=None):
+    """A per-row loss reduced as torch's losses do: summed in f32 (over the
+    rows not ignored, `weight`, for a mean) and rounded to its dtype once."""
+    if reduction not in _LOSS_REDUCTIONS:
+        raise ValueError(f"reduction must be one of {_LOSS_REDUCTIONS}; got {reduction!r}")
+    if reduction == "none":
+        return loss
+    axes = tuple(range(loss.rank))
+    if not axes:  # One row: nothing to reduce.
+        total = cast(loss, "f32")
+        if reduction == "mean" and weight is not None:
+            total = total / cast(weight, "f32")
+    elif reduction == "sum":
+        total = sum(cast(loss, "f32"), axes)
+    elif weight is None:
+        total = mean(cast(loss, "f32"), axes)
+    else:
+        total = sum(cast(loss, "f32"), axes) / sum(cast(weight, "f32"), axes)
+    return cast(total, loss.dtype)
+
+
+def cross_entropy(x, target, ignore_index=-100, reduction="mean"):
+    """torch.nn.functional.cross_entropy with classes along x's last axis.
+    An integer target (i32 or i64, x's shape without the last axis) holds
+    class labels: per row logsumexp(x) - x[label], 0 where the label is
+    ignore_index; "mean" divides by the rows not ignored (NaN if none). A
+    float target of x's shape holds probabilities: -sum(log_softmax(x) *
+    target) per row. A label outside [0, classes) picks nothing (the loss
+    is logsumexp(x)) where torch raises."""
+    if target.dtype in _INTS:
+        picked, label = _pick(x, target)
+        m = max(x, -1, keepdim=True)
+        lse = log(sum(exp(x - m), -1)) + max(x, -1)
+        kept = label != ignore_index
+        return _reduce_loss(where(kept, lse - picked, 0), reduction, kept)
+    return _reduce_loss(-sum(log_softmax(x, -1) * target, -1), reduction)
+
+
+def nll_loss(logp, target, ignore_index=-100, reduction="mean"):
+    """torch.nn.functional.nll_loss of log-probabilities with classes along
+    the last axis and integer labels (see cross_entropy)."""
+    picked, label = _pick(logp, target)
+    kept = label != ignore_index
+    return _reduce_loss(where(kept, -picked, 0), reduction, kept)
+
+
 def add_rms_norm(x, residual, weight=None, eps=1e-6):
     """(x + residual, rms_norm(x + residual)): the residual stream and its norm."""
     s = x + residual
@@ -644,4 +702,5 @@ __all__ = [
     "sum", "max", "min", "mean", "permute", "transpose", "reshape", "expand", "slice",
     "concat", "matmul",
     "softmax", "log_softmax", "layer_norm", "rms_norm", "add_rms_norm", "linear", "attention",
+    "cross_entropy", "nll_loss",
 ]

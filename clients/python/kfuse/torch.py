@@ -29,7 +29,14 @@ computes in (f32; f64 for f64), the result in the input's dtype.
 Reductions over every axis (x.sum(), torch.mean(x), amax with no dim, and
 ATen's empty dim list) and F.mse_loss (ATen's mse_loss) translate as well;
 the server plans them as a row kernel storing per-row results and a
-kernel reducing those.
+kernel reducing those. F.cross_entropy and F.nll_loss (ATen's
+cross_entropy_loss, nll_loss, nll_loss_nd, nll_loss_forward) translate for
+inputs [N, C] or [C]: int64 or int32 class labels with ignore_index (the
+label picks its logit through an iota along the row, so the loss is one
+pass of a row kernel), or, for cross_entropy, probabilities; class
+weights and label_smoothing are refused by name. A label outside
+[0, C) that is not ignore_index gives logsumexp(x) (nothing picked) where
+torch raises.
 
 The warm path (a signature compiled before): a call like the last one
 launched (per input the same dtype, device, shape and dense strides,
@@ -148,6 +155,7 @@ def _reduce(fn):
 
 
 _MSE_REDUCTIONS = {"none": None, "mean": K.mean, "sum": K.sum}
+_REDUCTION_NAMES = {0: "none", 1: "mean", 2: "sum"}  # ATen's Reduction enum.
 
 
 def _mse_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
@@ -163,11 +171,52 @@ def _mse_loss(input, target, size_average=None, reduce=None, reduction="mean",  
     return d if fn is None else fn(d, tuple(range(d.rank)), False)
 
 
-def _aten_mse_loss(input, target, reduction=1):  # noqa: A002 (ATen's Reduction enum)
-    names = {0: "none", 1: "mean", 2: "sum"}
-    if reduction not in names:
+def _aten_mse_loss(input, target, reduction=1):  # noqa: A002
+    if reduction not in _REDUCTION_NAMES:
         raise TypeError(f"mse_loss reduction={reduction!r}")
-    return _mse_loss(input, target, reduction=names[reduction])
+    return _mse_loss(input, target, reduction=_REDUCTION_NAMES[reduction])
+
+
+def _class_loss_args(name, input, weight, size_average, reduce, label_smoothing=0.0):  # noqa: A002
+    if size_average is not None or reduce is not None:
+        raise TypeError(f"{name}'s size_average and reduce are not translated (use reduction=)")
+    if weight is not None:
+        raise TypeError(f"{name}'s weight is not translated")
+    if label_smoothing:
+        raise TypeError(f"{name}'s label_smoothing is not translated")
+    if input.rank is None or input.rank > 2:
+        raise TypeError(f"{name} over a class axis that is not the last (input of rank > 2)")
+
+
+def _cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+                   reduce=None, reduction="mean", label_smoothing=0.0):
+    _class_loss_args("cross_entropy", input, weight, size_average, reduce, label_smoothing)
+    return K.cross_entropy(input, target, ignore_index, reduction)
+
+
+def _nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+              reduce=None, reduction="mean"):
+    _class_loss_args("nll_loss", input, weight, size_average, reduce)
+    return K.nll_loss(input, target, ignore_index, reduction)
+
+
+def _aten_class_loss(fn, n_out=1):
+    """ATen's cross_entropy_loss, nll_loss[_nd] and nll_loss_forward (whose
+    second output, the total weight, is refused where it is read)."""
+    def f(input, target, weight=None, reduction=1, ignore_index=-100, *rest):  # noqa: A002
+        if reduction not in _REDUCTION_NAMES:
+            raise TypeError(f"reduction={reduction!r}")
+        if weight is not None:
+            raise TypeError("the class weights are not translated")
+        if any(rest):
+            raise TypeError("label_smoothing is not translated")
+        if input.rank is None or input.rank > 2:
+            raise TypeError("a class axis that is not the last (input of rank > 2)")
+        out = fn(input, target, ignore_index, _REDUCTION_NAMES[reduction])
+        if n_out == 1:
+            return out
+        return (out,) + tuple(_Untranslated(f"output {i} (the total weight)") for i in range(1, n_out))
+    return f
 
 
 def _softmax(fn):
@@ -590,6 +639,7 @@ _FUNCTIONS = {
     F.tanh: K.tanh,
     F.softmax: _softmax(K.softmax), F.log_softmax: _softmax(K.log_softmax),
     F.layer_norm: _layer_norm, F.linear: _linear, F.mse_loss: _mse_loss,
+    F.cross_entropy: _cross_entropy, F.nll_loss: _nll_loss,
     operator.matmul: K.matmul, getattr: _getattr,
     operator.getitem: _getitem,
 }
@@ -619,6 +669,9 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "view": _reshape, "_unsafe_view": _reshape, "reshape": _reshape, "unsqueeze": _unsqueeze,
     "expand": _expand, "logical_not": K.logical_not, "_safe_softmax": _safe_softmax,
     "mse_loss": _aten_mse_loss,
+    "cross_entropy_loss": _aten_class_loss(K.cross_entropy),
+    "nll_loss": _aten_class_loss(K.nll_loss), "nll_loss_nd": _aten_class_loss(K.nll_loss),
+    "nll_loss_forward": _aten_class_loss(K.nll_loss, n_out=2),
 }
 _ATEN.update(_schema_handlers(_ATTENTION_OPS, _aten_attention))
 _ATEN.update(_schema_handlers(_RMS_NORM_OPS, _aten_rms_norm))

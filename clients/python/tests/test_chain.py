@@ -186,6 +186,25 @@ def test_linear_and_add_rms_norm():
         kfuse.linear(x, w, activation="swish")
 
 
+def test_cross_entropy_with_labels_picks_through_an_iota():
+    c = kfuse.Chain()
+    x = c.input("x", "bf16", ["N", 1000])
+    t = c.input("t", "i64", ["N"])
+    per_row = kfuse.cross_entropy(x, t, reduction="none")
+    assert per_row.shape == ("N",) and per_row.dtype == pb.DTYPE_BF16
+    kinds = [op.kind for op in c.to_proto().ops]
+    assert pb.OP_IOTA in kinds and pb.OP_RESHAPE in kinds
+    cast = next(op for op in c.to_proto().ops if op.kind == pb.OP_CAST)
+    assert cast.dtype == pb.DTYPE_I32  # The i64 labels are read through a cast.
+    mean = kfuse.cross_entropy(x, t)
+    assert mean.shape == () and mean.dtype == pb.DTYPE_BF16
+    assert kfuse.nll_loss(kfuse.log_softmax(x), t, reduction="sum").shape == ()
+    soft = kfuse.cross_entropy(x, c.input("p", "bf16", ["N", 1000]), reduction="none")
+    assert soft.shape == ("N",)
+    with pytest.raises(ValueError, match="reduction"):
+        kfuse.cross_entropy(x, t, reduction="avg")
+
+
 def test_tensors_of_two_chains_do_not_mix():
     a = kfuse.Chain().input("a", "f32", [4])
     b = kfuse.Chain().input("b", "f32", [4])

@@ -108,6 +108,38 @@ def test_composites_are_accepted_or_unimplemented(client, name):
     assert resp.plan.kernels
 
 
+@pytest.mark.parametrize("reduction, kernels", [("none", 1), ("mean", 2), ("sum", 2)])
+@pytest.mark.parametrize("labels", ["i64", "i32"])
+def test_cross_entropy_with_labels_is_planned(client, reduction, kernels, labels):
+    # The label picks its logit through an iota along the row: the loss per
+    # row is one row kernel; a reduction over the rows is a second kernel.
+    c = kfuse.Chain()
+    n = kfuse.Sym("N", hint=4096)
+    x = c.input("logits", "bf16", [n, 50257])
+    t = c.input("labels", labels, [n])
+    c.output("loss", kfuse.cross_entropy(x, t, reduction=reduction))
+    plan = client.compile(c, mode="heuristic").plan
+    assert len(plan.kernels) == kernels
+    assert plan.outputs[0].dtype == pb.DTYPE_BF16
+
+
+def test_nll_loss_and_soft_targets_are_planned(client):
+    c = kfuse.Chain()
+    x = c.input("x", "f32", [256, 1000])
+    c.output("nll", kfuse.nll_loss(kfuse.log_softmax(x), c.input("t", "i64", [256])))
+    c.output("soft", kfuse.cross_entropy(x, c.input("p", "f32", [256, 1000]), reduction="none"))
+    assert client.compile(c, mode="heuristic").plan.kernels
+
+
+def test_i64_values_other_than_through_a_cast_are_refused(client):
+    c = kfuse.Chain()
+    t = c.input("labels", "i64", [64])
+    c.output("y", t + 1)
+    with pytest.raises(kfuse.KfuseError) as e:
+        client.compile(c)
+    assert e.value.code == "UNIMPLEMENTED" and "i64" in e.value.message
+
+
 def test_element_wise_composites_compile(client):
     c = kfuse.Chain()
     x = c.input("x", "bf16", [kfuse.Sym("N", hint=1 << 20)])

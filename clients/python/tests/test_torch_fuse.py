@@ -154,6 +154,32 @@ def test_aten_trace_translates_mse_loss():
     assert list(chain.to_proto().ops[-1].reduce.axes) == [0, 1]
 
 
+def _logits_and_labels(n=8, classes=100, dtype=torch.float32, device="cpu"):
+    x = torch.randn(n, classes, dtype=dtype, device=device)
+    t = torch.randint(0, classes, (n,), device=device)
+    t[::3] = -100  # ignore_index's default.
+    return x, t
+
+
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+def test_cross_entropy_picks_the_label_through_an_iota(trace):
+    for fn in (lambda x, t: F.cross_entropy(x, t), lambda x, t: F.nll_loss(F.log_softmax(x, -1), t)):
+        chain, _, _ = kt.fuse(fn, trace=trace).chain_for(*_logits_and_labels())
+        kinds = _kinds(chain)
+        assert "OP_IOTA" in kinds and "OP_RESHAPE" in kinds and "OP_CAST" in kinds
+        assert [i.dtype for i in chain.to_proto().inputs] == [pb.DTYPE_F32, pb.DTYPE_I64]
+
+
+def test_class_losses_refuse_what_they_do_not_translate():
+    x, t = _logits_and_labels()
+    for fn, what in ((lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1), "label_smoothing"),
+                     (lambda x, t: F.cross_entropy(x, t, weight=x.sum(0)), "weight"),
+                     (lambda x, t: F.nll_loss(x.view(2, 4, 100).transpose(1, 2), t.view(2, 4)),
+                      "class axis that is not the last")):
+        with pytest.raises(kt.Unsupported, match=what):
+            kt.fuse(fn).chain_for(x, t)
+
+
 def test_aten_trace_translates_linear_as_t_and_addmm():
     specs = CASES["linear_gelu"][1]
     chain, _, _ = kt.fuse(lambda x, w, b: F.linear(x, w, b), trace="aten").chain_for(*_tensors(specs))
@@ -551,6 +577,28 @@ def test_gpu_fused_losses_over_every_axis(client):
             torch.testing.assert_close(got.double(), want, atol=atol, rtol=atol)
             got, want = total(x), torch.sum(x.double() * x.double())
             torch.testing.assert_close(got.double(), want, atol=atol * want.item(), rtol=atol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+def test_gpu_fused_cross_entropy_with_labels(client, trace):
+    """F.cross_entropy and F.nll_loss with int64 labels, a third of them
+    ignore_index, over a 50257-wide vocabulary: per row, summed and
+    averaged over the rows not ignored, against float64."""
+    _gpu()
+    for dt, tol in ((torch.bfloat16, 2e-2), (torch.float32, 1e-5)):
+        x, t = _logits_and_labels(4099, 50257, dt, "cuda")
+        for reduction in ("none", "sum", "mean"):
+            ce = kt.fuse(lambda x, t: F.cross_entropy(x, t, reduction=reduction), client=client,
+                         fallback="raise", trace=trace)
+            nll = kt.fuse(lambda x, t: F.nll_loss(F.log_softmax(x, -1), t, reduction=reduction),
+                          client=client, fallback="raise", trace=trace)
+            want = F.cross_entropy(x.double(), t, reduction=reduction)
+            with torch.inference_mode():
+                for fn in (ce, nll):
+                    got = fn(x, t)
+                    assert got.shape == want.shape and got.dtype == dt, (reduction, dt)
+                    torch.testing.assert_close(got.double(), want, atol=tol, rtol=tol)
 
 
 @pytest.mark.gpu
