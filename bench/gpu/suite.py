@@ -60,10 +60,10 @@ import time
 # ---------------------------------------------------------------------------
 # Cases, written once against an `ops` namespace.
 
-F32, F16, BF16, I32, BOOL = "f32", "f16", "bf16", "i32", "bool"
+F32, F16, BF16, I32, I64, BOOL = "f32", "f16", "bf16", "i32", "i64", "bool"
 WIRE_DTYPE = {F32: "DTYPE_F32", F16: "DTYPE_F16", BF16: "DTYPE_BF16", I32: "DTYPE_I32",
-              BOOL: "DTYPE_BOOL"}
-ELEM_BYTES = {F32: 4, F16: 2, BF16: 2, I32: 4, BOOL: 1}
+              I64: "DTYPE_I64", BOOL: "DTYPE_BOOL"}
+ELEM_BYTES = {F32: 4, F16: 2, BF16: 2, I32: 4, I64: 8, BOOL: 1}
 SUITES = ("pointwise", "row", "matmul", "attention", "reduce")
 
 
@@ -253,6 +253,12 @@ def reduce_cases():
     cases.append(Case("mse_loss_bf16", pair(R // 2, 2 * W),
                       lambda o, a, b: {"loss": o.mean_drop(o.square(a - b), [0, 1])},
                       pair(qR, qW), suite="reduce"))
+    # F.cross_entropy with int64 class labels over a GPT-2 vocabulary.
+    V, qV = 50257, 1003
+    labeled = lambda r, v: [("x", BF16, [r, v], "any"), ("labels", I64, [r], f"labels:{v}")]
+    cases.append(Case("cross_entropy_bf16", labeled((1 << 27) // V, V),
+                      lambda o, x, t: {"loss": o.cross_entropy(x, t)}, labeled(qR, qV),
+                      suite="reduce"))
     return cases
 
 
@@ -423,8 +429,8 @@ def all_cases(suite=None):
 # The chain JSON (kfuse.v1.Chain in the proto3 JSON mapping), by recording.
 
 class Sym:
-    def __init__(self, rec, ref):
-        self.rec, self.ref = rec, ref
+    def __init__(self, rec, ref, shape=None):
+        self.rec, self.ref, self.shape = rec, ref, shape  # shape: inputs' only.
 
     def __add__(self, o): return self.rec.op("OP_ADD", self, o)
     def __radd__(self, o): return self.rec.op("OP_ADD", o, self)
@@ -506,6 +512,22 @@ class Recorder:
         s = x + residual
         return s, self.rms_norm(s, weight)
 
+    def cross_entropy(self, x, labels):
+        """F.cross_entropy of logits x [R, V] with i64 labels [R] (ignore_index
+        -100), the mean over the rows not ignored, as kfuse.chain expands it:
+        the label picks its logit through an iota along the row."""
+        label = self.cast(labels, I32)
+        column = self.op("OP_RESHAPE", label)
+        self.ops[-1]["shape"] = {"shape": [wire_dim(d) for d in labels.shape] + [wire_dim(1)]}
+        self.ops.append({"kind": "OP_IOTA", "dtype": WIRE_DTYPE[I32],
+                         "shape": {"shape": [wire_dim(x.shape[-1])]}, "axis": {"axis": 0}})
+        iota = Sym(self, {"op": len(self.ops) - 1})
+        picked = self.sum_drop(self.where(self.op("OP_EQ", iota, column), x, 0), [-1])
+        lse = self.log(self.sum_drop(self.exp(x - self.max_keep(x, [-1])), [-1])) + self.max_drop(x, [-1])
+        kept = self.op("OP_NE", label, -100)
+        loss = self.cast(self.where(kept, lse - picked, 0), F32)
+        return self.cast(self.sum_drop(loss, [0]) / self.sum_drop(self.cast(kept, F32), [0]), BF16)
+
 
 def wire_dim(d):
     return {"symbol": "rows", "hint": str(d.hint)} if isinstance(d, Rows) else {"size": str(d)}
@@ -514,7 +536,7 @@ def wire_dim(d):
 def chain_json(case, quick):
     rec = Recorder()
     specs = case.specs(quick)
-    syms = [Sym(rec, {"input": i}) for i in range(len(specs))]
+    syms = [Sym(rec, {"input": i}, shape) for i, (_, _, shape, _) in enumerate(specs)]
     outs = case.fn(rec, *syms)
     return {
         "inputs": [{"name": nm, "dtype": WIRE_DTYPE[dt], "shape": [wire_dim(d) for d in shape]}
@@ -554,7 +576,7 @@ def write_cases(out_dir, quick):
 def torch_ops(torch, F, reference):
     """The `ops` namespace over torch tensors; `reference`: float64 except casts."""
     dt = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, I32: torch.int32,
-          BOOL: torch.bool}
+          I64: torch.int64, BOOL: torch.bool}
 
     class Ops:
         relu = staticmethod(torch.relu)
@@ -624,6 +646,10 @@ def torch_ops(torch, F, reference):
             return s, F.rms_norm(s, (s.shape[-1],), weight, 1e-6)
 
         @staticmethod
+        def cross_entropy(x, labels):
+            return F.cross_entropy(x, labels)
+
+        @staticmethod
         def cast(x, to):
             y = x.to(dt[to])  # An explicit cast rounds, in the reference too.
             return y.to(torch.float64) if reference and y.is_floating_point() else y
@@ -641,6 +667,9 @@ def make_inputs(torch, case, quick, dt, seed, rows=None):
             t = torch.tensor(domain, dtype=dt[d], device="cuda").reshape(shape)
         elif d == BOOL:
             t = torch.rand(shape, device="cuda", generator=g) < 0.5
+        elif domain.startswith("labels:"):  # Class labels, every tenth ignore_index (-100).
+            t = torch.randint(0, int(domain[7:]), shape, device="cuda", generator=g, dtype=dt[d])
+            t[::10] = -100
         elif d == I32:
             t = torch.randint(-100, 101, shape, device="cuda", generator=g, dtype=torch.int32)
         elif domain == "positive":
