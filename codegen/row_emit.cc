@@ -784,8 +784,12 @@ class Writer {
   bool Compensated(int32_t red) const {
     const OpKind k = c_.nodes[red].kind;
     const std::string t = CT(red);
+    // A 16-bit result rounds far above what an f32 sum of a thread's share
+    // loses (its 8 or 11 bits against 24), so its sum goes uncompensated:
+    // four instructions an element fewer.
+    const bool narrow = t == "float" && c_.nodes[red].type.dtype != DType::kF32;
     return (k == OpKind::kReduceSum || k == OpKind::kReduceMean) &&
-           (t == "float" || t == "double") && p_.numerics != Numerics::kEager &&
+           (t == "float" || t == "double") && !narrow && p_.numerics != Numerics::kEager &&
            (!p_.resident || p_.items * p_.vec > 64);
   }
 
@@ -1245,14 +1249,31 @@ class Writer {
       // on resident rows (a NaN-checking select chain); not for resident
       // sums (the H200 run7 lost 4-7% on LayerNorm bf16 with them) nor in
       // resident blocks of 512 threads and more (NVRTC spilled).
-      bool minmax = false;
+      // A reduction that repeats an earlier one of the phase but for keepdim
+      // (a max kept for x - max and dropped for a log-sum-exp) is that one.
+      std::vector<int32_t> own;
+      std::map<int32_t, int32_t> twin;
       for (int32_t red : r_.phases[ph]) {
+        const Node& n = c_.nodes[red];
+        const auto same = std::find_if(own.begin(), own.end(), [&](int32_t o) {
+          const Node& m = c_.nodes[o];
+          return m.kind == n.kind && m.args == n.args && m.axes == n.axes &&
+                 m.type.dtype == n.type.dtype;
+        });
+        if (same != own.end()) {
+          twin[red] = *same;
+        } else {
+          own.push_back(red);
+        }
+      }
+      bool minmax = false;
+      for (int32_t red : own) {
         minmax |= c_.nodes[red].kind == OpKind::kReduceMax || c_.nodes[red].kind == OpKind::kReduceMin;
       }
       const bool roomy = !p_.resident || (minmax && p_.threads * p_.rows_per_block < 512);
       const int lanes = p_.numerics == Numerics::kFast && roomy ? p_.vec : 1;
       const std::string lane = lanes > 1 ? "[kf_e]" : "";
-      for (int32_t red : r_.phases[ph]) {
+      for (int32_t red : own) {
         const std::string dims = lanes > 1 ? absl::StrCat("[", lanes, "]") : "";
         const std::string id = Identity(c_.nodes[red].kind, red);
         absl::StrAppend(s, "  ", CT(red), " a", red, dims, lanes > 1 ? ";\n" : "",
@@ -1275,7 +1296,7 @@ class Writer {
         const size_t k = std::find(targets.begin(), targets.end(), t) - targets.begin();
         absl::StrAppend(&inner, "        h", t, "[KF_X] = kf_y", k, ";\n");
       }
-      for (int32_t red : r_.phases[ph]) {
+      for (int32_t red : own) {
         const OpKind kind = c_.nodes[red].kind;
         const size_t t = std::find(targets.begin(), targets.end(), c_.nodes[red].args[0]) -
                          targets.begin();
@@ -1310,7 +1331,7 @@ class Writer {
         return b;
       }));
       kept_now_.clear();
-      for (int32_t red : r_.phases[ph]) {
+      for (int32_t red : own) {
         const OpKind kind = c_.nodes[red].kind;
         if (lanes == 1) {
           if (Compensated(red)) absl::StrAppend(s, "  a", red, " -= e", red, ";\n");
@@ -1328,7 +1349,7 @@ class Writer {
         absl::StrAppend(s, "#pragma unroll\n  for (int kf_e = 1; kf_e < ", lanes, "; ++kf_e) a",
                         red, "[0] = ", combine, ";\n");
       }
-      for (int32_t red : r_.phases[ph]) {
+      for (int32_t red : own) {
         const Node& n = c_.nodes[red];
         const char* op = n.kind == OpKind::kReduceMax   ? "kf_max_op"
                          : n.kind == OpKind::kReduceMin ? "kf_min_op"
@@ -1359,6 +1380,9 @@ class Writer {
           v = absl::StrCat("kf_rh(", v, ")");
         }
         absl::StrAppend(s, "  const ", CT(red), " r", red, " = ", v, ";\n");
+      }
+      for (const auto& [red, first] : twin) {
+        absl::StrAppend(s, "  const ", CT(red), " r", red, " = r", first, ";\n");
       }
       KFUSE_RETURN_IF_ERROR(RowValues(static_cast<int>(ph) + 1, s));
       available.insert(keep[ph].begin(), keep[ph].end());

@@ -1,6 +1,6 @@
 // Golden tests of the row family: the emitted source of softmax (bf16,
-// W=4096), LayerNorm (f32) and residual RMSNorm (bf16), byte for byte, under
-// the heuristic and the looped schedule. After an intended change run with
+// W=4096), LayerNorm (f32; f32 and bf16 looped) and residual RMSNorm (bf16),
+// byte for byte, under the heuristic and the looped schedule. After an intended change run with
 // KFUSE_UPDATE_GOLDEN=1 (from the repository root) and review the diff of
 // tests/golden/row_*.cu.
 #include <string>
@@ -26,6 +26,9 @@ TEST(RowGolden, Chains) {
       {"softmax_bf16_4096", row_test::Softmax(DType::kBF16, -4096, 4096), -1},
       {"softmax_bf16_4096_looped", row_test::Softmax(DType::kBF16, -4096, 4096), 0},
       {"layer_norm_f32", row_test::LayerNorm(DType::kF32, -1024, 1024), -1},
+      // Looped: f32 sums compensated, 16-bit ones not.
+      {"layer_norm_f32_looped", row_test::LayerNorm(DType::kF32, -4096, 8192), 0},
+      {"layer_norm_bf16_looped", row_test::LayerNorm(DType::kBF16, -4096, 8192), 0},
       {"rms_norm_residual_bf16", row_test::RmsNormResidual(DType::kBF16, -1024, 4096), -1},
       {"softmax_bf16_50257_peeled", row_test::Softmax(DType::kBF16, -4096, 50257), -1},
       {"softmax_bf16_50257_split", row_test::Softmax(DType::kBF16, -4096, 50257), 1, 8},
@@ -35,6 +38,7 @@ TEST(RowGolden, Chains) {
     KernelGroup g = PartitionChain(k.chain)->kernels[0];
     Variant v = RowHeuristic(k.chain, g);
     if (k.resident >= 0) v.params["resident"] = k.resident;
+    if (k.resident == 0) v.params.erase("policy");  // Register-resident rows' only.
     if (k.split > 1) v = Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 512}, {"rows", 1},
                                                          {"resident", 1}, {"split", k.split}}};
     absl::StatusOr<KernelSpec> spec = EmitRow(k.chain, g, v);

@@ -523,7 +523,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/11");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/12");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
