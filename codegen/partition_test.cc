@@ -474,6 +474,12 @@ TEST(StagedPartitionTest, ClassLabelsPickTheirColumnThroughAnIotaAlongTheRows) {
     EXPECT_THAT(p->kernels[0].nodes, Contains(NodesOf(c, OpKind::kReshape)[0]));
     ExpectEveryKernelGenerates(c, *p);
   }
+  // The pick alone in its row kernel (log-probabilities as an input).
+  Chain c = reduce_test::NllOfLogProbs(DType::kF32, -4096, 1003);
+  auto p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kernels.size(), 2u);
+  ExpectEveryKernelGenerates(c, *p);
 }
 
 // Per-row values over rows of two shapes: a row kernel for each, then the

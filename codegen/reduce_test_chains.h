@@ -216,6 +216,32 @@ inline Chain CrossEntropyWithLabels(DType t, int64_t n, int64_t m, bool mean = f
   return Finish(std::move(c));
 }
 
+// F.nll_loss of log-probabilities logp [N, M] (an input) with i64 labels
+// [N], none ignored (ignore_index -100; test labels are -3 to 3): per row
+// -logp[label], picked as CrossEntropyWithLabels picks (here the pick is the
+// row kernel's only reduction), then their mean over the rows.
+inline Chain NllOfLogProbs(DType t, int64_t n, int64_t m) {
+  Chain c;
+  const Dim rows = Size(&c, n, "n");
+  int32_t logp = c.AddInput(TensorType{t, {rows, Dim::Static(m)}});
+  int32_t labels = c.AddInput(TensorType{DType::kI64, {rows}});
+  int32_t label = c.AddCast(labels, DType::kI32);
+  int32_t column = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kAdd, {label, c.AddConstant(3)}),
+                                          c.AddConstant(static_cast<double>((m - 1) / 6))});
+  int32_t picked = c.AddOp(OpKind::kReshape, {column});
+  c.nodes[picked].shape = {rows, Dim::Static(1)};
+  int32_t iota = c.AddOp(OpKind::kIota, {});
+  c.nodes[iota].shape = {Dim::Static(m)};
+  c.nodes[iota].dtype = DType::kI32;
+  int32_t hit = c.AddOp(OpKind::kEq, {picked, iota});
+  int32_t target = Reduce(&c, OpKind::kReduceSum,
+                          c.AddOp(OpKind::kWhere, {hit, logp, c.AddConstant(0)}), {1}, false);
+  int32_t kept = c.AddOp(OpKind::kNe, {label, c.AddConstant(-100)});
+  int32_t loss = c.AddOp(OpKind::kWhere, {kept, c.AddOp(OpKind::kNeg, {target}), c.AddConstant(0)});
+  c.outputs = {Reduce(&c, OpKind::kReduceMean, loss, {0}, false)};
+  return Finish(std::move(c));
+}
+
 }  // namespace kfuse::reduce_test
 
 #endif  // KFUSE_CODEGEN_REDUCE_TEST_CHAINS_H_

@@ -758,11 +758,10 @@ class Writer {
   // pass costs a read of the row). Returns the exp node, or -1.
   int32_t OnlinePair(size_t ph) const {
     if (p_.resident || !stage_kept_.empty() || p_.numerics != Numerics::kFast ||
-        ph + 1 >= r_.phases.size() ||
-        r_.phases[ph].size() != 1 || r_.phases[ph + 1].size() != 1) {
+        ph + 1 >= r_.phases.size() || Own(ph).size() != 1 || Own(ph + 1).size() != 1) {
       return -1;
     }
-    const int32_t m = r_.phases[ph][0], sum = r_.phases[ph + 1][0];
+    const int32_t m = Own(ph)[0], sum = Own(ph + 1)[0];
     const Node &mn = c_.nodes[m], &sn = c_.nodes[sum];
     if (mn.kind != OpKind::kReduceMax || sn.kind != OpKind::kReduceSum || CT(m) != "float" ||
         CT(sum) != "float") {
@@ -776,6 +775,85 @@ class Writer {
       return -1;
     }
     return e;
+  }
+
+  // The earlier reduction of `red`'s phase that `red` repeats but for
+  // keepdim (a max kept for x - max and dropped for a log-sum-exp), whose
+  // result it reads; -1 if none.
+  int32_t Twin(int32_t red) const {
+    const Node& n = c_.nodes[red];
+    for (int32_t o : r_.phases[r_.level[red] - 1]) {
+      if (o >= red) break;
+      const Node& m = c_.nodes[o];
+      if (m.kind == n.kind && m.args == n.args && m.axes == n.axes &&
+          m.type.dtype == n.type.dtype && Twin(o) < 0) {
+        return o;
+      }
+    }
+    return -1;
+  }
+
+  // A row's element at a per-row column: sum(where(iota == v, x, 0)) over
+  // the row, x an input, v one value a row (a class label). Returns the
+  // input and v ({-1, -1} if `red` is no such sum); the kernel reads the
+  // one element instead of comparing every column (four instructions an
+  // element in both passes that would hold it).
+  std::pair<int32_t, int32_t> Pick(int32_t red) const {
+    const Node& n = c_.nodes[red];
+    if (n.kind != OpKind::kReduceSum) return {-1, -1};
+    const Node& w = c_.nodes[n.args[0]];
+    if (w.kind != OpKind::kWhere || !IsConst(w.args[2]) || c_.nodes[w.args[2]].value != 0 ||
+        !IsInput(w.args[1]) || r_.cls[w.args[1]] != Class::kElement ||
+        c_.nodes[w.args[1]].type.dtype != n.type.dtype) {
+      return {-1, -1};
+    }
+    const Node& eq = c_.nodes[w.args[0]];
+    if (eq.kind != OpKind::kEq) return {-1, -1};
+    for (int k = 0; k < 2; ++k) {
+      const int32_t iota = eq.args[k], v = eq.args[1 - k];
+      if (c_.nodes[iota].kind == OpKind::kIota && c_.nodes[iota].type.dtype == DType::kI32 &&
+          c_.nodes[v].type.dtype == DType::kI32 && r_.cls[v] == Class::kRow && !IsConst(v)) {
+        return {w.args[1], v};
+      }
+    }
+    return {-1, -1};
+  }
+
+  // The reductions of phase `ph` the passes accumulate: not twins, not picks.
+  std::vector<int32_t> Own(size_t ph) const {
+    std::vector<int32_t> own;
+    for (int32_t red : r_.phases[ph]) {
+      if (Twin(red) < 0 && Pick(red).first < 0) own.push_back(red);
+    }
+    return own;
+  }
+
+  // The twins of phase `ph`, read from the reductions they repeat.
+  std::string TwinValues(size_t ph) const {
+    std::string s;
+    for (int32_t red : r_.phases[ph]) {
+      if (const int32_t t = Twin(red); t >= 0) {
+        absl::StrAppend(&s, "  const ", CT(red), " r", red, " = r", t, ";\n");
+      }
+    }
+    return s;
+  }
+
+  // The picks, once a row's per-row values of phase 0 are known: one load
+  // each, of nothing for a column outside the row (as no iota equals it).
+  std::string PickValues() {
+    std::string s;
+    for (const auto& phase : r_.phases) {
+      for (int32_t red : phase) {
+        const auto [x, v] = Pick(red);
+        if (x < 0) continue;
+        const std::string at =
+            absl::StrCat("(in", c_.nodes[x].input_index, " + kf_b", x, " + r", v, ")[0]");
+        absl::StrAppend(&s, "  const ", CT(red), " r", red, " = kf_valid && r", v, " >= 0 && r",
+                        v, " < kf_W ? ", Load(at, x), " : (", CT(red), ")0;\n");
+      }
+    }
+    return s;
   }
 
   // Sums in floating point whose threads add many elements each (a looped
@@ -859,7 +937,7 @@ class Writer {
   // makes S NaN (M NaN or +inf); -inf terms add nothing, and a row of -inf
   // only (M = -inf) gets S = NaN, as exp(-inf - -inf) gives the two passes.
   absl::Status OnlinePass(size_t ph, int32_t exp_node, std::string* funcs, std::string* s) {
-    const int32_t m = r_.phases[ph][0], sum = r_.phases[ph + 1][0];
+    const int32_t m = Own(ph)[0], sum = Own(ph + 1)[0];
     const int32_t t = c_.nodes[m].args[0];
     const std::vector<int32_t> targets = {t};
     Closure cl = Close(targets);
@@ -915,11 +993,11 @@ class Writer {
       bs = absl::StrCat("kf_buf", sum);
     }
     absl::StrAppend(s, "  kf_team_reduce_ms<", p_.threads, ">(a", m, ", a", sum, "[0], ", bm,
-                    ", ", bs, ");\n  const float r", m, " = a", m, ";\n");
+                    ", ", bs, ");\n  const float r", m, " = a", m, ";\n", TwinValues(ph));
     KFUSE_RETURN_IF_ERROR(RowValues(static_cast<int>(ph) + 1, s));
     absl::StrAppend(s, "  const float r", sum, " = r", m,
                     " == __int_as_float(0xff800000) ? __int_as_float(0x7fffffff) : a", sum,
-                    "[0];\n");
+                    "[0];\n", TwinValues(ph + 1));
     return RowValues(static_cast<int>(ph) + 2, s);
   }
 
@@ -1170,12 +1248,13 @@ class Writer {
       }));
     }
     KFUSE_RETURN_IF_ERROR(RowValues(0, s));
-    // Each pass's per-element targets: the reductions' operands, then the
-    // full-row outputs.
+    absl::StrAppend(s, PickValues());
+    // Each pass's per-element targets: the accumulated reductions' operands,
+    // then the full-row outputs.
     std::vector<std::vector<int32_t>> pass_targets;
     for (size_t ph = 0; ph < r_.phases.size(); ++ph) {
       std::vector<int32_t> targets;
-      for (int32_t red : r_.phases[ph]) {
+      for (int32_t red : Own(ph)) {
         int32_t a = c_.nodes[red].args[0];
         if (r_.cls[a] != Class::kElement) {
           return absl::UnimplementedError("a reduction of per-row values is not generated yet");
@@ -1221,7 +1300,7 @@ class Writer {
       std::vector<int32_t> targets =
           ph < r_.phases.size() ? pass_targets[ph] : out_targets;
       if (ph < r_.phases.size() && OnlinePair(ph) >= 0) {
-        targets = {c_.nodes[r_.phases[ph][0]].args[0]};
+        targets = {c_.nodes[Own(ph)[0]].args[0]};
         ++ph;
       }
       if (targets.empty()) continue;
@@ -1235,6 +1314,12 @@ class Writer {
         continue;
       }
       const std::vector<int32_t>& targets = pass_targets[ph];
+      if (Own(ph).empty()) {  // Picks (and their twins) alone: no pass.
+        pass_ = Hinted() ? pass_ + 1 : -1;
+        absl::StrAppend(s, TwinValues(ph));
+        KFUSE_RETURN_IF_ERROR(RowValues(static_cast<int>(ph) + 1, s));
+        continue;
+      }
       Closure cl = Close(targets, available);
       const std::string name = absl::StrCat("kf_phase", ph + 1);
       KFUSE_ASSIGN_OR_RETURN(std::string f, PhaseFunction(name, targets, cl));
@@ -1249,23 +1334,7 @@ class Writer {
       // on resident rows (a NaN-checking select chain); not for resident
       // sums (the H200 run7 lost 4-7% on LayerNorm bf16 with them) nor in
       // resident blocks of 512 threads and more (NVRTC spilled).
-      // A reduction that repeats an earlier one of the phase but for keepdim
-      // (a max kept for x - max and dropped for a log-sum-exp) is that one.
-      std::vector<int32_t> own;
-      std::map<int32_t, int32_t> twin;
-      for (int32_t red : r_.phases[ph]) {
-        const Node& n = c_.nodes[red];
-        const auto same = std::find_if(own.begin(), own.end(), [&](int32_t o) {
-          const Node& m = c_.nodes[o];
-          return m.kind == n.kind && m.args == n.args && m.axes == n.axes &&
-                 m.type.dtype == n.type.dtype;
-        });
-        if (same != own.end()) {
-          twin[red] = *same;
-        } else {
-          own.push_back(red);
-        }
-      }
+      const std::vector<int32_t> own = Own(ph);
       bool minmax = false;
       for (int32_t red : own) {
         minmax |= c_.nodes[red].kind == OpKind::kReduceMax || c_.nodes[red].kind == OpKind::kReduceMin;
@@ -1381,9 +1450,7 @@ class Writer {
         }
         absl::StrAppend(s, "  const ", CT(red), " r", red, " = ", v, ";\n");
       }
-      for (const auto& [red, first] : twin) {
-        absl::StrAppend(s, "  const ", CT(red), " r", red, " = r", first, ";\n");
-      }
+      absl::StrAppend(s, TwinValues(ph));
       KFUSE_RETURN_IF_ERROR(RowValues(static_cast<int>(ph) + 1, s));
       available.insert(keep[ph].begin(), keep[ph].end());
     }

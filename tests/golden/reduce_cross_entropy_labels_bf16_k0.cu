@@ -57,20 +57,15 @@ __device__ __forceinline__ V kf_team_reduce(V v, V* buf, Op op) {
   }
   return v;
 }
-__device__ __forceinline__ void kf_phase1(const float x0, const int r16, const long long kf_col, float& y0, float& y1) {
-  const int v2 = 0;
-  const int v17 = ((int)kf_col);
-  const bool v18 = (r16 == v17);
-  const float v19 = (v18 ? x0 : ((float)v2));
+__device__ __forceinline__ void kf_phase1(const float x0, float& y0) {
   y0 = x0;
-  y1 = v19;
 }
 __device__ __forceinline__ void kf_phase2(const float x0, const float r5, float& y0) {
   const float v6 = (x0 - r5);
   const float v7 = kf_exp_fast(v6);
   y0 = v7;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_b6ac4ba71a07(const __kf_bf16* __restrict__ in0, const long long* __restrict__ in1, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_82319cb3b2d0(const __kf_bf16* __restrict__ in0, const long long* __restrict__ in1, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 1003LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 128;
@@ -94,9 +89,9 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_b6ac4ba71a07(const __kf
   const int r14 = ((int)((unsigned int)r3 + (unsigned int)3));
   const int r15 = ((int)((unsigned int)167 * (unsigned int)r14));
   const int r16 = r15;
+  const float r20 = kf_valid && r16 >= 0 && r16 < kf_W ? kf_bf2f((in0 + kf_b0 + r16)[0]) : (float)0;
   // Phase 1.
   float a5 = __int_as_float(0xff800000);
-  float a20 = (float)0;
 #pragma unroll
   for (int kf_i = 0; kf_i < 8; ++kf_i) {
     const long long kf_c = ((long long)kf_i * 128 + kf_lane) * 1;
@@ -104,17 +99,13 @@ extern "C" __global__ void __launch_bounds__(128) kf_row_b6ac4ba71a07(const __kf
 #pragma unroll
       for (int kf_e = 0; kf_e < 1; ++kf_e) {
         float kf_y0;
-        float kf_y1;
-        kf_phase1(x0[kf_i * 1 + kf_e], r16, (kf_c + kf_e), kf_y0, kf_y1);
+        kf_phase1(x0[kf_i * 1 + kf_e], kf_y0);
         a5 = kf_max(a5, kf_y0);
-        a20 += kf_y1;
       }
     }
   }
   __shared__ float kf_buf5[4];
   const float r5 = kf_team_reduce<128>(a5, kf_buf5, kf_max_op());
-  __shared__ float kf_buf20[4];
-  const float r20 = kf_team_reduce<128>(a20, kf_buf20, kf_sum_op());
   const float r10 = r5;
   // Phase 2.
   float a8 = (float)0;
