@@ -281,6 +281,24 @@ class Writer {
     return src;
   }
 
+  // How many passes over the row the kernel makes: one a phase that
+  // accumulates (an online pair counts once), one for full-row outputs.
+  int Passes() const {
+    int n = 0;
+    for (size_t ph = 0; ph < r_.phases.size(); ++ph) {
+      if (OnlinePair(ph) >= 0) {
+        ++n;
+        ++ph;
+      } else if (!Own(ph).empty()) {
+        ++n;
+      }
+    }
+    for (int32_t o : c_.outputs) {
+      if (r_.cls[o] == Class::kElement) return n + 1;
+    }
+    return n;
+  }
+
  private:
   std::string CT(int32_t id) const { return ComputeType(c_.nodes[id].type.dtype, p_.numerics); }
   bool IsInput(int32_t id) const { return c_.nodes[id].kind == OpKind::kInput; }
@@ -1559,5 +1577,7 @@ class Writer {
 absl::StatusOr<Source> WriteSource(const Chain& chain, const Plan& plan) {
   return Writer(chain, plan).Write();
 }
+
+int Passes(const Chain& chain, const Plan& plan) { return Writer(chain, plan).Passes(); }
 
 }  // namespace kfuse::row_internal

@@ -80,6 +80,10 @@ struct Source {
 };
 absl::StatusOr<Source> WriteSource(const Chain& chain, const Plan& plan);
 
+// How many passes over each row the kernel of `plan` makes (a looped row
+// reads its inputs from memory in each).
+int Passes(const Chain& chain, const Plan& plan);
+
 }  // namespace kfuse::row_internal
 
 #endif  // KFUSE_CODEGEN_ROW_PLAN_H_

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "codegen/generators.h"
+#include "codegen/reduce_test_chains.h"
 #include "codegen/row_analysis.h"
 #include "codegen/row_test_chains.h"
 #include "codegen/validate.h"
@@ -543,6 +544,10 @@ TEST(RowVariantTest, HeuristicPicksTheSchedule) {
        Variant{Family::kRowReduction,
                {{"vec", 8}, {"threads", 512}, {"rows", 1}, {"resident", 3}, {"stages", 2},
                 {"grid", 132}, {"dyn", 1}}}},
+      // Read in one pass (a cross-entropy's online max and sum of exps, its
+      // label's logit picked once a row): looped, 512 threads.
+      {reduce_test::CrossEntropyWithLabels(DType::kBF16, 8, 50257),
+       Variant{Family::kRowReduction, {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 0}}}},
       // 40 elements a thread stay in registers.
       {row_test::LayerNorm(DType::kBF16, 8, 5120),
        Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 128}, {"rows", 1}, {"resident", 1}}}},
