@@ -474,6 +474,23 @@ TEST(StagedPartitionTest, ClassLabelsPickTheirColumnThroughAnIotaAlongTheRows) {
     EXPECT_THAT(p->kernels[0].nodes, Contains(NodesOf(c, OpKind::kReshape)[0]));
     ExpectEveryKernelGenerates(c, *p);
   }
+  // Columns are counted in 32 bits: a symbolic width needs a max.
+  {
+    Chain c;
+    c.symbols = {{"V", 4096, 0}};
+    int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(8), Dim::Sym(0)}});
+    int32_t i = c.AddOp(OpKind::kIota, {});
+    c.nodes[i].shape = {Dim::Sym(0)};
+    c.nodes[i].dtype = DType::kI32;
+    int32_t pick = c.AddOp(OpKind::kWhere, {c.AddOp(OpKind::kEq, {i, c.AddConstant(3)}), x,
+                                            c.AddConstant(0)});
+    c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceSum, pick, {1}, false)};
+    Chain unbounded = reduce_test::Finish(c);
+    EXPECT_THAT(std::string(PartitionChain(unbounded).status().message()),
+                HasSubstr("(iota): an iota along rows needs their width at most 2^31"));
+    c.symbols[0].max = 1 << 20;
+    EXPECT_TRUE(PartitionChain(reduce_test::Finish(c)).ok());
+  }
   // The pick alone in its row kernel (log-probabilities as an input).
   Chain c = reduce_test::NllOfLogProbs(DType::kF32, -4096, 1003);
   auto p = PartitionChain(c);

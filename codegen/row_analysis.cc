@@ -92,6 +92,12 @@ absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
       return NotRow(c, id, "an iota beside row reductions must count along the rows (its last "
                            "axis, as wide as they are)");
     }
+    // Columns are counted in 32 bits.
+    const int64_t most = r.width.is_static() ? r.width.size : c.symbols[r.width.symbol].max;
+    if ((!r.width.is_static() && most <= 0) || most > int64_t{1} << 31) {
+      return NotRow(c, id, "an iota along rows needs their width at most 2^31 (a static width, "
+                           "or a symbol's max)");
+    }
   }
   const std::vector<Dim> full = r.row_shape;
   const std::vector<Dim> reduced(full.begin(), full.end() - 1);

@@ -11,7 +11,7 @@
 // cross-entropy with i64 class labels picking their column through an iota
 // (per row in bf16, at widths 1003 and 50257; its mean over the rows not
 // ignored in f32) and an NLL of log-probabilities read as an input (the pick
-// the row kernel's only reduction). For every variant of every kernel (the other
+// the row kernel's only reduction; f32 at width 1003, bf16 at 50257). For every variant of every kernel (the other
 // kernels at their heuristic), and for the whole plan in the fp64 yardstick,
 // the plan is compiled with NVRTC for this GPU, launched through the C++
 // Launcher on fresh random inputs and compared with the CPU fp64 evaluator,
@@ -97,6 +97,7 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"ce_labels_mean_f32", reduce_test::CrossEntropyWithLabels(DType::kF32, -1027, 1003, true)},
       {"ce_labels_vocab_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, 333, 50257)},
       {"nll_f32", reduce_test::NllOfLogProbs(DType::kF32, -1027, 1003)},
+      {"nll_vocab_bf16", reduce_test::NllOfLogProbs(DType::kBF16, 333, 50257)},
   };
   unsigned seed = 1;
   for (const auto& [name, c] : chains) {
