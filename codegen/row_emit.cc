@@ -251,7 +251,18 @@ struct Closure {
 
 class Writer {
  public:
-  Writer(const Chain& chain, const Plan& plan) : c_(chain), p_(plan), r_(plan.rows) {}
+  Writer(const Chain& chain, const Plan& plan) : c_(chain), p_(plan), r_(plan.rows) {
+    twin_.assign(c_.nodes.size(), -1);
+    pick_.assign(c_.nodes.size(), {-1, -1});
+    for (const std::vector<int32_t>& phase : r_.phases) {
+      for (size_t i = 0; i < phase.size(); ++i) {
+        pick_[phase[i]] = FindPick(phase[i]);
+        for (size_t j = 0; j < i && twin_[phase[i]] < 0; ++j) {
+          if (twin_[phase[j]] < 0 && Repeats(phase[i], phase[j])) twin_[phase[i]] = phase[j];
+        }
+      }
+    }
+  }
 
   absl::StatusOr<Source> Write() {
     std::string funcs, body;
@@ -798,25 +809,20 @@ class Writer {
   // The earlier reduction of `red`'s phase that `red` repeats but for
   // keepdim (a max kept for x - max and dropped for a log-sum-exp), whose
   // result it reads; -1 if none.
-  int32_t Twin(int32_t red) const {
-    const Node& n = c_.nodes[red];
-    for (int32_t o : r_.phases[r_.level[red] - 1]) {
-      if (o >= red) break;
-      const Node& m = c_.nodes[o];
-      if (m.kind == n.kind && m.args == n.args && m.axes == n.axes &&
-          m.type.dtype == n.type.dtype && Twin(o) < 0) {
-        return o;
-      }
-    }
-    return -1;
+  int32_t Twin(int32_t red) const { return twin_[red]; }
+  bool Repeats(int32_t a, int32_t b) const {
+    const Node &n = c_.nodes[a], &m = c_.nodes[b];
+    return m.kind == n.kind && m.args == n.args && m.axes == n.axes &&
+           m.type.dtype == n.type.dtype;
   }
+  std::pair<int32_t, int32_t> Pick(int32_t red) const { return pick_[red]; }
 
   // A row's element at a per-row column: sum(where(iota == v, x, 0)) over
   // the row, x an input, v one value a row (a class label). Returns the
   // input and v ({-1, -1} if `red` is no such sum); the kernel reads the
   // one element instead of comparing every column (four instructions an
   // element in both passes that would hold it).
-  std::pair<int32_t, int32_t> Pick(int32_t red) const {
+  std::pair<int32_t, int32_t> FindPick(int32_t red) const {
     const Node& n = c_.nodes[red];
     if (n.kind != OpKind::kReduceSum) return {-1, -1};
     const Node& w = c_.nodes[n.args[0]];
@@ -1569,6 +1575,9 @@ class Writer {
   // Bulk-staged rows: values kept over the buffer of their one staged input
   // (StageKeeps), and those the pass being written reads.
   std::set<int32_t> stage_kept_;
+  // Per node (reductions only): Twin's and Pick's answers, found once.
+  std::vector<int32_t> twin_;
+  std::vector<std::pair<int32_t, int32_t>> pick_;
   std::vector<int32_t> kept_now_;
 };
 
