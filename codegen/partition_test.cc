@@ -492,7 +492,7 @@ TEST(StagedPartitionTest, ClassLabelsPickTheirColumnThroughAnIotaAlongTheRows) {
     EXPECT_TRUE(PartitionChain(reduce_test::Finish(c)).ok());
   }
   // The pick alone in its row kernel (log-probabilities as an input).
-  Chain c = reduce_test::NllOfLogProbs(DType::kF32, -4096, 1003);
+  Chain c = reduce_test::NllLoss(DType::kF32, -4096, 1003);
   auto p = PartitionChain(c);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->kernels.size(), 2u);

@@ -38,6 +38,10 @@ TEST(ReduceGolden, Chains) {
       // A cross-entropy's labels picking their column through an iota.
       {"cross_entropy_labels_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, -4096, 1003),
        Numerics::kFast},
+      // An ATen trace's nll_loss of _log_softmax: the pick computes the
+      // log-probability at the label's column.
+      {"nll_log_softmax_bf16", reduce_test::NllLoss(DType::kBF16, -4096, 50257, true),
+       Numerics::kFast},
       {"standardize_row_softmax_bf16_reference64",
        reduce_test::StandardizeThenRowSoftmax(DType::kBF16, -4096, 1000), Numerics::kReference64},
   };

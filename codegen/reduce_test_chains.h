@@ -173,14 +173,35 @@ inline Chain MeanSquaredError(DType t, int64_t n, int64_t m, bool keepdim = fals
   return Finish(std::move(c));
 }
 
+// The test labels' columns: labels -3 to 3 (from test inputs in [-4, 4])
+// pick column (label + 3) * ((M - 1) / 6), the first, the last when 6
+// divides M - 1, and five between; [N] brought to [N, 1] by a reshape.
+inline int32_t LabelColumn(Chain* c, int32_t label, Dim rows, int64_t m) {
+  int32_t column = c->AddOp(OpKind::kMul, {c->AddOp(OpKind::kAdd, {label, c->AddConstant(3)}),
+                                           c->AddConstant(static_cast<double>((m - 1) / 6))});
+  int32_t picked = c->AddOp(OpKind::kReshape, {column});
+  c->nodes[picked].shape = {rows, Dim::Static(1)};
+  return picked;
+}
+
+// x's element at `column` of each row: a sum over the row of x where an
+// iota along it equals the column (compared as iota == column, or the
+// other way round).
+inline int32_t PickColumn(Chain* c, int32_t x, int32_t column, int64_t m, bool iota_first) {
+  int32_t iota = c->AddOp(OpKind::kIota, {});
+  c->nodes[iota].shape = {Dim::Static(m)};
+  c->nodes[iota].axis = 0;
+  c->nodes[iota].dtype = DType::kI32;
+  int32_t hit = c->AddOp(OpKind::kEq, iota_first ? std::vector<int32_t>{iota, column}
+                                                  : std::vector<int32_t>{column, iota});
+  return Reduce(c, OpKind::kReduceSum, c->AddOp(OpKind::kWhere, {hit, x, c->AddConstant(0)}),
+                {1}, false);
+}
+
 // Cross-entropy of x [N, M] with class labels [N] (i64, as torch holds
 // them), rows whose label is 0 ignored: lse(x) - x[label] per row, 0 where
 // ignored, as F.cross_entropy(..., ignore_index=0, reduction="none"); with
-// `mean`, their sum over the rows not ignored. The labels (-3 to 3 from
-// test inputs in [-4, 4]) pick column (label + 3) * ((M - 1) / 6): the
-// first, the last when 6 divides M - 1, and five between. The pick is a
-// sum over the row of x where an iota along it equals the column; the
-// column [N] is brought to [N, 1] by a reshape. Without `mean`, one row
+// `mean`, their sum over the rows not ignored. Without `mean`, one row
 // kernel; with it, a row kernel storing the per-row reductions, then a
 // kernel of one row, [N] wide, reducing the losses and counting the labels.
 inline Chain CrossEntropyWithLabels(DType t, int64_t n, int64_t m, bool mean = false) {
@@ -189,17 +210,7 @@ inline Chain CrossEntropyWithLabels(DType t, int64_t n, int64_t m, bool mean = f
   int32_t x = c.AddInput(TensorType{t, {rows, Dim::Static(m)}});
   int32_t labels = c.AddInput(TensorType{DType::kI64, {rows}});
   int32_t label = c.AddCast(labels, DType::kI32);
-  int32_t column = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kAdd, {label, c.AddConstant(3)}),
-                                          c.AddConstant(static_cast<double>((m - 1) / 6))});
-  int32_t picked = c.AddOp(OpKind::kReshape, {column});
-  c.nodes[picked].shape = {rows, Dim::Static(1)};
-  int32_t iota = c.AddOp(OpKind::kIota, {});
-  c.nodes[iota].shape = {Dim::Static(m)};
-  c.nodes[iota].axis = 0;
-  c.nodes[iota].dtype = DType::kI32;
-  int32_t hit = c.AddOp(OpKind::kEq, {iota, picked});
-  int32_t target = Reduce(&c, OpKind::kReduceSum,
-                          c.AddOp(OpKind::kWhere, {hit, x, c.AddConstant(0)}), {1}, false);
+  int32_t target = PickColumn(&c, x, LabelColumn(&c, label, rows, m), m, true);
   int32_t mx = Reduce(&c, OpKind::kReduceMax, x, {1}, true);
   int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {x, mx})});
   int32_t lse = c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kLog, {Reduce(&c, OpKind::kReduceSum, e, {1}, false)}),
@@ -216,26 +227,25 @@ inline Chain CrossEntropyWithLabels(DType t, int64_t n, int64_t m, bool mean = f
   return Finish(std::move(c));
 }
 
-// F.nll_loss of log-probabilities logp [N, M] (an input) with i64 labels
-// [N], none ignored (ignore_index -100; test labels are -3 to 3): per row
-// -logp[label], picked as CrossEntropyWithLabels picks (here the pick is the
-// row kernel's only reduction), then their mean over the rows.
-inline Chain NllOfLogProbs(DType t, int64_t n, int64_t m) {
+// F.nll_loss of log-probabilities logp [N, M] with i64 labels [N], none
+// ignored (ignore_index -100; test labels are -3 to 3): per row
+// -logp[label], then their mean over the rows. The log-probabilities are an
+// input (the pick is the row kernel's only reduction) or, as an ATen trace
+// of F.cross_entropy has them, _log_softmax(x) computed in x's dtype, (x -
+// max) - log(sum(exp(x - max))), whose value at the label's column the
+// pick computes there.
+inline Chain NllLoss(DType t, int64_t n, int64_t m, bool of_log_softmax = false) {
   Chain c;
   const Dim rows = Size(&c, n, "n");
   int32_t logp = c.AddInput(TensorType{t, {rows, Dim::Static(m)}});
   int32_t labels = c.AddInput(TensorType{DType::kI64, {rows}});
+  if (of_log_softmax) {
+    int32_t shifted = c.AddOp(OpKind::kSub, {logp, Reduce(&c, OpKind::kReduceMax, logp, {1}, true)});
+    int32_t sum = Reduce(&c, OpKind::kReduceSum, c.AddOp(OpKind::kExp, {shifted}), {1}, true);
+    logp = c.AddOp(OpKind::kSub, {shifted, c.AddOp(OpKind::kLog, {sum})});
+  }
   int32_t label = c.AddCast(labels, DType::kI32);
-  int32_t column = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kAdd, {label, c.AddConstant(3)}),
-                                          c.AddConstant(static_cast<double>((m - 1) / 6))});
-  int32_t picked = c.AddOp(OpKind::kReshape, {column});
-  c.nodes[picked].shape = {rows, Dim::Static(1)};
-  int32_t iota = c.AddOp(OpKind::kIota, {});
-  c.nodes[iota].shape = {Dim::Static(m)};
-  c.nodes[iota].dtype = DType::kI32;
-  int32_t hit = c.AddOp(OpKind::kEq, {picked, iota});
-  int32_t target = Reduce(&c, OpKind::kReduceSum,
-                          c.AddOp(OpKind::kWhere, {hit, logp, c.AddConstant(0)}), {1}, false);
+  int32_t target = PickColumn(&c, logp, LabelColumn(&c, label, rows, m), m, false);
   int32_t kept = c.AddOp(OpKind::kNe, {label, c.AddConstant(-100)});
   int32_t loss = c.AddOp(OpKind::kWhere, {kept, c.AddOp(OpKind::kNeg, {target}), c.AddConstant(0)});
   c.outputs = {Reduce(&c, OpKind::kReduceMean, loss, {0}, false)};

@@ -818,17 +818,20 @@ class Writer {
   std::pair<int32_t, int32_t> Pick(int32_t red) const { return pick_[red]; }
 
   // A row's element at a per-row column: sum(where(iota == v, x, 0)) over
-  // the row, x an input, v one value a row (a class label). Returns the
-  // input and v ({-1, -1} if `red` is no such sum); the kernel reads the
-  // one element instead of comparing every column (four instructions an
-  // element in both passes that would hold it).
+  // the row, v one value a row (a class label) and x an input or a value
+  // computed element by element from inputs and per-row values, not from
+  // the column (an ATen trace's log_softmax before its nll_loss). Returns x
+  // and v ({-1, -1} if `red` is no such sum); the kernel reads the inputs at
+  // that one column and computes x there, instead of comparing every column
+  // (four instructions an element, and a pass of its own when x needs a
+  // per-row value of an earlier phase).
   std::pair<int32_t, int32_t> FindPick(int32_t red) const {
     const Node& n = c_.nodes[red];
     if (n.kind != OpKind::kReduceSum) return {-1, -1};
     const Node& w = c_.nodes[n.args[0]];
     if (w.kind != OpKind::kWhere || !IsConst(w.args[2]) || c_.nodes[w.args[2]].value != 0 ||
-        !IsInput(w.args[1]) || r_.cls[w.args[1]] != Class::kElement ||
-        c_.nodes[w.args[1]].type.dtype != n.type.dtype) {
+        r_.cls[w.args[1]] != Class::kElement || c_.nodes[w.args[1]].type.dtype != n.type.dtype ||
+        (!IsInput(w.args[1]) && ReadsColumn(Close({w.args[1]})))) {
       return {-1, -1};
     }
     const Node& eq = c_.nodes[w.args[0]];
@@ -863,21 +866,43 @@ class Writer {
     return s;
   }
 
-  // The picks, once a row's per-row values of phase 0 are known: one load
-  // each, of nothing for a column outside the row (as no iota equals it).
-  std::string PickValues() {
-    std::string s;
-    for (const auto& phase : r_.phases) {
-      for (int32_t red : phase) {
-        const auto [x, v] = Pick(red);
-        if (x < 0) continue;
-        const std::string at =
-            absl::StrCat("(in", c_.nodes[x].input_index, " + kf_b", x, " + r", v, ")[0]");
-        absl::StrAppend(&s, "  const ", CT(red), " r", red, " = kf_valid && r", v, " >= 0 && r",
-                        v, " < kf_W ? ", Load(at, x), " : (", CT(red), ")0;\n");
+  // The picks of phase `ph` (twins aside), once the per-row values of level
+  // `ph` are known: the inputs they read loaded at the row's column r<v>,
+  // nothing for a column outside the row (as no iota equals it).
+  absl::Status PickValues(size_t ph, std::string* funcs, std::string* s) {
+    if (ph >= r_.phases.size()) return absl::OkStatus();
+    for (int32_t red : r_.phases[ph]) {
+      const auto [x, v] = Pick(red);
+      if (x < 0 || Twin(red) >= 0) continue;
+      const std::string in_row =
+          absl::StrCat("kf_valid && r", v, " >= 0 && r", v, " < kf_W");
+      auto at = [&](int32_t id) {
+        return Load(absl::StrCat("(in", c_.nodes[id].input_index, " + kf_b", id, " + r", v, ")[0]"),
+                    id);
+      };
+      if (IsInput(x)) {
+        absl::StrAppend(s, "  const ", CT(red), " r", red, " = ", in_row, " ? ", at(x), " : (",
+                        CT(red), ")0;\n");
+        continue;
       }
+      const Closure cl = Close({x});
+      const std::string name = absl::StrCat("kf_pick", red);
+      KFUSE_ASSIGN_OR_RETURN(std::string f, PhaseFunction(name, {x}, cl));
+      absl::StrAppend(funcs, f);
+      std::vector<std::string> args;
+      for (int32_t id : cl.inputs) args.push_back(at(id));
+      for (int32_t id : cl.rows) args.push_back(absl::StrCat("r", id));
+      args.push_back(absl::StrCat("r", red));
+      absl::StrAppend(s, "  ", CT(red), " r", red, " = (", CT(red), ")0;\n  if (", in_row, ") ",
+                      name, "(", absl::StrJoin(args, ", "), ");\n");
     }
-    return s;
+    return absl::OkStatus();
+  }
+
+  // The per-row values of `level`, then the picks that need no later ones.
+  absl::Status RowAndPickValues(int level, std::string* funcs, std::string* s) {
+    KFUSE_RETURN_IF_ERROR(RowValues(level, s));
+    return PickValues(static_cast<size_t>(level), funcs, s);
   }
 
   // Sums in floating point whose threads add many elements each (a looped
@@ -1018,11 +1043,11 @@ class Writer {
     }
     absl::StrAppend(s, "  kf_team_reduce_ms<", p_.threads, ">(a", m, ", a", sum, "[0], ", bm,
                     ", ", bs, ");\n  const float r", m, " = a", m, ";\n", TwinValues(ph));
-    KFUSE_RETURN_IF_ERROR(RowValues(static_cast<int>(ph) + 1, s));
+    KFUSE_RETURN_IF_ERROR(RowAndPickValues(static_cast<int>(ph) + 1, funcs, s));
     absl::StrAppend(s, "  const float r", sum, " = r", m,
                     " == __int_as_float(0xff800000) ? __int_as_float(0x7fffffff) : a", sum,
                     "[0];\n", TwinValues(ph + 1));
-    return RowValues(static_cast<int>(ph) + 2, s);
+    return RowAndPickValues(static_cast<int>(ph) + 2, funcs, s);
   }
 
   // Row kf_r's coordinates and the element offset kf_b<id> of each
@@ -1271,8 +1296,7 @@ class Writer {
         return l;
       }));
     }
-    KFUSE_RETURN_IF_ERROR(RowValues(0, s));
-    absl::StrAppend(s, PickValues());
+    KFUSE_RETURN_IF_ERROR(RowAndPickValues(0, funcs, s));
     // Each pass's per-element targets: the accumulated reductions' operands,
     // then the full-row outputs.
     std::vector<std::vector<int32_t>> pass_targets;
@@ -1341,7 +1365,7 @@ class Writer {
       if (Own(ph).empty()) {  // Picks (and their twins) alone: no pass.
         pass_ = Hinted() ? pass_ + 1 : -1;
         absl::StrAppend(s, TwinValues(ph));
-        KFUSE_RETURN_IF_ERROR(RowValues(static_cast<int>(ph) + 1, s));
+        KFUSE_RETURN_IF_ERROR(RowAndPickValues(static_cast<int>(ph) + 1, funcs, s));
         continue;
       }
       Closure cl = Close(targets, available);
@@ -1475,7 +1499,7 @@ class Writer {
         absl::StrAppend(s, "  const ", CT(red), " r", red, " = ", v, ";\n");
       }
       absl::StrAppend(s, TwinValues(ph));
-      KFUSE_RETURN_IF_ERROR(RowValues(static_cast<int>(ph) + 1, s));
+      KFUSE_RETURN_IF_ERROR(RowAndPickValues(static_cast<int>(ph) + 1, funcs, s));
       available.insert(keep[ph].begin(), keep[ph].end());
     }
     // The cluster's last reads of each other's shared memory are done.

@@ -445,6 +445,43 @@ TEST(RowEmitTest, RowValuesRoundNoWorseThanEager) {
   EXPECT_EQ(eager->source.find("kf_mul3"), std::string::npos);
 }
 
+// A pick of a computed value (an ATen trace's nll_loss of _log_softmax):
+// computed once a row from the inputs at the label's column, so the row
+// kernel compares no column and makes one pass, the online max and sum of
+// exps, looped as F.cross_entropy's is.
+TEST(RowEmitTest, PicksOfComputedValuesReadTheLabelsColumnOnce) {
+  Chain c = reduce_test::NllLoss(DType::kBF16, 8, 50257, /*of_log_softmax=*/true);
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  const KernelGroup& g = p->kernels[0];
+  const Variant h = FamilyHeuristic(c, g);
+  EXPECT_EQ(h, (Variant{Family::kRowReduction,
+                        {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 0}}}));
+  for (Numerics n : {Numerics::kFast, Numerics::kReference64}) {
+    absl::StatusOr<KernelSpec> k = EmitFamily(c, g, h, n);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_NE(k->source.find("kf_pick"), std::string::npos);
+    EXPECT_EQ(k->source.find("kf_col"), std::string::npos);
+  }
+  // A value computed from the column itself is compared element by element.
+  Chain col;
+  int32_t x = col.AddInput(TensorType{DType::kF32, {Dim::Static(8), Dim::Static(1000)}});
+  int32_t labels = col.AddInput(TensorType{DType::kI32, {Dim::Static(8)}});
+  int32_t column = reduce_test::LabelColumn(&col, labels, Dim::Static(8), 1000);
+  int32_t iota = col.AddOp(OpKind::kIota, {});
+  col.nodes[iota].shape = {Dim::Static(1000)};
+  col.nodes[iota].dtype = DType::kF32;
+  int32_t shifted = col.AddOp(OpKind::kAdd, {x, iota});
+  col.outputs = {reduce_test::PickColumn(&col, shifted, column, 1000, true)};
+  col = reduce_test::Finish(std::move(col));
+  KernelGroup gc = Group(col);
+  absl::StatusOr<KernelSpec> k = EmitRow(col, gc, RowHeuristic(col, gc));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->source.find("kf_pick"), std::string::npos);
+  EXPECT_NE(k->source.find("kf_col"), std::string::npos);
+}
+
 // A looped pass loads without a kf_valid guard (rows past kf_R read row
 // 0, the peel head of that row included); register-resident rows keep it.
 TEST(RowEmitTest, LoopedPassesLoadUnguarded) {
@@ -524,7 +561,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/12");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/13");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {

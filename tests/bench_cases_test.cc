@@ -79,7 +79,7 @@ TEST(BenchCasesTest, EveryMatmulCaseIsMatmulKernels) {
 }
 
 TEST(BenchCasesTest, EveryReduceCaseIsAPlanOfReductionAndRowKernels) {
-  EXPECT_EQ(CheckSuite("reduce", Family::kReduction, 6), 9);
+  EXPECT_EQ(CheckSuite("reduce", Family::kReduction, 6), 10);
 }
 
 }  // namespace

@@ -96,8 +96,10 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"ce_labels_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, -1027, 1003)},
       {"ce_labels_mean_f32", reduce_test::CrossEntropyWithLabels(DType::kF32, -1027, 1003, true)},
       {"ce_labels_vocab_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, 333, 50257)},
-      {"nll_f32", reduce_test::NllOfLogProbs(DType::kF32, -1027, 1003)},
-      {"nll_vocab_bf16", reduce_test::NllOfLogProbs(DType::kBF16, 333, 50257)},
+      {"nll_f32", reduce_test::NllLoss(DType::kF32, -1027, 1003)},
+      {"nll_vocab_bf16", reduce_test::NllLoss(DType::kBF16, 333, 50257)},
+      {"nll_log_softmax_vocab_bf16", reduce_test::NllLoss(DType::kBF16, 333, 50257, true)},
+      {"nll_log_softmax_f32", reduce_test::NllLoss(DType::kF32, -1027, 1003, true)},
   };
   unsigned seed = 1;
   for (const auto& [name, c] : chains) {

@@ -45,8 +45,9 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
       {"ce_labels_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, -4096, 1003)},
       {"ce_labels_mean_f32", reduce_test::CrossEntropyWithLabels(DType::kF32, -4096, 1003, true)},
       {"ce_labels_vocab_bf16", reduce_test::CrossEntropyWithLabels(DType::kBF16, -4096, 50257)},
-      {"nll_f32", reduce_test::NllOfLogProbs(DType::kF32, -4096, 1003)},
-      {"nll_vocab_bf16", reduce_test::NllOfLogProbs(DType::kBF16, -4096, 50257)},
+      {"nll_f32", reduce_test::NllLoss(DType::kF32, -4096, 1003)},
+      {"nll_vocab_bf16", reduce_test::NllLoss(DType::kBF16, -4096, 50257)},
+      {"nll_log_softmax_vocab_bf16", reduce_test::NllLoss(DType::kBF16, -4096, 50257, true)},
   };
   for (const auto& [name, c] : chains) {
     absl::StatusOr<Partition> p = PartitionChain(c);

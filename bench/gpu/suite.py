@@ -259,6 +259,11 @@ def reduce_cases():
     cases.append(Case("cross_entropy_bf16", labeled((1 << 27) // V, V),
                       lambda o, x, t: {"loss": o.cross_entropy(x, t)}, labeled(qR, qV),
                       suite="reduce"))
+    # The same loss as an ATen trace of it reaches a backend:
+    # nll_loss_forward of _log_softmax, the pick of a computed value.
+    cases.append(Case("nll_log_softmax_bf16", labeled((1 << 27) // V, V),
+                      lambda o, x, t: {"loss": o.nll_log_softmax(x, t)}, labeled(qR, qV),
+                      suite="reduce"))
     return cases
 
 
@@ -514,18 +519,30 @@ class Recorder:
 
     def cross_entropy(self, x, labels):
         """F.cross_entropy of logits x [R, V] with i64 labels [R] (ignore_index
-        -100), the mean over the rows not ignored, as kfuse.chain expands it:
-        the label picks its logit through an iota along the row."""
+        -100), the mean over the rows not ignored, as kfuse.chain expands it."""
+        lse = self.log(self.sum_drop(self.exp(x - self.max_keep(x, [-1])), [-1])) + self.max_drop(x, [-1])
+        return self._mean_loss(labels, x.shape[-1], x, lambda picked: lse - picked)
+
+    def nll_log_softmax(self, x, labels):
+        """F.nll_loss(F.log_softmax(x, -1), labels) as an ATen trace has it:
+        log_softmax computed in x's dtype, then its value at the label picked."""
+        d = x - self.max_keep(x, [-1])
+        logp = d - self.log(self.sum_keep(self.exp(d), [-1]))
+        return self._mean_loss(labels, x.shape[-1], logp, lambda picked: -picked)
+
+    def _mean_loss(self, labels, width, x, loss_of):
+        """loss_of(x[label]) per row (the label picks its element of x's rows
+        of `width` through an iota along them), 0 where the label is
+        ignore_index -100; the mean over the rows not ignored."""
         label = self.cast(labels, I32)
         column = self.op("OP_RESHAPE", label)
         self.ops[-1]["shape"] = {"shape": [wire_dim(d) for d in labels.shape] + [wire_dim(1)]}
         self.ops.append({"kind": "OP_IOTA", "dtype": WIRE_DTYPE[I32],
-                         "shape": {"shape": [wire_dim(x.shape[-1])]}, "axis": {"axis": 0}})
+                         "shape": {"shape": [wire_dim(width)]}, "axis": {"axis": 0}})
         iota = Sym(self, {"op": len(self.ops) - 1})
         picked = self.sum_drop(self.where(self.op("OP_EQ", iota, column), x, 0), [-1])
-        lse = self.log(self.sum_drop(self.exp(x - self.max_keep(x, [-1])), [-1])) + self.max_drop(x, [-1])
         kept = self.op("OP_NE", label, -100)
-        loss = self.cast(self.where(kept, lse - picked, 0), F32)
+        loss = self.cast(self.where(kept, loss_of(picked), 0), F32)
         return self.cast(self.sum_drop(loss, [0]) / self.sum_drop(self.cast(kept, F32), [0]), BF16)
 
 
@@ -648,6 +665,10 @@ def torch_ops(torch, F, reference):
         @staticmethod
         def cross_entropy(x, labels):
             return F.cross_entropy(x, labels)
+
+        @staticmethod
+        def nll_log_softmax(x, labels):
+            return F.nll_loss(F.log_softmax(x, -1), labels)
 
         @staticmethod
         def cast(x, to):

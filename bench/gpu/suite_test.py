@@ -158,7 +158,8 @@ class ReduceChainsTest(unittest.TestCase):
         self.assertEqual(set(cases), {"column_sum_bf16", "column_sum_f32", "sequence_mean_bf16",
                                       "center_columns_f32", "softmax_axis0_bf16",
                                       "standardize_softmax_bf16", "soft_target_loss_bf16",
-                                      "mse_loss_bf16", "cross_entropy_bf16"})
+                                      "mse_loss_bf16", "cross_entropy_bf16",
+                                      "nll_log_softmax_bf16"})
         for quick in (False, True):
             reduces = {}
             for name, case in cases.items():
@@ -178,17 +179,21 @@ class ReduceChainsTest(unittest.TestCase):
                               ("OP_REDUCE_MAX", [-1], False), ("OP_REDUCE_SUM", [-1], False),
                               ("OP_REDUCE_MEAN", [0], False)])
             self.assertEqual(reduces["mse_loss_bf16"], [("OP_REDUCE_MEAN", [0, 1], False)])
-            # The pick, the max twice and the sum of exps per row; the losses'
-            # sum and the rows' count over the batch.
+            # The max twice, the sum of exps and the pick per row; the
+            # losses' sum and the rows' count over the batch.
             self.assertEqual(reduces["cross_entropy_bf16"],
-                             [("OP_REDUCE_SUM", [-1], False), ("OP_REDUCE_MAX", [-1], True),
-                              ("OP_REDUCE_SUM", [-1], False), ("OP_REDUCE_MAX", [-1], False),
+                             [("OP_REDUCE_MAX", [-1], True), ("OP_REDUCE_SUM", [-1], False),
+                              ("OP_REDUCE_MAX", [-1], False), ("OP_REDUCE_SUM", [-1], False),
+                              ("OP_REDUCE_SUM", [0], False), ("OP_REDUCE_SUM", [0], False)])
+            # log_softmax's max and sum kept for its elements, then the pick.
+            self.assertEqual(reduces["nll_log_softmax_bf16"],
+                             [("OP_REDUCE_MAX", [-1], True), ("OP_REDUCE_SUM", [-1], True),
+                              ("OP_REDUCE_SUM", [-1], False),
                               ("OP_REDUCE_SUM", [0], False), ("OP_REDUCE_SUM", [0], False)])
             ops = suite.chain_json(cases["cross_entropy_bf16"], quick)["ops"]
             iota = next(o for o in ops if o["kind"] == "OP_IOTA")
             self.assertEqual(iota["shape"]["shape"][0]["size"], "1003" if quick else "50257")
         # About 128M elements each, as the row suite's (whole rows of 50257).
-        # About 128M elements each, as the row suite's.
         for case in cases.values():
             n = 1
             for d in case.specs(False)[0][2]:
