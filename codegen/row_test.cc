@@ -464,6 +464,22 @@ TEST(RowEmitTest, PicksOfComputedValuesReadTheLabelsColumnOnce) {
     EXPECT_NE(k->source.find("kf_pick"), std::string::npos);
     EXPECT_EQ(k->source.find("kf_col"), std::string::npos);
   }
+  // A label known only after a phase (a row's max of integers) is picked
+  // once that phase's result is.
+  Chain late;
+  int32_t lx = late.AddInput(TensorType{DType::kF32, {Dim::Static(8), Dim::Static(100)}});
+  int32_t ly = late.AddInput(TensorType{DType::kI32, {Dim::Static(8), Dim::Static(100)}});
+  int32_t lv = reduce_test::Reduce(&late, OpKind::kReduceMax, ly, {1}, true);
+  late.outputs = {reduce_test::PickColumn(&late, lx, lv, 100, true)};
+  late = reduce_test::Finish(std::move(late));
+  KernelGroup gl = Group(late);
+  absl::StatusOr<KernelSpec> kl = EmitRow(late, gl, RowHeuristic(late, gl));
+  ASSERT_TRUE(kl.ok()) << kl.status();
+  const size_t label_at = kl->source.find("const int r" + std::to_string(lv) + " = ");
+  const size_t pick_at = kl->source.find("r" + std::to_string(lv) + " >= 0");
+  ASSERT_NE(label_at, std::string::npos) << kl->source;
+  ASSERT_NE(pick_at, std::string::npos) << kl->source;
+  EXPECT_LT(label_at, pick_at);
   // A value computed from the column itself is compared element by element.
   Chain col;
   int32_t x = col.AddInput(TensorType{DType::kF32, {Dim::Static(8), Dim::Static(1000)}});
