@@ -232,6 +232,14 @@ Value ChainBuilder::Reduce(v1::OpKind kind, Value x, int32_t axis,
   return Append(std::move(op), {x});
 }
 
+Value ChainBuilder::Reduce(v1::OpKind kind, Value x,
+                           const std::vector<int32_t>& axes, bool keepdim) {
+  v1::Op op = OpOf(kind);
+  for (int32_t a : axes) op.mutable_reduce()->add_axes(a);
+  op.mutable_reduce()->set_keepdim(keepdim);
+  return Append(std::move(op), {x});
+}
+
 Value ChainBuilder::Append(v1::Op op, const std::vector<Value>& args) {
   const std::string field = absl::StrCat("ops[", chain_.ops_size(), "]");
   const std::string kind = v1::OpKind_IsValid(op.kind())
@@ -508,6 +516,83 @@ void SplitHeads(ChainBuilder& b, int64_t heads, int64_t kv_heads,
 }
 
 }  // namespace
+
+namespace {
+
+// x's element at each row's label (classes along x's last axis): the sum
+// of x where an iota along the row equals the label. Returns the pick and
+// the label in i32.
+std::pair<Value, Value> Pick(ChainBuilder& b, const ShapedValue& x,
+                             const Labels& labels) {
+  Value label = labels.dtype == v1::DTYPE_I32
+                    ? labels.value
+                    : b.Cast(labels.value, v1::DTYPE_I32);
+  if (x.shape.empty()) {
+    b.Invalid("a class loss: x has no class axis (its shape is empty)");
+    return {Value(), Value()};
+  }
+  std::vector<v1::Dim> column_shape;
+  for (size_t i = 0; i + 1 < x.shape.size(); ++i) {
+    column_shape.push_back(Bare(x.shape[i]));
+  }
+  column_shape.push_back(StaticDim(1));
+  Value column = b.Reshape(label, std::move(column_shape));
+  Value iota = b.Iota({Bare(x.shape.back())}, 0);
+  Value hit = b.Eq(iota, column);
+  Value zero = b.Constant(0);
+  return {b.ReduceSum(b.Where(hit, x.value, zero), -1), label};
+}
+
+// A per-row loss reduced as torch's losses do: summed in f32 (over the rows
+// kept, for a mean) and cast back to `dtype` once.
+Value ReduceLoss(ChainBuilder& b, Value loss, Value kept, size_t rank,
+                 v1::DType dtype, LossReduction reduction) {
+  if (reduction == LossReduction::kNone) return loss;
+  std::vector<int32_t> axes;
+  for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int32_t>(i));
+  Value total = b.Cast(loss, v1::DTYPE_F32);
+  if (!axes.empty()) total = b.Reduce(v1::OP_REDUCE_SUM, total, axes, false);
+  if (reduction == LossReduction::kMean) {
+    Value count = b.Cast(kept, v1::DTYPE_F32);
+    if (!axes.empty()) count = b.Reduce(v1::OP_REDUCE_SUM, count, axes, false);
+    total = b.Div(total, count);
+  }
+  return b.Cast(total, dtype);
+}
+
+// The loss a row, 0 where its label is ignore_index, reduced: from logits,
+// logsumexp(x) - pick; from log-probabilities, -pick.
+Value ClassLoss(ChainBuilder& b, const ShapedValue& x, v1::DType dtype,
+                const Labels& labels, const ClassLossOptions& options,
+                bool logits) {
+  auto [picked, label] = Pick(b, x, labels);
+  Value lse;
+  if (logits) {
+    Value max = b.ReduceMax(x.value, -1, /*keepdim=*/true);
+    Value sum = b.ReduceSum(b.Exp(b.Sub(x.value, max)), -1);
+    Value log = b.Log(sum);
+    lse = b.Add(log, b.ReduceMax(x.value, -1));
+  }
+  Value ignore = b.Constant(static_cast<double>(options.ignore_index));
+  Value kept = b.Ne(label, ignore);
+  Value loss = logits ? b.Sub(lse, picked) : b.Neg(picked);
+  Value zero = b.Constant(0);
+  return ReduceLoss(b, b.Where(kept, loss, zero), kept,
+                    x.shape.empty() ? 0 : x.shape.size() - 1, dtype,
+                    options.reduction);
+}
+
+}  // namespace
+
+Value CrossEntropy(ChainBuilder& b, const ShapedValue& x, v1::DType dtype,
+                   const Labels& labels, const ClassLossOptions& options) {
+  return ClassLoss(b, x, dtype, labels, options, /*logits=*/true);
+}
+
+Value NllLoss(ChainBuilder& b, const ShapedValue& logp, v1::DType dtype,
+              const Labels& labels, const ClassLossOptions& options) {
+  return ClassLoss(b, logp, dtype, labels, options, /*logits=*/false);
+}
 
 AttentionResult Attention(ChainBuilder& b, Value q, Value k, Value v,
                           const AttentionOptions& options) {

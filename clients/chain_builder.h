@@ -174,6 +174,9 @@ class ChainBuilder {
     return Reduce(v1::OP_REDUCE_MEAN, x, axis, keepdim);
   }
   Value Reduce(v1::OpKind kind, Value x, int32_t axis, bool keepdim);
+  // Over several axes at once (one op), as Python's reductions over a tuple.
+  Value Reduce(v1::OpKind kind, Value x, const std::vector<int32_t>& axes,
+               bool keepdim);
 
   // The chain, or INVALID_ARGUMENT naming the field: the first error a call
   // recorded, no outputs, a duplicate output name. The builder stays usable.
@@ -253,6 +256,45 @@ struct ShapedValue {
   Value value;
   std::vector<v1::Dim> shape;
 };
+
+// torch's losses' `reduction`.
+enum class LossReduction { kNone, kSum, kMean };
+
+// Integer class labels, one a row: i32, or i64 as torch holds them (read
+// through a cast to i32).
+struct Labels {
+  Value value;
+  v1::DType dtype = v1::DTYPE_I64;
+};
+
+struct ClassLossOptions {
+  int64_t ignore_index = -100;  // Rows with this label lose nothing.
+  LossReduction reduction = LossReduction::kMean;
+};
+
+// torch.nn.functional.cross_entropy of logits x (`shape` [..., C], float
+// `dtype`) with class labels of x's shape without the last dim, expanded op
+// for op as the Python client's `cross_entropy`:
+//   [CAST labels to i32] RESHAPE to [..., 1], IOTA [C] (axis 0),
+//   EQ(iota, column), CONSTANT 0, WHERE, REDUCE_SUM(-1)   (the pick)
+//   REDUCE_MAX(-1, keepdim), SUB, EXP, REDUCE_SUM(-1), LOG, REDUCE_MAX(-1),
+//   ADD (the log-sum-exp), CONSTANT ignore_index, NE (kept), SUB,
+//   CONSTANT 0, WHERE (0 where ignored)
+//   then the reduction: none; sum: CAST f32, REDUCE_SUM over every axis,
+//   CAST to dtype; mean: the sum over the rows kept, divided by their count
+//   (CAST f32, REDUCE_SUM; CAST kept f32, REDUCE_SUM; DIV; CAST to dtype).
+// For one row (labels of rank 0) the "reductions" are the casts alone. The
+// server picks each row's label with one read, not a comparison a column.
+// A label outside [0, C) that is not ignore_index picks nothing (the loss
+// is the row's log-sum-exp) where torch raises.
+Value CrossEntropy(ChainBuilder& b, const ShapedValue& x, v1::DType dtype,
+                   const Labels& labels, const ClassLossOptions& options = {});
+// torch.nn.functional.nll_loss of log-probabilities, picked as
+// CrossEntropy picks, the loss -pick: [CAST] RESHAPE, IOTA, EQ, CONSTANT 0,
+// WHERE, REDUCE_SUM, CONSTANT ignore_index, NE, NEG, CONSTANT 0, WHERE, then
+// the reduction as CrossEntropy's.
+Value NllLoss(ChainBuilder& b, const ShapedValue& logp, v1::DType dtype,
+              const Labels& labels, const ClassLossOptions& options = {});
 
 // Scaled dot-product attention, as torch's SDPA, over q [batch..., heads,
 // seq_q, head_dim], k [batch..., kv_heads, seq_k, head_dim] and v [batch...,

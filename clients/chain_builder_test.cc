@@ -151,6 +151,82 @@ TEST_F(ChainBuilderTest, LogSoftmax) {
   EXPECT_THAT(c.ops(5).args(), ElementsAre(RefIs(OpRef(1)), RefIs(OpRef(4))));
 }
 
+// F.cross_entropy with i64 labels, as the Python client expands it: the
+// pick, the log-sum-exp, the rows kept, the mean over them.
+TEST_F(ChainBuilderTest, CrossEntropy) {
+  const std::vector<v1::Dim> shape = {SymbolDim("rows", 8192), StaticDim(4096)};
+  ShapedValue x{b_.Input("x", v1::DTYPE_BF16, shape), shape};
+  Labels labels{b_.Input("labels", v1::DTYPE_I64, {SymbolDim("rows", 8192)})};
+  b_.Output("loss", CrossEntropy(b_, x, v1::DTYPE_BF16, labels));
+  v1::Chain c = Built();
+  EXPECT_THAT(Kinds(c),
+              ElementsAre(v1::OP_CAST, v1::OP_RESHAPE, v1::OP_IOTA, v1::OP_EQ,
+                          v1::OP_CONSTANT, v1::OP_WHERE, v1::OP_REDUCE_SUM,
+                          v1::OP_REDUCE_MAX, v1::OP_SUB, v1::OP_EXP,
+                          v1::OP_REDUCE_SUM, v1::OP_LOG, v1::OP_REDUCE_MAX,
+                          v1::OP_ADD, v1::OP_CONSTANT, v1::OP_NE, v1::OP_SUB,
+                          v1::OP_CONSTANT, v1::OP_WHERE, v1::OP_CAST,
+                          v1::OP_REDUCE_SUM, v1::OP_CAST, v1::OP_REDUCE_SUM,
+                          v1::OP_DIV, v1::OP_CAST));
+  // The label's column [rows, 1], the row's class index along 4096.
+  EXPECT_EQ(c.ops(1).shape().shape(0).symbol(), "rows");
+  EXPECT_EQ(c.ops(1).shape().shape(1).size(), 1);
+  EXPECT_EQ(c.ops(2).shape().shape(0).size(), 4096);
+  EXPECT_THAT(c.ops(3).args(), ElementsAre(RefIs(OpRef(2)), RefIs(OpRef(1))));
+  // logsumexp - pick where the label is not -100; the losses' sum over the
+  // count of rows kept.
+  EXPECT_EQ(c.ops(14).value(), -100);
+  EXPECT_THAT(c.ops(16).args(), ElementsAre(RefIs(OpRef(13)), RefIs(OpRef(6))));
+  EXPECT_THAT(c.ops(20).reduce().axes(), ElementsAre(0));
+  EXPECT_FALSE(c.ops(20).reduce().keepdim());
+  EXPECT_EQ(c.ops(24).dtype(), v1::DTYPE_BF16);
+}
+
+// nll_loss of log-probabilities with i32 labels (no cast), labels over two
+// dims (one reduction over both), summed; one row (rank-0 labels) reduces
+// nothing.
+TEST_F(ChainBuilderTest, NllLossSumOverEveryLabelDim) {
+  const std::vector<v1::Dim> shape = {StaticDim(4), StaticDim(128), StaticDim(1000)};
+  ShapedValue logp{b_.Input("logp", v1::DTYPE_F32, shape), shape};
+  Labels labels{b_.Input("labels", v1::DTYPE_I32, {StaticDim(4), StaticDim(128)}),
+                v1::DTYPE_I32};
+  ClassLossOptions o;
+  o.reduction = LossReduction::kSum;
+  o.ignore_index = 0;
+  b_.Output("loss", NllLoss(b_, logp, v1::DTYPE_F32, labels, o));
+  v1::Chain c = Built();
+  EXPECT_THAT(Kinds(c),
+              ElementsAre(v1::OP_RESHAPE, v1::OP_IOTA, v1::OP_EQ, v1::OP_CONSTANT,
+                          v1::OP_WHERE, v1::OP_REDUCE_SUM, v1::OP_CONSTANT,
+                          v1::OP_NE, v1::OP_NEG, v1::OP_CONSTANT, v1::OP_WHERE,
+                          v1::OP_CAST, v1::OP_REDUCE_SUM, v1::OP_CAST));
+  EXPECT_EQ(c.ops(0).shape().shape_size(), 3);
+  EXPECT_EQ(c.ops(6).value(), 0);
+  EXPECT_THAT(c.ops(12).reduce().axes(), ElementsAre(0, 1));
+
+  ChainBuilder one;
+  const std::vector<v1::Dim> row = {StaticDim(1000)};
+  ShapedValue x{one.Input("x", v1::DTYPE_F32, row), row};
+  Labels label{one.Input("label", v1::DTYPE_I64, {})};
+  one.Output("loss", CrossEntropy(one, x, v1::DTYPE_F32, label));
+  absl::StatusOr<v1::Chain> c1 = one.Build();
+  ASSERT_TRUE(c1.ok()) << c1.status();
+  EXPECT_EQ(c1->ops(1).shape().shape_size(), 1);  // The column [1].
+  EXPECT_EQ(Kinds(*c1).back(), v1::OP_CAST);
+  EXPECT_EQ(Kinds(*c1)[Kinds(*c1).size() - 2], v1::OP_DIV);
+  for (const v1::Op& op : c1->ops()) {
+    if (op.kind() == v1::OP_REDUCE_SUM) {
+      EXPECT_THAT(op.reduce().axes(), ElementsAre(-1));
+    }
+  }
+
+  ChainBuilder bad;
+  ShapedValue scalar{bad.Input("x", v1::DTYPE_F32, {}), {}};
+  Labels none{bad.Input("label", v1::DTYPE_I32, {}), v1::DTYPE_I32};
+  bad.Output("loss", CrossEntropy(bad, scalar, v1::DTYPE_F32, none));
+  EXPECT_THAT(std::string(bad.Build().status().message()), HasSubstr("no class axis"));
+}
+
 TEST_F(ChainBuilderTest, LayerNorm) {
   Value x = Row("x");
   Value w = Vec("weight");

@@ -81,7 +81,7 @@ struct TuneOptions {
 // `kfuse chain`: a composite's chain, built locally (no server).
 struct ChainOptions {
   // softmax|log_softmax|layer_norm|rms_norm|add_rms_norm|add_layer_norm|
-  // linear|attention.
+  // linear|attention|cross_entropy|nll_loss.
   std::string composite;
   std::string dtype = "f32";    // f32|bf16|f16 (attention: bf16|f16).
   int64_t width = 0;            // x's last dim (linear: in-features); required but by attention.
@@ -110,6 +110,13 @@ struct ChainOptions {
   bool causal = false;   // attention: key j <= query i.
   bool lengths = false;  // attention: an i32 input "lengths" [batch].
   bool lse = false;      // attention: the log-sum-exp output too.
+  // cross_entropy (x, logits) and nll_loss (logp, log-probabilities), each
+  // [rows, width] with "labels" [rows]: the labels' dtype (i32|i64; "" is
+  // i64), the label that loses nothing (unset: -100), none|sum|mean ("" is
+  // mean).
+  std::string labels_dtype;
+  std::optional<int64_t> ignore_index;
+  std::string reduction;
   std::string out;         // -o: write the JSON here instead of printing it.
 };
 

@@ -1,6 +1,6 @@
 // `kfuse chain`: writes the chain JSON of a composite (softmax, the norms, a
-// linear layer for a row shape; attention for its heads and sequences), built
-// locally with the ChainBuilder; no server involved.
+// linear layer, the class losses for a row shape; attention for its heads and
+// sequences), built locally with the ChainBuilder; no server involved.
 #include <cmath>
 #include <optional>
 #include <string>
@@ -25,11 +25,13 @@ enum class Composite {
   kAddLayerNorm,
   kLinear,
   kAttention,
+  kCrossEntropy,
+  kNllLoss,
 };
 
 constexpr char kComposites[] =
     "softmax, log_softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, "
-    "linear, attention";
+    "linear, attention, cross_entropy, nll_loss";
 
 absl::StatusOr<Composite> ParseComposite(const std::string& name) {
   const std::pair<const char*, Composite> kNames[] = {
@@ -41,6 +43,8 @@ absl::StatusOr<Composite> ParseComposite(const std::string& name) {
       {"add_layer_norm", Composite::kAddLayerNorm},
       {"linear", Composite::kLinear},
       {"attention", Composite::kAttention},
+      {"cross_entropy", Composite::kCrossEntropy},
+      {"nll_loss", Composite::kNllLoss},
   };
   for (const auto& [n, c] : kNames) {
     if (name == n) return c;
@@ -102,8 +106,9 @@ absl::Status CheckFlags(Composite c, const ChainOptions& o) {
   const bool softmax = c == Composite::kSoftmax;
   const bool linear = c == Composite::kLinear;
   const bool attention = c == Composite::kAttention;
-  const bool norm =
-      !softmax && !linear && !attention && c != Composite::kLogSoftmax;
+  const bool loss = c == Composite::kCrossEntropy || c == Composite::kNllLoss;
+  const bool norm = !softmax && !linear && !attention && !loss &&
+                    c != Composite::kLogSoftmax;
   const bool layer =
       c == Composite::kLayerNorm || c == Composite::kAddLayerNorm;
   auto refuse = [&](const char* flag, const char* which) {
@@ -145,6 +150,16 @@ absl::Status CheckFlags(Composite c, const ChainOptions& o) {
     };
     for (const auto& [given, flag] : attention_flags) {
       if (given) return refuse(flag, "attention");
+    }
+  }
+  if (!loss) {
+    const std::pair<bool, const char*> loss_flags[] = {
+        {!o.labels_dtype.empty(), "--labels-dtype"},
+        {o.ignore_index.has_value(), "--ignore-index"},
+        {!o.reduction.empty(), "--reduction"},
+    };
+    for (const auto& [given, flag] : loss_flags) {
+      if (given) return refuse(flag, "cross_entropy and nll_loss");
     }
   }
   if (o.eps.has_value() && !norm) return refuse("--eps", "the norms");
@@ -279,6 +294,45 @@ absl::StatusOr<v1::Chain> AttentionChain(const ChainOptions& o) {
   return b.Build();
 }
 
+// x (or logp) [rows, width] and "labels" [rows] in; "loss" out.
+absl::StatusOr<v1::Chain> LossChain(Composite c, v1::DType dtype,
+                                    const std::vector<v1::Dim>& row_shape,
+                                    const ChainOptions& o) {
+  Labels labels;
+  if (o.labels_dtype == "i32") {
+    labels.dtype = v1::DTYPE_I32;
+  } else if (!o.labels_dtype.empty() && o.labels_dtype != "i64") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--labels-dtype ", o.labels_dtype, ": expected i32 or i64"));
+  }
+  ClassLossOptions lo;
+  lo.ignore_index = o.ignore_index.value_or(-100);
+  const std::pair<const char*, LossReduction> kReductions[] = {
+      {"none", LossReduction::kNone},
+      {"sum", LossReduction::kSum},
+      {"mean", LossReduction::kMean},
+  };
+  bool known = o.reduction.empty();
+  for (const auto& [name, r] : kReductions) {
+    if (o.reduction == name) {
+      lo.reduction = r;
+      known = true;
+    }
+  }
+  if (!known) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--reduction ", o.reduction, ": expected none, sum or mean"));
+  }
+  ChainBuilder b;
+  const bool logits = c == Composite::kCrossEntropy;
+  const ShapedValue x{b.Input(logits ? "x" : "logp", dtype, row_shape),
+                      row_shape};
+  labels.value = b.Input("labels", labels.dtype, {row_shape[0]});
+  b.Output("loss", logits ? CrossEntropy(b, x, dtype, labels, lo)
+                          : NllLoss(b, x, dtype, labels, lo));
+  return b.Build();
+}
+
 absl::StatusOr<v1::Chain> CompositeChain(const ChainOptions& o) {
   KFUSE_ASSIGN_OR_RETURN(Composite c, ParseComposite(o.composite));
   KFUSE_RETURN_IF_ERROR(CheckFlags(c, o));
@@ -292,6 +346,9 @@ absl::StatusOr<v1::Chain> CompositeChain(const ChainOptions& o) {
   const std::vector<v1::Dim> row_shape = {rows, StaticDim(o.width)};
   const std::vector<v1::Dim> width_shape = {StaticDim(o.width)};
 
+  if (c == Composite::kCrossEntropy || c == Composite::kNllLoss) {
+    return LossChain(c, dtype, row_shape, o);
+  }
   ChainBuilder b;
   Value x = b.Input("x", dtype, row_shape);
   if (c == Composite::kLinear) {

@@ -347,6 +347,37 @@ TEST_F(CliChainTest, AttentionPerSideSequences) {
   EXPECT_THAT(DimsOf(c.inputs(1).shape()), ElementsAre("1", "8", "48", "64"));
 }
 
+// A class loss: logits (or log-probabilities) and i64 labels in, "loss"
+// out; the label picks its logit through an iota along the row.
+TEST_F(CliChainTest, CrossEntropyAndNllLoss) {
+  ChainOptions o = Options("cross_entropy");
+  v1::Chain c = Run(o);
+  EXPECT_THAT(InputNames(c), ElementsAre("x", "labels"));
+  EXPECT_THAT(OutputNames(c), ElementsAre("loss"));
+  EXPECT_EQ(c.inputs(1).dtype(), v1::DTYPE_I64);
+  EXPECT_EQ(c.inputs(1).shape(0).symbol(), "tokens");
+  EXPECT_EQ(c.ops(0).kind(), v1::OP_CAST);
+  // The mean over the rows kept, cast back to bf16.
+  EXPECT_EQ(c.ops(c.ops_size() - 2).kind(), v1::OP_DIV);
+  EXPECT_EQ(c.ops(c.ops_size() - 1).dtype(), v1::DTYPE_BF16);
+
+  out_.str("");
+  o = Options("nll_loss");
+  o.labels_dtype = "i32";
+  o.reduction = "none";
+  o.ignore_index = 0;
+  c = Run(o);
+  EXPECT_THAT(InputNames(c), ElementsAre("logp", "labels"));
+  EXPECT_EQ(c.inputs(1).dtype(), v1::DTYPE_I32);
+  EXPECT_EQ(c.ops(0).kind(), v1::OP_RESHAPE);  // No cast of i32 labels.
+  EXPECT_EQ(c.ops(c.ops_size() - 1).kind(), v1::OP_WHERE);
+  bool ignores_zero = false;
+  for (const v1::Op& op : c.ops()) {
+    ignores_zero |= op.kind() == v1::OP_NE && c.ops(op.args(1).op()).value() == 0;
+  }
+  EXPECT_TRUE(ignores_zero);
+}
+
 struct BadFlags {
   const char* name;
   void (*edit)(ChainOptions& o);
@@ -423,6 +454,34 @@ INSTANTIATE_TEST_SUITE_P(
                    o.eps = -1;
                  },
                  "--eps -1: must be >= 0"},
+        BadFlags{"ReductionOnSoftmax",
+                 [](ChainOptions& o) { o.reduction = "sum"; },
+                 "--reduction: applies to cross_entropy and nll_loss, not "
+                 "softmax"},
+        BadFlags{"IgnoreIndexOnNorm",
+                 [](ChainOptions& o) {
+                   o.composite = "rms_norm";
+                   o.ignore_index = 0;
+                 },
+                 "--ignore-index: applies to cross_entropy and nll_loss"},
+        BadFlags{"EpsOnCrossEntropy",
+                 [](ChainOptions& o) {
+                   o.composite = "cross_entropy";
+                   o.eps = 1e-5;
+                 },
+                 "--eps: applies to the norms, not cross_entropy"},
+        BadFlags{"UnknownReduction",
+                 [](ChainOptions& o) {
+                   o.composite = "nll_loss";
+                   o.reduction = "average";
+                 },
+                 "--reduction average: expected none, sum or mean"},
+        BadFlags{"LabelsDtype",
+                 [](ChainOptions& o) {
+                   o.composite = "cross_entropy";
+                   o.labels_dtype = "f32";
+                 },
+                 "--labels-dtype f32: expected i32 or i64"},
         BadFlags{"UnknownCompositeListsLinear",
                  [](ChainOptions& o) { o.composite = "mlp"; },
                  "add_layer_norm, linear"},

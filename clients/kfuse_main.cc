@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   auto* ch = app.add_subcommand("chain", "print a composite's chain JSON");
   ch->add_option("composite", chain.composite,
                  "softmax|log_softmax|layer_norm|rms_norm|add_rms_norm|"
-                 "add_layer_norm|linear|attention")
+                 "add_layer_norm|linear|attention|cross_entropy|nll_loss")
       ->required();
   ch->add_option("--dtype", chain.dtype, "f32|bf16|f16 (attention: bf16|f16)");
   ch->add_option("--width", chain.width,
@@ -137,6 +137,12 @@ int main(int argc, char** argv) {
   ch->add_option("--activation", chain.activation,
                  "linear: none|relu|silu|gelu|gelu_tanh|sigmoid|tanh");
   ch->add_flag("--no-weight", chain.no_weight, "norms: no weight input");
+  ch->add_option("--labels-dtype", chain.labels_dtype,
+                 "cross_entropy, nll_loss: the labels' i32|i64 (default i64)");
+  ch->add_option("--ignore-index", chain.ignore_index,
+                 "cross_entropy, nll_loss: the label that loses nothing (default -100)");
+  ch->add_option("--reduction", chain.reduction,
+                 "cross_entropy, nll_loss: none|sum|mean (default mean)");
   ch->add_option("--batch", chain.batch, "attention: the batch (default 1)");
   ch->add_option("--heads", chain.heads, "attention: query heads");
   ch->add_option("--kv-heads", chain.kv_heads,
