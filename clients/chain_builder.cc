@@ -515,22 +515,24 @@ void SplitHeads(ChainBuilder& b, int64_t heads, int64_t kv_heads,
   t->shape = std::move(shape);
 }
 
-}  // namespace
-
-namespace {
-
 // x's element at each row's label (classes along x's last axis): the sum
 // of x where an iota along the row equals the label. Returns the pick and
 // the label in i32.
 std::pair<Value, Value> Pick(ChainBuilder& b, const ShapedValue& x,
                              const Labels& labels) {
-  Value label = labels.dtype == v1::DTYPE_I32
-                    ? labels.value
-                    : b.Cast(labels.value, v1::DTYPE_I32);
+  if (labels.dtype != v1::DTYPE_I32 && labels.dtype != v1::DTYPE_I64) {
+    b.Invalid(absl::StrCat("a class loss: labels.dtype ",
+                           v1::DType_Name(labels.dtype),
+                           ": class labels are DTYPE_I32 or DTYPE_I64"));
+    return {Value(), Value()};
+  }
   if (x.shape.empty()) {
     b.Invalid("a class loss: x has no class axis (its shape is empty)");
     return {Value(), Value()};
   }
+  Value label = labels.dtype == v1::DTYPE_I32
+                    ? labels.value
+                    : b.Cast(labels.value, v1::DTYPE_I32);
   std::vector<v1::Dim> column_shape;
   for (size_t i = 0; i + 1 < x.shape.size(); ++i) {
     column_shape.push_back(Bare(x.shape[i]));

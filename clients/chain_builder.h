@@ -286,7 +286,9 @@ struct ClassLossOptions {
 // For one row (labels of rank 0) the "reductions" are the casts alone. The
 // server picks each row's label with one read, not a comparison a column.
 // A label outside [0, C) that is not ignore_index picks nothing (the loss
-// is the row's log-sum-exp) where torch raises.
+// is the row's log-sum-exp) where torch raises. Labels neither i32 nor i64,
+// or an x of no dims, record INVALID_ARGUMENT for Build() and give an unset
+// Value.
 Value CrossEntropy(ChainBuilder& b, const ShapedValue& x, v1::DType dtype,
                    const Labels& labels, const ClassLossOptions& options = {});
 // torch.nn.functional.nll_loss of log-probabilities, picked as

@@ -225,6 +225,13 @@ TEST_F(ChainBuilderTest, NllLossSumOverEveryLabelDim) {
   Labels none{bad.Input("label", v1::DTYPE_I32, {}), v1::DTYPE_I32};
   bad.Output("loss", CrossEntropy(bad, scalar, v1::DTYPE_F32, none));
   EXPECT_THAT(std::string(bad.Build().status().message()), HasSubstr("no class axis"));
+
+  ChainBuilder floats;
+  ShapedValue logits{floats.Input("x", v1::DTYPE_F32, row), row};
+  Labels probs{floats.Input("p", v1::DTYPE_F32, {}), v1::DTYPE_F32};
+  floats.Output("loss", NllLoss(floats, logits, v1::DTYPE_F32, probs));
+  EXPECT_THAT(std::string(floats.Build().status().message()),
+              HasSubstr("labels.dtype DTYPE_F32: class labels are DTYPE_I32 or DTYPE_I64"));
 }
 
 TEST_F(ChainBuilderTest, LayerNorm) {
