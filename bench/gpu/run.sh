@@ -16,7 +16,7 @@
 # 420) and the log streams to $OUT as it goes, so a cut-off run keeps what it
 # measured. Results go to bench/results/ and $OUT.
 # Environment: SUITES (default "pointwise row"; "matmul" for the GEMM suite,
-# "attention" for fused attention), CASES (comma-separated case names, default
+# "attention" for fused attention; spaces or commas between), CASES (comma-separated case names, default
 # all), BUDGET (tuning seconds per case, default 2), MATMUL_BUDGET and
 # ATTN_BUDGET (the same for matmul and attention cases, default 8 each),
 # SKIP_TESTS=1, TESTS ("cross" or "tuner" for one half).
@@ -43,6 +43,7 @@ finish() {
   tar -C "$work" -czf "$out/plans-and-manifests.tar.gz" plans manifests 2>/dev/null
 }
 suites=${SUITES:-pointwise row}
+suites=${suites//,/ }  # As CASES is written.
 trap finish EXIT
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used,memory.total --format=csv || true
