@@ -872,7 +872,8 @@ class Writer {
   absl::Status PickValues(size_t ph, std::string* funcs, std::string* s) {
     if (ph >= r_.phases.size()) return absl::OkStatus();
     for (int32_t red : r_.phases[ph]) {
-      const int32_t x = Pick(red).first, v = Pick(red).second;
+      const std::pair<int32_t, int32_t> pick = Pick(red);
+      const int32_t x = pick.first, v = pick.second;
       if (x < 0 || Twin(red) >= 0) continue;
       const std::string in_row =
           absl::StrCat("kf_valid && r", v, " >= 0 && r", v, " < kf_W");

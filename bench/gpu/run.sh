@@ -16,9 +16,10 @@
 # 420) and the log streams to $OUT as it goes, so a cut-off run keeps what it
 # measured. Results go to bench/results/ and $OUT.
 # Environment: SUITES (default "pointwise row"; "matmul" for the GEMM suite,
-# "attention" for fused attention; spaces or commas between), CASES (comma-separated case names, default
-# all), BUDGET (tuning seconds per case, default 2), MATMUL_BUDGET and
-# ATTN_BUDGET (the same for matmul and attention cases, default 8 each),
+# "attention" for fused attention; spaces or commas between), CASES
+# (comma-separated case names, default all), BUDGET (tuning seconds per
+# case, default 2), MATMUL_BUDGET and ATTN_BUDGET (the same for matmul and
+# attention cases, default 8 each),
 # SKIP_TESTS=1, TESTS ("cross" or "tuner" for one half).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
