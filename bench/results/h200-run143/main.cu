@@ -48,6 +48,27 @@ namespace g16_rotbias {
 namespace g16_xs {
 #include "g16_xs.cu"
 }
+namespace g16_lean {
+#include "g16_lean.cu"
+}
+namespace g16_leannoA {
+#include "g16_leannoA.cu"
+}
+namespace g16_leanbare {
+#include "g16_leanbare.cu"
+}
+namespace g16n {
+#include "g16n.cu"
+}
+namespace g16_w16 {
+#include "g16_w16.cu"
+}
+namespace g16_leanw16 {
+#include "g16_leanw16.cu"
+}
+namespace g16_leanw4 {
+#include "g16_leanw4.cu"
+}
 #endif
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); exit(1); } } while (0)
 typedef unsigned short u16;
@@ -377,6 +398,19 @@ int main() {
     GEN_CHECKED(g16_bias, kf_entry_bias, "generated M=16, bias loaded first")
     GEN_CHECKED(g16_rotbias, kf_entry_rotbias, "generated M=16, rotated (32) + bias first")
     GEN_CHECKED(g16_xs, kf_entry_xs, "generated M=16, x loads no_allocate")
+    GEN_CHECKED(g16_lean, kf_entry_lean, "generated M=16, lean loads")
+    GEN_VARIANT(g16_leannoA, kf_entry_leannoA, "generated M=16, lean loads, x not loaded")
+    GEN_VARIANT(g16_leanbare, kf_entry_leanbare, "generated M=16, lean loads of w only")
+#define GEN_CHECKED_AT(ns, fn, label, threads, smem) { \
+      CK(cudaFuncSetAttribute(ns::fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)); \
+      auto l = [&] { ns::fn<<<G16_GRID, threads, smem>>>((const ns::__kf_bf16*)c.a, (const ns::__kf_bf16*)c.w, \
+                                                         (const ns::__kf_bf16*)c.bias, (ns::__kf_bf16*)c.out); }; \
+      CK(cudaMemset(c.out, 0xff, 16 * N * 2)); l(); CK(cudaDeviceSynchronize()); check(label, c, 16); \
+      timeit(label, l, c, wbytes); }
+    GEN_CHECKED(g16n, kf_entry_new, "generated M=16, matmul/7")
+    GEN_CHECKED_AT(g16_w16, kf_entry_w16, "generated M=16, 16 warps along K", 512, 16 * 16 * 65 * 4)
+    GEN_CHECKED_AT(g16_leanw16, kf_entry_leanw16, "generated M=16, lean, 16 warps along K", 512, 16 * 16 * 65 * 4)
+    GEN_CHECKED_AT(g16_leanw4, kf_entry_leanw4, "generated M=16, lean, 4 warps along K", 128, 4 * 16 * 65 * 4)
     timeit("generated M=16 (streamed) again", launch, c, wbytes);
   }
 #endif

@@ -5,8 +5,37 @@ against kfused --no_gpu, the stream heuristic's variant, entry renamed kf_entry)
 src = open('g16.cu').read()
 
 
-def variant(name, noA=False, nomma=False, noepi=False, rot=None, bias=False, xstream=False):
+LEAN_LOAD = '''  const unsigned short* const wbase = B + (kbeg + (long long)warp_k * 32 + 8 * c) * ldb + wcol + 8 * g;
+  const unsigned short* const xbase = A + (m0 + g) * lda + kbeg + warp_k * 32 + 8 * c;
+  auto load = [&](uint4 (&w)[8], uint4 (&x)[kf_MT], int i) {
+    const unsigned short* const wp = wbase + (long long)i * (kf_WK * 32) * ldb;
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+      asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(w[r].x), "=r"(w[r].y), "=r"(w[r].z), "=r"(w[r].w) : "l"(wp + r * ldb));
+    const unsigned short* const xp = xbase + i * (kf_WK * 32);
+#pragma unroll
+    for (int mt = 0; mt < kf_MT; ++mt)
+      XLOAD
+  };
+'''
+
+
+def variant(name, noA=False, nomma=False, noepi=False, rot=None, bias=False, xstream=False, lean=False, wk=None):
     s = src.replace('kf_entry', 'kf_entry_' + name)
+    if wk:  # wk warps split K (32 * wk threads)
+        s = s.replace('kf_WK = 8,', 'kf_WK = %d,' % wk).replace('kf_THREADS = 256,', 'kf_THREADS = %d,' % (32 * wk))
+    if lean:  # unpredicated loads from per-thread base pointers; no prefetch past the last batch
+        i = s.index('  auto load = [&](uint4 (&w)[8], uint4 (&x)[kf_MT], int i) {')
+        j = s.index('  float acc[kf_MT][4][4];')
+        xl = ('x[mt] = make_uint4(tid + i, tid * 3 + i, tid * 5, tid * 7);' if noA else
+              'asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x[mt].x), "=r"(x[mt].y), "=r"(x[mt].z), "=r"(x[mt].w) : "l"(xp + mt * 8 * lda));')
+        s = s[:i] + LEAN_LOAD.replace('XLOAD', xl) + s[j:]
+        s = s.replace('''    for (int d = 0; d < kf_STAGES; ++d) load(w[d], x[d], i0 + kf_STAGES + d);''',
+                      '''    if (i0 + kf_STAGES < mine)
+#pragma unroll
+      for (int d = 0; d < kf_STAGES; ++d) load(w[d], x[d], i0 + kf_STAGES + d);''')
+        noA = False
     if noA:  # x's loads replaced by values made from the thread index
         s = s.replace('x[mt] = kf_ldg_cached(A + row * lda + k0 + 8 * c, k0 + 8 * c < kend);',
                       '(void)row; x[mt] = make_uint4(tid + i, tid * 3 + i, tid * 5, tid * 7);')
@@ -47,3 +76,9 @@ variant('rot4', rot=4)
 variant('bias', bias=True)
 variant('rotbias', rot=32, bias=True)
 variant('xs', xstream=True)
+variant('lean', lean=True)
+variant('leannoA', lean=True, noA=True)
+variant('leanbare', lean=True, noA=True, nomma=True, noepi=True)
+variant('w16', wk=16)
+variant('leanw16', lean=True, wk=16)
+variant('leanw4', lean=True, wk=4)
