@@ -104,7 +104,7 @@
 
 namespace kfuse {
 
-inline constexpr char kMatmulGeneratorVersion[] = "matmul/6";
+inline constexpr char kMatmulGeneratorVersion[] = "matmul/7";
 // What the variant's parameters mean (see kRowVariantSchema).
 inline constexpr char kMatmulVariantSchema[] = "matmul-variants/3";
 
