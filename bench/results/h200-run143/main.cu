@@ -411,6 +411,23 @@ int main() {
     GEN_CHECKED_AT(g16_w16, kf_entry_w16, "generated M=16, 16 warps along K", 512, 16 * 16 * 65 * 4)
     GEN_CHECKED_AT(g16_leanw16, kf_entry_leanw16, "generated M=16, lean, 16 warps along K", 512, 16 * 16 * 65 * 4)
     GEN_CHECKED_AT(g16_leanw4, kf_entry_leanw4, "generated M=16, lean, 4 warps along K", 128, 4 * 16 * 65 * 4)
+    // The same source as the service compiles it (NVRTC) and as nvcc does,
+    // each cubin loaded through the driver.
+    for (const char* cub : {"g16n_nvrtc.cubin", "g16n_nvcc.cubin"}) {
+      CUmodule mod;
+      CUfunction fn;
+      if (cuModuleLoad(&mod, cub) != CUDA_SUCCESS || cuModuleGetFunction(&fn, mod, G16N_ENTRY) != CUDA_SUCCESS) {
+        printf("%s: not loaded\n", cub);
+        continue;
+      }
+      cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, G16_SMEM);
+      void* args[] = {&c.a, &c.w, &c.bias, &c.out};
+      auto l = [&] { cuLaunchKernel(fn, G16_GRID, 1, 1, G16_BLOCK, 1, 1, G16_SMEM, 0, args, nullptr); };
+      char label[96];
+      snprintf(label, sizeof label, "matmul/7 M=16 cubin %s", cub);
+      CK(cudaMemset(c.out, 0xff, 16 * N * 2)); l(); CK(cudaDeviceSynchronize()); check(label, c, 16);
+      timeit(label, l, c, wbytes);
+    }
     timeit("generated M=16 (streamed) again", launch, c, wbytes);
   }
 #endif
