@@ -52,6 +52,25 @@ TEST(MatmulTest, HeuristicPicksWideTilesForLargeProductsAndSplitKForFewRows) {
   EXPECT_EQ(t.Get("cluster"), 1);
 }
 
+// Where K is a whole number of 32-wide steps, every step a warp takes lies
+// within K: its loads carry no predicate and none past its last is issued.
+TEST(MatmulTest, StreamedLoadsArePredicatedOnlyWhereKIsNotWholeSteps) {
+  for (const int64_t k : {1024, 1000}) {
+    SCOPED_TRACE(k);
+    Chain c = Linear(DType::kBF16, 16, 512, k);
+    const KernelGroup g = WholeGroup(c);
+    const Variant v = MatmulHeuristic(c, g);
+    ASSERT_EQ(v.Get("stream"), 1);
+    absl::StatusOr<KernelSpec> spec = EmitMatmul(c, g, v);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    const bool whole = k % 32 == 0;
+    EXPECT_EQ(absl::StrContains(spec->source, "k0 + 8 * c < kend);"), !whole);
+    EXPECT_EQ(absl::StrContains(spec->source, "if (i0 + 2 * kf_STAGES <= mine)"), whole);
+    EXPECT_EQ(absl::StrContains(spec->source, "for (int d = 0; d < kf_STAGES; ++d) if (d < mine)"),
+              whole);
+  }
+}
+
 TEST(MatmulTest, StreamNeedsAKMajorAAndItsOwnParams) {
   // A read as the transpose of x [K, M]: M-major, so the tiled schedule.
   Chain mmajor;
