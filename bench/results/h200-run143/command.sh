@@ -19,9 +19,9 @@
 # and the program built here:
 #   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -DWITH_GEN \
 #     -DG16_SMEM=33280 -DG16_GRID=128 -DG16_BLOCK=256 -o tma main.cu
-# (main.cu here is as run150 ran it, which adds -DG16N_ENTRY=... -lcuda;
+# (main.cu here is as run152 ran it; since run150 built with -DG16N_ENTRY=... -lcuda;
 # run143 ran it before the blocks after "generated M=16 (streamed)" were
-# added, runs 144-148 with some of them.)
+# added, runs 144-150 with some of them.)
 cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee $OUT/gpu.txt
 (cd .gpu/tma && timeout 200 ./tma) 2>&1 | tee $OUT/tma.txt

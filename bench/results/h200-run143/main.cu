@@ -60,6 +60,18 @@ namespace g16_leanbare {
 namespace g16n {
 #include "g16n.cu"
 }
+namespace g16_n_noepi {
+#include "g16_n_noepi.cu"
+}
+namespace g16_n_nobias {
+#include "g16_n_nobias.cu"
+}
+namespace g16_n_nogelu {
+#include "g16_n_nogelu.cu"
+}
+namespace g16_n_sum {
+#include "g16_n_sum.cu"
+}
 namespace g16_w16 {
 #include "g16_w16.cu"
 }
@@ -408,6 +420,11 @@ int main() {
       CK(cudaMemset(c.out, 0xff, 16 * N * 2)); l(); CK(cudaDeviceSynchronize()); check(label, c, 16); \
       timeit(label, l, c, wbytes); }
     GEN_CHECKED(g16n, kf_entry_new, "generated M=16, matmul/7")
+    GEN_VARIANT(g16_n_noepi, kf_entry_n_noepi, "matmul/7, no split-K sum or epilogue")
+    GEN_VARIANT(g16_n_nobias, kf_entry_n_nobias, "matmul/7, epilogue without bias")
+    GEN_VARIANT(g16_n_nogelu, kf_entry_n_nogelu, "matmul/7, epilogue without GELU")
+    GEN_VARIANT(g16_n_sum, kf_entry_n_sum, "matmul/7, the split-K sum stored")
+    GEN_CHECKED(g16n, kf_entry_new, "generated M=16, matmul/7 again")
     GEN_CHECKED_AT(g16_w16, kf_entry_w16, "generated M=16, 16 warps along K", 512, 16 * 16 * 65 * 4)
     GEN_CHECKED_AT(g16_leanw16, kf_entry_leanw16, "generated M=16, lean, 16 warps along K", 512, 16 * 16 * 65 * 4)
     GEN_CHECKED_AT(g16_leanw4, kf_entry_leanw4, "generated M=16, lean, 4 warps along K", 128, 4 * 16 * 65 * 4)

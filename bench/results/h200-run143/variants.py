@@ -2,7 +2,7 @@
 it (each with its entry renamed kf_entry_<name>). Run in the folder holding
 g16.cu (kfuse compile --source of bench/gpu/cases/matmul/gemm_bias_gelu_m16_bf16.json
 against kfused --no_gpu, the stream heuristic's variant, entry renamed kf_entry)."""
-src = open('g16.cu').read()
+SOURCES = {}
 
 
 LEAN_LOAD = '''  const unsigned short* const wbase = B + (kbeg + (long long)warp_k * 32 + 8 * c) * ldb + wcol + 8 * g;
@@ -21,8 +21,18 @@ LEAN_LOAD = '''  const unsigned short* const wbase = B + (kbeg + (long long)warp
 '''
 
 
-def variant(name, noA=False, nomma=False, noepi=False, rot=None, bias=False, xstream=False, lean=False, wk=None):
-    s = src.replace('kf_entry', 'kf_entry_' + name)
+def variant(name, noA=False, nomma=False, noepi=False, rot=None, bias=False, xstream=False, lean=False, wk=None,
+            nobias=False, nogelu=False, base='g16.cu'):
+    """base: g16.cu (matmul/6's source) or g16n.cu (matmul/7's, entry kf_entry_new)."""
+    src = SOURCES.setdefault(base, open(base).read())
+    s = src.replace('kf_entry_new', 'kf_entry').replace('kf_entry', 'kf_entry_' + name)
+    if nobias:  # the epilogue's bias read as zeros
+        s = s.replace('kf_bf2f(in2[ec])', '0.f').replace('kf_bf2f(in2[(ec + 1)])', '0.f')
+    if nogelu:  # the epilogue's sum stored without the GELU
+        for h in ('0', '1'):
+            i = s.index('const float v5_%s = (' % h)
+            j = s.index(';\n', i)
+            s = s[:i] + 'const float v5_%s = v4_%s' % (h, h) + s[j:]
     if wk:  # wk warps split K (32 * wk threads)
         s = s.replace('kf_WK = 8,', 'kf_WK = %d,' % wk).replace('kf_THREADS = 256,', 'kf_THREADS = %d,' % (32 * wk))
     if lean:  # unpredicated loads from per-thread base pointers; no prefetch past the last batch
@@ -82,3 +92,7 @@ variant('leanbare', lean=True, noA=True, nomma=True, noepi=True)
 variant('w16', wk=16)
 variant('leanw16', lean=True, wk=16)
 variant('leanw4', lean=True, wk=4)
+variant('n_noepi', noepi=True, base='g16n.cu')
+variant('n_nobias', nobias=True, base='g16n.cu')
+variant('n_nogelu', nogelu=True, base='g16n.cu')
+variant('n_sum', nobias=True, nogelu=True, base='g16n.cu')
