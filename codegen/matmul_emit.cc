@@ -59,16 +59,10 @@ __device__ __forceinline__ void kf_frags(unsigned (&af)[kf_MT][4], unsigned (&bf
 }
 )";
 
-// The streaming schedule's building blocks (Plan::stream). A warp's step
-// is 32 of K by 64 columns: lane (g, c) = (lane / 4, lane % 4) loads eight
-// 16-byte chunks of B and, for each eight rows of A, the chunk A[row g][k0 +
-// 8c, + 8). The m16n8k16 products take B's transpose as their first operand
-// (16 columns by 16 of K) and A as their second (8 rows), so column pairs
-// of N-major B come apart by byte permutes and nothing is transposed in
-// memory. Their K order is permuted: product half s takes K k0 + 8c + 4s +
-// [0, 4) of lane (g, c), the same in both operands, so A's chunk holds both
-// halves' fragments.
-constexpr char kStreamBlocks[] = R"(__device__ __forceinline__ uint4 kf_ldg_stream(const unsigned short* p, bool ok) {
+// The streaming schedule's loads: past K (when K is not a whole number of
+// steps) they read zeros; where every step lies within K (WholeK), they carry
+// no predicate.
+constexpr char kStreamLoadsChecked[] = R"(__device__ __forceinline__ uint4 kf_ldg_stream(const unsigned short* p, bool ok) {
   uint4 v;
   asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n"
       " mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
@@ -84,8 +78,8 @@ __device__ __forceinline__ uint4 kf_ldg_cached(const unsigned short* p, bool ok)
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
   return v;
 }
-// The same where every step lies within K: no predicate, no zeroing.
-__device__ __forceinline__ uint4 kf_ldg_stream(const unsigned short* p) {
+)";
+constexpr char kStreamLoadsWithin[] = R"(__device__ __forceinline__ uint4 kf_ldg_stream(const unsigned short* p) {
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -97,7 +91,17 @@ __device__ __forceinline__ uint4 kf_ldg_cached(const unsigned short* p) {
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
-__device__ __forceinline__ unsigned kf_word(const uint4& v, int i) {
+)";
+// The streaming schedule's building blocks (Plan::stream). A warp's step
+// is 32 of K by 64 columns: lane (g, c) = (lane / 4, lane % 4) loads eight
+// 16-byte chunks of B and, for each eight rows of A, the chunk A[row g][k0 +
+// 8c, + 8). The m16n8k16 products take B's transpose as their first operand
+// (16 columns by 16 of K) and A as their second (8 rows), so column pairs
+// of N-major B come apart by byte permutes and nothing is transposed in
+// memory. Their K order is permuted: product half s takes K k0 + 8c + 4s +
+// [0, 4) of lane (g, c), the same in both operands, so A's chunk holds both
+// halves' fragments.
+constexpr char kStreamBlocks[] = R"(__device__ __forceinline__ unsigned kf_word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 // One step's products: w, the eight chunks of B; x, A's chunks.
@@ -223,6 +227,12 @@ class Writer {
  public:
   Writer(const Chain& chain, const Plan& plan) : c_(chain), p_(plan) {}
 
+  // K a whole number of steps: so is every slice (kper is), each step a
+  // warp of the streaming schedule takes lies within K and its loads need no
+  // predicate, and no step past the warp's last is loaded. The predicates
+  // and their zeroing cost the M = 16 kernel 0.5 us of 37 (run146).
+  bool WholeK() const { return p_.k.is_static() && p_.k.size % 32 == 0; }
+
   absl::StatusOr<Source> Write() {
     std::string body;
     KFUSE_RETURN_IF_ERROR(Kernel(&body));
@@ -232,6 +242,7 @@ class Writer {
     std::string text;
     if (Fast()) {
       text = absl::StrCat(head, CudaPrelude(needs_), Constants(), kTensorCoreBlocks,
+                          p_.stream ? (WholeK() ? kStreamLoadsWithin : kStreamLoadsChecked) : "",
                           p_.stream ? kStreamBlocks : kMatmulBlocks, p_.Rows() ? kRowBlocks : "",
                           body);
     } else {
@@ -669,11 +680,7 @@ class Writer {
     // stores.
     const bool whole_n = p_.n.is_static() && p_.n.size % p_.bn == 0;
     const bool whole_m = p_.m.is_static() && p_.m.size % p_.bm == 0;
-    // K a whole number of steps: so is every slice (kper is), each step a
-    // warp takes lies within K and its loads need no predicate, and no step
-    // past the warp's last is loaded. The predicates and their zeroing cost
-    // the M = 16 kernel 0.5 us of 37 (run146).
-    const bool whole_k = p_.k.is_static() && p_.k.size % 32 == 0;
+    const bool whole_k = WholeK();
     const char* const b_within = p_.b_kmajor ? ", k0 + 8 * c < kend" : ", row < kend";
     const char* const a_within = ", k0 + 8 * c < kend";
     const std::string b_col =

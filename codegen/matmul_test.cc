@@ -65,6 +65,8 @@ TEST(MatmulTest, StreamedLoadsArePredicatedOnlyWhereKIsNotWholeSteps) {
     ASSERT_TRUE(spec.ok()) << spec.status();
     const bool whole = k % 32 == 0;
     EXPECT_EQ(absl::StrContains(spec->source, "k0 + 8 * c < kend);"), !whole);
+    EXPECT_EQ(absl::StrContains(spec->source, "kf_ldg_stream(const unsigned short* p, bool ok)"),
+              !whole);
     EXPECT_EQ(absl::StrContains(spec->source, "if (i0 + 2 * kf_STAGES <= mine)"), whole);
     EXPECT_EQ(absl::StrContains(spec->source, "for (int d = 0; d < kf_STAGES; ++d) if (d < mine)"),
               whole);

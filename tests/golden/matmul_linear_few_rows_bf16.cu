@@ -81,23 +81,6 @@ __device__ __forceinline__ void kf_load_tile(unsigned dst, const unsigned short*
     }
   }
 }
-__device__ __forceinline__ uint4 kf_ldg_stream(const unsigned short* p, bool ok) {
-  uint4 v;
-  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n"
-      " mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-      " @p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
-  return v;
-}
-__device__ __forceinline__ uint4 kf_ldg_cached(const unsigned short* p, bool ok) {
-  uint4 v;
-  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n"
-      " mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-      " @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
-  return v;
-}
-// The same where every step lies within K: no predicate, no zeroing.
 __device__ __forceinline__ uint4 kf_ldg_stream(const unsigned short* p) {
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -150,7 +133,7 @@ __device__ __forceinline__ int kf_stream_col(int j, int q, int g) {
   return kf_B_KMAJOR ? 16 * j + g + 8 * (q >> 1) : 8 * g + 2 * j + (q >> 1);
 }
 __device__ __forceinline__ int kf_stream_row(int mt, int q, int c) { return mt * 8 + 2 * c + (q & 1); }
-extern "C" __global__ void __launch_bounds__(kf_THREADS, 1) kf_mm_025f6e181508(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0) {
+extern "C" __global__ void __launch_bounds__(kf_THREADS, 1) kf_mm_03bf3c544749(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0) {
   extern __shared__ __align__(16) unsigned char kf_smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_n = warp % kf_WN, warp_k = warp / kf_WN, g = lane >> 2, c = lane & 3;
