@@ -16,6 +16,14 @@ std::string_view FamilyName(Family f) {
   return "invalid";
 }
 
+Family FamilyFromName(std::string_view name) {
+  for (Family f : {Family::kPointwise, Family::kRowReduction, Family::kMatmul, Family::kAttention,
+                   Family::kReduction}) {
+    if (FamilyName(f) == name) return f;
+  }
+  return Family::kInvalid;
+}
+
 int64_t Variant::Get(std::string_view name, int64_t fallback) const {
   auto it = params.find(std::string(name));
   return it == params.end() ? fallback : it->second;

@@ -24,6 +24,8 @@ enum class Family : uint8_t {
 };
 
 std::string_view FamilyName(Family f);
+// The family FamilyName(f) names; kInvalid for any other text.
+Family FamilyFromName(std::string_view name);
 
 struct Variant {
   Family family = Family::kInvalid;

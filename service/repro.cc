@@ -35,8 +35,6 @@ using google::protobuf::Value;
 constexpr char kFormat[] = "kfuse.repro/1";
 constexpr ReproKind kKinds[] = {ReproKind::kCompileError, ReproKind::kWrongResult, ReproKind::kFault,
                                 ReproKind::kTimeout};
-constexpr Family kFamilies[] = {Family::kPointwise, Family::kRowReduction, Family::kMatmul,
-                                Family::kAttention, Family::kReduction};
 constexpr Numerics kNumerics[] = {Numerics::kFast, Numerics::kReference64, Numerics::kEager};
 // Larger files are not read back: a bundle's files are capped when written.
 constexpr int64_t kMaxReadBytes = int64_t{64} << 20;
@@ -517,9 +515,7 @@ absl::StatusOr<Variant> ParseVariant(absl::string_view text) {
   }
   Variant v;
   const absl::string_view family = text.substr(0, open);
-  for (Family f : kFamilies) {
-    if (family == std::string(FamilyName(f))) v.family = f;
-  }
+  v.family = FamilyFromName(std::string_view(family.data(), family.size()));
   if (v.family == Family::kInvalid) {
     return absl::InvalidArgumentError(absl::StrCat("variant: unknown family '", family, "'"));
   }

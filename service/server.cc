@@ -433,10 +433,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
     v1::KernelSummary* k = resp->add_kernels();
     k->set_key(e.key);
     k->set_chain_hash(e.parts.chain);
-    k->set_family(e.meta.family == "pointwise"       ? v1::FAMILY_POINTWISE
-                  : e.meta.family == "row_reduction" ? v1::FAMILY_ROW_REDUCTION
-                  : e.meta.family == "reduction"     ? v1::FAMILY_REDUCTION
-                                                     : v1::FAMILY_UNSPECIFIED);
+    k->set_family(static_cast<v1::Family>(FamilyFromName(e.meta.family)));
     k->set_arch(e.meta.arch);
     k->set_device(e.meta.device);
     k->set_state(e.meta.state == "tuned" ? v1::TUNE_STATE_TUNED : v1::TUNE_STATE_HEURISTIC);

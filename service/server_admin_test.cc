@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -190,6 +191,39 @@ TEST(ServerAdminTest, ExplainAStoredRequestAndOneForAnotherArch) {
   EXPECT_THAT(other.text(), HasSubstr("toolchain"));
   // Explaining never compiles.
   EXPECT_EQ(a.compiler.calls.load(), 1);
+}
+
+// x [16, 64] @ w [64, 32], bf16: one matmul kernel.
+v1::CompileRequest Product() {
+  v1::CompileRequest r;
+  for (auto [name, rows, cols] : {std::tuple{"x", 16, 64}, std::tuple{"w", 64, 32}}) {
+    v1::TensorSpec* in = r.mutable_chain()->add_inputs();
+    in->set_name(name);
+    in->set_dtype(v1::DTYPE_BF16);
+    in->add_shape()->set_size(rows);
+    in->add_shape()->set_size(cols);
+  }
+  v1::Op* mm = r.mutable_chain()->add_ops();
+  mm->set_kind(v1::OP_MATMUL);
+  mm->add_args()->set_input(0);
+  mm->add_args()->set_input(1);
+  v1::Output* out = r.mutable_chain()->add_outputs();
+  out->set_name("y");
+  out->mutable_value()->set_op(0);
+  return r;
+}
+
+TEST(ServerAdminTest, ListKernelsNamesEachPlansFamily) {
+  Node a({.name = "node-a"});
+  const std::string relu = a.Compile(Relu(2.0)).plan().key();
+  const std::string product = a.Compile(Product()).plan().key();
+  v1::ListKernelsResponse list;
+  ASSERT_TRUE(a.stub->ListKernels(a.Ctx().get(), {}, &list).ok());
+  std::map<std::string, v1::Family> families;
+  for (const v1::KernelSummary& k : list.kernels()) families[k.key()] = k.family();
+  EXPECT_EQ(families[relu], v1::FAMILY_POINTWISE);
+  EXPECT_EQ(families[product], v1::FAMILY_MATMUL);
+  EXPECT_EQ(families.size(), 2u);
 }
 
 TEST(ServerAdminTest, ExplainOfABadRequestIsItsError) {
