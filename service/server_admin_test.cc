@@ -1,5 +1,5 @@
-// Explain, ExportKernels and ImportKernels in process: two nodes with their
-// own stores on loopback, a fake compiler, no GPU.
+// Explain, ListKernels, ExportKernels and ImportKernels in process: two
+// nodes with their own stores on loopback, a fake compiler, no GPU.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
