@@ -1,8 +1,13 @@
 #!/bin/bash
-# NOT YET RUN: no H200 could be started in the session that wrote it. Apply
-# 52d2863 (reduce/4, reverted until measured) before it; .gpu/cs holds
-# cs.cu and the gen*_{bf16,f32}.cubin it loads (NVRTC, sm_90a, of the sources
-# kfused writes for bench/gpu/cases/reduce/column_sum_*.json).
+# NOT YET RUN: no H200 could be started in the session that wrote it.
+# Before it: apply 52d2863 (reduce/4, reverted until measured) and rebuild
+# the bundle; put cs.cu and entries.txt in .gpu/cs with the cubins that
+# entries.txt names (NVRTC, sm_90a, the service's options): gen_* of the
+# sources reduce/3 writes for bench/gpu/cases/reduce/column_sum_{bf16,f32}.json
+# (`kfuse compile --source`), gen4lb_* of those 52d2863 writes, gen4_* of
+# the same with `__launch_bounds__(256, 4)` edited to `(256)`; the entry
+# names in entries.txt follow the sources (the sources' hashes name them);
+# then `nvcc -O3 -std=c++17 -arch=sm_90a -o cs cs.cu -lcuda` there.
 # run161: reduce/4 (batched innermost loops, launch bounds of 1024 threads an
 # SM) on the H200: (1) the column sums as NVRTC compiles reduce/3's and
 # reduce/4's kernels (and reduce/4's batches under the default bounds) beside

@@ -221,6 +221,35 @@ void run(Ctx& c, Case<T>& k, int slices) {
   timeit(c, name, k.ty, (double)R * N * sizeof(T), fn, ck.c_str());
 }
 
+// The generated kernels of entries.txt for this dtype, one a line:
+// "<bf16|f32> <cubin> <entry> <grid x> <grid y> <label>", each checked,
+// timed, then timed again after `between` (the hand-written kernels).
+template <typename T, typename F>
+void generated(Ctx& c, Case<T>& k, double bytes, F&& between) {
+  struct Timed { Gen gen; std::string label, check; };
+  std::vector<Timed> kernels;
+  FILE* list = fopen("entries.txt", "r");
+  if (!list) { printf("no entries.txt\n"); exit(1); }
+  char ty[8], cubin[128], entry[128], label[128];
+  unsigned gx, gy;
+  while (fscanf(list, "%7s %127s %127s %u %u %127[^\n]", ty, cubin, entry, &gx, &gy, label) == 6) {
+    if (strcmp(ty, k.ty) != 0) continue;
+    Timed t{Gen(cubin, entry, gx, gy), label, ""};
+    CK(cudaMemset(c.cnt, 0, 4096 * 4));
+    t.gen(k.in, k.out, k.ws, c.cnt);
+    t.check = check(k);
+    kernels.push_back(t);
+  }
+  fclose(list);
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) between();
+    for (const Timed& t : kernels) {
+      const std::string name = pass ? t.label + " again" : t.label;
+      timeit(c, name.c_str(), k.ty, bytes, [&] { t.gen(k.in, k.out, k.ws, c.cnt); }, t.check.c_str());
+    }
+  }
+}
+
 int main() {
   Ctx c;
   c.flushN = (256ll << 20) / 16;
@@ -266,40 +295,12 @@ int main() {
     timeit(c, "bare read L1 (no_allocate)", ty, bytes, [&] { bare<1><<<1056, 256>>>((const uint4*)src, (long long)bytes / 16, c.sink); }, "");
     timeit(c, "bare read L2 (.cs)", ty, bytes, [&] { bare<2><<<1056, 256>>>((const uint4*)src, (long long)bytes / 16, c.sink); }, "");
     if (bf) {
-      const Gen g3("gen_bf16.cubin", "kf_red_8262937097d2", 16, 32), g4("gen4_bf16.cubin", "kf_red_48ad25ec8b80", 16, 32),
-          g4lb("gen4lb_bf16.cubin", "kf_red_48ad25ec8b80_lb4", 16, 32);
-      auto fn = [&] { g3(b.in, b.out, b.ws, c.cnt); };
-      auto fn4 = [&] { g4(b.in, b.out, b.ws, c.cnt); };
-      auto fn5 = [&] { g4lb(b.in, b.out, b.ws, c.cnt); };
-      std::string ck, ck4, ck5;
-      CK(cudaMemset(c.cnt, 0, 4096 * 4)); fn(); ck = check(b);
-      CK(cudaMemset(c.cnt, 0, 4096 * 4)); fn4(); ck4 = check(b);
-      CK(cudaMemset(c.cnt, 0, 4096 * 4)); fn5(); ck5 = check(b);
-      timeit(c, "generated reduce/3 (slices 32)", ty, bytes, fn, ck.c_str());
-      timeit(c, "generated reduce/4", ty, bytes, fn4, ck4.c_str());
-      timeit(c, "generated reduce/4, bounds (256, 4)", ty, bytes, fn5, ck5.c_str());
-      run<unsigned short, 1, 8, 0, 8>(c, b, 32);
-      run<unsigned short, 1, 8, 1, 8>(c, b, 32);
-      timeit(c, "generated reduce/3 again", ty, bytes, fn, ck.c_str());
-      timeit(c, "generated reduce/4 again", ty, bytes, fn4, ck4.c_str());
-      timeit(c, "generated reduce/4, bounds (256, 4) again", ty, bytes, fn5, ck5.c_str());
+      generated(c, b, bytes, [&] {
+        run<unsigned short, 1, 8, 0, 8>(c, b, 32);
+        run<unsigned short, 1, 8, 1, 8>(c, b, 32);
+      });
     } else {
-      const Gen g3("gen_f32.cubin", "kf_red_3417f48ae1df", 32, 16), g4("gen4_f32.cubin", "kf_red_59e626264e5b", 32, 16),
-          g4lb("gen4lb_f32.cubin", "kf_red_59e626264e5b_lb4", 32, 16);
-      auto fn = [&] { g3(f.in, f.out, f.ws, c.cnt); };
-      auto fn4 = [&] { g4(f.in, f.out, f.ws, c.cnt); };
-      auto fn5 = [&] { g4lb(f.in, f.out, f.ws, c.cnt); };
-      std::string ck, ck4, ck5;
-      CK(cudaMemset(c.cnt, 0, 4096 * 4)); fn(); ck = check(f);
-      CK(cudaMemset(c.cnt, 0, 4096 * 4)); fn4(); ck4 = check(f);
-      CK(cudaMemset(c.cnt, 0, 4096 * 4)); fn5(); ck5 = check(f);
-      timeit(c, "generated reduce/3 (slices 16)", ty, bytes, fn, ck.c_str());
-      timeit(c, "generated reduce/4", ty, bytes, fn4, ck4.c_str());
-      timeit(c, "generated reduce/4, bounds (256, 4)", ty, bytes, fn5, ck5.c_str());
-      run<float, 1, 8, 0, 8>(c, f, 16);
-      timeit(c, "generated reduce/3 again", ty, bytes, fn, ck.c_str());
-      timeit(c, "generated reduce/4 again", ty, bytes, fn4, ck4.c_str());
-      timeit(c, "generated reduce/4, bounds (256, 4) again", ty, bytes, fn5, ck5.c_str());
+      generated(c, f, bytes, [&] { run<float, 1, 8, 0, 8>(c, f, 16); });
     }
   }
   return 0;
