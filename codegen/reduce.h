@@ -79,7 +79,8 @@
 namespace kfuse {
 
 // reduce/3: 16-bit results stored for later kernels in f32 (IntermediateDType).
-inline constexpr char kReduceGeneratorVersion[] = "reduce/3";
+// reduce/4: the innermost reduced loop in batches whose loads go out together.
+inline constexpr char kReduceGeneratorVersion[] = "reduce/4";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.

@@ -59,7 +59,7 @@ TEST(ReduceTest, FamilyNameVersionHeuristicAndSpace) {
   Chain c = reduce_test::ColumnSum(DType::kF32, 4096, 1000);
   KernelGroup g = Part(c).kernels[0];
   EXPECT_EQ(FamilyName(Family::kReduction), "reduction");
-  EXPECT_EQ(GeneratorVersion(Family::kReduction), "reduce/3");
+  EXPECT_EQ(GeneratorVersion(Family::kReduction), "reduce/4");
   // 250 threads of four columns each: rows of 32 threads split the 4096
   // rows eight ways, and 16 slices of 256 rows leave each thread 32.
   EXPECT_EQ(ReduceHeuristic(c, g),
@@ -147,7 +147,35 @@ TEST(ReduceTest, TheLongestReducedDimIsSplit) {
   absl::StatusOr<KernelSpec> k = EmitReduce(c, g, ReduceHeuristic(c, g));
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_THAT(k->source, HasSubstr("for (long long kf_c0 = 0; kf_c0 < 4LL; ++kf_c0)"));
-  EXPECT_THAT(k->source, HasSubstr("kf_c1 = (long long)blockIdx.y * kf_chunk + kf_ty"));
+  EXPECT_THAT(k->source, HasSubstr("kf_r1 = (long long)blockIdx.y * kf_chunk + kf_ty"));
+  // Batches of eight of the split's rows (one vector leaf), then the rest.
+  EXPECT_THAT(k->source, HasSubstr("for (; kf_r1 + 56 < kf_hi; kf_r1 += 64)"));
+  EXPECT_THAT(k->source, HasSubstr("const long long kf_c1 = kf_r1 + kf_u * 8;"));
+  EXPECT_THAT(k->source, HasSubstr("for (; kf_r1 < kf_hi; kf_r1 += 8)"));
+}
+
+// A batch's vector loads are all written before any of its values is used,
+// so none waits behind another's bound check or sum.
+TEST(ReduceTest, BatchLoadsComeBeforeTheirSums) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kBF16, {Dim::Static(32768), Dim::Static(4096)}});
+  c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceSum, x, {0}, true)};
+  c = reduce_test::Finish(std::move(c));
+  KernelGroup g = Part(c).kernels[0];
+  absl::StatusOr<KernelSpec> k = EmitReduce(c, g, ReduceHeuristic(c, g));
+  ASSERT_TRUE(k.ok()) << k.status();
+  const std::string& src = k->source;
+  const size_t load = src.find("kf_v0[kf_u] = *reinterpret_cast<const kf_vec<__kf_bf16, 8>*>");
+  const size_t use = src.find("kf_v0[kf_u].v[kf_e]");
+  ASSERT_NE(load, std::string::npos) << src;
+  ASSERT_NE(use, std::string::npos) << src;
+  EXPECT_LT(load, use);
+  EXPECT_EQ(src.find("kf_v0[kf_u] =", load + 1), std::string::npos) << "one load site a batch";
+  // The fp64 yardstick keeps one plain loop (unrolled, its calls would spill).
+  absl::StatusOr<KernelSpec> ref =
+      EmitReduce(c, g, ReduceHeuristic(c, g), Numerics::kReference64);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_FALSE(absl::StrContains(ref->source, "kf_u")) << ref->source;
 }
 
 TEST(ReduceTest, ColumnSoftmaxLaunchContracts) {
@@ -241,7 +269,11 @@ TEST(ReduceTest, SymbolicKeptDimSizesTheGrid) {
     EXPECT_FALSE(absl::StrContains(k->source, "Zq9")) << "client text in the source";
     EXPECT_FALSE(absl::StrContains(k->source, "#include"));
     EXPECT_THAT(k->source, HasSubstr("for (long long kf_c0 = 0; kf_c0 < 3LL; ++kf_c0)"));
-    EXPECT_THAT(k->source, HasSubstr("for (long long kf_c1 = 0; kf_c1 < 5LL; ++kf_c1)"));
+    // The inner loop's five indices in one batch where it is not the
+    // yardstick's plain loop.
+    EXPECT_THAT(k->source, HasSubstr(n == Numerics::kReference64
+                                         ? "for (long long kf_c1 = 0; kf_c1 < 5LL; ++kf_c1)"
+                                         : "for (; kf_r1 + 4 < 5LL; kf_r1 += 5)"));
     EXPECT_THAT(k->source, HasSubstr("const long long s0"));
     if (n == Numerics::kReference64) {
       EXPECT_THAT(k->source, HasSubstr("double* __restrict__ out0"));
