@@ -2,7 +2,7 @@
 // family, so the service and the tuner need not know every family.
 //
 //   KFUSE_ASSIGN_OR_RETURN(KernelSpec k, EmitFamily(chain, group, variant));
-//   std::string version = GeneratorVersion(group.family);   // "reduce/4"
+//   std::string version = GeneratorVersion(group.family);   // "reduce/5"
 #ifndef KFUSE_CODEGEN_GENERATORS_H_
 #define KFUSE_CODEGEN_GENERATORS_H_
 
@@ -36,7 +36,7 @@ std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group);
 // bulk copies).
 int VariantMinComputeCapability(const Variant& variant);
 
-// "pointwise/1", "row/13", "reduce/4"; "" for families without a generator. Part of the
+// "pointwise/1", "row/13", "reduce/5"; "" for families without a generator. Part of the
 // cache key: a generator change must not serve stale decisions.
 std::string GeneratorVersion(Family family);
 

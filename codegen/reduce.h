@@ -80,7 +80,8 @@ namespace kfuse {
 
 // reduce/3: 16-bit results stored for later kernels in f32 (IntermediateDType).
 // reduce/4: the innermost reduced loop in batches whose loads go out together.
-inline constexpr char kReduceGeneratorVersion[] = "reduce/4";
+// reduce/5: split rows finish one output a thread; plain sums get 40 registers.
+inline constexpr char kReduceGeneratorVersion[] = "reduce/5";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.

@@ -7,12 +7,13 @@
 //     by split, within the block's slice), per step:
 //       the vector leaves' loads, then per output the other loads, the
 //       operand's element-wise nodes, accumulate;
-//     compensation; split > 1: the rows meet in shared memory (row 0 adds
-//     them in order); slices > 1: row 0 writes the block's value to the
-//     workspace, the column's last block (a counter) adds the slices in
-//     order, its rows taking every split-th, and meets again;
-//     mean's division; the result to each output and to the intermediate
-//     later kernels read.
+//     compensation; unstaged (split and slices 1): mean's division, the
+//     results to each output and to the intermediate later kernels read;
+//   staged, the block's outputs then go one a thread (kf_q, kf_j in the
+//   block): split > 1: the rows meet in shared memory and the thread adds
+//   its output's in row order; slices > 1: the block's values go to its
+//   slice of the workspace, and the column's last block (a counter) adds
+//   the slices in order; mean's division; the stores.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -326,6 +327,45 @@ class Writer {
     return absl::OkStatus();
   }
 
+  // The product of the extents of `dims` (1 for none).
+  std::string Product(const std::vector<size_t>& dims) const {
+    std::vector<std::string> f;
+    for (size_t d : dims) f.push_back(DimCode(p_.shape[d]));
+    return f.empty() ? std::string("1LL") : absl::StrJoin(f, " * ");
+  }
+
+  // A column's compensation, kf_ae, where sums are compensated.
+  std::string Compensation() const {
+    if (!Compensated()) return "";
+    const std::string t = CT(p_.reduction);
+    return absl::StrCat("    ", t, " kf_ae = (", t, ")0;\n");
+  }
+
+  // A loop giving each of the block's threads in turn one of its `width`
+  // outputs, kf_q (kf_j within the block), up to the last output.
+  std::string Columns(int width, const std::string& body) const {
+    return absl::StrCat("  for (int kf_j = threadIdx.x; kf_j < ", width, "; kf_j += ", p_.block,
+                        ") {\n    const long long kf_q = (long long)blockIdx.x * ", width,
+                        " + kf_j;\n    if (kf_q >= kf_n) break;\n", body, "  }\n");
+  }
+
+  // The value `v` of output `q` finished (mean's division) and stored to
+  // each output and the intermediate, at indent `ind`.
+  std::string Finish(const std::vector<size_t>& loops,
+                     const std::vector<std::pair<std::string, DType>>& stores, const std::string& v,
+                     const std::string& q, const std::string& ind) {
+    std::string t;
+    if (red_.kind == OpKind::kReduceMean) {
+      absl::StrAppend(&t, ind, v, " = ", v, " / (", CT(p_.reduction), ")(", Product(loops), ");\n");
+    }
+    const std::string e = q == "kf_o" && p_.vec > 1 ? " + kf_e" : "";
+    for (const auto& [name, dt] : stores) {
+      absl::StrAppend(&t, ind, name, "[", q, e, "] = ", StoreExpr(v, dt, p_.numerics, &needs_),
+                      ";\n");
+    }
+    return t;
+  }
+
   absl::Status Kernel(std::string* s) {
     std::vector<bool> read(c_.num_inputs(), false);
     for (const Leaf& l : p_.leaves) {
@@ -367,21 +407,28 @@ class Writer {
     for (size_t d = 0; d < p_.shape.size(); ++d) {
       if (Spans(d)) (p_.reduced[d] ? loops : kept).push_back(d);
     }
-    auto product = [&](const std::vector<size_t>& dims) {
-      std::vector<std::string> f;
-      for (size_t d : dims) f.push_back(DimCode(p_.shape[d]));
-      return f.empty() ? std::string("1LL") : absl::StrJoin(f, " * ");
-    };
     const int lanes = p_.Lanes();
-    // At least 1024 threads an SM: up to 64 registers a thread. Left to
-    // itself ptxas squeezed some batched kernels into 32 (every thread
-    // resident) and spilled to do so (ReduceCompileTest). The fp64
-    // yardstick keeps the whole register file.
+    // Blocks an SM the launch bounds ask for, which caps the registers.
+    // Left to itself ptxas squeezed some batched kernels into 32 (every
+    // thread resident), two loads in flight, and spilled to do so
+    // (ReduceCompileTest), so fast kernels ask for 1024 threads an SM (64
+    // registers). Given 64 it issued a plain sum's batch of eight loads at
+    // once and waited for them all, about 1% slower than at 40, where it issues
+    // four, then one as each is used (bf16 column sum of [32768, 4096] on
+    // the H200, run162); with the columns' ending below, those batches ran
+    // 1.4-2.4% faster than one index a step unrolled by 4 (run163). So the
+    // fast sum of one operand read as it is (no element-wise work) by split
+    // rows asks for 1536 threads (40 registers); kernels with more to hold,
+    // eager's roundings, or no split rows spilled there (ReduceCompileTest).
+    // The fp64 yardstick keeps the whole register file.
+    const bool plain = p_.numerics == Numerics::kFast && p_.split > 1 && p_.compute.empty() &&
+                       p_.leaves.size() == 1 && BatchedLeaves(loops) == 1;
     const std::string bounds =
-        Ref() ? absl::StrCat(p_.block) : absl::StrCat(p_.block, ", ", std::max(1, 1024 / p_.block));
+        Ref() ? absl::StrCat(p_.block)
+              : absl::StrCat(p_.block, ", ", std::max(1, (plain ? 1536 : 1024) / p_.block));
     absl::StrAppend(s, "extern \"C\" __global__ void __launch_bounds__(", bounds, ") ",
                     kEntryPlaceholder, "(", absl::StrJoin(params, ", "), ") {\n",
-                    "  const long long kf_n = ", product(kept), ";\n");
+                    "  const long long kf_n = ", Product(kept), ";\n");
     if (p_.split > 1) {
       absl::StrAppend(s, "  const int kf_tx = threadIdx.x % ", lanes, ", kf_ty = threadIdx.x / ",
                       lanes, ";\n");
@@ -470,65 +517,68 @@ class Writer {
     if (p_.Staged()) absl::StrAppend(s, "  }\n");
     absl::StrAppend(s, Settle("  "));
 
-    // A block's split rows meet in shared memory, added in row order by the
-    // first row (whose threads then hold the block's values).
-    const std::string slot = absl::StrCat("kf_tx * ", p_.vec, p_.vec > 1 ? " + kf_e" : "");
-    auto meet = [&]() {
-      std::string t = absl::StrCat(
-          PerOutput("  ", absl::StrCat(Inside("  "), "kf_part[kf_ty * ", lanes * p_.vec, " + ",
-                                       slot, "] = ", Acc(), ";\n")),
-          "  __syncthreads();\n  if (kf_ty == 0) {\n");
-      const std::string in = Inside("    ");
-      std::string add;
-      if (Compensated()) absl::StrAppend(&add, in, Err(), " = (", at, ")0;\n");
-      absl::StrAppend(&add, in, "for (int kf_y = 1; kf_y < ", p_.split, "; ++kf_y) {\n",
-                      Accumulate(absl::StrCat("kf_part[kf_y * ", lanes * p_.vec, " + ", slot, "]"),
-                                 Acc(), Err(), in + "  "),
-                      in, "}\n");
-      if (Compensated()) absl::StrAppend(&add, in, Acc(), " -= ", Err(), ";\n");
-      absl::StrAppend(&t, PerOutput("    ", add), "  }\n");
-      return t;
-    };
-    if (p_.split > 1) {
-      absl::StrAppend(s, "  __shared__ ", at, " kf_part[", p_.block * p_.vec, "];\n", meet());
+    // Without split rows each thread finishes its own outputs. With them,
+    // the block's outputs are then taken one a thread (Columns), so that
+    // adding the rows, writing the workspace and storing are each spread
+    // over all of the block's threads. (Row 0 did them alone before, the
+    // others waiting: 8 adds and 8 scattered stores a thread in the bf16
+    // column sum of [32768, 4096], which ran 1.5-3.5% faster so on the H200,
+    // run163.) The rows meet in shared memory and are added in row order;
+    // with slices, the block's values go to its slice of the workspace and
+    // the column's last block to finish adds the slices in order.
+    const std::string counter = absl::StrCat(
+        "  __threadfence();\n  __syncthreads();\n  __shared__ int kf_last;\n",
+        "  if (threadIdx.x == 0) kf_last = atomicAdd(kf_cnt + blockIdx.x, 1u) == ", p_.slices - 1,
+        "u;\n  __syncthreads();\n  if (!kf_last) return;\n  __threadfence();\n");
+    const std::string unroll = Ref() ? "" : "    #pragma unroll 4\n";
+    const std::string e = p_.vec > 1 ? " + kf_e" : "";
+    if (p_.split == 1) {
+      if (p_.slices > 1) {
+        absl::StrAppend(
+            s, "  if (kf_live) {\n",
+            PerOutput("    ",
+                      absl::StrCat(Inside("    "), "kf_ws[(long long)blockIdx.y * kf_n + kf_o", e,
+                                   "] = ", Acc(), ";\n")),
+            "  }\n", counter, init("  "), "  if (kf_live) {\n", unroll,
+            "    for (int kf_y = 0; kf_y < ", p_.slices, "; ++kf_y) {\n",
+            PerOutput("      ",
+                      Accumulate(absl::StrCat("__ldcg(kf_ws + kf_y * kf_n + kf_o", e, ")"), Acc(),
+                                 Err(), Inside("      "))),
+            "    }\n  }\n", Settle("  "), "  if (!kf_live) return;\n");
+      }
+      absl::StrAppend(s, PerOutput("  ", Finish(loops, stores, Acc(), "kf_o", Inside("  "))));
+    } else {
+      const int width = lanes * p_.vec;
+      const std::string slot = absl::StrCat("kf_tx * ", p_.vec, p_.vec > 1 ? " + kf_e" : "");
+      absl::StrAppend(s, "  __shared__ ", at, " kf_part[", p_.block * p_.vec, "];\n",
+                      PerOutput("  ", absl::StrCat(Inside("  "), "kf_part[kf_ty * ", width, " + ",
+                                                   slot, "] = ", Acc(), ";\n")),
+                      "  __syncthreads();\n");
+      const std::string meet = absl::StrCat(
+          "    ", at, " kf_a = kf_part[kf_j];\n", Compensation(), "    for (int kf_y = 1; kf_y < ",
+          p_.split, "; ++kf_y) {\n",
+          Accumulate(absl::StrCat("kf_part[kf_y * ", width, " + kf_j]"), "kf_a", "kf_ae", "      "),
+          "    }\n", Compensated() ? "    kf_a -= kf_ae;\n" : "");
+      if (p_.slices == 1) {
+        absl::StrAppend(s, Columns(width, meet + Finish(loops, stores, "kf_a", "kf_q", "    ")));
+      } else {
+        // Up to 32 slices' loads go out at once: the columns' last blocks
+        // end the kernel, and with four at a time their eight trips to L2
+        // cost the bf16 column sum 1.2 us of 75 (run164).
+        const std::string all =
+            Ref() ? "" : absl::StrCat("    #pragma unroll", p_.slices > 32 ? " 32" : "", "\n");
+        const std::string sum = absl::StrCat(
+            "    ", at, " kf_a = ", Identity(), ";\n", Compensation(), all,
+            "    for (int kf_y = 0; kf_y < ", p_.slices, "; ++kf_y) {\n",
+            Accumulate("__ldcg(kf_ws + kf_y * kf_n + kf_q)", "kf_a", "kf_ae", "      "), "    }\n",
+            Compensated() ? "    kf_a -= kf_ae;\n" : "");
+        absl::StrAppend(
+            s,
+            Columns(width,
+                    absl::StrCat(meet, "    kf_ws[(long long)blockIdx.y * kf_n + kf_q] = kf_a;\n")),
+            counter, Columns(width, sum + Finish(loops, stores, "kf_a", "kf_q", "    ")));
+      }
     }
-    // The block's value goes to its slice of the workspace; the last block
-    // of the column to finish adds the slices in order (its split rows each
-    // take every split-th slice, then meet as above).
-    if (p_.slices > 1) {
-      const std::string row0 = p_.split > 1 ? "kf_ty == 0 && kf_live" : "kf_live";
-      const std::string e = p_.vec > 1 ? " + kf_e" : "";
-      absl::StrAppend(
-          s, "  if (", row0, ") {\n",
-          PerOutput("    ", absl::StrCat(Inside("    "),
-                                         "kf_ws[(long long)blockIdx.y * kf_n + kf_o", e,
-                                         "] = ", Acc(), ";\n")),
-          "  }\n  __threadfence();\n  __syncthreads();\n  __shared__ int kf_last;\n",
-          "  if (threadIdx.x == 0) kf_last = atomicAdd(kf_cnt + blockIdx.x, 1u) == ",
-          p_.slices - 1, "u;\n  __syncthreads();\n  if (!kf_last) return;\n",
-          "  __threadfence();\n", init("  "), "  if (kf_live) {\n",
-          Ref() ? "" : "    #pragma unroll 4\n",
-          "    for (int kf_y = ", p_.split > 1 ? "kf_ty" : "0", "; kf_y < ", p_.slices,
-          "; kf_y += ", p_.split, ") {\n",
-          PerOutput("      ", Accumulate(absl::StrCat("__ldcg(kf_ws + kf_y * kf_n + kf_o", e, ")"),
-                                        Acc(), Err(), Inside("      "))),
-          "    }\n  }\n");
-      absl::StrAppend(s, Settle("  "));
-      if (p_.split > 1) absl::StrAppend(s, meet());
-      absl::StrAppend(s, "  if (!(", row0, ")) return;\n");
-    } else if (p_.split > 1) {
-      absl::StrAppend(s, "  if (kf_ty != 0 || !kf_live) return;\n");
-    }
-    if (red_.kind == OpKind::kReduceMean) {
-      absl::StrAppend(s, PerOutput("  ", absl::StrCat(Inside("  "), Acc(), " = ", Acc(), " / (",
-                                                      at, ")(", product(loops), ");\n")));
-    }
-    std::string stores_text;
-    for (const auto& [name, t] : stores) {
-      absl::StrAppend(&stores_text, Inside("  "), name, "[kf_o", p_.vec > 1 ? " + kf_e" : "",
-                      "] = ", StoreExpr(Acc(), t, p_.numerics, &needs_), ";\n");
-    }
-    absl::StrAppend(s, PerOutput("  ", stores_text));
     absl::StrAppend(s, "}\n");
     return absl::OkStatus();
   }

@@ -59,7 +59,7 @@ TEST(ReduceTest, FamilyNameVersionHeuristicAndSpace) {
   Chain c = reduce_test::ColumnSum(DType::kF32, 4096, 1000);
   KernelGroup g = Part(c).kernels[0];
   EXPECT_EQ(FamilyName(Family::kReduction), "reduction");
-  EXPECT_EQ(GeneratorVersion(Family::kReduction), "reduce/4");
+  EXPECT_EQ(GeneratorVersion(Family::kReduction), "reduce/5");
   // 250 threads of four columns each: rows of 32 threads split the 4096
   // rows eight ways, and 16 slices of 256 rows leave each thread 32.
   EXPECT_EQ(ReduceHeuristic(c, g),
@@ -131,10 +131,36 @@ TEST(ReduceTest, SlicesMeetInTheWorkspaceInOrder) {
   EXPECT_EQ(k->preconditions[0].description, "input 0 is 16-byte aligned (vector loads)");
   EXPECT_THAT(k->source, HasSubstr("kf_vec<__kf_bf16, 8>"));
   EXPECT_THAT(k->source, HasSubstr("atomicAdd(kf_cnt + blockIdx.x, 1u) == 31u"));
-  // The last block's rows take every eighth slice in order, then meet.
-  EXPECT_THAT(k->source, HasSubstr("for (int kf_y = kf_ty; kf_y < 32; kf_y += 8)"));
-  EXPECT_THAT(k->source, HasSubstr("__ldcg(kf_ws + kf_y * kf_n + kf_o + kf_e)"));
+  // The block's 256 outputs go one a thread: each adds its output's eight
+  // rows in order, and in the column's last block its 32 slices in order.
+  EXPECT_THAT(k->source, HasSubstr("for (int kf_j = threadIdx.x; kf_j < 256; kf_j += 256)"));
   EXPECT_THAT(k->source, HasSubstr("for (int kf_y = 1; kf_y < 8; ++kf_y)"));
+  EXPECT_THAT(k->source, HasSubstr("kf_ws[(long long)blockIdx.y * kf_n + kf_q] = kf_a;"));
+  EXPECT_THAT(k->source, HasSubstr("for (int kf_y = 0; kf_y < 32; ++kf_y)"));
+  EXPECT_THAT(k->source, HasSubstr("__ldcg(kf_ws + kf_y * kf_n + kf_q)"));
+  EXPECT_THAT(k->source, HasSubstr("out0[kf_q] = kf_f2bf(kf_a);"));
+  EXPECT_THAT(k->source, Not(HasSubstr("kf_ty == 0")));
+  // A plain sum by split rows: 40 registers a thread.
+  EXPECT_THAT(k->source, HasSubstr("__launch_bounds__(256, 6)"));
+}
+
+// Without split rows there is nothing to meet: each thread writes its own
+// outputs' slice values and, in the last block, adds its own outputs'.
+TEST(ReduceTest, WithoutSplitRowsEachThreadFinishesItsOwnOutputs) {
+  Chain c = reduce_test::ColumnSum(DType::kF32, 4096, 1024);
+  KernelGroup g = Part(c).kernels[0];
+  const Variant v{Family::kReduction, {{"block", 256}, {"slices", 4}, {"vec", 4}}};
+  ASSERT_TRUE(CanGenerateReduce(c, g, v).ok());
+  absl::StatusOr<KernelSpec> k = EmitReduce(c, g, v);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_THAT(k->source, HasSubstr("kf_ws[(long long)blockIdx.y * kf_n + kf_o + kf_e] = "));
+  EXPECT_THAT(k->source,
+              HasSubstr("    #pragma unroll 4\n    for (int kf_y = 0; kf_y < 4; ++kf_y)"));
+  EXPECT_THAT(k->source, HasSubstr("__ldcg(kf_ws + kf_y * kf_n + kf_o + kf_e)"));
+  EXPECT_THAT(k->source, HasSubstr("out0[kf_o + kf_e] = kf_acc[kf_e];"));
+  EXPECT_THAT(k->source, Not(HasSubstr("kf_part")));
+  EXPECT_THAT(k->source, Not(HasSubstr("kf_j")));
+  EXPECT_THAT(k->source, HasSubstr("__launch_bounds__(256, 4)"));
 }
 
 TEST(ReduceTest, TheLongestReducedDimIsSplit) {
@@ -248,8 +274,8 @@ TEST(ReduceTest, OutputAndIntermediateTogether) {
   ASSERT_TRUE(k.ok()) << k.status();
   using K = BufferRef::Kind;
   ExpectParams(*k, {Buf(K::kInput, 0), Buf(K::kOutput, 1), Buf(K::kIntermediate, m)});
-  EXPECT_THAT(k->source, HasSubstr("kf_acc[kf_e] = kf_acc[kf_e] / (float)(64LL);"));
-  EXPECT_THAT(k->source, HasSubstr("out1[kf_o + kf_e] = kf_acc[kf_e];"));
+  EXPECT_THAT(k->source, HasSubstr("kf_a = kf_a / (float)(64LL);"));
+  EXPECT_THAT(k->source, HasSubstr("out1[kf_q] = kf_a;"));
   EXPECT_THAT(k->source, HasSubstr("omid"));
 }
 

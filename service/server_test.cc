@@ -298,7 +298,7 @@ TEST_F(ServerTest, SoftmaxOverAnOuterAxisIsAPlanOfThreeKernels) {
   EXPECT_EQ(plan.kernels(1).variant().family(), v1::FAMILY_REDUCTION);
   EXPECT_EQ(plan.kernels(2).variant().family(), v1::FAMILY_POINTWISE);
   EXPECT_EQ(plan.kernels(0).variant().params().at("block"), 256);
-  EXPECT_EQ(plan.provenance().generator_version(), "reduce/4+pointwise/1");
+  EXPECT_EQ(plan.provenance().generator_version(), "reduce/5+pointwise/1");
   EXPECT_EQ(plan.provenance().state(), v1::TUNE_STATE_HEURISTIC);
   EXPECT_EQ(compiler_->calls.load(), 3);
   // Ops as the client numbered them, and why each boundary is there.
