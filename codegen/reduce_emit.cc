@@ -274,12 +274,14 @@ class Writer {
   // The innermost reduced loop, `c` from `first` below `bound` by `step`,
   // in batches of up to eight indices whose vector loads are all issued
   // before any is used (one bound check a batch, where `#pragma unroll 4`
-  // over a bound the compiler cannot prove may check it between iterations;
-  // the bf16 column sum so batched by hand ran 3% faster than reduce/3's
-  // unrolled loop on the H200, run160), then the indices left one at a
-  // time. The sums keep their order. Operands of several batched leaves
-  // take fewer indices a batch; a loop of known extent below eight is one
-  // batch.
+  // over a bound the compiler cannot prove may check it between
+  // iterations), then the indices left one at a time. How many loads are
+  // in flight is then ptxas's, under the launch bounds' register cap (see
+  // Kernel): the batches gained nothing at 64 registers (run161-162), and
+  // 1.4-2.4% at 40 with the block's outputs finished one a thread (the bf16
+  // column sum on the H200, run163). The sums keep their order. Operands of
+  // several batched leaves take fewer indices a batch; a loop of known
+  // extent below eight is one batch.
   absl::Status Batches(const std::vector<size_t>& loops, const std::string& c,
                        const std::string& first, const std::string& bound, int step,
                        int64_t known, const std::string& ind, std::string* s) {
