@@ -532,10 +532,12 @@ class Writer {
         "  __threadfence();\n  __syncthreads();\n  __shared__ int kf_last;\n",
         "  if (threadIdx.x == 0) kf_last = atomicAdd(kf_cnt + blockIdx.x, 1u) == ", p_.slices - 1,
         "u;\n  __syncthreads();\n  if (!kf_last) return;\n  __threadfence();\n");
-    const std::string unroll = Ref() ? "" : "    #pragma unroll 4\n";
     const std::string e = p_.vec > 1 ? " + kf_e" : "";
     if (p_.split == 1) {
       if (p_.slices > 1) {
+        // Four slices' loads at a time (more, with the vec outputs' own,
+        // spilled: ReduceCompileTest).
+        const std::string unroll = Ref() ? "" : "    #pragma unroll 4\n";
         absl::StrAppend(
             s, "  if (kf_live) {\n",
             PerOutput("    ",
