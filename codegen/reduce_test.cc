@@ -136,7 +136,9 @@ TEST(ReduceTest, SlicesMeetInTheWorkspaceInOrder) {
   EXPECT_THAT(k->source, HasSubstr("for (int kf_j = threadIdx.x; kf_j < 256; kf_j += 256)"));
   EXPECT_THAT(k->source, HasSubstr("for (int kf_y = 1; kf_y < 8; ++kf_y)"));
   EXPECT_THAT(k->source, HasSubstr("kf_ws[(long long)blockIdx.y * kf_n + kf_q] = kf_a;"));
-  EXPECT_THAT(k->source, HasSubstr("for (int kf_y = 0; kf_y < 32; ++kf_y)"));
+  // The 32 slices' loads all go out at once.
+  EXPECT_THAT(k->source,
+              HasSubstr("    #pragma unroll\n    for (int kf_y = 0; kf_y < 32; ++kf_y)"));
   EXPECT_THAT(k->source, HasSubstr("__ldcg(kf_ws + kf_y * kf_n + kf_q)"));
   EXPECT_THAT(k->source, HasSubstr("out0[kf_q] = kf_f2bf(kf_a);"));
   EXPECT_THAT(k->source, Not(HasSubstr("kf_ty == 0")));
