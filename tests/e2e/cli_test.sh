@@ -82,6 +82,13 @@ if ! start_server; then
 fi
 pass "kfused starts and reports SERVING"
 
+# A second kfused on the same address refuses to start (gRPC's default
+# SO_REUSEPORT would let it share the port and answer half the calls).
+out=$(timeout 20 "$kfused" --address="$KFUSE_SERVER" --store="$tmp/second.db" --no_gpu 2>&1)
+rc=$?
+[[ $rc == 1 && $out == *"cannot listen on $KFUSE_SERVER"* ]]
+check "a second kfused on the same address exits 1" $? "rc=$rc $out"
+
 out=$("$kfuse" health 2>&1)
 [[ $out == *SERVING* ]]
 check "kfuse health prints SERVING" $? "$out"
