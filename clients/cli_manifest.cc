@@ -290,7 +290,7 @@ namespace {
 
 // What became of the items of one run.
 struct Tally {
-  int tuned = 0, stored = 0, skipped = 0, failed = 0, not_started = 0;
+  int tuned = 0, stored = 0, untuned = 0, skipped = 0, failed = 0, not_started = 0;
 };
 
 void PrintItemJson(CliIo& io, size_t index, const ManifestItem& item, const std::string& outcome,
@@ -352,7 +352,7 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
       ++tally.not_started;
       continue;
     }
-    const int finished = tally.tuned + tally.stored + tally.failed;
+    const int finished = tally.tuned + tally.stored + tally.untuned + tally.failed;
     auto on_progress = [&](const kfuse::v1::TuneProgress& p) {
       if (!bar) return;
       const double fraction =
@@ -390,22 +390,26 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
       }
       continue;
     }
+    const auto& prov = r->plan().provenance();
+    // An untimed answer (no GPU, the GPU busy past the wait, a policy) is not
+    // what the item asked for: it is not recorded, so a rerun tunes it.
+    const bool untuned = prov.state() == kfuse::v1::TUNE_STATE_HEURISTIC;
     const bool stored =
         r->cache() == kfuse::v1::CACHE_OUTCOME_HIT || r->cache() == kfuse::v1::CACHE_OUTCOME_FLEET_HIT;
-    ++(stored ? tally.stored : tally.tuned);
-    const std::string outcome = stored ? "stored" : "tuned";
-    if (absl::Status s = AppendTuneState(state_path, item, outcome, r->plan().key()); !s.ok()) {
-      io.err << "kfuse: warning: " << s.message() << "\n";
+    ++(untuned ? tally.untuned : stored ? tally.stored : tally.tuned);
+    const std::string outcome = untuned ? "untuned" : stored ? "stored" : "tuned";
+    if (!untuned) {
+      if (absl::Status s = AppendTuneState(state_path, item, outcome, r->plan().key()); !s.ok()) {
+        io.err << "kfuse: warning: " << s.message() << "\n";
+      }
     }
     if (g.json) {
       PrintItemJson(io, index, item, outcome, r->plan().key(), "");
     } else {
-      const auto& prov = r->plan().provenance();
-      const std::string what =
-          stored ? "already stored"
-          : prov.state() == kfuse::v1::TUNE_STATE_HEURISTIC
-              ? absl::StrCat("heuristic (", prov.reason().empty() ? "untuned" : prov.reason(), ")")
-              : "tuned";
+      const std::string reason = prov.reason().empty() ? "untimed" : prov.reason();
+      const std::string what = untuned  ? absl::StrCat("not tuned: heuristic (", reason, ")")
+                               : stored ? "already stored"
+                                        : "tuned";
       io.out << "[" << index << "/" << count << "] " << item.label << ": " << what << "  key "
              << r->plan().key().substr(0, 16) << "  (" << took << ")\n";
     }
@@ -415,6 +419,7 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
     auto& f = *summary.mutable_fields();
     f["tuned"].set_number_value(tally.tuned);
     f["already_stored"].set_number_value(tally.stored);
+    f["untuned"].set_number_value(tally.untuned);
     f["skipped"].set_number_value(tally.skipped);
     f["failed"].set_number_value(tally.failed);
     f["not_started"].set_number_value(tally.not_started);
@@ -423,13 +428,14 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   } else {
     io.out << "tuned " << tally.tuned << ", already stored " << tally.stored << ", failed " << tally.failed
            << ", not started " << tally.not_started;
+    if (tally.untuned > 0) io.out << ", not tuned " << tally.untuned << " (heuristic answers)";
     if (tally.not_started > 0) io.out << (exit_code == kExitUnavailable ? " (no server)" : " (budget)");
     if (tally.skipped > 0)
       io.out << "; " << tally.skipped << " done in an earlier run (" << state_path << ")";
     io.out << "; " << FormatDuration(elapsed()) << "\n";
   }
   if (exit_code != kExitOk) return exit_code;
-  return tally.failed > 0 ? kExitFailed : kExitOk;
+  return tally.failed > 0 || tally.untuned > 0 ? kExitFailed : kExitOk;
 }
 
 }  // namespace kfuse::client

@@ -267,6 +267,26 @@ TEST_F(ManifestRunTest, AFailedItemIsReportedAndNotRecorded) {
   EXPECT_EQ(state->size(), 1u);  // The failed item is tried again next time.
 }
 
+TEST_F(ManifestRunTest, AnUntunedAnswerIsNotRecordedAndFailsTheRun) {
+  // A server without a GPU (or one whose GPU stayed busy) answers with the
+  // heuristic plan: the item is not done, and a rerun asks again.
+  fake_.service().untimed = true;
+  o_.manifest = Write("m.json", R"({"entries": [
+      {"chain": "chains/sym.json", "buckets": [{"N": 1}, {"N": 2}]}]})");
+  EXPECT_EQ(RunTuneManifest(g_, o_, io_), kExitFailed);
+  EXPECT_THAT(out_.str(), HasSubstr("[1/2] chains/sym.json N=1: not tuned: heuristic (no GPU in the fake)"));
+  EXPECT_THAT(out_.str(), HasSubstr("tuned 0, already stored 0, failed 0, not started 0, not tuned 2"));
+  auto state = LoadTuneState(o_.manifest + ".state");
+  ASSERT_TRUE(state.ok());
+  EXPECT_TRUE(state->empty());
+
+  fake_.service().untimed = false;
+  out_.str("");
+  ASSERT_EQ(RunTuneManifest(g_, o_, io_), kExitOk) << err_.str();
+  EXPECT_EQ(fake_.service().tune_requests.size(), 4u);
+  EXPECT_THAT(out_.str(), Not(HasSubstr("done in an earlier run")));
+}
+
 TEST_F(ManifestRunTest, NoItemStartsOnceTheTotalBudgetIsSpent) {
   fake_.service().tune_delay_ms = 150;
   o_.budget_total_seconds = 0.05;

@@ -68,6 +68,11 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
       p.mutable_trial()->set_median_seconds(1e-6 * (10 - i));
       if (i == n) {
         p.mutable_result()->mutable_plan()->set_key("tuned");
+        if (untimed) {  // As a server without a GPU answers.
+          auto* prov = p.mutable_result()->mutable_plan()->mutable_provenance();
+          prov->set_state(kfuse::v1::TUNE_STATE_HEURISTIC);
+          prov->set_reason("no GPU in the fake");
+        }
         p.mutable_result()->set_cache(stored ? kfuse::v1::CACHE_OUTCOME_HIT
                                              : kfuse::v1::CACHE_OUTCOME_MISS);
       }
@@ -180,6 +185,7 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
   std::string last_auth;
   // Tune: every request, a delay before answering, what was tuned before.
   std::vector<kfuse::v1::CompileRequest> tune_requests;
+  bool untimed = false;  // Tune answers heuristic (untuned) plans.
   int tune_delay_ms = 0;
   std::set<std::string> tuned;
   // ExportKernels answers from these; ImportKernels records batch sizes and
