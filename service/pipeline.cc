@@ -178,8 +178,22 @@ absl::StatusOr<CompiledKernel> CompileVariant(const Chain& chain, const KernelGr
   return compiler.Compile(spec, copts, cancel);
 }
 
-// A failed build leaves a repro bundle unless the caller went away.
-bool LeavesRepro(const absl::Status& s) { return !s.ok() && s.code() != absl::StatusCode::kCancelled; }
+// A failed build leaves a repro bundle unless the caller went away or the
+// generator answered the client: UNIMPLEMENTED (a chain it cannot generate
+// yet, as documented) and INVALID_ARGUMENT (input it refuses) are answers,
+// not failures, and a bundle per such request would crowd real ones out.
+bool LeavesRepro(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kOk:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kInvalidArgument:
+      return false;
+    default:
+      return true;
+  }
+}
 
 // Which of the heuristic variant's kernels TuneKernel says did not compile.
 Numerics FailedNumerics(const absl::Status& s) {

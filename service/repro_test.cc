@@ -489,6 +489,27 @@ TEST_F(PipelineReproTest, AReproDirThatCannotBeWrittenNeverFailsTheRequest) {
   EXPECT_THAT(std::string(built.status().message()), HasSubstr("expected a"));
 }
 
+TEST_F(PipelineReproTest, AChainTheGeneratorCannotGenerateYetLeavesNoBundle) {
+  // An f32 matrix product: UNIMPLEMENTED (mma.sync takes 16-bit operands),
+  // an answer to the client, asked again and again, not a failure to keep.
+  v1::CompileRequest request;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(R"({"chain": {
+      "inputs": [{"name": "x", "dtype": "DTYPE_F32", "shape": [{"size": "256"}, {"size": "1024"}]},
+                 {"name": "w", "dtype": "DTYPE_F32", "shape": [{"size": "1024"}, {"size": "1024"}]}],
+      "ops": [{"kind": "OP_MATMUL", "args": [{"input": 0}, {"input": 1}]}],
+      "outputs": [{"name": "y", "value": {"op": 0}}]}})",
+                                                          &request)
+                  .ok());
+  FakeCompiler good(/*fail=*/false);
+  auto pipeline = MakePipeline(&good);
+  absl::StatusOr<Prepared> p = pipeline->Prepare(request);
+  ASSERT_TRUE(p.ok()) << p.status();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(pipeline->Build(*p, {}, nullptr).status().code(), absl::StatusCode::kUnimplemented);
+  }
+  EXPECT_TRUE(Entries(repro_dir_).empty());
+}
+
 TEST_F(PipelineReproTest, NoReproDirNoBundles) {
   FakeCompiler failing(/*fail=*/true);
   PipelineDeps deps;
