@@ -18,6 +18,10 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 namespace {
 
+// What a caller leaving does to its job (JobTable::Leave): the last waiter
+// of a job not asked for as background work cancels it.
+constexpr char kJobAfterLeaving[] = "the job stops unless another caller waits for it";
+
 // A reactor kept alive by shared ownership: gRPC's reference is dropped in
 // OnDone, the job's callbacks hold theirs, so a late callback never touches a
 // deleted reactor; once done, callbacks do nothing.
@@ -62,8 +66,8 @@ class WaitingUnary final : public grpc::ServerUnaryReactor {
       t = ticket_;
     }
     if (t.job) jobs_->Leave(t);
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                        "the caller left (deadline or cancellation); the job goes on"));
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat("the caller left (deadline or cancellation); ",
+                                                                   kJobAfterLeaving)));
   }
   void OnDone() override { owner_.Release(); }
 
@@ -114,7 +118,7 @@ class TuneStream final : public grpc::ServerWriteReactor<v1::TuneProgress> {
     if (!ok) {
       closing_ = true;
       queue_.clear();
-      final_ = grpc::Status(grpc::StatusCode::CANCELLED, "the stream broke; the job goes on");
+      final_ = grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat("the stream broke; ", kJobAfterLeaving));
     }
     Pump();
   }
@@ -126,7 +130,7 @@ class TuneStream final : public grpc::ServerWriteReactor<v1::TuneProgress> {
       t = ticket_;
       // A message being written must live until OnWriteDone.
       queue_.erase(queue_.begin() + (writing_ && !queue_.empty() ? 1 : 0), queue_.end());
-      final_ = grpc::Status(grpc::StatusCode::CANCELLED, "the caller left; the job goes on");
+      final_ = grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat("the caller left; ", kJobAfterLeaving));
       Pump();
     }
     if (t.job) jobs_->Leave(t);
