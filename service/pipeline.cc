@@ -8,9 +8,11 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "codegen/analysis.h"
 #include "codegen/canonicalize.h"
@@ -665,6 +667,22 @@ void Pipeline::LeaveRepro(const Prepared& p, size_t index, ReproKind kind, const
     LogEvent(LogLevel::kWarning, "repro_bundle_failed",
              {{"request_id", p.request.request_id()}, {"error", dir.status().ToString()}});
   }
+}
+
+std::vector<std::string> ServedArchs() {
+  std::vector<std::string> out;
+  for (const std::string& arch : SupportedArchs()) {
+    absl::string_view s = arch;
+    if (!absl::ConsumePrefix(&s, "sm_")) continue;
+    const bool specific = absl::ConsumeSuffix(&s, "a");
+    int cc = 0;
+    if (!absl::SimpleAtoi(s, &cc)) continue;  // 'f' (family) targets: no Target names them.
+    v1::Target t;
+    t.set_compute_capability(cc);
+    t.set_arch_specific(specific);
+    if (absl::StatusOr<std::string> served = ArchFor(t, cc); served.ok() && *served == arch) out.push_back(arch);
+  }
+  return out;
 }
 
 std::string NewRequestId() {

@@ -148,6 +148,11 @@ void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan);
 // A request id unique in this process, for requests that came without one.
 std::string NewRequestId();
 
+// The targets this server compiles for, as GetDeviceInfo lists them: those
+// of its NVRTC that a request's Target can name (sm_XY, and sm_90a / sm_100a
+// where arch_specific asks for them).
+std::vector<std::string> ServedArchs();
+
 }  // namespace kfuse
 
 #endif  // KFUSE_SERVICE_PIPELINE_H_

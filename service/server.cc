@@ -477,7 +477,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerC
   if (!resp->has_gpu()) resp->set_reason(pipeline_->options().no_gpu_reason);
   resp->set_driver_version(pipeline_->options().driver_version);
   resp->set_nvrtc_version(d.compiler->Version());
-  for (const std::string& a : SupportedArchs()) resp->add_supported_archs(a);
+  for (const std::string& a : ServedArchs()) resp->add_supported_archs(a);
   Ceilings c = d.device ? d.ceilings : NominalCeilings(pipeline_->options().default_compute_capability);
   *resp->mutable_ceilings() = ToProto(c);
   resp->set_generator_version(absl::StrCat(GeneratorVersion(Family::kPointwise), "+",

@@ -12,7 +12,10 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/service_test_util.h"
 
@@ -21,6 +24,10 @@ namespace {
 
 using service_testing::ScaledActivation;
 using service_testing::FakeCompiler;
+using ::testing::AnyOf;
+using ::testing::Eq;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::CompileRequest Relu(double scale, bool background = false) {
   v1::CompileRequest r = ScaledActivation(v1::OP_RELU, scale);
@@ -94,6 +101,32 @@ TEST_F(ServerTest, IdenticalConcurrentRequestsShareOneJob) {
   ASSERT_TRUE(Compile(Relu(2.0), &again).ok());
   EXPECT_EQ(again.cache(), v1::CACHE_OUTCOME_HIT);
   EXPECT_EQ(compiler_->calls.load(), 1);
+}
+
+TEST_F(ServerTest, EveryListedArchCompilesAndOnlyThose) {
+  // GetDeviceInfo's targets are what a Compile's Target can ask for: NVRTC's
+  // own list also holds targets kfuse does not generate for (sm_75) and
+  // family targets no Target names (sm_100f).
+  Start(std::chrono::milliseconds(0));
+  grpc::ClientContext ctx;
+  v1::DeviceInfo info;
+  ASSERT_TRUE(stub_->GetDeviceInfo(&ctx, {}, &info).ok());
+  ASSERT_GT(info.supported_archs_size(), 0);
+  for (const std::string& arch : info.supported_archs()) {
+    SCOPED_TRACE(arch);
+    EXPECT_THAT(arch, Not(AnyOf(HasSubstr("f"), Eq("sm_75"), Eq("sm_120a"))));
+    absl::string_view cc = arch;
+    ASSERT_TRUE(absl::ConsumePrefix(&cc, "sm_"));
+    v1::CompileRequest req = Relu(5.0);
+    req.mutable_target()->set_arch_specific(absl::ConsumeSuffix(&cc, "a"));
+    uint32_t n = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(cc, &n));
+    req.mutable_target()->set_compute_capability(n);
+    v1::CompileResponse resp;
+    grpc::Status s = Compile(req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.plan().kernels(0).arch(), arch);
+  }
 }
 
 TEST_F(ServerTest, DeadlineEndsTheWaitAndAnAbandonedJobIsCancelled) {
