@@ -62,7 +62,7 @@ int RunCacheLs(const GlobalOptions& g, const CacheLsOptions& o, CliIo& io) {
   if (g.json) {
     io.out << ToJson(*resp, /*pretty=*/false) << "\n";
   } else {
-    io.out << FormatKernelTable(*resp, absl::ToUnixMillis(absl::Now()));
+    io.out << FormatKernelTable(*resp, absl::ToUnixMillis(absl::Now()), o.prefix);
   }
   return kExitOk;
 }

@@ -41,10 +41,12 @@ std::string TrialOutcomeName(kfuse::v1::Trial::Outcome o);
 // The compile summary: key, cache outcome, tuned/heuristic and why, and per
 // kernel entry, arch, variant, grid/block, registers, roofline verdict.
 std::string FormatPlanSummary(const kfuse::v1::CompileResponse& r);
-// `kfuse cache ls`: one aligned row per entry and a total line; last use is
-// shown relative to `now_unix_ms`.
+// `kfuse cache ls`: one aligned row per entry and a total line (which says
+// when more entries match than were listed); last use is shown relative to
+// `now_unix_ms`. `prefix` is the key prefix asked for, if any.
 std::string FormatKernelTable(const kfuse::v1::ListKernelsResponse& r,
-                              int64_t now_unix_ms);
+                              int64_t now_unix_ms,
+                              const std::string& prefix = "");
 // Rows of cells, columns padded to their widest cell, two spaces apart.
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
 // `kfuse cache show`: every summary field of one entry.

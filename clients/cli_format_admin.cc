@@ -57,8 +57,11 @@ std::string OneLine(const std::string& text, size_t max) {
 }  // namespace
 
 std::string FormatKernelTable(const kfuse::v1::ListKernelsResponse& r,
-                              int64_t now_unix_ms) {
-  if (r.kernels().empty()) return "no kernels in the store\n";
+                              int64_t now_unix_ms, const std::string& prefix) {
+  if (r.kernels().empty()) {
+    return prefix.empty() ? "no kernels in the store\n"
+                          : absl::StrCat("no kernel key starts with ", prefix, "\n");
+  }
   std::vector<std::vector<std::string>> rows;
   rows.push_back(
       {"KEY", "FAMILY", "ARCH", "STATE", "SIZE", "HITS", "USED", "CHAIN"});
@@ -69,8 +72,11 @@ std::string FormatKernelTable(const kfuse::v1::ListKernelsResponse& r,
          absl::StrCat(k.hits()), Ago(k.last_used_unix_ms(), now_unix_ms),
          OneLine(k.description(), 60)});
   }
-  return absl::StrCat(FormatTable(rows), r.kernels_size(),
-                      r.kernels_size() == 1 ? " entry, " : " entries, ",
+  const std::string shown =
+      r.more() ? absl::StrCat("the first ", r.kernels_size(),
+                              " entries (more match: --limit N lists up to 10000), ")
+               : absl::StrCat(r.kernels_size(), r.kernels_size() == 1 ? " entry, " : " entries, ");
+  return absl::StrCat(FormatTable(rows), shown,
                       FormatBytes(static_cast<double>(r.total_bytes())),
                       " in the store\n");
 }

@@ -430,10 +430,15 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
                                                          v1::ListKernelsResponse* resp) {
   if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
   int limit = req->limit() == 0 ? 100 : static_cast<int>(std::min<uint32_t>(req->limit(), 10000));
-  auto list = pipeline_->deps().store->List(req->key_prefix(), limit, "artifact");
+  // One more than asked: whether more match is worth a line to the reader.
+  auto list = pipeline_->deps().store->List(req->key_prefix(), limit + 1, "artifact");
   if (!list.ok()) return Answer(ctx, list.status());
   for (const EntrySummary& e : *list) {
     if (e.kind != "artifact") continue;
+    if (resp->kernels_size() == limit) {
+      resp->set_more(true);
+      break;
+    }
     v1::KernelSummary* k = resp->add_kernels();
     k->set_key(e.key);
     k->set_chain_hash(e.parts.chain);

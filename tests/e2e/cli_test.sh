@@ -202,6 +202,13 @@ out=$("$kfuse" cache ls 2>&1)
 [[ $out == *"${key:0:16}"* ]]
 check "cache ls lists the entry" $? "$out"
 
+out=$("$kfuse" cache ls --limit 1 2>&1)
+[[ $out == *"the first 1 entries (more match"* ]]
+check "cache ls --limit 1 says more entries match" $? "$out"
+out=$("$kfuse" cache ls --prefix zz 2>&1)
+[[ $out == *"no kernel key starts with zz"* ]]
+check "cache ls --prefix with no match says so" $? "$out"
+
 out=$("$kfuse" cache show "${key:0:12}" 2>&1)
 [[ $out == *"$key"* ]]
 check "cache show resolves a key prefix" $? "$out"
