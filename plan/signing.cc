@@ -184,8 +184,23 @@ absl::Status VerifyPlanSignature(const v1::KernelPlan& plan, const PublicKey& pi
       crypto_sign_verify_detached(reinterpret_cast<const unsigned char*>(plan.signature().data()),
                                   reinterpret_cast<const unsigned char*>(payload.data()), payload.size(),
                                   pinned.bytes.data()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("plan signature does not verify against the pinned key ",
-                                                    pinned.Hex().substr(0, 16), "..."));
+    // Pinning the signing key file (the seed) instead of the public key is an
+    // easy slip, as both are 64 hex digits: say so, and never echo the pinned
+    // bytes, which would print part of a secret to a terminal or a log.
+    unsigned char derived[crypto_sign_PUBLICKEYBYTES], secret[crypto_sign_SECRETKEYBYTES];
+    crypto_sign_seed_keypair(derived, secret, pinned.bytes.data());
+    sodium_memzero(secret, sizeof(secret));
+    const bool pinned_seed = plan.signature().size() == crypto_sign_BYTES &&
+                             crypto_sign_verify_detached(reinterpret_cast<const unsigned char*>(plan.signature().data()),
+                                                         reinterpret_cast<const unsigned char*>(payload.data()),
+                                                         payload.size(), derived) == 0;
+    if (pinned_seed) {
+      return absl::PermissionDeniedError(
+          "the pinned key is the server's private signing key, not its public key: pin what "
+          "`kfused --print_public_key` prints, and keep the signing key file secret");
+    }
+    return absl::PermissionDeniedError(
+        "plan signature does not verify against the pinned key (compare it with `kfused --print_public_key`)");
   }
   return absl::OkStatus();
 }

@@ -71,6 +71,23 @@ TEST(PlanSignature, SignedPlanVerifiesAndEveryTamperIsRefused) {
   }
 }
 
+TEST(PlanSignature, ASigningKeyPinnedAsThePublicKeyIsNamedNotEchoed) {
+  SigningKey key = SigningKeyFromSeed(Seed(3));
+  v1::KernelPlan plan = SamplePlan();
+  SignPlan(key, &plan);
+  PublicKey seed_as_public;  // The signing key file's 64 hex digits, pinned by mistake.
+  seed_as_public.bytes = key.seed;
+  absl::Status s = VerifyPlanSignature(plan, seed_as_public);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(s.message().find("private signing key, not its public key"), absl::string_view::npos) << s;
+  EXPECT_EQ(s.message().find(seed_as_public.Hex().substr(0, 8)), absl::string_view::npos) << s;
+  // Another server's public key: the plain refusal, without the key's digits.
+  SigningKey other = SigningKeyFromSeed(Seed(4));
+  s = VerifyPlanSignature(plan, other.public_key);
+  EXPECT_NE(s.message().find("does not verify against the pinned key"), absl::string_view::npos) << s;
+  EXPECT_EQ(s.message().find(other.public_key.Hex().substr(0, 8)), absl::string_view::npos) << s;
+}
+
 TEST(PlanSignature, InformationalFieldsAreNotCovered) {
   SigningKey key = SigningKeyFromSeed(Seed(1));
   v1::KernelPlan plan = SamplePlan();

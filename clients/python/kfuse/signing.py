@@ -43,7 +43,7 @@ def verify_plan(plan, public_key_hex):
     key (64 hex digits, as `kfused --print_public_key` prints)."""
     try:
         from nacl.exceptions import BadSignatureError
-        from nacl.signing import VerifyKey
+        from nacl.signing import SigningKey, VerifyKey
     except ImportError as e:
         raise ImportError("verifying plan signatures needs PyNaCl: pip install 'kfuse[verify]'") from e
     hexkey = public_key_hex.strip()
@@ -55,11 +55,24 @@ def verify_plan(plan, public_key_hex):
     if not plan.signature:
         raise KfuseError("PERMISSION_DENIED",
                          "plan is unsigned (the server has no signing key, or is not kfused)")
+    payload = signing_payload(plan)
     try:
-        key.verify(signing_payload(plan), plan.signature)
+        key.verify(payload, plan.signature)
+    except (BadSignatureError, ValueError):
+        pass
+    else:
+        return
+    # Pinning the signing key file (the seed) instead of the public key is an
+    # easy slip, as both are 64 hex digits: say so, and never echo the pinned
+    # digits, which would print part of a secret.
+    try:
+        SigningKey(bytes.fromhex(hexkey)).verify_key.verify(payload, plan.signature)
     except (BadSignatureError, ValueError):
         raise KfuseError("PERMISSION_DENIED", "plan signature does not verify against the pinned "
-                         f"key {hexkey[:16]}...") from None
+                         "key (compare it with `kfused --print_public_key`)") from None
+    raise KfuseError("PERMISSION_DENIED", "the pinned key is the server's private signing key, not "
+                     "its public key: pin what `kfused --print_public_key` prints, and keep the "
+                     "signing key file secret")
 
 
 __all__ = ["signing_payload", "verify_plan"]

@@ -160,6 +160,13 @@ def test_signed_plans_verify_with_the_pinned_key(kfused):
         plan.kernels[0].grid.x.constant = 1 << 30  # Tampered launch contract.
         with pytest.raises(kfuse.KfuseError, match="does not verify"):
             kfuse.signing.verify_plan(plan, key)
+        # The private signing key pinned by mistake: named, its digits never echoed.
+        from nacl.signing import SigningKey
+        seed = SigningKey.generate()
+        plan.signature = seed.sign(kfuse.signing.signing_payload(plan)).signature
+        with pytest.raises(kfuse.KfuseError, match="private signing key, not its public key") as e:
+            kfuse.signing.verify_plan(plan, bytes(seed).hex())
+        assert bytes(seed).hex()[:8] not in e.value.message
     other = "11" * 32
     with kfuse.Client(address, verify_key=other, on_unavailable="raise") as c:
         with pytest.raises(kfuse.KfuseError) as e:
