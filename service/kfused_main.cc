@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server.h>
@@ -124,6 +125,28 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(std::
   return grpc::SslServerCredentials(ssl);
 }
 
+// kfused's own lines (start-up, refusals, shutdown): "kfused: ..." for
+// people, or one JSON event each under --log_format=json, so a collector
+// reads every line of the stream.
+kfuse::LogFormat g_log_format = kfuse::LogFormat::kText;
+void Say(kfuse::LogLevel level, absl::string_view event, const std::string& message) {
+  if (g_log_format == kfuse::LogFormat::kJson) {
+    kfuse::LogEvent(level, event, {{"message", message}});
+  } else {
+    std::fprintf(stderr, "kfused: %s\n", message.c_str());
+  }
+}
+void Refuse(const std::string& message) { Say(kfuse::LogLevel::kError, "start_failed", message); }
+
+// gRPC's own lines (a bind that failed, say) as events too, under JSON.
+void GrpcLogAsEvent(gpr_log_func_args* args) {
+  const kfuse::LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR   ? kfuse::LogLevel::kError
+                                : args->severity == GPR_LOG_SEVERITY_INFO ? kfuse::LogLevel::kInfo
+                                                                           : kfuse::LogLevel::kDebug;
+  kfuse::LogEvent(level, "grpc",
+                  {{"file", absl::StrCat(args->file, ":", args->line)}, {"message", args->message}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +160,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   kfuse::SetLogFormat(log_format);
+  g_log_format = log_format;
+  if (log_format == kfuse::LogFormat::kJson) gpr_set_log_function(GrpcLogAsEvent);
 
   if (absl::GetFlag(FLAGS_print_public_key)) {
     kfuse::NodeOptions ko;
@@ -144,7 +169,7 @@ int main(int argc, char** argv) {
     ko.signing_key_path = absl::GetFlag(FLAGS_signing_key);
     absl::StatusOr<kfuse::SigningKey> key = kfuse::LoadNodeSigningKey(ko);
     if (!key.ok()) {
-      std::fprintf(stderr, "kfused: %s\n", key.status().ToString().c_str());
+      Refuse(key.status().ToString());
       return 1;
     }
     std::printf("%s\n", key->public_key.Hex().c_str());
@@ -153,14 +178,14 @@ int main(int argc, char** argv) {
   std::string transport;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentials(&transport);
   if (!creds.ok()) {
-    std::fprintf(stderr, "kfused: %s\n", creds.status().ToString().c_str());
+    Refuse(creds.status().ToString());
     return 1;
   }
   std::optional<kfuse::TokenSet> tokens;
   if (!absl::GetFlag(FLAGS_auth_tokens_file).empty()) {
     absl::StatusOr<kfuse::TokenSet> t = kfuse::TokenSet::LoadFile(absl::GetFlag(FLAGS_auth_tokens_file));
     if (!t.ok()) {
-      std::fprintf(stderr, "kfused: %s\n", t.status().ToString().c_str());
+      Refuse(t.status().ToString());
       return 1;
     }
     tokens = std::move(*t);
@@ -174,7 +199,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   if (absl::GetFlag(FLAGS_nvrtc_max_concurrent) < 1) {
-    std::fprintf(stderr, "kfused: --nvrtc_max_concurrent must be at least 1\n");
+    Refuse("--nvrtc_max_concurrent must be at least 1");
     return 2;
   }
   kfuse::SetMaxConcurrentCompiles(absl::GetFlag(FLAGS_nvrtc_max_concurrent));
@@ -188,7 +213,7 @@ int main(int argc, char** argv) {
   opts.tune_max_gpu_busy = absl::GetFlag(FLAGS_tune_max_gpu_busy);
   opts.idle.max_wait_seconds = absl::GetFlag(FLAGS_tune_max_wait_seconds);
   if (opts.tune_max_gpu_busy < 0 || opts.tune_max_gpu_busy > 1) {
-    std::fprintf(stderr, "kfused: --tune_max_gpu_busy must be between 0 and 1\n");
+    Refuse("--tune_max_gpu_busy must be between 0 and 1");
     return 2;
   }
   opts.gpu_memory_budget = absl::GetFlag(FLAGS_gpu_memory_budget);
@@ -203,21 +228,21 @@ int main(int argc, char** argv) {
   opts.trusted_keys_path = absl::GetFlag(FLAGS_trusted_keys);
   opts.fleet_lease_seconds = absl::GetFlag(FLAGS_fleet_lease_seconds);
   if (opts.fleet_lease_seconds <= 0) {
-    std::fprintf(stderr, "kfused: --fleet_lease_seconds must be positive\n");
+    Refuse("--fleet_lease_seconds must be positive");
     return 2;
   }
   if (opts.repro_max_bundles < 1) {
-    std::fprintf(stderr, "kfused: --repro_max_bundles must be at least 1 (--repro_dir= turns bundles off)\n");
+    Refuse("--repro_max_bundles must be at least 1 (--repro_dir= turns bundles off)");
     return 2;
   }
   absl::StatusOr<std::unique_ptr<kfuse::ServiceNode>> node = kfuse::ServiceNode::Create(opts);
   if (!node.ok()) {
-    std::fprintf(stderr, "kfused: %s\n", node.status().ToString().c_str());
+    Refuse(node.status().ToString());
     return 1;
   }
 
   if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_max_queued_jobs) < 0) {
-    std::fprintf(stderr, "kfused: --threads must be at least 1 and --max_queued_jobs at least 0\n");
+    Refuse("--threads must be at least 1 and --max_queued_jobs at least 0");
     return 2;
   }
   kfuse::ServiceOptions sopts;
@@ -243,41 +268,46 @@ int main(int argc, char** argv) {
   builder.experimental().SetInterceptorCreators((*node)->metrics().Interceptors());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    std::fprintf(stderr, "kfused: cannot listen on %s (in use, or not an address of this host)\n",
-                 absl::GetFlag(FLAGS_address).c_str());
+    Refuse(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_address),
+                        " (in use, or not an address of this host)"));
     return 1;
   }
   bool tuning = (*node)->can_tune();
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus("kfuse.v1.KernelService", true);
   health->SetServingStatus("kfuse.v1.Tuning", tuning);
-  std::fprintf(stderr, "kfused: serving on %s, store %s, %s\n", absl::GetFlag(FLAGS_address).c_str(),
-               (*node)->store_path().c_str(),
-               tuning ? absl::StrCat("tuning on ", (*node)->device_name()).c_str()
-                      : absl::StrCat("heuristic only: ", (*node)->no_gpu_reason()).c_str());
-  std::fprintf(stderr, "kfused: %s, %s; plans signed by Ed25519 key %s (%s)\n", transport.c_str(),
-               tokens ? absl::StrCat(tokens->size(), " accepted token(s)").c_str() : "no token required",
-               (*node)->signing_key().public_key.Hex().c_str(), (*node)->signing_key_path().c_str());
+  const kfuse::LogLevel info = kfuse::LogLevel::kInfo;
+  Say(info, "serving",
+      absl::StrCat("serving on ", absl::GetFlag(FLAGS_address), ", store ", (*node)->store_path(),
+                   opts.read_only ? " (read-only)" : "", ", ",
+                   tuning ? absl::StrCat("tuning on ", (*node)->device_name())
+                          : absl::StrCat("heuristic only: ", (*node)->no_gpu_reason())));
+  Say(info, "serving",
+      absl::StrCat(transport, ", ", tokens ? absl::StrCat(tokens->size(), " accepted token(s)") : "no token required",
+                   "; plans signed by Ed25519 key ", (*node)->signing_key().public_key.Hex(), " (",
+                   (*node)->signing_key_path(), ")"));
   if (!opts.metrics_address.empty()) {
-    std::fprintf(stderr, "kfused: metrics on http://%s/metrics\n", opts.metrics_address.c_str());
+    Say(info, "serving", absl::StrCat("metrics on http://", opts.metrics_address, "/metrics"));
   }
   if ((*node)->fleet() != nullptr) {
-    std::fprintf(stderr, "kfused: fleet store %s (%s), %zu trusted key(s)\n",
-                 kfuse::RedactDsn(opts.fleet_dsn).c_str(),
-                 opts.fleet_read_only ? "read-only" : "read and publish", (*node)->trusted_keys().size());
+    Say(info, "serving",
+        absl::StrCat("fleet store ", kfuse::RedactDsn(opts.fleet_dsn), " (",
+                     opts.fleet_read_only ? "read-only" : "read and publish", "), ",
+                     (*node)->trusted_keys().size(), " trusted key(s)"));
   }
   const kfuse::PipelineOptions& po = (*node)->pipeline()->options();
-  std::fprintf(stderr, "kfused: repro bundles %s\n",
-               po.repro_dir.empty() ? "off" : absl::StrCat("in ", po.repro_dir, " (at most ",
-                                                             po.repro_limits.max_bundles, ")").c_str());
+  Say(info, "serving",
+      absl::StrCat("repro bundles ", po.repro_dir.empty() ? "off"
+                                                           : absl::StrCat("in ", po.repro_dir, " (at most ",
+                                                                          po.repro_limits.max_bundles, ")")));
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::fprintf(stderr, "kfused: %s: finishing calls in flight\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  Say(info, "stopping", absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": finishing calls in flight"));
   health->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   service.Drain();
   server->Wait();
-  std::fprintf(stderr, "kfused: stopped\n");
+  Say(info, "stopped", "stopped");
   return 0;
 }

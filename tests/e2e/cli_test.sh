@@ -88,6 +88,12 @@ out=$(timeout 20 "$kfused" --address="$KFUSE_SERVER" --store="$tmp/second.db" --
 rc=$?
 [[ $rc == 1 && $out == *"cannot listen on $KFUSE_SERVER"* ]]
 check "a second kfused on the same address exits 1" $? "rc=$rc $out"
+# Under --log_format=json every line is an event, kfused's and gRPC's own.
+out=$(timeout 20 "$kfused" --address="$KFUSE_SERVER" --store="$tmp/second.db" --no_gpu --log_format=json 2>&1)
+python3 -c 'import json, sys
+events = [json.loads(l) for l in sys.argv[1].splitlines()]
+assert any(e["event"] == "start_failed" and "cannot listen" in e["message"] for e in events), events' "$out"
+check "--log_format=json: a refused start is JSON lines only" $? "$out"
 
 out=$("$kfuse" health 2>&1)
 [[ $out == *SERVING* ]]
