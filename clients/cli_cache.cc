@@ -236,11 +236,7 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
   // leaves no bundle that looks whole.
   const std::string partial = o.out + ".partial";
   std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    return ReportError(
-        g, absl::PermissionDeniedError(absl::StrCat("cannot write ", partial)),
-        io);
-  }
+  if (!out) return ReportError(g, FileError(absl::StrCat("cannot write ", partial), errno), io);
   out.write(kBundleMagic, kBundleMagicSize);
   int decisions = 0, artifacts = 0;
   absl::Status s = (*client)->ExportKernels(
@@ -256,8 +252,7 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
   if (s.ok() && !out)
     s = absl::DataLossError(absl::StrCat("writing ", partial, " failed"));
   if (s.ok() && std::rename(partial.c_str(), o.out.c_str()) != 0) {
-    s = absl::PermissionDeniedError(
-        absl::StrCat("cannot rename ", partial, " to ", o.out));
+    s = FileError(absl::StrCat("cannot rename ", partial, " to ", o.out), errno);
   }
   if (!s.ok()) {
     std::remove(partial.c_str());

@@ -228,7 +228,8 @@ absl::StatusOr<std::pair<v1::Dim, v1::Dim>> SequenceDims(
 absl::StatusOr<v1::Chain> AttentionChain(const ChainOptions& o) {
   if (o.dtype != "bf16" && o.dtype != "f16") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--dtype ", o.dtype, ": attention takes bf16 or f16"));
+        absl::StrCat("--dtype ", o.dtype, o.dtype == "f32" ? " (the default)" : "",
+                     ": attention takes bf16 or f16 (--dtype bf16)"));
   }
   KFUSE_ASSIGN_OR_RETURN(v1::DType dtype, ParseFloatDType(o.dtype));
   if (!o.heads.has_value()) {

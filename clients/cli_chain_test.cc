@@ -583,7 +583,7 @@ INSTANTIATE_TEST_SUITE_P(
                    AttentionFlags(o);
                    o.dtype = "f32";
                  },
-                 "--dtype f32: attention takes bf16 or f16"},
+                 "--dtype f32 (the default): attention takes bf16 or f16 (--dtype bf16)"},
         BadFlags{"AttentionWithoutSeq",
                  [](ChainOptions& o) {
                    AttentionFlags(o);

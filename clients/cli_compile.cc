@@ -50,10 +50,7 @@ absl::StatusOr<std::vector<std::string>> WriteOutputs(
   if (o.cubin_dir.empty()) return wrote;
   std::error_code ec;
   std::filesystem::create_directories(o.cubin_dir, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("--cubin-dir ", o.cubin_dir, ": ", ec.message()));
-  }
+  if (ec) return FileError(absl::StrCat("--cubin-dir ", o.cubin_dir), ec.value());
   for (const auto& k : plan.kernels()) {
     // The server names entries; still, never let a name leave the directory.
     if (!IsSafeFileStem(k.entry())) {

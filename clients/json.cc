@@ -146,18 +146,24 @@ std::string ToJson(const google::protobuf::Message& msg, bool pretty) {
   return out;
 }
 
+absl::Status FileError(const std::string& what, int err) {
+  const std::string message = absl::StrCat(what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return absl::PermissionDeniedError(message);
+    default:
+      return absl::InvalidArgumentError(message);
+  }
+}
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    const std::string why = std::strerror(err);
-    if (err == ENOENT)
-      return absl::NotFoundError(absl::StrCat(path, ": ", why));
-    if (err == EACCES) {
-      return absl::PermissionDeniedError(absl::StrCat(path, ": ", why));
-    }
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
-  }
+  if (!in) return FileError(path, errno);
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
@@ -166,10 +172,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 absl::Status WriteFile(const std::string& path, const std::string& contents) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
-  }
+  if (!out) return FileError(absl::StrCat("cannot write ", path), errno);
   out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
   out.close();
   if (!out) return absl::DataLossError(absl::StrCat("write failed: ", path));

@@ -26,6 +26,11 @@ absl::Status ParseJson(const std::string& json, const std::string& what,
 // Enum values print as names; fields with default values are omitted.
 std::string ToJson(const google::protobuf::Message& msg, bool pretty = true);
 
+// A failed file operation as a status whose code follows errno: NOT_FOUND
+// for a missing file or directory, PERMISSION_DENIED for access, else
+// INVALID_ARGUMENT; the message is `what: strerror(err)`.
+absl::Status FileError(const std::string& what, int err);
+
 // Whole file contents; NOT_FOUND / PERMISSION_DENIED name the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 // Writes (truncates) `path`; the error names the path.

@@ -1,5 +1,6 @@
 #include "clients/json.h"
 
+#include <cerrno>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -97,6 +98,14 @@ TEST(JsonTest, MissingFileIsNotFoundNamingPath) {
   EXPECT_EQ(req.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(req.status().message()),
               HasSubstr("examples/no_such_chain.json"));
+}
+
+TEST(JsonTest, WritingIntoAMissingDirectoryIsNotFoundNotPermission) {
+  const std::string path = ::testing::TempDir() + "/no_such_dir_kfuse/plan.pb";
+  absl::Status s = WriteFile(path, "x");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("cannot write " + path + ": No such file"));
+  EXPECT_EQ(FileError("f", EACCES).code(), absl::StatusCode::kPermissionDenied);
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   ch->add_option("--rows-symbol", chain.rows_symbol,
                  "a runtime row count of this symbol (instead of --rows)");
   ch->add_option("--rows-hint", chain.rows_hint,
-                 "the rows to tune for (with --rows-symbol)");
+                 "the rows to tune for (with --rows-symbol; 0: the server tunes for 1048576)");
   ch->add_option("--eps", chain.eps, "norms: 1e-5 (layer), 1e-6 (RMS)");
   ch->add_option("--scale", chain.scale,
                  "softmax: x * scale first; attention: the scores' (default 1/sqrt(head dim))");
