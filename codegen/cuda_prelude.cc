@@ -98,6 +98,19 @@ __device__ __forceinline__ float kf_cos(float x) {
 }
 )";
 
+// The accurate sin, cos and pow as calls, for chains with many of them:
+// inlined, each brings its slow path (Payne-Hanek reduction, pow's
+// double-float log) into every unrolled element, and NVRTC's time and memory
+// grow with them (32 chained f32 sins: 10 s and a 396 KiB cubin; 512: about
+// ten minutes and 16 GB). Unused ones are dropped by the compiler.
+constexpr char kOutlinedMath[] = R"(__device__ __noinline__ float kf_sinf_ol(float x) { return sinf(x); }
+__device__ __noinline__ float kf_cosf_ol(float x) { return cosf(x); }
+__device__ __noinline__ float kf_powf_ol(float x, float y) { return powf(x, y); }
+__device__ __noinline__ double kf_sin_ol(double x) { return sin(x); }
+__device__ __noinline__ double kf_cos_ol(double x) { return cos(x); }
+__device__ __noinline__ double kf_pow_ol(double x, double y) { return pow(x, y); }
+)";
+
 constexpr char kTanhApprox[] = R"(__device__ __forceinline__ float kf_tanh_approx(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -165,6 +178,7 @@ std::string CudaPrelude(const PreludeNeeds& needs) {
   if (needs.ipow) s += kIpow;
   if (needs.tanh_approx) s += kTanhApprox;
   if (needs.sincos_fast) s += kSinCosFast;
+  if (needs.outlined_math) s += kOutlinedMath;
   if (needs.exp_fast) s += kExpFast;
   if (needs.mul3) s += kMul3;
   if (needs.cluster) s += kCluster;

@@ -25,6 +25,8 @@ struct PreludeNeeds {
   bool sincos_fast = false;  // kf_sin / kf_cos: MUFU for moderate arguments.
   bool exp_fast = false;     // kf_exp_fast: ex2.approx.ftz of x * log2(e).
   bool mul3 = false;         // kf_mul3: a product of three floats rounded once.
+  bool outlined_math = false;  // kf_{sin,cos,pow}{f,}_ol: the accurate functions
+                               // out of line (chains with many of them).
   bool cluster = false;      // kf_cluster_rank, _arrive, _wait, _ld: a cluster's
                              // barrier and distributed shared memory (sm_90).
 };

@@ -52,6 +52,26 @@ std::string Call(const std::string& f, const std::string& x) {
   return absl::StrCat(f, "(", x, ")");
 }
 
+// Chains with more accurate sin, cos and pow calls than this call them out
+// of line (kOutlinedMath): NVRTC's time grows with each inlined slow path.
+constexpr int kInlineHeavyCalls = 8;
+
+bool IsHeavyCall(OpKind k) { return k == OpKind::kSin || k == OpKind::kCos || k == OpKind::kPow; }
+
+bool OutlinesHeavyCalls(const Chain& chain) {
+  int heavy = 0;
+  for (const Node& nd : chain.nodes) heavy += IsHeavyCall(nd.kind);
+  return heavy > kInlineHeavyCalls;
+}
+
+// The accurate sin, cos or pow of numerics `n`: "sinf" or "sin", or the
+// out-of-line wrapper of it when `outline`.
+std::string HeavyFn(const char* name, Numerics n, bool outline, PreludeNeeds* needs) {
+  if (!outline) return Fn(name, n);
+  needs->outlined_math = true;
+  return absl::StrCat("kf_", Fn(name, n), "_ol");
+}
+
 // Int arithmetic wraps like PyTorch's: done in unsigned to avoid UB.
 std::string Wrap(const std::string& a, const char* op, const std::string& b) {
   return absl::StrCat("((int)((unsigned int)", a, " ", op, " (unsigned int)", b, "))");
@@ -109,7 +129,7 @@ absl::StatusOr<std::string> BoolOp(int32_t node, OpKind k, const std::vector<std
 // |x| <= 1024 and, for bf16 only, tanh.approx (~2^-11) stay well under the
 // dtype's rounding; f32 nodes and the reference use the accurate functions.
 absl::StatusOr<std::string> FloatOp(int32_t node, OpKind k, DType result,
-                                    const std::vector<std::string>& a, Numerics n,
+                                    const std::vector<std::string>& a, Numerics n, bool outline,
                                     PreludeNeeds* needs) {
   const bool fast = n == Numerics::kFast && (result == DType::kF16 || result == DType::kBF16);
   auto lit = [n](double v) { return FloatLiteral(v, n); };
@@ -137,7 +157,7 @@ absl::StatusOr<std::string> FloatOp(int32_t node, OpKind k, DType result,
         needs->sincos_fast = true;
         return Call(k == OpKind::kSin ? "kf_sin" : "kf_cos", x);
       }
-      return Call(Fn(k == OpKind::kSin ? "sin" : "cos", n), x);
+      return Call(HeavyFn(k == OpKind::kSin ? "sin" : "cos", n, outline, needs), x);
     case OpKind::kTanh:
       if (fast && result == DType::kBF16) {
         needs->tanh_approx = true;
@@ -189,7 +209,7 @@ absl::StatusOr<std::string> FloatOp(int32_t node, OpKind k, DType result,
     case OpKind::kMinimum:
       needs->minmax = true;
       return absl::StrCat("kf_min(", x, ", ", a[1], ")");
-    case OpKind::kPow: return absl::StrCat(Fn("pow", n), "(", x, ", ", a[1], ")");
+    case OpKind::kPow: return absl::StrCat(HeavyFn("pow", n, outline, needs), "(", x, ", ", a[1], ")");
     default: return NoSupport(node, k, result);
   }
 }
@@ -347,7 +367,8 @@ absl::StatusOr<std::string> EmitOpExpr(const Chain& chain, int32_t node,
   } else if (nd.kind == OpKind::kWhere) {
     e = absl::StrCat("(", a[0], " ? ", a[1], " : ", a[2], ")");
   } else if (IsFloatKind(cd)) {
-    KFUSE_ASSIGN_OR_RETURN(e, FloatOp(node, nd.kind, result, a, n, needs));
+    const bool outline = IsHeavyCall(nd.kind) && OutlinesHeavyCalls(chain);
+    KFUSE_ASSIGN_OR_RETURN(e, FloatOp(node, nd.kind, result, a, n, outline, needs));
   } else if (cd == DType::kI32) {
     KFUSE_ASSIGN_OR_RETURN(e, IntOp(node, nd.kind, a, needs));
   } else {
@@ -372,6 +393,8 @@ absl::StatusOr<std::string> EmitOpExpr(const Chain& chain, int32_t node,
   }
   return e;
 }
+
+const char* ElementFnQualifier(int ops) { return ops > 64 ? "__noinline__" : "__forceinline__"; }
 
 std::string NumericsName(Numerics n) {
   switch (n) {

@@ -109,7 +109,10 @@ class Writer {
     for (size_t m = 0; m < s_.outputs.size(); ++m) {
       absl::StrAppend(&body, "  y", m, " = ", value[s_.results[m]], ";\n");
     }
-    return absl::StrCat("__device__ __forceinline__ void kf_elem(", absl::StrJoin(params, ", "),
+    const int ops = static_cast<int>(std::count_if(s_.terms.begin(), s_.terms.end(), [](const Term& t) {
+      return t.kind != Term::Kind::kLoad;
+    }));
+    return absl::StrCat("__device__ ", ElementFnQualifier(ops), " void kf_elem(", absl::StrJoin(params, ", "),
                         ") {\n", body, "}\n");
   }
 

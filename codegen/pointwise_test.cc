@@ -40,6 +40,39 @@ TestChain SymbolicInner(bool bounded) {
   return Finish("symbolic_inner", std::move(c));
 }
 
+// x f32 [1000] through `sins` chained sins, then `tanhs` chained tanhs.
+TestChain Chained(int sins, int tanhs, DType t = DType::kF32) {
+  Chain c;
+  int v = c.AddInput(T(t, {S(1000)}));
+  for (int i = 0; i < sins; ++i) v = c.AddOp(OpKind::kSin, {v});
+  for (int i = 0; i < tanhs; ++i) v = c.AddOp(OpKind::kTanh, {v});
+  c.outputs.push_back(v);
+  return Finish("chained", std::move(c));
+}
+
+TEST(OutOfLineTest, ManyAccurateSinsAreCalledNotInlined) {
+  // Eight inline; from nine on, each call site calls kf_sinf_ol (the f32
+  // sin out of line), in the fast kernel and as double in the yardstick.
+  const std::string eight = Emit(Chained(8, 0), V(4, 1, 256, 0)).source;
+  EXPECT_FALSE(absl::StrContains(eight, "_ol(")) << eight;
+  EXPECT_TRUE(absl::StrContains(eight, "= sinf(v"));
+  const std::string nine = Emit(Chained(9, 0), V(4, 1, 256, 0)).source;
+  EXPECT_TRUE(absl::StrContains(nine, "__device__ __noinline__ float kf_sinf_ol(float x)")) << nine;
+  EXPECT_TRUE(absl::StrContains(nine, "= kf_sinf_ol(v"));
+  EXPECT_FALSE(absl::StrContains(nine, "= sinf("));
+  const std::string ref = Emit(Chained(9, 0), V(4, 1, 256, 0), Numerics::kReference64).source;
+  EXPECT_TRUE(absl::StrContains(ref, "= kf_sin_ol(v")) << ref;
+  // 16-bit sins keep the MUFU path, whose slow path is out of line already.
+  EXPECT_FALSE(absl::StrContains(Emit(Chained(9, 0, DType::kBF16), V(8, 1, 256, 0)).source, "_ol("));
+}
+
+TEST(OutOfLineTest, ALongElementFunctionIsCalledNotInlined) {
+  EXPECT_TRUE(absl::StrContains(Emit(Chained(0, 64), V(4, 1, 256, 0)).source,
+                                "__device__ __forceinline__ void kf_elem("));
+  EXPECT_TRUE(absl::StrContains(Emit(Chained(0, 65), V(4, 1, 256, 0)).source,
+                                "__device__ __noinline__ void kf_elem("));
+}
+
 struct BadVariantCase {
   std::string what;
   Variant variant;

@@ -50,6 +50,20 @@ inline Chain ColumnSum(DType t, int64_t n, int64_t m) {
   return Finish(std::move(c));
 }
 
+// sum(v, axis=0) of x [N, M] where v = x, then 40 times v = tanh(sin(v) * 1.5):
+// 80 element-wise ops before the reduction, so the reduce kernel calls its
+// element work (kf_relem) and the accurate sins out of line.
+inline Chain LongChainColumnSum(DType t, int64_t n, int64_t m) {
+  Chain c;
+  int32_t v = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
+  const int32_t k = c.AddConstant(1.5);
+  for (int i = 0; i < 40; ++i) {
+    v = c.AddOp(OpKind::kTanh, {c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kSin, {v}), k})});
+  }
+  c.outputs = {Reduce(&c, OpKind::kReduceSum, v, {0}, false)};
+  return Finish(std::move(c));
+}
+
 // x - mean(x, axis=0, keepdim=True) of x [N, M].
 inline Chain CenterColumns(DType t, int64_t n, int64_t m) {
   Chain c;

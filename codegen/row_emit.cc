@@ -420,8 +420,8 @@ class Writer {
     for (size_t k = 0; k < targets.size(); ++k) {
       absl::StrAppend(&body, "  y", k, " = ", value[targets[k]], ";\n");
     }
-    return absl::StrCat("__device__ __forceinline__ void ", name, "(",
-                        absl::StrJoin(params, ", "), ") {\n", body, "}\n");
+    return absl::StrCat("__device__ ", ElementFnQualifier(static_cast<int>(cl.compute.size())), " void ", name,
+                        "(", absl::StrJoin(params, ", "), ") {\n", body, "}\n");
   }
 
   // Whether an element function computes an iota: its column (kf_c + kf_e

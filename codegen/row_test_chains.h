@@ -65,6 +65,22 @@ inline Chain Softmax(DType t, int64_t rows, int64_t width, bool masked = false,
   return Finish(std::move(c));
 }
 
+// softmax(v) over the last axis where v = x, then 40 times v = tanh(sin(v) *
+// 1.5): the element functions past 64 ops and the sins are called out of line.
+inline Chain LongChainSoftmax(DType t, int64_t rows, int64_t width) {
+  Chain c;
+  Dim r = Rows(&c, rows);
+  int32_t v = c.AddInput(TensorType{t, {r, Dim::Static(width)}});
+  const int32_t k = c.AddConstant(1.5);
+  for (int i = 0; i < 40; ++i) {
+    v = c.AddOp(OpKind::kTanh, {c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kSin, {v}), k})});
+  }
+  int32_t mx = Reduce(&c, OpKind::kReduceMax, v, 1);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {v, mx})});
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, Reduce(&c, OpKind::kReduceSum, e, 1)})};
+  return Finish(std::move(c));
+}
+
 // LayerNorm over the last axis with weight and bias [W], eps 2^-17.
 inline Chain LayerNorm(DType t, int64_t rows, int64_t width) {
   Chain c;

@@ -33,7 +33,34 @@ using testing_chains::MakeRandomChain;
 using testing_chains::RandomChain;
 using testing_chains::RandomInputs;
 
-constexpr int kChains = 45;  // From 25 on, chains carry layout views.
+// From 25 on, random chains carry layout views; from kFirstLong on, the
+// chains are long ones (LongChain).
+constexpr int kFirstLong = 45;
+constexpr int kChains = 48;
+
+// v = x, then 40 times v = tanh(sin(v) * y): 120 ops, 40 sins, in f32, f16
+// or bf16. Past 64 ops the element function is called out of line, past 8
+// sins the accurate sin too (ElementFnQualifier, kOutlinedMath).
+RandomChain LongChain(int index) {
+  const DType t = std::vector<DType>{DType::kF32, DType::kF16, DType::kBF16}[index % 3];
+  Chain c;
+  const int32_t x = c.AddInput(TensorType{t, {Dim::Static(100003)}});
+  const int32_t y = c.AddInput(TensorType{t, {Dim::Static(100003)}});
+  int32_t v = x;
+  for (int k = 0; k < 40; ++k) {
+    v = c.AddOp(OpKind::kTanh, {c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kSin, {v}), y})});
+  }
+  c.outputs = {v};
+  c.output_names = {"out0"};
+  absl::StatusOr<Chain> valid = Validate(c);
+  KFUSE_CHECK(valid.ok());
+  RandomChain rc;
+  rc.chain = *std::move(valid);
+  rc.name = absl::StrCat(index, ": long ", std::string(DTypeName(t)), "[100003] x2 -> 40 x tanh(sin(v) * y)");
+  return rc;
+}
+
+RandomChain ChainAt(int index) { return index < kFirstLong ? MakeRandomChain(index) : LongChain(index); }
 constexpr double kSlack = 2.0;
 
 KernelGroup OnlyGroup(const Chain& c) {
@@ -101,7 +128,7 @@ double MaxFiniteError(const std::vector<double>& a, const std::vector<double>& r
 TEST(RandomChainsTest, GenerateCompileAndEvaluateOnCpu) {
   NvrtcCompiler nvrtc;
   for (int i = 0; i < kChains; ++i) {
-    RandomChain rc = MakeRandomChain(i);
+    RandomChain rc = ChainAt(i);
     SCOPED_TRACE(rc.name + "\n" + ToString(rc.chain));
     KernelGroup g = OnlyGroup(rc.chain);
     std::vector<Variant> variants = VariantsToTry(rc.chain, g);
@@ -109,6 +136,10 @@ TEST(RandomChainsTest, GenerateCompileAndEvaluateOnCpu) {
     for (const Variant& v : variants) {
       absl::StatusOr<KernelSpec> spec = EmitPointwise(rc.chain, g, v);
       ASSERT_TRUE(spec.ok()) << v.ToString() << ": " << spec.status();
+      // A long chain's element function is called, not inlined nine times.
+      EXPECT_EQ(spec->source.find("__noinline__ void kf_elem") != std::string::npos, i >= kFirstLong);
+      // f32 sins are the accurate ones (16-bit ones keep kf_sin's MUFU path).
+      EXPECT_EQ(spec->source.find("kf_sinf_ol(") != std::string::npos, i >= kFirstLong && i % 3 == 0);
     }
     CompileOptions opts;
     opts.arch = "sm_90";
@@ -138,7 +169,7 @@ TEST(GpuChainsTest, RandomChainsMatchReference) {
   std::printf("%-60s %-44s %-4s %-10s %-10s %s\n", "chain", "variant", "out", "max err",
               "eager err", "verdict");
   for (int i = 0; i < kChains; ++i) {
-    RandomChain rc = MakeRandomChain(i);
+    RandomChain rc = ChainAt(i);
     SCOPED_TRACE(rc.name + "\n" + ToString(rc.chain));
     const Chain& c = rc.chain;
     KernelGroup g = OnlyGroup(c);

@@ -77,6 +77,7 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
   // by accident.
   const std::vector<std::pair<std::string, Chain>> chains = {
       {"column_sum_f32", reduce_test::ColumnSum(DType::kF32, -1027, 1000)},
+      {"long_chain_sum_f32", reduce_test::LongChainColumnSum(DType::kF32, -1027, 1000)},
       {"center_f32", reduce_test::CenterColumns(DType::kF32, 333, 4096)},
       {"center_bf16", reduce_test::CenterColumns(DType::kBF16, -1027, 1000)},
       {"softmax0_bf16", reduce_test::ColumnSoftmax(DType::kBF16, -1027, 1000)},

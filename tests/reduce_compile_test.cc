@@ -26,6 +26,7 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
   opts.arch = "sm_90";
   const std::vector<std::pair<std::string, Chain>> chains = {
       {"column_sum_f32", reduce_test::ColumnSum(DType::kF32, -4096, 1000)},
+      {"long_chain_sum_f32", reduce_test::LongChainColumnSum(DType::kF32, -4096, 1000)},
       {"center_f32", reduce_test::CenterColumns(DType::kF32, 4096, 1024)},
       {"center_bf16", reduce_test::CenterColumns(DType::kBF16, -4096, 1000)},
       {"softmax0_bf16", reduce_test::ColumnSoftmax(DType::kBF16, -4096, 1024)},

@@ -20,12 +20,16 @@ TEST(RowCompileTest, EverySpaceVariantCompiles) {
   CompileOptions opts;
   opts.arch = "sm_90";
   for (int64_t w : {1001, 1024, 4096, 5120, 8192, 50257}) {
-    const std::vector<std::pair<std::string, Chain>> chains = {
+    std::vector<std::pair<std::string, Chain>> chains = {
         {"softmax_bf16", row_test::Softmax(DType::kBF16, -4096, w, /*masked=*/true)},
         {"softmax_f32", row_test::Softmax(DType::kF32, -4096, w)},
         {"layer_norm_f32", row_test::LayerNorm(DType::kF32, 64, w)},
         {"rms_residual_bf16", row_test::RmsNormResidual(DType::kBF16, -64, w)},
     };
+    // Element functions out of line (past 64 ops), the sins too.
+    if (w == 1001 || w == 50257) {
+      chains.push_back({"long_chain_softmax_f32", row_test::LongChainSoftmax(DType::kF32, -4096, w)});
+    }
     for (const auto& [name, c] : chains) {
       KernelGroup g = PartitionChain(c)->kernels[0];
       std::vector<Variant> space = RowSpace(c, g);
@@ -37,9 +41,12 @@ TEST(RowCompileTest, EverySpaceVariantCompiles) {
         absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
         ASSERT_TRUE(k.ok()) << k.status() << "\n" << spec->source;
         // Looped variants of 1024 threads may spill a little (64 registers);
-        // register-resident and bulk-staged ones must not.
+        // register-resident and bulk-staged ones must not, unless they call
+        // their element functions out of line: a call saves what is live
+        // around it (116 bytes at 1024 threads, W=50257).
+        const bool calls = spec->source.find("__noinline__ void") != std::string::npos;
         if (v.Get("resident") == 1 || v.Get("resident") == 3) {
-          EXPECT_EQ(k->resources.spill_bytes, 0u) << "spills";
+          EXPECT_LE(k->resources.spill_bytes, calls ? 256u : 0u) << "spills";
         }
       }
     }
