@@ -692,6 +692,24 @@ std::string NewRequestId() {
 }
 
 void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan) {
+  // Reports key their sizes by symbol name: the stored plan's names become
+  // this request's, as the symbols themselves do below.
+  std::map<std::string, std::string> renamed;
+  for (int s = 0; s < plan->symbols_size() && s < static_cast<int>(p.chain.symbols.size()); ++s) {
+    renamed[plan->symbols(s).name()] = p.chain.symbols[s].name;
+  }
+  auto rename_sizes = [&](v1::RooflineReport* r) {
+    google::protobuf::Map<std::string, int64_t> sizes;
+    for (const auto& [name, value] : r->sizes()) {
+      auto it = renamed.find(name);
+      sizes[it == renamed.end() ? name : it->second] = value;
+    }
+    *r->mutable_sizes() = std::move(sizes);
+  };
+  if (plan->has_report()) rename_sizes(plan->mutable_report());
+  for (v1::Kernel& k : *plan->mutable_kernels()) {
+    if (k.has_report()) rename_sizes(k.mutable_report());
+  }
   *plan->mutable_inputs() = p.request.chain().inputs();
   plan->clear_outputs();
   for (int j = 0; j < static_cast<int>(p.chain.outputs.size()); ++j) {

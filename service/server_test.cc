@@ -172,6 +172,29 @@ TEST_F(ServerTest, JoinedCallersGetTheirOwnNamesAndRequestIds) {
   EXPECT_EQ(rb.cache(), v1::CACHE_OUTCOME_JOINED);
 }
 
+TEST_F(ServerTest, AHitNamesTheReportsSizesByThisRequestsSymbols) {
+  // The key ignores client names: a hit may come from a request that called
+  // the symbol otherwise, and its reports' sizes must not carry that name.
+  Start(std::chrono::milliseconds(0));
+  auto symbolic = [](const std::string& name) {
+    v1::CompileRequest r = Relu(6.0);
+    v1::Dim* d = r.mutable_chain()->mutable_inputs(0)->mutable_shape(0);
+    d->set_symbol(name);
+    d->set_hint(77);
+    return r;
+  };
+  v1::CompileResponse first, second;
+  ASSERT_TRUE(Compile(symbolic("Q"), &first).ok());
+  ASSERT_TRUE(Compile(symbolic("R"), &second).ok());
+  EXPECT_EQ(second.cache(), v1::CACHE_OUTCOME_HIT);
+  EXPECT_EQ(first.plan().report().sizes().count("Q"), 1u);
+  EXPECT_EQ(second.plan().symbols(0).name(), "R");
+  EXPECT_EQ(second.plan().report().sizes().count("Q"), 0u);
+  EXPECT_EQ(second.plan().report().sizes().at("R"), 128);
+  EXPECT_EQ(second.plan().kernels(0).report().sizes().count("Q"), 0u);
+  EXPECT_EQ(second.plan().kernels(0).report().sizes().at("R"), 128);
+}
+
 TEST_F(ServerTest, RequestsWithoutAnIdGetOne) {
   Start(std::chrono::milliseconds(0));
   v1::CompileResponse miss, hit;
