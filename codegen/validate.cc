@@ -57,6 +57,12 @@ std::string NodeLabel(const Chain& c, int32_t id) {
 }
 
 std::string ShapeString(const Chain& c, const std::vector<Dim>& dims) {
+  // Messages stay short whatever the client sent: at most the first 8 dims.
+  constexpr size_t kShown = 8;
+  if (dims.size() > kShown) {
+    return absl::StrCat(ShapeString(c, std::vector<Dim>(dims.begin(), dims.begin() + kShown)), "... (",
+                        dims.size(), " dims)");
+  }
   return absl::StrCat(
       "[",
       absl::StrJoin(dims, ",",
@@ -107,6 +113,11 @@ bool Broadcast(const std::vector<Dim>& a, const std::vector<Dim>& b, std::vector
 
 absl::Status CheckDims(const Chain& c, int32_t id, absl::string_view field,
                        const std::vector<Dim>& dims) {
+  // The rank first: a shape of thousands of dims is refused in a line, not
+  // compared (and printed) whole.
+  if (static_cast<int>(dims.size()) > Limits{}.max_rank) {
+    return Bad(c, id, field, absl::StrCat("rank ", dims.size(), " exceeds the limit of ", Limits{}.max_rank));
+  }
   for (size_t i = 0; i < dims.size(); ++i) {
     const Dim& d = dims[i];
     std::string f = absl::StrCat(field, "[", i, "]");

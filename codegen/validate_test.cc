@@ -392,6 +392,20 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(r);
        },
        absl::StatusCode::kInvalidArgument, "element counts differ"},
+      {"reshape to a rank past the limit",  // Refused before the counts are compared.
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kReshape, {in(c, DType::kF32, S({16}))});
+         c.nodes[r].shape = std::vector<Dim>(10000, Dim::Static(1));
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument, "op 0 (reshape): shape: rank 10000 exceeds the limit of 8"},
+      {"a shape of the largest rank is printed whole",
+       [&](Chain& c) {
+         int r = c.AddOp(OpKind::kReshape, {in(c, DType::kF32, S({2, 3}))});
+         c.nodes[r].shape = S({1, 1, 1, 1, 1, 1, 1, 5});
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kInvalidArgument, "cannot reshape [2,3] to [1,1,1,1,1,1,1,5]"},
       {"permute",
        [&](Chain& c) {
          int r = c.AddOp(OpKind::kPermute, {in(c, DType::kF32, S({2, 3}))});

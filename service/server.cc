@@ -13,7 +13,15 @@ namespace kfuse {
 
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  // The message travels in a trailer, whose size clients cap (8 KiB by
+  // default; a larger one turns any error into RESOURCE_EXHAUSTED).
+  constexpr size_t kMaxMessage = 4096;
+  std::string message(s.message());
+  if (message.size() > kMaxMessage) {
+    const size_t cut = message.size() - kMaxMessage;
+    message = absl::StrCat(message.substr(0, kMaxMessage), "... (", cut, " more bytes)");
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), message);
 }
 
 namespace {

@@ -195,6 +195,14 @@ TEST_F(ServerTest, AHitNamesTheReportsSizesByThisRequestsSymbols) {
   EXPECT_EQ(second.plan().kernels(0).report().sizes().at("R"), 128);
 }
 
+TEST(ToGrpcTest, LongMessagesAreCutToFitATrailer) {
+  const grpc::Status s = ToGrpc(absl::InternalError(std::string(10000, 'x')));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_LT(s.error_message().size(), 4200u);
+  EXPECT_NE(s.error_message().find("... (5904 more bytes)"), std::string::npos);
+  EXPECT_EQ(ToGrpc(absl::InvalidArgumentError("short")).error_message(), "short");
+}
+
 TEST_F(ServerTest, RequestsWithoutAnIdGetOne) {
   Start(std::chrono::milliseconds(0));
   v1::CompileResponse miss, hit;
