@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
@@ -230,7 +231,28 @@ Pipeline::Pipeline(PipelineDeps deps, PipelineOptions options)
   KFUSE_CHECK(deps_.compiler != nullptr && deps_.store != nullptr);
 }
 
+namespace {
+
+// A tuning budget a request may ask for: a client's typo (1e308, NaN) must
+// not hold a GPU for ever.
+constexpr double kMaxBudgetSeconds = 3600;
+
+absl::Status CheckPolicy(const v1::TuningPolicy& policy) {
+  if (!v1::TuningPolicy::Mode_IsValid(policy.mode())) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.mode: unknown value ", policy.mode()));
+  }
+  const double b = policy.budget_seconds();
+  if (!std::isfinite(b) || b < 0 || b > kMaxBudgetSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.budget_seconds: ", b, " is not between 0 and ",
+                                                   kMaxBudgetSeconds, " seconds (0: the server's default)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) const {
+  KFUSE_RETURN_IF_ERROR(CheckPolicy(request.policy()));
   Prepared p;
   KFUSE_ASSIGN_OR_RETURN(Chain typed, TranslateChain(request.chain()));
   p.chain = Canonicalize(typed);
@@ -238,6 +260,11 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   KFUSE_ASSIGN_OR_RETURN(p.partition, PartitionChain(p.chain));
   p.chain_hash = ChainHash(p.chain);
 
+  if (request.target().compute_capability() > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat("target.compute_capability: ",
+                                                   request.target().compute_capability(),
+                                                   " is not supported (use 80, 86, 87, 89, 90, 100 or 120)"));
+  }
   int cc = static_cast<int>(request.target().compute_capability());
   if (cc == 0) cc = deps_.device ? deps_.device->compute_capability() : options_.default_compute_capability;
   KFUSE_ASSIGN_OR_RETURN(p.arch, ArchFor(request.target(), cc));

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -193,6 +195,34 @@ TEST_F(ServerTest, AHitNamesTheReportsSizesByThisRequestsSymbols) {
   EXPECT_EQ(second.plan().report().sizes().at("R"), 128);
   EXPECT_EQ(second.plan().kernels(0).report().sizes().count("Q"), 0u);
   EXPECT_EQ(second.plan().kernels(0).report().sizes().at("R"), 128);
+}
+
+TEST_F(ServerTest, APolicyOrTargetOutOfRangeIsInvalidArgumentNamingTheField) {
+  Start(std::chrono::milliseconds(0));
+  struct Case {
+    std::function<void(v1::CompileRequest&)> set;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::CompileRequest& r) { r.mutable_policy()->set_mode(static_cast<v1::TuningPolicy::Mode>(99)); },
+       "policy.mode: unknown value 99"},
+      {[](v1::CompileRequest& r) { r.mutable_policy()->set_budget_seconds(-5); }, "policy.budget_seconds: -5 "},
+      {[](v1::CompileRequest& r) { r.mutable_policy()->set_budget_seconds(std::nan("")); },
+       "policy.budget_seconds: nan "},
+      {[](v1::CompileRequest& r) { r.mutable_policy()->set_budget_seconds(1e308); },
+       "policy.budget_seconds: 1e+308 is not between 0 and 3600"},
+      {[](v1::CompileRequest& r) { r.mutable_target()->set_compute_capability(4294967295u); },
+       "target.compute_capability: 4294967295 is not supported"},
+  };
+  for (const Case& c : cases) {
+    v1::CompileRequest r = Relu(7.0);
+    c.set(r);
+    v1::CompileResponse resp;
+    grpc::Status s = Compile(r, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.message;
+    EXPECT_THAT(s.error_message(), HasSubstr(c.message));
+  }
+  EXPECT_EQ(compiler_->calls.load(), 0);
 }
 
 TEST(ToGrpcTest, LongMessagesAreCutToFitATrailer) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/validate_internal.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -26,6 +27,7 @@ class SymbolTable {
   absl::StatusOr<Dim> Translate(const v1::Dim& d, const std::string& field) {
     switch (d.kind_case()) {
       case v1::Dim::kSize:
+        if (d.hint() != 0 || d.max() != 0) return Bad(field, "hint and max belong to symbolic dims");
         return Dim::Static(d.size());
       case v1::Dim::kSymbol:
         break;
@@ -62,6 +64,12 @@ class SymbolTable {
                             int64_t* slot) {
     if (value == 0) return absl::OkStatus();
     if (value < 0) return Bad(field, absl::StrCat(what, " must not be negative, got ", value));
+    // Past the element limit no tensor has this size; the roofline's
+    // arithmetic on it would overflow.
+    if (value > Limits{}.max_elements) {
+      return Bad(field, absl::StrCat(what, " ", value, " exceeds the limit of ", Limits{}.max_elements,
+                                     " elements"));
+    }
     if (*slot != 0 && *slot != value) {
       return Bad(field, absl::StrCat("symbol ", what, " ", value, " conflicts with ", *slot,
                                      " given earlier"));
@@ -74,6 +82,20 @@ class SymbolTable {
   int max_symbols_;
   std::unordered_map<std::string, int32_t> index_;
 };
+
+// Names are how clients tell inputs (and outputs) apart in plans and
+// errors: a non-empty one may appear once. Client text: quoted, cut.
+absl::Status CheckUniqueName(const std::vector<std::string>& earlier, const std::string& name,
+                             absl::string_view list, int index) {
+  if (name.empty()) return absl::OkStatus();
+  for (size_t j = 0; j < earlier.size(); ++j) {
+    if (earlier[j] == name) {
+      return Bad(absl::StrCat(list, "[", index, "].name"),
+                 absl::StrCat("name ", validate_internal::Quote(name), " repeats ", list, "[", j, "].name"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<DType> TranslateDType(int value, const std::string& field) {
   if (!v1::DType_IsValid(value)) {
@@ -200,6 +222,7 @@ absl::StatusOr<Chain> TranslateChain(const v1::Chain& proto, const Limits& limit
                            symbols.TranslateAll(in.shape(), field + ".shape"));
     c.AddInput(TensorType{dtype, std::move(shape)},
                std::vector<int64_t>(in.strides().begin(), in.strides().end()));
+    KFUSE_RETURN_IF_ERROR(CheckUniqueName(c.input_names, in.name(), "inputs", i));
     c.input_names.push_back(in.name());
   }
   for (int j = 0; j < proto.ops_size(); ++j) {
@@ -214,6 +237,7 @@ absl::StatusOr<Chain> TranslateChain(const v1::Chain& proto, const Limits& limit
     KFUSE_ASSIGN_OR_RETURN(int32_t id,
                            TranslateRef(out.value(), num_inputs, proto.ops_size(), field));
     c.outputs.push_back(id);
+    KFUSE_RETURN_IF_ERROR(CheckUniqueName(c.output_names, out.name(), "outputs", k));
     c.output_names.push_back(out.name());
   }
   return Validate(std::move(c), limits);

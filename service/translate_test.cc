@@ -184,6 +184,22 @@ TEST(TranslateTest, RejectsBadRequests) {
          c.mutable_inputs(0)->mutable_shape(1)->set_hint(8);
        },
        absl::StatusCode::kInvalidArgument, "inputs[0].shape[1]: symbol hint 8 conflicts with 4"},
+      {"hint on a static dim",
+       [](v1::Chain& c) { c.mutable_inputs(0)->mutable_shape(1)->set_hint(-7); },
+       absl::StatusCode::kInvalidArgument, "inputs[0].shape[1]: hint and max belong to symbolic dims"},
+      {"hint past the element limit",
+       [](v1::Chain& c) {
+         c.mutable_inputs(0)->mutable_shape(0)->set_symbol("N");
+         c.mutable_inputs(0)->mutable_shape(0)->set_hint(int64_t{1} << 62);
+       },
+       absl::StatusCode::kInvalidArgument,
+       "inputs[0].shape[0]: hint 4611686018427387904 exceeds the limit of 1099511627776 elements"},
+      {"a repeated output name",
+       [](v1::Chain& c) { AddOutput(c, Op(0), "y"); },
+       absl::StatusCode::kInvalidArgument, "outputs[1].name: name \"y\" repeats outputs[0].name"},
+      {"a repeated input name",
+       [](v1::Chain& c) { AddInput(c, v1::DTYPE_F32, {4, 8}); },
+       absl::StatusCode::kInvalidArgument, "inputs[1].name: name \"x\" repeats inputs[0].name"},
       {"bad constant",
        [](v1::Chain& c) {
          c.mutable_ops(1)->set_dtype(v1::DTYPE_I32);
