@@ -70,7 +70,8 @@ std::string FormatRoofline(const kfuse::v1::RooflineReport& r) {
       absl::StrCat(BoundName(r.bound()), "-bound, ", FormatBytes(r.bytes()),
                    ", ", FormatCount(TotalFlops(r.flops())), "FLOP");
   if (r.flops().special() > 0) {
-    absl::StrAppend(&out, " (special ", FormatCount(r.flops().special()), ")");
+    absl::StrAppend(&out, " (special ",
+                    absl::StripTrailingAsciiWhitespace(FormatCount(r.flops().special())), ")");
   }
   absl::StrAppend(&out, absl::StrFormat(", %.3g FLOP/B", r.intensity()),
                   ", predicted ", FormatSeconds(r.predicted_seconds()));

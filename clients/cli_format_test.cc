@@ -193,6 +193,12 @@ TEST(FormatTableTest, AlignsColumns) {
             "a    bb  c\nddd  e   f\n");
 }
 
+TEST(FormatPlanSummaryTest, ASmallSpecialCountHasNoStraySpace) {
+  kfuse::v1::CompileResponse r = SampleResponse();
+  r.mutable_plan()->mutable_kernels(0)->mutable_report()->mutable_flops()->set_special(1);
+  EXPECT_THAT(FormatPlanSummary(r), HasSubstr("MFLOP (special 1), "));
+}
+
 TEST(FormatKernelTableTest, EmptyAndRows) {
   kfuse::v1::ListKernelsResponse r;
   EXPECT_EQ(FormatKernelTable(r, 0), "no kernels in the store\n");

@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -20,6 +21,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -150,8 +152,8 @@ void GrpcLogAsEvent(gpr_log_func_args* args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("kfused: the kfuse kernel-fusion service. kfused --address=127.0.0.1:7420");
-  absl::ParseCommandLine(argc, argv);
+  absl::SetProgramUsageMessage("the kfuse kernel-fusion service. kfused --address=127.0.0.1:7420");
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // Deadlock detection bookkeeping cost about 5% of a store hit under load.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   kfuse::LogFormat log_format;
@@ -161,6 +163,19 @@ int main(int argc, char** argv) {
   }
   kfuse::SetLogFormat(log_format);
   g_log_format = log_format;
+  if (positional.size() > 1) {
+    Refuse(absl::StrCat("unexpected argument '", positional[1], "' (flags are --name=value; see --help)"));
+    return 2;
+  }
+  {
+    const std::string address = absl::GetFlag(FLAGS_address);
+    const size_t colon = address.rfind(':');
+    if (!absl::StartsWith(address, "unix:") && !absl::StartsWith(address, "unix-abstract:") &&
+        (colon == std::string::npos || colon + 1 == address.size() || colon == 0)) {
+      Refuse(absl::StrCat("--address ", address, ": expected HOST:PORT or unix:PATH"));
+      return 2;
+    }
+  }
   if (log_format == kfuse::LogFormat::kJson) gpr_set_log_function(GrpcLogAsEvent);
 
   if (absl::GetFlag(FLAGS_print_public_key)) {

@@ -88,6 +88,14 @@ out=$(timeout 20 "$kfused" --address="$KFUSE_SERVER" --store="$tmp/second.db" --
 rc=$?
 [[ $rc == 1 && $out == *"cannot listen on $KFUSE_SERVER"* ]]
 check "a second kfused on the same address exits 1" $? "rc=$rc $out"
+out=$("$kfused" stray --no_gpu 2>&1)
+rc=$?
+[[ $rc == 2 && $out == *"unexpected argument 'stray'"* ]]
+check "kfused refuses a stray argument (exit 2)" $? "rc=$rc $out"
+out=$("$kfused" --address=bogus --no_gpu 2>&1)
+rc=$?
+[[ $rc == 2 && $out == *"--address bogus: expected HOST:PORT or unix:PATH"* ]]
+check "kfused refuses an address without a port (exit 2)" $? "rc=$rc $out"
 # Under --log_format=json every line is an event, kfused's and gRPC's own.
 out=$(timeout 20 "$kfused" --address="$KFUSE_SERVER" --store="$tmp/second.db" --no_gpu --log_format=json 2>&1)
 python3 -c 'import json, sys
