@@ -102,8 +102,13 @@ int RunCacheRm(const GlobalOptions& g, const CacheRmOptions& o, CliIo& io) {
   if (g.json) {
     io.out << ToJson(*resp, /*pretty=*/false) << "\n";
   } else {
+    // --all empties the store: kernels and the tuning decisions beside them,
+    // which `cache ls` does not list.
+    const bool one = resp->deleted() == 1;
     io.out << "deleted " << resp->deleted()
-           << (resp->deleted() == 1 ? " kernel\n" : " kernels\n");
+           << (o.all ? (one ? " store entry (kernels and tuning decisions)\n"
+                            : " store entries (kernels and tuning decisions)\n")
+                     : (one ? " kernel\n" : " kernels\n"));
   }
   return kExitOk;
 }

@@ -139,6 +139,12 @@ TEST_F(CliRunTest, CacheShowAndRmResolvePrefixes) {
   out_.str("");
   EXPECT_EQ(RunCacheRm(g_, rm, io_), kExitOk) << err_.str();
   EXPECT_EQ(out_.str(), "deleted 1 kernel\n");
+  // --all counts the tuning decisions it deletes too (7 in the fake).
+  rm.keys.clear();
+  rm.all = true;
+  out_.str("");
+  EXPECT_EQ(RunCacheRm(g_, rm, io_), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "deleted 7 store entries (kernels and tuning decisions)\n");
 }
 
 TEST_F(CliRunTest, HealthAndDevice) {
