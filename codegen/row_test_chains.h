@@ -65,15 +65,20 @@ inline Chain Softmax(DType t, int64_t rows, int64_t width, bool masked = false,
   return Finish(std::move(c));
 }
 
-// softmax(v) over the last axis where v = x, then 40 times v = tanh(sin(v) *
-// 1.5): the element functions past 64 ops and the sins are called out of line.
+// softmax(v) over the last axis where v = x, then 20 times v = tanh(sin(v) +
+// x) * 4: the element functions past 64 ops and the sins are called out of
+// line. Each step adds x back, so the row keeps the spread of its inputs (a
+// chain that converged to one value would make a near-uniform row, whose
+// 50257 comparable terms the looped f32 sums add less exactly than eager).
 inline Chain LongChainSoftmax(DType t, int64_t rows, int64_t width) {
   Chain c;
   Dim r = Rows(&c, rows);
-  int32_t v = c.AddInput(TensorType{t, {r, Dim::Static(width)}});
-  const int32_t k = c.AddConstant(1.5);
-  for (int i = 0; i < 40; ++i) {
-    v = c.AddOp(OpKind::kTanh, {c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kSin, {v}), k})});
+  const int32_t x = c.AddInput(TensorType{t, {r, Dim::Static(width)}});
+  const int32_t k = c.AddConstant(4.0);
+  int32_t v = x;
+  for (int i = 0; i < 20; ++i) {
+    v = c.AddOp(OpKind::kMul,
+                {c.AddOp(OpKind::kTanh, {c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kSin, {v}), x})}), k});
   }
   int32_t mx = Reduce(&c, OpKind::kReduceMax, v, 1);
   int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {v, mx})});
