@@ -394,7 +394,9 @@ absl::StatusOr<std::string> EmitOpExpr(const Chain& chain, int32_t node,
   return e;
 }
 
-const char* ElementFnQualifier(int ops) { return ops > 64 ? "__noinline__" : "__forceinline__"; }
+bool ElementFnOutOfLine(int ops) { return ops > 64; }
+
+const char* ElementFnQualifier(int ops) { return ElementFnOutOfLine(ops) ? "__noinline__" : "__forceinline__"; }
 
 std::string NumericsName(Numerics n) {
   switch (n) {

@@ -217,8 +217,7 @@ class Writer {
   bool Outlined() const {
     std::set<int32_t> leaves;
     for (const Leaf& l : p_.leaves) leaves.insert(l.node);
-    return leaves.size() == p_.leaves.size() &&
-           std::string(ElementFnQualifier(static_cast<int>(p_.compute.size()))) == "__noinline__";
+    return leaves.size() == p_.leaves.size() && ElementFnOutOfLine(static_cast<int>(p_.compute.size()));
   }
 
   // kf_relem: the reduced operand's value from the leaves' values, out of

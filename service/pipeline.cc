@@ -32,12 +32,14 @@ namespace {
 
 constexpr int kSupportedCcs[] = {80, 86, 87, 89, 90, 100, 120};
 
-absl::StatusOr<std::string> ArchFor(const v1::Target& t, int cc) {
+// The target for compute capability `cc`, as the wire carries it (unsigned:
+// any value a client sends is named as sent).
+absl::StatusOr<std::string> ArchFor(const v1::Target& t, uint32_t cc) {
   bool ok = false;
-  for (int s : kSupportedCcs) ok |= s == cc;
+  for (int s : kSupportedCcs) ok |= static_cast<uint32_t>(s) == cc;
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "target.compute_capability: ", cc, " is not supported (use 80, 86, 87, 89, 90, 100 or 120)"));
+    return absl::InvalidArgumentError(absl::StrCat("target.compute_capability: ", cc, " is not supported (use ",
+                                                   absl::StrJoin(kSupportedCcs, ", "), ")"));
   }
   return absl::StrCat("sm_", cc, t.arch_specific() && (cc == 90 || cc == 100) ? "a" : "");
 }
@@ -260,15 +262,13 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   KFUSE_ASSIGN_OR_RETURN(p.partition, PartitionChain(p.chain));
   p.chain_hash = ChainHash(p.chain);
 
-  if (request.target().compute_capability() > 1000) {
-    return absl::InvalidArgumentError(absl::StrCat("target.compute_capability: ",
-                                                   request.target().compute_capability(),
-                                                   " is not supported (use 80, 86, 87, 89, 90, 100 or 120)"));
+  uint32_t cc = request.target().compute_capability();
+  if (cc == 0) {
+    cc = static_cast<uint32_t>(deps_.device ? deps_.device->compute_capability()
+                                            : options_.default_compute_capability);
   }
-  int cc = static_cast<int>(request.target().compute_capability());
-  if (cc == 0) cc = deps_.device ? deps_.device->compute_capability() : options_.default_compute_capability;
   KFUSE_ASSIGN_OR_RETURN(p.arch, ArchFor(request.target(), cc));
-  p.compute_capability = cc;
+  p.compute_capability = static_cast<int>(cc);  // One of kSupportedCcs.
   p.symbol_values = SymbolValuesForTuning(p.chain);
   p.mode = ModeOf(request.policy());
   p.budget_seconds = request.policy().budget_seconds() > 0 ? request.policy().budget_seconds()
@@ -276,7 +276,7 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
                                                                 : options_.quick_budget_seconds;
   if (deps_.runner == nullptr || !deps_.device) {
     p.untuned_reason = "no usable GPU on this server";
-  } else if (deps_.device->compute_capability() != cc) {
+  } else if (deps_.device->compute_capability() != p.compute_capability) {
     p.untuned_reason = absl::StrCat("target sm_", cc, " is not this server's GPU (",
                                     deps_.device->name, ")");
   } else {
@@ -702,7 +702,7 @@ std::vector<std::string> ServedArchs() {
     absl::string_view s = arch;
     if (!absl::ConsumePrefix(&s, "sm_")) continue;
     const bool specific = absl::ConsumeSuffix(&s, "a");
-    int cc = 0;
+    uint32_t cc = 0;
     if (!absl::SimpleAtoi(s, &cc)) continue;  // 'f' (family) targets: no Target names them.
     v1::Target t;
     t.set_compute_capability(cc);
