@@ -22,6 +22,7 @@ TEST(RowGolden, Chains) {
     Chain chain;
     int resident;  // -1: the heuristic's.
     int split = 1;
+    int threads = 0;  // 0: the heuristic's.
   } cases[] = {
       {"softmax_bf16_4096", row_test::Softmax(DType::kBF16, -4096, 4096), -1},
       {"softmax_bf16_4096_looped", row_test::Softmax(DType::kBF16, -4096, 4096), 0},
@@ -31,6 +32,8 @@ TEST(RowGolden, Chains) {
       {"layer_norm_bf16_looped", row_test::LayerNorm(DType::kBF16, -4096, 8192), 0},
       {"rms_norm_residual_bf16", row_test::RmsNormResidual(DType::kBF16, -1024, 4096), -1},
       {"softmax_bf16_50257_peeled", row_test::Softmax(DType::kBF16, -4096, 50257), -1},
+      // The online pass's f32 lane sums compensated: 99 terms a lane.
+      {"softmax_f32_50257_looped", row_test::Softmax(DType::kF32, -4096, 50257), 0, 1, 128},
       {"softmax_bf16_50257_split", row_test::Softmax(DType::kBF16, -4096, 50257), 1, 8},
   };
   for (const Case& k : cases) {
@@ -38,7 +41,10 @@ TEST(RowGolden, Chains) {
     KernelGroup g = PartitionChain(k.chain)->kernels[0];
     Variant v = RowHeuristic(k.chain, g);
     if (k.resident >= 0) v.params["resident"] = k.resident;
-    if (k.resident == 0) v.params.erase("policy");  // Register-resident rows' only.
+    if (k.resident == 0) {  // Register-resident rows' and bulk-staged rows' only.
+      for (const char* p : {"policy", "stages", "grid", "dyn"}) v.params.erase(p);
+    }
+    if (k.threads > 0) v.params["threads"] = k.threads;
     if (k.split > 1) v = Variant{Family::kRowReduction, {{"vec", 8}, {"threads", 512}, {"rows", 1},
                                                          {"resident", 1}, {"split", k.split}}};
     absl::StatusOr<KernelSpec> spec = EmitRow(k.chain, g, v);

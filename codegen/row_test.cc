@@ -516,6 +516,33 @@ TEST(RowEmitTest, LoopedPassesLoadUnguarded) {
   EXPECT_NE(resident.find("if (kf_valid) {"), std::string::npos);
 }
 
+// The online pass's lane sums: an f32 lane of more than 64 terms is
+// Kahan-compensated (a near-uniform row's terms otherwise round the same
+// way at every step), 64 or fewer plain (compensation costs up to 13%);
+// 16-bit results and a symbolic width as their rule says.
+TEST(RowEmitTest, OnlineSumsCompensatePastSixtyFourTermsALane) {
+  const auto online = [](const Chain& c, int threads, int vec) {
+    Variant v{Family::kRowReduction,
+              {{"vec", vec}, {"threads", threads}, {"rows", 1}, {"resident", 0}}};
+    absl::StatusOr<KernelSpec> k = EmitRow(c, Group(c), v);
+    EXPECT_TRUE(k.ok()) << k.status();
+    if (!k.ok()) return std::string();
+    const size_t begin = k->source.find("in one pass");
+    const size_t end = k->source.find("kf_team_reduce_ms<", begin);
+    EXPECT_NE(begin, std::string::npos);
+    return k->source.substr(begin, end - begin);
+  };
+  const auto compensated = [](const std::string& pass) {
+    return pass.find("kf_d = ") != std::string::npos && pass.find("*= kf_k; e") != std::string::npos;
+  };
+  const Chain f32 = row_test::Softmax(DType::kF32, -64, 50257);
+  EXPECT_TRUE(compensated(online(f32, 128, 4)));   // 99 terms a lane.
+  EXPECT_TRUE(compensated(online(f32, 512, 1)));   // 99.
+  EXPECT_FALSE(compensated(online(f32, 256, 4)));  // 50.
+  EXPECT_FALSE(compensated(online(f32, 512, 4)));  // 25.
+  EXPECT_FALSE(compensated(online(row_test::Softmax(DType::kBF16, -64, 50257), 32, 4)));
+}
+
 // policy=1: a register-resident row's loads mark its lines L2 evict_last
 // (rows of 4-byte elements by default; the space keeps the heuristic's
 // plain twin). Other schedules do not take it; the fp64 yardstick ignores
@@ -577,7 +604,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/13");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/14");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {

@@ -86,6 +86,22 @@ inline Chain LongChainSoftmax(DType t, int64_t rows, int64_t width) {
   return Finish(std::move(c));
 }
 
+// softmax(x * 2^-21) over the last axis: a near-uniform row (exp terms
+// within 2^-18 of 1, as logits near zero make). Once a thread's f32 sum
+// passes a few hundred, every term rounds the same way, so an uncompensated
+// sum of 400 terms a lane is 20-30 units of 2^-24 off (a CPU model of the
+// kernels' orders) where eager's is within one.
+inline Chain NearUniformSoftmax(DType t, int64_t rows, int64_t width) {
+  Chain c;
+  Dim r = Rows(&c, rows);
+  const int32_t x = c.AddInput(TensorType{t, {r, Dim::Static(width)}});
+  const int32_t v = c.AddOp(OpKind::kMul, {x, c.AddConstant(0x1p-21)});
+  int32_t mx = Reduce(&c, OpKind::kReduceMax, v, 1);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {v, mx})});
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, Reduce(&c, OpKind::kReduceSum, e, 1)})};
+  return Finish(std::move(c));
+}
+
 // LayerNorm over the last axis with weight and bias [W], eps 2^-17.
 inline Chain LayerNorm(DType t, int64_t rows, int64_t width) {
   Chain c;

@@ -87,6 +87,8 @@ TEST(GpuRowTest, EveryVariantMatchesReference) {
     // Element functions called out of line: a register-held and a wide row.
     if (w == 1001 || w == 50257) {
       chains.push_back({"long_chain_softmax_f32", row_test::LongChainSoftmax(DType::kF32, -kRows, w)});
+      // Near-uniform rows: every f32 sum of a thread's many terms compensated.
+      chains.push_back({"near_uniform_softmax_f32", row_test::NearUniformSoftmax(DType::kF32, -kRows, w)});
     }
     for (const auto& [name, c] : chains) {
       SCOPED_TRACE(absl::StrCat(name, " W=", w));
