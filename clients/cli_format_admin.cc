@@ -153,10 +153,11 @@ std::string FormatDeviceInfo(const kfuse::v1::DeviceInfo& d) {
     rows.push_back({"gpu", Fingerprint(d.device())});
     rows.push_back({"fingerprint", d.device().digest()});
   } else {
-    rows.push_back({"gpu", absl::StrCat("none (",
+    // The reason may hold parentheses of its own: a colon, not a nesting.
+    rows.push_back({"gpu", absl::StrCat("none: ",
                                         d.reason().empty() ? "no reason given"
                                                            : d.reason(),
-                                        "); answers are heuristic, untuned")});
+                                        "; answers are heuristic, untuned")});
   }
   rows.push_back(
       {"driver", d.driver_version() == 0

@@ -241,7 +241,7 @@ TEST(FormatDeviceInfoTest, NoGpuSaysWhy) {
   d.add_supported_archs("sm_80");
   d.add_supported_archs("sm_90");
   const std::string s = FormatDeviceInfo(d);
-  EXPECT_THAT(s, HasSubstr("none (libcuda.so.1: cannot open shared object"));
+  EXPECT_THAT(s, HasSubstr("none: libcuda.so.1: cannot open shared object"));
   EXPECT_THAT(s, HasSubstr("sm_80 sm_90"));
   EXPECT_THAT(s, HasSubstr("13.0"));
 }

@@ -119,6 +119,19 @@ TEST_F(CliRunTest, TuneJsonLines) {
   EXPECT_THAT(out_.str(), HasSubstr("\"result\""));
 }
 
+// A server without a GPU answers with its heuristic kernel: no progress
+// line ("[0/0] done" said nothing), the plan, and exit 1 saying why.
+TEST_F(CliRunTest, TuneUntimedAnswerFails) {
+  fake_.service().untimed = true;
+  TuneOptions o;
+  o.chain_path = "examples/relu_fma_f32.json";
+  o.mode = "full";
+  EXPECT_EQ(RunTune(g_, o, io_), kExitFailed);
+  EXPECT_THAT(out_.str(), Not(HasSubstr("[0/0]")));
+  EXPECT_THAT(out_.str(), HasSubstr("key      tuned"));
+  EXPECT_THAT(err_.str(), HasSubstr("not tuned: heuristic (no GPU in the fake)"));
+}
+
 TEST_F(CliRunTest, TuneRejectsHeuristicMode) {
   TuneOptions o;
   o.chain_path = "examples/relu_fma_f32.json";
@@ -151,7 +164,7 @@ TEST_F(CliRunTest, HealthAndDevice) {
   EXPECT_EQ(RunHealth(g_, "", io_), kExitOk);
   EXPECT_EQ(out_.str(), "SERVING\n");
   EXPECT_EQ(RunDevice(g_, io_), kExitOk);
-  EXPECT_THAT(out_.str(), HasSubstr("none (no GPU in the fake)"));
+  EXPECT_THAT(out_.str(), HasSubstr("none: no GPU in the fake; answers"));
 }
 
 TEST_F(CliRunTest, ServerRefusalIsExitOne) {

@@ -62,6 +62,8 @@ int RunTune(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
       io.out << ToJson(copy, /*pretty=*/false) << "\n" << std::flush;
       return;
     }
+    // Nothing to report: no trials ran (a stored answer, or no GPU).
+    if (p.total() == 0 && !p.has_trial()) return;
     std::string line = FormatProgressLine(p, best);
     if (!bar) {
       io.out << line << "\n" << std::flush;
@@ -80,6 +82,14 @@ int RunTune(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   if (bar && last_width > 0) io.out << "\n";
   if (!response.ok()) return ReportError(g, response.status(), io);
   if (!g.json) io.out << FormatPlanSummary(*response);
+  // An untimed answer (no GPU, the GPU busy past the wait) is not what was
+  // asked for: scripts see exit 1, as `kfuse tune --manifest` gives.
+  const auto& prov = response->plan().provenance();
+  if (prov.state() == kfuse::v1::TUNE_STATE_HEURISTIC) {
+    io.err << "kfuse: not tuned: heuristic ("
+           << (prov.reason().empty() ? "untimed" : prov.reason()) << ")\n";
+    return kExitFailed;
+  }
   return kExitOk;
 }
 

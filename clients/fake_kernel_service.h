@@ -59,6 +59,18 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
     kfuse::v1::CompileRequest seen = *req;
     seen.clear_env();
     const bool stored = !tuned.insert(seen.SerializeAsString()).second;
+    if (untimed && n > 0) {  // As a server without a GPU answers: no trials.
+      kfuse::v1::TuneProgress p;
+      p.set_phase("done");
+      p.mutable_result()->mutable_plan()->set_key("tuned");
+      auto* prov = p.mutable_result()->mutable_plan()->mutable_provenance();
+      prov->set_state(kfuse::v1::TUNE_STATE_HEURISTIC);
+      prov->set_reason("no GPU in the fake");
+      p.mutable_result()->set_cache(stored ? kfuse::v1::CACHE_OUTCOME_HIT
+                                           : kfuse::v1::CACHE_OUTCOME_MISS);
+      w->Write(p);
+      return grpc::Status::OK;
+    }
     for (int i = 1; i <= n; ++i) {
       kfuse::v1::TuneProgress p;
       p.set_phase("time");
@@ -68,11 +80,6 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
       p.mutable_trial()->set_median_seconds(1e-6 * (10 - i));
       if (i == n) {
         p.mutable_result()->mutable_plan()->set_key("tuned");
-        if (untimed) {  // As a server without a GPU answers.
-          auto* prov = p.mutable_result()->mutable_plan()->mutable_provenance();
-          prov->set_state(kfuse::v1::TUNE_STATE_HEURISTIC);
-          prov->set_reason("no GPU in the fake");
-        }
         p.mutable_result()->set_cache(stored ? kfuse::v1::CACHE_OUTCOME_HIT
                                              : kfuse::v1::CACHE_OUTCOME_MISS);
       }

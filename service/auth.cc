@@ -76,8 +76,12 @@ absl::Status TokenSet::Check(absl::string_view authorization) const {
   return absl::OkStatus();
 }
 
+bool IsUnixSocketAddress(absl::string_view address) {
+  return absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:");
+}
+
 bool IsLoopbackAddress(absl::string_view address) {
-  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) return true;
+  if (IsUnixSocketAddress(address)) return true;
   absl::string_view host = address;
   if (absl::ConsumePrefix(&host, "[")) {
     size_t end = host.find(']');

@@ -38,6 +38,9 @@ class TokenSet {
   std::vector<std::array<uint8_t, 32>> digests_;
 };
 
+// True for gRPC's unix: and unix-abstract: socket addresses.
+bool IsUnixSocketAddress(absl::string_view address);
+
 // True for addresses only this host can reach: 127.0.0.0/8, [::1],
 // localhost, unix: sockets. kfused refuses others without TLS.
 bool IsLoopbackAddress(absl::string_view address);

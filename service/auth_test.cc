@@ -55,5 +55,12 @@ TEST(IsLoopbackAddress, Table) {
   for (const Case& c : cases) EXPECT_EQ(IsLoopbackAddress(c.address), c.loopback) << c.address;
 }
 
+TEST(IsUnixSocketAddress, Prefixes) {
+  EXPECT_TRUE(IsUnixSocketAddress("unix:/run/kfused.sock"));
+  EXPECT_TRUE(IsUnixSocketAddress("unix-abstract:kfused"));
+  EXPECT_FALSE(IsUnixSocketAddress("127.0.0.1:7420"));
+  EXPECT_FALSE(IsUnixSocketAddress("unixhost:7420"));
+}
+
 }  // namespace
 }  // namespace kfuse

@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   {
     const std::string address = absl::GetFlag(FLAGS_address);
     const size_t colon = address.rfind(':');
-    if (!absl::StartsWith(address, "unix:") && !absl::StartsWith(address, "unix-abstract:") &&
+    if (!kfuse::IsUnixSocketAddress(address) &&
         (colon == std::string::npos || colon + 1 == address.size() || colon == 0)) {
       Refuse(absl::StrCat("--address ", address, ": expected HOST:PORT or unix:PATH"));
       return 2;

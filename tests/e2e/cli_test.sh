@@ -235,7 +235,7 @@ check "cache ls is empty after rm --all" $? "$out"
 
 out=$("$kfuse" device 2>&1)
 rc=$?
-[[ $rc -eq 0 && $out == *"gpu"*"none ("* ]]
+[[ $rc -eq 0 && $out == *"gpu"*"none: "* ]]
 check "device says no GPU and why" $? "$out"
 
 out=$("$kfuse" --server 127.0.0.1:1 --timeout 3 device 2>&1)
