@@ -71,6 +71,25 @@ CREATE TABLE quarantine(
 )sql");
 }
 
+// Version 2: stats.invalidations counts entries deleted or given another
+// blob, by any process on the file, so that each can drop what it keeps of
+// the store in memory (Store::invalidations()).
+absl::Status V2(Db& db) {
+  return db.Exec(R"sql(
+ALTER TABLE stats ADD COLUMN invalidations INTEGER NOT NULL DEFAULT 0;
+CREATE TRIGGER artifacts_del AFTER DELETE ON artifacts BEGIN
+  UPDATE stats SET invalidations = invalidations + 1 WHERE id = 1; END;
+CREATE TRIGGER decisions_del AFTER DELETE ON decisions BEGIN
+  UPDATE stats SET invalidations = invalidations + 1 WHERE id = 1; END;
+CREATE TRIGGER artifacts_blob AFTER UPDATE OF blob_sha256 ON artifacts
+  WHEN OLD.blob_sha256 != NEW.blob_sha256 BEGIN
+  UPDATE stats SET invalidations = invalidations + 1 WHERE id = 1; END;
+CREATE TRIGGER decisions_blob AFTER UPDATE OF blob_sha256 ON decisions
+  WHEN OLD.blob_sha256 != NEW.blob_sha256 BEGIN
+  UPDATE stats SET invalidations = invalidations + 1 WHERE id = 1; END;
+)sql");
+}
+
 struct Migration {
   const char* what;
   absl::Status (*apply)(Db&);
@@ -81,6 +100,7 @@ struct Migration {
 const std::vector<Migration>& Migrations() {
   static const auto* m = new std::vector<Migration>{
       {"initial schema", &V1},
+      {"invalidation counter", &V2},
   };
   return *m;
 }

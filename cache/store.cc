@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
       return st;
     }
   }
-  if (!options.read_only) store->flusher_ = std::thread(&Store::FlusherLoop, store.get());
+  store->PollInvalidations().IgnoreError();  // The counter as opened: nothing stale yet.
+  store->flusher_ = std::thread(&Store::FlusherLoop, store.get());
   return store;
 }
 

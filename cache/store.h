@@ -114,6 +114,13 @@ class Store {
   // Hits are counted in memory and written about once a second (a hit stays
   // a read); this writes them now. Called by Put and the destructor.
   absl::Status FlushHits();
+  // Moves (about once a second, read-only opens too) when any process on
+  // the file deleted an entry or gave one another blob: what a caller keeps
+  // of the store in memory is stale then.
+  uint64_t invalidations() const { return invalidations_.load(); }
+  // Reads the file's invalidation counter now (the background thread's
+  // check).
+  absl::Status PollInvalidations();
 
   enum class Kind { kDecision, kArtifact };
 
@@ -176,6 +183,9 @@ class Store {
 
   absl::Mutex hits_mu_;
   PendingMap pending_ ABSL_GUARDED_BY(hits_mu_);
+
+  std::atomic<uint64_t> invalidations_{0};
+  std::atomic<int64_t> invalidations_seen_{-1};  // The file's counter at the last poll.
 
   absl::Mutex stop_mu_;
   bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;

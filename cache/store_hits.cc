@@ -61,17 +61,31 @@ absl::Status Store::FlushHits() {
   return st;
 }
 
+absl::Status Store::PollInvalidations() {
+  int64_t now = 0;
+  KFUSE_RETURN_IF_ERROR(Guarded([&]() -> absl::Status {
+    KFUSE_ASSIGN_OR_RETURN(Reader r, AcquireReader());
+    KFUSE_ASSIGN_OR_RETURN(now, r->QueryInt("SELECT invalidations FROM stats WHERE id = 1"));
+    return absl::OkStatus();
+  }));
+  const int64_t before = invalidations_seen_.exchange(now);
+  if (before >= 0 && before != now) ++invalidations_;
+  return absl::OkStatus();
+}
+
 void Store::FlusherLoop() {
   absl::MutexLock l(&stop_mu_);
   while (!stop_) {
     stop_mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(1));
     if (stop_) break;
     stop_mu_.Unlock();
-    absl::Status st = FlushHits();
+    absl::Status st = opts_.read_only ? absl::OkStatus() : FlushHits();
     if (!st.ok() && !absl::IsUnavailable(st)) {
       std::fprintf(stderr, "kfuse cache: warning: hit counts not written: %s\n",
                    st.ToString().c_str());
     }
+    // A failed read is tried again next second.
+    PollInvalidations().IgnoreError();
     stop_mu_.Lock();
   }
 }

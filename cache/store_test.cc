@@ -244,6 +244,69 @@ TEST(StoreTest, NewerSchemaIsFailedPrecondition) {
   EXPECT_THAT(store.status().message(), HasSubstr("newer than this kfuse binary knows"));
 }
 
+// A version-1 file (as an older kfuse wrote it) migrates to version 2 on a
+// read-write open, keeping its entries, and counts deletes from then on.
+TEST(StoreTest, VersionOneMigratesToTheInvalidationCounter) {
+  const std::string path = FreshDbPath("v1");
+  {
+    auto store = OpenOrDie({.path = path});
+    ASSERT_TRUE(store->PutArtifact(TestKey("kept"), "cubin", TestMeta()).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TRIGGER artifacts_del; DROP TRIGGER decisions_del;"
+                         "DROP TRIGGER artifacts_blob; DROP TRIGGER decisions_blob;"
+                         "ALTER TABLE stats DROP COLUMN invalidations; PRAGMA user_version=1;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  EXPECT_EQ(Store::Open({.path = path, .read_only = true}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto store = OpenOrDie({.path = path});
+  auto got = store->GetArtifact(TestKey("kept"));
+  ASSERT_TRUE(got.ok() && got->has_value());
+  const uint64_t before = store->invalidations();
+  ASSERT_TRUE(store->Delete({TestKey("kept").ArtifactKey()}).ok());
+  ASSERT_TRUE(store->PollInvalidations().ok());
+  EXPECT_NE(store->invalidations(), before);
+}
+
+// Another process deleting or replacing an entry moves invalidations() (a
+// read-only open too); new entries and hit counts do not.
+TEST(StoreTest, InvalidationsFollowOtherProcessesDeletesAndReplacements) {
+  const std::string path = FreshDbPath("inval");
+  auto a = OpenOrDie({.path = path});
+  auto b = OpenOrDie({.path = path});
+  auto ro = OpenOrDie({.path = path, .read_only = true});
+  auto moved = [&](Store& s, uint64_t& last) {
+    EXPECT_TRUE(s.PollInvalidations().ok());
+    const bool m = s.invalidations() != last;
+    last = s.invalidations();
+    return m;
+  };
+  uint64_t la = a->invalidations(), lro = ro->invalidations();
+  ASSERT_TRUE(b->PutArtifact(TestKey("x"), "heuristic", TestMeta("heuristic")).ok());
+  ASSERT_TRUE(b->GetArtifact(TestKey("x")).ok());
+  ASSERT_TRUE(b->FlushHits().ok());
+  EXPECT_FALSE(moved(*a, la)) << "a new entry and a hit";
+  EXPECT_FALSE(moved(*ro, lro));
+  ASSERT_TRUE(b->PutArtifact(TestKey("x"), "tuned", TestMeta("tuned")).ok());
+  EXPECT_TRUE(moved(*a, la)) << "a replaced blob";
+  EXPECT_TRUE(moved(*ro, lro));
+  ASSERT_TRUE(b->PutArtifact(TestKey("x"), "tuned", TestMeta("tuned")).ok());
+  EXPECT_FALSE(moved(*a, la)) << "the same blob again";
+  auto n = b->Delete({TestKey("x").ArtifactKey()});
+  ASSERT_TRUE(n.ok() && *n == 1) << n.status();
+  EXPECT_TRUE(moved(*a, la)) << "a delete";
+  EXPECT_TRUE(moved(*ro, lro));
+  ASSERT_TRUE(b->PutDecision(TestKey("y"), "d", TestMeta()).ok());
+  EXPECT_FALSE(moved(*a, la));
+  ASSERT_TRUE(b->DeleteAll().ok());
+  EXPECT_TRUE(moved(*a, la)) << "delete all";
+}
+
 TEST(StoreTest, ReadOnlyServesButRefusesPuts) {
   const std::string path = FreshDbPath("ro");
   CacheKey k = TestKey("ro");

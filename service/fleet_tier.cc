@@ -59,13 +59,9 @@ std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey&
       metrics_->FleetError("get");
       LogEvent(LogLevel::kWarning, "fleet_read_failed", {{"key", k}, {"error", got.status().ToString()}});
     }
-    metrics_->Lookup("fleet", false);
     return std::nullopt;
   }
-  if (!got->has_value()) {
-    metrics_->Lookup("fleet", false);
-    return std::nullopt;
-  }
+  if (!got->has_value()) return std::nullopt;
   v1::StoreEntry& e = **got;
   // The row must be what was asked for, and what a trusted node signed.
   absl::Status ok = e.key() == k && e.kind() == (kind == Store::Kind::kDecision ? "decision" : "artifact")
@@ -78,11 +74,9 @@ std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey&
   }
   if (!ok.ok()) {
     metrics_->VerificationFailure(what);
-    metrics_->Lookup("fleet", false);
     LogEvent(LogLevel::kWarning, "fleet_entry_rejected", {{"key", k}, {"node", e.node()}, {"error", ok.ToString()}});
     return std::nullopt;
   }
-  metrics_->Lookup("fleet", true);
   return std::move(e);
 }
 

@@ -63,9 +63,4 @@ void JobTable::Finish(const std::shared_ptr<Job>& job, const Result& result) {
   for (auto& [f, joined] : fns) f(result, joined);
 }
 
-int JobTable::running() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int>(jobs_.size());
-}
-
 }  // namespace kfuse

@@ -57,7 +57,6 @@ class JobTable {
   // Ends the job: every waiter's done callback runs with the result.
   void Finish(const std::shared_ptr<Job>& job, const Result& result);
 
-  int running() const;
 
  private:
   mutable absl::Mutex mu_;

@@ -34,8 +34,12 @@ class Metrics {
   // "INVALID_ARGUMENT").
   void Request(absl::string_view rpc, absl::string_view code);
   // kfuse_lookups_total{tier, result}: tier "memory" | "local" | "fleet",
-  // result "hit" | "miss".
+  // result "hit" | "miss"; one a request and tier it asked, however many
+  // candidate keys (memory counts hits only: a memory miss asks local).
   void Lookup(absl::string_view tier, bool hit);
+  // kfuse_lookups_total{tier="job", result="joined"}: a request answered by
+  // a job another request had started (it counted its local miss too).
+  void Joined();
   // kfuse_compile_seconds (histogram): one NVRTC compile of one kernel.
   void CompileSeconds(double seconds);
   // kfuse_tuning_seconds (histogram): one whole build (every kernel of a plan,
@@ -44,7 +48,8 @@ class Metrics {
   void BuildSeconds(absl::string_view how, double seconds);
   // kfuse_queue_depth (gauge): jobs waiting for a worker thread.
   void SetQueueDepth(int jobs);
-  // kfuse_jobs_running (gauge).
+  // kfuse_jobs_running (gauge): jobs on a worker thread now (queued ones
+  // are kfuse_queue_depth).
   void SetJobsRunning(int jobs);
   // kfuse_verification_failures_total{what}: "fleet_signature",
   // "fleet_key", "import", "blob_sha256", "variant_check" ...

@@ -331,10 +331,7 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
       }
     }
     KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetArtifact(candidate));
-    if (!blob) {
-      metrics().Lookup("local", false);
-      continue;
-    }
+    if (!blob) continue;
     storage::v1::Artifact artifact;
     if (!artifact.ParseFromString(*blob)) continue;  // sha256 matched: a schema bug.
     if (!usable(artifact.plan())) continue;
@@ -347,6 +344,8 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
     metrics().Lookup("local", true);
     return Answer(p, stored);
   }
+  // One miss a request, however many candidate keys it asked for.
+  metrics().Lookup("local", false);
   return std::nullopt;
 }
 
@@ -355,8 +354,12 @@ std::optional<v1::CompileResponse> Pipeline::FleetLookup(const Prepared& p) cons
   for (const CacheKey& candidate : p.lookup_keys) {
     std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kArtifact, candidate);
     if (!e) continue;
-    if (std::optional<v1::CompileResponse> r = AnswerFromFleet(p, candidate, *e)) return r;
+    if (std::optional<v1::CompileResponse> r = AnswerFromFleet(p, candidate, *e)) {
+      metrics().Lookup("fleet", true);
+      return r;
+    }
   }
+  metrics().Lookup("fleet", false);  // Once a request, as the local tier.
   return std::nullopt;
 }
 

@@ -181,9 +181,17 @@ KernelServiceImpl::KernelServiceImpl(Pipeline* pipeline, ServiceOptions options)
       pool_(std::make_unique<ThreadPool>(options_.job_threads)),
       background_pool_(std::make_unique<ThreadPool>(options_.job_threads)) {
   if (options_.metrics == nullptr) options_.metrics = &NullMetrics();
+  seen_invalidations_ = pipeline_->deps().store->invalidations();
 }
 
 KernelServiceImpl::~KernelServiceImpl() { Drain(); }
+
+void KernelServiceImpl::DropStaleAnswers() {
+  const uint64_t now = pipeline_->deps().store->invalidations();
+  if (seen_invalidations_.exchange(now) == now) return;
+  pipeline_->ClearHot();
+  answers_.Clear();
+}
 
 absl::Status KernelServiceImpl::Authorize(grpc::CallbackServerContext* ctx) const {
   if (options_.tokens == nullptr) return absl::OkStatus();
@@ -214,7 +222,10 @@ JobTable::Result KernelServiceImpl::ForWaiter(const Prepared& p, JobTable::Resul
   if (!r.ok()) return r;
   ApplyRequestNames(p, r->mutable_plan());
   r->set_request_id(p.request.request_id());
-  if (joined) r->set_cache(v1::CACHE_OUTCOME_JOINED);
+  if (joined) {
+    r->set_cache(v1::CACHE_OUTCOME_JOINED);
+    options_.metrics->Joined();
+  }
   return r;
 }
 
@@ -254,7 +265,7 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
         jobs_.Finish(job, absl::CancelledError("compile cancelled: no caller waits"));
         return;
       }
-      options_.metrics->SetJobsRunning(jobs_.running());
+      options_.metrics->SetJobsRunning(++building_);
       const auto start = std::chrono::steady_clock::now();
       JobTable::Result r = pipeline_->Build(
           p, [this, job](const v1::TuneProgress& m) { jobs_.Progress(job, m); }, &job->cancel);
@@ -264,7 +275,7 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
       }
       answers_.Clear();  // The store may now answer differently (tuned).
       jobs_.Finish(job, r);
-      options_.metrics->SetJobsRunning(jobs_.running());
+      options_.metrics->SetJobsRunning(--building_);
     });
     options_.metrics->SetQueueDepth(pool->queued());
   }
@@ -344,10 +355,12 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
                                                      const v1::CompileRequest* req,
                                                      v1::CompileResponse* resp) {
   if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
+  DropStaleAnswers();
   const std::string answer_key = req->policy().force() ? "" : AnswerKey(*req);
   if (!answer_key.empty()) {
     if (std::shared_ptr<const v1::CompileResponse> a = answers_.Get(answer_key)) {
       pipeline_->deps().store->NoteArtifactHit(a->plan().key());  // For the LRU order.
+      options_.metrics->Lookup("memory", true);
       *resp = *a;
       resp->set_request_id(req->request_id().empty() ? NewRequestId() : req->request_id());
       return Answer(ctx, absl::OkStatus());
@@ -392,6 +405,7 @@ grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::Callba
     stream->Complete(a);
     return stream.get();
   }
+  DropStaleAnswers();
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) {
     stream->Complete(p.status());
@@ -421,6 +435,7 @@ grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::Callba
 grpc::ServerUnaryReactor* KernelServiceImpl::Lookup(grpc::CallbackServerContext* ctx,
                                                     const v1::CompileRequest* req, v1::CompileResponse* resp) {
   if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
+  DropStaleAnswers();
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) return Answer(ctx, p.status());
   absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p, /*honour_force=*/false);

@@ -7,6 +7,7 @@
 #ifndef KFUSE_SERVICE_SERVER_H_
 #define KFUSE_SERVICE_SERVER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -95,6 +96,12 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   Pipeline* pipeline_;
   ServiceOptions options_;
   JobTable jobs_;
+  std::atomic<int> building_{0};  // Jobs on a worker thread now (kfuse_jobs_running).
+  // The store's invalidations() when memory was last known current.
+  std::atomic<uint64_t> seen_invalidations_{0};
+  // Drops the answers kept in memory when another process on the store
+  // deleted or replaced entries since.
+  void DropStaleAnswers();
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<ThreadPool> background_pool_;  // Jobs asked for as background work.
   // Signed answers to requests seen before, by the request's bytes: a

@@ -15,6 +15,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -39,7 +40,7 @@ v1::CompileRequest Relu(double scale, bool background = false) {
 
 class ServerTest : public ::testing::Test {
  protected:
-  void Start(std::chrono::milliseconds delay, int max_queued = 64) {
+  void Start(std::chrono::milliseconds delay, int max_queued = 64, Metrics* metrics = nullptr) {
     compiler_ = std::make_unique<FakeCompiler>(delay);
     StoreOptions so;
     so.path = ::testing::TempDir() + "/server_test_" +
@@ -49,9 +50,11 @@ class ServerTest : public ::testing::Test {
     PipelineDeps deps;
     deps.compiler = compiler_.get();
     deps.store = store_.get();
+    deps.metrics = metrics;
     pipeline_ = std::make_unique<Pipeline>(std::move(deps), PipelineOptions{});
     ServiceOptions opts;
     opts.max_queued_jobs = max_queued;
+    opts.metrics = metrics;
     service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), opts);
     grpc::ServerBuilder b;
     int port = 0;
@@ -172,6 +175,63 @@ TEST_F(ServerTest, JoinedCallersGetTheirOwnNamesAndRequestIds) {
   EXPECT_EQ(ra.request_id(), "req-a");
   EXPECT_EQ(rb.request_id(), "req-b");
   EXPECT_EQ(rb.cache(), v1::CACHE_OUTCOME_JOINED);
+}
+
+// kfuse_lookups_total counts each request once: a miss that built, one
+// that joined the running job, and hits from the answers kept in memory
+// (the repeat of an identical request) as well as from the store.
+TEST_F(ServerTest, LookupMetricsCountEveryRequestOnce) {
+  absl::StatusOr<std::unique_ptr<Metrics>> m = Metrics::Create("");
+  ASSERT_TRUE(m.ok()) << m.status();
+  Start(std::chrono::milliseconds(400), 64, m->get());
+  v1::CompileResponse first, joined;
+  std::thread t([&] { ASSERT_TRUE(Compile(Relu(9.0), &first).ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(Compile(Relu(9.0), &joined).ok());
+  t.join();
+  ASSERT_EQ(joined.cache(), v1::CACHE_OUTCOME_JOINED);
+  for (int i = 0; i < 5; ++i) {
+    v1::CompileResponse again;
+    ASSERT_TRUE(Compile(Relu(9.0), &again).ok());
+    EXPECT_EQ(again.cache(), v1::CACHE_OUTCOME_HIT);
+  }
+  const std::string text = (*m)->Text();
+  auto count = [&](const std::string& labels) {  // 0 when the series is absent.
+    const std::string head = "kfuse_lookups_total{" + labels + "} ";
+    for (absl::string_view l : absl::StrSplit(text, '\n')) {
+      int n = 0;
+      if (absl::ConsumePrefix(&l, head) && absl::SimpleAtoi(l, &n)) return n;
+    }
+    return 0;
+  };
+  EXPECT_EQ(count("result=\"miss\",tier=\"local\""), 2) << text;  // The builder and the joiner.
+  EXPECT_EQ(count("result=\"joined\",tier=\"job\""), 1) << text;
+  EXPECT_EQ(count("result=\"hit\",tier=\"local\"") + count("result=\"hit\",tier=\"memory\""), 5)
+      << text;
+  EXPECT_EQ(compiler_->calls.load(), 1);
+}
+
+// A second server on the same store file (another process, as here another
+// Store object) deletes a kernel: this server stops answering it from memory
+// once its store has seen the file's invalidation counter move.
+TEST_F(ServerTest, ADeleteThroughAnotherServerOnTheStoreIsNotServedFromMemory) {
+  Start(std::chrono::milliseconds(0));
+  v1::CompileResponse first, again;
+  ASSERT_TRUE(Compile(Relu(4.0), &first).ok());
+  ASSERT_TRUE(Compile(Relu(4.0), &again).ok());
+  ASSERT_EQ(again.cache(), v1::CACHE_OUTCOME_HIT);
+  StoreOptions so;
+  so.path = ::testing::TempDir() + "/server_test_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+  absl::StatusOr<std::unique_ptr<Store>> other = Store::Open(so);
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<int> n = (*other)->DeleteAll();
+  ASSERT_TRUE(n.ok() && *n > 0) << n.status();
+  ASSERT_TRUE(store_->PollInvalidations().ok());  // What its thread does once a second.
+  v1::CompileResponse after;
+  ASSERT_TRUE(Compile(Relu(4.0), &after).ok());
+  EXPECT_EQ(after.cache(), v1::CACHE_OUTCOME_MISS);
+  EXPECT_EQ(compiler_->calls.load(), 2);
 }
 
 TEST_F(ServerTest, AHitNamesTheReportsSizesByThisRequestsSymbols) {
