@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -92,12 +93,40 @@ int64_t Store::Now() const {
   return opts_.now_ms ? opts_.now_ms() : absl::ToUnixMillis(absl::Now());
 }
 
+namespace {
+
+// SQLite's URI for `path` opened immutable: a read-only store in a folder
+// this process cannot write, where WAL mode could not create its -shm file.
+std::string ImmutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      absl::StrAppend(&uri, "%", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+    } else {
+      uri.push_back(c);
+    }
+  }
+  return uri + "?immutable=1";
+}
+
+bool FolderWritable(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return access(dir.empty() ? "." : dir.c_str(), W_OK) == 0;
+}
+
+}  // namespace
+
 absl::Status Store::OpenFile() {
   absl::MutexLock w(&writer_mu_);
   absl::MutexLock p(&pool_mu_);
   if (opts_.read_only) {
-    KFUSE_ASSIGN_OR_RETURN(auto db,
-                           Db::Open(opts_.path, SQLITE_OPEN_READONLY, opts_.busy_timeout_ms));
+    // WAL readers need the -shm file beside the database; where it cannot
+    // be made, the file is read as immutable (nothing else may change it).
+    reader_uri_ = FolderWritable(opts_.path) ? "" : ImmutableUri(opts_.path);
+    KFUSE_ASSIGN_OR_RETURN(
+        auto db, Db::Open(reader_uri_.empty() ? opts_.path : reader_uri_,
+                          SQLITE_OPEN_READONLY | (reader_uri_.empty() ? 0 : SQLITE_OPEN_URI),
+                          opts_.busy_timeout_ms));
     KFUSE_RETURN_IF_ERROR(ConfigureReader(*db));
     KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/true));
     KFUSE_RETURN_IF_ERROR(Probe(*db));
@@ -106,6 +135,14 @@ absl::Status Store::OpenFile() {
   }
   KFUSE_ASSIGN_OR_RETURN(auto db, Db::Open(opts_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                                            opts_.busy_timeout_ms));
+  // SQLite opens a file it may not write read-only without saying so; a
+  // store that takes no Put must be asked for as such.
+  if (sqlite3_db_readonly(db->raw(), "main") == 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cache database ", opts_.path,
+        " is not writable by this process (its mode, owner or file system); open it "
+        "read-only (kfused --read_only) or fix its permissions"));
+  }
   KFUSE_RETURN_IF_ERROR(ConfigureWriter(*db));
   KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/false));
   KFUSE_RETURN_IF_ERROR(Probe(*db));
@@ -172,7 +209,9 @@ absl::StatusOr<Store::Reader> Store::AcquireReader() {
     }
   }
   int flags = opts_.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
-  KFUSE_ASSIGN_OR_RETURN(auto db, Db::Open(opts_.path, flags, opts_.busy_timeout_ms));
+  if (!reader_uri_.empty()) flags |= SQLITE_OPEN_URI;
+  KFUSE_ASSIGN_OR_RETURN(
+      auto db, Db::Open(reader_uri_.empty() ? opts_.path : reader_uri_, flags, opts_.busy_timeout_ms));
   KFUSE_RETURN_IF_ERROR(ConfigureReader(*db));
   return Reader(this, std::move(db));
 }

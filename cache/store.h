@@ -176,6 +176,9 @@ class Store {
   // Shared by every operation; exclusive only to swap a corrupt file out.
   absl::Mutex db_mu_;
   uint64_t generation_ ABSL_GUARDED_BY(db_mu_) = 0;
+  // Read-only opens of a file in a folder this process cannot write: the
+  // immutable URI every connection opens; empty otherwise.
+  std::string reader_uri_ ABSL_GUARDED_BY(db_mu_);
   absl::Mutex writer_mu_ ABSL_ACQUIRED_AFTER(db_mu_);
   std::unique_ptr<cache::Db> writer_ ABSL_GUARDED_BY(writer_mu_);  // Null when read_only.
   absl::Mutex pool_mu_ ABSL_ACQUIRED_AFTER(db_mu_);

@@ -1,14 +1,20 @@
 #include "cache/store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cache/schema.h"
 #include "cache/store_test_util.h"
@@ -305,6 +311,61 @@ TEST(StoreTest, InvalidationsFollowOtherProcessesDeletesAndReplacements) {
   EXPECT_FALSE(moved(*a, la));
   ASSERT_TRUE(b->DeleteAll().ok());
   EXPECT_TRUE(moved(*a, la)) << "delete all";
+}
+
+// Runs `body` in a child process without root's pass over file modes
+// (setuid to nobody when root); its exit status, or 90+ when it could not.
+int AsUnprivileged(const std::function<int()>& body) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(90);
+    _exit(body());
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return 91;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 92;
+}
+
+// A file this process may not write, opened for writing: refused, naming
+// the way out, where SQLite alone would open it read-only and fail at the
+// first Put.
+TEST(StoreTest, AnUnwritableFileIsRefusedUnlessOpenedReadOnly) {
+  const std::string path = FreshDbPath("unwritable");
+  { OpenOrDie({.path = path}); }
+  ASSERT_EQ(chmod(path.c_str(), 0444), 0);
+  ASSERT_EQ(chmod(std::filesystem::path(path).parent_path().c_str(), 0777), 0);
+  EXPECT_EQ(AsUnprivileged([&] {
+              auto s = Store::Open({.path = path});
+              if (s.ok()) return 1;
+              if (s.status().code() != absl::StatusCode::kFailedPrecondition) return 2;
+              return absl::StrContains(s.status().message(), "--read_only") ? 0 : 3;
+            }),
+            0);
+  EXPECT_EQ(AsUnprivileged([&] { return Store::Open({.path = path, .read_only = true}).ok() ? 0 : 1; }),
+            0);
+}
+
+// A read-only store in a folder this process may not write (a baked image's
+// mount): WAL readers cannot make their -shm file there, so the file is
+// read immutable, and it serves.
+TEST(StoreTest, ReadOnlyStoreInAnUnwritableFolderServes) {
+  const std::string path = FreshDbPath("ro_folder");
+  {
+    auto store = OpenOrDie({.path = path});
+    ASSERT_TRUE(store->PutArtifact(TestKey("baked"), "cubin", TestMeta()).ok());
+  }
+  const std::string dir = std::filesystem::path(path).parent_path();
+  ASSERT_EQ(chmod(path.c_str(), 0444), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0555), 0);
+  const int rc = AsUnprivileged([&] {
+    auto s = Store::Open({.path = path, .read_only = true});
+    if (!s.ok()) return 1;
+    auto got = (*s)->GetArtifact(TestKey("baked"));
+    if (!got.ok() || !got->has_value() || **got != "cubin") return 2;
+    return (*s)->PollInvalidations().ok() ? 0 : 3;
+  });
+  chmod(dir.c_str(), 0755);
+  EXPECT_EQ(rc, 0);
 }
 
 TEST(StoreTest, ReadOnlyServesButRefusesPuts) {

@@ -3,6 +3,8 @@
 // is no lookup by key in the API; a key (or a unique prefix of one, as `ls`
 // prints) is resolved with ListKernels(key_prefix). Bundles are streamed:
 // neither export nor import holds more than one batch of entries.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 
@@ -13,6 +15,7 @@
 #include "clients/cli_format.h"
 #include "clients/json.h"
 #include "core/status.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/delimited_message_util.h"
 
@@ -237,34 +240,39 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
   req.set_key_prefix(o.prefix);
   req.set_all(o.all);
 
-  // Written beside the target and renamed at the end: a failed export
-  // leaves no bundle that looks whole.
-  const std::string partial = o.out + ".partial";
-  std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-  if (!out) return ReportError(g, FileError(absl::StrCat("cannot write ", partial), errno), io);
+  // A file is written beside the target and renamed at the end: a failed
+  // export leaves no bundle that looks whole. Anything else that exists (a
+  // pipe, /dev/stdout, a device) is written in place, never replaced.
+  struct stat st;
+  const bool in_place = ::stat(o.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  const std::string target = in_place ? o.out : o.out + ".partial";
+  std::ofstream out(target, std::ios::binary | (in_place ? std::ios::out : std::ios::trunc));
+  if (!out) return ReportError(g, FileError(absl::StrCat("cannot write ", target), errno), io);
   out.write(kBundleMagic, kBundleMagicSize);
   int decisions = 0, artifacts = 0;
+  int64_t bytes = kBundleMagicSize;
   absl::Status s = (*client)->ExportKernels(
       req, [&](kfuse::v1::StoreEntry& e) -> absl::Status {
         if (!google::protobuf::util::SerializeDelimitedToOstream(e, &out)) {
           return absl::DataLossError(
-              absl::StrCat("writing ", partial, " failed"));
+              absl::StrCat("writing ", target, " failed"));
         }
+        const size_t size = e.ByteSizeLong();
+        bytes += static_cast<int64_t>(
+            size + google::protobuf::io::CodedOutputStream::VarintSize64(size));
         ++(e.kind() == "decision" ? decisions : artifacts);
         return absl::OkStatus();
       });
   out.close();
   if (s.ok() && !out)
-    s = absl::DataLossError(absl::StrCat("writing ", partial, " failed"));
-  if (s.ok() && std::rename(partial.c_str(), o.out.c_str()) != 0) {
-    s = FileError(absl::StrCat("cannot rename ", partial, " to ", o.out), errno);
+    s = absl::DataLossError(absl::StrCat("writing ", target, " failed"));
+  if (s.ok() && !in_place && std::rename(target.c_str(), o.out.c_str()) != 0) {
+    s = FileError(absl::StrCat("cannot rename ", target, " to ", o.out), errno);
   }
   if (!s.ok()) {
-    std::remove(partial.c_str());
+    if (!in_place) std::remove(target.c_str());
     return ReportError(g, s, io);
   }
-  std::ifstream done(o.out, std::ios::binary | std::ios::ate);
-  const int64_t bytes = done ? static_cast<int64_t>(done.tellg()) : 0;
   if (g.json) {
     google::protobuf::Struct summary;
     auto& f = *summary.mutable_fields();

@@ -1,9 +1,12 @@
 // The subcommands end to end against the in-process fake service.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "clients/cli.h"
@@ -237,6 +240,31 @@ TEST_F(CliRunTest, CacheExportThenImportRoundTrips) {
   out_.str("");
   ASSERT_EQ(RunCacheImport(g_, ex.out, io_), kExitOk) << err_.str();
   EXPECT_EQ(out_.str(), "imported 0, already present 3, rejected 0\n");
+}
+
+// -o naming something that is not a regular file (a pipe here; /dev/null
+// or /dev/stdout alike) is written in place, not replaced by a renamed file.
+TEST_F(CliRunTest, CacheExportWritesIntoAPipeInPlace) {
+  fake_.service().entries = {Entry("decision", "d1"), Entry("artifact", "a1")};
+  std::filesystem::create_directories(dir_);
+  const std::string fifo = (dir_ / "pipe").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string read;
+  std::thread reader([&] {
+    std::ifstream in(fifo, std::ios::binary);
+    read.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  });
+  g_.json = true;
+  CacheExportOptions ex;
+  ex.all = true;
+  ex.out = fifo;
+  const int rc = RunCacheExport(g_, ex, io_);
+  reader.join();
+  ASSERT_EQ(rc, kExitOk) << err_.str();
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_FALSE(std::filesystem::exists(fifo + ".partial"));
+  EXPECT_EQ(read.substr(0, 16), "KFUSE-BUNDLE-v1\n");
+  EXPECT_THAT(out_.str(), HasSubstr(absl::StrCat("\"bytes\":", read.size())));
 }
 
 TEST_F(CliRunTest, CacheImportPrintsRejectionsAndFails) {

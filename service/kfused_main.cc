@@ -39,7 +39,10 @@ ABSL_FLAG(int, threads, 2,
 ABSL_FLAG(int, max_queued_jobs, 64, "queued jobs beyond which new misses get RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, nvrtc_max_concurrent, kfuse::kDefaultMaxConcurrentCompiles,
           "NVRTC programs compiling at once in the process (bounds NVRTC's memory)");
-ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request or response message");
+ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request or response message (at least 65536)");
+ABSL_FLAG(double, shutdown_grace_seconds, 10,
+          "on SIGTERM, how long calls in flight may finish before they are cancelled; keep it below "
+          "the service manager's stop timeout");
 ABSL_FLAG(bool, no_gpu, false, "never tune: answer every miss with the heuristic kernel");
 ABSL_FLAG(bool, read_only, false, "serve from the store only, never compile");
 ABSL_FLAG(int, device, 0, "CUDA device ordinal to tune on");
@@ -250,16 +253,32 @@ int main(int argc, char** argv) {
     Refuse("--repro_max_bundles must be at least 1 (--repro_dir= turns bundles off)");
     return 2;
   }
+  if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_max_queued_jobs) < 0) {
+    Refuse("--threads must be at least 1 and --max_queued_jobs at least 0");
+    return 2;
+  }
+  // Below this even a health check's answer does not fit.
+  constexpr int kMinMessageBytes = 64 << 10;
+  if (absl::GetFlag(FLAGS_max_message_bytes) < kMinMessageBytes) {
+    Refuse(absl::StrCat("--max_message_bytes must be at least ", kMinMessageBytes));
+    return 2;
+  }
+  const double grace = absl::GetFlag(FLAGS_shutdown_grace_seconds);
+  if (!(grace >= 0 && grace <= 3600)) {
+    Refuse("--shutdown_grace_seconds must be between 0 and 3600");
+    return 2;
+  }
+  if (opts.store_max_bytes <= 0) {
+    Refuse("--store_max_bytes must be positive");
+    return 2;
+  }
+  // Flags first (above): a refusal leaves no store or signing key behind.
   absl::StatusOr<std::unique_ptr<kfuse::ServiceNode>> node = kfuse::ServiceNode::Create(opts);
   if (!node.ok()) {
     Refuse(node.status().ToString());
     return 1;
   }
 
-  if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_max_queued_jobs) < 0) {
-    Refuse("--threads must be at least 1 and --max_queued_jobs at least 0");
-    return 2;
-  }
   kfuse::ServiceOptions sopts;
   sopts.job_threads = absl::GetFlag(FLAGS_threads);
   sopts.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
@@ -267,7 +286,7 @@ int main(int argc, char** argv) {
   sopts.signing_key = &(*node)->signing_key();
   sopts.trusted_keys = &(*node)->trusted_keys();
   sopts.metrics = &(*node)->metrics();
-  kfuse::KernelServiceImpl service((*node)->pipeline(), sopts);
+  auto service = std::make_unique<kfuse::KernelServiceImpl>((*node)->pipeline(), sopts);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -279,7 +298,7 @@ int main(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
-  builder.RegisterService(&service);
+  builder.RegisterService(service.get());
   builder.experimental().SetInterceptorCreators((*node)->metrics().Interceptors());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
@@ -318,11 +337,25 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  Say(info, "stopping", absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": finishing calls in flight"));
+  Say(info, "stopping",
+      absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": finishing calls in flight (at most ",
+                   grace, " s)"));
   health->Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  service.Drain();
+  const auto deadline =
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(grace));
+  server->Shutdown(deadline);
+  if (std::chrono::system_clock::now() >= deadline && service->building() > 0) {
+    // Their callers were cancelled; the builds stop and store nothing.
+    Say(kfuse::LogLevel::kWarning, "shutdown_grace_expired",
+        absl::StrCat(service->building(), " build(s) still running after ", grace,
+                     " s were cancelled with their calls"));
+  }
+  service->Drain();
   server->Wait();
+  server.reset();
+  service.reset();
+  node->reset();  // The store's last hit counts written, the worker stopped.
   Say(info, "stopped", "stopped");
   return 0;
 }

@@ -70,6 +70,8 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
 
   // Waits for running jobs to end (after the server stopped taking calls).
   void Drain();
+  // Jobs building on a job thread now.
+  int building() const { return building_.load(); }
 
  private:
   // The job's answer as this waiter asked for it: its names, its request id,

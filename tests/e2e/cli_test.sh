@@ -96,6 +96,16 @@ out=$("$kfused" --address=bogus --no_gpu 2>&1)
 rc=$?
 [[ $rc == 2 && $out == *"--address bogus: expected HOST:PORT or unix:PATH"* ]]
 check "kfused refuses an address without a port (exit 2)" $? "rc=$rc $out"
+# Bad flags are refused before anything is made: no store, no signing key.
+out=$("$kfused" --address=127.0.0.1:1 --store="$tmp/refused.db" --max_message_bytes=0 --no_gpu 2>&1)
+rc=$?
+[[ $rc == 2 && $out == *"--max_message_bytes must be at least 65536"* && ! -e $tmp/refused.db &&
+   ! -e $tmp/refused.db.signing-key ]]
+check "kfused refuses --max_message_bytes=0 and leaves no files (exit 2)" $? "rc=$rc $out"
+out=$("$kfused" --address=127.0.0.1:1 --store="$tmp/refused.db" --threads=0 --no_gpu 2>&1)
+rc=$?
+[[ $rc == 2 && ! -e $tmp/refused.db && ! -e $tmp/refused.db.signing-key ]]
+check "kfused refuses --threads=0 and leaves no files (exit 2)" $? "rc=$rc $out"
 # Under --log_format=json every line is an event, kfused's and gRPC's own.
 out=$(timeout 20 "$kfused" --address="$KFUSE_SERVER" --store="$tmp/second.db" --no_gpu --log_format=json 2>&1)
 python3 -c 'import json, sys
