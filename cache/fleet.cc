@@ -10,10 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "core/log.h"
 #include "core/status.h"
 
 namespace kfuse {
 namespace {
+
+void FleetNotice(void*, const char* message) {
+  LogEvent(LogLevel::kWarning, "fleet_notice",
+           {{"message", std::string(absl::StripTrailingAsciiWhitespace(message))}});
+}
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
@@ -171,6 +177,9 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
   const char* values[] = {timeout.c_str(), options.c_str(), "kfused", "10", "3", "3",
                           user_timeout.c_str(), opts_.dsn.c_str(), nullptr};
   auto conn = std::make_unique<Conn>(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
+  // The server's notices (a WARNING as it shuts down, say) are events, not
+  // libpq's own lines on stderr.
+  if (conn->c != nullptr) PQsetNoticeProcessor(conn->c, &FleetNotice, nullptr);
   if (conn->c == nullptr || PQstatus(conn->c) != CONNECTION_OK) {
     return absl::UnavailableError(absl::StrCat("fleet store ", DisplayDsn(), ": ",
                                                absl::StripTrailingAsciiWhitespace(

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "cache/schema.h"
 #include "cache/store_sql.h"
+#include "core/log.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -83,8 +84,9 @@ Store::~Store() {
   }
   if (flusher_.joinable()) flusher_.join();
   absl::Status st = FlushHits();
-  if (!st.ok())
-    std::fprintf(stderr, "kfuse cache: hit counts not saved: %s\n", st.ToString().c_str());
+  if (!st.ok()) {
+    LogEvent(LogLevel::kWarning, "store_hits_not_saved", {{"store", opts_.path}, {"error", st.ToString()}});
+  }
   absl::MutexLock l(&db_mu_);
   CloseFile();
 }
@@ -173,8 +175,9 @@ absl::Status Store::MoveCorruptAside(const absl::Status& why) {
   // The old WAL must not be replayed into the fresh file.
   KFUSE_RETURN_IF_ERROR(RenameIfPresent(opts_.path + "-wal", aside + "-wal"));
   std::remove((opts_.path + "-shm").c_str());
-  std::fprintf(stderr, "kfuse cache: warning: %s is corrupt (%s); moved to %s, starting empty\n",
-               opts_.path.c_str(), std::string(why.message()).c_str(), aside.c_str());
+  LogEvent(LogLevel::kWarning, "store_corrupt",
+           {{"store", opts_.path}, {"error", std::string(why.message())}, {"moved_to", aside},
+            {"now", "starting empty"}});
   ++generation_;
   return absl::OkStatus();
 }
@@ -354,8 +357,8 @@ absl::Status Store::Quarantine(Kind kind, const std::string& key, const std::str
   const std::string reason =
       absl::StrCat("sha256 mismatch: blob hashes to ", Sha256Hex(data), ", stored as ", sha);
   if (opts_.read_only) {
-    std::fprintf(stderr, "kfuse cache: warning: %s %s: %s (read-only store: left in place)\n",
-                 KindName(kind), key.c_str(), reason.c_str());
+    LogEvent(LogLevel::kWarning, "store_entry_corrupt",
+             {{"kind", KindName(kind)}, {"key", key}, {"error", reason}, {"now", "left in place (read-only store)"}});
     return absl::OkStatus();
   }
   int64_t moved = 0;
@@ -391,14 +394,16 @@ absl::Status Store::Quarantine(Kind kind, const std::string& key, const std::str
   });
   if (absl::IsDataLoss(st)) return st;
   if (!st.ok()) {
-    std::fprintf(stderr, "kfuse cache: warning: %s %s: %s; quarantine failed: %s\n", KindName(kind),
-                 key.c_str(), reason.c_str(), st.ToString().c_str());
+    LogEvent(LogLevel::kWarning, "store_entry_corrupt",
+             {{"kind", KindName(kind)}, {"key", key}, {"error", reason},
+              {"now", absl::StrCat("quarantine failed: ", st.ToString())}});
     return absl::OkStatus();  // Still a miss; the next read tries again.
   }
   quarantined_ += moved;
   if (moved > 0) {
-    std::fprintf(stderr, "kfuse cache: warning: %s %s: %s; %lld entries moved to quarantine\n",
-                 KindName(kind), key.c_str(), reason.c_str(), static_cast<long long>(moved));
+    LogEvent(LogLevel::kWarning, "store_entry_corrupt",
+             {{"kind", KindName(kind)}, {"key", key}, {"error", reason},
+              {"now", absl::StrCat(moved, " entries moved to quarantine")}});
   }
   return absl::OkStatus();
 }

@@ -189,7 +189,7 @@ absl::StatusOr<Explanation> Store::Explain(const CacheKey& k, const CacheKey& de
   absl::StrAppend(&ex.text,
                   have_decision
                       ? "the tuning decision for this key is stored: a recompile, not a retune"
-                      : "no tuning decision for this key either: a miss means tuning");
+                      : "no tuning decision for this key either");
   return ex;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "cache/store.h"
 #include "cache/store_sql.h"
+#include "core/log.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -81,8 +82,7 @@ void Store::FlusherLoop() {
     stop_mu_.Unlock();
     absl::Status st = opts_.read_only ? absl::OkStatus() : FlushHits();
     if (!st.ok() && !absl::IsUnavailable(st)) {
-      std::fprintf(stderr, "kfuse cache: warning: hit counts not written: %s\n",
-                   st.ToString().c_str());
+      LogEvent(LogLevel::kWarning, "store_hits_not_written", {{"store", opts_.path}, {"error", st.ToString()}});
     }
     // A failed read is tried again next second.
     PollInvalidations().IgnoreError();

@@ -9,8 +9,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cache/store.h"
 #include "cache/store_test_util.h"
+#include "core/log.h"
 #include "core/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -127,12 +129,23 @@ TEST(StoreRecoveryTest, CorruptFileIsMovedAsideAndServingContinues) {
       ASSERT_TRUE(store->PutArtifact(big, TestBlob("big", 200000), TestMeta()).ok());
     }
     Scribble(path, c.from, c.to);
+    // The move is one event (a JSON line under --log_format=json), naming
+    // both files.
+    SetLogFormat(LogFormat::kJson);
+    ::testing::internal::CaptureStderr();
     auto store = Store::Open({.path = path});
     ASSERT_TRUE(store.ok()) << store.status();
     auto got = (*store)->GetArtifact(big);
+    const std::string logged = ::testing::internal::GetCapturedStderr();
+    SetLogFormat(LogFormat::kText);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_FALSE(got->has_value());
-    EXPECT_EQ(CorruptAside(path).size(), 1u);
+    ASSERT_EQ(CorruptAside(path).size(), 1u);
+    EXPECT_THAT(logged, HasSubstr("\"event\":\"store_corrupt\""));
+    EXPECT_THAT(logged, HasSubstr(CorruptAside(path)[0]));
+    for (absl::string_view line : absl::StrSplit(logged, '\n', absl::SkipEmpty())) {
+      EXPECT_TRUE(absl::StartsWith(line, "{") && absl::EndsWith(line, "}")) << "not one JSON object: " << line;
+    }
     ASSERT_TRUE((*store)->PutArtifact(big, "fresh", TestMeta()).ok());
     EXPECT_EQ(**(*store)->GetArtifact(big), "fresh");
     EXPECT_TRUE((*store)->IntegrityCheck().ok());

@@ -143,7 +143,7 @@ TEST(StoreTest, ExplainNamesTheDifferingPart) {
   EXPECT_THAT(store->Explain(next_gen, decision)->text, HasSubstr("a recompile, not a retune"));
   CacheKey other_schema = decision;
   other_schema.generator = "pointwise-variants/2";
-  EXPECT_THAT(store->Explain(next_gen, other_schema)->text, HasSubstr("a miss means tuning"));
+  EXPECT_THAT(store->Explain(next_gen, other_schema)->text, HasSubstr("no tuning decision for this key either"));
   auto exact = store->Explain(stored);
   ASSERT_TRUE(exact.ok());
   EXPECT_TRUE(exact->found_exact);

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "service/log.h"
+#include "core/log.h"
 
 namespace kfuse {
 namespace {

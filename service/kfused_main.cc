@@ -26,7 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "service/auth.h"
-#include "service/log.h"
+#include "core/log.h"
 #include "service/node.h"
 #include "service/server.h"
 #include "tuner/nvrtc_compiler.h"
@@ -134,9 +134,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(std::
 // people, or one JSON event each under --log_format=json, so a collector
 // reads every line of the stream.
 kfuse::LogFormat g_log_format = kfuse::LogFormat::kText;
-void Say(kfuse::LogLevel level, absl::string_view event, const std::string& message) {
+// `fields` go to the JSON event beside the message (the text line says
+// them in words).
+void Say(kfuse::LogLevel level, absl::string_view event, const std::string& message,
+         std::vector<kfuse::LogField> fields = {}) {
   if (g_log_format == kfuse::LogFormat::kJson) {
-    kfuse::LogEvent(level, event, {{"message", message}});
+    fields.insert(fields.begin(), {"message", message});
+    kfuse::LogEvent(level, event, fields);
   } else {
     std::fprintf(stderr, "kfused: %s\n", message.c_str());
   }
@@ -315,25 +319,40 @@ int main(int argc, char** argv) {
       absl::StrCat("serving on ", absl::GetFlag(FLAGS_address), ", store ", (*node)->store_path(),
                    opts.read_only ? " (read-only)" : "", ", ",
                    tuning ? absl::StrCat("tuning on ", (*node)->device_name())
-                          : absl::StrCat("heuristic only: ", (*node)->no_gpu_reason())));
+                          : absl::StrCat("heuristic only: ", (*node)->no_gpu_reason())),
+      {{"address", absl::GetFlag(FLAGS_address)},
+       {"store", (*node)->store_path()},
+       {"read_only", opts.read_only ? "true" : "false"},
+       {"tuning", tuning ? "true" : "false"},
+       {tuning ? "gpu" : "no_gpu_reason", tuning ? (*node)->device_name() : (*node)->no_gpu_reason()}});
   Say(info, "serving",
       absl::StrCat(transport, ", ", tokens ? absl::StrCat(tokens->size(), " accepted token(s)") : "no token required",
                    "; plans signed by Ed25519 key ", (*node)->signing_key().public_key.Hex(), " (",
-                   (*node)->signing_key_path(), ")"));
+                   (*node)->signing_key_path(), ")"),
+      {{"transport", transport},
+       {"tokens", absl::StrCat(tokens ? tokens->size() : 0)},
+       {"signing_key", (*node)->signing_key().public_key.Hex()},
+       {"signing_key_path", (*node)->signing_key_path()}});
   if (!opts.metrics_address.empty()) {
-    Say(info, "serving", absl::StrCat("metrics on http://", opts.metrics_address, "/metrics"));
+    Say(info, "serving", absl::StrCat("metrics on http://", opts.metrics_address, "/metrics"),
+        {{"metrics", absl::StrCat("http://", opts.metrics_address, "/metrics")}});
   }
   if ((*node)->fleet() != nullptr) {
     Say(info, "serving",
         absl::StrCat("fleet store ", kfuse::RedactDsn(opts.fleet_dsn), " (",
                      opts.fleet_read_only ? "read-only" : "read and publish", "), ",
-                     (*node)->trusted_keys().size(), " trusted key(s)"));
+                     (*node)->trusted_keys().size(), " trusted key(s)"),
+        {{"fleet", kfuse::RedactDsn(opts.fleet_dsn)},
+         {"fleet_mode", opts.fleet_read_only ? "read-only" : "read and publish"},
+         {"trusted_keys", absl::StrCat((*node)->trusted_keys().size())}});
   }
   const kfuse::PipelineOptions& po = (*node)->pipeline()->options();
   Say(info, "serving",
       absl::StrCat("repro bundles ", po.repro_dir.empty() ? "off"
                                                            : absl::StrCat("in ", po.repro_dir, " (at most ",
-                                                                          po.repro_limits.max_bundles, ")")));
+                                                                          po.repro_limits.max_bundles, ")")),
+      {{"repro_dir", po.repro_dir.empty() ? "off" : po.repro_dir},
+       {"repro_max_bundles", absl::StrCat(po.repro_limits.max_bundles)}});
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

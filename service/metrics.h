@@ -44,7 +44,8 @@ class Metrics {
   void CompileSeconds(double seconds);
   // kfuse_tuning_seconds (histogram): one whole build (every kernel of a plan,
   // compile, check and timing), labelled by how it ended: "tuned" |
-  // "heuristic" | "decision" (recompiled a stored decision) | "error".
+  // "heuristic" | "decision" (recompiled a stored decision) | "error" |
+  // "cancelled" (every caller left before it ended).
   void BuildSeconds(absl::string_view how, double seconds);
   // kfuse_queue_depth (gauge): jobs waiting for a worker thread.
   void SetQueueDepth(int jobs);

@@ -13,7 +13,7 @@
 #include "kfuse/v1/kfuse.pb.h"
 #include "core/version.h"
 #include "service/convert.h"
-#include "service/log.h"
+#include "core/log.h"
 #include "tuner/cuda/device.h"
 #include "tuner/cuda/driver.h"
 #include "tuner/worker_process.h"
@@ -52,15 +52,15 @@ Ceilings StoredOrMeasuredCeilings(Store& store, Runner& runner, const DeviceFing
   }
   absl::StatusOr<Ceilings> measured = runner.MeasureCeilings();
   if (!measured.ok()) {
-    std::fprintf(stderr, "kfused: warning: measuring ceilings failed (%s); using nominal figures\n",
-                 measured.status().ToString().c_str());
+    LogEvent(LogLevel::kWarning, "ceilings_not_measured",
+             {{"error", measured.status().ToString()}, {"now", "using nominal figures"}});
     return NominalCeilings(device.compute_capability());
   }
   measured->measured = true;
   measured->source = absl::StrCat("measured on ", device.name);
   EntryMeta meta{"ceilings", "", device.name, "measured", "device ceilings"};
   absl::Status s = store.PutDecision(key, ToProto(*measured).SerializeAsString(), meta);
-  if (!s.ok()) std::fprintf(stderr, "kfused: warning: storing ceilings: %s\n", s.ToString().c_str());
+  if (!s.ok()) LogEvent(LogLevel::kWarning, "store_put_failed", {{"key", "ceilings"}, {"error", s.ToString()}});
   return *measured;
 }
 

@@ -22,7 +22,7 @@
 #include "codegen/pointwise.h"
 #include "core/status.h"
 #include "kfuse/storage/v1/storage.pb.h"
-#include "service/log.h"
+#include "core/log.h"
 #include "service/convert.h"
 #include "service/translate.h"
 #include "tuner/nvrtc_compiler.h"

@@ -270,8 +270,11 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
       JobTable::Result r = pipeline_->Build(
           p, [this, job](const v1::TuneProgress& m) { jobs_.Progress(job, m); }, &job->cancel);
       if (!r.ok()) {  // Successful builds are timed by the pipeline, by how they ended.
+        // A build whose callers all left (a deadline, a client gone) is not
+        // a failure of the build.
         options_.metrics->BuildSeconds(
-            "error", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+            absl::IsCancelled(r.status()) ? "cancelled" : "error",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }
       answers_.Clear();  // The store may now answer differently (tuned).
       jobs_.Finish(job, r);

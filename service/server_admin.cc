@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -273,7 +274,14 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Explain(grpc::CallbackServerContext
     part->set_value(mine[i].second);
     part->set_nearest_value(theirs[i].second);
   }
-  resp->set_text(ex->text);
+  // What a miss costs here: the store cannot tell whether this server tunes.
+  std::string text = ex->text;
+  if (absl::EndsWith(text, "no tuning decision for this key either")) {
+    absl::StrAppend(&text, p->can_tune && p->mode != TuneMode::kHeuristic
+                               ? ": a miss means tuning"
+                               : ": this server does not tune it, so a miss compiles the heuristic variant");
+  }
+  resp->set_text(text);
   FleetTier* fleet = pipeline_->deps().fleet;
   resp->set_fleet(fleet == nullptr ? "off" : fleet->Probe(p->key));
   return Reply(ctx, absl::OkStatus());

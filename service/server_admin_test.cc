@@ -25,6 +25,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 using service_testing::FakeCompiler;
@@ -189,6 +190,9 @@ TEST(ServerAdminTest, ExplainAStoredRequestAndOneForAnotherArch) {
   }
   EXPECT_THAT(names, ElementsAre("chain", "spec", "device", "toolchain", "generator"));
   EXPECT_THAT(other.text(), HasSubstr("toolchain"));
+  // This node has no GPU: a miss is a heuristic compile, not tuning.
+  EXPECT_THAT(other.text(), HasSubstr("no tuning decision for this key either: this server does not tune"));
+  EXPECT_THAT(other.text(), Not(HasSubstr("a miss means tuning")));
   // Explaining never compiles.
   EXPECT_EQ(a.compiler.calls.load(), 1);
 }

@@ -211,6 +211,25 @@ TEST_F(ServerTest, LookupMetricsCountEveryRequestOnce) {
   EXPECT_EQ(compiler_->calls.load(), 1);
 }
 
+// A build whose only caller's deadline passed ends CANCELLED and is timed
+// as such, not as a build error.
+TEST_F(ServerTest, ABuildEveryCallerLeftIsTimedAsCancelled) {
+  absl::StatusOr<std::unique_ptr<Metrics>> m = Metrics::Create("");
+  ASSERT_TRUE(m.ok()) << m.status();
+  Start(std::chrono::milliseconds(300), 64, m->get());
+  v1::CompileResponse r;
+  EXPECT_EQ(Compile(Relu(11.0), &r, std::chrono::milliseconds(50)).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  const std::string line = "kfuse_tuning_seconds_count{how=\"cancelled\"} 1";
+  std::string text;
+  for (int i = 0; i < 50 && text.find(line) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text = (*m)->Text();
+  }
+  EXPECT_NE(text.find(line), std::string::npos) << text;
+  EXPECT_EQ(text.find("how=\"error\""), std::string::npos) << text;
+}
+
 // A second server on the same store file (another process, as here another
 // Store object) deletes a kernel: this server stops answering it from memory
 // once its store has seen the file's invalidation counter move.

@@ -112,6 +112,18 @@ python3 -c 'import json, sys
 events = [json.loads(l) for l in sys.argv[1].splitlines()]
 assert any(e["event"] == "start_failed" and "cannot listen" in e["message"] for e in events), events' "$out"
 check "--log_format=json: a refused start is JSON lines only" $? "$out"
+# A start and a stop under JSON: every line an event, serving's facts as fields.
+"$kfused" --address="unix:$tmp/json.sock" --store="$tmp/json.db" --no_gpu --log_format=json \
+  2> "$tmp/json.log" &
+jpid=$!
+for _ in $(seq 50); do [[ -S $tmp/json.sock ]] && break; sleep 0.1; done
+kill -TERM $jpid; wait $jpid
+python3 -c 'import json, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+first = [e for e in events if e["event"] == "serving"][0]
+assert first["store"] == sys.argv[2] and first["read_only"] == "false" and "no_gpu_reason" in first, first
+assert events[-1]["event"] == "stopped", events' "$tmp/json.log" "$tmp/json.db"
+check "--log_format=json: serving carries its facts as fields, stopped comes last" $? "$(cat "$tmp/json.log")"
 
 out=$("$kfuse" health 2>&1)
 [[ $out == *SERVING* ]]

@@ -1,4 +1,4 @@
-#include "service/log.h"
+#include "core/log.h"
 
 #include <unistd.h>
 
@@ -176,7 +176,7 @@ bool ParseLogFormat(absl::string_view name, LogFormat* format) {
 }
 
 std::string FormatLogLine(LogFormat format, LogLevel level, absl::string_view event,
-                          std::initializer_list<LogField> fields) {
+                          absl::Span<const LogField> fields) {
   std::string line;
   line.reserve(96 + 32 * fields.size());
   if (format == LogFormat::kJson) {
@@ -209,7 +209,7 @@ std::string FormatLogLine(LogFormat format, LogLevel level, absl::string_view ev
   return line;
 }
 
-void LogEvent(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields) {
+void LogEvent(LogLevel level, absl::string_view event, absl::Span<const LogField> fields) {
   std::string line = FormatLogLine(g_format.load(std::memory_order_relaxed), level, event, fields);
   line.push_back('\n');
   // One write(2) for the whole line, so lines of concurrent threads never

@@ -10,14 +10,14 @@
 // Text: 2026-11-30T03:04:05.678Z W fleet_unavailable error="..." retry_in_s=5
 // Values are escaped (JSON strings; text quotes values with spaces), so a
 // client string in a field cannot forge a line.
-#ifndef KFUSE_SERVICE_LOG_H_
-#define KFUSE_SERVICE_LOG_H_
+#ifndef KFUSE_CORE_LOG_H_
+#define KFUSE_CORE_LOG_H_
 
-#include <initializer_list>
 #include <string>
 #include <utility>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace kfuse {
 
@@ -36,12 +36,12 @@ struct LogField {
 };
 
 // Writes one line atomically (one write(2) call) to stderr.
-void LogEvent(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields);
+void LogEvent(LogLevel level, absl::string_view event, absl::Span<const LogField> fields);
 
 // The line LogEvent would write, without the trailing newline (for tests).
 std::string FormatLogLine(LogFormat format, LogLevel level, absl::string_view event,
-                          std::initializer_list<LogField> fields);
+                          absl::Span<const LogField> fields);
 
 }  // namespace kfuse
 
-#endif  // KFUSE_SERVICE_LOG_H_
+#endif  // KFUSE_CORE_LOG_H_
