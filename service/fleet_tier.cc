@@ -93,12 +93,12 @@ void FleetTier::Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& 
   v1::StoreEntry e = MakeStoreEntry(kind, key, meta, blob, origin);
   SignStoreEntry(*signing_key_, &e);
   absl::Status s = fleet_->Publish(e);
-  if (!s.ok()) {
+  // An outage was logged once when it began and is kfuse_fleet_up; each
+  // entry it costs is neither an error event nor an error count, as for
+  // reads and leases.
+  if (!s.ok() && !absl::IsUnavailable(s)) {
     metrics_->FleetError("publish");
-    // An outage was logged once when it began; each entry it costs is not.
-    if (!absl::IsUnavailable(s)) {
-      LogEvent(LogLevel::kWarning, "fleet_publish_failed", {{"key", e.key()}, {"error", s.ToString()}});
-    }
+    LogEvent(LogLevel::kWarning, "fleet_publish_failed", {{"key", e.key()}, {"error", s.ToString()}});
   }
 }
 

@@ -203,7 +203,10 @@ struct Metrics::Impl {
                      {"result"}, AddCounter),
         background_tunes(CounterFamily(*registry, "kfuse_background_tunes_total",
                                        "Cold starts answered with the heuristic kernel while tuning went on.")
-                             .Add({})) {}
+                             .Add({})),
+        store_errors(CounterFamily(*registry, "kfuse_store_errors_total",
+                                   "Entries the local store could not keep, by operation."),
+                     {"op"}, AddCounter) {}
 
   std::shared_ptr<prometheus::Registry> registry;
   Children<prometheus::Counter> requests;
@@ -219,6 +222,7 @@ struct Metrics::Impl {
   Children<prometheus::Counter> fleet_errors;
   Children<prometheus::Counter> fleet_leases;
   prometheus::Counter& background_tunes;
+  Children<prometheus::Counter> store_errors;
   // Last, so it stops serving before the registry goes.
   std::unique_ptr<prometheus::Exposer> exposer;
 };
@@ -279,6 +283,8 @@ void Metrics::FleetError(absl::string_view op) { impl_->fleet_errors.Get(op).Inc
 void Metrics::FleetLease(absl::string_view result) { impl_->fleet_leases.Get(result).Increment(); }
 
 void Metrics::BackgroundTune() { impl_->background_tunes.Increment(); }
+
+void Metrics::StoreError(absl::string_view op) { impl_->store_errors.Get(op).Increment(); }
 
 std::string Metrics::Text() const {
   return prometheus::TextSerializer().Serialize(impl_->registry->Collect());

@@ -66,6 +66,9 @@ class Metrics {
   // kfuse_background_tunes_total: cold starts answered with the heuristic
   // kernel while tuning went on.
   void BackgroundTune();
+  // kfuse_store_errors_total{op}: "put": a build or fleet entry the local
+  // store could not keep.
+  void StoreError(absl::string_view op);
 
   // The exposition text (Prometheus text format 0.0.4). A labelled family
   // shows once it has a series (after its first call); the unlabelled ones

@@ -55,6 +55,7 @@ TEST(MetricsTest, EveryFamilyHasItsLabelsAndValues) {
   m->FleetLease("acquired");
   m->FleetLease("expired");
   m->BackgroundTune();
+  m->StoreError("put");
   const std::string text = m->Text();
 
   EXPECT_TRUE(HasLine(text, "kfuse_requests_total{code=\"OK\",rpc=\"Compile\"} 2")) << text;
@@ -67,6 +68,7 @@ TEST(MetricsTest, EveryFamilyHasItsLabelsAndValues) {
   EXPECT_TRUE(HasLine(text, "kfuse_jobs_running 2")) << text;
   EXPECT_TRUE(HasLine(text, "kfuse_verification_failures_total{what=\"fleet_signature\"} 1")) << text;
   EXPECT_TRUE(HasLine(text, "kfuse_fleet_errors_total{op=\"publish\"} 1")) << text;
+  EXPECT_TRUE(HasLine(text, "kfuse_store_errors_total{op=\"put\"} 1")) << text;
   EXPECT_TRUE(HasLine(text, "kfuse_fleet_leases_total{result=\"acquired\"} 2")) << text;
   EXPECT_TRUE(HasLine(text, "kfuse_fleet_leases_total{result=\"expired\"} 1")) << text;
   EXPECT_TRUE(HasLine(text, "kfuse_background_tunes_total 1")) << text;

@@ -374,8 +374,9 @@ std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, 
   // Verified by the tier; the local copy makes later requests local hits
   // (memory serves them until it lands).
   if (!options_.read_only) {
-    store_writer_->Submit([store = deps_.store, entry, id = p.request.request_id()] {
+    store_writer_->Submit([this, store = deps_.store, entry, id = p.request.request_id()] {
       if (absl::Status s = PutStoreEntry(*store, entry); !s.ok()) {
+        metrics().StoreError("put");
         LogEvent(LogLevel::kWarning, "store_put_failed", {{"request_id", id}, {"key", entry.key()}, {"error", s.ToString()}});
       }
     });
@@ -448,6 +449,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       if (std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kDecision, p.decision_key)) {
         blob = e->blob();
         if (absl::Status s = PutStoreEntry(*deps_.store, *e); !s.ok()) {
+          metrics().StoreError("put");
           LogEvent(LogLevel::kWarning, "store_put_failed",
                    {{"request_id", p.request.request_id()}, {"key", e->key()}, {"error", s.ToString()}});
         }
@@ -621,6 +623,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
     const std::string blob = d.SerializeAsString();
     absl::Status s = deps_.store->PutDecision(p.decision_key, blob, meta);
     if (!s.ok()) {
+      metrics().StoreError("put");
       LogEvent(LogLevel::kWarning, "store_put_failed",
                {{"request_id", p.request.request_id()}, {"kind", "decision"}, {"error", s.ToString()}});
     }
@@ -631,6 +634,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   const std::string artifact_blob = artifact.SerializeAsString();
   absl::Status s = deps_.store->PutArtifact(p.key, artifact_blob, meta);
   if (!s.ok()) {
+    metrics().StoreError("put");
     LogEvent(LogLevel::kWarning, "store_put_failed",
              {{"request_id", p.request.request_id()}, {"kind", "artifact"}, {"error", s.ToString()}});
   }

@@ -40,12 +40,14 @@ v1::CompileRequest Relu(double scale, bool background = false) {
 
 class ServerTest : public ::testing::Test {
  protected:
-  void Start(std::chrono::milliseconds delay, int max_queued = 64, Metrics* metrics = nullptr) {
+  void Start(std::chrono::milliseconds delay, int max_queued = 64, Metrics* metrics = nullptr,
+             int64_t store_max_bytes = int64_t{1} << 30) {
     compiler_ = std::make_unique<FakeCompiler>(delay);
     StoreOptions so;
     so.path = ::testing::TempDir() + "/server_test_" +
               ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
     std::remove(so.path.c_str());
+    so.max_bytes = store_max_bytes;
     store_ = *Store::Open(so);
     PipelineDeps deps;
     deps.compiler = compiler_.get();
@@ -228,6 +230,18 @@ TEST_F(ServerTest, ABuildEveryCallerLeftIsTimedAsCancelled) {
   }
   EXPECT_NE(text.find(line), std::string::npos) << text;
   EXPECT_EQ(text.find("how=\"error\""), std::string::npos) << text;
+}
+
+// A plan the store cannot keep (here: larger than its cap) is still the
+// answer; the failure is counted and the next request builds again.
+TEST_F(ServerTest, AStoreThatCannotKeepAPlanStillAnswersAndCountsIt) {
+  absl::StatusOr<std::unique_ptr<Metrics>> m = Metrics::Create("");
+  ASSERT_TRUE(m.ok()) << m.status();
+  Start(std::chrono::milliseconds(0), 64, m->get(), /*store_max_bytes=*/16);
+  v1::CompileResponse r;
+  ASSERT_TRUE(Compile(Relu(12.0), &r).ok());
+  EXPECT_FALSE(r.plan().key().empty());
+  EXPECT_THAT((*m)->Text(), ::testing::HasSubstr("kfuse_store_errors_total{op=\"put\"} "));
 }
 
 // A second server on the same store file (another process, as here another
