@@ -71,20 +71,14 @@ CREATE TABLE quarantine(
 )sql");
 }
 
-// Version 2: stats.invalidations counts entries deleted or given another
-// blob, by any process on the file, so that each can drop what it keeps of
-// the store in memory (Store::invalidations()).
+// Version 2: stats.invalidations counts what any process on the file did
+// that makes an artifact kept in memory wrong to serve: an artifact given
+// another blob (this trigger), deleted or quarantined (Store bumps it in the
+// same transaction). Evictions do not: an evicted plan is still right.
 absl::Status V2(Db& db) {
   return db.Exec(R"sql(
 ALTER TABLE stats ADD COLUMN invalidations INTEGER NOT NULL DEFAULT 0;
-CREATE TRIGGER artifacts_del AFTER DELETE ON artifacts BEGIN
-  UPDATE stats SET invalidations = invalidations + 1 WHERE id = 1; END;
-CREATE TRIGGER decisions_del AFTER DELETE ON decisions BEGIN
-  UPDATE stats SET invalidations = invalidations + 1 WHERE id = 1; END;
 CREATE TRIGGER artifacts_blob AFTER UPDATE OF blob_sha256 ON artifacts
-  WHEN OLD.blob_sha256 != NEW.blob_sha256 BEGIN
-  UPDATE stats SET invalidations = invalidations + 1 WHERE id = 1; END;
-CREATE TRIGGER decisions_blob AFTER UPDATE OF blob_sha256 ON decisions
   WHEN OLD.blob_sha256 != NEW.blob_sha256 BEGIN
   UPDATE stats SET invalidations = invalidations + 1 WHERE id = 1; END;
 )sql");
@@ -93,14 +87,18 @@ CREATE TRIGGER decisions_blob AFTER UPDATE OF blob_sha256 ON decisions
 struct Migration {
   const char* what;
   absl::Status (*apply)(Db&);
+  // A reader of the version before can read a file of this version, and
+  // this binary can read (not write) a file without the step: a read-only
+  // open accepts the older file.
+  bool read_compatible;
 };
 
 // Step i brings user_version from i to i+1. Append only; never edit a step
 // that has shipped.
 const std::vector<Migration>& Migrations() {
   static const auto* m = new std::vector<Migration>{
-      {"initial schema", &V1},
-      {"invalidation counter", &V2},
+      {"initial schema", &V1, false},
+      {"invalidation counter", &V2, true},
   };
   return *m;
 }
@@ -125,9 +123,10 @@ absl::Status ConfigureWriter(Db& db) {
 
 absl::Status ConfigureReader(Db& db) { return db.Exec("PRAGMA foreign_keys=ON"); }
 
-absl::Status Migrate(Db& db, const std::string& path, bool read_only) {
+absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* opened) {
   const int64_t known = SchemaVersion();
   KFUSE_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
+  if (opened != nullptr) *opened = version;
   if (version > known) {
     return absl::FailedPreconditionError(
         absl::StrCat("cache database ", path, " has schema version ", version,
@@ -135,6 +134,9 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only) {
                      "); upgrade kfuse, or point it at another cache file"));
   }
   if (version == known) return absl::OkStatus();
+  bool readable = version >= 1;
+  for (int64_t v = version; v < known && readable; ++v) readable = Migrations()[v].read_compatible;
+  if (read_only && readable) return absl::OkStatus();  // Read as it is (*opened says which).
   if (read_only) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cache database ", path, " has schema version ", version, " and needs migrating to ", known,
@@ -153,6 +155,7 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only) {
       }
       KFUSE_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", v + 1)));
     }
+    if (opened != nullptr) *opened = known;
     return absl::OkStatus();
   });
 }

@@ -24,9 +24,12 @@ absl::Status ConfigureWriter(Db& db);
 // Pragmas for a connection that only reads.
 absl::Status ConfigureReader(Db& db);
 
-// Brings the database to SchemaVersion(). A database newer than this binary,
-// or one that needs migrating while `read_only`, is FailedPrecondition.
-absl::Status Migrate(Db& db, const std::string& path, bool read_only);
+// Brings the database to SchemaVersion() and sets *opened (if given) to the
+// version it is at. A database newer than this binary, or one that needs a
+// migration a reader cannot do without while `read_only`, is
+// FailedPrecondition; an older file whose later steps are read-compatible is
+// read as it is.
+absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* opened = nullptr);
 
 // Touches the root page of every table, so that a file whose pages are
 // garbage is found at open (DataLoss) rather than at the first hit.

@@ -1,5 +1,6 @@
 #include "cache/store.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -122,18 +123,25 @@ absl::Status Store::OpenFile() {
   absl::MutexLock w(&writer_mu_);
   absl::MutexLock p(&pool_mu_);
   if (opts_.read_only) {
-    // WAL readers need the -shm file beside the database; where it cannot
-    // be made, the file is read as immutable (nothing else may change it).
-    reader_uri_ = FolderWritable(opts_.path) ? "" : ImmutableUri(opts_.path);
-    KFUSE_ASSIGN_OR_RETURN(
-        auto db, Db::Open(reader_uri_.empty() ? opts_.path : reader_uri_,
-                          SQLITE_OPEN_READONLY | (reader_uri_.empty() ? 0 : SQLITE_OPEN_URI),
-                          opts_.busy_timeout_ms));
-    KFUSE_RETURN_IF_ERROR(ConfigureReader(*db));
-    KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/true));
-    KFUSE_RETURN_IF_ERROR(Probe(*db));
-    idle_readers_.push_back(std::move(db));
-    return absl::OkStatus();
+    // A plain read-only open first: it reads a live file (another process
+    // writing it, its write-ahead log) with SQLite's locks.
+    reader_uri_.clear();
+    absl::Status plain = OpenReader();
+    if (plain.ok() || FolderWritable(opts_.path)) return plain;
+    // WAL readers need a -shm file beside the database, which cannot be
+    // made in a folder this process may not write (an image's read-only
+    // mount). There the file is read immutable, which ignores any log and
+    // takes no locks: only a file nothing writes, with its log checkpointed.
+    struct stat wal;
+    if (::stat((opts_.path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cache database ", opts_.path, " cannot be read here (", plain.message(),
+          ") and its write-ahead log ", opts_.path,
+          "-wal holds entries a read-only folder cannot replay; checkpoint it before baking "
+          "(sqlite3 FILE 'PRAGMA wal_checkpoint(TRUNCATE)')"));
+    }
+    reader_uri_ = ImmutableUri(opts_.path);
+    return OpenReader();
   }
   KFUSE_ASSIGN_OR_RETURN(auto db, Db::Open(opts_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                                            opts_.busy_timeout_ms));
@@ -146,9 +154,22 @@ absl::Status Store::OpenFile() {
         "read-only (kfused --read_only) or fix its permissions"));
   }
   KFUSE_RETURN_IF_ERROR(ConfigureWriter(*db));
-  KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/false));
+  KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/false, &schema_version_));
   KFUSE_RETURN_IF_ERROR(Probe(*db));
   writer_ = std::move(db);
+  return absl::OkStatus();
+}
+
+absl::Status Store::OpenReader() {
+  idle_readers_.clear();
+  const bool uri = !reader_uri_.empty();
+  KFUSE_ASSIGN_OR_RETURN(auto db, Db::Open(uri ? reader_uri_ : opts_.path,
+                                           SQLITE_OPEN_READONLY | (uri ? SQLITE_OPEN_URI : 0),
+                                           opts_.busy_timeout_ms));
+  KFUSE_RETURN_IF_ERROR(ConfigureReader(*db));
+  KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/true, &schema_version_));
+  KFUSE_RETURN_IF_ERROR(Probe(*db));
+  idle_readers_.push_back(std::move(db));
   return absl::OkStatus();
 }
 
@@ -389,6 +410,7 @@ absl::Status Store::Quarantine(Kind kind, const std::string& key, const std::str
       KFUSE_RETURN_IF_ERROR(del.Run());
     }
     KFUSE_RETURN_IF_ERROR(CollectBlob(db, sha));
+    if (moved > 0) KFUSE_RETURN_IF_ERROR(BumpInvalidations(db));
     return db.Exec(absl::StrCat(
         "DELETE FROM quarantine WHERE id <= (SELECT max(id) FROM quarantine) - ", kQuarantineKeep));
   });

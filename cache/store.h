@@ -150,6 +150,8 @@ class Store {
   int64_t Now() const;
   absl::Status OpenFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   void CloseFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // A read-only open's first reader (of reader_uri_, or the path).
+  absl::Status OpenReader() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_, pool_mu_);
   absl::Status MoveCorruptAside(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   // Runs `op` under the shared lock. If SQLite reports a corrupt file, moves
   // it aside, opens a fresh one and runs `op` once more.
@@ -179,6 +181,10 @@ class Store {
   // Read-only opens of a file in a folder this process cannot write: the
   // immutable URI every connection opens; empty otherwise.
   std::string reader_uri_ ABSL_GUARDED_BY(db_mu_);
+  // The schema version of the open file (a read-only open may read an older
+  // one: Migrate).
+  int64_t schema_version_ ABSL_GUARDED_BY(db_mu_) = 0;
+  absl::Mutex poll_mu_;  // One poll at a time (the thread's and a caller's).
   absl::Mutex writer_mu_ ABSL_ACQUIRED_AFTER(db_mu_);
   std::unique_ptr<cache::Db> writer_ ABSL_GUARDED_BY(writer_mu_);  // Null when read_only.
   absl::Mutex pool_mu_ ABSL_ACQUIRED_AFTER(db_mu_);

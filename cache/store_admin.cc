@@ -101,7 +101,7 @@ absl::StatusOr<int> Store::Delete(const std::vector<std::string>& keys) {
           KFUSE_RETURN_IF_ERROR(CollectBlob(db, sha));
         }
       }
-      return absl::OkStatus();
+      return deleted > 0 ? BumpInvalidations(db) : absl::OkStatus();
     });
   }));
   return deleted;
@@ -115,7 +115,8 @@ absl::StatusOr<int> Store::DeleteAll() {
       deleted = static_cast<int>(db.changes());
       KFUSE_RETURN_IF_ERROR(db.Exec("DELETE FROM artifacts"));
       deleted += static_cast<int>(db.changes());
-      return db.Exec("DELETE FROM blobs");
+      KFUSE_RETURN_IF_ERROR(db.Exec("DELETE FROM blobs"));
+      return BumpInvalidations(db);
     });
   }));
   TakePending();  // Counts for entries that no longer exist.

@@ -63,8 +63,10 @@ absl::Status Store::FlushHits() {
 }
 
 absl::Status Store::PollInvalidations() {
+  absl::MutexLock poll(&poll_mu_);
   int64_t now = 0;
   KFUSE_RETURN_IF_ERROR(Guarded([&]() -> absl::Status {
+    if (schema_version_ < 2) return absl::OkStatus();  // A version-1 file read as it is: no counter.
     KFUSE_ASSIGN_OR_RETURN(Reader r, AcquireReader());
     KFUSE_ASSIGN_OR_RETURN(now, r->QueryInt("SELECT invalidations FROM stats WHERE id = 1"));
     return absl::OkStatus();

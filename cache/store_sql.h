@@ -45,6 +45,13 @@ inline absl::Status CollectBlob(Db& db, const std::string& sha) {
   return s->Run();
 }
 
+// Tells every process on the file that an entry it may keep in memory was
+// deleted or quarantined (stats.invalidations, schema version 2; writers
+// always open at the current version).
+inline absl::Status BumpInvalidations(Db& db) {
+  return db.Exec("UPDATE stats SET invalidations = invalidations + 1 WHERE id = 1");
+}
+
 }  // namespace kfuse::cache
 
 #endif  // KFUSE_CACHE_STORE_SQL_H_

@@ -242,9 +242,10 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
 
   // A file is written beside the target and renamed at the end: a failed
   // export leaves no bundle that looks whole. Anything else that exists (a
-  // pipe, /dev/stdout, a device) is written in place, never replaced.
+  // link such as /dev/stdout, a pipe, a device) is written in place, never
+  // replaced.
   struct stat st;
-  const bool in_place = ::stat(o.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  const bool in_place = ::lstat(o.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
   const std::string target = in_place ? o.out : o.out + ".partial";
   std::ofstream out(target, std::ios::binary | (in_place ? std::ios::out : std::ios::trunc));
   if (!out) return ReportError(g, FileError(absl::StrCat("cannot write ", target), errno), io);

@@ -1,4 +1,5 @@
 // The subcommands end to end against the in-process fake service.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -259,12 +260,35 @@ TEST_F(CliRunTest, CacheExportWritesIntoAPipeInPlace) {
   ex.all = true;
   ex.out = fifo;
   const int rc = RunCacheExport(g_, ex, io_);
+  // Had the export not opened the pipe, the reader would wait in open()
+  // forever: a writer opening and closing it ends that wait (no effect once
+  // the export wrote and closed it).
+  if (int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
   reader.join();
   ASSERT_EQ(rc, kExitOk) << err_.str();
   EXPECT_TRUE(std::filesystem::is_fifo(fifo));
   EXPECT_FALSE(std::filesystem::exists(fifo + ".partial"));
   EXPECT_EQ(read.substr(0, 16), "KFUSE-BUNDLE-v1\n");
   EXPECT_THAT(out_.str(), HasSubstr(absl::StrCat("\"bytes\":", read.size())));
+}
+
+// A symbolic link (as /dev/stdout is) is written through, not renamed over.
+TEST_F(CliRunTest, CacheExportWritesThroughASymbolicLink) {
+  fake_.service().entries = {Entry("artifact", "a1")};
+  std::filesystem::create_directories(dir_);
+  const std::filesystem::path target = dir_ / "real.kfb", link = dir_ / "link.kfb";
+  std::ofstream(target) << "old";
+  std::filesystem::create_symlink(target, link);
+  CacheExportOptions ex;
+  ex.all = true;
+  ex.out = link.string();
+  ASSERT_EQ(RunCacheExport(g_, ex, io_), kExitOk) << err_.str();
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  auto reader = BundleReader::Open(target.string());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  kfuse::v1::StoreEntry e;
+  ASSERT_TRUE(*(*reader)->Next(&e));
+  EXPECT_EQ(e.key(), "a1");
 }
 
 TEST_F(CliRunTest, CacheImportPrintsRejectionsAndFails) {

@@ -41,6 +41,12 @@ void JobTable::Leave(const Ticket& t) {
   }
 }
 
+int JobTable::CancelAll() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, job] : jobs_) job->cancel = true;
+  return static_cast<int>(jobs_.size());
+}
+
 void JobTable::Progress(const std::shared_ptr<Job>& job, const v1::TuneProgress& msg) {
   std::vector<ProgressFn> fns;
   {

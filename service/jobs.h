@@ -56,6 +56,9 @@ class JobTable {
   void Progress(const std::shared_ptr<Job>& job, const v1::TuneProgress& msg);
   // Ends the job: every waiter's done callback runs with the result.
   void Finish(const std::shared_ptr<Job>& job, const Result& result);
+  // Sets every job's cancel flag, background work's too (shutdown); the
+  // number of jobs in the table.
+  int CancelAll();
 
 
  private:

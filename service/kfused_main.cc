@@ -364,11 +364,16 @@ int main(int argc, char** argv) {
       std::chrono::system_clock::now() +
       std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(grace));
   server->Shutdown(deadline);
-  if (std::chrono::system_clock::now() >= deadline && service->building() > 0) {
-    // Their callers were cancelled; the builds stop and store nothing.
-    Say(kfuse::LogLevel::kWarning, "shutdown_grace_expired",
-        absl::StrCat(service->building(), " build(s) still running after ", grace,
-                     " s were cancelled with their calls"));
+  // No call is left: what still runs or waits (calls cut off by the grace,
+  // background tuning) is cancelled, so the drain below ends at the next
+  // kernel boundary instead of running out the service manager's timeout.
+  const int building = service->building();
+  const int jobs = service->CancelJobs();
+  if (jobs > 0 || building > 0) {
+    Say(kfuse::LogLevel::kWarning, "shutdown_jobs_cancelled",
+        absl::StrCat("cancelled at shutdown: ", building, " build(s) running, ", jobs,
+                     " job(s) still in the table (queued, or background tuning)"),
+        {{"building", absl::StrCat(building)}, {"jobs", absl::StrCat(jobs)}});
   }
   service->Drain();
   server->Wait();

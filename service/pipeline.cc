@@ -312,7 +312,9 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
 }
 
 absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepared& p,
-                                                                    bool honour_force) const {
+                                                                    bool honour_force,
+                                                                    bool counted) const {
+  Metrics& m = counted ? metrics() : NullMetrics();
   if (honour_force && p.request.policy().force()) return std::nullopt;
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   auto usable = [&](const v1::KernelPlan& plan) {
@@ -326,7 +328,7 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
       std::shared_ptr<const v1::CompileResponse> hot = hot_->Get(key);
       if (hot != nullptr && usable(hot->plan())) {
         deps_.store->NoteArtifactHit(key);  // The LRU order sees memory hits too.
-        metrics().Lookup("memory", true);
+        m.Lookup("memory", true);
         return Answer(p, *hot);
       }
     }
@@ -341,11 +343,11 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
       for (v1::Kernel& k : *stored.mutable_plan()->mutable_kernels()) k.clear_source();
       hot_->Put(key, std::make_shared<const v1::CompileResponse>(stored), generation);
     }
-    metrics().Lookup("local", true);
+    m.Lookup("local", true);
     return Answer(p, stored);
   }
   // One miss a request, however many candidate keys it asked for.
-  metrics().Lookup("local", false);
+  m.Lookup("local", false);
   return std::nullopt;
 }
 

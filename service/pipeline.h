@@ -95,8 +95,11 @@ class Pipeline {
   // The store only. nullopt on a miss. A stored heuristic answer is not a hit
   // for a request that asks for tuning on a server that can tune.
   // `honour_force`: a forced request misses (the Lookup RPC ignores force).
+  // `counted`: whether kfuse_lookups_total counts it (a request's second
+  // look, for its heuristic twin, is not another request).
   absl::StatusOr<std::optional<v1::CompileResponse>> Lookup(const Prepared& p,
-                                                            bool honour_force = true) const;
+                                                            bool honour_force = true,
+                                                            bool counted = true) const;
   // Partition, generate, compile, tune, store. Reuses a stored decision when
   // only the toolchain or the generator (not its variant schema) changed:
   // recompiles, does not retune. With a fleet tier: first looks there (a

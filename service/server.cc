@@ -186,6 +186,17 @@ KernelServiceImpl::KernelServiceImpl(Pipeline* pipeline, ServiceOptions options)
 
 KernelServiceImpl::~KernelServiceImpl() { Drain(); }
 
+int KernelServiceImpl::building() const {
+  absl::MutexLock l(&building_mu_);
+  return building_;
+}
+
+void KernelServiceImpl::AddBuilding(int delta) {
+  absl::MutexLock l(&building_mu_);
+  building_ += delta;
+  options_.metrics->SetJobsRunning(building_);
+}
+
 void KernelServiceImpl::DropStaleAnswers() {
   const uint64_t now = pipeline_->deps().store->invalidations();
   if (seen_invalidations_.exchange(now) == now) return;
@@ -219,13 +230,11 @@ void KernelServiceImpl::Drain() {
 }
 
 JobTable::Result KernelServiceImpl::ForWaiter(const Prepared& p, JobTable::Result r, bool joined) const {
+  if (joined) options_.metrics->Joined();  // Whatever the job's outcome.
   if (!r.ok()) return r;
   ApplyRequestNames(p, r->mutable_plan());
   r->set_request_id(p.request.request_id());
-  if (joined) {
-    r->set_cache(v1::CACHE_OUTCOME_JOINED);
-    options_.metrics->Joined();
-  }
+  if (joined) r->set_cache(v1::CACHE_OUTCOME_JOINED);
   return r;
 }
 
@@ -265,7 +274,7 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
         jobs_.Finish(job, absl::CancelledError("compile cancelled: no caller waits"));
         return;
       }
-      options_.metrics->SetJobsRunning(++building_);
+      AddBuilding(1);
       const auto start = std::chrono::steady_clock::now();
       JobTable::Result r = pipeline_->Build(
           p, [this, job](const v1::TuneProgress& m) { jobs_.Progress(job, m); }, &job->cancel);
@@ -278,7 +287,7 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
       }
       answers_.Clear();  // The store may now answer differently (tuned).
       jobs_.Finish(job, r);
-      options_.metrics->SetJobsRunning(--building_);
+      AddBuilding(-1);
     });
     options_.metrics->SetQueueDepth(pool->queued());
   }
@@ -307,7 +316,8 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerConte
     if (r.ok()) r->set_tuning_in_background(true);
     return r;
   };
-  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*now);
+  absl::StatusOr<std::optional<v1::CompileResponse>> hit =
+      pipeline_->Lookup(*now, /*honour_force=*/true, /*counted=*/false);
   if (!hit.ok()) return Answer(ctx, hit.status());
   std::shared_ptr<WaitingUnary> reactor;
   auto mine = std::make_shared<const Prepared>(*std::move(now));

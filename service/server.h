@@ -71,7 +71,10 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   // Waits for running jobs to end (after the server stopped taking calls).
   void Drain();
   // Jobs building on a job thread now.
-  int building() const { return building_.load(); }
+  int building() const;
+  // Cancels every job still queued or building, background tuning too (at
+  // shutdown, once no call is left); how many there were.
+  int CancelJobs() { return jobs_.CancelAll(); }
 
  private:
   // The job's answer as this waiter asked for it: its names, its request id,
@@ -98,7 +101,9 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   Pipeline* pipeline_;
   ServiceOptions options_;
   JobTable jobs_;
-  std::atomic<int> building_{0};  // Jobs on a worker thread now (kfuse_jobs_running).
+  mutable absl::Mutex building_mu_;  // Orders the count's changes with the gauge's.
+  int building_ ABSL_GUARDED_BY(building_mu_) = 0;  // Jobs on a worker thread now (kfuse_jobs_running).
+  void AddBuilding(int delta);
   // The store's invalidations() when memory was last known current.
   std::atomic<uint64_t> seen_invalidations_{0};
   // Drops the answers kept in memory when another process on the store

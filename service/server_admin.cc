@@ -276,7 +276,9 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Explain(grpc::CallbackServerContext
   }
   // What a miss costs here: the store cannot tell whether this server tunes.
   std::string text = ex->text;
-  if (absl::EndsWith(text, "no tuning decision for this key either")) {
+  if (pipeline_->options().read_only) {
+    if (!ex->found_exact) absl::StrAppend(&text, "\nthis server is read-only: a miss is refused, not built");
+  } else if (absl::EndsWith(text, "no tuning decision for this key either")) {
     absl::StrAppend(&text, p->can_tune && p->mode != TuneMode::kHeuristic
                                ? ": a miss means tuning"
                                : ": this server does not tune it, so a miss compiles the heuristic variant");

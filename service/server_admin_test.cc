@@ -447,6 +447,10 @@ TEST(ServerAdminTest, ImportIsRefusedByAReadOnlyServerAndCapped) {
   grpc::Status s = ro.Import(entries, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(ro.Keys(), IsEmpty());
+  // Explain there says what a miss costs on a read-only server.
+  v1::ExplainResponse ex;
+  ASSERT_TRUE(ro.Explain(Relu(2.0), &ex).ok());
+  EXPECT_THAT(ex.text(), HasSubstr("read-only: a miss is refused"));
 
   v1::StoreEntry tiny;
   tiny.set_kind("artifact");

@@ -218,13 +218,15 @@ TEST_F(ServerTest, LookupMetricsCountEveryRequestOnce) {
 TEST_F(ServerTest, ABuildEveryCallerLeftIsTimedAsCancelled) {
   absl::StatusOr<std::unique_ptr<Metrics>> m = Metrics::Create("");
   ASSERT_TRUE(m.ok()) << m.status();
-  Start(std::chrono::milliseconds(300), 64, m->get());
+  // The build takes 1 s; the caller leaves after 0.3 s, long after an idle
+  // job thread took the job (a job still queued then would never build).
+  Start(std::chrono::milliseconds(1000), 64, m->get());
   v1::CompileResponse r;
-  EXPECT_EQ(Compile(Relu(11.0), &r, std::chrono::milliseconds(50)).error_code(),
+  EXPECT_EQ(Compile(Relu(11.0), &r, std::chrono::milliseconds(300)).error_code(),
             grpc::StatusCode::DEADLINE_EXCEEDED);
   const std::string line = "kfuse_tuning_seconds_count{how=\"cancelled\"} 1";
   std::string text;
-  for (int i = 0; i < 50 && text.find(line) == std::string::npos; ++i) {
+  for (int i = 0; i < 100 && text.find(line) == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     text = (*m)->Text();
   }
