@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/server.h"
 #include "service/service_test_util.h"
@@ -15,6 +16,7 @@
 namespace kfuse {
 namespace {
 
+using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 using service_testing::FakeCompiler;
 using service_testing::FakeGpu;
@@ -83,6 +85,7 @@ TEST_F(ColdStartTest, AShortDeadlineGetsTheHeuristicKernelNowAndTheNextCallerThe
   EXPECT_LT(seconds, 1.0);  // Not after the 1.5 s a timing run takes.
   EXPECT_TRUE(first.tuning_in_background());
   EXPECT_EQ(first.plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  EXPECT_THAT(first.plan().provenance().reason(), HasSubstr("deadline is shorter than tuning"));
 
   ASSERT_TRUE(WaitForTuned(Silu(1.5)));
   v1::CompileResponse next;
@@ -97,6 +100,7 @@ TEST_F(ColdStartTest, BackgroundPolicyAnswersAtOnceEvenWithTimeToWait) {
   ASSERT_TRUE(Compile(Silu(2.5, /*background=*/true), &first, std::chrono::seconds(60)).ok());
   EXPECT_TRUE(first.tuning_in_background());
   EXPECT_EQ(first.plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  EXPECT_THAT(first.plan().provenance().reason(), HasSubstr("asked for as background work"));
   ASSERT_TRUE(WaitForTuned(Silu(2.5)));
 }
 

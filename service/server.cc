@@ -312,8 +312,17 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerConte
   now_request.mutable_policy()->set_background(false);
   absl::StatusOr<Prepared> now = pipeline_->Prepare(now_request);
   if (!now.ok()) return Answer(ctx, now.status());
-  auto mark = [](JobTable::Result r) {
-    if (r.ok()) r->set_tuning_in_background(true);
+  // The heuristic answer says why it is one (its stored provenance says
+  // "policy: heuristic", which this caller did not ask for).
+  const std::string why = absl::StrCat(
+      p.request.policy().background() ? "asked for as background work"
+                                      : "the call's deadline is shorter than tuning",
+      ": tuning goes on in the background for later requests");
+  auto mark = [why](JobTable::Result r) {
+    if (r.ok()) {
+      r->set_tuning_in_background(true);
+      r->mutable_plan()->mutable_provenance()->set_reason(why);
+    }
     return r;
   };
   absl::StatusOr<std::optional<v1::CompileResponse>> hit =
