@@ -199,7 +199,11 @@ void KernelServiceImpl::AddBuilding(int delta) {
 
 void KernelServiceImpl::DropStaleAnswers() {
   const uint64_t now = pipeline_->deps().store->invalidations();
-  if (seen_invalidations_.exchange(now) == now) return;
+  // A load on the hit path; the exchange only when the counter moved.
+  if (seen_invalidations_.load(std::memory_order_relaxed) == now ||
+      seen_invalidations_.exchange(now) == now) {
+    return;
+  }
   pipeline_->ClearHot();
   answers_.Clear();
 }
