@@ -40,8 +40,9 @@ v1::CompileRequest Relu(double scale, bool background = false) {
 
 class ServerTest : public ::testing::Test {
  protected:
-  void Start(std::chrono::milliseconds delay, int max_queued = 64, Metrics* metrics = nullptr,
+  void Start(std::chrono::milliseconds delay, int max_queued = 64, bool metrics = false,
              int64_t store_max_bytes = int64_t{1} << 30) {
+    if (metrics) metrics_ = *Metrics::Create("");
     compiler_ = std::make_unique<FakeCompiler>(delay);
     StoreOptions so;
     so.path = ::testing::TempDir() + "/server_test_" +
@@ -52,11 +53,11 @@ class ServerTest : public ::testing::Test {
     PipelineDeps deps;
     deps.compiler = compiler_.get();
     deps.store = store_.get();
-    deps.metrics = metrics;
+    deps.metrics = metrics_.get();
     pipeline_ = std::make_unique<Pipeline>(std::move(deps), PipelineOptions{});
     ServiceOptions opts;
     opts.max_queued_jobs = max_queued;
-    opts.metrics = metrics;
+    opts.metrics = metrics_.get();
     service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), opts);
     grpc::ServerBuilder b;
     int port = 0;
@@ -78,6 +79,9 @@ class ServerTest : public ::testing::Test {
     return stub_->Compile(&ctx, req, resp);
   }
 
+  // Outlives the service and pipeline that count into it (declared first,
+  // destroyed last).
+  std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<FakeCompiler> compiler_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Pipeline> pipeline_;
@@ -183,9 +187,7 @@ TEST_F(ServerTest, JoinedCallersGetTheirOwnNamesAndRequestIds) {
 // that joined the running job, and hits from the answers kept in memory
 // (the repeat of an identical request) as well as from the store.
 TEST_F(ServerTest, LookupMetricsCountEveryRequestOnce) {
-  absl::StatusOr<std::unique_ptr<Metrics>> m = Metrics::Create("");
-  ASSERT_TRUE(m.ok()) << m.status();
-  Start(std::chrono::milliseconds(400), 64, m->get());
+  Start(std::chrono::milliseconds(400), 64, /*metrics=*/true);
   v1::CompileResponse first, joined;
   std::thread t([&] { ASSERT_TRUE(Compile(Relu(9.0), &first).ok()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -197,7 +199,7 @@ TEST_F(ServerTest, LookupMetricsCountEveryRequestOnce) {
     ASSERT_TRUE(Compile(Relu(9.0), &again).ok());
     EXPECT_EQ(again.cache(), v1::CACHE_OUTCOME_HIT);
   }
-  const std::string text = (*m)->Text();
+  const std::string text = metrics_->Text();
   auto count = [&](const std::string& labels) {  // 0 when the series is absent.
     const std::string head = "kfuse_lookups_total{" + labels + "} ";
     for (absl::string_view l : absl::StrSplit(text, '\n')) {
@@ -216,11 +218,9 @@ TEST_F(ServerTest, LookupMetricsCountEveryRequestOnce) {
 // A build whose only caller's deadline passed ends CANCELLED and is timed
 // as such, not as a build error.
 TEST_F(ServerTest, ABuildEveryCallerLeftIsTimedAsCancelled) {
-  absl::StatusOr<std::unique_ptr<Metrics>> m = Metrics::Create("");
-  ASSERT_TRUE(m.ok()) << m.status();
   // The build takes 1 s; the caller leaves after 0.3 s, long after an idle
   // job thread took the job (a job still queued then would never build).
-  Start(std::chrono::milliseconds(1000), 64, m->get());
+  Start(std::chrono::milliseconds(1000), 64, /*metrics=*/true);
   v1::CompileResponse r;
   EXPECT_EQ(Compile(Relu(11.0), &r, std::chrono::milliseconds(300)).error_code(),
             grpc::StatusCode::DEADLINE_EXCEEDED);
@@ -228,7 +228,7 @@ TEST_F(ServerTest, ABuildEveryCallerLeftIsTimedAsCancelled) {
   std::string text;
   for (int i = 0; i < 100 && text.find(line) == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    text = (*m)->Text();
+    text = metrics_->Text();
   }
   EXPECT_NE(text.find(line), std::string::npos) << text;
   EXPECT_EQ(text.find("how=\"error\""), std::string::npos) << text;
@@ -237,13 +237,11 @@ TEST_F(ServerTest, ABuildEveryCallerLeftIsTimedAsCancelled) {
 // A plan the store cannot keep (here: larger than its cap) is still the
 // answer; the failure is counted and the next request builds again.
 TEST_F(ServerTest, AStoreThatCannotKeepAPlanStillAnswersAndCountsIt) {
-  absl::StatusOr<std::unique_ptr<Metrics>> m = Metrics::Create("");
-  ASSERT_TRUE(m.ok()) << m.status();
-  Start(std::chrono::milliseconds(0), 64, m->get(), /*store_max_bytes=*/16);
+  Start(std::chrono::milliseconds(0), 64, /*metrics=*/true, /*store_max_bytes=*/16);
   v1::CompileResponse r;
   ASSERT_TRUE(Compile(Relu(12.0), &r).ok());
   EXPECT_FALSE(r.plan().key().empty());
-  EXPECT_THAT((*m)->Text(), ::testing::HasSubstr("kfuse_store_errors_total{op=\"put\"} "));
+  EXPECT_THAT(metrics_->Text(), ::testing::HasSubstr("kfuse_store_errors_total{op=\"put\"} "));
 }
 
 // A second server on the same store file (another process, as here another
