@@ -70,6 +70,7 @@ struct Explanation {
   bool found_exact = false;                  // The artifact for this exact key is stored.
   std::string nearest_key;                   // Empty when the store holds nothing comparable.
   std::vector<std::string> differing_parts;  // e.g. {"toolchain"}
+  bool decision_stored = false;              // The tuning decision for this key is.
   std::string text;                          // For humans: what differs and what it costs.
 };
 

@@ -129,7 +129,6 @@ absl::StatusOr<Explanation> Store::Explain(const CacheKey& k, const CacheKey& de
   const std::string artifact_key = k.ArtifactKey();
   const std::string decision_key = decision.DecisionKey();
   Explanation ex;
-  bool have_decision = false;
   std::string nearest_kind;
   CacheKey nearest;
   KFUSE_RETURN_IF_ERROR(Guarded([&]() -> absl::Status {
@@ -141,7 +140,7 @@ absl::StatusOr<Explanation> Store::Explain(const CacheKey& k, const CacheKey& de
       return s.Step();
     };
     KFUSE_ASSIGN_OR_RETURN(ex.found_exact, exists(Kind::kArtifact, artifact_key));
-    KFUSE_ASSIGN_OR_RETURN(have_decision, exists(Kind::kDecision, decision_key));
+    KFUSE_ASSIGN_OR_RETURN(ex.decision_stored, exists(Kind::kDecision, decision_key));
     // Most equal parts first; among equals, the same chain, then the newest.
     for (Kind kind : {Kind::kArtifact, Kind::kDecision}) {
       const char* tc = kind == Kind::kArtifact ? "toolchain" : "''";
@@ -166,7 +165,7 @@ absl::StatusOr<Explanation> Store::Explain(const CacheKey& k, const CacheKey& de
   if (ex.found_exact) {
     ex.nearest_key = artifact_key;
     ex.text = absl::StrCat("artifact ", artifact_key, " is stored (a hit)");
-    if (!have_decision) absl::StrAppend(&ex.text, "; its tuning decision is not stored");
+    if (!ex.decision_stored) absl::StrAppend(&ex.text, "; its tuning decision is not stored");
     return ex;
   }
   if (ex.nearest_key.empty()) {
@@ -188,7 +187,7 @@ absl::StatusOr<Explanation> Store::Explain(const CacheKey& k, const CacheKey& de
                          ex.nearest_key, " differs in ", absl::StrJoin(ex.differing_parts, ", "),
                          ":\n", absl::StrJoin(lines, "\n"), "\n");
   absl::StrAppend(&ex.text,
-                  have_decision
+                  ex.decision_stored
                       ? "the tuning decision for this key is stored: a recompile, not a retune"
                       : "no tuning decision for this key either");
   return ex;

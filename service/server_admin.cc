@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -278,7 +277,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Explain(grpc::CallbackServerContext
   std::string text = ex->text;
   if (pipeline_->options().read_only) {
     if (!ex->found_exact) absl::StrAppend(&text, "\nthis server is read-only: a miss is refused, not built");
-  } else if (absl::EndsWith(text, "no tuning decision for this key either")) {
+  } else if (!ex->found_exact && !ex->nearest_key.empty() && !ex->decision_stored) {
     absl::StrAppend(&text, p->can_tune && p->mode != TuneMode::kHeuristic
                                ? ": a miss means tuning"
                                : ": this server does not tune it, so a miss compiles the heuristic variant");
