@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cache/store.h"
 #include "cache/store_sql.h"
@@ -77,14 +78,19 @@ absl::Status Store::PollInvalidations() {
 }
 
 void Store::FlusherLoop() {
+  // A store that becomes unwritable after start fails every round: one line
+  // a minute says so, and one more when the hits are written again.
+  RepeatedFailureLog flush_log("store_hits_not_written", absl::Minutes(1));
   absl::MutexLock l(&stop_mu_);
   while (!stop_) {
     stop_mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(1));
     if (stop_) break;
     stop_mu_.Unlock();
     absl::Status st = opts_.read_only ? absl::OkStatus() : FlushHits();
-    if (!st.ok() && !absl::IsUnavailable(st)) {
-      LogEvent(LogLevel::kWarning, "store_hits_not_written", {{"store", opts_.path}, {"error", st.ToString()}});
+    if (st.ok()) {
+      flush_log.Succeeded({{"store", opts_.path}});
+    } else if (!absl::IsUnavailable(st)) {
+      flush_log.Failed(absl::Now(), {{"store", opts_.path}, {"error", st.ToString()}});
     }
     // A failed read is tried again next second.
     PollInvalidations().IgnoreError();

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -225,6 +226,30 @@ void LogEvent(LogLevel level, absl::string_view event, absl::Span<const LogField
     p += n;
     left -= static_cast<size_t>(n);
   }
+}
+
+RepeatedFailureLog::RepeatedFailureLog(std::string event, absl::Duration interval)
+    : event_(std::move(event)), interval_(interval) {}
+
+bool RepeatedFailureLog::Failed(absl::Time now, std::vector<LogField> fields) {
+  ++failures_;
+  ++since_logged_;
+  if (failures_ > 1 && now - last_logged_ < interval_) return false;
+  fields.push_back({"repeats", absl::StrCat(since_logged_)});
+  LogEvent(LogLevel::kWarning, event_, fields);
+  last_logged_ = now;
+  since_logged_ = 0;
+  return true;
+}
+
+bool RepeatedFailureLog::Succeeded(std::vector<LogField> fields) {
+  if (failures_ == 0) return false;
+  fields.push_back({"failures", absl::StrCat(failures_)});
+  LogEvent(LogLevel::kInfo, absl::StrCat(event_, "_cleared"), fields);
+  failures_ = 0;
+  since_logged_ = 0;
+  last_logged_ = absl::InfinitePast();
+  return true;
 }
 
 }  // namespace kfuse

@@ -13,10 +13,13 @@
 #ifndef KFUSE_CORE_LOG_H_
 #define KFUSE_CORE_LOG_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace kfuse {
@@ -41,6 +44,34 @@ void LogEvent(LogLevel level, absl::string_view event, absl::Span<const LogField
 // The line LogEvent would write, without the trailing newline (for tests).
 std::string FormatLogLine(LogFormat format, LogLevel level, absl::string_view event,
                           absl::Span<const LogField> fields);
+
+// A background task that fails on every round (a store that became
+// unwritable, a peer that is down) logs its first failure, then at most one
+// line an interval saying how many failures it held back, and one line when
+// it succeeds again:
+//
+//   RepeatedFailureLog flush_log("store_hits_not_written", absl::Minutes(1));
+//   if (st.ok()) flush_log.Succeeded({{"store", path}});
+//   else flush_log.Failed(absl::Now(), {{"store", path}, {"error", st.ToString()}});
+//
+// Failed() writes `event` (a warning) with "repeats" (failures since the last
+// line, this one included) once the interval has passed; Succeeded() writes
+// `event` + "_cleared" (info) with "failures" (the run's length) after a run of
+// failures. Each returns whether it wrote a line. One caller at a time.
+class RepeatedFailureLog {
+ public:
+  RepeatedFailureLog(std::string event, absl::Duration interval);
+
+  bool Failed(absl::Time now, std::vector<LogField> fields);
+  bool Succeeded(std::vector<LogField> fields);
+
+ private:
+  const std::string event_;
+  const absl::Duration interval_;
+  int64_t failures_ = 0;        // In the current run.
+  int64_t since_logged_ = 0;    // Failures since the last line.
+  absl::Time last_logged_ = absl::InfinitePast();
+};
 
 }  // namespace kfuse
 

@@ -6,7 +6,10 @@
 #include <map>
 #include <regex>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace kfuse {
@@ -187,6 +190,32 @@ TEST(LogTest, LogEventWritesOneLineInTheProcessFormat) {
   EXPECT_EQ(fields["event"], "build");
   EXPECT_EQ(fields["request_id"], "r1");
   EXPECT_TRUE(std::regex_match(text, std::regex(R"(\S+Z I build request_id=r1\n)"))) << text;
+}
+
+TEST(LogTest, RepeatedFailuresLogTheFirstThenOneLineAnIntervalThenTheRecovery) {
+  SetLogFormat(LogFormat::kText);
+  RepeatedFailureLog log("store_hits_not_written", absl::Seconds(60));
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  std::vector<bool> wrote;
+  std::string out = CaptureStderr([&] {
+    EXPECT_FALSE(log.Succeeded({{"store", "k.db"}}));  // Nothing failed yet: silent.
+    for (int s = 0; s < 125; ++s) wrote.push_back(log.Failed(t0 + absl::Seconds(s), {{"error", "read-only"}}));
+    EXPECT_TRUE(log.Succeeded({{"store", "k.db"}}));
+    EXPECT_FALSE(log.Succeeded({{"store", "k.db"}}));
+    EXPECT_TRUE(log.Failed(t0 + absl::Seconds(126), {{"error", "again"}}));  // A new run logs at once.
+  });
+  std::vector<int> logged_at;
+  for (int s = 0; s < static_cast<int>(wrote.size()); ++s) {
+    if (wrote[s]) logged_at.push_back(s);
+  }
+  EXPECT_EQ(logged_at, (std::vector<int>{0, 60, 120}));
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 5u) << out;
+  EXPECT_NE(lines[0].find("W store_hits_not_written error=read-only repeats=1"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("repeats=60"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("repeats=60"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[3].find("I store_hits_not_written_cleared store=k.db failures=125"), std::string::npos) << lines[3];
+  EXPECT_NE(lines[4].find("error=again repeats=1"), std::string::npos) << lines[4];
 }
 
 }  // namespace
