@@ -12,7 +12,9 @@ std::shared_ptr<const v1::CompileResponse> HotCache::Get(const std::string& key)
 
 void HotCache::Put(const std::string& key, std::shared_ptr<const v1::CompileResponse> response,
                    std::optional<uint64_t> generation) {
-  int64_t size = static_cast<int64_t>(response->ByteSizeLong());
+  // The key counts too (it is held twice: the map's and the age list's), so
+  // entries with long keys cannot grow the cache past its bound.
+  int64_t size = static_cast<int64_t>(response->ByteSizeLong() + 2 * key.size());
   if (size > max_bytes_) return;
   absl::MutexLock lock(&mu_);
   if (generation && *generation != generation_) return;

@@ -60,5 +60,15 @@ TEST(HotCacheTest, AnEntryLargerThanTheCapIsNotKept) {
   EXPECT_EQ(hot.Get("a"), nullptr);
 }
 
+TEST(HotCacheTest, KeysCountTowardTheCap) {
+  HotCache hot(10000);
+  hot.Put(std::string(6000, 'k'), Response("a", 10));  // Small answer, key held twice: over the cap.
+  EXPECT_EQ(hot.Get(std::string(6000, 'k')), nullptr);
+  EXPECT_EQ(hot.bytes(), 0);
+  hot.Put(std::string(2000, 'k'), Response("a", 10));
+  EXPECT_NE(hot.Get(std::string(2000, 'k')), nullptr);
+  EXPECT_GE(hot.bytes(), 4000);
+}
+
 }  // namespace
 }  // namespace kfuse

@@ -5,8 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "service/convert.h"
 #include "codegen/generators.h"
+#include "core/key.h"
+#include "service/convert.h"
 #include "tuner/nvrtc_compiler.h"
 
 namespace kfuse {
@@ -365,16 +366,22 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerConte
   return Answer(ctx, absl::OkStatus());
 }
 
-// The memo key: every field of the request that can change the answer.
+// The memo key: a digest of every field of the request that can change the
+// answer (fields the server ignores included, so two requests that differ
+// anywhere never share an answer). A digest, so a request's size does not
+// become the memo's: a chain padded with megabytes of ignored fields costs
+// the memo 64 bytes of key.
 static std::string AnswerKey(const v1::CompileRequest& req) {
   std::string key;
-  req.chain().AppendToString(&key);
-  key.push_back('\x1f');
-  req.target().AppendToString(&key);
-  key.push_back('\x1f');
-  req.policy().AppendToString(&key);
+  for (const google::protobuf::Message* part :
+       {static_cast<const google::protobuf::Message*>(&req.chain()),
+        static_cast<const google::protobuf::Message*>(&req.target()),
+        static_cast<const google::protobuf::Message*>(&req.policy())}) {
+    const std::string bytes = part->SerializeAsString();
+    absl::StrAppend(&key, bytes.size(), ":", bytes);  // Length-prefixed: the parts cannot run together.
+  }
   key.push_back(req.include_source() ? '1' : '0');
-  return key;
+  return Sha256Hex(key);
 }
 
 grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext* ctx,

@@ -75,6 +75,8 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   // Cancels every job still queued or building, background tuning too (at
   // shutdown, once no call is left); how many there were.
   int CancelJobs() { return jobs_.CancelAll(); }
+  // Bytes the memo of answers holds (keys included).
+  int64_t memo_bytes() const { return answers_.bytes(); }
 
  private:
   // The job's answer as this waiter asked for it: its names, its request id,
@@ -111,8 +113,8 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   void DropStaleAnswers();
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<ThreadPool> background_pool_;  // Jobs asked for as background work.
-  // Signed answers to requests seen before, by the request's bytes: a
-  // repeated request skips translation, keying and signing. Cleared when a
+  // Signed answers to requests seen before, by a digest of the request's
+  // bytes: a repeated request skips translation, keying and signing. Cleared when a
   // job finishes or entries are deleted, so it never outlives what the
   // store would answer.
   HotCache answers_{64 << 20};

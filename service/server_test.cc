@@ -215,6 +215,31 @@ TEST_F(ServerTest, LookupMetricsCountEveryRequestOnce) {
   EXPECT_EQ(compiler_->calls.load(), 1);
 }
 
+// Fields the server ignores still key the memo (requests that differ
+// anywhere never share an answer), but through a digest: a chain padded with
+// a megabyte of them costs the memo its answer and a short key, not the
+// megabyte.
+TEST_F(ServerTest, PaddedRequestsCostTheMemoTheirAnswerNotTheirSize) {
+  Start(std::chrono::milliseconds(0));
+  int64_t answers = 0;
+  for (int i = 0; i < 4; ++i) {
+    v1::CompileRequest r = Relu(3.0);
+    bool padded = false;
+    for (v1::Op& op : *r.mutable_chain()->mutable_ops()) {
+      if (op.kind() != v1::OP_RELU) continue;
+      op.mutable_shape()->add_shape()->set_symbol(std::string(1 << 20, static_cast<char>('a' + i)));
+      padded = true;
+    }
+    ASSERT_TRUE(padded);
+    v1::CompileResponse resp;
+    ASSERT_TRUE(Compile(r, &resp).ok());
+    EXPECT_EQ(resp.cache(), i == 0 ? v1::CACHE_OUTCOME_MISS : v1::CACHE_OUTCOME_HIT);  // One chain.
+    answers += static_cast<int64_t>(resp.ByteSizeLong());
+  }
+  EXPECT_GT(service_->memo_bytes(), 0);
+  EXPECT_LT(service_->memo_bytes(), answers + 4 * 1024);
+}
+
 // A build whose only caller's deadline passed ends CANCELLED and is timed
 // as such, not as a build error.
 TEST_F(ServerTest, ABuildEveryCallerLeftIsTimedAsCancelled) {
