@@ -364,9 +364,9 @@ TEST(CanonicalizeTest, MixedReductionsSplitAlongRowsThenOverTheRest) {
 // Finding 11 (tests/fuzz/regressions/canonical_symbol_order.txtpb): the
 // order of commutative operands must not depend on how symbols are
 // numbered, which Canonicalize changes (by first use), nor on client names.
-// Here the symbol only an expand names, "b", is numbered 1 or 0 (a dead
-// op's "a" listed first or not); across widths, some operand order would
-// flip if the order did.
+// Here the symbols' list order is "a" first or "b" first (each a dim of an
+// input, as every symbol must be, and named by an expand); across widths,
+// some operand order would flip if the order depended on their numbers.
 TEST(CanonicalizeRegressionTest, SymbolNumbersDoNotOrderCommutativeOperands) {
   for (int64_t width = 2; width < 34; ++width) {
     SCOPED_TRACE(width);
@@ -374,8 +374,10 @@ TEST(CanonicalizeRegressionTest, SymbolNumbersDoNotOrderCommutativeOperands) {
                      const std::string& b_name = "b") {
       return [=](Chain& c) {
         c.symbols = {{a_first ? a_name : b_name, 0, 0}, {a_first ? b_name : a_name, 0, 0}};
-        int x = c.AddInput(TensorType{DType::kF32, {}});
         const Dim a = Dim::Sym(a_first ? 0 : 1), b = Dim::Sym(a_first ? 1 : 0);
+        int x = c.AddInput(TensorType{DType::kF32, {}});
+        c.AddInput(TensorType{DType::kF32, {a}});
+        c.AddInput(TensorType{DType::kF32, {b}});
         int dead = c.AddOp(OpKind::kExpand, {x});
         c.nodes[dead].shape = {a, Dim::Static(width)};
         int e = c.AddOp(OpKind::kExpand, {x});

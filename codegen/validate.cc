@@ -158,6 +158,41 @@ absl::Status CheckTypeLimits(const Chain& c, int32_t id, const Limits& limits) {
         c, id, "shape",
         absl::StrCat("more than ", limits.max_elements, " elements in ", ShapeString(c, t.shape)));
   }
+  // The tuner times a chain at its symbols' hints, so they are held to the
+  // same bound as static sizes.
+  int64_t at_hints = 1;
+  for (const Dim& d : t.shape) {
+    const int64_t s = d.is_static() ? d.size : std::max<int64_t>(c.symbols[d.symbol].hint, 1);
+    if (s > 0 && at_hints > limits.max_elements / s) {
+      return Bad(c, id, "shape",
+                 absl::StrCat("more than ", limits.max_elements, " elements in ", ShapeString(c, t.shape),
+                              " at the symbols' hints"));
+    }
+    at_hints *= s;
+  }
+  return absl::OkStatus();
+}
+
+// Every symbol is a dim of some input: the launcher reads its value there,
+// so a symbol that only an op's shape names (an expand, an iota) would give
+// a plan no client can launch.
+absl::Status CheckSymbolSources(const Chain& c) {
+  std::vector<bool> sourced(c.symbols.size(), false);
+  for (const Node& n : c.nodes) {
+    if (n.kind != OpKind::kInput) continue;
+    for (const Dim& d : n.type.shape) {
+      if (!d.is_static()) sourced[d.symbol] = true;
+    }
+  }
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    for (const Dim& d : c.nodes[id].type.shape) {
+      if (!d.is_static() && !sourced[d.symbol]) {
+        return Bad(c, id, "shape",
+                   absl::StrCat("symbol ", Quote(c.symbols[d.symbol].name),
+                                " is no dim of any input, so nothing gives its size at launch"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -295,6 +330,7 @@ absl::StatusOr<Chain> Validate(Chain c, const Limits& limits) {
     }
     KFUSE_RETURN_IF_ERROR(CheckTypeLimits(c, id, limits));
   }
+  KFUSE_RETURN_IF_ERROR(CheckSymbolSources(c));
 
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     int32_t o = c.outputs[i];

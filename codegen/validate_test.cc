@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -517,6 +518,46 @@ TEST(ValidateTest, Limits) {
   c.outputs = {y, y};
   EXPECT_THAT(std::string(Validate(c, limits).status().message()),
               HasSubstr("2 outputs; the limit is 1"));
+}
+
+// A symbol only an op's shape names has no value at launch; hints are held
+// to the element limit as static sizes are.
+TEST(ValidateTest, SymbolsComeFromInputsAndTheirHintsStayInTheLimit) {
+  {
+    Chain c;
+    c.symbols.push_back(SymbolInfo{"ghost", 64, 0});
+    int x = c.AddInput(T(DType::kF32, S({1, 8})));
+    int e = c.AddOp(OpKind::kExpand, {x});
+    c.nodes[e].shape = {Dim::Sym(0), Dim::Static(8)};
+    c.outputs = {e};
+    auto v = Validate(c);
+    ASSERT_FALSE(v.ok());
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(v.status().message()),
+                HasSubstr("op 0 (expand): shape: symbol \"ghost\" is no dim of any input")) << v.status();
+  }
+  {
+    Chain c;  // The same expand, its symbol a dim of another input: fine.
+    c.symbols.push_back(SymbolInfo{"n", 64, 0});
+    int x = c.AddInput(T(DType::kF32, S({1, 8})));
+    c.AddInput(T(DType::kF32, {Dim::Sym(0)}));
+    int e = c.AddOp(OpKind::kExpand, {x});
+    c.nodes[e].shape = {Dim::Sym(0), Dim::Static(8)};
+    c.outputs = {e};
+    EXPECT_TRUE(Validate(c).ok()) << Validate(c).status();
+  }
+  {
+    Chain c;
+    for (int i = 0; i < 3; ++i) c.symbols.push_back(SymbolInfo{absl::StrCat("s", i), int64_t{1} << 20, 0});
+    c.outputs = {c.AddOp(OpKind::kRelu, {c.AddInput(T(DType::kF32, {Dim::Sym(0), Dim::Sym(1), Dim::Sym(2)}))})};
+    auto v = Validate(c);
+    ASSERT_FALSE(v.ok());
+    EXPECT_THAT(std::string(v.status().message()), HasSubstr("elements in [\"s0\",\"s1\",\"s2\"] at the symbols' hints"))
+        << v.status();
+    c.symbols[1].hint = 1024;  // 2^60 -> 2^39 elements.
+    c.symbols[2].hint = 512;
+    EXPECT_TRUE(Validate(c).ok()) << Validate(c).status();
+  }
 }
 
 TEST(ValidateTest, LongNameIsTruncated) {
