@@ -278,8 +278,10 @@ absl::Status VerifyStoreEntry(const v1::StoreEntry& e, const TrustedKeys& truste
   InitSodium();
   const std::string name = absl::StrCat(e.kind(), " ", e.key().substr(0, 16));
   PublicKey signer;
+  if (e.signer().empty()) return absl::PermissionDeniedError(absl::StrCat(name, ": unsigned entry"));
   if (e.signer().size() != signer.bytes.size()) {
-    return absl::PermissionDeniedError(absl::StrCat(name, ": unsigned entry"));
+    return absl::PermissionDeniedError(absl::StrCat(name, ": signer is ", e.signer().size(),
+                                                    " bytes; a public key is ", signer.bytes.size()));
   }
   std::copy(e.signer().begin(), e.signer().end(), signer.bytes.begin());
   if (!trusted.Contains(signer)) {

@@ -2,17 +2,20 @@
 // ExportKernels (stored entries, signed by this node, streamed one at a
 // time) and ImportKernels (entries signed by a trusted key, verified before
 // anything is stored).
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/store_entry.h"
+#include "codegen/validate_internal.h"
 #include "core/status.h"
 #include "core/version.h"
 #include "kfuse/storage/v1/storage.pb.h"
@@ -20,6 +23,18 @@
 
 namespace kfuse {
 namespace {
+
+// Client text in a message: as it is when it is a plain word (a hex key, a
+// kind), quoted and escaped otherwise, so a key or kind cannot forge lines
+// in an operator's terminal.
+std::string Shown(absl::string_view client_text) {
+  const bool plain = !client_text.empty() && client_text.size() <= 64 &&
+                     std::all_of(client_text.begin(), client_text.end(), [](char c) {
+                       return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+                              c == '.';
+                     });
+  return plain ? std::string(client_text) : validate_internal::Quote(client_text);
+}
 
 constexpr int kMaxImportEntries = 10000;
 
@@ -57,11 +72,11 @@ absl::StatusOr<std::vector<EntrySummary>> SelectArtifacts(Store& store, const v1
     KFUSE_ASSIGN_OR_RETURN(std::vector<EntrySummary> found, store.List(key, 2, "artifact"));
     if (found.empty()) {
       return absl::NotFoundError(
-          absl::StrCat("keys[", i, "]: no stored artifact has a key starting with ", key));
+          absl::StrCat("keys[", i, "]: no stored artifact has a key starting with ", Shown(key)));
     }
     if (found.size() > 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("keys[", i, "]: key prefix ", key, " is ambiguous (", found[0].key.substr(0, 16),
+          absl::StrCat("keys[", i, "]: key prefix ", Shown(key), " is ambiguous (", found[0].key.substr(0, 16),
                        "..., ", found[1].key.substr(0, 16), "..., ...); give more characters"));
     }
     out.push_back(std::move(found[0]));
@@ -198,7 +213,7 @@ class ExportStream final : public grpc::ServerWriteReactor<v1::StoreEntry> {
 // "artifact 0123456789abcdef" for messages; the kind is client text, so
 // kept short.
 std::string EntryName(const v1::StoreEntry& e) {
-  return absl::StrCat(e.kind().substr(0, 16), " ", e.key().substr(0, 16));
+  return absl::StrCat(Shown(e.kind().substr(0, 16)), " ", Shown(e.key().substr(0, 16)));
 }
 
 // "<kind> <key prefix>: <reason>", whichever of the helpers' prefixes the

@@ -26,6 +26,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 using service_testing::FakeCompiler;
@@ -416,10 +417,19 @@ TEST(ServerAdminTest, TamperedOrMiskeyedEntriesAreRejectedAndTheStoreIsUnchanged
   unsigned_entry.clear_signer();
   unsigned_entry.clear_signature();
 
+  // A signer that is no key's length.
+  v1::StoreEntry short_signer = artifact;
+  short_signer.set_signer("12345");
+  // A kind and key that would forge lines where the rejections are printed.
+  v1::StoreEntry forged = artifact;
+  forged.set_kind("artifact\n\"evil");
+  forged.set_key(std::string("k\0\nrejected: all\n", 18));
+
   v1::ImportKernelsResponse resp;
-  ASSERT_TRUE(b.Import({tampered, bad_blob, miskeyed, moved, unsigned_entry}, &resp).ok());
+  ASSERT_TRUE(
+      b.Import({tampered, bad_blob, miskeyed, moved, unsigned_entry, short_signer, forged}, &resp).ok());
   EXPECT_EQ(resp.imported(), 0u);
-  ASSERT_EQ(resp.rejected_size(), 5);
+  ASSERT_EQ(resp.rejected_size(), 7);
   const std::string name = absl::StrCat("artifact ", artifact.key().substr(0, 16), ": ");
   EXPECT_EQ(resp.rejected(0), name + "signature does not verify");
   EXPECT_EQ(resp.rejected(1), name + "signature does not verify");
@@ -427,6 +437,9 @@ TEST(ServerAdminTest, TamperedOrMiskeyedEntriesAreRejectedAndTheStoreIsUnchanged
                                                        ": key is not the hash of its parts")));
   EXPECT_THAT(resp.rejected(3), HasSubstr("the plan inside is keyed"));
   EXPECT_EQ(resp.rejected(4), name + "unsigned entry");
+  EXPECT_EQ(resp.rejected(5), name + "signer is 5 bytes; a public key is 32");
+  EXPECT_THAT(resp.rejected(6), StartsWith("\"artifact\\x0a\\\"evil\" \"k\\x00\\x0arejected: all\": "));
+  EXPECT_THAT(resp.rejected(6), Not(HasSubstr("\n")));
   EXPECT_THAT(b.Keys(), IsEmpty());
 
   // Good entries in the same request still go in; the bad ones do not.
