@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server.h>
@@ -25,8 +24,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "service/auth.h"
 #include "core/log.h"
+#include "service/auth.h"
+#include "service/library_logs.h"
 #include "service/node.h"
 #include "service/server.h"
 #include "tuner/nvrtc_compiler.h"
@@ -147,15 +147,6 @@ void Say(kfuse::LogLevel level, absl::string_view event, const std::string& mess
 }
 void Refuse(const std::string& message) { Say(kfuse::LogLevel::kError, "start_failed", message); }
 
-// gRPC's own lines (a bind that failed, say) as events too, under JSON.
-void GrpcLogAsEvent(gpr_log_func_args* args) {
-  const kfuse::LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR   ? kfuse::LogLevel::kError
-                                : args->severity == GPR_LOG_SEVERITY_INFO ? kfuse::LogLevel::kInfo
-                                                                           : kfuse::LogLevel::kDebug;
-  kfuse::LogEvent(level, "grpc",
-                  {{"file", absl::StrCat(args->file, ":", args->line)}, {"message", args->message}});
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,7 +174,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (log_format == kfuse::LogFormat::kJson) gpr_set_log_function(GrpcLogAsEvent);
+  if (log_format == kfuse::LogFormat::kJson) kfuse::RouteLibraryLogsToEvents();
 
   if (absl::GetFlag(FLAGS_print_public_key)) {
     kfuse::NodeOptions ko;
