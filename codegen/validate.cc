@@ -321,10 +321,17 @@ absl::StatusOr<Chain> Validate(Chain c, const Limits& limits) {
   }
   KFUSE_RETURN_IF_ERROR(CheckSymbols(c, limits));
 
+  int64_t concat_operands = 0;
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
     if (c.nodes[id].kind == OpKind::kInput) {
       KFUSE_RETURN_IF_ERROR(CheckInput(c, id));
     } else {
+      if (c.nodes[id].kind == OpKind::kConcat &&
+          (concat_operands += c.nodes[id].args.size()) > limits.max_concat_operands) {
+        return Bad(c, id, "args",
+                   absl::StrCat("the chain's concats take ", concat_operands, " operands up to here; the limit is ",
+                                limits.max_concat_operands, " in all"));
+      }
       KFUSE_RETURN_IF_ERROR(CheckArgs(c, id));
       KFUSE_RETURN_IF_ERROR(InferNode(c, id));
     }

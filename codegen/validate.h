@@ -27,6 +27,10 @@ struct Limits {
   int max_rank = 8;
   int64_t max_elements = int64_t{1} << 40;  // Symbolic dims count at their max.
   int max_symbols = 64;
+  // Concat operands over the whole chain. Each is a guarded load and a
+  // select arm in one kernel, and NVRTC's time grows faster than their count
+  // (64: 0.4 s, 256: 5 s, 1024: 104 s).
+  int max_concat_operands = 128;
 };
 
 // Returns `raw` with every non-input node's `type` set, reduction and permute

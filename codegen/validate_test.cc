@@ -518,6 +518,16 @@ TEST(ValidateTest, Limits) {
   c.outputs = {y, y};
   EXPECT_THAT(std::string(Validate(c, limits).status().message()),
               HasSubstr("2 outputs; the limit is 1"));
+
+  Chain cat;  // Two concats of 64 operands each: at the default limit; a third operand past it.
+  int a = cat.AddInput(T(DType::kF32, S({4})));
+  int first = cat.AddOp(OpKind::kConcat, std::vector<int32_t>(64, a));
+  int second = cat.AddOp(OpKind::kConcat, std::vector<int32_t>(64, a));
+  cat.outputs = {first, second};
+  EXPECT_TRUE(Validate(cat).ok()) << Validate(cat).status();
+  cat.nodes[second].args.push_back(a);
+  EXPECT_THAT(std::string(Validate(cat).status().message()),
+              HasSubstr("op 1 (concat): args: the chain's concats take 129 operands up to here; the limit is 128 in all"));
 }
 
 // A symbol only an op's shape names has no value at launch; hints are held
