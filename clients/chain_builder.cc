@@ -141,6 +141,13 @@ Value ChainBuilder::Constant(double value) {
   return Append(std::move(op), {});
 }
 
+Value ChainBuilder::FloatScalar(double value) {
+  v1::Op op = OpOf(v1::OP_CONSTANT);
+  op.set_value(value);
+  op.set_weak_float(true);
+  return Append(std::move(op), {});
+}
+
 Value ChainBuilder::Constant(double value, v1::DType dtype) {
   v1::Op op = OpOf(v1::OP_CONSTANT);
   op.set_value(value);

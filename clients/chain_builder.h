@@ -81,9 +81,12 @@ class ChainBuilder {
   // A chain input; `strides` empty means contiguous row-major.
   Value Input(absl::string_view name, v1::DType dtype,
               std::vector<v1::Dim> shape, std::vector<int64_t> strides = {});
-  // A weak scalar (typed by its use, as a Python number in PyTorch), or one
-  // held in `dtype`.
+  // A weak scalar (typed by its use, as a Python number in PyTorch): an int
+  // when `value` is whole, else a float. FloatScalar(2.0) is Python's 2.0, a
+  // float whatever its value (i32 tensor * FloatScalar(2.0) is f32). Or a
+  // scalar held in `dtype`.
   Value Constant(double value);
+  Value FloatScalar(double value);
   Value Constant(double value, v1::DType dtype);
   // Names `v` as a chain output. Names must be unique and non-empty.
   void Output(absl::string_view name, Value v);

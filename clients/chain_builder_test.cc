@@ -92,6 +92,7 @@ TEST_F(ChainBuilderTest, InputsAndPrimitives) {
                                         v1::OP_CAST, v1::OP_REDUCE_SUM));
   EXPECT_EQ(chain.ops(0).value(), 2.0);
   EXPECT_EQ(chain.ops(0).dtype(), v1::DTYPE_UNSPECIFIED);  // A weak scalar.
+  EXPECT_FALSE(chain.ops(0).weak_float());                 // Whole: an int, as Python's 2.
   EXPECT_THAT(chain.ops(1).args(),
               ElementsAre(RefIs(InputRef(0)), RefIs(OpRef(0))));
   EXPECT_EQ(chain.ops(2).dtype(), v1::DTYPE_BF16);
@@ -100,6 +101,14 @@ TEST_F(ChainBuilderTest, InputsAndPrimitives) {
   ASSERT_EQ(chain.outputs_size(), 2);
   EXPECT_EQ(chain.outputs(1).name(), "s");
   EXPECT_THAT(chain.outputs(1).value(), RefIs(OpRef(3)));
+}
+
+TEST_F(ChainBuilderTest, FloatScalarIsAWeakFloatWhateverItsValue) {
+  b_.Output("y", b_.Mul(b_.Input("x", v1::DTYPE_I32, {StaticDim(8)}), b_.FloatScalar(2.0)));
+  v1::Chain chain = Built();
+  EXPECT_EQ(chain.ops(0).value(), 2.0);
+  EXPECT_EQ(chain.ops(0).dtype(), v1::DTYPE_UNSPECIFIED);
+  EXPECT_TRUE(chain.ops(0).weak_float());
 }
 
 TEST_F(ChainBuilderTest, Softmax) {

@@ -152,6 +152,11 @@ absl::Status TranslateOp(const v1::Op& op, int j, int num_inputs, SymbolTable& s
     case OpKind::kCast: {
       n->value = n->kind == OpKind::kConstant ? op.value() : 0;
       KFUSE_ASSIGN_OR_RETURN(n->dtype, TranslateDType(op.dtype(), field + ".dtype"));
+      // A weak float keeps its kind whatever its value: typed f32 here, as
+      // validation types a weak scalar with a fraction.
+      if (n->kind == OpKind::kConstant && op.weak_float() && n->dtype == DType::kInvalid) {
+        n->type.dtype = DType::kF32;
+      }
       break;
     }
     case OpKind::kReduceSum:

@@ -236,6 +236,27 @@ TEST(TranslateTest, HugeRequestIsRefusedBeforeBuilding) {
   EXPECT_THAT(std::string(t.status().message()), HasSubstr("100003 ops"));
 }
 
+// Python's 2 and 2.0 are one double on the wire; weak_float tells them
+// apart, as torch does: i32 * 2 is i32, i32 * 2.0 is f32.
+TEST(TranslateTest, AWeakFloatPromotesAsAFloatEvenWhenWhole) {
+  auto product = [](bool weak_float, v1::DType constant_dtype) {
+    v1::Chain c;
+    AddInput(c, v1::DTYPE_I32, {4});
+    v1::Op* k = AddOp(c, v1::OP_CONSTANT, {});
+    k->set_value(2);
+    k->set_weak_float(weak_float);
+    k->set_dtype(constant_dtype);
+    AddOp(c, v1::OP_MUL, {In(0), Op(0)});
+    AddOutput(c, Op(1));
+    absl::StatusOr<Chain> t = TranslateChain(c);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? t->nodes[2].type.dtype : DType::kInvalid;
+  };
+  EXPECT_EQ(product(false, v1::DTYPE_UNSPECIFIED), DType::kI32);
+  EXPECT_EQ(product(true, v1::DTYPE_UNSPECIFIED), DType::kF32);
+  EXPECT_EQ(product(true, v1::DTYPE_I32), DType::kI32);  // A typed constant's dtype wins.
+}
+
 TEST(TranslateTest, StrayAttributesAreIgnored) {
   v1::Chain a = Good(), b = Good();
   b.mutable_ops(0)->mutable_reduce()->add_axes(3);

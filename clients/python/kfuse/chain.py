@@ -9,7 +9,8 @@ kfuse.v1.Chain (the wire message) or its JSON in the CLI's format.
     c.to_json()      # the same chain as examples/gelu_bias_bf16.json
 
 Ops are appended in the order they are built; Python numbers become
-OP_CONSTANT ops without a dtype (weak scalars, as in PyTorch). Composites
+OP_CONSTANT ops without a dtype (weak scalars, as in PyTorch; a float is
+marked weak_float, so 2.0 stays a float). Composites
 (softmax, norms, attention, linear) expand into the primitives the proto
 has; the server recognises the patterns it schedules specially. Shapes and
 dtypes are tracked only as far as composites need them (ranks, head dims).
@@ -190,10 +191,15 @@ class Chain:
         return value
 
     def constant(self, value, dtype=None):
+        """A scalar: held in `dtype`, or without one a weak scalar typed by
+        its use as a Python number is in PyTorch. A Python float stays a
+        float when whole (weak_float: i32 tensor * 2.0 is f32, * 2 is i32)."""
         dt = dtype_of(dtype)
         op = pb.Op(kind=pb.OP_CONSTANT, value=float(value))
         if dt:
             op.dtype = dt
+        elif isinstance(value, float) and value.is_integer():  # Only a whole float needs saying so.
+            op.weak_float = True
         shape = ()
         return self._append(op, dt if dt else (pb.DTYPE_F32 if isinstance(value, float) else None),
                             shape)

@@ -90,6 +90,20 @@ def test_scalars_are_weak_constants_and_operand_order_is_kept():
     assert y.dtype == pb.DTYPE_F16
 
 
+def test_a_whole_python_float_is_sent_as_a_weak_float():
+    """Python's 2 and 2.0 are one double on the wire: weak_float says which,
+    so the server promotes i32 * 2.0 to f32 as torch does."""
+    c = kfuse.Chain()
+    x = c.input("x", "i32", [4])
+    y = x * 2.0
+    z = x * 2
+    w = x * 0.5
+    ops = c.to_proto().ops
+    assert [(o.value, o.weak_float) for o in ops if o.kind == pb.OP_CONSTANT] == [
+        (2.0, True), (2.0, False), (0.5, False)]
+    assert y.dtype == pb.DTYPE_F32 and z.dtype == pb.DTYPE_I32 and w.dtype == pb.DTYPE_F32
+
+
 def test_comparisons_and_where():
     c = kfuse.Chain()
     x = c.input("x", "f32", [8])

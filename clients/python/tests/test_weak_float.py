@@ -1,0 +1,12 @@
+"""A whole Python float against a real kfused: promoted as a float, as torch
+promotes it (the builder and the server agree on the result's dtype)."""
+import kfuse
+from kfuse import pb
+
+
+def test_an_int_tensor_times_a_whole_float_is_f32(client):
+    for scalar, want in ((2.0, pb.DTYPE_F32), (2, pb.DTYPE_I32)):
+        c = kfuse.Chain()
+        y = c.output("y", c.input("x", "i32", [1024]) * scalar)
+        plan = client.compile(c, mode="heuristic").plan
+        assert plan.outputs[0].dtype == want == y.dtype, scalar
