@@ -194,6 +194,7 @@ bool LeavesRepro(const absl::Status& s) {
     case absl::StatusCode::kDeadlineExceeded:
     case absl::StatusCode::kUnimplemented:
     case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kResourceExhausted:  // Capacity (a source over the limit), not a compiler bug.
       return false;
     default:
       return true;

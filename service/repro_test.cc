@@ -29,6 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::StartsWith;
 
 // A fresh, empty directory for this test.
@@ -277,13 +278,15 @@ TEST(ReproTest, OnlyGeneratedNamesLookLikeBundles) {
 
 // --- The pipeline leaves bundles. ---
 
-// Compiles every kernel, or fails every compile with an NVRTC-like log.
+// Compiles every kernel, or fails every compile with an NVRTC-like log (or
+// with `refusal`: the compiler's capacity refusals, a source over its limit).
 class FakeCompiler : public Compiler {
  public:
-  explicit FakeCompiler(bool fail) : fail_(fail) {}
+  explicit FakeCompiler(bool fail, absl::Status refusal = absl::OkStatus()) : fail_(fail), refusal_(refusal) {}
   absl::StatusOr<CompiledKernel> Compile(const KernelSpec& spec, const CompileOptions& opts,
                                          const std::atomic<bool>*) override {
     ++calls;
+    if (!refusal_.ok()) return refusal_;
     if (fail_) return absl::InternalError("kernel.cu(12): error: expected a \";\"");
     CompiledKernel k;
     k.spec = spec;
@@ -298,6 +301,7 @@ class FakeCompiler : public Compiler {
 
  private:
   bool fail_;
+  absl::Status refusal_;
 };
 
 // A GPU whose candidates fail in turn: ok, wrong result, fault, timeout.
@@ -389,6 +393,18 @@ TEST_F(PipelineReproTest, AFailedHeuristicCompileLeavesABundleTheReplayRegenerat
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->source, b.source);
   EXPECT_EQ(again->entry, b.entry);
+}
+
+// A refusal for capacity (a source over NVRTC's limit, a full compile
+// queue) is no compiler bug: no bundle, so clients cannot push real ones out.
+TEST_F(PipelineReproTest, ACapacityRefusalLeavesNoBundle) {
+  FakeCompiler refusing(/*fail=*/false, absl::ResourceExhaustedError("generated source is over 4 MiB"));
+  auto pipeline = MakePipeline(&refusing);
+  absl::StatusOr<Prepared> p = pipeline->Prepare(Relu(3.0));
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<v1::CompileResponse> built = pipeline->Build(*p, {}, nullptr);
+  ASSERT_EQ(built.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(Bundles(), IsEmpty());
 }
 
 TEST_F(PipelineReproTest, AStoredDecisionThatNoLongerCompilesLeavesABundle) {
