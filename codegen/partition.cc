@@ -15,6 +15,7 @@
 #include "codegen/row_analysis.h"
 #include "codegen/subchain.h"
 #include "codegen/validate.h"
+#include "codegen/validate_internal.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -64,8 +65,8 @@ absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<siz
         out = *a;
       } else {
         return absl::UnimplementedError(absl::StrCat(
-            "outputs[", j, "]: its shape does not broadcast with the earlier outputs'; one kernel "
-            "cannot write them all yet (ask for them in separate chains)"));
+            "outputs[", j, "]: its shape ", validate_internal::ShapeString(c, shape),
+            " does not broadcast with the earlier outputs' ", validate_internal::ShapeString(c, space), "; one kernel cannot write them all yet (ask for them in separate chains)"));
       }
     }
     space = std::move(merged);

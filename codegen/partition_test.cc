@@ -1044,7 +1044,7 @@ TEST(MatmulPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
          c->outputs = {c->AddOp(OpKind::kMatmul, {x, w}), c->AddOp(OpKind::kExp, {w}),
                        c->AddOp(OpKind::kRelu, {x})};
        },
-       "outputs[2]: its shape does not broadcast with the earlier outputs'"},
+       "outputs[2]: its shape [64,128] does not broadcast with the earlier outputs' [128,256]"},
       {"a chain input as an output",
        [](Chain* c, int32_t x, int32_t w) {
          c->outputs = {c->AddOp(OpKind::kMatmul, {x, w}), x};

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/validate_internal.h"
 
 namespace kfuse {
 namespace {
@@ -175,7 +176,13 @@ absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
     }
     if (frame[id] == kUnset) continue;  // An input nothing reads.
     const std::vector<Dim>& f = frame[id] == kReduced ? reduced : full;
-    if (!Broadcasts(nd.type, f)) return NotRow(c, id, "does not broadcast to the rows");
+    if (!Broadcasts(nd.type, f)) {
+      // Named with the input's name: a norm weight of the wrong length, say.
+      return validate_internal::Unsupported(
+          c, id, "shape",
+          absl::StrCat(validate_internal::ShapeString(c, nd.type.shape), " does not broadcast to the rows' ",
+                       validate_internal::ShapeString(c, f)));
+    }
     if (nd.kind == OpKind::kInput) {
       r.cls[id] = frame[id] == kFull && nd.type.rank() > 0 && nd.type.shape.back() == r.width
                       ? Class::kElement

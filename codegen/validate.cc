@@ -304,9 +304,9 @@ absl::StatusOr<Chain> Validate(Chain c, const Limits& limits) {
   int num_inputs = c.num_inputs();
   int num_ops = static_cast<int>(c.nodes.size()) - num_inputs;
   if (num_ops == 0 && c.outputs.empty()) {
-    return absl::InvalidArgumentError("empty chain: no ops and no outputs");
+    return absl::InvalidArgumentError("ops, outputs: the chain is empty (no ops and no outputs)");
   }
-  if (c.outputs.empty()) return absl::InvalidArgumentError("chain has no outputs");
+  if (c.outputs.empty()) return absl::InvalidArgumentError("outputs: the chain has none");
   if (num_ops > limits.max_ops) {
     return absl::InvalidArgumentError(
         absl::StrCat("chain has ", num_ops, " ops; the limit is ", limits.max_ops));

@@ -1,4 +1,5 @@
-// Helpers shared by the files that implement Validate(); not for other users.
+// Helpers for messages and checks shared by Validate() and the analyses that
+// name ops and shapes in their errors (partition, rows); not for other users.
 #ifndef KFUSE_CODEGEN_VALIDATE_INTERNAL_H_
 #define KFUSE_CODEGEN_VALIDATE_INTERNAL_H_
 

@@ -223,9 +223,9 @@ TEST(ValidateTest, RejectsBadChains) {
     absl::StatusCode code;
     const char* message;
   } cases[] = {
-      {"empty", [](Chain&) {}, absl::StatusCode::kInvalidArgument, "empty chain"},
+      {"empty", [](Chain&) {}, absl::StatusCode::kInvalidArgument, "ops, outputs: the chain is empty"},
       {"no outputs", [&](Chain& c) { c.AddOp(OpKind::kRelu, {in(c, DType::kF32, S({2}))}); },
-       absl::StatusCode::kInvalidArgument, "no outputs"},
+       absl::StatusCode::kInvalidArgument, "outputs: the chain has none"},
       {"dangling output",
        [&](Chain& c) {
          in(c, DType::kF32, S({2}));

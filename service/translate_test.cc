@@ -145,9 +145,9 @@ TEST(TranslateTest, RejectsBadRequests) {
        absl::StatusCode::kInvalidArgument,
        "op 3 (add): args[1]: shapes [4,8] and [5] do not broadcast"},
       {"empty chain", [](v1::Chain& c) { c.Clear(); }, absl::StatusCode::kInvalidArgument,
-       "empty chain"},
+       "ops, outputs: the chain is empty"},
       {"no outputs", [](v1::Chain& c) { c.clear_outputs(); }, absl::StatusCode::kInvalidArgument,
-       "no outputs"},
+       "outputs: the chain has none"},
       {"513 ops",
        [](v1::Chain& c) {
          for (int i = 0; i < 510; ++i) AddOp(c, v1::OP_NEG, {In(0)});
