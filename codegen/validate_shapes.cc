@@ -170,6 +170,7 @@ absl::Status InferIota(Chain& c, int32_t id) {
     return Unsupported(c, id, "dtype",
                        absl::StrCat("dtype ", DTypeString(n.dtype), " not supported"));
   }
+  if (n.dtype == DType::kBool) return Bad(c, id, "dtype", "an iota of bool is not a range (torch has none)");
   n.type = TensorType{n.dtype, n.shape};
   return absl::OkStatus();
 }

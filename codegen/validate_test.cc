@@ -481,6 +481,15 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(in(c, DType::kF32, S({-1})));
        },
        absl::StatusCode::kInvalidArgument, "inputs[0] (\"a\\x0ab\\\"xxx"},
+      {"bool iota",
+       [&](Chain& c) {
+         in(c, DType::kF32, S({4}));
+         int i = c.AddOp(OpKind::kIota, {});
+         c.nodes[i].shape = S({4});
+         c.nodes[i].dtype = DType::kBool;
+         c.outputs.push_back(i);
+       },
+       absl::StatusCode::kInvalidArgument, "op 0 (iota): dtype: an iota of bool"},
   };
   for (const Case& k : cases) {
     Chain c;
