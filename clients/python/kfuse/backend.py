@@ -31,9 +31,10 @@ eagerly: views do not count, and one op is one PyTorch kernel already.
 
 Each region is a kfuse.torch.FusedFunction over its sub-graph: plans per
 input signature in `region.cache` and the shared kfuse.torch.plans, the same
-client, mode, launcher and fallbacks (server UNIMPLEMENTED or unreachable:
-the region runs eagerly, one FallbackWarning per backend and reason with
-fallback="warn"). CPU tensors run eagerly (gpu_only). Warm calls make no
+client, mode, launcher and fallbacks (server UNIMPLEMENTED, unreachable or
+busy, an input dtype chains do not have: the region runs eagerly, one
+FallbackWarning per backend and reason with fallback="warn"). CPU tensors
+and zero-size inputs run eagerly (gpu_only). Warm calls make no
 RPC and load no module, so a warmed compiled function can be captured into
 a CUDA graph (README: "torch.compile").
 

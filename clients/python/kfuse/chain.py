@@ -448,11 +448,17 @@ def _shape_op(kind, x, shape):
 
 
 def slice(x, axis, start, stop, step=1):  # noqa: A001
+    """x[start:stop:step] along `axis`; stop None is the end of the dim:
+    sent as its size, or, where that is not known here, as the largest
+    int64, which the server clamps to the dim as Python does."""
     shape = None
-    if x.shape is not None and isinstance(x.shape[axis], int):
+    size = x.shape[axis] if x.shape is not None else None
+    if isinstance(size, int):
         shape = list(x.shape)
-        shape[axis] = len(range(*builtins.slice(start, stop, step).indices(x.shape[axis])))
+        shape[axis] = len(range(*builtins.slice(start, stop, step).indices(size)))
         shape = tuple(shape)
+    if stop is None:
+        stop = size if isinstance(size, int) else (1 << 63) - 1
     return _emit(pb.OP_SLICE, [x], out_dtype=x.dtype, out_shape=shape,
                  slice=pb.SliceAttrs(axis=axis, start=start, stop=stop, step=step))
 

@@ -6,7 +6,8 @@
     client.device_info().has_gpu
 
 Errors: a refused chain raises KfuseError (code, message, op); a server that
-cannot be reached either raises ServerUnavailable (on_unavailable="raise")
+cannot be reached (UNAVAILABLE) or does not answer within the deadline
+(DEADLINE_EXCEEDED) either raises ServerUnavailable (on_unavailable="raise")
 or, for compile/tune, warns once per Client with FallbackWarning and returns
 None so the caller runs eagerly (on_unavailable="eager", the default).
 Admin calls (list, delete, device_info) always raise.
@@ -25,7 +26,6 @@ from kfuse.v1 import kfuse_pb2_grpc as pb_grpc
 CLIENT_NAME = "kfuse-python/0.1"
 _MODES = {None: pb.TuningPolicy.MODE_UNSPECIFIED, "heuristic": pb.TuningPolicy.MODE_HEURISTIC,
           "quick": pb.TuningPolicy.MODE_QUICK, "full": pb.TuningPolicy.MODE_FULL}
-_UNREACHABLE = (grpc.StatusCode.UNAVAILABLE,)
 
 
 def _health_request(service):
@@ -46,8 +46,8 @@ class Client:
     """One channel to kfused; thread safe (gRPC channels are).
 
     address: "host:port" or "unix:/path". timeout: default deadline in
-    seconds per call. tls / root_certs / cert_chain / private_key: TLS and
-    mutual TLS (PEM bytes). token: bearer token sent as `authorization`.
+    seconds per call (tune adds its budget). tls / root_certs / cert_chain /
+    private_key: TLS and mutual TLS (PEM bytes). token: bearer token sent as `authorization`.
     verify_key: 64 hex digits; plans that do not verify are refused
     (PERMISSION_DENIED) before they are returned. on_unavailable: "eager"
     or "raise"."""
@@ -74,6 +74,11 @@ class Client:
         self._warn_lock = threading.Lock()
         self._warned = False
 
+    @property
+    def verify_key(self):
+        """The pinned public key (hex), or None."""
+        return self._verify_key
+
     def close(self):
         self._channel.close()
 
@@ -87,7 +92,11 @@ class Client:
     def compile(self, chain, *, target=0, arch_specific=False, mode=None, budget_seconds=0.0,
                 background=False, force=False, include_source=False, timeout=None, env=None):
         """Compile (and tune, as `mode` says) a chain: a CompileResponse, or
-        None when the server is unreachable and on_unavailable is "eager"."""
+        None when the server is unreachable and on_unavailable is "eager".
+        No answer within `timeout` counts as unreachable: a compile that
+        cannot wait for tuning is answered with the heuristic plan at once,
+        tuning going on in the background (docs/api.md), so only a server
+        that does not answer hits the deadline."""
         req = self.request(chain, target=target, arch_specific=arch_specific, mode=mode,
                            budget_seconds=budget_seconds, background=background, force=force,
                            include_source=include_source, env=env)
@@ -98,17 +107,31 @@ class Client:
 
     def tune(self, chain, *, on_progress=None, timeout=None, mode="quick", **kw):
         """As compile, streaming progress: on_progress(TuneProgress) per
-        message; returns the final CompileResponse (or None, as compile)."""
+        message; returns the final CompileResponse (or None, as compile).
+        The deadline is `timeout` plus the request's budget_seconds, as the
+        C++ client gives it: Tune has no early heuristic answer, and a tune
+        cut off by its deadline is dropped. DEADLINE_EXCEEDED before any
+        message counts as unreachable; after one, the server is there and
+        the tune ran long, which raises KfuseError whatever on_unavailable
+        says."""
         req = self.request(chain, mode=mode, **kw)
+        deadline = self._timeout(timeout)
+        if deadline is not None:
+            deadline += req.policy.budget_seconds
+        answered = False
         try:
-            stream = self._stub.Tune(req, timeout=self._timeout(timeout), metadata=self._metadata)
+            stream = self._stub.Tune(req, timeout=deadline, metadata=self._metadata)
             result = None
             for msg in stream:
+                answered = True
                 if on_progress is not None:
                     on_progress(msg)
                 if msg.HasField("result"):
                     result = msg.result
         except grpc.RpcError as e:
+            if answered and e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise KfuseError("DEADLINE_EXCEEDED", f"tuning ran past the {deadline:g} s "
+                                 "deadline (nothing is stored): pass a longer timeout") from None
             return self._failed(e, fallback=True)
         if result is None:
             raise KfuseError("INTERNAL", "Tune stream ended without a result")
@@ -186,7 +209,8 @@ class Client:
         err = from_rpc_error(e)
         if not isinstance(err, ServerUnavailable):
             raise err from None
-        err = ServerUnavailable(err.code, f"kfused at {self.address} is unreachable: {err.message}")
+        what = "did not answer in time" if err.code == "DEADLINE_EXCEEDED" else "is unreachable"
+        err = ServerUnavailable(err.code, f"kfused at {self.address} {what}: {err.message}")
         if not fallback or self.on_unavailable == "raise":
             raise err from None
         with self._warn_lock:

@@ -27,7 +27,9 @@ class KfuseError(Exception):
 
 
 class ServerUnavailable(KfuseError):
-    """kfused could not be reached (UNAVAILABLE, or no answer in time)."""
+    """kfused could not be reached (UNAVAILABLE), or did not answer in time
+    (DEADLINE_EXCEEDED: a host that accepts but never answers, or a server
+    too loaded to)."""
 
 
 class LaunchError(KfuseError):
@@ -41,14 +43,16 @@ class FallbackWarning(RuntimeWarning):
     back to eager execution."""
 
 
-def from_rpc_error(err):
-    """A KfuseError (or ServerUnavailable) from a grpc.RpcError."""
-    import grpc
+_UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 
+
+def from_rpc_error(err):
+    """A KfuseError from a grpc.RpcError: a ServerUnavailable for
+    UNAVAILABLE and DEADLINE_EXCEEDED."""
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
     name = code.name if code is not None else "UNKNOWN"
-    if code in (grpc.StatusCode.UNAVAILABLE,):
+    if name in _UNREACHABLE:
         return ServerUnavailable(name, details or "server unavailable")
     return KfuseError(name, details or "")
 

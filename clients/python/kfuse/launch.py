@@ -14,9 +14,11 @@ Buffer(ptr, shape, strides, dtype). resolve() is the GPU-free half (used by
 tests); Launcher needs cuda.bindings (pip install 'kfuse[cuda]'), imported
 on first launch, or a driver double. A Layout is what a launch is for one
 signature of tensors (dtypes, shapes, strides), every address-free check
-made; bind() turns it into a BoundLaunch: modules loaded (cached per
-context and sha256 of the cubin, locked on a miss only), grid, block,
-scalars fixed and argument arrays built, so that run() checks the ALIGNED
+made; bind() turns it into a BoundLaunch: the tensors' memory checked to
+be on the context's device (cuPointerGetAttribute: a CPU tensor would
+fault and lose the context), modules loaded (cached per context and
+sha256 of the cubin, locked on a miss only), grid, block, scalars fixed
+and argument arrays built, so that run() checks the ALIGNED
 preconditions, writes the addresses and calls cuLaunchKernel.
 """
 import ctypes
@@ -389,8 +391,9 @@ class BoundLaunch:
     from a free list (a new set when every one is in use, as when threads
     launch at once) and gives it back after the launch."""
 
-    def __init__(self, cu, context, layout, kernels, scratch, n_slots, keep):
+    def __init__(self, cu, context, device, layout, kernels, scratch, n_slots, keep):
         self.layout, self.plan, self.context = layout, layout.plan, int(context)
+        self.device = device  # The context's device ordinal.
         self._cu, self._ctx, self._launch = cu, context, cu.cuLaunchKernel
         self._current = cu.cuCtxGetCurrent
         self._ok = getattr(getattr(cu, "CUresult", None), "CUDA_SUCCESS", 0)
@@ -491,6 +494,27 @@ class BoundLaunch:
         return s
 
 
+def _check_devices(cu, plan, bufs, device):
+    """Refuses (INVALID_ARGUMENT) buffers (inputs, then outputs) that the
+    driver does not place on CUDA device `device`: host memory (a CPU
+    tensor) or another GPU's, which a kernel would fault on, losing the
+    CUDA context for the process. Empty buffers are not read."""
+    attr = cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    for i, b in enumerate(bufs):
+        if 0 in b.shape:
+            continue
+        err, ordinal = cu.cuPointerGetAttribute(attr, b.ptr)
+        if int(err) == 0 and int(ordinal) == device:
+            continue
+        n = len(plan.inputs)
+        what = (f"input {i} ('{plan.inputs[i].name}')" if i < n
+                else f"output {i - n} ('{plan.outputs[i - n].name}')")
+        if int(err) != 0:
+            raise _invalid(f"{what} at {b.ptr:#x} is not CUDA device memory ({err!r}): pass CUDA "
+                           f"tensors on device {device}")
+        raise _invalid(f"{what} is on CUDA device {int(ordinal)}; the launch is on device {device}")
+
+
 def _compares_by_value(handle):
     """Whether a driver handle is == (and not !=) another made from its
     value, and != one made from another value: cuda.bindings' handles are,
@@ -561,31 +585,37 @@ class Launcher:
         return {"module": module, "functions": {}}
 
     def _verify(self, plan):
+        """Verifies `plan` against the pinned key, once per content: plans
+        are remembered by the sha256 of their signing payload with the
+        signature, so a plan that copies a verified one's key and signature
+        onto another cubin, grid or params is verified (and refused)."""
         if not self._pinned:
             return
-        sig = bytes(plan.signature)
-        if (plan.key, sig) not in self._verified:
-            from kfuse.signing import verify_plan
+        from kfuse.signing import signing_payload, verify_plan
 
+        seen = (hashlib.sha256(signing_payload(plan)).digest(), bytes(plan.signature))
+        if seen not in self._verified:
             verify_plan(plan, self._pinned)
             with self._lock:
-                self._verified.add((plan.key, sig))
+                self._verified.add(seen)
 
     def bind(self, plan, inputs, outputs, device=None):
-        """A BoundLaunch of `plan` for tensors laid out as these (their
-        addresses are not read): the contract checked, modules loaded, in
-        the primary context of device ordinal `device`, or (None) the
-        current context. Raises LaunchError as launch does."""
+        """A BoundLaunch of `plan` for tensors laid out as these: the
+        contract checked, the tensors' memory checked to be on the
+        context's device, modules loaded, in the primary context of device
+        ordinal `device`, or (None) the current context. Later run()
+        addresses are not checked for their device. Raises LaunchError as
+        launch does."""
         self._verify(plan)
-        return self._bind(Layout(plan, inputs, outputs), device)
+        bufs = [as_buffer(t) for t in inputs] + [as_buffer(t) for t in outputs]
+        return self._bind(Layout(plan, bufs[:len(inputs)], bufs[len(inputs):]), device, bufs)
 
     def launch(self, plan, inputs, outputs, stream=0):
-        """Checks the contract and enqueues the plan's kernels on `stream`
-        (a CUstream, its int handle, or torch's stream.cuda_stream) in the
-        current context. The BoundLaunches of the last few plans launched
-        are kept (by plan object, layout and context): a plan must not be
-        changed once launched."""
-        self._verify(plan)
+        """Checks the contract and the tensors' device and enqueues the
+        plan's kernels on `stream` (a CUstream, its int handle, or torch's
+        stream.cuda_stream) in the current context. The BoundLaunches of the
+        last few plans launched are kept (by plan object, layout and
+        context), verified once: a plan must not be changed once launched."""
         bufs = [as_buffer(t) for t in inputs] + [as_buffer(t) for t in outputs]
         ptrs = [b.ptr for b in bufs]
         key = (id(plan), len(inputs), tuple((b.shape, b.strides, b.dtype) for b in bufs))
@@ -594,14 +624,17 @@ class Launcher:
         if bound is not None and int(_check(self._cu.cuCtxGetCurrent(), "cuCtxGetCurrent")) != bound.context:
             bound = None
         if bound is None:
+            self._verify(plan)
             layout = Layout(plan, bufs[:len(inputs)], bufs[len(inputs):])
             refusal = layout.refusal(ptrs)
             if refusal is not None:
                 raise refusal
-            bound = self._bind(layout, None)
+            bound = self._bind(layout, None, bufs)
             if len(self._recent) >= 64:
                 self._recent.clear()
             self._recent[key] = (plan, bound)
+        else:
+            _check_devices(self._cu, plan, bufs, bound.device)
         refusal = bound.run(ptrs, stream)
         if refusal is not None:
             raise refusal
@@ -623,18 +656,20 @@ class Launcher:
                     self._primary[device] = ctx
         return ctx
 
-    def _bind(self, layout, device):
+    def _bind(self, layout, device, bufs):
         cu = self._driver()
         ctx = self._context(cu, device)
         push = int(_check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")) != int(ctx)
         if push:
             _check(cu.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
         try:
+            ordinal = int(_check(cu.cuCtxGetDevice(), "cuCtxGetDevice"))
+            _check_devices(cu, layout.plan, bufs, ordinal)
             kernels, scratch, n_slots, keep = self._bind_kernels(cu, int(ctx), layout)
         finally:
             if push:
                 cu.cuCtxPopCurrent()
-        bound = BoundLaunch(cu, ctx, layout, kernels, scratch, n_slots, keep)
+        bound = BoundLaunch(cu, ctx, ordinal, layout, kernels, scratch, n_slots, keep)
         with self._lock:
             self.binds += 1
         return bound

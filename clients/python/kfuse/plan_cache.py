@@ -9,9 +9,11 @@ Keys are (fingerprint, ((dtype, shape), ...), device ordinal) tuples; any
 hashable key works. get_or_create runs `build` at most once per key at a
 time: concurrent misses of one key wait for the first builder instead of
 compiling again. A build that raises stores nothing, so the next call
-retries. Entries past `max_entries` are evicted oldest first. Reads take
-no lock; writes (put, a build, eviction) do.
+retries. Entries past `max_entries` are evicted least recently used
+first: a hit (get) marks its entry used, so hot signatures stay. Reads
+take no lock; writes (put, a build, eviction) do.
 """
+import collections
 import hashlib
 import threading
 
@@ -34,6 +36,16 @@ def make_key(fingerprint, specs, device):
     return (fingerprint, tuple((str(dt), tuple(int(d) for d in shape)) for dt, shape in specs), device)
 
 
+def client_key(client):
+    """What a key of a cache shared between clients needs of the client that
+    compiled a plan: who answered (its address; the object's id for a
+    client without one) and the key it pinned, so that a plan one client
+    fetched (or verified) is not served to a client of another server or
+    pin. Clients of one server and pin share plans."""
+    return (type(client).__qualname__, getattr(client, "address", None) or id(client),
+            getattr(client, "verify_key", None))
+
+
 class PlanCache:
     """Key -> entry (a plan, or whatever the caller stores); thread safe."""
 
@@ -42,24 +54,28 @@ class PlanCache:
             raise ValueError("max_entries must be positive")
         self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._entries = {}   # Insertion ordered: the first is the oldest.
+        self._entries = collections.OrderedDict()  # The least recently used first.
         self._building = {}  # key -> lock held by the one thread building it.
         self.hits = 0
         self.misses = 0
 
     def get(self, key):
-        """The entry, or None (a miss); counted in hits / misses. Takes no
-        lock (one dict read is atomic), so the counts may miss an increment
-        when threads race."""
+        """The entry, or None (a miss); counted in hits / misses, a hit
+        marked most recently used. Takes no lock (each OrderedDict call is
+        atomic), so the counts may miss an increment when threads race."""
         entry = self._entries.get(key)
         if entry is None:
             self.misses += 1
-        else:
-            self.hits += 1
+            return None
+        self.hits += 1
+        try:
+            self._entries.move_to_end(key)
+        except KeyError:  # Evicted by another thread since the read.
+            pass
         return entry
 
     def peek(self, key):
-        """As get, without counting."""
+        """As get, without counting or marking the entry used."""
         with self._lock:
             return self._entries.get(key)
 
@@ -70,7 +86,7 @@ class PlanCache:
             self._entries.pop(key, None)
             self._entries[key] = entry
             while len(self._entries) > self.max_entries:
-                del self._entries[next(iter(self._entries))]
+                self._entries.popitem(last=False)
         return entry
 
     def get_or_create(self, key, build):
@@ -111,4 +127,4 @@ class PlanCache:
             return key in self._entries
 
 
-__all__ = ["PlanCache", "make_key", "chain_fingerprint"]
+__all__ = ["PlanCache", "make_key", "chain_fingerprint", "client_key"]

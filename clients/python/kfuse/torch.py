@@ -58,16 +58,21 @@ cuLaunchKernel on torch's current stream. Launcher doubles without bind()
 get launch() each call.
 
 Fallbacks (never a wrong answer):
-- an op it cannot translate, a non-tensor argument, a dtype or shape the
+- an op it cannot translate, a non-tensor argument, an input dtype chains
+  do not have (uint8, int8, int16, float8, ...), a dtype or shape the
   chain would get wrong, or a chain the server answers UNIMPLEMENTED: the
   function runs eagerly for that signature, with one warning naming the
   first such op (fallback="warn"), none ("silent"), or kfuse.KfuseError
   UNIMPLEMENTED ("raise");
-- kfused unreachable: eager with one warning per function ("warn"), silent,
-  or kfuse.ServerUnavailable ("raise"); retried after RETRY_SECONDS;
+- kfused unreachable, not answering in time or busy (UNAVAILABLE,
+  DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED): eager with one warning per
+  function ("warn"), silent, or the kfuse.KfuseError (kfuse.ServerUnavailable
+  where unreachable; "raise"); retried after RETRY_SECONDS, doubling per
+  consecutive failure of the function up to RETRY_MAX_SECONDS;
 - a launch refused before anything ran (a precondition such as alignment):
   eager for that call, warned once per function ("warn");
-- CPU tensors: eager, silently (kernels are GPU-only).
+- CPU tensors and zero-size inputs: eager, silently, with no RPC (kernels
+  are GPU-only; chains have no empty dims).
 A chain the server refuses otherwise (INVALID_ARGUMENT, ...) raises its
 kfuse.KfuseError, with the fx node added as a note and as `.node`.
 Inference only: inputs that require grad while grad mode is on raise
@@ -92,19 +97,22 @@ except ImportError as e:  # pragma: no cover (the tests skip without torch)
 
 import kfuse.chain as K
 from kfuse.client import Client
-from kfuse.errors import FallbackWarning, KfuseError, LaunchError, ServerUnavailable
+from kfuse.errors import FallbackWarning, KfuseError, LaunchError
 from kfuse.launch import Launcher
-from kfuse.plan_cache import PlanCache, chain_fingerprint
+from kfuse.plan_cache import PlanCache, chain_fingerprint, client_key
 from kfuse.v1 import kfuse_pb2 as pb
 
 RETRY_SECONDS = 30.0
+RETRY_MAX_SECONDS = 600.0
+_TRANSIENT = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED")
 builtins_slice = builtins.slice
 _TORCH_DTYPES = {pb.DTYPE_F32: torch.float32, pb.DTYPE_F16: torch.float16,
                  pb.DTYPE_BF16: torch.bfloat16, pb.DTYPE_I32: torch.int32,
                  pb.DTYPE_BOOL: torch.bool, pb.DTYPE_I64: torch.int64, pb.DTYPE_F64: torch.float64}
 _FALLBACKS = ("warn", "raise", "silent")
 
-# Shared by every fused function: plans by (chain fingerprint, inputs, device).
+# Shared by every fused function: plans by (chain fingerprint, inputs, device,
+# the client that compiled them, mode, target).
 plans = PlanCache()
 _shared = {}
 _shared_lock = threading.Lock()
@@ -792,7 +800,10 @@ def translate(gm, specs, name="f"):
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             dt, shape = specs[len(env)]
-            env[node] = c.input(node.name, dt, [int(d) for d in shape])
+            try:
+                env[node] = c.input(node.name, dt, [int(d) for d in shape])
+            except ValueError as e:  # A dtype chains do not have (uint8, float8, ...).
+                raise Unsupported(f"{name}: input '{node.name}' ({e})", node.name) from None
             continue
         if node.op == "output":
             outs = node.args[0]
@@ -1024,6 +1035,7 @@ class FusedFunction:
         self._last = None  # The _Fused entry launched last through its BoundLaunch.
         self._lock = threading.Lock()
         self._warned = set()
+        self._failures = 0  # Transient compile failures in a row, for the retry backoff.
 
     # The warm path. A call with the signature of the last one launched (each
     # input's type, dtype, device, shape and dense strides, compared against
@@ -1200,6 +1212,8 @@ class FusedFunction:
         return None if type(entry) is _Eager else entry.plan
 
     def _build(self, args, sig, dev):
+        if any(0 in shape for _, shape, _ in sig):
+            return _Eager("a zero-size input")  # Nothing to fuse; kfused refuses empty dims.
         if not all(contiguous for _, _, contiguous in sig):
             return self._eager("a non-contiguous input is not fused")
         try:
@@ -1209,17 +1223,22 @@ class FusedFunction:
                 raise
             return self._eager(e.message)
         ordinal = dev.index if dev.index is not None else -1
-        key = (chain_fingerprint(chain), tuple((dt, shape) for dt, shape, _ in sig), ordinal)
+        target = _target(dev)
+        client = self.client
+        key = (chain_fingerprint(chain), tuple((dt, shape) for dt, shape, _ in sig), ordinal,
+               client_key(client), self.mode, target)
         try:
-            plan = plans.get_or_create(key, lambda: self._compile(chain, dev))
-        except ServerUnavailable as e:
-            if self.fallback == "raise":
-                raise
-            self._warn_once("unavailable", f"{e.message}; running eagerly")
-            return _Eager(e.message, time.monotonic() + RETRY_SECONDS)
-        except _ClientFellBack:
-            return _Eager("kfused is unreachable", time.monotonic() + RETRY_SECONDS)
+            plan = plans.get_or_create(key, lambda: self._compile(client, chain, target))
+        except _ClientFellBack:  # The client has warned.
+            return _Eager("kfused is unreachable", self._retry_at())
         except KfuseError as e:
+            if e.code in _TRANSIENT:
+                if self.fallback == "raise":
+                    raise
+                retry_at = self._retry_at()
+                self._warn_once("unavailable", f"{e.message}; running eagerly (asking again "
+                                f"in {retry_at - time.monotonic():.0f} s)")
+                return _Eager(e.message, retry_at)
             node = op_nodes[e.op] if e.op is not None and 0 <= e.op < len(op_nodes) else None
             if e.code == "UNIMPLEMENTED" and self.fallback != "raise":
                 return self._eager(f"{self.name}: kfused cannot compile it yet: {e.message}")
@@ -1227,6 +1246,7 @@ class FusedFunction:
             e.add_note(f"kfuse.torch: while compiling {self.name}"
                        + (f" (op {e.op} is fx node '{node}')" if node else ""))
             raise
+        self._failures = 0
         outputs = []
         for spec in plan.outputs:
             dims = [d.size if d.WhichOneof("kind") == "size" else None for d in spec.shape]
@@ -1239,21 +1259,20 @@ class FusedFunction:
             return self._eager(f"{self.name}: the plan's outputs {outputs} differ from torch's {want}")
         return _Fused(plan, [(dt, shape) for dt, shape, _ in sig], outputs, tuple_out, dev)
 
-    def _compile(self, chain, dev):
-        target = 0
-        if dev.type == "cuda":
-            major, minor = torch.cuda.get_device_capability(dev)
-            target = major * 10 + minor
-        try:
-            resp = self.client.compile(chain, target=target, mode=self.mode)
-        except KfuseError as e:
-            if e.code == "DEADLINE_EXCEEDED":
-                raise ServerUnavailable(e.code, f"kfused at {self.client.address} did not answer "
-                                        f"in time: {e.message}") from None
-            raise
+    def _compile(self, client, chain, target):
+        resp = client.compile(chain, target=target, mode=self.mode)
         if resp is None:  # The client ran with on_unavailable="eager" and has warned.
             raise _ClientFellBack()
         return resp.plan
+
+    def _retry_at(self):
+        """When to ask kfused again after a transient failure: RETRY_SECONDS
+        from now, doubling with each failure in a row, at most
+        RETRY_MAX_SECONDS."""
+        with self._lock:
+            self._failures += 1
+            n = min(self._failures, 32)
+        return time.monotonic() + min(RETRY_SECONDS * 2 ** (n - 1), RETRY_MAX_SECONDS)
 
     def _eager(self, reason):
         self._warn_once(("eager", reason), reason + "; running eagerly")
@@ -1285,6 +1304,14 @@ class _ClientFellBack(Exception):
     pass
 
 
+def _target(dev):
+    """The compute capability to compile for (0: the server's GPU)."""
+    if dev.type != "cuda":
+        return 0
+    major, minor = torch.cuda.get_device_capability(dev)
+    return major * 10 + minor
+
+
 def _meta_outputs(ff, args, tuple_out):
     metas = [torch.empty(a.shape, dtype=a.dtype, device="meta") for a in args]
     out = ff.fn(*metas)
@@ -1300,4 +1327,5 @@ def fuse(fn=None, *, client=None, fallback="warn", mode="quick", trace="fx", lau
     return FusedFunction(fn, client, fallback, mode, trace, launcher)
 
 
-__all__ = ["fuse", "FusedFunction", "translate", "Unsupported", "plans", "RETRY_SECONDS"]
+__all__ = ["fuse", "FusedFunction", "translate", "Unsupported", "plans", "RETRY_SECONDS",
+           "RETRY_MAX_SECONDS"]

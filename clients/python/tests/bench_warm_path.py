@@ -48,7 +48,8 @@ class Handle(int):
 class FakeDriver:
     """The cuda.bindings.driver calls the launcher makes, answering success.
     Contexts: `current` (0: none) with a push/pop stack; device d's primary
-    context is 1 + d. cuLaunchKernel counts `calls`; with `record`, each
+    context is 1 + d, and every address is memory of the current context's
+    device. cuLaunchKernel counts `calls`; with `record`, each
     launch's arguments, current context and thread go to `launches`, its kernel
     parameters decoded at once when `param_types` (ctypes types) is set,
     after yielding the GIL if `pause` (as the real driver call lets other
@@ -59,6 +60,9 @@ class FakeDriver:
 
     class CUfunction_attribute:
         CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+    class CUpointer_attribute:
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 
     def __init__(self, record=False, current=1, param_types=None, pause=False):
         self.record, self.current, self.stack = record, current, []
@@ -76,6 +80,12 @@ class FakeDriver:
     def cuCtxPopCurrent(self):
         popped, self.current = self.current, self.stack.pop()
         return 0, Handle(popped)
+
+    def cuCtxGetDevice(self):
+        return 0, Handle(self.current - 1)
+
+    def cuPointerGetAttribute(self, attribute, ptr):
+        return 0, self.current - 1
 
     def cuDeviceGet(self, ordinal):
         return 0, Handle(ordinal)

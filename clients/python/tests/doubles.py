@@ -8,11 +8,14 @@ def kinds(chain):
 
 
 class CountingClient:
-    """A client double: forwards to `real` (or raises `error`), counting compiles."""
+    """A client double: forwards to `real` (or raises `error`), counting
+    compiles; it has real's address and pinned key, as the shared plan
+    cache keys by them."""
 
     def __init__(self, real=None, error=None):
         self.real, self.error, self.calls = real, error, 0
-        self.address = "fake"
+        self.address = getattr(real, "address", "fake")
+        self.verify_key = getattr(real, "verify_key", None)
 
     def compile(self, chain, **kw):
         self.calls += 1

@@ -243,6 +243,22 @@ def test_unreachable_server_runs_eagerly_with_one_warning():
         torch.compile(_mixed, backend=strict)(x, y)
 
 
+def _dequant(q, scale):
+    return torch.sigmoid(q.float() / 255.0) * scale
+
+
+def test_an_input_dtype_chains_lack_stays_eager():
+    # A uint8 image normalised: the cast of the uint8 input stays eager,
+    # what reads its float result is a region; the call never fails.
+    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")))
+    q, scale = torch.randint(0, 255, (4, 8), dtype=torch.uint8), torch.randn(8)
+    with torch.no_grad():
+        got = torch.compile(_dequant, backend=b)(q, scale)
+    torch.testing.assert_close(got, _dequant(q, scale))
+    (g,) = b.graphs
+    assert g.regions and all(dt != torch.uint8 for r in g.regions for dt, _ in r.specs)
+
+
 def test_unimplemented_region_runs_eagerly_warning_once_per_region():
     err = kfuse.KfuseError("UNIMPLEMENTED", "op 0 (relu): no generator for this chain")
     counting = CountingClient(error=err)

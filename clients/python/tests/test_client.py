@@ -2,6 +2,7 @@
 import socket
 import warnings
 
+import grpc
 import pytest
 
 import kfuse
@@ -201,3 +202,96 @@ def test_unreachable_server_raises_when_configured():
     assert e.value.code == "UNAVAILABLE"
     with pytest.raises(kfuse.ServerUnavailable):
         kfuse.Client(_dead_address(), timeout=5).device_info()  # Admin calls always raise.
+
+
+def test_a_server_that_never_answers_counts_as_unreachable():
+    # Accepts connections and never answers: a hung or overloaded host.
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(16)
+        address = "127.0.0.1:%d" % srv.getsockname()[1]
+        chain = BUILDERS["relu_fma_f32.json"]()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            assert kfuse.Client(address, timeout=0.5).compile(chain) is None
+        assert [type(x.message) for x in w] == [kfuse.FallbackWarning]
+        assert "did not answer in time" in str(w[0].message)
+        with pytest.raises(kfuse.ServerUnavailable) as e:
+            kfuse.Client(address, timeout=0.5, on_unavailable="raise").compile(chain)
+        assert e.value.code == "DEADLINE_EXCEEDED"
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, code):
+        self._code = code
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._code.name.lower()
+
+
+class _TuneStub:
+    """A KernelService stub whose Tune records its deadline and streams
+    `messages`, then fails with `error` (a grpc.StatusCode) if given."""
+
+    def __init__(self, messages, error=None):
+        self.messages, self.error, self.timeouts = messages, error, []
+
+    def Tune(self, req, timeout=None, metadata=None):  # noqa: N802 (gRPC's name)
+        self.timeouts.append(timeout)
+
+        def stream():
+            yield from self.messages
+            if self.error is not None:
+                raise _RpcError(self.error)
+        return stream()
+
+
+def _done():
+    return pb.TuneProgress(result=pb.CompileResponse(plan=pb.KernelPlan(key="k")))
+
+
+def test_tune_deadline_covers_the_budget():
+    c = kfuse.Client(_dead_address(), timeout=30)
+    c._stub = _TuneStub([_done()])
+    chain = BUILDERS["relu_fma_f32.json"]()
+    assert c.tune(chain, mode="full", budget_seconds=600).plan.key == "k"
+    c.tune(chain)
+    c.tune(chain, budget_seconds=5, timeout=10)
+    assert c._stub.timeouts == [630, 30, 15]
+
+
+def test_tune_past_its_deadline_after_answering_raises():
+    chain = BUILDERS["relu_fma_f32.json"]()
+    c = kfuse.Client(_dead_address(), timeout=1)  # on_unavailable="eager"
+    c._stub = _TuneStub([pb.TuneProgress(done=1, total=8)], grpc.StatusCode.DEADLINE_EXCEEDED)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(kfuse.KfuseError, match="ran past the 1 s deadline") as e:
+            c.tune(chain)
+    assert e.value.code == "DEADLINE_EXCEEDED" and not isinstance(e.value, kfuse.ServerUnavailable)
+    # No message before the deadline: no answer in time, as compile.
+    c._stub = _TuneStub([], grpc.StatusCode.DEADLINE_EXCEEDED)
+    with pytest.warns(kfuse.FallbackWarning, match="did not answer in time"):
+        assert c.tune(chain) is None
+
+
+def test_slice_to_the_end_is_accepted(client):
+    c = kfuse.Chain()
+    x = c.input("x", "f32", [8, 64])
+    y = kfuse.slice(x, 1, 16, None)  # x[:, 16:]
+    c.output("y", kfuse.relu(y))
+    assert y.shape == (8, 48) and c.to_proto().ops[0].slice.stop == 64
+    plan = client.compile(c, mode="heuristic").plan
+    assert [d.size for d in plan.outputs[0].shape] == [8, 48]
+    # The ops of a chain read back have no shapes: the stop is one the server clamps.
+    c = kfuse.Chain()
+    kfuse.relu(c.input("x", "f32", [8, 64]))
+    back = kfuse.Chain.from_proto(c.to_proto())
+    z = kfuse.slice(back.ops[0], 1, 8, None)
+    assert z.shape is None and back.to_proto().ops[-1].slice.stop == (1 << 63) - 1
+    back.output("z", z * 2)
+    plan = client.compile(back, mode="heuristic").plan
+    assert [d.size for d in plan.outputs[0].shape] == [8, 56]

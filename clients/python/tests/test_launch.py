@@ -163,6 +163,133 @@ def test_a_real_plan_resolves(client):
         resolve(plan, ins, outs)
 
 
+class _Handle(int):
+    pass
+
+
+class _Driver:
+    """A cuda.bindings.driver double for Launcher: device d's primary
+    context is 1 + d (context 1 current); device memory is the address
+    ranges in `memory` (ordinal -> (start, end)), anything else host memory
+    (cuPointerGetAttribute: CUDA_ERROR_INVALID_VALUE). Records the cubins
+    loaded and the launches."""
+
+    CUstream = _Handle
+
+    class CUpointer_attribute:
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+
+    def __init__(self):
+        self.current, self.stack, self.loaded, self.launches = 1, [], [], []
+        self.memory = {0: (0x10000, 0x1000000), 1: (0x2000000, 0x3000000)}
+
+    def cuCtxGetCurrent(self):
+        return 0, _Handle(self.current)
+
+    def cuCtxPushCurrent(self, ctx):
+        self.stack.append(self.current)
+        self.current = int(ctx)
+        return (0,)
+
+    def cuCtxPopCurrent(self):
+        popped, self.current = self.current, self.stack.pop()
+        return 0, _Handle(popped)
+
+    def cuCtxGetDevice(self):
+        return 0, _Handle(self.current - 1)
+
+    def cuDeviceGet(self, ordinal):
+        return 0, _Handle(ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return 0, _Handle(1 + int(dev))
+
+    def cuPointerGetAttribute(self, attribute, ptr):
+        assert attribute == self.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+        for ordinal, (start, end) in self.memory.items():
+            if start <= ptr < end:
+                return 0, ordinal
+        return 1, 0
+
+    def cuModuleLoadData(self, image):
+        self.loaded.append(bytes(image))
+        return 0, _Handle(len(self.loaded))
+
+    def cuModuleGetFunction(self, module, name):
+        return 0, _Handle(0x100 + int(module))
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self.launches.append((int(f), (gx, gy, gz)))
+        return (0,)
+
+
+def test_launcher_refuses_memory_off_the_contexts_device():
+    driver = _Driver()
+    launcher = kfuse.Launcher(driver=driver)
+    ins, outs = _bufs(16)
+    launcher.launch(_plan(), ins, outs)
+    assert len(driver.launches) == 1
+    host = 0x7F0000000000
+    cases = [
+        (lambda i, o: i.__setitem__(1, Buffer(host, (16,), (), "f32")),
+         r"input 1 \('b'\) at 0x7f0000000000 is not CUDA device memory"),
+        (lambda i, o: o.__setitem__(0, Buffer(0x2000000, (16,), (), "f32")),
+         r"output 0 \('out'\) is on CUDA device 1; the launch is on device 0"),
+    ]
+    for mutate, msg in cases:
+        ins, outs = _bufs(16)
+        mutate(ins, outs)
+        for call in (lambda: launcher.launch(_plan(), ins, outs),  # Unbound: a new plan object.
+                     lambda: launcher.bind(_plan(), ins, outs)):
+            with pytest.raises(kfuse.LaunchError, match=msg) as e:
+                call()
+            assert e.value.code == "INVALID_ARGUMENT"
+    # launch() of a plan it has bound checks every call's tensors ...
+    plan = _plan()
+    launcher.launch(plan, *_bufs(16))
+    ins, outs = _bufs(16)
+    ins[0] = Buffer(host, (16,), (), "f32")
+    with pytest.raises(kfuse.LaunchError, match="input 0 .* is not CUDA device memory"):
+        launcher.launch(plan, ins, outs)
+    # ... and bind() checks against the device it binds for.
+    with pytest.raises(kfuse.LaunchError, match="is on CUDA device 0; the launch is on device 1"):
+        launcher.bind(plan, *_bufs(16), device=1)
+    assert len(driver.launches) == 2
+    # Empty tensors are not read: their address is not checked.
+    plan = _plan()
+    del plan.kernels[0].preconditions[3:]
+    ins, outs = _bufs(0)
+    ins[0] = Buffer(0, (0,), (), "f32")
+    launcher.bind(plan, ins, outs)
+
+
+def test_a_pinned_launcher_verifies_each_plan_content(kfused):
+    pytest.importorskip("nacl", reason="PyNaCl is not installed")
+    address, key = kfused
+    with kfuse.Client(address, timeout=60, on_unavailable="raise", verify_key=key) as client:
+        plan = client.compile(kfuse.Chain.from_json(example("relu_fma_f32_symbolic.json"))).plan
+    n = 1 << 16
+    bufs = [Buffer(0x10000 * (i + 1), (n,), (), "f32") for i in range(4)]
+    driver = _Driver()
+    launcher = kfuse.Launcher(pinned_key=key, driver=driver)
+    launcher.bind(plan, bufs[:3], bufs[3:])
+    again = pb.KernelPlan()
+    again.CopyFrom(plan)
+    launcher.launch(again, bufs[:3], bufs[3:])  # The same content: verified before.
+    # Another cubin or grid under the genuine plan's key and signature.
+    for tamper in (lambda k: setattr(k, "cubin", b"\x7fELF not the signed cubin"),
+                   lambda k: k.grid.x.CopyFrom(E(constant=100000))):
+        evil = pb.KernelPlan()
+        evil.CopyFrom(plan)
+        tamper(evil.kernels[0])
+        assert (evil.key, evil.signature) == (plan.key, plan.signature)
+        for call in (launcher.bind, launcher.launch):
+            with pytest.raises(kfuse.KfuseError) as e:
+                call(evil, bufs[:3], bufs[3:])
+            assert e.value.code == "PERMISSION_DENIED"
+    assert driver.loaded == [plan.kernels[0].cubin] and len(driver.launches) == 1
+
+
 def test_launcher_without_cuda_bindings_says_how_to_install(monkeypatch):
     import builtins
 
@@ -202,3 +329,23 @@ def test_gpu_launch_matches_torch(client):
     torch.cuda.synchronize()
     assert launcher.cached_modules == 1
     torch.testing.assert_close(out, torch.relu(a * b_ + c_))
+
+
+@pytest.mark.gpu
+def test_gpu_launch_refuses_a_cpu_tensor(client):
+    torch = _gpu()
+    cc = torch.cuda.get_device_capability()
+    plan = client.compile(kfuse.Chain.from_json(example("relu_fma_f32_symbolic.json")),
+                          target=cc[0] * 10 + cc[1]).plan
+    n = 1 << 20
+    a = torch.randn(n)  # Host memory: launched, the kernel would fault and lose the context.
+    b_, c_ = (torch.randn(n, device="cuda") for _ in range(2))
+    out = torch.empty_like(b_)
+    launcher = kfuse.Launcher()
+    stream = torch.cuda.current_stream().cuda_stream
+    with pytest.raises(kfuse.LaunchError, match="input 0 .* is not CUDA device memory") as e:
+        launcher.launch(plan, [a, b_, c_], [out], stream=stream)
+    assert e.value.code == "INVALID_ARGUMENT"
+    launcher.launch(plan, [a.cuda(), b_, c_], [out], stream=stream)
+    torch.cuda.synchronize()  # The context is intact.
+    torch.testing.assert_close(out, torch.relu(a.cuda() * b_ + c_))

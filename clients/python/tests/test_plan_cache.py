@@ -1,12 +1,13 @@
-"""The plan cache: hits and misses, keys that separate dtypes, shapes and
-devices, one build per key under concurrent misses, eviction."""
+"""The plan cache: hits and misses, keys that separate dtypes, shapes,
+devices and clients, one build per key under concurrent misses, least
+recently used eviction."""
 import threading
 import time
 
 import pytest
 
 import kfuse
-from kfuse.plan_cache import PlanCache, chain_fingerprint, make_key
+from kfuse.plan_cache import PlanCache, chain_fingerprint, client_key, make_key
 
 
 def _chain(dtype="f32", n=8):
@@ -42,6 +43,22 @@ def test_key_separates_dtype_shape_device_and_fingerprint():
     assert len({base, *others}) == len(others) + 1
     assert all(cache.get(k) is None for k in others)
     assert cache.get(make_key("fp", [("bf16", [4, 8]), ("f32", [8])], 0)) == "p"
+
+
+def test_client_key_separates_servers_and_pinned_keys():
+    key = "ab" * 32
+    a = kfuse.Client("127.0.0.1:1")
+    assert client_key(a) == client_key(kfuse.Client("127.0.0.1:1", token="t"))
+    assert client_key(a) != client_key(kfuse.Client("127.0.0.1:2"))
+    assert client_key(a) != client_key(kfuse.Client("127.0.0.1:1", verify_key=key))
+    assert (client_key(kfuse.Client("127.0.0.1:1", verify_key=key))
+            == client_key(kfuse.Client("127.0.0.1:1", verify_key=key)))
+
+    class Anonymous:  # A client double without an address: itself.
+        pass
+
+    one, two = Anonymous(), Anonymous()
+    assert client_key(one) == client_key(one) != client_key(two)
 
 
 def test_make_key_refuses_a_non_int_device():
@@ -120,12 +137,21 @@ def test_threads_hammering_distinct_keys():
     assert cache.misses == 80 and cache.hits == 8 * 200 - 80
 
 
-def test_eviction_is_oldest_first_and_invalidate():
+def test_eviction_is_least_recently_used_first_and_invalidate():
     cache = PlanCache(max_entries=2)
     for k in "abc":
         cache.put(k, k.upper())
     assert "a" not in cache and cache.peek("b") == "B" and cache.peek("c") == "C"
-    assert cache.invalidate("b") and not cache.invalidate("b")
+    assert cache.get("b") == "B"  # Used: c is now the least recently used ...
+    cache.put("d", "D")
+    assert "c" not in cache and cache.peek("b") == "B" and cache.peek("d") == "D"
+    cache.peek("d")  # ... and peeking does not count as a use.
+    cache.put("e", "E")
+    assert "b" not in cache and "d" in cache
+    cache.put("d", "D2")  # A put is a use too.
+    cache.put("f", "F")
+    assert "e" not in cache and cache.peek("d") == "D2"
+    assert cache.invalidate("d") and not cache.invalidate("d")
     with pytest.raises(ValueError):
         cache.put("d", None)
     with pytest.raises(ValueError):

@@ -5,6 +5,7 @@ tensors), the plan cache against a real kfused, and (marked gpu) fused
 launches compared with eager PyTorch plus the warm-call overhead."""
 import socket
 import time
+import types
 import warnings
 
 import pytest
@@ -319,6 +320,90 @@ def test_unreachable_server_is_retried_later(monkeypatch):
     ff(x, y)  # Past the retry time: the entry is dropped ...
     ff(x, y)  # ... and this call asks again.
     assert client.calls == 2
+
+
+@pytest.mark.parametrize("code", ["RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "UNAVAILABLE"])
+def test_transient_server_errors_run_eagerly_and_retry_with_backoff(monkeypatch, client, code):
+    clock = [0.0]
+    monkeypatch.setattr(kt, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(kt, "RETRY_SECONDS", 10.0)
+    monkeypatch.setattr(kt, "RETRY_MAX_SECONDS", 25.0)
+    kt.plans.clear()  # Each run compiles its own plan.
+    counting = CountingClient(client)
+    counting.error = kfuse.KfuseError(code, "job queue full")
+    ff, launcher = _host_fused(_silu_mul, counting, mode="heuristic")
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    key = kt._signature((x, y))[1]
+    delays = []
+    with pytest.warns(kfuse.FallbackWarning, match="job queue full") as rec:
+        torch.testing.assert_close(ff(x, y), F.silu(x) * y)
+        for _ in range(4):
+            entry = ff.cache.peek(key)
+            delays.append(entry.retry_at - clock[0])
+            clock[0] = entry.retry_at
+            ff(x, y)  # Past the retry time: the entry is dropped ...
+            ff(x, y)  # ... and this call asks again, failing again.
+    assert len(rec) == 1 and delays == [10, 20, 25, 25] and counting.calls == 5
+    assert not launcher.launches
+    counting.error = None  # kfused answers again: the backoff starts over.
+    clock[0] = ff.cache.peek(key).retry_at
+    ff(x, y)
+    ff(x, y)
+    assert counting.calls == 6 and len(launcher.launches) == 1
+    counting.error = kfuse.KfuseError(code, "job queue full")
+    x2, y2 = torch.randn(2, 8), torch.randn(2, 8)
+    ff(x2, y2)
+    assert ff.cache.peek(kt._signature((x2, y2))[1]).retry_at - clock[0] == 10
+    with pytest.raises(kfuse.KfuseError) as e:
+        _host_fused(_silu_mul, counting, fallback="raise")[0](x2, y2)
+    assert e.value.code == code
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.float8_e4m3fn])
+def test_an_input_dtype_chains_lack_runs_eagerly(dtype):
+    client = CountingClient(error=AssertionError("must not compile"))
+
+    def fn(x):
+        return x.float() * 2.0
+
+    ff, launcher = _host_fused(fn, client)
+    x = torch.arange(16).view(4, 4).to(dtype)
+    with pytest.warns(kfuse.FallbackWarning, match="unknown dtype") as rec:
+        out = ff(x)
+        ff(x)
+    assert len(rec) == 1 and client.calls == 0 and not launcher.launches
+    torch.testing.assert_close(out, fn(x))
+    with pytest.raises(kt.Unsupported, match="input 'x'.*unknown dtype"):
+        kt.fuse(fn, client=client, fallback="raise").plan_for(x)
+
+
+@pytest.mark.parametrize("fallback", ["warn", "raise"])
+def test_zero_size_inputs_run_eagerly_without_rpc(fallback):
+    client = CountingClient(error=AssertionError("no compile"))
+    ff, launcher = _host_fused(_silu_mul, client, fallback=fallback)
+    x, y = torch.randn(0, 8), torch.randn(0, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            out = ff(x, y)
+    assert out.shape == (0, 8) and client.calls == 0 and not launcher.launches
+
+
+def test_shared_plans_are_per_server_pin_and_mode(kfused, client):
+    pytest.importorskip("nacl", reason="PyNaCl is not installed")
+    kt.plans.clear()
+    x, y = torch.randn(3, 40), torch.randn(3, 40)
+    a = CountingClient(client)
+    _host_fused(_silu_mul, a, mode="heuristic")[0](x, y)
+    _host_fused(_silu_mul, a, mode="heuristic")[0](x, y)  # The same client and mode: shared.
+    assert a.calls == 1
+    _host_fused(_silu_mul, a, mode="quick")[0](x, y)  # Another mode: its own plan.
+    assert a.calls == 2
+    # A client pinning the server's key gets (and verifies) its own plan.
+    with kfuse.Client(kfused[0], timeout=60, on_unavailable="raise", verify_key=kfused[1]) as c:
+        b = CountingClient(c)
+        _host_fused(_silu_mul, b, mode="heuristic")[0](x, y)
+    assert b.calls == 1 and a.calls == 2
 
 
 def test_concurrent_first_calls_compile_once(client):
