@@ -28,7 +28,6 @@ import subprocess
 import tempfile
 import statistics
 import sys
-import threading
 import time
 
 import torch
@@ -37,100 +36,9 @@ import torch.nn.functional as F
 import kfuse
 import kfuse.torch as kt
 from kfuse import pb
+from doubles import FakeDriver
 
 E = pb.Expr
-
-
-class Handle(int):
-    """A driver handle (CUcontext, CUmodule, CUfunction, CUstream)."""
-
-
-class FakeDriver:
-    """The cuda.bindings.driver calls the launcher makes, answering success.
-    Contexts: `current` (0: none) with a push/pop stack; device d's primary
-    context is 1 + d, and every address is memory of the current context's
-    device. cuLaunchKernel counts `calls`; with `record`, each
-    launch's arguments, current context and thread go to `launches`, its kernel
-    parameters decoded at once when `param_types` (ctypes types) is set,
-    after yielding the GIL if `pause` (as the real driver call lets other
-    threads run)."""
-
-    CUstream = Handle
-    CUfunction = Handle
-
-    class CUfunction_attribute:
-        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-
-    class CUpointer_attribute:
-        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
-
-    def __init__(self, record=False, current=1, param_types=None, pause=False):
-        self.record, self.current, self.stack = record, current, []
-        self.param_types, self.pause = param_types, pause
-        self.launches, self.loads, self.calls, self.allocs = [], [], 0, 0
-
-    def cuCtxGetCurrent(self):
-        return 0, Handle(self.current)
-
-    def cuCtxPushCurrent(self, ctx):
-        self.stack.append(self.current)
-        self.current = int(ctx)
-        return (0,)
-
-    def cuCtxPopCurrent(self):
-        popped, self.current = self.current, self.stack.pop()
-        return 0, Handle(popped)
-
-    def cuCtxGetDevice(self):
-        return 0, Handle(self.current - 1)
-
-    def cuPointerGetAttribute(self, attribute, ptr):
-        return 0, self.current - 1
-
-    def cuDeviceGet(self, ordinal):
-        return 0, Handle(ordinal)
-
-    def cuDevicePrimaryCtxRetain(self, dev):
-        return 0, Handle(1 + int(dev))
-
-    def cuModuleLoadData(self, image):
-        self.loads.append(self.current)
-        return 0, Handle(0x100 * self.current + len(self.loads))
-
-    def cuModuleGetFunction(self, module, name):
-        return 0, Handle(0x10000 + int(module))
-
-    def cuFuncSetAttribute(self, f, attr, value):
-        return (0,)
-
-    def cuMemAllocAsync(self, n, stream):
-        self.allocs += 1
-        return 0, Handle(0x7000000 + (self.allocs << 20))
-
-    def cuMemFreeAsync(self, p, stream):
-        return (0,)
-
-    def cuMemsetD8Async(self, p, value, n, stream):
-        return (0,)
-
-    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        self.calls += 1
-        if self.record:
-            if self.pause:
-                time.sleep(0)
-            values = read_params(params, self.param_types) if self.param_types else None
-            self.launches.append({"f": int(f), "grid": (gx, gy, gz), "block": (bx, by, bz),
-                                  "smem": smem, "stream": int(stream), "params": values,
-                                  "context": self.current, "thread": threading.get_ident()})
-        return (0,)
-
-
-def read_params(params, types):
-    """The kernel parameter values a launch passed: `params` the address of
-    its void* array, as cuLaunchKernel got it; `types` the ctypes type of
-    each parameter."""
-    slots = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
-    return [ctypes.cast(slots[i], ctypes.POINTER(t))[0] for i, t in enumerate(types)]
 
 
 def make_plan(fn, tensors, align=16, key="stub", cubin=None):

@@ -6,6 +6,7 @@ import kfuse
 from kfuse import pb
 from kfuse.launch import Buffer, bind_symbols, eval_expr, resolve
 from conftest import example
+from doubles import FakeDriver
 
 E = pb.Expr
 
@@ -163,46 +164,16 @@ def test_a_real_plan_resolves(client):
         resolve(plan, ins, outs)
 
 
-class _Handle(int):
-    pass
-
-
-class _Driver:
-    """A cuda.bindings.driver double for Launcher: device d's primary
-    context is 1 + d (context 1 current); device memory is the address
-    ranges in `memory` (ordinal -> (start, end)), anything else host memory
-    (cuPointerGetAttribute: CUDA_ERROR_INVALID_VALUE). Records the cubins
-    loaded and the launches."""
-
-    CUstream = _Handle
-
-    class CUpointer_attribute:
-        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+class _Driver(FakeDriver):
+    """FakeDriver recording launches, where device memory is the address
+    ranges in `memory` (ordinal -> (start, end)) and anything else host
+    memory (cuPointerGetAttribute: CUDA_ERROR_INVALID_VALUE); `loaded`
+    holds the cubins loaded."""
 
     def __init__(self):
-        self.current, self.stack, self.loaded, self.launches = 1, [], [], []
+        super().__init__(record=True)
+        self.loaded = []
         self.memory = {0: (0x10000, 0x1000000), 1: (0x2000000, 0x3000000)}
-
-    def cuCtxGetCurrent(self):
-        return 0, _Handle(self.current)
-
-    def cuCtxPushCurrent(self, ctx):
-        self.stack.append(self.current)
-        self.current = int(ctx)
-        return (0,)
-
-    def cuCtxPopCurrent(self):
-        popped, self.current = self.current, self.stack.pop()
-        return 0, _Handle(popped)
-
-    def cuCtxGetDevice(self):
-        return 0, _Handle(self.current - 1)
-
-    def cuDeviceGet(self, ordinal):
-        return 0, _Handle(ordinal)
-
-    def cuDevicePrimaryCtxRetain(self, dev):
-        return 0, _Handle(1 + int(dev))
 
     def cuPointerGetAttribute(self, attribute, ptr):
         assert attribute == self.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
@@ -213,14 +184,7 @@ class _Driver:
 
     def cuModuleLoadData(self, image):
         self.loaded.append(bytes(image))
-        return 0, _Handle(len(self.loaded))
-
-    def cuModuleGetFunction(self, module, name):
-        return 0, _Handle(0x100 + int(module))
-
-    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        self.launches.append((int(f), (gx, gy, gz)))
-        return (0,)
+        return super().cuModuleLoadData(image)
 
 
 def test_launcher_refuses_memory_off_the_contexts_device():

@@ -21,7 +21,8 @@ import kfuse  # noqa: E402
 import kfuse.launch  # noqa: E402
 import kfuse.torch as kt  # noqa: E402
 from kfuse import pb  # noqa: E402
-from bench_warm_path import FakeDriver, PlanClient, make_plan  # noqa: E402
+from bench_warm_path import PlanClient, make_plan  # noqa: E402
+from doubles import FakeDriver  # noqa: E402
 
 F = torch.nn.functional
 E = pb.Expr
