@@ -6,10 +6,12 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/fleet_test_util.h"
 #include "gtest/gtest.h"
+#include "service/metrics.h"
 #include "service/pipeline.h"
 #include "service/service_test_util.h"
 
@@ -30,15 +32,16 @@ SigningKey KeyFrom(uint8_t fill) {
 // One node: its store, fake GPU, fleet tier and pipeline.
 struct Node {
   Node(const std::string& name, const std::string& dsn, uint8_t key_seed, const TrustedKeys& trusted,
-       bool gpu_gone = false)
-      : gpu(std::chrono::milliseconds(0), gpu_gone), key(KeyFrom(key_seed)) {
+       bool gpu_gone = false, std::chrono::milliseconds gpu_delay = std::chrono::milliseconds(0))
+      : gpu(gpu_delay, gpu_gone), key(KeyFrom(key_seed)) {
+    metrics = *Metrics::Create("");
     store = *Store::Open({.path = TestStorePath("_" + name)});
     FleetOptions fo;
     fo.dsn = dsn;
     fo.holder = name;
     FleetTierOptions to;
     to.origin = EntryOrigin{name, 0, "test"};
-    fleet = std::make_unique<FleetTier>(FleetStore::Create(fo), &key, trusted, nullptr, to);
+    fleet = std::make_unique<FleetTier>(FleetStore::Create(fo), &key, trusted, metrics.get(), to);
     PipelineDeps deps;
     deps.compiler = &compiler;
     deps.store = store.get();
@@ -46,6 +49,7 @@ struct Node {
     deps.device = FakeGpu::Fingerprint();
     deps.ceilings = NominalCeilings(90);
     deps.fleet = fleet.get();
+    deps.metrics = metrics.get();
     PipelineOptions po;
     po.node = name;
     pipeline = std::make_unique<Pipeline>(std::move(deps), po);
@@ -56,6 +60,7 @@ struct Node {
     return pipeline->Build(*p, nullptr, nullptr);
   }
 
+  std::unique_ptr<Metrics> metrics;  // Outlives the pipeline that counts into it.
   FakeCompiler compiler;
   FakeGpu gpu;
   SigningKey key;
@@ -97,6 +102,29 @@ TEST_F(FleetPipelineTest, ATunedBuildIsServedToAnotherNodeWithoutTuning) {
   EXPECT_EQ(served->plan().key(), built->plan().key());
   EXPECT_EQ(b.gpu.runs.load(), 0);
   EXPECT_EQ(b.compiler.calls.load(), 0);
+}
+
+// A node that misses while another builds the key waits on its lease and is
+// answered by what it publishes: counted as a fleet miss and an arrival.
+TEST_F(FleetPipelineTest, AResultThatArrivesWhileWaitingOnALeaseIsCountedAsArrived) {
+  Node a("a", pg_->Dsn(), 1, trusted_, false, std::chrono::milliseconds(600));
+  Node b("b", pg_->Dsn(), 2, trusted_);
+  const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 4.5, 1 << 20);
+  absl::StatusOr<v1::CompileResponse> built;
+  std::thread builder([&] { built = a.Compile(r); });
+  for (int i = 0; i < 100 && pg_->Query("SELECT count(*) FROM kfuse_leases") != "1"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  absl::StatusOr<v1::CompileResponse> waited = b.Compile(r);
+  builder.join();
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_EQ(waited->cache(), v1::CACHE_OUTCOME_FLEET_HIT);
+  EXPECT_EQ(b.gpu.runs.load(), 0);
+  const std::string text = b.metrics->Text();
+  EXPECT_NE(text.find("kfuse_lookups_total{result=\"miss\",tier=\"fleet\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("kfuse_lookups_total{result=\"arrived\",tier=\"fleet\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("kfuse_fleet_leases_total{result=\"waited\"} 1"), std::string::npos) << text;
 }
 
 TEST_F(FleetPipelineTest, AHeuristicAnswerToARequestForTuningStaysLocal) {

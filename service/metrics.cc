@@ -253,6 +253,8 @@ void Metrics::Lookup(absl::string_view tier, bool hit) {
 
 void Metrics::Joined() { impl_->lookups.Get("job", "joined").Increment(); }
 
+void Metrics::FleetArrived() { impl_->lookups.Get("fleet", "arrived").Increment(); }
+
 void Metrics::CompileSeconds(double seconds) { impl_->compile.Observe(seconds); }
 
 void Metrics::BuildSeconds(absl::string_view how, double seconds) { impl_->tuning.Get(how).Observe(seconds); }

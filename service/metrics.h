@@ -40,6 +40,10 @@ class Metrics {
   // kfuse_lookups_total{tier="job", result="joined"}: a request answered by
   // a job another request had started (it counted its local miss too).
   void Joined();
+  // kfuse_lookups_total{tier="fleet", result="arrived"}: a request answered
+  // by the result another node published after this one's fleet miss, while
+  // it waited on that node's lease (it counted the miss too).
+  void FleetArrived();
   // kfuse_compile_seconds (histogram): one NVRTC compile of one kernel.
   void CompileSeconds(double seconds);
   // kfuse_tuning_seconds (histogram): one whole build (every kernel of a plan,

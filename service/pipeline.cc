@@ -425,6 +425,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   if (turn.arrived && !p.request.policy().force()) {
     std::optional<v1::CompileResponse> r = AnswerFromFleet(p, p.key, *turn.arrived);
     if (r) {
+      metrics().FleetArrived();  // Published after this node's fleet miss.
       fleet->EndTurn(p.key, turn);
       return *std::move(r);
     }
