@@ -277,12 +277,17 @@ def _gpu():
     return torch
 
 
+def _relu_fma_plan(client, torch):
+    """relu(a * b + c) over a symbolic length, compiled for this GPU."""
+    cc = torch.cuda.get_device_capability()
+    return client.compile(kfuse.Chain.from_json(example("relu_fma_f32_symbolic.json")),
+                          target=cc[0] * 10 + cc[1]).plan
+
+
 @pytest.mark.gpu
 def test_gpu_launch_matches_torch(client):
     torch = _gpu()
-    cc = torch.cuda.get_device_capability()
-    plan = client.compile(kfuse.Chain.from_json(example("relu_fma_f32_symbolic.json")),
-                          target=cc[0] * 10 + cc[1]).plan
+    plan = _relu_fma_plan(client, torch)
     n = 1 << 20
     a, b_, c_ = (torch.randn(n, device="cuda") for _ in range(3))
     out = torch.empty_like(a)
@@ -298,9 +303,7 @@ def test_gpu_launch_matches_torch(client):
 @pytest.mark.gpu
 def test_gpu_launch_refuses_a_cpu_tensor(client):
     torch = _gpu()
-    cc = torch.cuda.get_device_capability()
-    plan = client.compile(kfuse.Chain.from_json(example("relu_fma_f32_symbolic.json")),
-                          target=cc[0] * 10 + cc[1]).plan
+    plan = _relu_fma_plan(client, torch)
     n = 1 << 20
     a = torch.randn(n)  # Host memory: launched, the kernel would fault and lose the context.
     b_, c_ = (torch.randn(n, device="cuda") for _ in range(2))
