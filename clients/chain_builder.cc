@@ -144,7 +144,9 @@ Value ChainBuilder::Constant(double value) {
 Value ChainBuilder::FloatScalar(double value) {
   v1::Op op = OpOf(v1::OP_CONSTANT);
   op.set_value(value);
-  op.set_weak_float(true);
+  // As Python's float.is_integer(): false for infinities and NaN, whose
+  // type is float anyway.
+  op.set_weak_float(std::isfinite(value) && value == std::trunc(value));
   return Append(std::move(op), {});
 }
 
@@ -303,11 +305,13 @@ absl::StatusOr<v1::Chain> ChainBuilder::Build() const {
 
 // ---------------------------------------------------------------------------
 // Composites. Each operand goes into a local before its use so that the ops
-// come out in the Python client's order.
+// come out in the Python client's order, and a constant the Python builder
+// writes from a float (float(scale), 0.0) is a FloatScalar here, so both
+// clients send one chain and share its key.
 
 Value Softmax(ChainBuilder& b, Value x, const SoftmaxOptions& options) {
   if (options.scale.has_value()) {
-    Value scale = b.Constant(*options.scale);
+    Value scale = b.FloatScalar(*options.scale);
     x = b.Mul(x, scale);
   }
   if (options.bias.has_value()) x = b.Add(x, *options.bias);
@@ -333,7 +337,7 @@ Value LayerNorm(ChainBuilder& b, Value x, std::optional<Value> weight,
   Value mean = b.ReduceMean(x, -1, /*keepdim=*/true);
   Value d = b.Sub(x, mean);
   Value var = b.ReduceMean(b.Square(d), -1, /*keepdim=*/true);
-  Value eps_c = b.Constant(eps);
+  Value eps_c = b.FloatScalar(eps);
   Value y = b.Mul(d, b.Rsqrt(b.Add(var, eps_c)));
   if (weight.has_value()) y = b.Mul(y, *weight);
   if (bias.has_value()) y = b.Add(y, *bias);
@@ -343,7 +347,7 @@ Value LayerNorm(ChainBuilder& b, Value x, std::optional<Value> weight,
 Value RmsNorm(ChainBuilder& b, Value x, std::optional<Value> weight,
               double eps) {
   Value ms = b.ReduceMean(b.Square(x), -1, /*keepdim=*/true);
-  Value eps_c = b.Constant(eps);
+  Value eps_c = b.FloatScalar(eps);
   Value y = b.Mul(x, b.Rsqrt(b.Add(ms, eps_c)));
   return weight.has_value() ? b.Mul(y, *weight) : y;
 }
@@ -644,7 +648,7 @@ AttentionResult Attention(ChainBuilder& b, Value q, Value k, Value v,
   std::swap(perm[rank - 2], perm[rank - 1]);
   Value k_t = b.Permute(k, perm);
   Value s = b.Matmul(q, k_t);
-  Value scale = b.Constant(options.scale.value_or(
+  Value scale = b.FloatScalar(options.scale.value_or(
       1.0 / std::sqrt(static_cast<double>(options.head_dim))));
   s = b.Mul(s, scale);
   if (bias.has_value()) {
@@ -684,7 +688,7 @@ AttentionResult Attention(ChainBuilder& b, Value q, Value k, Value v,
     // weights: zeros, as SDPA.
     Value neg_inf = b.Constant(-inf);
     Value empty = b.Eq(max, neg_inf);
-    Value zero = b.Constant(0.0);
+    Value zero = b.FloatScalar(0.0);
     p = b.Where(empty, zero, p);
   }
   Value out = b.Matmul(p, v);

@@ -83,8 +83,10 @@ class ChainBuilder {
               std::vector<v1::Dim> shape, std::vector<int64_t> strides = {});
   // A weak scalar (typed by its use, as a Python number in PyTorch): an int
   // when `value` is whole, else a float. FloatScalar(2.0) is Python's 2.0, a
-  // float whatever its value (i32 tensor * FloatScalar(2.0) is f32). Or a
-  // scalar held in `dtype`.
+  // float whatever its value (i32 tensor * FloatScalar(2.0) is f32); only a
+  // whole value needs saying so on the wire (`weak_float`), so FloatScalar
+  // writes the op the Python builder writes for the same number. Or a scalar
+  // held in `dtype`.
   Value Constant(double value);
   Value FloatScalar(double value);
   Value Constant(double value, v1::DType dtype);
