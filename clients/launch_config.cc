@@ -174,7 +174,11 @@ class Resolver {
   }
 
   absl::StatusOr<int64_t> IntermediateBytes(const v1::Intermediate& im) {
-    if (im.bytes().kind_case() != v1::Expr::KIND_NOT_SET) return EvalExpr(im.bytes(), cfg_.symbols);
+    if (im.bytes().kind_case() != v1::Expr::KIND_NOT_SET) {
+      KFUSE_ASSIGN_OR_RETURN(int64_t bytes, EvalExpr(im.bytes(), cfg_.symbols));
+      if (bytes < 0) return absl::InvalidArgumentError("plan intermediate size is negative");
+      return bytes;
+    }
     KFUSE_ASSIGN_OR_RETURN(DType t, ToDType(im.dtype(), "plan intermediate"));
     int64_t n = DTypeBytes(t);
     for (const v1::Expr& e : im.shape()) {
@@ -375,6 +379,21 @@ absl::StatusOr<std::vector<int64_t>> BindSymbols(const v1::KernelPlan& plan,
   if (inputs.size() != static_cast<size_t>(plan.inputs_size()))
     return absl::InvalidArgumentError(
         absl::StrCat("plan has ", plan.inputs_size(), " inputs; got ", inputs.size()));
+  // Every size below is counted in int64: a negative size (which would bind
+  // a symbol and make an empty grid, launching nothing), or a shape whose
+  // bytes int64 cannot count, is refused here. A size of 0 launches nothing.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int64_t bytes = 8;
+    for (size_t axis = 0; axis < inputs[i].shape.size(); ++axis) {
+      const int64_t n = inputs[i].shape[axis];
+      const std::string what = absl::StrCat("input ", i, " ('", plan.inputs(static_cast<int>(i)).name(), "')");
+      if (n < 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " axis ", axis, " has size ", n, "; sizes must not be negative"));
+      if (__builtin_mul_overflow(bytes, n, &bytes))
+        return absl::InvalidArgumentError(absl::StrCat(what, " has more elements than a launch can address"));
+    }
+  }
   std::vector<int64_t> values;
   for (int i = 0; i < plan.symbols_size(); ++i) {
     const v1::Symbol& sym = plan.symbols(i);

@@ -206,6 +206,30 @@ TEST(BindSymbolsTest, ConflictNamesBothSources) {
       HasSubstr("symbol 'N' is 1000 from input 0 ('a') axis 0 but 999 from input 1 ('b') axis 0"));
 }
 
+TEST(BindSymbolsTest, NegativeOrHugeSizesAreRefusedNamingTheInput) {
+  v1::KernelPlan plan = Parse(kPlan);
+  std::vector<DeviceBuffer> in = {F32(0x1000, {-1}), F32(0x2000, {-1})};
+  std::vector<DeviceBuffer> out = {F32(0x3000, {-1})};
+  absl::StatusOr<LaunchConfig> cfg = ResolveLaunch(plan, in, out);
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cfg.status().message(),
+              HasSubstr("input 0 ('a') axis 0 has size -1; sizes must not be negative"));
+  in = {F32(0x1000, {int64_t{1} << 62}), F32(0x2000, {int64_t{1} << 62})};
+  EXPECT_THAT(BindSymbols(plan, in).status().message(),
+              HasSubstr("input 0 ('a') has more elements than a launch can address"));
+}
+
+TEST(ResolveLaunchTest, NegativeIntermediateSizeIsRefused) {
+  v1::KernelPlan plan = Parse(kPlan);
+  v1::Intermediate* im = plan.add_intermediates();
+  im->set_dtype(v1::DTYPE_F32);
+  im->mutable_bytes()->set_constant(-8);
+  std::vector<DeviceBuffer> in = {F32(0x1000, {1000}), F32(0x2000, {1000})};
+  std::vector<DeviceBuffer> out = {F32(0x3000, {1000})};
+  EXPECT_THAT(ResolveLaunch(plan, in, out).status().message(),
+              HasSubstr("plan intermediate size is negative"));
+}
+
 TEST(BindSymbolsTest, SourceOutOfRange) {
   v1::KernelPlan plan = Parse(R"pb(
     symbols {
