@@ -189,12 +189,17 @@ struct Metrics::Impl {
                                "Time of one whole build (compile, check and timing of every kernel of a "
                                "plan), by how it ended."),
                {"how"}, AddHistogram({0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600})),
-        queue_depth(GaugeFamily(*registry, "kfuse_queue_depth", "Jobs waiting for a worker thread.").Add({})),
+        queue_depth_family(GaugeFamily(*registry, "kfuse_queue_depth",
+                                       "Jobs waiting for a worker thread, by pool.")),
+        queue_depth_calls(queue_depth_family.Add({{"pool", "calls"}})),
+        queue_depth_background(queue_depth_family.Add({{"pool", "background"}})),
         jobs_running(
             GaugeFamily(*registry, "kfuse_jobs_running", "Jobs running on a worker thread.").Add({})),
         verification_failures(CounterFamily(*registry, "kfuse_verification_failures_total",
                                             "Plans or blobs rejected by a signature, key, hash or check."),
                               {"what"}, AddCounter),
+        trials(CounterFamily(*registry, "kfuse_trials_total", "Tuning trials by outcome."), {"outcome"},
+               AddCounter),
         fleet_up_family(GaugeFamily(*registry, "kfuse_fleet_up",
                                     "1 while the fleet store answers, 0 while it does not.")),
         fleet_errors(CounterFamily(*registry, "kfuse_fleet_errors_total", "Failed fleet store operations."),
@@ -213,9 +218,12 @@ struct Metrics::Impl {
   Children<prometheus::Counter> lookups;
   prometheus::Histogram& compile;
   Children<prometheus::Histogram> tuning;
-  prometheus::Gauge& queue_depth;
+  prometheus::Family<prometheus::Gauge>& queue_depth_family;
+  prometheus::Gauge& queue_depth_calls;
+  prometheus::Gauge& queue_depth_background;
   prometheus::Gauge& jobs_running;
   Children<prometheus::Counter> verification_failures;
+  Children<prometheus::Counter> trials;
   prometheus::Family<prometheus::Gauge>& fleet_up_family;
   absl::Mutex fleet_up_mu;
   std::atomic<prometheus::Gauge*> fleet_up{nullptr};  // Added by the first SetFleetUp.
@@ -259,13 +267,17 @@ void Metrics::CompileSeconds(double seconds) { impl_->compile.Observe(seconds); 
 
 void Metrics::BuildSeconds(absl::string_view how, double seconds) { impl_->tuning.Get(how).Observe(seconds); }
 
-void Metrics::SetQueueDepth(int jobs) { impl_->queue_depth.Set(jobs); }
+void Metrics::SetQueueDepth(bool background, int jobs) {
+  (background ? impl_->queue_depth_background : impl_->queue_depth_calls).Set(jobs);
+}
 
 void Metrics::SetJobsRunning(int jobs) { impl_->jobs_running.Set(jobs); }
 
 void Metrics::VerificationFailure(absl::string_view what) {
   impl_->verification_failures.Get(what).Increment();
 }
+
+void Metrics::Trial(absl::string_view outcome) { impl_->trials.Get(outcome).Increment(); }
 
 void Metrics::SetFleetUp(bool up) {
   prometheus::Gauge* gauge = impl_->fleet_up.load(std::memory_order_acquire);

@@ -51,14 +51,20 @@ class Metrics {
   // "heuristic" | "decision" (recompiled a stored decision) | "error" |
   // "cancelled" (every caller left before it ended).
   void BuildSeconds(absl::string_view how, double seconds);
-  // kfuse_queue_depth (gauge): jobs waiting for a worker thread.
-  void SetQueueDepth(int jobs);
+  // kfuse_queue_depth{pool} (gauge): jobs waiting for a worker thread of
+  // their pool, "calls" (jobs callers wait for) or "background" (tuning
+  // after a heuristic answer, on threads of its own).
+  void SetQueueDepth(bool background, int jobs);
   // kfuse_jobs_running (gauge): jobs on a worker thread now (queued ones
   // are kfuse_queue_depth).
   void SetJobsRunning(int jobs);
-  // kfuse_verification_failures_total{what}: "fleet_signature",
-  // "fleet_key", "import", "blob_sha256", "variant_check" ...
+  // kfuse_verification_failures_total{what}: entries refused by a
+  // signature, key or hash: "fleet_signature", "fleet_key", "import",
+  // "blob_sha256" ... (what a tampered store or bundle sets off).
   void VerificationFailure(absl::string_view what);
+  // kfuse_trials_total{outcome}: tuning trials by outcome (OutcomeName:
+  // "ok", "compile_error", "wrong_result", "fault", "timeout", ...).
+  void Trial(absl::string_view outcome);
   // kfuse_fleet_up (gauge): 1 while the fleet store answers, 0 while it
   // does not; absent when no fleet store is configured.
   void SetFleetUp(bool up);

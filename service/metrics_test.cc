@@ -47,7 +47,11 @@ TEST(MetricsTest, EveryFamilyHasItsLabelsAndValues) {
   m->Lookup("local", false);
   m->CompileSeconds(0.2);
   m->BuildSeconds("tuned", 3);
-  m->SetQueueDepth(7);
+  m->SetQueueDepth(/*background=*/false, 7);
+  m->SetQueueDepth(/*background=*/true, 3);
+  m->Trial("ok");
+  m->Trial("ok");
+  m->Trial("wrong_result");
   m->SetJobsRunning(2);
   m->VerificationFailure("fleet_signature");
   m->FleetError("publish");
@@ -64,7 +68,10 @@ TEST(MetricsTest, EveryFamilyHasItsLabelsAndValues) {
   EXPECT_TRUE(HasLine(text, "kfuse_lookups_total{result=\"miss\",tier=\"local\"} 2")) << text;
   EXPECT_TRUE(HasLine(text, "kfuse_compile_seconds_count 1")) << text;
   EXPECT_TRUE(HasLine(text, "kfuse_tuning_seconds_count{how=\"tuned\"} 1")) << text;
-  EXPECT_TRUE(HasLine(text, "kfuse_queue_depth 7")) << text;
+  EXPECT_TRUE(HasLine(text, "kfuse_queue_depth{pool=\"calls\"} 7")) << text;
+  EXPECT_TRUE(HasLine(text, "kfuse_queue_depth{pool=\"background\"} 3")) << text;
+  EXPECT_TRUE(HasLine(text, "kfuse_trials_total{outcome=\"ok\"} 2")) << text;
+  EXPECT_TRUE(HasLine(text, "kfuse_trials_total{outcome=\"wrong_result\"} 1")) << text;
   EXPECT_TRUE(HasLine(text, "kfuse_jobs_running 2")) << text;
   EXPECT_TRUE(HasLine(text, "kfuse_verification_failures_total{what=\"fleet_signature\"} 1")) << text;
   EXPECT_TRUE(HasLine(text, "kfuse_fleet_errors_total{op=\"publish\"} 1")) << text;
@@ -74,7 +81,7 @@ TEST(MetricsTest, EveryFamilyHasItsLabelsAndValues) {
   EXPECT_TRUE(HasLine(text, "kfuse_background_tunes_total 1")) << text;
   for (const char* family :
        {"kfuse_requests_total", "kfuse_lookups_total", "kfuse_compile_seconds", "kfuse_tuning_seconds",
-        "kfuse_queue_depth", "kfuse_jobs_running", "kfuse_verification_failures_total",
+        "kfuse_queue_depth", "kfuse_jobs_running", "kfuse_verification_failures_total", "kfuse_trials_total",
         "kfuse_fleet_errors_total", "kfuse_fleet_leases_total", "kfuse_background_tunes_total"}) {
     EXPECT_NE(text.find(absl::StrCat("# HELP ", family, " ")), std::string::npos) << family;
   }

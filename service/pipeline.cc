@@ -647,14 +647,17 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   for (const BuiltKernel& b : built) {
     for (const Trial& t : b.result.trials) {
       if (t.compile_seconds > 0) metrics().CompileSeconds(t.compile_seconds);
-      if (t.outcome == Outcome::kWrongResult) metrics().VerificationFailure("variant_check");
+      const std::string_view outcome = OutcomeName(t.outcome);
+      metrics().Trial(absl::string_view(outcome.data(), outcome.size()));
     }
   }
   LogEvent(failed > 0 ? LogLevel::kWarning : LogLevel::kInfo, "build",
            {{"request_id", p.request.request_id()}, {"key", p.key.ArtifactKey()},
             {"state", meta.state}, {"reused_decision", decision ? "true" : "false"},
             {"kernels", absl::StrCat(built.size())}, {"trials", absl::StrCat(total_trials)},
-            {"failed_trials", absl::StrCat(failed)}, {"seconds", absl::StrFormat("%.3f", seconds)}});
+            {"failed_trials", absl::StrCat(failed)}, {"seconds", absl::StrFormat("%.3f", seconds)},
+            {"client", p.request.env().client()},
+            {"client_driver", absl::StrCat(p.request.env().driver_version())}});
 
   v1::CompileResponse response;
   *response.mutable_plan() = std::move(plan);

@@ -16,12 +16,14 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "codegen/generators.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "service/metrics.h"
 #include "service/pipeline.h"
 
 namespace kfuse {
@@ -30,6 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // A fresh, empty directory for this test.
@@ -344,6 +347,7 @@ class PipelineReproTest : public ::testing::Test {
     PipelineDeps deps;
     deps.compiler = compiler;
     deps.store = store_.get();
+    deps.metrics = metrics_.get();
     deps.runner = runner;
     if (runner != nullptr) deps.device = FakeRunner::Fingerprint();
     PipelineOptions po;
@@ -362,6 +366,7 @@ class PipelineReproTest : public ::testing::Test {
   }
 
   std::unique_ptr<Store> store_;
+  std::unique_ptr<Metrics> metrics_ = *Metrics::Create("");
   std::string repro_dir_;
 };
 
@@ -472,6 +477,13 @@ TEST_F(PipelineReproTest, FailingTrialsLeaveOneBundlePerKindAndAFewAtMost) {
   EXPECT_GE(failed[v1::Trial::OUTCOME_FAULT], 1u);
   EXPECT_GE(failed[v1::Trial::OUTCOME_TIMEOUT], 1u);
   EXPECT_LT(total, prov.trials());  // The OK ones are not counted.
+  // kfuse_trials_total counts them by outcome; a wrong result is a trial
+  // outcome, not a refused entry.
+  const std::string text = metrics_->Text();
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("kfuse_trials_total{outcome=\"wrong_result\"} ",
+                                           failed[v1::Trial::OUTCOME_WRONG_RESULT])));
+  EXPECT_THAT(text, HasSubstr("kfuse_trials_total{outcome=\"ok\"} "));
+  EXPECT_THAT(text, Not(HasSubstr("kfuse_verification_failures_total{")));
 
   // At most `per_request` per request.
   fs::remove_all(repro_dir_);

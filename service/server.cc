@@ -272,8 +272,9 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
   *joined = !started;
   if (started) {
     std::shared_ptr<JobTable::Job> job = t.job;
-    pool->Submit([this, job, p, pool] {
-      options_.metrics->SetQueueDepth(pool->queued());
+    const bool background = pool == background_pool_.get();
+    pool->Submit([this, job, p, pool, background] {
+      options_.metrics->SetQueueDepth(background, pool->queued());
       // Every caller left while the job was queued: do not build.
       if (job->cancel.load()) {
         jobs_.Finish(job, absl::CancelledError("compile cancelled: no caller waits"));
@@ -294,7 +295,7 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
       jobs_.Finish(job, r);
       AddBuilding(-1);
     });
-    options_.metrics->SetQueueDepth(pool->queued());
+    options_.metrics->SetQueueDepth(background, pool->queued());
   }
   return t;
 }
