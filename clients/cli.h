@@ -266,14 +266,17 @@ std::string FormatDuration(double seconds);
 
 // "sm_90" / "sm_90a" / "90" into a Target; INVALID_ARGUMENT otherwise.
 absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch);
-// "heuristic" | "quick" | "full" | "default".
+// "heuristic" | "quick" | "full" | "default"; an error names `flag`.
 absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
-    const std::string& mode);
+    const std::string& mode, const char* flag = "--policy");
 // A kernel entry name safe to use as a file name ([A-Za-z0-9_]+).
 bool IsSafeFileStem(const std::string& s);
 // Prints `status` with a hint where one helps (on io.err, or as a JSON
 // object on io.out with --json) and returns the exit code for it.
 int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io);
+// As ReportError, for an error found before anything was sent (a bad flag,
+// or a file a flag names): returns kExitUsage whatever the code.
+int ReportUsageError(const GlobalOptions& g, const absl::Status& status, CliIo& io);
 // The exit code for a status coming back from the server.
 int ExitCodeFor(const absl::Status& status);
 // TLS files, token and verify key from the flags into `options`;

@@ -2,11 +2,14 @@
 // ListKernels, DeleteKernels, Explain, ExportKernels and ImportKernels. There
 // is no lookup by key in the API; a key (or a unique prefix of one, as `ls`
 // prints) is resolved with ListKernels(key_prefix). Bundles are streamed:
-// neither export nor import holds more than one batch of entries.
+// neither export nor import of a file holds more than one batch of entries
+// (an import from a pipe holds the bundle: it can be read only once).
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,7 +59,7 @@ absl::StatusOr<kfuse::v1::KernelSummary> Resolve(Client& client,
 
 int RunCacheLs(const GlobalOptions& g, const CacheLsOptions& o, CliIo& io) {
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
   kfuse::v1::ListKernelsRequest req;
   req.set_key_prefix(o.prefix);
   req.set_limit(o.limit);
@@ -72,7 +75,7 @@ int RunCacheLs(const GlobalOptions& g, const CacheLsOptions& o, CliIo& io) {
 
 int RunCacheShow(const GlobalOptions& g, const std::string& key, CliIo& io) {
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
   auto summary = Resolve(**client, key);
   if (!summary.ok()) return ReportError(g, summary.status(), io);
   if (g.json) {
@@ -92,7 +95,7 @@ int RunCacheRm(const GlobalOptions& g, const CacheRmOptions& o, CliIo& io) {
     return kExitUsage;
   }
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
   kfuse::v1::DeleteKernelsRequest req;
   req.set_all(o.all);
   for (const std::string& key : o.keys) {
@@ -120,8 +123,7 @@ int RunCacheRm(const GlobalOptions& g, const CacheRmOptions& o, CliIo& io) {
 
 absl::StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(
     const std::string& path) {
-  auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
-  if (!*in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<std::ifstream> in, OpenForReading(path));
   std::string magic(kBundleMagicSize, '\0');
   in->read(magic.data(), static_cast<std::streamsize>(magic.size()));
   if (in->gcount() != static_cast<std::streamsize>(magic.size()) ||
@@ -213,7 +215,7 @@ int RunCacheExplain(const GlobalOptions& g, const CacheExplainOptions& o,
     return kExitUsage;
   }
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
   auto resp = (*client)->Explain(*std::move(request));
   if (!resp.ok()) return ReportError(g, resp.status(), io);
   io.out << (g.json ? ToJson(*resp, /*pretty=*/false) + "\n"
@@ -234,7 +236,7 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
     return kExitUsage;
   }
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
   kfuse::v1::ExportKernelsRequest req;
   for (const std::string& k : o.keys) req.add_keys(k);
   req.set_key_prefix(o.prefix);
@@ -274,6 +276,9 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
     if (!in_place) std::remove(target.c_str());
     return ReportError(g, s, io);
   }
+  // A bundle written in place may be this process's stdout (/dev/stdout, a
+  // pipe): the summary goes to stderr then, so the bundle stays whole.
+  std::ostream& said = in_place ? io.err : io.out;
   if (g.json) {
     google::protobuf::Struct summary;
     auto& f = *summary.mutable_fields();
@@ -281,9 +286,9 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
     f["decisions"].set_number_value(decisions);
     f["artifacts"].set_number_value(artifacts);
     f["bytes"].set_number_value(static_cast<double>(bytes));
-    io.out << ToJson(summary, /*pretty=*/false) << "\n";
+    said << ToJson(summary, /*pretty=*/false) << "\n";
   } else {
-    io.out << "exported " << decisions + artifacts << " entries (" << decisions
+    said << "exported " << decisions + artifacts << " entries (" << decisions
            << " decisions, " << artifacts << " artifacts), "
            << FormatBytes(static_cast<double>(bytes)) << " to " << o.out
            << "\n";
@@ -294,7 +299,12 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
 int RunCacheImport(const GlobalOptions& g, const std::string& bundle_path,
                    CliIo& io) {
   // The whole bundle is read once before anything is sent: a damaged file
-  // sends nothing.
+  // sends nothing. A regular file is then read again as it is sent; anything
+  // else (a pipe, /dev/stdin) can be read only once, so its entries are kept
+  // from the first reading.
+  struct stat st;
+  const bool reread = ::stat(bundle_path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  std::vector<kfuse::v1::StoreEntry> kept;
   {
     auto reader = BundleReader::Open(bundle_path);
     if (!reader.ok()) {
@@ -309,12 +319,24 @@ int RunCacheImport(const GlobalOptions& g, const std::string& bundle_path,
         return kExitUsage;
       }
       if (!*more) break;
+      if (!reread) kept.push_back(std::move(e));
     }
   }
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
-  auto reader = BundleReader::Open(bundle_path);
-  if (!reader.ok()) return ReportError(g, reader.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
+  absl::StatusOr<std::unique_ptr<BundleReader>> reader;
+  if (reread) {
+    reader = BundleReader::Open(bundle_path);
+    if (!reader.ok()) return ReportError(g, reader.status(), io);
+  }
+  size_t next_kept = 0;
+  // The next entry to send, from the file or from those kept.
+  auto next = [&](kfuse::v1::StoreEntry* e) -> absl::StatusOr<bool> {
+    if (reread) return (*reader)->Next(e);
+    if (next_kept == kept.size()) return false;
+    *e = std::move(kept[next_kept++]);
+    return true;
+  };
   kfuse::v1::ImportKernelsResponse total;
   kfuse::v1::ImportKernelsRequest batch;
   size_t batch_bytes = 0;
@@ -329,7 +351,7 @@ int RunCacheImport(const GlobalOptions& g, const std::string& bundle_path,
   };
   kfuse::v1::StoreEntry e;
   for (;;) {
-    absl::StatusOr<bool> more = (*reader)->Next(&e);
+    absl::StatusOr<bool> more = next(&e);
     if (!more.ok()) return ReportError(g, more.status(), io);
     if (!*more) break;
     const size_t size = e.ByteSizeLong();

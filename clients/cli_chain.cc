@@ -176,9 +176,14 @@ absl::Status CheckFlags(Composite c, const ChainOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--out-features ", *o.out_features, ": must be >= 1"));
   }
-  if (o.eps.has_value() && !(*o.eps >= 0)) {
+  if (o.eps.has_value() && !(*o.eps >= 0 && std::isfinite(*o.eps))) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--eps ", *o.eps, ": must be >= 0"));
+        absl::StrCat("--eps ", *o.eps, ": must be finite and >= 0"));
+  }
+  // A non-finite scale makes every output NaN or infinite.
+  if (o.scale.has_value() && !std::isfinite(*o.scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--scale ", *o.scale, ": must be finite"));
   }
   return absl::OkStatus();
 }
@@ -251,10 +256,6 @@ absl::StatusOr<v1::Chain> AttentionChain(const ChainOptions& o) {
   if (heads % kv_heads != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--kv-heads ", kv_heads, ": must divide --heads ", heads));
-  }
-  if (o.scale.has_value() && !std::isfinite(*o.scale)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--scale ", *o.scale, ": must be finite"));
   }
   KFUSE_ASSIGN_OR_RETURN(auto seqs, SequenceDims(o));
   const auto& [seq_q, seq_k] = seqs;

@@ -453,7 +453,16 @@ INSTANTIATE_TEST_SUITE_P(
                    o.composite = "layer_norm";
                    o.eps = -1;
                  },
-                 "--eps -1: must be >= 0"},
+                 "--eps -1: must be finite and >= 0"},
+        BadFlags{"InfiniteEps",
+                 [](ChainOptions& o) {
+                   o.composite = "rms_norm";
+                   o.eps = HUGE_VAL;
+                 },
+                 "--eps inf: must be finite and >= 0"},
+        BadFlags{"NanScaleOnSoftmax",
+                 [](ChainOptions& o) { o.scale = std::nan(""); },
+                 "--scale nan: must be finite"},
         BadFlags{"ReductionOnSoftmax",
                  [](ChainOptions& o) { o.reduction = "sum"; },
                  "--reduction: applies to cross_entropy and nll_loss, not "

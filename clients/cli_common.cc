@@ -31,14 +31,14 @@ absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch) {
 }
 
 absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
-    const std::string& mode) {
+    const std::string& mode, const char* flag) {
   const std::string m = absl::AsciiStrToLower(mode);
   if (m == "heuristic") return kfuse::v1::TuningPolicy::MODE_HEURISTIC;
   if (m == "quick") return kfuse::v1::TuningPolicy::MODE_QUICK;
   if (m == "full") return kfuse::v1::TuningPolicy::MODE_FULL;
   if (m == "default") return kfuse::v1::TuningPolicy::MODE_UNSPECIFIED;
   return absl::InvalidArgumentError(absl::StrCat(
-      "tuning mode '", mode, "': expected heuristic, quick or full"));
+      flag, " '", mode, "': expected heuristic, quick or full"));
 }
 
 bool IsSafeFileStem(const std::string& s) {
@@ -87,14 +87,17 @@ int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io) {
   return ExitCodeFor(status);
 }
 
+int ReportUsageError(const GlobalOptions& g, const absl::Status& status, CliIo& io) {
+  ReportError(g, status, io);
+  return kExitUsage;
+}
+
 namespace {
 
 absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const char* flag) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, ": cannot read the file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, " ", text.status().message()));
+  return text;
 }
 
 }  // namespace

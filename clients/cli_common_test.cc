@@ -42,7 +42,9 @@ TEST(ParsePolicyModeTest, Table) {
   EXPECT_EQ(*ParsePolicyMode("full"), kfuse::v1::TuningPolicy::MODE_FULL);
   auto bad = ParsePolicyMode("fast");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("fast"));
+  EXPECT_EQ(bad.status().message(), "--policy 'fast': expected heuristic, quick or full");
+  EXPECT_THAT(std::string(ParsePolicyMode("fast", "--mode").status().message()),
+              HasSubstr("--mode 'fast'"));
 }
 
 TEST(IsSafeFileStemTest, RejectsPathsAndDots) {

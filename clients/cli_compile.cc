@@ -78,7 +78,7 @@ int RunCompile(const GlobalOptions& g, const CompileOptions& o, CliIo& io) {
     return kExitUsage;
   }
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
   auto response = (*client)->Compile(*std::move(request));
   if (!response.ok()) return ReportError(g, response.status(), io);
   auto wrote = WriteOutputs(o, response->plan());

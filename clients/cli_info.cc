@@ -10,7 +10,7 @@ namespace kfuse::client {
 
 int RunDevice(const GlobalOptions& g, CliIo& io) {
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
   auto info = (*client)->GetDeviceInfo();
   if (!info.ok()) return ReportError(g, info.status(), io);
   if (g.json) {
@@ -23,7 +23,7 @@ int RunDevice(const GlobalOptions& g, CliIo& io) {
 
 int RunHealth(const GlobalOptions& g, const std::string& service, CliIo& io) {
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
   auto state = (*client)->Health(service);
   if (!state.ok()) return ReportError(g, state.status(), io);
   const char* name = HealthStateName(*state);

@@ -75,9 +75,8 @@ absl::StatusOr<kfuse::v1::CompileRequest> EntryChain(const Value& v, const std::
   if (!google::protobuf::util::MessageToJsonString(v.struct_value(), &json).ok()) {
     return Bad(where, "cannot read the inline chain");
   }
-  absl::StatusOr<kfuse::v1::CompileRequest> r = ParseCompileRequest(json, where);
-  if (!r.ok()) return Bad(where, std::string(r.status().message()));
-  return r;
+  // ParseCompileRequest names `where` itself.
+  return ParseCompileRequest(json, where);
 }
 
 // The buckets of an entry, each a list of (symbol, hint).
@@ -324,7 +323,7 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   absl::StatusOr<std::set<std::string>> done = LoadTuneState(state_path);
   if (!done.ok()) return usage(std::string(done.status().message()));
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
 
   const bool bar = io.out_is_tty && !g.json;
   const size_t count = items->size();
@@ -350,6 +349,7 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
     if ((o.budget_total_seconds > 0 && elapsed() >= o.budget_total_seconds) ||
         exit_code == kExitUnavailable) {
       ++tally.not_started;
+      if (g.json) PrintItemJson(io, index, item, "not_started", "", "");
       continue;
     }
     const int finished = tally.tuned + tally.stored + tally.untuned + tally.failed;
@@ -428,8 +428,8 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   } else {
     io.out << "tuned " << tally.tuned << ", already stored " << tally.stored << ", failed " << tally.failed
            << ", not started " << tally.not_started;
-    if (tally.untuned > 0) io.out << ", not tuned " << tally.untuned << " (heuristic answers)";
     if (tally.not_started > 0) io.out << (exit_code == kExitUnavailable ? " (no server)" : " (budget)");
+    if (tally.untuned > 0) io.out << ", not tuned " << tally.untuned << " (heuristic answers)";
     if (tally.skipped > 0)
       io.out << "; " << tally.skipped << " done in an earlier run (" << state_path << ")";
     io.out << "; " << FormatDuration(elapsed()) << "\n";

@@ -175,6 +175,12 @@ absl::Status CompileAndPrint(const char* what, const std::string& entry,
 }  // namespace
 
 int RunRepro(const GlobalOptions& g, const ReproOptions& o, CliIo& io) {
+  // The report is for a person (what was recorded, what this build does):
+  // refused rather than printed as text under a flag that promises JSON.
+  if (g.json) {
+    return ReportUsageError(g, absl::InvalidArgumentError("repro: --json is not supported; it prints a report"),
+                            io);
+  }
   absl::StatusOr<ReproInfo> info = ReadReproBundle(o.bundle_dir);
   if (!info.ok()) {
     ReportError(g, info.status(), io);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -269,7 +270,54 @@ TEST_F(CliRunTest, CacheExportWritesIntoAPipeInPlace) {
   EXPECT_TRUE(std::filesystem::is_fifo(fifo));
   EXPECT_FALSE(std::filesystem::exists(fifo + ".partial"));
   EXPECT_EQ(read.substr(0, 16), "KFUSE-BUNDLE-v1\n");
-  EXPECT_THAT(out_.str(), HasSubstr(absl::StrCat("\"bytes\":", read.size())));
+  // Written in place (the pipe may be stdout): the summary goes to stderr.
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat("\"bytes\":", read.size())));
+}
+
+// A pipe can be read once: the import keeps the entries it checked and
+// sends those.
+TEST_F(CliRunTest, CacheImportReadsAPipeOnce) {
+  fake_.service().entries = {Entry("decision", "d1"), Entry("artifact", "a1")};
+  std::filesystem::create_directories(dir_);
+  CacheExportOptions ex;
+  ex.all = true;
+  ex.out = (dir_ / "all.kfb").string();
+  ASSERT_EQ(RunCacheExport(g_, ex, io_), kExitOk) << err_.str();
+  std::ifstream file(ex.out, std::ios::binary);
+  const std::string bundle((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string fifo = (dir_ / "pipe").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << bundle; });
+  out_.str("");
+  const int rc = RunCacheImport(g_, fifo, io_);
+  writer.join();
+  ASSERT_EQ(rc, kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("imported 2"));
+  EXPECT_EQ(fake_.service().imported, (std::set<std::string>{"d1", "a1"}));
+}
+
+// Errors found before anything is sent (a global flag, a file a flag names,
+// a directory given as a file) are usage errors: exit 2, naming the flag or
+// the path.
+TEST_F(CliRunTest, BadGlobalFlagsAndDirectoriesAreUsageErrors) {
+  std::filesystem::create_directories(dir_);
+  GlobalOptions g = g_;
+  g.timeout_seconds = 0;
+  EXPECT_EQ(RunDevice(g, io_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--timeout must be positive"));
+  g = g_;
+  g.token_file = dir_.string();
+  EXPECT_EQ(RunDevice(g, io_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat("--token-file ", dir_.string(), ": Is a directory")));
+  g = g_;
+  g.tls_cert = "cert.pem";
+  EXPECT_EQ(RunHealth(g, "", io_), kExitUsage);
+  CompileOptions o;
+  o.chain_path = dir_.string();
+  EXPECT_EQ(RunCompile(g_, o, io_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat(dir_.string(), ": Is a directory")));
+  EXPECT_EQ(RunCacheImport(g_, dir_.string(), io_), kExitUsage);
 }
 
 // A symbolic link (as /dev/stdout is) is written through, not renamed over.

@@ -20,7 +20,7 @@ absl::StatusOr<kfuse::v1::CompileRequest> BuildRequest(const TuneOptions& o) {
     KFUSE_ASSIGN_OR_RETURN(*request.mutable_target(), ParseArch(o.arch));
   }
   KFUSE_ASSIGN_OR_RETURN(kfuse::v1::TuningPolicy::Mode mode,
-                         ParsePolicyMode(o.mode));
+                         ParsePolicyMode(o.mode, "--mode"));
   if (mode != kfuse::v1::TuningPolicy::MODE_QUICK &&
       mode != kfuse::v1::TuningPolicy::MODE_FULL) {
     return absl::InvalidArgumentError("--mode: expected quick or full");
@@ -44,7 +44,7 @@ int RunTune(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
     return kExitUsage;
   }
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), io);
   const bool bar = io.out_is_tty && !g.json;
   double best = 0;
   size_t last_width = 0;

@@ -1,5 +1,7 @@
 #include "clients/json.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -161,12 +163,19 @@ absl::Status FileError(const std::string& what, int err) {
   }
 }
 
+absl::StatusOr<std::unique_ptr<std::ifstream>> OpenForReading(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return FileError(path, EISDIR);
+  auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
+  if (!*in) return FileError(path, errno);
+  return in;
+}
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return FileError(path, errno);
+  KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<std::ifstream> in, OpenForReading(path));
   std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  ss << in->rdbuf();
+  if (in->bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
   return ss.str();
 }
 

@@ -7,6 +7,8 @@
 #ifndef KFUSE_CLIENTS_JSON_H_
 #define KFUSE_CLIENTS_JSON_H_
 
+#include <fstream>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,6 +33,9 @@ std::string ToJson(const google::protobuf::Message& msg, bool pretty = true);
 // INVALID_ARGUMENT; the message is `what: strerror(err)`.
 absl::Status FileError(const std::string& what, int err);
 
+// `path` opened for reading, binary; a directory is refused as EISDIR (an
+// ifstream opens one and reads it as empty). Errors as FileError(path, ...).
+absl::StatusOr<std::unique_ptr<std::ifstream>> OpenForReading(const std::string& path);
 // Whole file contents; NOT_FOUND / PERMISSION_DENIED name the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 // Writes (truncates) `path`; the error names the path.

@@ -52,14 +52,17 @@ int main(int argc, char** argv) {
   t->add_option("--mode", tune.mode, "quick|full");
   t->add_option("--arch", tune.arch, "target: sm_80, sm_90, sm_90a, ...");
   t->add_flag("--force", tune.force, "retune even if a decision is stored");
-  t->add_option(
+  auto* manifest = t->add_option(
       "--manifest", tune.manifest,
       "tune every chain and shape bucket a manifest lists (docs/api.md)");
+  // Without a manifest they would do nothing: refused as usage errors.
   t->add_option("--budget-total", tune.budget_total_seconds,
-                "with --manifest: start no item after this many seconds");
+                "with --manifest: start no item after this many seconds")
+      ->needs(manifest);
   t->add_option("--state", tune.state,
                 "with --manifest: finished items (default MANIFEST.state); a "
-                "rerun skips them");
+                "rerun skips them")
+      ->needs(manifest);
 
   auto* cache = app.add_subcommand(
       "cache", "list, show, remove, explain, export, import stored kernels");
@@ -181,25 +184,35 @@ int main(int argc, char** argv) {
   }
 
   CliIo io{std::cout, std::cerr, isatty(STDOUT_FILENO) != 0};
-  if (c->parsed()) return RunCompile(g, compile, io);
-  if (t->parsed()) {
-    if (!tune.manifest.empty()) return RunTuneManifest(g, tune, io);
-    if (tune.chain_path.empty()) {
-      std::cerr << "kfuse tune: give a chain file or --manifest FILE\n";
-      return kExitUsage;
+  const int rc = [&]() -> int {
+    if (c->parsed()) return RunCompile(g, compile, io);
+    if (t->parsed()) {
+      if (!tune.manifest.empty()) return RunTuneManifest(g, tune, io);
+      if (tune.chain_path.empty()) {
+        std::cerr << "kfuse tune: give a chain file or --manifest FILE\n";
+        return kExitUsage;
+      }
+      return RunTune(g, tune, io);
     }
-    return RunTune(g, tune, io);
+    if (cls->parsed()) return RunCacheLs(g, ls, io);
+    if (cshow->parsed()) return RunCacheShow(g, show_key, io);
+    if (crm->parsed()) return RunCacheRm(g, rm, io);
+    if (cexplain->parsed()) return RunCacheExplain(g, explain, io);
+    if (cexport->parsed()) return RunCacheExport(g, exp, io);
+    if (cimport->parsed()) return RunCacheImport(g, import_path, io);
+    if (device->parsed()) return RunDevice(g, io);
+    if (health->parsed()) return RunHealth(g, health_service, io);
+    if (version->parsed()) return RunVersion(g, io);
+    if (ch->parsed()) return RunChain(g, chain, io);
+    if (rp->parsed()) return RunRepro(g, repro, io);
+    return kExitUsage;
+  }();
+  // Output that did not reach standard output (a full disk, say) must not
+  // end in an exit code of success.
+  std::cout.flush();
+  if (!std::cout && rc == kExitOk) {
+    std::cerr << "kfuse: writing to standard output failed\n";
+    return kExitFailed;
   }
-  if (cls->parsed()) return RunCacheLs(g, ls, io);
-  if (cshow->parsed()) return RunCacheShow(g, show_key, io);
-  if (crm->parsed()) return RunCacheRm(g, rm, io);
-  if (cexplain->parsed()) return RunCacheExplain(g, explain, io);
-  if (cexport->parsed()) return RunCacheExport(g, exp, io);
-  if (cimport->parsed()) return RunCacheImport(g, import_path, io);
-  if (device->parsed()) return RunDevice(g, io);
-  if (health->parsed()) return RunHealth(g, health_service, io);
-  if (version->parsed()) return RunVersion(g, io);
-  if (ch->parsed()) return RunChain(g, chain, io);
-  if (rp->parsed()) return RunRepro(g, repro, io);
-  return kExitUsage;
+  return rc;
 }

@@ -121,6 +121,13 @@ check "B imports A's entries once it trusts A" $? "rc=$rc $out"
 out=$(on b cache import "$tmp/a.kfb" 2>&1)
 [[ $out == *"imported 0, already present 2, rejected 0"* ]]
 check "a second import finds them already present" $? "$out"
+# Through a pipe: the export's summary goes to stderr, so the bundle on
+# stdout stays whole, and the import reads the pipe once.
+out=$( (on a cache export --all -o /dev/stdout 2>"$tmp/export.err" | on b cache import /dev/stdin) 2>&1)
+rc=$?
+[[ $rc -eq 0 && $out == *"imported 0, already present 2, rejected 0"* ]] &&
+  grep -q "exported 2 entries" "$tmp/export.err"
+check "export to /dev/stdout piped into import of /dev/stdin" $? "rc=$rc $out $(cat "$tmp/export.err")"
 
 out=$(on b compile examples/relu_fma_f32.json 2>&1)
 rc=$?
@@ -129,6 +136,8 @@ check "B serves the chain as a hit under A's key" $? "rc=$rc $out"
 # kfused logs one "build" event per compile: A has one, B none.
 grep -Eq ' build ' "$tmp/a.log" && ! grep -Eq ' build ' "$tmp/b.log"
 check "B compiled nothing (A's log has its build, B's none)" $? "$(grep ' build ' "$tmp/a.log" "$tmp/b.log")"
+grep ' build ' "$tmp/a.log" | grep -q 'client=kfuse-cli/'
+check "the build event names the client it was for" $? "$(grep ' build ' "$tmp/a.log")"
 
 out=$(on b cache explain examples/relu_fma_f32.json 2>&1)
 [[ $out == *"stored   yes"* ]]
