@@ -38,7 +38,8 @@ Position PositionOf(const std::string& text, size_t offset) {
 }
 
 // The offset of the first obvious syntax error (unbalanced bracket, stray
-// character outside strings/literals, unterminated string), or npos.
+// character outside strings/literals, unterminated string, a value right
+// after another with no comma or colon between), or npos.
 size_t FirstSyntaxError(const std::string& s) {
   std::string stack;
   bool in_string = false;
@@ -53,6 +54,16 @@ size_t FirstSyntaxError(const std::string& s) {
         return i;
       }
       if ((prev == ',' || prev == ':') && (c == '}' || c == ']')) return i;
+      // `prev` is '"' after a string (its opening quote), an alphanumeric
+      // after a number or literal.
+      const bool after_value = prev == '"' || prev == '}' || prev == ']' ||
+                               std::isalnum(static_cast<unsigned char>(prev));
+      const bool starts_value =
+          c == '"' || c == '{' || c == '[' ||
+          ((std::isalnum(static_cast<unsigned char>(c)) || c == '-') &&
+           (prev == '"' || prev == '}' || prev == ']' ||
+            std::isspace(static_cast<unsigned char>(s[i - 1]))));
+      if (after_value && starts_value) return i;
       prev = c;
     }
     if (in_string) {
