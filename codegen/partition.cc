@@ -160,15 +160,43 @@ std::vector<int32_t> ReductionsRead(const Chain& c, int32_t r, const std::set<in
   return std::vector<int32_t>(read.begin(), read.end());
 }
 
+// Whether reduction `r`'s operand reads the elements of its rows (a chain
+// input or an iota as wide as them, through element-wise work), not only
+// per-row values: with rows one wide, a reduction of another's results has
+// the same operand shape as that other, yet it reduces per-row values.
+bool ReadsRowElements(const Chain& c, int32_t r) {
+  const int32_t operand = c.nodes[r].args[0];
+  const Dim& width = OperandShape(c, r).back();
+  std::set<int32_t> work = partition_internal::ElementwiseClosure(c, {operand}, {});
+  work.insert(operand);
+  auto element = [&](int32_t id) {
+    const Node& n = c.nodes[id];
+    return (n.kind == OpKind::kInput || n.kind == OpKind::kIota) && n.type.rank() > 0 &&
+           n.type.shape.back() == width;
+  };
+  for (int32_t id : work) {
+    if (element(id)) return true;
+    if (IsReduction(c.nodes[id].kind)) continue;  // A per-row value: its own operand does not count.
+    for (int32_t a : c.nodes[id].args) {
+      if (element(a)) return true;
+    }
+  }
+  return false;
+}
+
 // The reductions along rows whose results `r`'s kernel cannot compute
 // itself, so an earlier kernel stores them: every one its operand reads
 // when `r` reduces over outer axes, those over rows of another shape when
-// `r` runs along rows too (a mean over the batch of a per-row loss).
+// `r` runs along rows too (a mean over the batch of a per-row loss), and
+// those whose results `r` reduces as they are (per-row values, not the
+// rows' elements).
 std::vector<int32_t> RowResultsToStore(const Chain& c, int32_t r, const std::set<int32_t>& stored) {
   std::vector<int32_t> out;
   for (int32_t a : ReductionsRead(c, r, stored)) {
     if (!AlongRows(c.nodes[a])) continue;  // Over outer axes: its own kernel, stored before r.
-    if (!AlongRows(c.nodes[r]) || OperandShape(c, a) != OperandShape(c, r)) out.push_back(a);
+    if (!AlongRows(c.nodes[r]) || OperandShape(c, a) != OperandShape(c, r) || !ReadsRowElements(c, r)) {
+      out.push_back(a);
+    }
   }
   return out;
 }
@@ -247,8 +275,9 @@ class StagedPartition {
 
   // A row kernel storing `rows` (reductions over one row shape) for
   // `consumer`. It writes the chain outputs it can compute over the same
-  // rows from what is stored so far too (softmax beside a loss), so that
-  // no later kernel reads those rows again.
+  // rows from what is stored so far too (softmax beside a loss, or
+  // element-wise work of the rows' shape), so that no later kernel reads
+  // those rows again.
   absl::Status StoreRowResults(int32_t consumer, const std::vector<int32_t>& rows) {
     KernelGroup k;
     k.family = Family::kRowReduction;
@@ -261,11 +290,13 @@ class StagedPartition {
       bool same_rows = false, other = false;
       for (int32_t id : work) {
         if (!IsReduction(c_.nodes[id].kind)) continue;
-        const bool here = AlongRows(c_.nodes[id]) && OperandShape(c_, id) == OperandShape(c_, rows[0]);
+        const bool here = AlongRows(c_.nodes[id]) && OperandShape(c_, id) == OperandShape(c_, rows[0]) &&
+                          ReadsRowElements(c_, id);
         same_rows = same_rows || here;
         other = other || !here;
       }
-      if (!same_rows || other) continue;
+      const bool elementwise_here = !same_rows && c_.nodes[o].type.shape == OperandShape(c_, rows[0]);
+      if (other || (!same_rows && !elementwise_here)) continue;
       KernelGroup with = k;
       std::set<int32_t> more = nodes, out = results;
       more.insert(work.begin(), work.end());
@@ -335,10 +366,11 @@ class StagedPartition {
   // The outputs no kernel writes yet: one kernel, which recomputes the
   // element-wise work it shares with the earlier kernels: a row kernel when
   // reductions along rows remain (reading stored results broadcast, as a
-  // norm reads its weight), else a pointwise kernel.
+  // norm reads its weight), else a pointwise kernel. Where one row kernel
+  // cannot also write the outputs that reduce nothing more (they run over
+  // rows of another shape), those are a pointwise kernel of their own.
   absl::Status AddLastKernel() {
-    std::vector<size_t> rest;
-    std::vector<int32_t> roots;
+    std::vector<size_t> rest, plain;
     for (size_t j = 0; j < c_.outputs.size(); ++j) {
       if (Written(c_.outputs[j])) continue;
       if (IsLeaf(c_, c_.outputs[j])) {
@@ -347,9 +379,34 @@ class StagedPartition {
             "outer axis is not generated yet"));
       }
       rest.push_back(j);
-      roots.push_back(c_.outputs[j]);
+      bool reduces = false;
+      for (int32_t id : Work({c_.outputs[j]})) reduces = reduces || IsReduction(c_.nodes[id].kind);
+      if (!reduces) plain.push_back(j);
     }
-    if (roots.empty()) return absl::OkStatus();
+    if (rest.empty()) return absl::OkStatus();
+    absl::StatusOr<KernelGroup> one = LastKernel(rest);
+    if (!one.ok() && !plain.empty() && plain.size() < rest.size()) {
+      std::vector<size_t> reducing;
+      for (size_t j : rest) {
+        if (std::find(plain.begin(), plain.end(), j) == plain.end()) reducing.push_back(j);
+      }
+      absl::StatusOr<KernelGroup> rows = LastKernel(reducing);
+      absl::StatusOr<KernelGroup> pointwise = LastKernel(plain);
+      if (rows.ok() && pointwise.ok()) {
+        p_.kernels.push_back(*std::move(pointwise));
+        p_.kernels.push_back(*std::move(rows));
+        return absl::OkStatus();
+      }
+    }
+    if (!one.ok()) return one.status();
+    p_.kernels.push_back(*std::move(one));
+    return absl::OkStatus();
+  }
+
+  // One kernel computing the outputs `which` (indices into c_.outputs).
+  absl::StatusOr<KernelGroup> LastKernel(const std::vector<size_t>& which) const {
+    std::vector<int32_t> roots;
+    for (size_t j : which) roots.push_back(c_.outputs[j]);
     const std::set<int32_t> nodes = Work(roots);
     bool rows = false;
     for (int32_t id : nodes) rows = rows || IsReduction(c_.nodes[id].kind);
@@ -376,13 +433,12 @@ class StagedPartition {
                                                         : " from memory, broadcast along rows");
       KFUSE_RETURN_IF_ERROR(CheckRows(k));
     } else {
-      KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c_, rest));
+      KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c_, which));
       k.reason = read.empty() ? "element-wise outputs beside the reductions, in one pass"
                               : absl::StrCat("element-wise work after the reductions, reading ",
                                              Labels(read), " from memory, broadcast");
     }
-    p_.kernels.push_back(std::move(k));
-    return absl::OkStatus();
+    return k;
   }
 
   const Chain& c_;

@@ -530,6 +530,60 @@ TEST(StagedPartitionTest, RowResultsOfTwoRowShapesAreStoredByAKernelEach) {
   }
 }
 
+// Beside a mean over the rows of per-row sums, an output that reduces
+// nothing (neg(x)) runs over x's rows: the row kernel storing the sums
+// writes it too, rather than the last kernel, whose rows are the sums.
+TEST(StagedPartitionTest, ElementwiseOutputsOfTheRowsShapeJoinTheKernelStoringRowResults) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(3), Dim::Static(33)}});
+  int32_t neg = c.AddOp(OpKind::kNeg, {x});
+  int32_t sums = reduce_test::Reduce(&c, OpKind::kReduceSum, x, {1}, false);
+  c.outputs = {neg, reduce_test::Reduce(&c, OpKind::kReduceMean, sums, {0}, false)};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  EXPECT_THAT(p->kernels[0].results, Contains(c.outputs[0]));
+  EXPECT_THAT(p->kernels[1].results, ElementsAre(c.outputs[1]));
+  ExpectEveryKernelGenerates(c, *p);
+}
+
+// The same beside an outer reduction's result read element-wise: x minus
+// its column means runs over x's rows too, so the row kernel storing the
+// sums writes it, reading the means the kernel before stored.
+TEST(StagedPartitionTest, ElementwiseOutputsReadingStoredResultsJoinTheRowKernel) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(3), Dim::Static(33)}});
+  int32_t centred = c.AddOp(OpKind::kSub, {x, reduce_test::Reduce(&c, OpKind::kReduceMean, x, {0}, true)});
+  int32_t sums = reduce_test::Reduce(&c, OpKind::kReduceSum, x, {1}, false);
+  c.outputs = {centred, reduce_test::Reduce(&c, OpKind::kReduceMax, sums, {0}, false)};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 3u);
+  EXPECT_EQ(p->kernels[0].family, Family::kReduction);
+  EXPECT_EQ(p->kernels[1].family, Family::kRowReduction);
+  EXPECT_THAT(p->kernels[1].results, Contains(c.outputs[0]));
+  EXPECT_THAT(p->kernels[2].results, ElementsAre(c.outputs[1]));
+  ExpectEveryKernelGenerates(c, *p);
+}
+
+// Rows one wide: a reduction of another's keepdim results has the same
+// operand shape, yet it reduces per-row values; the first is stored and
+// the second reads it as its rows.
+TEST(StagedPartitionTest, AReductionOfPerRowValuesOneWideReadsThemStored) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(3), Dim::Static(1)}});
+  int32_t mn = reduce_test::Reduce(&c, OpKind::kReduceMin, x, {1}, true);
+  c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceMax, mn, {1}, true)};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status() << "\n" << ToString(c);
+  ASSERT_EQ(p->kernels.size(), 2u);
+  EXPECT_THAT(p->kernels[1].reason, HasSubstr("from memory as its rows"));
+  ExpectEveryKernelGenerates(c, *p);
+}
+
 int32_t Iota(Chain* c, std::vector<int64_t> dims, int64_t axis) {
   int32_t i = c->AddOp(OpKind::kIota, {});
   for (int64_t d : dims) c->nodes[i].shape.push_back(Dim::Static(d));

@@ -190,6 +190,10 @@ absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
       continue;
     }
     if (IsReduction(nd.kind)) {
+      // Its operand must be the row's elements: per-row values (another
+      // reduction's results, when the rows are one wide) are reduced by a
+      // kernel that reads them stored, as its rows.
+      if (r.cls[nd.args[0]] != Class::kElement) return NotRow(c, id, "reduces per-row values");
       r.cls[id] = Class::kRow;
       r.level[id] = r.level[nd.args[0]] + 1;
       continue;
