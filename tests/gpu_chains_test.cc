@@ -69,16 +69,7 @@ KernelGroup OnlyGroup(const Chain& c) {
   return p->kernels[0];
 }
 
-// The heuristic first, then up to three others spread over the space.
-std::vector<Variant> VariantsToTry(const Chain& c, const KernelGroup& g) {
-  std::vector<Variant> out = {PointwiseHeuristic(c, g)};
-  std::vector<Variant> space = PointwiseSpace(c, g);
-  for (size_t i : {space.size() / 3, 2 * space.size() / 3, space.size() - 1}) {
-    if (i < space.size() && std::find(out.begin(), out.end(), space[i]) == out.end())
-      out.push_back(space[i]);
-  }
-  return out;
-}
+using gpu_test::SpreadVariants;
 
 std::string ToBytes(DType t, const std::vector<double>& v) {
   std::string out(v.size() * DTypeBytes(t), '\0');
@@ -131,7 +122,7 @@ TEST(RandomChainsTest, GenerateCompileAndEvaluateOnCpu) {
     RandomChain rc = ChainAt(i);
     SCOPED_TRACE(rc.name + "\n" + ToString(rc.chain));
     KernelGroup g = OnlyGroup(rc.chain);
-    std::vector<Variant> variants = VariantsToTry(rc.chain, g);
+    std::vector<Variant> variants = SpreadVariants(rc.chain, g);
     EXPECT_GE(variants.size(), 1u);
     for (const Variant& v : variants) {
       absl::StatusOr<KernelSpec> spec = EmitPointwise(rc.chain, g, v);
@@ -187,7 +178,7 @@ TEST(GpuChainsTest, RandomChainsMatchReference) {
                                     n.type.dtype});
     }
     v1::KernelPlan plan = PlanFor(c);
-    for (const Variant& v : VariantsToTry(c, g)) {
+    for (const Variant& v : SpreadVariants(c, g)) {
       absl::StatusOr<KernelSpec> spec = EmitPointwise(c, g, v);
       ASSERT_TRUE(spec.ok()) << spec.status();
       absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);

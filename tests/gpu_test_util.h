@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "clients/launcher.h"
 #include "codegen/analysis.h"
+#include "codegen/generators.h"
 #include "codegen/numeric.h"
 #include "codegen/ir.h"
 #include "codegen/partition.h"
@@ -78,6 +79,18 @@ inline std::vector<int64_t> ShapeOf(const TensorType& t, const std::vector<int64
   std::vector<int64_t> s;
   for (const Dim& d : t.shape) s.push_back(d.is_static() ? d.size : symbols[d.symbol]);
   return s;
+}
+
+// Kernel `g`'s heuristic variant first, then up to three others spread
+// over its family's space.
+inline std::vector<Variant> SpreadVariants(const Chain& c, const KernelGroup& g) {
+  std::vector<Variant> out = {FamilyHeuristic(c, g)};
+  std::vector<Variant> space = FamilySpace(c, g);
+  for (size_t i : {space.size() / 3, 2 * space.size() / 3, space.size() - 1}) {
+    if (i < space.size() && std::find(out.begin(), out.end(), space[i]) == out.end())
+      out.push_back(space[i]);
+  }
+  return out;
 }
 
 // The plan's tensors and symbol table, as the service fills them in.
