@@ -44,6 +44,9 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
   // AddInput numbers inputs in order; the chain's inputs are its first nodes
   // in input_index order, so the numbers agree.
   c.input_names = chain.input_names;
+  // Unnamed inputs (chains built in code may have none) keep their places,
+  // so that the intermediates' names land on their own inputs.
+  c.input_names.resize(c.num_inputs());
   for (int32_t id : read) {
     to[id] = c.AddInput(TensorType{chain.nodes[id].type.dtype, chain.nodes[id].type.shape});
     c.nodes[to[id]].storage = IntermediateDType(chain, id);

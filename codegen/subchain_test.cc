@@ -1,5 +1,6 @@
 #include "codegen/subchain.h"
 
+#include "absl/strings/str_cat.h"
 #include "codegen/generators.h"
 #include "codegen/partition.h"
 #include "codegen/reduce_test_chains.h"
@@ -41,6 +42,11 @@ TEST(SubChainTest, ARowGroupReadsTheProductAsAnInputAndIsRenumberedBack) {
   // x, w, then the product; the softmax is the one output.
   EXPECT_EQ(s->chain.num_inputs(), 3);
   EXPECT_EQ(s->inputs[2], (BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(product)}));
+  // The chain's inputs have no names: the product's name lands on its own
+  // input, not on x's.
+  ASSERT_EQ(s->chain.input_names.size(), 3u);
+  EXPECT_EQ(s->chain.input_names[0], "");
+  EXPECT_EQ(s->chain.input_names[2], absl::StrCat("intermediate ", product));
   ASSERT_EQ(s->outputs.size(), 1u);
   EXPECT_EQ(s->outputs[0], (BufferRef{BufferRef::Kind::kOutput, 1}));
   EXPECT_TRUE(CoversChain(s->chain, s->group));
