@@ -160,10 +160,11 @@ std::vector<int32_t> ReductionsRead(const Chain& c, int32_t r, const std::set<in
   return std::vector<int32_t>(read.begin(), read.end());
 }
 
-// Whether reduction `r`'s operand reads the elements of its rows (a chain
-// input or an iota as wide as them, through element-wise work), not only
-// per-row values: with rows one wide, a reduction of another's results has
-// the same operand shape as that other, yet it reduces per-row values.
+// Whether reduction `r`'s operand reads the elements of its rows (through
+// element-wise work, a chain input, an iota or another kernel's reduction
+// result as wide as them), not only per-row values of its own rows: with
+// rows one wide, a reduction of another's results has the same operand
+// shape as that other, yet it reduces per-row values.
 bool ReadsRowElements(const Chain& c, int32_t r) {
   const int32_t operand = c.nodes[r].args[0];
   const Dim& width = OperandShape(c, r).back();
@@ -171,8 +172,9 @@ bool ReadsRowElements(const Chain& c, int32_t r) {
   work.insert(operand);
   auto element = [&](int32_t id) {
     const Node& n = c.nodes[id];
-    return (n.kind == OpKind::kInput || n.kind == OpKind::kIota) && n.type.rank() > 0 &&
-           n.type.shape.back() == width;
+    const bool source = n.kind == OpKind::kInput || n.kind == OpKind::kIota ||
+                        (IsReduction(n.kind) && !(AlongRows(n) && OperandShape(c, id) == OperandShape(c, r)));
+    return source && n.type.rank() > 0 && n.type.shape.back() == width;
   };
   for (int32_t id : work) {
     if (element(id)) return true;
@@ -321,7 +323,9 @@ class StagedPartition {
       k.reason = absl::StrCat(
           "reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
           ") stored for ", OpLabel(c_, consumer), ", which reduces their results ",
-          AlongRows(c_.nodes[consumer]) ? "along rows of another shape" : "over outer axes");
+          !AlongRows(c_.nodes[consumer])                                ? "over outer axes"
+          : OperandShape(c_, consumer) == OperandShape(c_, rows[0]) ? "as its rows"
+                                                                     : "along rows of another shape");
     }
     if (!read.empty()) absl::StrAppend(&k.reason, "; reading ", Labels(read), " from memory");
     KFUSE_RETURN_IF_ERROR(CheckRows(k));
@@ -375,8 +379,8 @@ class StagedPartition {
       if (Written(c_.outputs[j])) continue;
       if (IsLeaf(c_, c_.outputs[j])) {
         return absl::UnimplementedError(absl::StrCat(
-            "outputs[", j, "]: a chain input or constant as an output beside reductions over an "
-            "outer axis is not generated yet"));
+            "outputs[", j, "]: a chain input or constant as an output beside reductions that "
+            "read other kernels' results is not generated yet"));
       }
       rest.push_back(j);
       bool reduces = false;

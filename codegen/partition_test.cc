@@ -580,7 +580,49 @@ TEST(StagedPartitionTest, AReductionOfPerRowValuesOneWideReadsThemStored) {
   auto p = PartitionChain(c);
   ASSERT_TRUE(p.ok()) << p.status() << "\n" << ToString(c);
   ASSERT_EQ(p->kernels.size(), 2u);
+  EXPECT_THAT(p->kernels[0].reason, HasSubstr("which reduces their results as its rows"));
   EXPECT_THAT(p->kernels[1].reason, HasSubstr("from memory as its rows"));
+  ExpectEveryKernelGenerates(c, *p);
+}
+
+// A softmax over the rows of a column mean: the mean is stored by a kernel
+// of its own and is the softmax's rows' elements, so the softmax is one row
+// kernel (its max is not stored apart).
+TEST(StagedPartitionTest, ASoftmaxOverAStoredOuterReductionIsOneRowKernel) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(2), Dim::Static(4), Dim::Static(8)}});
+  int32_t m = reduce_test::Reduce(&c, OpKind::kReduceMean, x, {0}, true);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {m, reduce_test::Reduce(&c, OpKind::kReduceMax, m, {2}, true)})});
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, reduce_test::Reduce(&c, OpKind::kReduceSum, e, {2}, true)})};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  EXPECT_EQ(p->kernels[0].family, Family::kReduction);
+  EXPECT_EQ(p->kernels[1].family, Family::kRowReduction);
+  ExpectEveryKernelGenerates(c, *p);
+}
+
+// Outputs that reduce nothing more and read a stored result over rows the
+// last row kernel does not run over: a pointwise kernel of their own before
+// it. neg(mean(x, 0)) is [1, 33], the softmax's rows are x's [3, 33].
+TEST(StagedPartitionTest, OutputsTheLastRowKernelCannotWriteAreAPointwiseKernel) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(3), Dim::Static(33)}});
+  int32_t m = reduce_test::Reduce(&c, OpKind::kReduceMean, x, {0}, true);
+  int32_t d = c.AddOp(OpKind::kSub, {x, m});
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {d, reduce_test::Reduce(&c, OpKind::kReduceMax, d, {1}, true)})});
+  c.outputs = {c.AddOp(OpKind::kNeg, {m}),
+               c.AddOp(OpKind::kDiv, {e, reduce_test::Reduce(&c, OpKind::kReduceSum, e, {1}, true)})};
+  c = reduce_test::Finish(std::move(c));
+  auto p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 3u);
+  EXPECT_EQ(p->kernels[0].family, Family::kReduction);
+  EXPECT_EQ(p->kernels[1].family, Family::kPointwise);
+  EXPECT_THAT(p->kernels[1].results, ElementsAre(c.outputs[0]));
+  EXPECT_EQ(p->kernels[2].family, Family::kRowReduction);
+  EXPECT_THAT(p->kernels[2].results, ElementsAre(c.outputs[1]));
   ExpectEveryKernelGenerates(c, *p);
 }
 
@@ -603,7 +645,7 @@ TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheO
          c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, x, {0}, false),
                        reduce_test::Reduce(c, OpKind::kReduceMax, x, {1}, false), x};
        },
-       "outputs[2]: a chain input or constant as an output beside reductions over an outer axis"},
+       "outputs[2]: a chain input or constant as an output beside reductions that read other kernels' results"},
       {"min of bool over axis 0",
        [](Chain* c, int32_t x) {
          int32_t b = c->AddOp(OpKind::kGt, {x, c->AddConstant(0)});
@@ -614,7 +656,7 @@ TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheO
        [](Chain* c, int32_t x) {
          c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, x, {0}, false), x};
        },
-       "outputs[1]: a chain input or constant as an output beside reductions over an outer axis"},
+       "outputs[1]: a chain input or constant as an output beside reductions that read other kernels' results"},
       {"an iota along the outer axis beside a row sum",
        [](Chain* c, int32_t x) {
          int32_t i = Iota(c, {8, 16}, 0);
