@@ -2,17 +2,20 @@
 // ListKernels, DeleteKernels, Explain, ExportKernels and ImportKernels. There
 // is no lookup by key in the API; a key (or a unique prefix of one, as `ls`
 // prints) is resolved with ListKernels(key_prefix). Bundles are streamed:
-// neither export nor import of a file holds more than one batch of entries
-// (an import from a pipe holds the bundle: it can be read only once).
+// neither export nor import holds more than one batch of entries (an
+// import from a pipe reads it into a temporary file first).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "clients/cli.h"
 #include "clients/cli_format.h"
@@ -225,32 +228,34 @@ int RunCacheExplain(const GlobalOptions& g, const CacheExplainOptions& o,
 
 int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
                    CliIo& io) {
+  // A file is written beside the target and renamed at the end: a failed
+  // export leaves no bundle that looks whole. Anything else that exists (a
+  // link such as /dev/stdout, a pipe, a device) is written in place, never
+  // replaced; it may be this process's stdout, so then what the command says
+  // (the summary, an error, JSON or not) goes to stderr and the bundle stays
+  // whole.
+  struct stat st;
+  const bool in_place = !o.out.empty() && ::lstat(o.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  CliIo said{in_place ? io.err : io.out, io.err, false};
   const int given = !o.keys.empty() + !o.prefix.empty() + o.all;
   if (given != 1 || o.out.empty()) {
-    ReportError(g,
-                absl::InvalidArgumentError(
-                    given != 1 ? "cache export: give exactly one of KEY..., "
-                                 "--prefix and --all"
-                               : "cache export: -o FILE is required"),
-                io);
-    return kExitUsage;
+    return ReportUsageError(g,
+                            absl::InvalidArgumentError(
+                                given != 1 ? "cache export: give exactly one of KEY..., "
+                                             "--prefix and --all"
+                                           : "cache export: -o FILE is required"),
+                            said);
   }
   auto client = ConnectFromFlags(g);
-  if (!client.ok()) return ReportUsageError(g, client.status(), io);
+  if (!client.ok()) return ReportUsageError(g, client.status(), said);
   kfuse::v1::ExportKernelsRequest req;
   for (const std::string& k : o.keys) req.add_keys(k);
   req.set_key_prefix(o.prefix);
   req.set_all(o.all);
 
-  // A file is written beside the target and renamed at the end: a failed
-  // export leaves no bundle that looks whole. Anything else that exists (a
-  // link such as /dev/stdout, a pipe, a device) is written in place, never
-  // replaced.
-  struct stat st;
-  const bool in_place = ::lstat(o.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
   const std::string target = in_place ? o.out : o.out + ".partial";
   std::ofstream out(target, std::ios::binary | (in_place ? std::ios::out : std::ios::trunc));
-  if (!out) return ReportError(g, FileError(absl::StrCat("cannot write ", target), errno), io);
+  if (!out) return ReportError(g, FileError(absl::StrCat("cannot write ", target), errno), said);
   out.write(kBundleMagic, kBundleMagicSize);
   int decisions = 0, artifacts = 0;
   int64_t bytes = kBundleMagicSize;
@@ -274,11 +279,8 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
   }
   if (!s.ok()) {
     if (!in_place) std::remove(target.c_str());
-    return ReportError(g, s, io);
+    return ReportError(g, s, said);
   }
-  // A bundle written in place may be this process's stdout (/dev/stdout, a
-  // pipe): the summary goes to stderr then, so the bundle stays whole.
-  std::ostream& said = in_place ? io.err : io.out;
   if (g.json) {
     google::protobuf::Struct summary;
     auto& f = *summary.mutable_fields();
@@ -286,9 +288,9 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
     f["decisions"].set_number_value(decisions);
     f["artifacts"].set_number_value(artifacts);
     f["bytes"].set_number_value(static_cast<double>(bytes));
-    said << ToJson(summary, /*pretty=*/false) << "\n";
+    said.out << ToJson(summary, /*pretty=*/false) << "\n";
   } else {
-    said << "exported " << decisions + artifacts << " entries (" << decisions
+    said.out << "exported " << decisions + artifacts << " entries (" << decisions
            << " decisions, " << artifacts << " artifacts), "
            << FormatBytes(static_cast<double>(bytes)) << " to " << o.out
            << "\n";
@@ -296,47 +298,66 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
   return kExitOk;
 }
 
-int RunCacheImport(const GlobalOptions& g, const std::string& bundle_path,
+namespace {
+
+// `in`'s bytes in a new temporary file (under $TMPDIR, else /tmp); its path.
+absl::StatusOr<std::string> CopyToTemporaryFile(const std::string& in_path) {
+  KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<std::ifstream> in, OpenForReading(in_path));
+  const char* dir = std::getenv("TMPDIR");
+  std::string path = absl::StrCat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/kfuse-import-XXXXXX");
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) return FileError("cannot make a temporary copy of the bundle", errno);
+  ::close(fd);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << in->rdbuf();
+  out.close();
+  if (!out || in->bad()) {
+    std::remove(path.c_str());
+    return absl::DataLossError(absl::StrCat(in_path, ": reading it into a temporary file failed"));
+  }
+  return path;
+}
+
+// `s` with the temporary copy's path replaced by the one the user gave.
+absl::Status Named(const absl::Status& s, const std::string& read, const std::string& given) {
+  if (read == given) return s;
+  return absl::Status(s.code(), absl::StrReplaceAll(s.message(), {{read, given}}));
+}
+
+}  // namespace
+
+int RunCacheImport(const GlobalOptions& g, const std::string& given_path,
                    CliIo& io) {
-  // The whole bundle is read once before anything is sent: a damaged file
-  // sends nothing. A regular file is then read again as it is sent; anything
-  // else (a pipe, /dev/stdin) can be read only once, so its entries are kept
-  // from the first reading.
+  // The whole bundle is read once before anything is sent (a damaged file
+  // sends nothing), then again as it is sent. Anything but a regular file (a
+  // pipe, /dev/stdin) can be read only once: it is copied to a temporary
+  // file first, so memory holds one batch whatever the bundle's size.
+  std::string bundle_path = given_path;
   struct stat st;
-  const bool reread = ::stat(bundle_path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-  std::vector<kfuse::v1::StoreEntry> kept;
+  std::unique_ptr<std::string, void (*)(std::string*)> copy(nullptr, [](std::string* path) {
+    std::remove(path->c_str());
+    delete path;
+  });
+  if (::stat(given_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    absl::StatusOr<std::string> path = CopyToTemporaryFile(given_path);
+    if (!path.ok()) return ReportUsageError(g, path.status(), io);
+    copy.reset(new std::string(*path));
+    bundle_path = *path;
+  }
   {
     auto reader = BundleReader::Open(bundle_path);
-    if (!reader.ok()) {
-      ReportError(g, reader.status(), io);
-      return kExitUsage;
-    }
+    if (!reader.ok()) return ReportUsageError(g, Named(reader.status(), bundle_path, given_path), io);
     kfuse::v1::StoreEntry e;
     for (;;) {
       absl::StatusOr<bool> more = (*reader)->Next(&e);
-      if (!more.ok()) {
-        ReportError(g, more.status(), io);
-        return kExitUsage;
-      }
+      if (!more.ok()) return ReportUsageError(g, Named(more.status(), bundle_path, given_path), io);
       if (!*more) break;
-      if (!reread) kept.push_back(std::move(e));
     }
   }
   auto client = ConnectFromFlags(g);
   if (!client.ok()) return ReportUsageError(g, client.status(), io);
-  absl::StatusOr<std::unique_ptr<BundleReader>> reader;
-  if (reread) {
-    reader = BundleReader::Open(bundle_path);
-    if (!reader.ok()) return ReportError(g, reader.status(), io);
-  }
-  size_t next_kept = 0;
-  // The next entry to send, from the file or from those kept.
-  auto next = [&](kfuse::v1::StoreEntry* e) -> absl::StatusOr<bool> {
-    if (reread) return (*reader)->Next(e);
-    if (next_kept == kept.size()) return false;
-    *e = std::move(kept[next_kept++]);
-    return true;
-  };
+  auto reader = BundleReader::Open(bundle_path);
+  if (!reader.ok()) return ReportError(g, Named(reader.status(), bundle_path, given_path), io);
   kfuse::v1::ImportKernelsResponse total;
   kfuse::v1::ImportKernelsRequest batch;
   size_t batch_bytes = 0;
@@ -351,8 +372,8 @@ int RunCacheImport(const GlobalOptions& g, const std::string& bundle_path,
   };
   kfuse::v1::StoreEntry e;
   for (;;) {
-    absl::StatusOr<bool> more = next(&e);
-    if (!more.ok()) return ReportError(g, more.status(), io);
+    absl::StatusOr<bool> more = (*reader)->Next(&e);
+    if (!more.ok()) return ReportError(g, Named(more.status(), bundle_path, given_path), io);
     if (!*more) break;
     const size_t size = e.ByteSizeLong();
     if (batch.entries_size() >= kImportBatchEntries ||

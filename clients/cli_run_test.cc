@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -288,9 +290,20 @@ TEST_F(CliRunTest, CacheImportReadsAPipeOnce) {
   const std::string bundle((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   const std::string fifo = (dir_ / "pipe").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << bundle; });
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    std::ofstream(fifo, std::ios::binary) << bundle;
+    // Had the import opened the pipe again, it would wait there for a
+    // writer: opening and closing one ends that wait with an empty read, so
+    // the test fails instead of hanging.
+    while (!done.load()) {
+      if (int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   out_.str("");
   const int rc = RunCacheImport(g_, fifo, io_);
+  done = true;
   writer.join();
   ASSERT_EQ(rc, kExitOk) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("imported 2"));

@@ -62,7 +62,7 @@ size_t FirstSyntaxError(const std::string& s) {
           c == '"' || c == '{' || c == '[' ||
           ((std::isalnum(static_cast<unsigned char>(c)) || c == '-') &&
            (prev == '"' || prev == '}' || prev == ']' ||
-            std::isspace(static_cast<unsigned char>(s[i - 1]))));
+            (i > 0 && std::isspace(static_cast<unsigned char>(s[i - 1])))));
       if (after_value && starts_value) return i;
       prev = c;
     }

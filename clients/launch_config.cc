@@ -384,14 +384,14 @@ absl::StatusOr<std::vector<int64_t>> BindSymbols(const v1::KernelPlan& plan,
   // bytes int64 cannot count, is refused here. A size of 0 launches nothing.
   for (size_t i = 0; i < inputs.size(); ++i) {
     int64_t bytes = 8;
+    auto what = [&] { return absl::StrCat("input ", i, " ('", plan.inputs(static_cast<int>(i)).name(), "')"); };
     for (size_t axis = 0; axis < inputs[i].shape.size(); ++axis) {
       const int64_t n = inputs[i].shape[axis];
-      const std::string what = absl::StrCat("input ", i, " ('", plan.inputs(static_cast<int>(i)).name(), "')");
       if (n < 0)
         return absl::InvalidArgumentError(
-            absl::StrCat(what, " axis ", axis, " has size ", n, "; sizes must not be negative"));
+            absl::StrCat(what(), " axis ", axis, " has size ", n, "; sizes must not be negative"));
       if (__builtin_mul_overflow(bytes, n, &bytes))
-        return absl::InvalidArgumentError(absl::StrCat(what, " has more elements than a launch can address"));
+        return absl::InvalidArgumentError(absl::StrCat(what(), " has more elements than a launch can address"));
     }
   }
   std::vector<int64_t> values;
