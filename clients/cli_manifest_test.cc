@@ -2,6 +2,7 @@
 // bookkeeping, the progress line; then the run against the fake service.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -295,6 +296,21 @@ TEST_F(ManifestRunTest, NoItemStartsOnceTheTotalBudgetIsSpent) {
   ASSERT_EQ(RunTuneManifest(g_, o_, io_), kExitOk) << err_.str();
   EXPECT_EQ(fake_.service().tune_requests.size(), 1u);
   EXPECT_THAT(out_.str(), HasSubstr("tuned 1, already stored 0, failed 0, not started 2 (budget)"));
+
+  // --json: one object per item, the ones not started too.
+  g_.json = true;
+  o_.state = Write("json.state", "");
+  out_.str("");
+  ASSERT_EQ(RunTuneManifest(g_, o_, io_), kExitOk) << err_.str();
+  const std::string text = out_.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4) << text;  // Three items, the summary.
+  size_t not_started = 0;
+  for (size_t at = text.find("\"outcome\":\"not_started\""); at != std::string::npos;
+       at = text.find("\"outcome\":\"not_started\"", at + 1)) {
+    ++not_started;
+  }
+  EXPECT_EQ(not_started, 2u) << text;
+  EXPECT_THAT(text, HasSubstr("\"not_started\":2"));
 }
 
 TEST_F(ManifestRunTest, ABarOnATty) {
