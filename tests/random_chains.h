@@ -58,6 +58,18 @@ const T& Pick(std::mt19937_64& rng, const std::vector<T>& v) {
   return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
 }
 
+// The shape `a` and `b` broadcast to (right-aligned; a 1 takes the other's dim).
+inline std::vector<Dim> Broadcast(const std::vector<Dim>& a, const std::vector<Dim>& b) {
+  std::vector<Dim> r(std::max(a.size(), b.size()), Dim::Static(1));
+  for (size_t i = 0; i < r.size(); ++i) {
+    const Dim* x = i < a.size() ? &a[a.size() - 1 - i] : nullptr;
+    const Dim* y = i < b.size() ? &b[b.size() - 1 - i] : nullptr;
+    Dim& out = r[r.size() - 1 - i];
+    out = x == nullptr || *x == Dim::Static(1) ? (y ? *y : Dim::Static(1)) : *x;
+  }
+  return r;
+}
+
 class Builder {
  public:
   Builder(Chain& c, std::mt19937_64& rng, bool views = false)
@@ -215,17 +227,6 @@ class Builder {
     }
     shapes_[id] = s;
     return s;
-  }
-
-  static std::vector<Dim> Broadcast(const std::vector<Dim>& a, const std::vector<Dim>& b) {
-    std::vector<Dim> r(std::max(a.size(), b.size()), Dim::Static(1));
-    for (size_t i = 0; i < r.size(); ++i) {
-      const Dim* x = i < a.size() ? &a[a.size() - 1 - i] : nullptr;
-      const Dim* y = i < b.size() ? &b[b.size() - 1 - i] : nullptr;
-      Dim& out = r[r.size() - 1 - i];
-      out = x == nullptr || *x == Dim::Static(1) ? (y ? *y : Dim::Static(1)) : *x;
-    }
-    return r;
   }
 
   int32_t Op(OpKind k, std::vector<int32_t> args, std::vector<Dim> shape) {

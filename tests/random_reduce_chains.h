@@ -45,6 +45,7 @@ namespace kfuse::testing_chains {
 
 namespace reduce_internal {
 
+using internal::Broadcast;
 using internal::Chance;
 using internal::Pick;
 
@@ -91,17 +92,6 @@ struct Term {
 
 inline bool IsFloatType(DType t) {
   return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16;
-}
-
-inline std::vector<Dim> Broadcast(const std::vector<Dim>& a, const std::vector<Dim>& b) {
-  std::vector<Dim> r(std::max(a.size(), b.size()), Dim::Static(1));
-  for (size_t i = 0; i < r.size(); ++i) {
-    const Dim* x = i < a.size() ? &a[a.size() - 1 - i] : nullptr;
-    const Dim* y = i < b.size() ? &b[b.size() - 1 - i] : nullptr;
-    Dim& out = r[r.size() - 1 - i];
-    out = x == nullptr || *x == Dim::Static(1) ? (y ? *y : Dim::Static(1)) : *x;
-  }
-  return r;
 }
 
 // Whether every dim of `a` is 1 or `b`'s (right-aligned): `a` broadcasts to `b`.
