@@ -165,7 +165,7 @@ __device__ __forceinline__ void body(const unsigned short* __restrict__ A, const
 // one scoreboard and the first use of any of them waits for all in flight
 // (xs.sass), so a buffer is permuted into mma operands (its wait) before the
 // other buffer's loads are issued, and its products overlap those loads.
-template <int B, int XS, bool DEP, bool NOMMA = false>
+template <int B, int XS, bool DEP, bool NOMMA = false, bool NOX = false>
 __device__ __forceinline__ void body_pp(const unsigned short* __restrict__ A, const unsigned short* __restrict__ Bw,
                                         const unsigned short* __restrict__ bias, unsigned short* __restrict__ out) {
   extern __shared__ __align__(16) unsigned char kf_smem[];
@@ -179,7 +179,7 @@ __device__ __forceinline__ void body_pp(const unsigned short* __restrict__ A, co
     for (int r = 0; r < 4; ++r) w[r] = kf_ldg_stream(p + r * N);
   };
   auto xcopy = [&](int i) {
-    if (i < STEPS) {
+    if (!NOX && i < STEPS) {
       const unsigned dst = xs + (i % XS) * SLOT;
       const unsigned short* src = A + warp * 32 + i * (WK * 32);
 #pragma unroll
@@ -311,7 +311,7 @@ __device__ __forceinline__ void body_pp(const unsigned short* __restrict__ A, co
 // one scoreboard and the first use of any of them waits for all in flight
 // (xs.sass), so a buffer is permuted into mma operands (its wait) before the
 // other buffer's loads are issued, and its products overlap those loads.
-template <int B, int XS, bool DEP, bool NOMMA = false>
+template <int B, int XS, bool DEP, bool NOMMA = false, bool NOX = false>
 __device__ __forceinline__ void body_ip(const unsigned short* __restrict__ A, const unsigned short* __restrict__ Bw,
                                         const unsigned short* __restrict__ bias, unsigned short* __restrict__ out) {
   extern __shared__ __align__(16) unsigned char kf_smem[];
@@ -325,7 +325,7 @@ __device__ __forceinline__ void body_ip(const unsigned short* __restrict__ A, co
     for (int r = 0; r < 4; ++r) w[r] = kf_ldg_stream(p + r * N);
   };
   auto xcopy = [&](int i) {
-    if (i < STEPS) {
+    if (!NOX && i < STEPS) {
       const unsigned dst = xs + (i % XS) * SLOT;
       const unsigned short* src = A + warp * 32 + i * (WK * 32);
 #pragma unroll
@@ -481,6 +481,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     kf_pp_nomma(const unsigned short* __restrict__ A, const unsigned short* __restrict__ W,
                 const unsigned short* __restrict__ bias, unsigned short* __restrict__ out) {
   body_pp<2, 4, true, true>(A, W, bias, out);
+}
+// Probes (outputs wrong by design): no copies of x, with and without products.
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    kf_pp_nox(const unsigned short* __restrict__ A, const unsigned short* __restrict__ W,
+              const unsigned short* __restrict__ bias, unsigned short* __restrict__ out) {
+  body_pp<2, 4, true, false, true>(A, W, bias, out);
+}
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    kf_pp_nomma_nox(const unsigned short* __restrict__ A, const unsigned short* __restrict__ W,
+                    const unsigned short* __restrict__ bias, unsigned short* __restrict__ out) {
+  body_pp<2, 4, true, true, true>(A, W, bias, out);
 }
 
 #define KF_ENTRY(D, XS, L)                                                                               \
