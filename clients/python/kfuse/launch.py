@@ -25,6 +25,7 @@ import ctypes
 import hashlib
 import operator
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 from kfuse.chain import dtype_of
@@ -434,8 +435,12 @@ class BoundLaunch:
         `stream` (an int handle or a CUstream). Returns None, or, with
         nothing launched, the LaunchError (FAILED_PRECONDITION) of an ALIGNED
         precondition the addresses break; raises LaunchError (INTERNAL) when
-        the driver fails."""
-        free, n, mask, general, streams, current, ctx, by_value, scratch, launch, ok = self._hot
+        the driver fails; after its Launcher's close(), returns a
+        LaunchError (FAILED_PRECONDITION): its functions are unloaded."""
+        hot = self._hot
+        if hot is None:
+            return LaunchError("FAILED_PRECONDITION", "the Launcher that bound this plan is closed")
+        free, n, mask, general, streams, current, ctx, by_value, scratch, launch, ok = hot
         try:
             args = free.pop()
         except IndexError:  # Every set is in use (other threads are launching).
@@ -531,7 +536,8 @@ class Launcher:
     """Launches plans; thread safe. pinned_key (64 hex digits): plans that
     do not verify are refused before any module is loaded. driver: the
     cuda.bindings.driver module (the default) or a double with its calls.
-    `binds` counts the BoundLaunches made."""
+    `binds` counts the BoundLaunches made. Modules stay loaded, one per
+    distinct cubin and context, until close() (or the `with` block's end)."""
 
     def __init__(self, pinned_key=None, driver=None):
         self._pinned = pinned_key
@@ -542,7 +548,53 @@ class Launcher:
         self._smem = {}
         self._verified = set()
         self._recent = {}    # (id(plan), inputs, layout) -> (plan, BoundLaunch), for launch()
+        self._contexts = {}  # int(context) -> its handle, for close()
+        self._bound = weakref.WeakSet()  # The BoundLaunches made, stopped by close()
+        self._closed = False
         self.binds = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Unloads every module this Launcher loaded, each in its context,
+        and releases the primary contexts it retained. The BoundLaunches it
+        made stop running (run() returns FAILED_PRECONDITION), and later
+        launch() and bind() raise FAILED_PRECONDITION. A context already
+        destroyed took its modules with it: they are skipped. Idempotent.
+        Waits for the work enqueued in each of those contexts first
+        (cuCtxSynchronize), so no kernel still queued loses its module."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            bound, modules, primary = list(self._bound), self._modules, self._primary
+            contexts = self._contexts
+            self._bound, self._modules, self._primary, self._contexts = weakref.WeakSet(), {}, {}, {}
+            self._recent.clear()
+            self._smem.clear()
+        for b in bound:
+            b._hot = None
+        if not modules and not primary:
+            return
+        cu = self._driver()
+        for ctx, loaded in modules.items():
+            handle = contexts.get(ctx, ctx)
+            if int(cu.cuCtxPushCurrent(handle)[0]) != 0:
+                continue
+            try:
+                cu.cuCtxSynchronize()
+                for mod in loaded.values():
+                    cu.cuModuleUnload(mod["module"])
+            finally:
+                cu.cuCtxPopCurrent()
+        for device in primary:
+            err, dev = cu.cuDeviceGet(device)
+            if int(err) == 0:
+                cu.cuDevicePrimaryCtxRelease(dev)
 
     @property
     def cached_modules(self):
@@ -563,6 +615,8 @@ class Launcher:
         if f is not None:
             return f
         with self._lock:
+            if self._closed:
+                raise LaunchError("FAILED_PRECONDITION", "this Launcher is closed")
             per_ctx = self._modules.setdefault(ctx, {})
             mod = per_ctx.get(digest)
             if mod is None:
@@ -657,8 +711,12 @@ class Launcher:
         return ctx
 
     def _bind(self, layout, device, bufs):
+        if self._closed:
+            raise LaunchError("FAILED_PRECONDITION", "this Launcher is closed")
         cu = self._driver()
         ctx = self._context(cu, device)
+        with self._lock:
+            self._contexts.setdefault(int(ctx), ctx)
         push = int(_check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")) != int(ctx)
         if push:
             _check(cu.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
@@ -671,6 +729,9 @@ class Launcher:
                 cu.cuCtxPopCurrent()
         bound = BoundLaunch(cu, ctx, ordinal, layout, kernels, scratch, n_slots, keep)
         with self._lock:
+            if self._closed:  # Closed while binding: its modules may be gone.
+                raise LaunchError("FAILED_PRECONDITION", "this Launcher is closed")
+            self._bound.add(bound)
             self.binds += 1
         return bound
 

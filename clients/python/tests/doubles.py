@@ -56,6 +56,8 @@ class FakeDriver:
         self.record, self.current, self.stack = record, current, []
         self.param_types, self.pause = param_types, pause
         self.launches, self.loads, self.calls, self.allocs = [], [], 0, 0
+        self.unloads, self.released = [], []  # (module, current context); device
+        self.synced = []  # The current context of each cuCtxSynchronize.
 
     def cuCtxGetCurrent(self):
         return 0, Handle(self.current)
@@ -84,6 +86,18 @@ class FakeDriver:
     def cuModuleLoadData(self, image):
         self.loads.append(self.current)
         return 0, Handle(0x100 * self.current + len(self.loads))
+
+    def cuCtxSynchronize(self):
+        self.synced.append(self.current)
+        return (0,)
+
+    def cuModuleUnload(self, module):
+        self.unloads.append((int(module), self.current))
+        return (0,)
+
+    def cuDevicePrimaryCtxRelease(self, dev):
+        self.released.append(int(dev))
+        return (0,)
 
     def cuModuleGetFunction(self, module, name):
         return 0, Handle(0x10000 + int(module))

@@ -227,6 +227,44 @@ def test_launcher_refuses_memory_off_the_contexts_device():
     launcher.bind(plan, ins, outs)
 
 
+def test_close_unloads_modules_and_stops_its_launches():
+    driver = _Driver()
+    launcher = kfuse.Launcher(driver=driver)
+    plan = _plan()
+    launcher.launch(plan, *_bufs(16))  # Context 1, current.
+    on_device_1 = _bufs(16, ptr=0x2000000)
+    bound = launcher.bind(plan, *on_device_1, device=1)  # Device 1's primary context, 2.
+    ptrs = [b.ptr for b in on_device_1[0] + on_device_1[1]]
+    assert bound.run(ptrs) is None and len(driver.launches) == 2
+    loaded = [(0x100 * ctx + i + 1, ctx) for i, ctx in enumerate(driver.loads)]
+    assert [ctx for _, ctx in loaded] == [1, 2]
+    launcher.close()
+    # Each module unloaded in its own context, the context made current for it.
+    assert sorted(driver.unloads) == sorted(loaded) and driver.current == 1
+    assert sorted(driver.synced) == [1, 2]  # Queued kernels finish before their modules go.
+    assert driver.released == [1]  # Only the primary context it retained.
+    refusal = bound.run(ptrs)
+    assert refusal.code == "FAILED_PRECONDITION" and "closed" in str(refusal)
+    for call in (lambda: launcher.launch(plan, *_bufs(16)),
+                 lambda: launcher.bind(_plan(), *_bufs(16))):
+        with pytest.raises(kfuse.LaunchError, match="this Launcher is closed") as e:
+            call()
+        assert e.value.code == "FAILED_PRECONDITION"
+    assert len(driver.launches) == 2 and len(driver.loads) == 2
+    launcher.close()  # Idempotent.
+    assert len(driver.unloads) == 2 and driver.released == [1]
+
+
+def test_launcher_as_a_context_manager_closes():
+    driver = _Driver()
+    with kfuse.Launcher(driver=driver) as launcher:
+        launcher.launch(_plan(), *_bufs(16))
+    assert driver.unloads == [(0x101, 1)] and driver.released == []
+    # Nothing loaded: closing needs no driver (cuda.bindings not imported).
+    with kfuse.Launcher():
+        pass
+
+
 def test_a_pinned_launcher_verifies_each_plan_content(kfused):
     pytest.importorskip("nacl", reason="PyNaCl is not installed")
     address, key = kfused
@@ -297,6 +335,13 @@ def test_gpu_launch_matches_torch(client):
     launcher.launch(plan, [a, b_, c_], [out], stream=stream.cuda_stream)
     torch.cuda.synchronize()
     assert launcher.cached_modules == 1
+    torch.testing.assert_close(out, torch.relu(a * b_ + c_))
+    launcher.close()  # Unloads the module through the real driver.
+    assert launcher.cached_modules == 0
+    out.zero_()
+    with kfuse.Launcher() as again:
+        again.launch(plan, [a, b_, c_], [out], stream=stream.cuda_stream)
+        torch.cuda.synchronize()
     torch.testing.assert_close(out, torch.relu(a * b_ + c_))
 
 
