@@ -222,15 +222,7 @@ void MatchReference(const std::vector<Case>& cases) {
       ASSERT_TRUE(compiled.ok()) << compiled.status();
       plan.clear_kernels();
       *plan.add_kernels() = ToProto(*compiled, /*include_source=*/false);
-      std::vector<DeviceBuffer> outputs;
-      for (int32_t o : c.outputs) {
-        const TensorType& t = c.nodes[o].type;
-        const size_t bytes =
-            static_cast<size_t>(Elements(t, k.symbols)) * (yardstick ? 8 : DTypeBytes(t.dtype));
-        CUdeviceptr p = mem.Alloc(bytes);
-        ASSERT_EQ(gpu->cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
-        outputs.push_back(DeviceBuffer{p, gpu_test::ShapeOf(t, k.symbols), {}, t.dtype});
-      }
+      std::vector<DeviceBuffer> outputs = gpu_test::PoisonedOutputs(*gpu, mem, c, k.symbols, yardstick);
       absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
       ASSERT_TRUE(s.ok()) << v.ToString() << ": " << s;
       ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();

@@ -183,14 +183,7 @@ void CheckChainOnGpu(const GpuCheck& g, int index) {
     absl::StatusOr<v1::KernelPlan> plan = PlanOfKernels(c, *part, kernels, /*f64=*/false);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_EQ(plan->intermediates_size(), static_cast<int>(part->intermediates.size()));
-    std::vector<DeviceBuffer> outputs;
-    for (int32_t o : c.outputs) {
-      const TensorType& t = c.nodes[o].type;
-      const size_t bytes = static_cast<size_t>(Elements(t, syms)) * DTypeBytes(t.dtype);
-      CUdeviceptr p = mem.Alloc(bytes);
-      ASSERT_EQ(g.gpu->cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
-      outputs.push_back(DeviceBuffer{p, ShapeOf(t, syms), {}, t.dtype});
-    }
+    std::vector<DeviceBuffer> outputs = gpu_test::PoisonedOutputs(*g.gpu, mem, c, syms);
     absl::Status s = g.launcher->Launch(*plan, inputs, outputs, nullptr);
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_EQ(g.gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);

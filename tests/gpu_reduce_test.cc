@@ -150,15 +150,7 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       absl::StatusOr<v1::KernelPlan> plan = PlanOfKernels(c, *part, kernels, yardstick);
       ASSERT_TRUE(plan.ok()) << plan.status();
       ASSERT_EQ(plan->intermediates_size(), static_cast<int>(part->intermediates.size()));
-      std::vector<DeviceBuffer> outputs;
-      for (int32_t o : c.outputs) {
-        const TensorType& t = c.nodes[o].type;
-        const size_t bytes =
-            static_cast<size_t>(Elements(t, syms)) * (yardstick ? 8 : DTypeBytes(t.dtype));
-        CUdeviceptr p = mem.Alloc(bytes);
-        ASSERT_EQ(gpu->cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
-        outputs.push_back(DeviceBuffer{p, ShapeOf(t, syms), {}, t.dtype});
-      }
+      std::vector<DeviceBuffer> outputs = gpu_test::PoisonedOutputs(*gpu, mem, c, syms, yardstick);
       absl::Status s = launcher.Launch(*plan, inputs, outputs, nullptr);
       ASSERT_TRUE(s.ok()) << s;
       ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);

@@ -234,6 +234,22 @@ struct KernelCheck {
   int launches = 1;  // Launched this many times before the check.
 };
 
+// One buffer per output of `c` (doubles for the fp64 yardstick), filled with
+// kPoisonByte so that an element a kernel leaves unwritten fails its check.
+inline std::vector<DeviceBuffer> PoisonedOutputs(Gpu& gpu, DeviceMemory& mem, const Chain& c,
+                                                 const std::vector<int64_t>& syms,
+                                                 bool f64 = false) {
+  std::vector<DeviceBuffer> outputs;
+  for (int32_t o : c.outputs) {
+    const TensorType& t = c.nodes[o].type;
+    const size_t bytes = static_cast<size_t>(Elements(t, syms)) * (f64 ? 8 : DTypeBytes(t.dtype));
+    CUdeviceptr p = mem.Alloc(bytes);
+    EXPECT_EQ(gpu.cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
+    outputs.push_back(DeviceBuffer{p, ShapeOf(t, syms), {}, t.dtype});
+  }
+  return outputs;
+}
+
 // Compiles `spec` (emitted under `numerics`) for this GPU, launches it as
 // the chain's one kernel into outputs poisoned first (doubles for
 // kReference64), and checks every output against the exact reference with
@@ -246,14 +262,7 @@ inline void CheckKernel(Gpu& gpu, DeviceMemory& mem, const KernelSpec& spec, Num
   ASSERT_TRUE(compiled.ok()) << what << ": " << compiled.status();
   v1::KernelPlan plan = PlanFor(c);
   *plan.add_kernels() = ToProto(*compiled, /*include_source=*/false);
-  std::vector<DeviceBuffer> outputs;
-  for (int32_t o : c.outputs) {
-    const TensorType& t = c.nodes[o].type;
-    const size_t bytes = static_cast<size_t>(Elements(t, k.syms)) * (f64 ? 8 : DTypeBytes(t.dtype));
-    CUdeviceptr p = mem.Alloc(bytes);
-    ASSERT_EQ(gpu.cu->cuMemsetD8(p, kPoisonByte, bytes), CUDA_SUCCESS);
-    outputs.push_back(DeviceBuffer{p, ShapeOf(t, k.syms), {}, t.dtype});
-  }
+  std::vector<DeviceBuffer> outputs = PoisonedOutputs(gpu, mem, c, k.syms, f64);
   for (int rep = 0; rep < k.launches; ++rep) {
     absl::Status s = k.launcher->Launch(plan, *k.inputs, outputs, nullptr);
     ASSERT_TRUE(s.ok()) << what << ": " << s;
