@@ -1228,7 +1228,7 @@ class FusedFunction:
         key = (chain_fingerprint(chain), tuple((dt, shape) for dt, shape, _ in sig), ordinal,
                client_key(client), self.mode, target)
         try:
-            plan = plans.get_or_create(key, lambda: self._compile(client, chain, target))
+            plan = plans.get_or_create(key, lambda: self._compile(client, chain, target, dev))
         except _ClientFellBack:  # The client has warned.
             return _Eager("kfused is unreachable", self._retry_at())
         except KfuseError as e:
@@ -1259,8 +1259,8 @@ class FusedFunction:
             return self._eager(f"{self.name}: the plan's outputs {outputs} differ from torch's {want}")
         return _Fused(plan, [(dt, shape) for dt, shape, _ in sig], outputs, tuple_out, dev)
 
-    def _compile(self, client, chain, target):
-        resp = client.compile(chain, target=target, mode=self.mode)
+    def _compile(self, client, chain, target, dev):
+        resp = client.compile(chain, target=target, mode=self.mode, env=_environment(dev))
         if resp is None:  # The client ran with on_unavailable="eager" and has warned.
             raise _ClientFellBack()
         return resp.plan
@@ -1310,6 +1310,30 @@ def _target(dev):
         return 0
     major, minor = torch.cuda.get_device_capability(dev)
     return major * 10 + minor
+
+
+@functools.lru_cache(maxsize=None)
+def _environment(dev):
+    """The ClientEnvironment sent with each compile: informational (the
+    server logs it with the build; it is in no key). The device's name,
+    compute capability, SMs, memory and L2 from torch; the driver's version
+    where cuda.bindings is installed (0 otherwise)."""
+    env = pb.ClientEnvironment()
+    if dev.type != "cuda":
+        return env
+    p = torch.cuda.get_device_properties(dev)
+    d = env.device
+    d.name, d.cc_major, d.cc_minor = p.name, p.major, p.minor
+    d.sm_count, d.memory_bytes = p.multi_processor_count, p.total_memory
+    d.l2_bytes = getattr(p, "L2_cache_size", 0)
+    try:
+        from cuda.bindings import driver
+        err, version = driver.cuDriverGetVersion()
+        if int(err) == 0:
+            env.driver_version = int(version)
+    except ImportError:
+        pass
+    return env
 
 
 def _meta_outputs(ff, args, tuple_out):

@@ -14,16 +14,17 @@ def kinds(chain):
 
 class CountingClient:
     """A client double: forwards to `real` (or raises `error`), counting
-    compiles; it has real's address and pinned key, as the shared plan
+    compiles and keeping the last one's keyword arguments; it has real's address and pinned key, as the shared plan
     cache keys by them."""
 
     def __init__(self, real=None, error=None):
-        self.real, self.error, self.calls = real, error, 0
+        self.real, self.error, self.calls, self.last_kw = real, error, 0, None
         self.address = getattr(real, "address", "fake")
         self.verify_key = getattr(real, "verify_key", None)
 
     def compile(self, chain, **kw):
         self.calls += 1
+        self.last_kw = kw
         if self.error is not None:
             raise self.error
         return self.real.compile(chain, **kw)

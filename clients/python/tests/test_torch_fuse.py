@@ -635,6 +635,11 @@ def test_gpu_fused_silu_mul_and_add_rms_norm(client):
         got = swiglu(x, y)
     torch.testing.assert_close(got, F.silu(x) * y, atol=2e-2, rtol=1.6e-2)
     assert counting.calls == 1
+    # The informational environment: this GPU and the driver's version.
+    env = counting.last_kw["env"]
+    assert env.device.name == torch.cuda.get_device_name()
+    assert (env.device.cc_major, env.device.cc_minor) == torch.cuda.get_device_capability()
+    assert env.driver_version >= 12000
 
     add_rms = kt.fuse(_add_rms, client=counting, fallback="raise")
     a, r = (torch.randn(512, 4096, device="cuda") for _ in range(2))
