@@ -9,6 +9,7 @@
 #include "clients/verify.h"
 #include "core/status.h"
 #include "core/version.h"
+#include "tuner/cuda/driver.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -153,6 +154,12 @@ void Client::FillEnvironment(kfuse::v1::CompileRequest& request) const {
   if (request.env().client().empty()) {
     request.mutable_env()->set_client(
         absl::StrCat(options_.client_name, "/", kKfuseVersion));
+  }
+  if (request.env().driver_version() == 0) {
+    // Without a driver (a CI machine) it stays 0.
+    if (absl::StatusOr<int> v = InstalledDriverVersion(); v.ok() && *v > 0) {
+      request.mutable_env()->set_driver_version(static_cast<uint32_t>(*v));
+    }
   }
 }
 

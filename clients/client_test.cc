@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tuner/cuda/driver.h"
 
 namespace kfuse::client {
 namespace {
@@ -41,16 +42,20 @@ kfuse::v1::CompileRequest Request() {
   return r;
 }
 
-TEST_F(ClientTest, CompileFillsClientName) {
+TEST_F(ClientTest, CompileFillsClientNameAndDriver) {
   auto c = MakeClient();
   auto r = c->Compile(Request());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->plan().key(), "key-1");
   EXPECT_EQ(service_.last_client, absl::StrCat("kfuse-cpp/", kKfuseVersion));
+  // This machine's driver (0 without one, as in CI; 13000-style on a GPU host).
+  EXPECT_EQ(service_.last_driver, static_cast<uint32_t>(InstalledDriverVersion().value_or(0)));
   auto req = Request();
   req.mutable_env()->set_client("torch/2.5");
+  req.mutable_env()->set_driver_version(12080);
   ASSERT_TRUE(c->Compile(req).ok());
   EXPECT_EQ(service_.last_client, "torch/2.5");
+  EXPECT_EQ(service_.last_driver, 12080u);
 }
 
 TEST_F(ClientTest, ServerErrorKeepsCodeAndMessage) {

@@ -27,6 +27,7 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
                        const kfuse::v1::CompileRequest* req,
                        kfuse::v1::CompileResponse* resp) override {
     last_client = req->env().client();
+    last_driver = req->env().driver_version();
     if (req->chain().outputs_size() == 0) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "chain: no outputs");
@@ -189,6 +190,7 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
   std::string entry = "kfuse_pw_0";
   int compiles = 0;
   std::string last_client;
+  uint32_t last_driver = 0;
   std::string last_auth;
   // Tune: every request, a delay before answering, what was tuned before.
   std::vector<kfuse::v1::CompileRequest> tune_requests;

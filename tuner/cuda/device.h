@@ -19,9 +19,10 @@ namespace kfuse {
 // driver; InvalidArgument for an ordinal out of range.
 absl::StatusOr<DeviceFingerprint> QueryDevice(int ordinal);
 
-// cuDriverGetVersion: 13000 for CUDA 13.0. Unavailable without a driver.
 // The device's PCI bus id as NVML spells it: "00000000:1b:00.0".
 absl::StatusOr<std::string> PciBusId(int ordinal);
+
+// cuDriverGetVersion: 13000 for CUDA 13.0. Unavailable without a driver.
 absl::StatusOr<int> DriverVersion();
 
 // Visible CUDA devices; 0 without a driver (no GPU is not an error).

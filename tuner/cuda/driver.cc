@@ -73,6 +73,21 @@ absl::StatusOr<const DriverApi*> LoadOnce() {
 
 }  // namespace
 
+absl::StatusOr<int> InstalledDriverVersion() {
+  static const absl::StatusOr<int>* const result = new absl::StatusOr<int>([] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (lib == nullptr) return absl::StatusOr<int>(absl::UnavailableError("no libcuda.so.1"));
+    using GetVersion = CUresult (*)(int*);
+    auto get = reinterpret_cast<GetVersion>(dlsym(lib, "cuDriverGetVersion"));
+    int version = 0;
+    if (get == nullptr || get(&version) != CUDA_SUCCESS) {
+      return absl::StatusOr<int>(absl::UnavailableError("cuDriverGetVersion failed"));
+    }
+    return absl::StatusOr<int>(version);
+  }());
+  return *result;
+}
+
 absl::StatusOr<const DriverApi*> LoadDriver() {
   // Function-local static: initialized exactly once, thread-safe (C++11).
   static const absl::StatusOr<const DriverApi*>* const result =

@@ -83,6 +83,11 @@ inline constexpr int kMinDriverVersion = 12000;
 // driver is older than kMinDriverVersion.
 absl::StatusOr<const DriverApi*> LoadDriver();
 
+// cuDriverGetVersion (13000 for CUDA 13.0) without resolving the driver's
+// table or initializing CUDA: what a client reports about its machine.
+// Unavailable without libcuda.so.1. Process-wide, computed once.
+absl::StatusOr<int> InstalledDriverVersion();
+
 // OK for CUDA_SUCCESS, else a status naming `what` and the driver's error
 // name and text ("cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)").
 // Out of memory maps to ResourceExhausted, everything else to Internal.

@@ -101,6 +101,10 @@ TEST(DriverGpuTest, QueryDeviceFillsEveryField) {
   absl::StatusOr<int> v = DriverVersion();
   ASSERT_TRUE(v.ok());
   EXPECT_GE(*v, kMinDriverVersion);
+  // The client's probe, without the table or cuInit, reads the same.
+  absl::StatusOr<int> installed = InstalledDriverVersion();
+  ASSERT_TRUE(installed.ok()) << installed.status();
+  EXPECT_EQ(*installed, *v);
 }
 
 TEST(DriverGpuTest, PrimaryContextMemoryRoundTrip) {
