@@ -222,16 +222,6 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
         break;
     }
   }
-  // torch.pow refuses an integer tensor raised to a negative Python int
-  // (a 0-d tensor exponent is computed: 1, -1 or 0, as kf_ipow does).
-  if (n.kind == OpKind::kPow && !IsFloat(compute)) {
-    const Node& e = c.nodes[n.args[1]];
-    if (e.kind == OpKind::kConstant && e.dtype == DType::kInvalid && e.value < 0) {
-      return Bad(c, id, "args",
-                 absl::StrCat("pow of integers by the negative integer ", e.value,
-                              " is not allowed (as in torch.pow); cast to a float first"));
-    }
-  }
   n.type.dtype = compute;
   return absl::OkStatus();
 }
