@@ -158,10 +158,12 @@ absl::StatusOr<IterSpace> BuildIterSpace(const Chain& chain, const KernelGroup& 
   auto is_input = [&](int32_t id) { return chain.nodes[id].kind == OpKind::kInput; };
 
   // What the kernel writes: chain outputs it holds, then values other
-  // kernels consume.
+  // kernels consume. A group that lists its results writes those outputs
+  // only: a node it recomputes may be an output another kernel writes.
+  const std::set<int32_t> results(group.results.begin(), group.results.end());
   std::vector<std::pair<BufferRef, int32_t>> writes;
   for (size_t j = 0; j < chain.outputs.size(); ++j) {
-    if (listed.count(chain.outputs[j])) {
+    if ((results.empty() ? listed : results).count(chain.outputs[j])) {
       writes.push_back({BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(j)},
                         chain.outputs[j]});
     }

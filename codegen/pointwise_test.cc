@@ -185,6 +185,25 @@ TEST(ContractTest, DenseChainParamsGridAndAlignment) {
   EXPECT_TRUE(absl::StrContains(strided.source, "base += (kf_idx)gridDim.x * tile"));
 }
 
+// A node the group recomputes (for a later node) may be a chain output that
+// another kernel of the plan writes: only the group's results are written.
+TEST(ContractTest, WritesItsResultsNotEveryOutputItComputes) {
+  Chain c;
+  int x = c.AddInput(T(DType::kF32, {S(3), S(4096)}));
+  int mask = c.AddOp(OpKind::kLogicalAnd, {x, x});
+  int y = c.AddOp(OpKind::kSigmoid, {c.AddOp(OpKind::kWhere, {mask, x, c.AddConstant(0.5)})});
+  c.outputs = {y, mask, y};
+  TestChain tc = Finish("recomputed_output", std::move(c));
+  tc.group.results = {y};  // mask is written elsewhere.
+  KernelSpec k = Emit(tc, V(4, 1, 256, 0));
+  std::vector<BufferRef> written;
+  for (const KernelParam& p : k.params) {
+    if (p.buffer.kind != BufferRef::Kind::kInput) written.push_back(p.buffer);
+  }
+  EXPECT_EQ(written, (std::vector<BufferRef>{{BufferRef::Kind::kOutput, 0},
+                                             {BufferRef::Kind::kOutput, 2}}));
+}
+
 TEST(ContractTest, SymbolsBecomeInt64ScalarsAndPreconditions) {
   TestChain rows = pointwise_test::SymbolicRows();
   KernelSpec k = Emit(rows, V(4, 2, 256, 0));
