@@ -563,10 +563,14 @@ class Launcher:
         """Unloads every module this Launcher loaded, each in its context,
         and releases the primary contexts it retained. The BoundLaunches it
         made stop running (run() returns FAILED_PRECONDITION), and later
-        launch() and bind() raise FAILED_PRECONDITION. A context already
-        destroyed took its modules with it: they are skipped. Idempotent.
-        Waits for the work enqueued in each of those contexts first
-        (cuCtxSynchronize), so no kernel still queued loses its module."""
+        launch() and bind() raise FAILED_PRECONDITION. Idempotent.
+        Synchronizes each of those contexts first (cuCtxSynchronize: all of
+        its streams, torch's too), so no kernel already queued loses its
+        module. Call it when no other thread is launching through this
+        Launcher, and before destroying a context it launched in (one it
+        did not retain: the current context of launch() or bind() without a
+        device). Raises LaunchError (INTERNAL) naming any unload the driver
+        refused, after trying every one."""
         with self._lock:
             if self._closed:
                 return
@@ -580,21 +584,28 @@ class Launcher:
             b._hot = None
         if not modules and not primary:
             return
-        cu = self._driver()
+        cu, failed = self._driver(), []
         for ctx, loaded in modules.items():
-            handle = contexts.get(ctx, ctx)
-            if int(cu.cuCtxPushCurrent(handle)[0]) != 0:
+            err, = cu.cuCtxPushCurrent(contexts.get(ctx, ctx))
+            if int(err) != 0:
+                failed.append(f"cuCtxPushCurrent({ctx:#x}): {err!r}")
                 continue
             try:
                 cu.cuCtxSynchronize()
                 for mod in loaded.values():
-                    cu.cuModuleUnload(mod["module"])
+                    err, = cu.cuModuleUnload(mod["module"])
+                    if int(err) != 0:
+                        failed.append(f"cuModuleUnload: {err!r}")
             finally:
                 cu.cuCtxPopCurrent()
         for device in primary:
             err, dev = cu.cuDeviceGet(device)
             if int(err) == 0:
-                cu.cuDevicePrimaryCtxRelease(dev)
+                err, = cu.cuDevicePrimaryCtxRelease(dev)
+            if int(err) != 0:
+                failed.append(f"releasing device {device}'s primary context: {err!r}")
+        if failed:
+            raise LaunchError("INTERNAL", "close: " + "; ".join(failed))
 
     @property
     def cached_modules(self):
@@ -703,6 +714,8 @@ class Launcher:
         ctx = self._primary.get(device)
         if ctx is None:
             with self._lock:
+                if self._closed:  # Else close() could miss the context retained here.
+                    raise LaunchError("FAILED_PRECONDITION", "this Launcher is closed")
                 ctx = self._primary.get(device)
                 if ctx is None:
                     dev = _check(cu.cuDeviceGet(device), f"cuDeviceGet({device})")

@@ -1331,7 +1331,7 @@ def _environment(dev):
         err, version = driver.cuDriverGetVersion()
         if int(err) == 0:
             env.driver_version = int(version)
-    except ImportError:
+    except Exception:  # noqa: BLE001 (informational: never fails a compile)
         pass
     return env
 

@@ -255,6 +255,22 @@ def test_close_unloads_modules_and_stops_its_launches():
     assert len(driver.unloads) == 2 and driver.released == [1]
 
 
+def test_close_reports_an_unload_the_driver_refuses_after_trying_every_one():
+    class Refusing(_Driver):
+        def cuModuleUnload(self, module):
+            super().cuModuleUnload(module)
+            return (201 if int(module) == 0x101 else 0,)  # CUDA_ERROR_INVALID_CONTEXT
+
+    driver = Refusing()
+    launcher = kfuse.Launcher(driver=driver)
+    launcher.launch(_plan(), *_bufs(16))
+    launcher.bind(_plan(), *_bufs(16, ptr=0x2000000), device=1)
+    with pytest.raises(kfuse.LaunchError, match="close: cuModuleUnload: 201") as e:
+        launcher.close()
+    assert e.value.code == "INTERNAL"
+    assert len(driver.unloads) == 2 and driver.released == [1]
+
+
 def test_launcher_as_a_context_manager_closes():
     driver = _Driver()
     with kfuse.Launcher(driver=driver) as launcher:
