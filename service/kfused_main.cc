@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "core/log.h"
 #include "service/auth.h"
+#include "service/interceptors.h"
 #include "service/library_logs.h"
 #include "service/node.h"
 #include "service/server.h"
@@ -294,7 +295,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.RegisterService(service.get());
-  builder.experimental().SetInterceptorCreators((*node)->metrics().Interceptors());
+  builder.experimental().SetInterceptorCreators(kfuse::ServerInterceptors(&(*node)->metrics()));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     Refuse(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_address),

@@ -175,6 +175,17 @@ def test_signed_plans_verify_with_the_pinned_key(kfused):
         assert e.value.code == "PERMISSION_DENIED"
 
 
+def test_a_message_that_does_not_parse_is_invalid_argument(kfused):
+    # A client built from another kfuse.proto sends bytes the server cannot
+    # parse: the answer names the method and the type, not UNIMPLEMENTED.
+    with grpc.insecure_channel(kfused[0]) as channel:
+        compile_raw = channel.unary_unary("/kfuse.v1.KernelService/Compile")
+        with pytest.raises(grpc.RpcError) as e:
+            compile_raw(b"\x0a\xff\xff\xff\xff\x0f\x01\x02", timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "kfuse.v1.CompileRequest" in e.value.details()
+
+
 def _dead_address():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,0 +1,199 @@
+#include "service/interceptors.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/server_builder.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
+#include "cache/store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/pipeline.h"
+#include "service/server.h"
+#include "service/service_test_util.h"
+
+namespace kfuse {
+namespace {
+
+using service_testing::FakeCompiler;
+using ::testing::HasSubstr;
+
+grpc::ByteBuffer Bytes(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// A kfused as main builds it (the service, the interceptors, the metrics)
+// over a fake compiler, spoken to with raw bytes.
+class InterceptorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    metrics_ = *Metrics::Create("");
+    compiler_ = std::make_unique<FakeCompiler>(std::chrono::milliseconds(0));
+    StoreOptions so;
+    so.path = service_testing::TestStorePath();
+    store_ = *Store::Open(so);
+    PipelineDeps deps;
+    deps.compiler = compiler_.get();
+    deps.store = store_.get();
+    deps.metrics = metrics_.get();
+    pipeline_ = std::make_unique<Pipeline>(std::move(deps), PipelineOptions{});
+    ServiceOptions opts;
+    opts.metrics = metrics_.get();
+    service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), opts);
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(service_.get());
+    b.experimental().SetInterceptorCreators(ServerInterceptors(metrics_.get()));
+    server_ = b.BuildAndStart();
+    ASSERT_NE(port, 0);
+    stub_ = std::make_unique<grpc::GenericStub>(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (service_) service_->Drain();
+  }
+
+  grpc::Status Unary(const std::string& method, const std::string& bytes, grpc::ByteBuffer* response) {
+    grpc::ClientContext ctx;
+    grpc::ByteBuffer request = Bytes(bytes);
+    grpc::Status status;
+    absl::Notification done;
+    stub_->UnaryCall(&ctx, absl::StrCat("/kfuse.v1.KernelService/", method), grpc::StubOptions(), &request, response,
+                     [&](grpc::Status s) {
+                       status = std::move(s);
+                       done.Notify();
+                     });
+    done.WaitForNotification();
+    return status;
+  }
+
+  // A server-streaming call: sends `bytes`, reads to the end; the messages
+  // read in *messages.
+  grpc::Status Stream(const std::string& method, const std::string& bytes, int* messages) {
+    grpc::ClientContext ctx;
+    grpc::CompletionQueue cq;
+    auto call = stub_->PrepareCall(&ctx, absl::StrCat("/kfuse.v1.KernelService/", method), &cq);
+    void* tag;
+    bool ok;
+    auto step = [&](int t) {
+      EXPECT_TRUE(cq.Next(&tag, &ok));
+      EXPECT_EQ(tag, reinterpret_cast<void*>(t));
+      return ok;
+    };
+    call->StartCall(reinterpret_cast<void*>(1));
+    step(1);
+    grpc::ByteBuffer request = Bytes(bytes);
+    call->WriteLast(request, grpc::WriteOptions(), reinterpret_cast<void*>(2));
+    step(2);
+    *messages = 0;
+    grpc::ByteBuffer response;
+    for (;;) {
+      call->Read(&response, reinterpret_cast<void*>(3));
+      if (!step(3)) break;
+      ++*messages;
+    }
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(4));
+    step(4);
+    return status;
+  }
+
+  // kfuse_requests_total for `rpc` and `code`, 0 when absent.
+  int Requests(const std::string& rpc, const std::string& code) {
+    const std::string prefix = absl::StrCat("kfuse_requests_total{code=\"", code, "\",rpc=\"", rpc, "\"} ");
+    for (absl::string_view line : absl::StrSplit(metrics_->Text(), '\n')) {
+      if (absl::ConsumePrefix(&line, prefix)) return std::stoi(std::string(line));
+    }
+    return 0;
+  }
+
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<FakeCompiler> compiler_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<KernelServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::GenericStub> stub_;
+};
+
+// Field 1 with a length of 2^32 - 1: past the end of the message.
+const char kTruncated[] = "\x0a\xff\xff\xff\xff\x0f\x01\x02";
+
+TEST_F(InterceptorsTest, UnparseableUnaryRequestIsInvalidArgumentNamingTheMethodAndType) {
+  grpc::ByteBuffer response;
+  grpc::Status s = Unary("Compile", std::string(kTruncated, sizeof(kTruncated) - 1), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("/kfuse.v1.KernelService/Compile"));
+  EXPECT_THAT(s.error_message(), HasSubstr("kfuse.v1.CompileRequest"));
+  s = Unary("ListKernels", std::string(kTruncated, sizeof(kTruncated) - 1), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("kfuse.v1.ListKernelsRequest"));
+  // The metrics count the code the client received.
+  EXPECT_EQ(Requests("Compile", "INVALID_ARGUMENT"), 1);
+  EXPECT_EQ(Requests("Compile", "UNIMPLEMENTED"), 0);
+}
+
+TEST_F(InterceptorsTest, NonUtf8StringIsInvalidArgument) {
+  // CompileRequest.request_id holding two bytes that are not UTF-8.
+  const google::protobuf::FieldDescriptor* id = v1::CompileRequest::descriptor()->FindFieldByName("request_id");
+  ASSERT_NE(id, nullptr);
+  ASSERT_EQ(id->type(), google::protobuf::FieldDescriptor::TYPE_STRING);
+  std::string bytes;
+  bytes.push_back(static_cast<char>(id->number() << 3 | 2));
+  bytes += "\x02\xff\xfe";
+  grpc::ByteBuffer response;
+  grpc::Status s = Unary("Compile", bytes, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("UTF-8"));
+}
+
+TEST_F(InterceptorsTest, UnparseableStreamingRequestIsInvalidArgument) {
+  for (const char* method : {"Tune", "ExportKernels"}) {
+    int messages = -1;
+    grpc::Status s = Stream(method, std::string(kTruncated, sizeof(kTruncated) - 1), &messages);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(method));
+    EXPECT_EQ(messages, 0) << method;
+  }
+}
+
+TEST_F(InterceptorsTest, ParseableRequestsAreUntouched) {
+  // An empty ListKernelsRequest lists the (empty) store; an empty
+  // CompileRequest is refused by the service itself, naming its field.
+  grpc::ByteBuffer response;
+  grpc::Status s = Unary("ListKernels", "", &response);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  s = Unary("Compile", "", &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("does not parse")));
+  v1::CompileRequest good = service_testing::ScaledActivation(v1::OP_RELU, 2.0);
+  s = Unary("Compile", good.SerializeAsString(), &response);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  int messages = 0;
+  s = Stream("Tune", good.SerializeAsString(), &messages);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GE(messages, 1);
+  EXPECT_EQ(Requests("ListKernels", "OK"), 1);
+}
+
+TEST(MalformedRequestMessageTest, NamesTheTypeWhereKnown) {
+  EXPECT_THAT(MalformedRequestMessage("/kfuse.v1.KernelService/GetDeviceInfo"),
+              HasSubstr("a kfuse.v1.GetDeviceInfoRequest"));
+  EXPECT_THAT(MalformedRequestMessage("/no.Such/Method"), HasSubstr("its request message"));
+  EXPECT_THAT(MalformedRequestMessage(""), HasSubstr("this method"));
+}
+
+}  // namespace
+}  // namespace kfuse
