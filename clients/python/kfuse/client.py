@@ -12,6 +12,8 @@ or, for compile/tune, warns once per Client with FallbackWarning and returns
 None so the caller runs eagerly (on_unavailable="eager", the default).
 Admin calls (list, delete, device_info) always raise.
 """
+import ctypes
+import functools
 import threading
 import uuid
 import warnings
@@ -26,6 +28,21 @@ from kfuse.v1 import kfuse_pb2_grpc as pb_grpc
 CLIENT_NAME = "kfuse-python/0.1"
 _MODES = {None: pb.TuningPolicy.MODE_UNSPECIFIED, "heuristic": pb.TuningPolicy.MODE_HEURISTIC,
           "quick": pb.TuningPolicy.MODE_QUICK, "full": pb.TuningPolicy.MODE_FULL}
+
+
+@functools.lru_cache(maxsize=None)
+def installed_driver_version():
+    """cuDriverGetVersion() of the installed CUDA driver (13000 for 13.0), or 0
+    where none is installed. Needs no GPU and no cuInit; sent with each
+    compile as ClientEnvironment.driver_version (informational, in no key)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(version)) == 0:
+            return version.value
+    except (OSError, AttributeError):
+        pass
+    return 0
 
 
 def _health_request(service):
@@ -192,6 +209,7 @@ class Client:
                                    background=background, force=force),
             request_id=uuid.uuid4().hex[:16], include_source=include_source)
         req.env.client = CLIENT_NAME
+        req.env.driver_version = installed_driver_version()
         if env is not None:
             req.env.MergeFrom(env)
         return req

@@ -96,7 +96,7 @@ except ImportError as e:  # pragma: no cover (the tests skip without torch)
     raise ImportError("kfuse.torch needs PyTorch (pip install torch)") from e
 
 import kfuse.chain as K
-from kfuse.client import Client
+from kfuse.client import Client, installed_driver_version
 from kfuse.errors import FallbackWarning, KfuseError, LaunchError
 from kfuse.launch import Launcher
 from kfuse.plan_cache import PlanCache, chain_fingerprint, client_key
@@ -1316,8 +1316,8 @@ def _target(dev):
 def _environment(dev):
     """The ClientEnvironment sent with each compile: informational (the
     server logs it with the build; it is in no key). The device's name,
-    compute capability, SMs, memory and L2 from torch; the driver's version
-    where cuda.bindings is installed (0 otherwise)."""
+    compute capability, SMs, memory and L2 from torch; the installed
+    driver's version (0 where none is)."""
     env = pb.ClientEnvironment()
     if dev.type != "cuda":
         return env
@@ -1326,13 +1326,7 @@ def _environment(dev):
     d.name, d.cc_major, d.cc_minor = p.name, p.major, p.minor
     d.sm_count, d.memory_bytes = p.multi_processor_count, p.total_memory
     d.l2_bytes = getattr(p, "L2_cache_size", 0)
-    try:
-        from cuda.bindings import driver
-        err, version = driver.cuDriverGetVersion()
-        if int(err) == 0:
-            env.driver_version = int(version)
-    except Exception:  # noqa: BLE001 (informational: never fails a compile)
-        pass
+    env.driver_version = installed_driver_version()
     return env
 
 

@@ -186,6 +186,39 @@ def test_a_message_that_does_not_parse_is_invalid_argument(kfused):
     assert "kfuse.v1.CompileRequest" in e.value.details()
 
 
+class _FakeCuda:
+    """libcuda as ctypes would load it: cuDriverGetVersion writes `version`."""
+
+    def __init__(self, version):
+        self.version = version
+
+    def cuDriverGetVersion(self, out):
+        out._obj.value = self.version
+        return 0
+
+
+def test_requests_carry_the_installed_driver_version(monkeypatch):
+    import kfuse.client as kc
+
+    chain = BUILDERS["relu_fma_f32.json"]()
+    for loaded, want in ((lambda name: _FakeCuda(13020), 13020), (None, 0)):
+        def cdll(name, loaded=loaded):
+            assert name == "libcuda.so.1"
+            if loaded is None:
+                raise OSError("libcuda.so.1: cannot open shared object file")
+            return loaded(name)
+        monkeypatch.setattr(kc.ctypes, "CDLL", cdll)
+        kc.installed_driver_version.cache_clear()
+        req = kfuse.Client.request(chain)
+        assert req.env.driver_version == want
+        assert req.env.client == kfuse.CLIENT_NAME
+    # A caller's environment wins where it says more.
+    kc.installed_driver_version.cache_clear()
+    req = kfuse.Client.request(chain, env=pb.ClientEnvironment(driver_version=12080))
+    assert req.env.driver_version == 12080
+    kc.installed_driver_version.cache_clear()
+
+
 def _dead_address():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
