@@ -106,13 +106,6 @@ std::string ToBytes(DType t, const std::vector<double>& v) {
   return out;
 }
 
-double MaxFiniteError(const std::vector<double>& a, const std::vector<double>& ref) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::isfinite(a[i]) && std::isfinite(ref[i])) m = std::max(m, std::abs(a[i] - ref[i]));
-  return m;
-}
-
 // The CPU half: every random chain validates, partitions into one pointwise
 // kernel, generates under every variant tried, compiles (heuristic) and
 // evaluates. Runs without a GPU.
@@ -189,15 +182,11 @@ TEST(GpuChainsTest, RandomChainsMatchReference) {
       absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
       ASSERT_TRUE(s.ok()) << v.ToString() << ": " << s;
       ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();
-      for (size_t j = 0; j < c.outputs.size(); ++j) {
-        const DType t = outputs[j].dtype;
-        const std::vector<double>& ref = (*exact)[j];
-        std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
-        const double eager_err = MaxFiniteError((*eager)[j], ref);
-        OutputCheck check =
-            CheckOutput(t, got.data(), ref, eager_err, kSlack, absl::StrCat("output ", j));
+      std::vector<gpu_test::CheckedOutput> checked = gpu_test::CheckOutputs(mem, outputs, *exact, *eager, kSlack);
+      for (size_t j = 0; j < checked.size(); ++j) {
+        const OutputCheck& check = checked[j].check;
         std::printf("%-60s %-44s %-4zu %-10.3g %-10.3g %s\n", rc.name.substr(0, 60).c_str(),
-                    v.ToString().c_str(), j, check.max_abs_err, eager_err,
+                    v.ToString().c_str(), j, check.max_abs_err, checked[j].eager_err,
                     check.ok ? "ok" : check.message.c_str());
         EXPECT_TRUE(check.ok) << v.ToString() << ": " << check.message;
       }

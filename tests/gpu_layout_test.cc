@@ -226,17 +226,13 @@ void MatchReference(const std::vector<Case>& cases) {
       absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
       ASSERT_TRUE(s.ok()) << v.ToString() << ": " << s;
       ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();
-      for (size_t j = 0; j < c.outputs.size(); ++j) {
-        // The yardstick writes doubles, within rounding of the exact values.
-        const DType t = yardstick ? DType::kF64 : outputs[j].dtype;
-        const std::vector<double>& ref = (*exact)[j];
-        std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
-        const double eager_err = yardstick ? 1e-9 : gpu_test::MaxFiniteError((*eager)[j], ref);
-        OutputCheck check =
-            CheckOutput(t, got.data(), ref, eager_err, kSlack, absl::StrCat("output ", j));
+      std::vector<gpu_test::CheckedOutput> checked =
+          gpu_test::CheckOutputs(mem, outputs, *exact, *eager, kSlack, yardstick);
+      for (size_t j = 0; j < checked.size(); ++j) {
+        const OutputCheck& check = checked[j].check;
         std::printf("%-44s %-44s %-4zu %-10.3g %-10.3g %s\n", k.name.substr(0, 44).c_str(),
                     (yardstick ? std::string("reference64") : v.ToString()).c_str(), j,
-                    check.max_abs_err, eager_err, check.ok ? "ok" : check.message.c_str());
+                    check.max_abs_err, checked[j].eager_err, check.ok ? "ok" : check.message.c_str());
         EXPECT_TRUE(check.ok) << v.ToString() << ": " << check.message;
       }
     }

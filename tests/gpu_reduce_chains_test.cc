@@ -112,7 +112,6 @@ TEST(RandomReduceChainsTest, PartitionGenerateCompileAndEvaluateOnCpu) {
 
 using gpu_test::DeviceMemory;
 using gpu_test::Gpu;
-using gpu_test::MaxFiniteError;
 using gpu_test::OpenGpu;
 using gpu_test::PlanOfKernels;
 using gpu_test::ShapeOf;
@@ -187,15 +186,11 @@ void CheckChainOnGpu(const GpuCheck& g, int index) {
     absl::Status s = g.launcher->Launch(*plan, inputs, outputs, nullptr);
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_EQ(g.gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);
-    for (size_t j = 0; j < c.outputs.size(); ++j) {
-      const DType t = outputs[j].dtype;
-      const std::vector<double>& ref = (*exact)[j];
-      std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
-      const double eager_err = MaxFiniteError((*eager)[j], ref);
-      OutputCheck check =
-          CheckOutput(t, got.data(), ref, eager_err, kSlack, absl::StrCat("output ", j));
+    std::vector<gpu_test::CheckedOutput> checked = gpu_test::CheckOutputs(mem, outputs, *exact, *eager, kSlack);
+    for (size_t j = 0; j < checked.size(); ++j) {
+      const OutputCheck& check = checked[j].check;
       std::printf("%-44s %-28s %-44s %-3zu %-10.3g %-10.3g %s\n", rc.name.substr(0, 44).c_str(),
-                  shape.c_str(), run.label.c_str(), j, check.max_abs_err, eager_err,
+                  shape.c_str(), run.label.c_str(), j, check.max_abs_err, checked[j].eager_err,
                   check.ok ? "ok" : check.message.c_str());
       EXPECT_TRUE(check.ok) << check.message;
     }

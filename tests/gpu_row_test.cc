@@ -59,7 +59,6 @@ std::vector<std::vector<double>> Inputs(const Chain& c, const std::vector<int64_
 }
 
 using gpu_test::DeviceMemory;
-using gpu_test::MaxFiniteError;
 using gpu_test::ToBytes;
 using gpu_test::PlanFor;
 using gpu_test::ShapeOf;
@@ -141,15 +140,8 @@ TEST(GpuRowTest, EveryVariantMatchesReference) {
         absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
         ASSERT_TRUE(s.ok()) << v.ToString() << ": " << s;
         ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();
-        for (size_t j = 0; j < c.outputs.size(); ++j) {
-          // The yardstick writes doubles, within rounding of the exact sums.
-          const DType t = yardstick ? DType::kF64 : outputs[j].dtype;
-          const std::vector<double>& ref = (*exact)[j];
-          std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
-          const double eager_err = yardstick ? 1e-9 : MaxFiniteError((*eager)[j], ref);
-          OutputCheck check =
-              CheckOutput(t, got.data(), ref, eager_err, kSlack, absl::StrCat("output ", j));
-          EXPECT_TRUE(check.ok) << v.ToString() << ": " << check.message;
+        for (const auto& out : gpu_test::CheckOutputs(mem, outputs, *exact, *eager, kSlack, yardstick)) {
+          EXPECT_TRUE(out.check.ok) << v.ToString() << ": " << out.check.message;
         }
       }
     }

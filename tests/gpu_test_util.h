@@ -250,6 +250,33 @@ inline std::vector<DeviceBuffer> PoisonedOutputs(Gpu& gpu, DeviceMemory& mem, co
   return outputs;
 }
 
+// One output's verdict and the eager error it was held to.
+struct CheckedOutput {
+  OutputCheck check;
+  double eager_err = 0;
+};
+
+// Downloads each of `outputs` and checks it against the exact reference,
+// with eager's error (`eager`) as the yardstick. `f64`: the outputs come from
+// the fp64 yardstick kernels, which write doubles within rounding of the
+// exact values (summed in another order than the evaluator).
+inline std::vector<CheckedOutput> CheckOutputs(DeviceMemory& mem, const std::vector<DeviceBuffer>& outputs,
+                                               const std::vector<std::vector<double>>& exact,
+                                               const std::vector<std::vector<double>>& eager, double slack,
+                                               bool f64 = false) {
+  std::vector<CheckedOutput> checked;
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const DType t = f64 ? DType::kF64 : outputs[j].dtype;
+    const std::vector<double>& ref = exact[j];
+    std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
+    CheckedOutput c;
+    c.eager_err = f64 ? 1e-9 : MaxFiniteError(eager[j], ref);
+    c.check = CheckOutput(t, got.data(), ref, c.eager_err, slack, absl::StrCat("output ", j));
+    checked.push_back(std::move(c));
+  }
+  return checked;
+}
+
 // Compiles `spec` (emitted under `numerics`) for this GPU, launches it as
 // the chain's one kernel into outputs poisoned first (doubles for
 // kReference64), and checks every output against the exact reference with
@@ -268,14 +295,8 @@ inline void CheckKernel(Gpu& gpu, DeviceMemory& mem, const KernelSpec& spec, Num
     ASSERT_TRUE(s.ok()) << what << ": " << s;
     ASSERT_EQ(gpu.cu->cuCtxSynchronize(), CUDA_SUCCESS) << what;
   }
-  for (size_t j = 0; j < c.outputs.size(); ++j) {
-    const DType t = f64 ? DType::kF64 : outputs[j].dtype;
-    const std::vector<double>& ref = (*k.exact)[j];
-    std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
-    // The fp64 yardstick sums in another order than the evaluator.
-    const double eager_err = f64 ? 1e-9 : MaxFiniteError((*k.eager)[j], ref);
-    OutputCheck check = CheckOutput(t, got.data(), ref, eager_err, k.slack, absl::StrCat("output ", j));
-    EXPECT_TRUE(check.ok) << what << ": " << check.message;
+  for (const CheckedOutput& out : CheckOutputs(mem, outputs, *k.exact, *k.eager, k.slack, f64)) {
+    EXPECT_TRUE(out.check.ok) << what << ": " << out.check.message;
   }
 }
 
