@@ -38,6 +38,11 @@ class MalformedRequestInterceptor : public grpc::experimental::Interceptor {
 class MalformedRequestInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    // Only calls with one request message: a streaming read also sees no
+    // message when the client closes its side (server reflection's bidi
+    // stream ends so).
+    using Type = grpc::experimental::ServerRpcInfo::Type;
+    if (info->type() != Type::UNARY && info->type() != Type::SERVER_STREAMING) return nullptr;
     return new MalformedRequestInterceptor(info->method() == nullptr ? "" : info->method());
   }
 };
@@ -53,8 +58,8 @@ std::string MalformedRequestMessage(const std::string& method) {
   std::string expected = d == nullptr ? "its request message" : absl::StrCat("a ", d->input_type()->full_name());
   return absl::StrCat("request: the message sent to ", method.empty() ? "this method" : method, " does not parse as ",
                       expected,
-                      " (a client built from another kfuse.proto, or bytes that are not that message; string fields "
-                      "must be UTF-8)");
+                      " (a client built from another version of the proto, or bytes that are not that message; "
+                      "string fields must be UTF-8)");
 }
 
 std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> ServerInterceptors(

@@ -5,6 +5,7 @@
 #include <string>
 
 #include <grpcpp/create_channel.h>
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/server_builder.h>
@@ -32,6 +33,30 @@ grpc::ByteBuffer Bytes(const std::string& bytes) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
+// Answers every method no registered service has as a bidi stream: reads
+// to the end, writes nothing, finishes OK (as server reflection's stream
+// ends when its client closes).
+class DrainingGenericService : public grpc::CallbackGenericService {
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    class Reactor : public grpc::ServerGenericBidiReactor {
+     public:
+      Reactor() { StartRead(&buf_); }
+      void OnReadDone(bool ok) override {
+        if (ok) {
+          StartRead(&buf_);
+        } else {
+          Finish(grpc::Status::OK);
+        }
+      }
+      void OnDone() override { delete this; }
+
+     private:
+      grpc::ByteBuffer buf_;
+    };
+    return new Reactor;
+  }
+};
+
 // A kfused as main builds it (the service, the interceptors, the metrics)
 // over a fake compiler, spoken to with raw bytes.
 class InterceptorsTest : public ::testing::Test {
@@ -54,6 +79,7 @@ class InterceptorsTest : public ::testing::Test {
     int port = 0;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     b.RegisterService(service_.get());
+    b.RegisterCallbackGenericService(&generic_);
     b.experimental().SetInterceptorCreators(ServerInterceptors(metrics_.get()));
     server_ = b.BuildAndStart();
     ASSERT_NE(port, 0);
@@ -79,12 +105,12 @@ class InterceptorsTest : public ::testing::Test {
     return status;
   }
 
-  // A server-streaming call: sends `bytes`, reads to the end; the messages
-  // read in *messages.
+  // A streaming call to `method` (the full path): sends `bytes`, closes its
+  // side, reads to the end; the messages read in *messages.
   grpc::Status Stream(const std::string& method, const std::string& bytes, int* messages) {
     grpc::ClientContext ctx;
     grpc::CompletionQueue cq;
-    auto call = stub_->PrepareCall(&ctx, absl::StrCat("/kfuse.v1.KernelService/", method), &cq);
+    auto call = stub_->PrepareCall(&ctx, method, &cq);
     void* tag;
     bool ok;
     auto step = [&](int t) {
@@ -126,6 +152,7 @@ class InterceptorsTest : public ::testing::Test {
   std::unique_ptr<KernelServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::GenericStub> stub_;
+  DrainingGenericService generic_;
 };
 
 // Field 1 with a length of 2^32 - 1: past the end of the message.
@@ -162,7 +189,8 @@ TEST_F(InterceptorsTest, NonUtf8StringIsInvalidArgument) {
 TEST_F(InterceptorsTest, UnparseableStreamingRequestIsInvalidArgument) {
   for (const char* method : {"Tune", "ExportKernels"}) {
     int messages = -1;
-    grpc::Status s = Stream(method, std::string(kTruncated, sizeof(kTruncated) - 1), &messages);
+    grpc::Status s = Stream(absl::StrCat("/kfuse.v1.KernelService/", method),
+                            std::string(kTruncated, sizeof(kTruncated) - 1), &messages);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr(method));
     EXPECT_EQ(messages, 0) << method;
@@ -182,9 +210,12 @@ TEST_F(InterceptorsTest, ParseableRequestsAreUntouched) {
   s = Unary("Compile", good.SerializeAsString(), &response);
   EXPECT_TRUE(s.ok()) << s.error_message();
   int messages = 0;
-  s = Stream("Tune", good.SerializeAsString(), &messages);
+  s = Stream("/kfuse.v1.KernelService/Tune", good.SerializeAsString(), &messages);
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_GE(messages, 1);
+  // A bidi stream's end (no message at its last read) is not a parse failure.
+  s = Stream("/test.Drain/Bidi", std::string(kTruncated, sizeof(kTruncated) - 1), &messages);
+  EXPECT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
   EXPECT_EQ(Requests("ListKernels", "OK"), 1);
 }
 

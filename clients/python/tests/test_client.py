@@ -186,6 +186,17 @@ def test_a_message_that_does_not_parse_is_invalid_argument(kfused):
     assert "kfuse.v1.CompileRequest" in e.value.details()
 
 
+def test_server_reflection_lists_the_services(kfused):
+    # grpcurl's `list`: ServerReflectionRequest{list_services: ""} on the
+    # bidi stream, encoded by hand (field 7, an empty string).
+    with grpc.insecure_channel(kfused[0]) as channel:
+        info = channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+        call = info(iter([b"\x3a\x00"]), timeout=10)
+        answers = list(call)
+    assert call.code() == grpc.StatusCode.OK
+    assert len(answers) == 1 and b"kfuse.v1.KernelService" in answers[0]
+
+
 class _FakeCuda:
     """libcuda as ctypes would load it: cuDriverGetVersion writes `version`."""
 
