@@ -9,7 +9,6 @@
 #include "clients/verify.h"
 #include "core/status.h"
 #include "core/version.h"
-#include "tuner/cuda/driver.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -19,6 +18,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/stub_options.h"
+#include "tuner/cuda/driver.h"
 
 namespace kfuse::client {
 namespace {
