@@ -19,12 +19,16 @@ class MalformedRequestInterceptor : public grpc::experimental::Interceptor {
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     using grpc::experimental::InterceptionHookPoints;
     // A unary or server-streaming request is parsed before the handler runs;
-    // a failed parse leaves no message at this hook.
+    // a failed parse (or no message at all) leaves none at this hook, and the
+    // callback server then ends the call UNIMPLEMENTED. Only that status is
+    // rewritten: a sync handler that refuses such a call for another reason
+    // (RESOURCE_EXHAUSTED, say) keeps its own.
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
         methods->GetRecvMessage() == nullptr) {
       malformed_ = true;
     }
-    if (malformed_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+    if (malformed_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
+        methods->GetSendStatus().error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       methods->ModifySendStatus(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, MalformedRequestMessage(method_)));
     }
     methods->Proceed();
@@ -56,8 +60,8 @@ std::string MalformedRequestMessage(const std::string& method) {
   const google::protobuf::MethodDescriptor* d =
       google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(absl::StrReplaceAll(m, {{"/", "."}}));
   std::string expected = d == nullptr ? "its request message" : absl::StrCat("a ", d->input_type()->full_name());
-  return absl::StrCat("request: the message sent to ", method.empty() ? "this method" : method, " does not parse as ",
-                      expected,
+  return absl::StrCat("request: the message sent to ", method.empty() ? "this method" : method,
+                      " is missing or does not parse as ", expected,
                       " (a client built from another version of the proto, or bytes that are not that message; "
                       "string fields must be UTF-8)");
 }

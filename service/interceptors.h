@@ -5,10 +5,10 @@
 //
 // gRPC's callback server ends a call whose request does not parse as
 // UNIMPLEMENTED with an empty message, which reads as a method the server
-// lacks. The first interceptor sees the failed parse (no received message)
-// and rewrites the status the call ends with to INVALID_ARGUMENT naming the
-// method and the message type it expects; it comes first so that the
-// metrics count the code the client receives.
+// lacks. The first interceptor sees the failed parse (no received message,
+// on calls of one request message) and rewrites that UNIMPLEMENTED to
+// INVALID_ARGUMENT naming the method and the message type it expects; it
+// comes first so that the metrics count the code the client receives.
 #ifndef KFUSE_SERVICE_INTERCEPTORS_H_
 #define KFUSE_SERVICE_INTERCEPTORS_H_
 
@@ -26,7 +26,7 @@ std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterfac
     Metrics* metrics);
 
 // The INVALID_ARGUMENT message for a request to `method` ("/pkg.Service/M")
-// that did not parse: names the method and, where the generated descriptors
+// that is missing or did not parse: names the method and, where the generated descriptors
 // know it, the request's message type.
 std::string MalformedRequestMessage(const std::string& method);
 

@@ -105,9 +105,10 @@ class InterceptorsTest : public ::testing::Test {
     return status;
   }
 
-  // A streaming call to `method` (the full path): sends `bytes`, closes its
-  // side, reads to the end; the messages read in *messages.
-  grpc::Status Stream(const std::string& method, const std::string& bytes, int* messages) {
+  // A streaming call to `method` (the full path): sends `bytes` (nothing
+  // where null), closes its side, reads to the end; the messages read in
+  // *messages.
+  grpc::Status Stream(const std::string& method, const std::string* bytes, int* messages) {
     grpc::ClientContext ctx;
     grpc::CompletionQueue cq;
     auto call = stub_->PrepareCall(&ctx, method, &cq);
@@ -120,8 +121,12 @@ class InterceptorsTest : public ::testing::Test {
     };
     call->StartCall(reinterpret_cast<void*>(1));
     step(1);
-    grpc::ByteBuffer request = Bytes(bytes);
-    call->WriteLast(request, grpc::WriteOptions(), reinterpret_cast<void*>(2));
+    if (bytes != nullptr) {
+      grpc::ByteBuffer request = Bytes(*bytes);
+      call->WriteLast(request, grpc::WriteOptions(), reinterpret_cast<void*>(2));
+    } else {
+      call->WritesDone(reinterpret_cast<void*>(2));
+    }
     step(2);
     *messages = 0;
     grpc::ByteBuffer response;
@@ -150,9 +155,9 @@ class InterceptorsTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<KernelServiceImpl> service_;
+  DrainingGenericService generic_;  // Registered services outlive the server.
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::GenericStub> stub_;
-  DrainingGenericService generic_;
 };
 
 // Field 1 with a length of 2^32 - 1: past the end of the message.
@@ -183,17 +188,27 @@ TEST_F(InterceptorsTest, NonUtf8StringIsInvalidArgument) {
   grpc::ByteBuffer response;
   grpc::Status s = Unary("Compile", bytes, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
-  EXPECT_THAT(s.error_message(), HasSubstr("UTF-8"));
+  EXPECT_THAT(s.error_message(), HasSubstr("does not parse as a kfuse.v1.CompileRequest"));
 }
 
 TEST_F(InterceptorsTest, UnparseableStreamingRequestIsInvalidArgument) {
+  const std::string truncated(kTruncated, sizeof(kTruncated) - 1);
   for (const char* method : {"Tune", "ExportKernels"}) {
     int messages = -1;
-    grpc::Status s = Stream(absl::StrCat("/kfuse.v1.KernelService/", method),
-                            std::string(kTruncated, sizeof(kTruncated) - 1), &messages);
+    grpc::Status s = Stream(absl::StrCat("/kfuse.v1.KernelService/", method), &truncated, &messages);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr(method));
     EXPECT_EQ(messages, 0) << method;
+  }
+}
+
+TEST_F(InterceptorsTest, MissingRequestIsInvalidArgument) {
+  // The client closes its side without sending the one request message.
+  for (const char* method : {"ListKernels", "ExportKernels"}) {
+    int messages = -1;
+    grpc::Status s = Stream(absl::StrCat("/kfuse.v1.KernelService/", method), nullptr, &messages);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("is missing or does not parse"));
   }
 }
 
@@ -210,11 +225,13 @@ TEST_F(InterceptorsTest, ParseableRequestsAreUntouched) {
   s = Unary("Compile", good.SerializeAsString(), &response);
   EXPECT_TRUE(s.ok()) << s.error_message();
   int messages = 0;
-  s = Stream("/kfuse.v1.KernelService/Tune", good.SerializeAsString(), &messages);
+  const std::string tune = good.SerializeAsString();
+  s = Stream("/kfuse.v1.KernelService/Tune", &tune, &messages);
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_GE(messages, 1);
   // A bidi stream's end (no message at its last read) is not a parse failure.
-  s = Stream("/test.Drain/Bidi", std::string(kTruncated, sizeof(kTruncated) - 1), &messages);
+  const std::string truncated(kTruncated, sizeof(kTruncated) - 1);
+  s = Stream("/test.Drain/Bidi", &truncated, &messages);
   EXPECT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
   EXPECT_EQ(Requests("ListKernels", "OK"), 1);
 }

@@ -4,7 +4,7 @@
 //
 //   KFUSE_ASSIGN_OR_RETURN(auto m, Metrics::Create("0.0.0.0:9420"));  // serves /metrics
 //   m->Lookup("local", /*hit=*/true);
-//   builder.experimental().SetInterceptorCreators(m->Interceptors());
+//   builder.experimental().SetInterceptorCreators(ServerInterceptors(m.get()));  // interceptors.h
 //
 // Every method is thread-safe and cheap (no allocation after the first
 // call with a label value). Metrics::Create("") keeps the registry without

@@ -33,8 +33,9 @@ _MODES = {None: pb.TuningPolicy.MODE_UNSPECIFIED, "heuristic": pb.TuningPolicy.M
 @functools.lru_cache(maxsize=None)
 def installed_driver_version():
     """cuDriverGetVersion() of the installed CUDA driver (13000 for 13.0), or 0
-    where none is installed. Needs no GPU and no cuInit; sent with each
-    compile as ClientEnvironment.driver_version (informational, in no key)."""
+    where none is installed. Loads libcuda.so.1 (once a process) but needs
+    no GPU and no cuInit; sent with each compile as
+    ClientEnvironment.driver_version (informational, in no key)."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
         version = ctypes.c_int(0)

@@ -224,6 +224,7 @@ def test_requests_carry_the_installed_driver_version(monkeypatch):
         assert req.env.driver_version == want
         assert req.env.client == kfuse.CLIENT_NAME
     # A caller's environment wins where it says more.
+    monkeypatch.setattr(kc.ctypes, "CDLL", lambda name: _FakeCuda(13020))
     kc.installed_driver_version.cache_clear()
     req = kfuse.Client.request(chain, env=pb.ClientEnvironment(driver_version=12080))
     assert req.env.driver_version == 12080
