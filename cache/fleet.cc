@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -108,15 +109,19 @@ constexpr char kGetSql[] =
     " FROM kfuse_entries e JOIN kfuse_blobs b ON b.sha256 = e.blob_sha256"
     " WHERE e.kind = $1 AND e.key = $2";
 
-// One statement, so one round trip: the blob (if new), then the entry (if
-// new). Neither is ever rewritten.
+// One statement, so one round trip: the entry (if its key is new), then
+// its blob (if the entry went in and the blob is new). Neither is ever
+// rewritten, and a publisher that lost the race for the key leaves no blob
+// behind. The entry's reference to the blob is checked at the statement's
+// end, after both inserts.
 constexpr char kPublishSql[] =
-    "WITH blob AS (INSERT INTO kfuse_blobs (sha256, bytes, data) VALUES ($1, $2, $3)"
-    " ON CONFLICT (sha256) DO NOTHING)"
-    " INSERT INTO kfuse_entries (kind, key, chain, spec, device, toolchain, generator, family, arch,"
-    " device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version, signer, signature)"
+    "WITH entry AS (INSERT INTO kfuse_entries (kind, key, chain, spec, device, toolchain, generator, family,"
+    " arch, device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version, signer,"
+    " signature)"
     " VALUES ($4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $1, $16, $17, $18, $19, $20)"
-    " ON CONFLICT (kind, key) DO NOTHING";
+    " ON CONFLICT (kind, key) DO NOTHING RETURNING 1)"
+    " INSERT INTO kfuse_blobs (sha256, bytes, data) SELECT $1, $2::bigint, $3::bytea"
+    " WHERE EXISTS (SELECT 1 FROM entry) ON CONFLICT (sha256) DO NOTHING";
 
 // Free, expired or already ours: take it (or extend it).
 constexpr char kLeaseSql[] =
@@ -146,23 +151,41 @@ FleetStore::~FleetStore() = default;
 
 std::string RedactDsn(const std::string& dsn) {
   std::string s = dsn;
-  // URI form: postgresql://user:secret@host/db.
+  // URI form: postgresql://user:secret@host/db?password=secret&...
   if (size_t scheme = s.find("://"); scheme != std::string::npos) {
+    size_t query = s.find('?', scheme);
     size_t at = s.find('@', scheme);
     size_t colon = s.find(':', scheme + 3);
-    if (at != std::string::npos && colon != std::string::npos && colon < at) {
+    if (at != std::string::npos && at < query && colon != std::string::npos && colon < at) {
       s.replace(colon + 1, at - colon - 1, "***");
+    }
+    for (size_t p = s.find('?', scheme); p != std::string::npos; p = s.find('&', p + 1)) {
+      size_t eq = s.find('=', p);
+      size_t end = std::min(s.find('&', p + 1), s.size());
+      if (eq == std::string::npos || eq > end) continue;
+      if (absl::EqualsIgnoreCase(absl::string_view(s).substr(p + 1, eq - p - 1), "password")) {
+        s.replace(eq + 1, end - eq - 1, "***");
+      }
     }
     return s;
   }
-  // Keyword form: password=secret.
+  // Keyword form: password=secret or password = 'a \' b'.
   for (size_t p = s.find("password"); p != std::string::npos; p = s.find("password", p + 1)) {
-    size_t eq = s.find('=', p);
-    if (eq == std::string::npos) break;
+    size_t eq = s.find_first_not_of(' ', p + 8);
+    if (eq == std::string::npos || s[eq] != '=') continue;
     size_t v = s.find_first_not_of(' ', eq + 1);
     if (v == std::string::npos) break;
-    size_t end = s[v] == '\'' ? s.find('\'', v + 1) + 1 : s.find(' ', v);
-    s.replace(v, (end == std::string::npos || end == 0 ? s.size() : end) - v, "***");
+    size_t end = v;
+    if (s[v] == '\'') {
+      // Up to the closing quote; a backslash escapes the next character.
+      for (end = v + 1; end < s.size() && s[end] != '\''; ++end) {
+        if (s[end] == '\\') ++end;
+      }
+      end = std::min(end + 1, s.size());
+    } else {
+      end = std::min(s.find(' ', v), s.size());
+    }
+    s.replace(v, end - v, "***");
   }
   return s;
 }
@@ -207,12 +230,14 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
   return conn;
 }
 
-absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Acquire() {
+absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Acquire(bool* reused) {
+  *reused = false;
   {
     absl::MutexLock lock(&mu_);
     if (!idle_.empty()) {
       std::unique_ptr<Conn> c = std::move(idle_.back());
       idle_.pop_back();
+      *reused = true;
       return c;
     }
     if (int64_t wait = retry_at_ms_ - NowMs(); wait > 0) {
@@ -260,8 +285,29 @@ void FleetStore::NoteFailure(const absl::Status& why) {
 }
 
 absl::Status FleetStore::WithConnection(const std::function<absl::Status(PGconn*)>& body) {
-  KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Conn> conn, Acquire());
+  bool reused = false;
+  KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Conn> conn, Acquire(&reused));
   absl::Status s = body(conn->c);
+  // A pooled connection the server has closed since (an idle timeout, a
+  // proxy, a failover) fails its first statement: that alone is no outage,
+  // so the call is made once more on a new connection. Every body is safe
+  // to repeat (reads, publishes that never rewrite, lease takes that extend
+  // our own).
+  if (reused && PQstatus(conn->c) == CONNECTION_BAD) {
+    std::vector<std::unique_ptr<Conn>> stale;
+    {
+      absl::MutexLock lock(&mu_);
+      stale.swap(idle_);  // Closed by the same cause, most likely.
+    }
+    stale.clear();
+    absl::StatusOr<std::unique_ptr<Conn>> fresh = Connect();
+    if (!fresh.ok()) {
+      NoteFailure(fresh.status());
+      return fresh.status();
+    }
+    conn = *std::move(fresh);
+    s = body(conn->c);
+  }
   if (absl::IsUnavailable(s) || PQstatus(conn->c) != CONNECTION_OK) {
     NoteFailure(s.ok() ? absl::UnavailableError("fleet store connection lost") : s);
     return s.ok() ? absl::UnavailableError("fleet store connection lost") : s;

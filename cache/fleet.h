@@ -93,8 +93,9 @@ class FleetStore {
   explicit FleetStore(FleetOptions options);
 
   struct Conn;  // Owns a PGconn.
-  // A connection from the pool, or a new one; Unavailable in the pause.
-  absl::StatusOr<std::unique_ptr<Conn>> Acquire();
+  // A connection from the pool (*reused) or a new one; Unavailable in the
+  // pause.
+  absl::StatusOr<std::unique_ptr<Conn>> Acquire(bool* reused);
   // Back to the pool when healthy; dropped otherwise.
   void Release(std::unique_ptr<Conn> conn);
   absl::StatusOr<std::unique_ptr<Conn>> Connect();

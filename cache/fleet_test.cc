@@ -75,6 +75,10 @@ TEST_F(FleetTest, PublishingIsIdempotentAndNeverRewrites) {
   ASSERT_TRUE(got.ok() && got->has_value());
   EXPECT_EQ((*got)->blob(), first.blob());
   EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries WHERE chain = 'idempotent'"), "1");
+  // The losing publisher's blob is not left behind without an entry.
+  ASSERT_NE(first.blob_sha256(), second.blob_sha256());
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_blobs WHERE sha256 = '" + second.blob_sha256() + "'"), "0");
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_blobs WHERE sha256 = '" + first.blob_sha256() + "'"), "1");
 }
 
 TEST_F(FleetTest, BlobsAreContentAddressed) {
@@ -200,6 +204,26 @@ TEST_F(FleetTest, OutageFailsFastThenRecovers) {
   EXPECT_EQ(states, (std::vector<bool>{true, false, true}));
 }
 
+TEST_F(FleetTest, PooledConnectionClosedByTheServerIsNoOutage) {
+  std::vector<bool> states;
+  FleetOptions o;
+  o.dsn = pg_->Dsn();
+  o.holder = "pooled";
+  o.on_state_change = [&](bool up, const absl::Status&) { states.push_back(up); };
+  auto fleet = FleetStore::Create(o);
+  v1::StoreEntry e = Entry("pooled", "p");
+  ASSERT_TRUE(fleet->Publish(e).ok());  // Its connection is now idle in the pool.
+  // The server ends every kfused session (an idle timeout, a failover).
+  EXPECT_NE(pg_->Query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                       " WHERE application_name = 'kfused'"),
+            "0");
+  auto got = fleet->Get(Store::Kind::kArtifact, e.key());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->has_value());
+  EXPECT_TRUE(fleet->up());
+  EXPECT_EQ(states, (std::vector<bool>{true}));
+}
+
 TEST_F(FleetTest, UnreachableServerIsUnavailableNotAnError) {
   FleetOptions o;
   o.dsn = "host=127.0.0.1 port=1 dbname=kfuse user=kfuse_writer";
@@ -219,6 +243,16 @@ TEST(FleetDsnTest, DisplayHidesPasswords) {
   EXPECT_EQ(FleetStore::Create(o)->DisplayDsn(), "postgresql://kfuse:***@pg:5432/kfuse");
   o.dsn = "postgresql://pg/kfuse";
   EXPECT_EQ(FleetStore::Create(o)->DisplayDsn(), "postgresql://pg/kfuse");
+  o.dsn = "postgresql://pg/kfuse?user=k&password=hunter2&sslmode=require";
+  EXPECT_EQ(FleetStore::Create(o)->DisplayDsn(), "postgresql://pg/kfuse?user=k&password=***&sslmode=require");
+  o.dsn = "postgresql://pg/kfuse?PASSWORD=hunter2";
+  EXPECT_EQ(FleetStore::Create(o)->DisplayDsn(), "postgresql://pg/kfuse?PASSWORD=***");
+  o.dsn = "postgresql://u@pg/kfuse?password=a@b:c";
+  EXPECT_EQ(FleetStore::Create(o)->DisplayDsn(), "postgresql://u@pg/kfuse?password=***");
+  o.dsn = "host=pg password = 'it\\'s secret' dbname=kfuse";
+  EXPECT_EQ(FleetStore::Create(o)->DisplayDsn(), "host=pg password = *** dbname=kfuse");
+  o.dsn = "host=pg passwordfile=/x password=hunter2";
+  EXPECT_EQ(FleetStore::Create(o)->DisplayDsn(), "host=pg passwordfile=/x password=***");
 }
 
 }  // namespace
