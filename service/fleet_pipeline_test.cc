@@ -4,6 +4,7 @@
 // went away) stays local.
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -125,6 +126,71 @@ TEST_F(FleetPipelineTest, AResultThatArrivesWhileWaitingOnALeaseIsCountedAsArriv
   EXPECT_NE(text.find("kfuse_lookups_total{result=\"miss\",tier=\"fleet\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("kfuse_lookups_total{result=\"arrived\",tier=\"fleet\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("kfuse_fleet_leases_total{result=\"waited\"} 1"), std::string::npos) << text;
+}
+
+// The holder renews its lease while it builds, so a build longer than the
+// lease keeps it; EndTurn lets it go at once.
+TEST_F(FleetPipelineTest, ALeaseIsRenewedWhileItsHolderBuilds) {
+  SigningKey key = KeyFrom(1);
+  std::unique_ptr<Metrics> metrics = *Metrics::Create("");
+  FleetOptions fo;
+  fo.dsn = pg_->Dsn();
+  fo.holder = "renewing";
+  FleetTierOptions to;
+  to.lease_seconds = 0.6;
+  to.origin = EntryOrigin{"renewing", 0, "test"};
+  FleetTier tier(FleetStore::Create(fo), &key, trusted_, metrics.get(), to);
+  FleetOptions other;
+  other.dsn = pg_->Dsn();
+  other.holder = "other";
+  std::unique_ptr<FleetStore> b = FleetStore::Create(other);
+
+  const CacheKey k{"renewed-chain", "spec", "device", "toolchain", "generator"};
+  FleetTier::Turn turn = tier.AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; });
+  ASSERT_TRUE(turn.leased);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // Two and a half leases.
+  absl::StatusOr<bool> taken = b->TryLease(k.ArtifactKey(), 30);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_FALSE(*taken);
+  tier.EndTurn(k, turn);
+  taken = b->TryLease(k.ArtifactKey(), 30);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_TRUE(*taken);
+  ASSERT_TRUE(b->ReleaseLease(k.ArtifactKey()).ok());
+}
+
+// A node waiting on a lease that its holder keeps renewing waits for the
+// build's budget beyond the lease, and takes the lease once it is given back.
+TEST_F(FleetPipelineTest, AWaiterWaitsOutARenewedLeaseUpToTheBuildsBudget) {
+  SigningKey key_a = KeyFrom(1), key_b = KeyFrom(2);
+  std::unique_ptr<Metrics> metrics = *Metrics::Create("");
+  auto tier = [&](const std::string& name, const SigningKey* key) {
+    FleetOptions fo;
+    fo.dsn = pg_->Dsn();
+    fo.holder = name;
+    FleetTierOptions to;
+    to.lease_seconds = 0.6;
+    to.origin = EntryOrigin{name, 0, "test"};
+    return std::make_unique<FleetTier>(FleetStore::Create(fo), key, trusted_, metrics.get(), to);
+  };
+  std::unique_ptr<FleetTier> a = tier("holder", &key_a), b = tier("waiter", &key_b);
+  const CacheKey k{"waited-chain", "spec", "device", "toolchain", "generator"};
+  FleetTier::Turn held = a->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; });
+  ASSERT_TRUE(held.leased);
+
+  std::atomic<bool> returned{false};
+  FleetTier::Turn waited;
+  std::thread waiter([&] {
+    waited = b->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; }, /*build_seconds=*/5);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // Past the lease, within the budget.
+  EXPECT_FALSE(returned.load());
+  a->EndTurn(k, held);
+  waiter.join();
+  EXPECT_TRUE(waited.leased);
+  EXPECT_FALSE(waited.arrived.has_value());
+  b->EndTurn(k, waited);
 }
 
 TEST_F(FleetPipelineTest, AHeuristicAnswerToARequestForTuningStaysLocal) {

@@ -1,5 +1,6 @@
 #include "service/fleet_tier.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -39,6 +40,10 @@ void FleetTier::Watch() {
   // The first look connects at start-up, so a wrong DSN shows in the log at
   // once rather than at the first miss.
   bool first = true;
+  const double renew_every = options_.lease_seconds / 3;
+  const auto renewal_period =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(renew_every));
+  auto next_renewal = std::chrono::steady_clock::now() + renewal_period;
   absl::MutexLock lock(&stop_mu_);
   while (!stop_) {
     if (first || !fleet_->up()) {
@@ -47,7 +52,31 @@ void FleetTier::Watch() {
       stop_mu_.Lock();
       first = false;
     }
-    stop_mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(options_.watch_seconds));
+    if (std::chrono::steady_clock::now() >= next_renewal) {
+      stop_mu_.Unlock();
+      RenewLeases();
+      stop_mu_.Lock();
+      next_renewal = std::chrono::steady_clock::now() + renewal_period;
+    }
+    stop_mu_.AwaitWithTimeout(absl::Condition(&stop_),
+                              absl::Seconds(std::min(options_.watch_seconds, renew_every)));
+  }
+}
+
+void FleetTier::RenewLeases() {
+  // Under the lock throughout, so that EndTurn's release cannot fall between
+  // a key's check and its renewal (which would take the lease again).
+  absl::MutexLock lock(&held_mu_);
+  for (const auto& [key, count] : held_) {
+    absl::StatusOr<bool> ours = fleet_->TryLease(key, options_.lease_seconds);
+    if (ours.ok() && !*ours) {
+      // It lapsed (the database was away longer than a lease) and another
+      // node took it: both build; the first entry published stands.
+      metrics_->FleetLease("lost");
+      LogEvent(LogLevel::kWarning, "fleet_lease_lost", {{"key", key}});
+    } else if (!ours.ok() && !absl::IsUnavailable(ours.status())) {
+      metrics_->FleetError("lease");
+    }
   }
 }
 
@@ -103,11 +132,13 @@ void FleetTier::Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& 
 }
 
 FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel,
-                                     const std::function<bool(const v1::StoreEntry&)>& serves) {
+                                     const std::function<bool(const v1::StoreEntry&)>& serves,
+                                     double build_seconds) {
   Turn turn;
   if (read_only()) return turn;
   const std::string lease_key = key.ArtifactKey();
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.lease_seconds);
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(options_.lease_seconds + std::max(build_seconds, 0.0));
   auto fetch = [&]() -> std::optional<v1::StoreEntry> {
     std::optional<v1::StoreEntry> e = Fetch(Store::Kind::kArtifact, key);
     if (e && !serves(*e)) e.reset();  // E.g. a heuristic entry for a request that wants tuning.
@@ -123,6 +154,10 @@ FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool
     }
     if (*ours) {
       turn.leased = true;
+      {
+        absl::MutexLock lock(&held_mu_);
+        ++held_[lease_key];
+      }
       metrics_->FleetLease(waited ? "expired" : "acquired");
       // Another node may have published and let go between this node's
       // miss and its lease: look once more before building.
@@ -143,6 +178,16 @@ FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool
 
 void FleetTier::EndTurn(const CacheKey& key, const Turn& turn) {
   if (!turn.leased) return;
+  {
+    absl::MutexLock lock(&held_mu_);
+    auto it = held_.find(key.ArtifactKey());
+    if (it != held_.end()) {
+      // Another job of this node (the same holder) still builds the key: the
+      // lease stays, and stays renewed.
+      if (--it->second > 0) return;
+      held_.erase(it);
+    }
+  }
   // A lease that cannot be given back lapses after lease_seconds.
   if (absl::Status s = fleet_->ReleaseLease(key.ArtifactKey()); !s.ok() && !absl::IsUnavailable(s)) {
     LogEvent(LogLevel::kWarning, "fleet_lease_release_failed", {{"key", key.ArtifactKey()}, {"error", s.ToString()}});

@@ -21,6 +21,8 @@
 #include <string>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
+
 #include "absl/synchronization/mutex.h"
 
 #include "cache/fleet.h"
@@ -33,8 +35,9 @@
 namespace kfuse {
 
 struct FleetTierOptions {
-  // A lease outlives a build that died with its node by at most this long;
-  // longer than any build takes (the node sets it from its tuning budgets).
+  // A lease outlives a build that died with its node by at most this long.
+  // The holder renews its leases every lease_seconds / 3 while it builds,
+  // so a build may take longer than this.
   double lease_seconds = 120;
   double poll_seconds = 0.1;  // How often a waiting node looks for the result.
   double watch_seconds = 1.0;  // How often a node looks for a database that went away.
@@ -64,11 +67,14 @@ class FleetTier {
   };
   // Takes the tuning lease for the artifact of `key`, or, while another node
   // holds it, waits for that node's entry that `serves` the request (or for
-  // its lease to lapse, then takes it). Returns to build locally when the
-  // fleet is read-only or down, when `cancel` is set, and after waiting
-  // lease_seconds by this node's clock (whatever the database says).
+  // its lease to lapse, then takes it). A lease taken is renewed in the
+  // background until EndTurn, so a holder that dies lets it lapse within
+  // lease_seconds. Returns to build locally when the fleet is read-only or
+  // down, when `cancel` is set, and after waiting lease_seconds plus
+  // `build_seconds` (what the build may take: its tuning budget) by this
+  // node's clock, whatever the database says.
   Turn AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel,
-                 const std::function<bool(const v1::StoreEntry&)>& serves);
+                 const std::function<bool(const v1::StoreEntry&)>& serves, double build_seconds = 0);
   void EndTurn(const CacheKey& key, const Turn& turn);
 
   ~FleetTier();
@@ -79,8 +85,9 @@ class FleetTier {
  private:
   // While the database is away, looks for it every `watch_seconds`, so the
   // node (and kfuse_fleet_up) sees it come back even if every request hits
-  // the local store.
+  // the local store; renews the leases held every lease_seconds / 3.
   void Watch();
+  void RenewLeases();
 
   std::unique_ptr<FleetStore> fleet_;
   const SigningKey* signing_key_;
@@ -89,6 +96,10 @@ class FleetTier {
   FleetTierOptions options_;
   absl::Mutex stop_mu_;
   bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
+  // Leases this node holds, by artifact key (a count: two jobs of one node
+  // may hold the same one).
+  absl::Mutex held_mu_;
+  absl::flat_hash_map<std::string, int> held_ ABSL_GUARDED_BY(held_mu_);
   std::thread watcher_;
 };
 

@@ -80,7 +80,8 @@ ABSL_FLAG(bool, fleet_read_only, false, "read the fleet store, never publish or 
 ABSL_FLAG(std::string, trusted_keys, "",
           "file of Ed25519 public keys (hex, one a line) whose fleet entries and imports are trusted besides ours");
 ABSL_FLAG(double, fleet_lease_seconds, 120,
-          "a tuning lease outlives a node that died while tuning by at most this (longer than any tuning budget)");
+          "a tuning lease outlives a node that died while tuning by at most this (the holder renews it every "
+          "third of this while it tunes)");
 ABSL_FLAG(bool, allow_insecure_remote, false,
           "allow listening on a non-loopback address without TLS (tokens and plans then travel in clear)");
 

@@ -419,9 +419,12 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   if (fleet == nullptr || options_.read_only) return BuildHere(p, progress, cancel);
   // One node of the fleet builds a key; the others wait for its result.
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
-  FleetTier::Turn turn = fleet->AwaitTurn(p.key, cancel, [wants_tuning](const v1::StoreEntry& e) {
-    return !wants_tuning || e.state() == "tuned";
-  });
+  // A holder tuning the key may take its budget for each kernel; waiting
+  // nodes wait that long (and a lease) before they build too.
+  const double build_seconds = wants_tuning ? p.budget_seconds * static_cast<double>(p.partition.kernels.size()) : 0;
+  FleetTier::Turn turn = fleet->AwaitTurn(
+      p.key, cancel, [wants_tuning](const v1::StoreEntry& e) { return !wants_tuning || e.state() == "tuned"; },
+      build_seconds);
   if (turn.arrived && !p.request.policy().force()) {
     std::optional<v1::CompileResponse> r = AnswerFromFleet(p, p.key, *turn.arrived);
     if (r) {
