@@ -193,6 +193,26 @@ TEST_F(FleetPipelineTest, AWaiterWaitsOutARenewedLeaseUpToTheBuildsBudget) {
   b->EndTurn(k, waited);
 }
 
+// `kfuse cache explain`'s fleet line says hit only for an entry this node
+// would use.
+TEST_F(FleetPipelineTest, ProbeSaysRejectedForAnEntryThatDoesNotVerifyHere) {
+  Node a("a", pg_->Dsn(), 1, trusted_);
+  Node b("b", pg_->Dsn(), 2, trusted_);
+  Node stranger("stranger", pg_->Dsn(), 3, TrustedKeys({KeyFrom(3).public_key}));
+  const v1::CompileRequest by_b = ScaledActivation(v1::OP_SILU, 7.5, 1 << 20);
+  const v1::CompileRequest by_stranger = ScaledActivation(v1::OP_SILU, 8.5, 1 << 20);
+  const v1::CompileRequest by_none = ScaledActivation(v1::OP_SILU, 9.5, 1 << 20);
+  ASSERT_TRUE(b.Compile(by_b).ok());
+  ASSERT_TRUE(stranger.Compile(by_stranger).ok());
+  auto probe = [&](const v1::CompileRequest& r) {
+    absl::StatusOr<Prepared> p = a.pipeline->Prepare(r);
+    return p.ok() ? a.fleet->Probe(p->key) : p.status().ToString();
+  };
+  EXPECT_EQ(probe(by_b), "hit");
+  EXPECT_EQ(probe(by_stranger), "rejected");
+  EXPECT_EQ(probe(by_none), "miss");
+}
+
 TEST_F(FleetPipelineTest, AHeuristicAnswerToARequestForTuningStaysLocal) {
   Node a("a", pg_->Dsn(), 1, trusted_, /*gpu_gone=*/true);
   const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 2.5, 1 << 20);

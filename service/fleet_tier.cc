@@ -7,12 +7,28 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "core/status.h"
 
 namespace kfuse {
 namespace {
 
 std::string KeyOf(Store::Kind kind, const CacheKey& key) {
   return kind == Store::Kind::kDecision ? key.DecisionKey() : key.ArtifactKey();
+}
+
+// OK when `e`, read for (kind, k), may be used: the row asked for, its key
+// the hash of its parts, signed by a trusted key over a blob that matches
+// its sha256. Otherwise why not, with *what the check that failed (a
+// verification-failure metric label).
+absl::Status Verify(Store::Kind kind, const std::string& k, const v1::StoreEntry& e, const TrustedKeys& trusted,
+                    const char** what) {
+  *what = "fleet_key";
+  if (e.key() != k || e.kind() != (kind == Store::Kind::kDecision ? "decision" : "artifact")) {
+    return absl::InvalidArgumentError("entry filed under another key");
+  }
+  KFUSE_RETURN_IF_ERROR(CheckEntryKey(e));
+  *what = "fleet_signature";
+  return VerifyStoreEntry(e, trusted);
 }
 
 }  // namespace
@@ -92,16 +108,8 @@ std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey&
   }
   if (!got->has_value()) return std::nullopt;
   v1::StoreEntry& e = **got;
-  // The row must be what was asked for, and what a trusted node signed.
-  absl::Status ok = e.key() == k && e.kind() == (kind == Store::Kind::kDecision ? "decision" : "artifact")
-                        ? CheckEntryKey(e)
-                        : absl::InvalidArgumentError("entry filed under another key");
-  const char* what = "fleet_key";
-  if (ok.ok()) {
-    ok = VerifyStoreEntry(e, trusted_);
-    what = "fleet_signature";
-  }
-  if (!ok.ok()) {
+  const char* what = nullptr;
+  if (absl::Status ok = Verify(kind, k, e, trusted_, &what); !ok.ok()) {
     metrics_->VerificationFailure(what);
     LogEvent(LogLevel::kWarning, "fleet_entry_rejected", {{"key", k}, {"node", e.node()}, {"error", ok.ToString()}});
     return std::nullopt;
@@ -110,9 +118,12 @@ std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey&
 }
 
 std::string FleetTier::Probe(const CacheKey& key) {
-  absl::StatusOr<std::optional<v1::StoreEntry>> got = fleet_->Get(Store::Kind::kArtifact, key.ArtifactKey());
+  const std::string k = key.ArtifactKey();
+  absl::StatusOr<std::optional<v1::StoreEntry>> got = fleet_->Get(Store::Kind::kArtifact, k);
   if (!got.ok()) return "unavailable";
-  return got->has_value() ? "hit" : "miss";
+  if (!got->has_value()) return "miss";
+  const char* what = nullptr;
+  return Verify(Store::Kind::kArtifact, k, **got, trusted_, &what).ok() ? "hit" : "rejected";
 }
 
 void FleetTier::Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& meta, const std::string& blob) {

@@ -53,7 +53,9 @@ class FleetTier {
   // The verified entry, or nullopt: a miss, the database away, or an entry
   // that fails verification (counted, logged, never used).
   std::optional<v1::StoreEntry> Fetch(Store::Kind kind, const CacheKey& key);
-  // "hit" | "miss" | "unavailable", for `kfuse cache explain`.
+  // "hit" | "miss" | "unavailable" | "rejected" (an entry this node would
+  // not use: its key or signature does not verify), for `kfuse cache
+  // explain`.
   std::string Probe(const CacheKey& key);
 
   // Signs and publishes an entry this node made. A failure is logged and
