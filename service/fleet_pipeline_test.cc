@@ -213,6 +213,37 @@ TEST_F(FleetPipelineTest, ProbeSaysRejectedForAnEntryThatDoesNotVerifyHere) {
   EXPECT_EQ(probe(by_none), "miss");
 }
 
+// A waiter that finds the key's entry rejected (an untrusted signer) waits
+// for the lease alone: the rejection is counted once, not at every poll.
+TEST_F(FleetPipelineTest, ARejectedEntryIsNotLookedForAgainWhileWaiting) {
+  Node stranger("stranger", pg_->Dsn(), 3, TrustedKeys({KeyFrom(3).public_key}));
+  const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 10.5, 1 << 20);
+  ASSERT_TRUE(stranger.Compile(r).ok());
+  absl::StatusOr<Prepared> p = stranger.pipeline->Prepare(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  FleetOptions holder;
+  holder.dsn = pg_->Dsn();
+  holder.holder = "holder";
+  std::unique_ptr<FleetStore> other = FleetStore::Create(holder);
+  ASSERT_TRUE(*other->TryLease(p->key.ArtifactKey(), 30));
+
+  SigningKey key = KeyFrom(1);
+  std::unique_ptr<Metrics> metrics = *Metrics::Create("");
+  FleetOptions fo;
+  fo.dsn = pg_->Dsn();
+  fo.holder = "waiter";
+  FleetTierOptions to;
+  to.lease_seconds = 0.5;
+  FleetTier waiter(FleetStore::Create(fo), &key, trusted_, metrics.get(), to);
+  FleetTier::Turn turn = waiter.AwaitTurn(p->key, nullptr, [](const v1::StoreEntry&) { return true; });
+  EXPECT_FALSE(turn.leased);  // Gave up after its 0.5 s, some five polls.
+  EXPECT_FALSE(turn.arrived.has_value());
+  const std::string text = metrics->Text();
+  EXPECT_NE(text.find("kfuse_verification_failures_total{what=\"fleet_signature\"} 1\n"), std::string::npos)
+      << text;
+  ASSERT_TRUE(other->ReleaseLease(p->key.ArtifactKey()).ok());
+}
+
 TEST_F(FleetPipelineTest, AHeuristicAnswerToARequestForTuningStaysLocal) {
   Node a("a", pg_->Dsn(), 1, trusted_, /*gpu_gone=*/true);
   const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 2.5, 1 << 20);

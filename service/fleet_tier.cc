@@ -96,7 +96,7 @@ void FleetTier::RenewLeases() {
   }
 }
 
-std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey& key) {
+std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey& key, bool* rejected) {
   const std::string k = KeyOf(kind, key);
   absl::StatusOr<std::optional<v1::StoreEntry>> got = fleet_->Get(kind, k);
   if (!got.ok()) {
@@ -110,6 +110,7 @@ std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey&
   v1::StoreEntry& e = **got;
   const char* what = nullptr;
   if (absl::Status ok = Verify(kind, k, e, trusted_, &what); !ok.ok()) {
+    if (rejected != nullptr) *rejected = true;
     metrics_->VerificationFailure(what);
     LogEvent(LogLevel::kWarning, "fleet_entry_rejected", {{"key", k}, {"node", e.node()}, {"error", ok.ToString()}});
     return std::nullopt;
@@ -150,8 +151,14 @@ FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool
   const std::string lease_key = key.ArtifactKey();
   const auto give_up = std::chrono::steady_clock::now() +
                        std::chrono::duration<double>(options_.lease_seconds + std::max(build_seconds, 0.0));
+  // An entry is never rewritten: once the key's is rejected here (an
+  // untrusted signer, say), no other can arrive under it, so the wait is for
+  // the lease alone (looking again would log and count the same rejection
+  // every poll).
+  bool rejected = false;
   auto fetch = [&]() -> std::optional<v1::StoreEntry> {
-    std::optional<v1::StoreEntry> e = Fetch(Store::Kind::kArtifact, key);
+    if (rejected) return std::nullopt;
+    std::optional<v1::StoreEntry> e = Fetch(Store::Kind::kArtifact, key, &rejected);
     if (e && !serves(*e)) e.reset();  // E.g. a heuristic entry for a request that wants tuning.
     return e;
   };

@@ -51,8 +51,9 @@ class FleetTier {
             Metrics* metrics, FleetTierOptions options);
 
   // The verified entry, or nullopt: a miss, the database away, or an entry
-  // that fails verification (counted, logged, never used).
-  std::optional<v1::StoreEntry> Fetch(Store::Kind kind, const CacheKey& key);
+  // that fails verification (counted, logged, never used; *rejected set
+  // where given).
+  std::optional<v1::StoreEntry> Fetch(Store::Kind kind, const CacheKey& key, bool* rejected = nullptr);
   // "hit" | "miss" | "unavailable" | "rejected" (an entry this node would
   // not use: its key or signature does not verify), for `kfuse cache
   // explain`.
