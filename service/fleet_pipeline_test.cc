@@ -81,8 +81,28 @@ class FleetPipelineTest : public ::testing::Test {
     ASSERT_NE(pg_->port(), 0) << pg_->error();
     trusted_ = TrustedKeys({KeyFrom(1).public_key, KeyFrom(2).public_key});
   }
+  // A fleet tier alone (no pipeline) named `name`, signing with `key`,
+  // trusting trusted_, with leases of `lease_seconds`.
+  std::unique_ptr<FleetTier> Tier(const std::string& name, const SigningKey* key, double lease_seconds) {
+    FleetOptions fo;
+    fo.dsn = pg_->Dsn();
+    fo.holder = name;
+    FleetTierOptions to;
+    to.lease_seconds = lease_seconds;
+    to.origin = EntryOrigin{name, 0, "test"};
+    return std::make_unique<FleetTier>(FleetStore::Create(fo), key, trusted_, metrics_.get(), to);
+  }
+  // The bare store as a node called `holder` uses it.
+  static std::unique_ptr<FleetStore> BareStore(const std::string& holder) {
+    FleetOptions fo;
+    fo.dsn = pg_->Dsn();
+    fo.holder = holder;
+    return FleetStore::Create(fo);
+  }
+
   static testing::EphemeralPostgres* pg_;
   TrustedKeys trusted_;
+  std::unique_ptr<Metrics> metrics_ = *Metrics::Create("");  // The tiers' from Tier().
 };
 testing::EphemeralPostgres* FleetPipelineTest::pg_ = nullptr;
 
@@ -132,27 +152,17 @@ TEST_F(FleetPipelineTest, AResultThatArrivesWhileWaitingOnALeaseIsCountedAsArriv
 // lease keeps it; EndTurn lets it go at once.
 TEST_F(FleetPipelineTest, ALeaseIsRenewedWhileItsHolderBuilds) {
   SigningKey key = KeyFrom(1);
-  std::unique_ptr<Metrics> metrics = *Metrics::Create("");
-  FleetOptions fo;
-  fo.dsn = pg_->Dsn();
-  fo.holder = "renewing";
-  FleetTierOptions to;
-  to.lease_seconds = 0.6;
-  to.origin = EntryOrigin{"renewing", 0, "test"};
-  FleetTier tier(FleetStore::Create(fo), &key, trusted_, metrics.get(), to);
-  FleetOptions other;
-  other.dsn = pg_->Dsn();
-  other.holder = "other";
-  std::unique_ptr<FleetStore> b = FleetStore::Create(other);
+  std::unique_ptr<FleetTier> tier = Tier("renewing", &key, 0.6);
+  std::unique_ptr<FleetStore> b = BareStore("other");
 
   const CacheKey k{"renewed-chain", "spec", "device", "toolchain", "generator"};
-  FleetTier::Turn turn = tier.AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; });
+  FleetTier::Turn turn = tier->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; });
   ASSERT_TRUE(turn.leased);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // Two and a half leases.
   absl::StatusOr<bool> taken = b->TryLease(k.ArtifactKey(), 30);
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_FALSE(*taken);
-  tier.EndTurn(k, turn);
+  tier->EndTurn(k, turn);
   taken = b->TryLease(k.ArtifactKey(), 30);
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_TRUE(*taken);
@@ -163,17 +173,7 @@ TEST_F(FleetPipelineTest, ALeaseIsRenewedWhileItsHolderBuilds) {
 // build's budget beyond the lease, and takes the lease once it is given back.
 TEST_F(FleetPipelineTest, AWaiterWaitsOutARenewedLeaseUpToTheBuildsBudget) {
   SigningKey key_a = KeyFrom(1), key_b = KeyFrom(2);
-  std::unique_ptr<Metrics> metrics = *Metrics::Create("");
-  auto tier = [&](const std::string& name, const SigningKey* key) {
-    FleetOptions fo;
-    fo.dsn = pg_->Dsn();
-    fo.holder = name;
-    FleetTierOptions to;
-    to.lease_seconds = 0.6;
-    to.origin = EntryOrigin{name, 0, "test"};
-    return std::make_unique<FleetTier>(FleetStore::Create(fo), key, trusted_, metrics.get(), to);
-  };
-  std::unique_ptr<FleetTier> a = tier("holder", &key_a), b = tier("waiter", &key_b);
+  std::unique_ptr<FleetTier> a = Tier("holder", &key_a, 0.6), b = Tier("waiter", &key_b, 0.6);
   const CacheKey k{"waited-chain", "spec", "device", "toolchain", "generator"};
   FleetTier::Turn held = a->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; });
   ASSERT_TRUE(held.leased);
@@ -221,24 +221,15 @@ TEST_F(FleetPipelineTest, ARejectedEntryIsNotLookedForAgainWhileWaiting) {
   ASSERT_TRUE(stranger.Compile(r).ok());
   absl::StatusOr<Prepared> p = stranger.pipeline->Prepare(r);
   ASSERT_TRUE(p.ok()) << p.status();
-  FleetOptions holder;
-  holder.dsn = pg_->Dsn();
-  holder.holder = "holder";
-  std::unique_ptr<FleetStore> other = FleetStore::Create(holder);
+  std::unique_ptr<FleetStore> other = BareStore("holder");
   ASSERT_TRUE(*other->TryLease(p->key.ArtifactKey(), 30));
 
   SigningKey key = KeyFrom(1);
-  std::unique_ptr<Metrics> metrics = *Metrics::Create("");
-  FleetOptions fo;
-  fo.dsn = pg_->Dsn();
-  fo.holder = "waiter";
-  FleetTierOptions to;
-  to.lease_seconds = 0.5;
-  FleetTier waiter(FleetStore::Create(fo), &key, trusted_, metrics.get(), to);
-  FleetTier::Turn turn = waiter.AwaitTurn(p->key, nullptr, [](const v1::StoreEntry&) { return true; });
+  std::unique_ptr<FleetTier> waiter = Tier("waiter", &key, 0.5);
+  FleetTier::Turn turn = waiter->AwaitTurn(p->key, nullptr, [](const v1::StoreEntry&) { return true; });
   EXPECT_FALSE(turn.leased);  // Gave up after its 0.5 s, some five polls.
   EXPECT_FALSE(turn.arrived.has_value());
-  const std::string text = metrics->Text();
+  const std::string text = metrics_->Text();
   EXPECT_NE(text.find("kfuse_verification_failures_total{what=\"fleet_signature\"} 1\n"), std::string::npos)
       << text;
   ASSERT_TRUE(other->ReleaseLease(p->key.ArtifactKey()).ok());
