@@ -38,6 +38,7 @@ struct Result {
 class Params {
  public:
   void Bytes(std::string value) { Add(std::move(value), 1); }
+  void Text(std::string value) { Add(std::move(value), 0); }
   void Int(int64_t value) { Add(absl::StrCat(value), 0); }
   void Double(double value) { Add(absl::StrCat(value), 0); }
 
@@ -133,6 +134,12 @@ constexpr char kLeaseSql[] =
 
 constexpr char kReleaseSql[] = "DELETE FROM kfuse_leases WHERE key = $1 AND holder = $2";
 
+// Extends the leases we still hold; an UPDATE, so a lease given back (or
+// taken by another node) is never taken again by a renewal.
+constexpr char kRenewSql[] =
+    "UPDATE kfuse_leases SET expires_at = now() + make_interval(secs => $3)"
+    " WHERE holder = $1 AND key = ANY($2::text[]) RETURNING key";
+
 }  // namespace
 
 struct FleetStore::Conn {
@@ -152,7 +159,8 @@ FleetStore::~FleetStore() = default;
 std::string RedactDsn(const std::string& dsn) {
   std::string s = dsn;
   // URI form: postgresql://user:secret@host/db?password=secret&...
-  if (size_t scheme = s.find("://"); scheme != std::string::npos) {
+  if (absl::StartsWith(s, "postgresql://") || absl::StartsWith(s, "postgres://")) {
+    const size_t scheme = s.find("://");
     size_t query = s.find('?', scheme);
     size_t at = s.find('@', scheme);
     size_t colon = s.find(':', scheme + 3);
@@ -394,6 +402,38 @@ absl::StatusOr<bool> FleetStore::TryLease(const std::string& key, double ttl_sec
     return absl::OkStatus();
   }));
   return ours;
+}
+
+absl::StatusOr<std::vector<std::string>> FleetStore::RenewLeases(const std::vector<std::string>& keys,
+                                                                 double ttl_seconds) {
+  if (opts_.read_only) return absl::FailedPreconditionError("fleet store is read-only on this node");
+  std::vector<std::string> renewed;
+  if (keys.empty()) return renewed;
+  KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
+    // An array literal: keys are hex digests, but quote and escape anyway.
+    std::string array = "{";
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i > 0) array += ',';
+      array += '"';
+      for (char ch : keys[i]) {
+        if (ch == '"' || ch == '\\') array += '\\';
+        array += ch;
+      }
+      array += '"';
+    }
+    array += '}';
+    Params p;
+    p.Bytes(opts_.holder);
+    p.Text(std::move(array));
+    p.Double(ttl_seconds);
+    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kRenewSql, p, "renewing tuning leases"));
+    renewed.clear();  // A retried call starts again.
+    for (int i = 0; i < PQntuples(r->r); ++i) {
+      renewed.emplace_back(PQgetvalue(r->r, i, 0), PQgetlength(r->r, i, 0));
+    }
+    return absl::OkStatus();
+  }));
+  return renewed;
 }
 
 absl::Status FleetStore::ReleaseLease(const std::string& key) {

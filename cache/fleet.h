@@ -78,6 +78,10 @@ class FleetStore {
   absl::StatusOr<bool> TryLease(const std::string& key, double ttl_seconds);
   // Gives the lease back if we hold it.
   absl::Status ReleaseLease(const std::string& key);
+  // Extends to ttl_seconds from now those of `keys` whose lease we still
+  // hold (expired or not, if no other node took it); returns them. Never
+  // takes a lease that is free.
+  absl::StatusOr<std::vector<std::string>> RenewLeases(const std::vector<std::string>& keys, double ttl_seconds);
 
   // Connects (or reuses a connection) and checks the schema: OK when the
   // database answers. Respects the retry pause.

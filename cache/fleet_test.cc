@@ -124,6 +124,22 @@ TEST_F(FleetTest, OneLeaseHolderPerKeyUntilReleasedOrExpired) {
   EXPECT_EQ(*a->TryLease("k2", 30), false);
 }
 
+TEST_F(FleetTest, RenewingExtendsOnlyLeasesStillOurs) {
+  auto a = Open("kfuse_writer", "renew-a");
+  auto b = Open("kfuse_writer", "renew-b");
+  ASSERT_EQ(*a->TryLease("r1", 0.3), true);
+  ASSERT_EQ(*a->TryLease("r2", 30), true);
+  ASSERT_EQ(*b->TryLease("r3", 30), true);
+  ASSERT_TRUE(a->ReleaseLease("r2").ok());
+  auto renewed = a->RenewLeases({"r1", "r2", "r3", "r4"}, 30);
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(*renewed, (std::vector<std::string>{"r1"}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // r1's first 0.3 s are over.
+  EXPECT_EQ(*b->TryLease("r1", 30), false);  // Renewed: still a's.
+  EXPECT_EQ(*b->TryLease("r2", 30), true);   // Given back: not taken again by the renewal.
+  EXPECT_EQ(*a->RenewLeases({}, 30), std::vector<std::string>{});
+}
+
 TEST_F(FleetTest, ManyNodesRacingForOneLeaseGetExactlyOne) {
   std::vector<std::thread> threads;
   std::atomic<int> winners{0};
@@ -253,6 +269,8 @@ TEST(FleetDsnTest, DisplayHidesPasswords) {
   EXPECT_EQ(FleetStore::Create(o)->DisplayDsn(), "host=pg password = *** dbname=kfuse");
   o.dsn = "host=pg passwordfile=/x password=hunter2";
   EXPECT_EQ(FleetStore::Create(o)->DisplayDsn(), "host=pg passwordfile=/x password=***");
+  o.dsn = "host=pg password=x://y dbname=kfuse";  // Keywords, whatever the value holds.
+  EXPECT_EQ(FleetStore::Create(o)->DisplayDsn(), "host=pg password=*** dbname=kfuse");
 }
 
 }  // namespace

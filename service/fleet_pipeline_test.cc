@@ -152,13 +152,13 @@ TEST_F(FleetPipelineTest, AResultThatArrivesWhileWaitingOnALeaseIsCountedAsArriv
 // lease keeps it; EndTurn lets it go at once.
 TEST_F(FleetPipelineTest, ALeaseIsRenewedWhileItsHolderBuilds) {
   SigningKey key = KeyFrom(1);
-  std::unique_ptr<FleetTier> tier = Tier("renewing", &key, 0.6);
+  std::unique_ptr<FleetTier> tier = Tier("renewing", &key, 1.2);
   std::unique_ptr<FleetStore> b = BareStore("other");
 
   const CacheKey k{"renewed-chain", "spec", "device", "toolchain", "generator"};
   FleetTier::Turn turn = tier->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; });
   ASSERT_TRUE(turn.leased);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // Two and a half leases.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // Two and a half leases.
   absl::StatusOr<bool> taken = b->TryLease(k.ArtifactKey(), 30);
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_FALSE(*taken);
@@ -167,13 +167,31 @@ TEST_F(FleetPipelineTest, ALeaseIsRenewedWhileItsHolderBuilds) {
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_TRUE(*taken);
   ASSERT_TRUE(b->ReleaseLease(k.ArtifactKey()).ok());
+  EXPECT_EQ(metrics_->Text().find("kfuse_fleet_leases_total{result=\"lost\"}"), std::string::npos);
+}
+
+// A lease another node took (it lapsed while the database was away) is
+// counted lost once, however many renewals find it so.
+TEST_F(FleetPipelineTest, ALostLeaseIsCountedOnce) {
+  SigningKey key = KeyFrom(1);
+  std::unique_ptr<FleetTier> tier = Tier("losing", &key, 0.3);
+  const CacheKey k{"lost-chain", "spec", "device", "toolchain", "generator"};
+  FleetTier::Turn turn = tier->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; });
+  ASSERT_TRUE(turn.leased);
+  pg_->Query("UPDATE kfuse_leases SET holder = 'thief' WHERE key = '" + k.ArtifactKey() + "'");
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // Some eight renewals.
+  tier->EndTurn(k, turn);
+  const std::string text = metrics_->Text();
+  EXPECT_NE(text.find("kfuse_fleet_leases_total{result=\"lost\"} 1\n"), std::string::npos) << text;
+  EXPECT_EQ(pg_->Query("SELECT holder FROM kfuse_leases WHERE key = '" + k.ArtifactKey() + "'"), "thief");
+  pg_->Query("DELETE FROM kfuse_leases WHERE key = '" + k.ArtifactKey() + "'");  // The suite shares the table.
 }
 
 // A node waiting on a lease that its holder keeps renewing waits for the
 // build's budget beyond the lease, and takes the lease once it is given back.
 TEST_F(FleetPipelineTest, AWaiterWaitsOutARenewedLeaseUpToTheBuildsBudget) {
   SigningKey key_a = KeyFrom(1), key_b = KeyFrom(2);
-  std::unique_ptr<FleetTier> a = Tier("holder", &key_a, 0.6), b = Tier("waiter", &key_b, 0.6);
+  std::unique_ptr<FleetTier> a = Tier("holder", &key_a, 1.2), b = Tier("waiter", &key_b, 1.2);
   const CacheKey k{"waited-chain", "spec", "device", "toolchain", "generator"};
   FleetTier::Turn held = a->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; });
   ASSERT_TRUE(held.leased);
@@ -181,10 +199,10 @@ TEST_F(FleetPipelineTest, AWaiterWaitsOutARenewedLeaseUpToTheBuildsBudget) {
   std::atomic<bool> returned{false};
   FleetTier::Turn waited;
   std::thread waiter([&] {
-    waited = b->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; }, /*build_seconds=*/5);
+    waited = b->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; }, /*build_seconds=*/10);
     returned = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // Past the lease, within the budget.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // Past the lease, within the budget.
   EXPECT_FALSE(returned.load());
   a->EndTurn(k, held);
   waiter.join();

@@ -5,6 +5,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -75,24 +76,37 @@ void FleetTier::Watch() {
       next_renewal = std::chrono::steady_clock::now() + renewal_period;
     }
     stop_mu_.AwaitWithTimeout(absl::Condition(&stop_),
-                              absl::Seconds(std::min(options_.watch_seconds, renew_every)));
+                              absl::Seconds(std::max(0.01, std::min(options_.watch_seconds, renew_every))));
   }
 }
 
 void FleetTier::RenewLeases() {
-  // Under the lock throughout, so that EndTurn's release cannot fall between
-  // a key's check and its renewal (which would take the lease again).
-  absl::MutexLock lock(&held_mu_);
-  for (const auto& [key, count] : held_) {
-    absl::StatusOr<bool> ours = fleet_->TryLease(key, options_.lease_seconds);
-    if (ours.ok() && !*ours) {
-      // It lapsed (the database was away longer than a lease) and another
-      // node took it: both build; the first entry published stands.
-      metrics_->FleetLease("lost");
-      LogEvent(LogLevel::kWarning, "fleet_lease_lost", {{"key", key}});
-    } else if (!ours.ok() && !absl::IsUnavailable(ours.status())) {
-      metrics_->FleetError("lease");
+  // One statement for every lease held, made outside the lock: it only
+  // extends leases still ours, so one given back meanwhile stays free.
+  std::vector<std::string> keys;
+  {
+    absl::MutexLock lock(&held_mu_);
+    for (const auto& [key, state] : held_) {
+      if (!state.lost) keys.push_back(key);
     }
+  }
+  if (keys.empty()) return;
+  absl::StatusOr<std::vector<std::string>> renewed = fleet_->RenewLeases(keys, options_.lease_seconds);
+  if (!renewed.ok()) {
+    if (!absl::IsUnavailable(renewed.status())) metrics_->FleetError("lease");
+    return;
+  }
+  absl::flat_hash_set<std::string> ours(renewed->begin(), renewed->end());
+  absl::MutexLock lock(&held_mu_);
+  for (const std::string& key : keys) {
+    auto it = held_.find(key);
+    if (ours.contains(key) || it == held_.end() || it->second.lost) continue;
+    // It lapsed (the database was away longer than a lease) and another
+    // node took it, or it was given back under a job of this node still
+    // building: both build; the first entry published stands. Counted once.
+    it->second.lost = true;
+    metrics_->FleetLease("lost");
+    LogEvent(LogLevel::kWarning, "fleet_lease_lost", {{"key", key}});
   }
 }
 
@@ -174,7 +188,9 @@ FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool
       turn.leased = true;
       {
         absl::MutexLock lock(&held_mu_);
-        ++held_[lease_key];
+        Held& h = held_[lease_key];
+        ++h.jobs;
+        h.lost = false;  // Taken (again) just now.
       }
       metrics_->FleetLease(waited ? "expired" : "acquired");
       // Another node may have published and let go between this node's
@@ -202,7 +218,7 @@ void FleetTier::EndTurn(const CacheKey& key, const Turn& turn) {
     if (it != held_.end()) {
       // Another job of this node (the same holder) still builds the key: the
       // lease stays, and stays renewed.
-      if (--it->second > 0) return;
+      if (--it->second.jobs > 0) return;
       held_.erase(it);
     }
   }

@@ -99,10 +99,14 @@ class FleetTier {
   FleetTierOptions options_;
   absl::Mutex stop_mu_;
   bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
-  // Leases this node holds, by artifact key (a count: two jobs of one node
-  // may hold the same one).
+  // Leases this node holds, by artifact key: how many of its jobs hold it
+  // (they share the holder) and whether a renewal found it taken.
+  struct Held {
+    int jobs = 0;
+    bool lost = false;
+  };
   absl::Mutex held_mu_;
-  absl::flat_hash_map<std::string, int> held_ ABSL_GUARDED_BY(held_mu_);
+  absl::flat_hash_map<std::string, Held> held_ ABSL_GUARDED_BY(held_mu_);
   std::thread watcher_;
 };
 

@@ -242,8 +242,8 @@ int main(int argc, char** argv) {
   opts.fleet_read_only = absl::GetFlag(FLAGS_fleet_read_only);
   opts.trusted_keys_path = absl::GetFlag(FLAGS_trusted_keys);
   opts.fleet_lease_seconds = absl::GetFlag(FLAGS_fleet_lease_seconds);
-  if (opts.fleet_lease_seconds <= 0) {
-    Refuse("--fleet_lease_seconds must be positive");
+  if (!(opts.fleet_lease_seconds > 0 && opts.fleet_lease_seconds <= 86400)) {
+    Refuse("--fleet_lease_seconds must be more than 0 and at most 86400 (a day)");
     return 2;
   }
   if (opts.repro_max_bundles < 1) {
