@@ -22,12 +22,14 @@
 
 namespace kfuse {
 
+// The malformed-request interceptor, then `metrics`' own (not owned; it
+// must outlive the server).
 std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> ServerInterceptors(
     Metrics* metrics);
 
 // The INVALID_ARGUMENT message for a request to `method` ("/pkg.Service/M")
-// that is missing or did not parse: names the method and, where the generated descriptors
-// know it, the request's message type.
+// that is missing or did not parse: names the method and, where the
+// generated descriptors know it, the request's message type.
 std::string MalformedRequestMessage(const std::string& method);
 
 }  // namespace kfuse
