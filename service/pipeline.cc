@@ -386,13 +386,9 @@ std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, 
   }
   v1::CompileResponse stored;
   *stored.mutable_plan() = std::move(*artifact.mutable_plan());
-  for (v1::Kernel& k : *stored.mutable_plan()->mutable_kernels()) {
-    if (!p.request.include_source()) k.clear_source();
-  }
-  if (!p.request.include_source()) {
-    hot_->Put(key.ArtifactKey(), std::make_shared<const v1::CompileResponse>(stored));
-  }
-  v1::CompileResponse response = Answer(p, stored);
+  v1::CompileResponse response = Answer(p, stored);  // Sources only if asked for.
+  for (v1::Kernel& k : *stored.mutable_plan()->mutable_kernels()) k.clear_source();
+  hot_->Put(key.ArtifactKey(), std::make_shared<const v1::CompileResponse>(std::move(stored)));
   response.set_cache(v1::CACHE_OUTCOME_FLEET_HIT);
   LogEvent(LogLevel::kInfo, "fleet_hit",
            {{"request_id", p.request.request_id()}, {"key", entry.key()}, {"from_node", entry.node()}});
@@ -664,12 +660,11 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
 
   v1::CompileResponse response;
   *response.mutable_plan() = std::move(plan);
-  for (v1::Kernel& k : *response.mutable_plan()->mutable_kernels()) {
-    if (!p.request.include_source()) k.clear_source();
-  }
-  if (!p.request.include_source()) {
-    hot_->Put(p.key.ArtifactKey(), std::make_shared<const v1::CompileResponse>(response));
-  }
+  // Memory keeps plans without their sources, as hits answer most callers.
+  auto bare = std::make_shared<v1::CompileResponse>(response);
+  for (v1::Kernel& k : *bare->mutable_plan()->mutable_kernels()) k.clear_source();
+  if (!p.request.include_source()) response = *bare;
+  hot_->Put(p.key.ArtifactKey(), std::move(bare));
   ApplyRequestNames(p, response.mutable_plan());
   response.set_cache(v1::CACHE_OUTCOME_MISS);
   response.set_request_id(p.request.request_id());

@@ -237,6 +237,9 @@ void KernelServiceImpl::Drain() {
 JobTable::Result KernelServiceImpl::ForWaiter(const Prepared& p, JobTable::Result r, bool joined) const {
   if (joined) options_.metrics->Joined();  // Whatever the job's outcome.
   if (!r.ok()) return r;
+  if (!p.request.include_source()) {
+    for (v1::Kernel& k : *r->mutable_plan()->mutable_kernels()) k.clear_source();
+  }
   ApplyRequestNames(p, r->mutable_plan());
   r->set_request_id(p.request.request_id());
   if (joined) r->set_cache(v1::CACHE_OUTCOME_JOINED);
@@ -249,10 +252,10 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
   *rejected = false;
   *joined = false;
   bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
-  // Waiters on one job share its answer's sources, so the job key says
-  // whether sources were asked for; names and request ids are per waiter.
-  std::string job_key = absl::StrCat(p.key.ArtifactKey(), wants_tuning ? "/tuned" : "/heuristic",
-                                     p.request.include_source() ? "/source" : "");
+  // Callers that differ only in names, request ids or whether they want the
+  // sources share one job (one build, one fleet lease): it keeps the
+  // sources, and each waiter's answer is its own (ForWaiter).
+  std::string job_key = absl::StrCat(p.key.ArtifactKey(), wants_tuning ? "/tuned" : "/heuristic");
   // Joining a running job costs nothing, so only a new job meets the queue
   // limit.
   // Background tuning has threads of its own, so a caller waiting for a
@@ -273,7 +276,9 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
   if (started) {
     std::shared_ptr<JobTable::Job> job = t.job;
     const bool background = pool == background_pool_.get();
-    pool->Submit([this, job, p, pool, background] {
+    Prepared built = p;
+    built.request.set_include_source(true);
+    pool->Submit([this, job, p = std::move(built), pool, background] {
       options_.metrics->SetQueueDepth(background, pool->queued());
       // Every caller left while the job was queued: do not build.
       if (job->cancel.load()) {

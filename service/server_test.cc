@@ -183,6 +183,37 @@ TEST_F(ServerTest, JoinedCallersGetTheirOwnNamesAndRequestIds) {
   EXPECT_EQ(rb.cache(), v1::CACHE_OUTCOME_JOINED);
 }
 
+// Whether a caller wants the sources does not make its build another job:
+// one build, and each answer has sources only if its caller asked.
+TEST_F(ServerTest, CallersThatDifferOnlyInWantingSourcesShareOneJob) {
+  Start(std::chrono::milliseconds(400));
+  for (bool first_wants_sources : {false, true}) {
+    SCOPED_TRACE(first_wants_sources);
+    const int calls_before = compiler_->calls.load();
+    v1::CompileRequest a = Relu(first_wants_sources ? 12.0 : 11.0), b = a;
+    a.set_include_source(first_wants_sources);
+    b.set_include_source(!first_wants_sources);
+    v1::CompileResponse ra, rb;
+    std::thread t([&] { ASSERT_TRUE(Compile(a, &ra).ok()); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE(Compile(b, &rb).ok());
+    t.join();
+    EXPECT_EQ(compiler_->calls.load(), calls_before + 1);
+    EXPECT_EQ(rb.cache(), v1::CACHE_OUTCOME_JOINED);
+    const v1::CompileResponse& with = first_wants_sources ? ra : rb;
+    const v1::CompileResponse& without = first_wants_sources ? rb : ra;
+    ASSERT_GT(with.plan().kernels_size(), 0);
+    for (const v1::Kernel& k : with.plan().kernels()) EXPECT_THAT(k.source(), HasSubstr("__global__"));
+    for (const v1::Kernel& k : without.plan().kernels()) EXPECT_EQ(k.source(), "");
+    // A repeat that wants the sources after the build has them too.
+    v1::CompileRequest again = a;
+    again.set_include_source(true);
+    v1::CompileResponse ragain;
+    ASSERT_TRUE(Compile(again, &ragain).ok());
+    EXPECT_THAT(ragain.plan().kernels(0).source(), HasSubstr("__global__"));
+  }
+}
+
 // kfuse_lookups_total counts each request once: a miss that built, one
 // that joined the running job, and hits from the answers kept in memory
 // (the repeat of an identical request) as well as from the store.
