@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -90,14 +91,10 @@ absl::StatusOr<std::unique_ptr<Result>> Exec(PGconn* c, const char* sql, Params&
   return r;
 }
 
-std::string Field(const PGresult* r, int col) {
-  return std::string(PQgetvalue(r, 0, col), PQgetlength(r, 0, col));
-}
-
 // int8 in binary format: 8 bytes, network order.
-int64_t Int8Field(const PGresult* r, int col) {
-  if (PQgetlength(r, 0, col) != 8) return 0;
-  const auto* b = reinterpret_cast<const unsigned char*>(PQgetvalue(r, 0, col));
+int64_t Int8Field(const PGresult* r, int row, int col) {
+  if (PQgetlength(r, row, col) != 8) return 0;
+  const auto* b = reinterpret_cast<const unsigned char*>(PQgetvalue(r, row, col));
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v = (v << 8) | b[i];
   return static_cast<int64_t>(v);
@@ -108,19 +105,25 @@ constexpr char kGetSql[] =
     " e.device_name, e.state, e.description, b.data, e.blob_sha256, e.node, e.created_unix_ms,"
     " e.kfuse_version, e.signer, e.signature"
     " FROM kfuse_entries e JOIN kfuse_blobs b ON b.sha256 = e.blob_sha256"
-    " WHERE e.kind = $1 AND e.key = $2";
+    " WHERE e.kind = $1 AND e.key = $2"
+    " AND e.signer IN (SELECT decode(h, 'hex') FROM unnest($3::text[]) AS h)"
+    " ORDER BY e.published_at, e.signer";
 
-// One statement, so one round trip: the entry (if its key is new), then
-// its blob (if the entry went in and the blob is new). Neither is ever
-// rewritten, and a publisher that lost the race for the key leaves no blob
-// behind. The entry's reference to the blob is checked at the statement's
-// end, after both inserts.
+constexpr char kCountSql[] = "SELECT count(*) FROM kfuse_entries WHERE kind = $1 AND key = $2";
+
+// One statement, so one round trip: the entry (if its key and signer are
+// new), then its blob (if the entry went in and the blob is new). Neither
+// is ever rewritten, and a publisher that lost the race for the key leaves
+// no blob behind. The entry's reference to the blob is checked at the
+// statement's end, after both inserts. The conflict has no target, so the
+// same statement serves schema 1's (kind, key) and schema 2's (kind, key,
+// signer).
 constexpr char kPublishSql[] =
     "WITH entry AS (INSERT INTO kfuse_entries (kind, key, chain, spec, device, toolchain, generator, family,"
     " arch, device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version, signer,"
     " signature)"
     " VALUES ($4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $1, $16, $17, $18, $19, $20)"
-    " ON CONFLICT (kind, key) DO NOTHING RETURNING 1)"
+    " ON CONFLICT DO NOTHING RETURNING 1)"
     " INSERT INTO kfuse_blobs (sha256, bytes, data) SELECT $1, $2::bigint, $3::bytea"
     " WHERE EXISTS (SELECT 1 FROM entry) ON CONFLICT (sha256) DO NOTHING";
 
@@ -231,9 +234,10 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
     const auto* b = reinterpret_cast<const unsigned char*>(PQgetvalue(res, 0, 0));
     version = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
   }
-  if (version != kFleetSchemaVersion) {
+  if (version < kFleetOldestSchemaVersion || version > kFleetSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat("fleet store ", DisplayDsn(), " has schema version ", version,
-                                                      "; this kfused speaks ", kFleetSchemaVersion));
+                                                      "; this kfused speaks ", kFleetOldestSchemaVersion, " to ",
+                                                      kFleetSchemaVersion));
   }
   return conn;
 }
@@ -334,39 +338,64 @@ bool FleetStore::up() const {
   return up_;
 }
 
-absl::StatusOr<std::optional<v1::StoreEntry>> FleetStore::Get(Store::Kind kind, const std::string& key) {
-  std::optional<v1::StoreEntry> out;
+absl::StatusOr<std::vector<v1::StoreEntry>> FleetStore::Get(Store::Kind kind, const std::string& key,
+                                                             const std::vector<std::string>& signers) {
+  std::vector<v1::StoreEntry> out;
+  if (signers.empty()) return out;
   KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
     Params p;
     p.Bytes(kind == Store::Kind::kDecision ? "decision" : "artifact");
     p.Bytes(key);
+    // The signers as an array literal of hex digits: nothing to quote.
+    std::string array = "{";
+    for (size_t i = 0; i < signers.size(); ++i) {
+      if (i > 0) array += ',';
+      array += absl::BytesToHexString(signers[i]);
+    }
+    array += '}';
+    p.Text(std::move(array));
     KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kGetSql, p, "reading an entry"));
-    if (PQntuples(r->r) == 0) return absl::OkStatus();
     const PGresult* res = r->r;
-    v1::StoreEntry e;
-    e.set_kind(Field(res, 0));
-    e.set_key(Field(res, 1));
-    e.set_chain(Field(res, 2));
-    e.set_spec(Field(res, 3));
-    e.set_device(Field(res, 4));
-    e.set_toolchain(Field(res, 5));
-    e.set_generator(Field(res, 6));
-    e.set_family(Field(res, 7));
-    e.set_arch(Field(res, 8));
-    e.set_device_name(Field(res, 9));
-    e.set_state(Field(res, 10));
-    e.set_description(Field(res, 11));
-    e.set_blob(Field(res, 12));
-    e.set_blob_sha256(Field(res, 13));
-    e.set_node(Field(res, 14));
-    e.set_created_unix_ms(Int8Field(res, 15));
-    e.set_kfuse_version(Field(res, 16));
-    e.set_signer(Field(res, 17));
-    e.set_signature(Field(res, 18));
-    out = std::move(e);
+    out.clear();  // A retried call starts again.
+    for (int row = 0; row < PQntuples(res); ++row) {
+      auto field = [&](int col) { return std::string(PQgetvalue(res, row, col), PQgetlength(res, row, col)); };
+      v1::StoreEntry& e = out.emplace_back();
+      e.set_kind(field(0));
+      e.set_key(field(1));
+      e.set_chain(field(2));
+      e.set_spec(field(3));
+      e.set_device(field(4));
+      e.set_toolchain(field(5));
+      e.set_generator(field(6));
+      e.set_family(field(7));
+      e.set_arch(field(8));
+      e.set_device_name(field(9));
+      e.set_state(field(10));
+      e.set_description(field(11));
+      e.set_blob(field(12));
+      e.set_blob_sha256(field(13));
+      e.set_node(field(14));
+      e.set_created_unix_ms(Int8Field(res, row, 15));
+      e.set_kfuse_version(field(16));
+      e.set_signer(field(17));
+      e.set_signature(field(18));
+    }
     return absl::OkStatus();
   }));
   return out;
+}
+
+absl::StatusOr<int64_t> FleetStore::Count(Store::Kind kind, const std::string& key) {
+  int64_t n = 0;
+  KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
+    Params p;
+    p.Bytes(kind == Store::Kind::kDecision ? "decision" : "artifact");
+    p.Bytes(key);
+    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kCountSql, p, "counting entries"));
+    n = PQntuples(r->r) == 1 ? Int8Field(r->r, 0, 0) : 0;
+    return absl::OkStatus();
+  }));
+  return n;
 }
 
 absl::Status FleetStore::Publish(const v1::StoreEntry& e) {

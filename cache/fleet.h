@@ -1,14 +1,16 @@
 // The fleet store: a PostgreSQL database that many kfuse nodes share, the
 // second tier behind each node's SQLite store. Entries are published once
-// (content-addressed blobs, INSERT ... ON CONFLICT DO NOTHING) and never
-// rewritten; a tuning lease per key lets one node tune while the others wait
+// per key and signer (content-addressed blobs, INSERT ... ON CONFLICT DO
+// NOTHING) and never rewritten; readers ask for the rows of the signers
+// they trust, so a row by any other signer never stands in for theirs; a
+// tuning lease per key lets one node tune while the others wait
 // for its result. The database being away is never an error for a request:
 // calls return Unavailable at once while it is down, and the store retries
 // the connection with a growing pause (docs/cache.md, "Fleet tier").
 //
 //   FleetOptions o; o.dsn = "host=pg dbname=kfuse user=kfuse_writer"; o.holder = "node-a/4242";
 //   auto fleet = FleetStore::Create(o);
-//   KFUSE_ASSIGN_OR_RETURN(std::optional<v1::StoreEntry> e, fleet->Get(Store::Kind::kArtifact, key));
+//   KFUSE_ASSIGN_OR_RETURN(std::vector<v1::StoreEntry> rows, fleet->Get(Store::Kind::kArtifact, key, signers));
 //   KFUSE_RETURN_IF_ERROR(fleet->Publish(signed_entry));
 //
 // Signing and verifying entries is the caller's (plan/signing.h); this class
@@ -34,8 +36,11 @@ typedef struct pg_conn PGconn;
 
 namespace kfuse {
 
-// The schema version of deploy/postgres/fleet.sql this binary speaks.
-inline constexpr int kFleetSchemaVersion = 1;
+// The schema version of deploy/postgres/fleet.sql this binary writes, and
+// the oldest it still speaks (schema 1 keys an entry without its signer:
+// the first row published under a key stands for every signer).
+inline constexpr int kFleetSchemaVersion = 2;
+inline constexpr int kFleetOldestSchemaVersion = 1;
 
 struct FleetOptions {
   // libpq connection string or URI. Passwords belong in PGPASSWORD or
@@ -65,12 +70,18 @@ class FleetStore {
   FleetStore(const FleetStore&) = delete;
   FleetStore& operator=(const FleetStore&) = delete;
 
-  // The entry stored under (kind, key), blob included; nullopt when none.
+  // The entries stored under (kind, key) by any of `signers` (32-byte
+  // public keys), blobs included, first published first; empty when none.
   // Unavailable when the database cannot be reached (or is in its retry
-  // pause); FailedPrecondition when its schema is not kFleetSchemaVersion.
-  absl::StatusOr<std::optional<v1::StoreEntry>> Get(Store::Kind kind, const std::string& key);
+  // pause); FailedPrecondition when its schema is not one this binary
+  // speaks.
+  absl::StatusOr<std::vector<v1::StoreEntry>> Get(Store::Kind kind, const std::string& key,
+                                                  const std::vector<std::string>& signers);
+  // How many entries are stored under (kind, key), whoever signed them.
+  absl::StatusOr<int64_t> Count(Store::Kind kind, const std::string& key);
   // Publishes a signed entry and its blob in one transaction; an entry
-  // already there is left as it is (OK). FailedPrecondition when read-only.
+  // already there for the key and signer is left as it is (OK).
+  // FailedPrecondition when read-only.
   absl::Status Publish(const v1::StoreEntry& entry);
 
   // Takes the tuning lease on `key` for ttl_seconds when it is free, expired

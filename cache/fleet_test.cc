@@ -1,6 +1,11 @@
 #include "cache/fleet.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -37,13 +42,22 @@ class FleetTest : public ::testing::Test {
     return FleetStore::Create(o);
   }
   static v1::StoreEntry Entry(const std::string& chain, const std::string& blob_seed,
-                              Store::Kind kind = Store::Kind::kArtifact) {
+                              Store::Kind kind = Store::Kind::kArtifact, char signer = kSigner) {
     v1::StoreEntry e = MakeStoreEntry(kind, TestKey(chain), TestMeta(), TestBlob(blob_seed, 3000),
                                       EntryOrigin{"node-a", 1764470000123, "0.1.0"});
-    e.set_signer(std::string(32, '\x07'));
+    e.set_signer(std::string(32, signer));
     e.set_signature(std::string(64, '\x09'));
     return e;
   }
+  // The entries under (kind, key) by the signers given as their fill bytes.
+  static absl::StatusOr<std::vector<v1::StoreEntry>> Rows(FleetStore& fleet, Store::Kind kind, const std::string& key,
+                                                          const std::string& signers = std::string(1, kSigner)) {
+    std::vector<std::string> keys;
+    for (char c : signers) keys.emplace_back(32, c);
+    return fleet.Get(kind, key, keys);
+  }
+
+  static constexpr char kSigner = '\x07';
 
   static testing::EphemeralPostgres* pg_;
 };
@@ -53,15 +67,15 @@ TEST_F(FleetTest, PublishThenGetRoundTripsEveryField) {
   auto fleet = Open();
   v1::StoreEntry e = Entry("round-trip", "blob-1");
   ASSERT_TRUE(fleet->Publish(e).ok());
-  auto got = fleet->Get(Store::Kind::kArtifact, e.key());
+  auto got = Rows(*fleet, Store::Kind::kArtifact, e.key());
   ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_TRUE(got->has_value());
-  EXPECT_EQ((*got)->SerializeAsString(), e.SerializeAsString());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].SerializeAsString(), e.SerializeAsString());
   EXPECT_TRUE(fleet->up());
   // The same key as a decision is another entry: absent.
-  auto other = fleet->Get(Store::Kind::kDecision, e.key());
+  auto other = Rows(*fleet, Store::Kind::kDecision, e.key());
   ASSERT_TRUE(other.ok());
-  EXPECT_FALSE(other->has_value());
+  EXPECT_TRUE(other->empty());
 }
 
 TEST_F(FleetTest, PublishingIsIdempotentAndNeverRewrites) {
@@ -71,9 +85,9 @@ TEST_F(FleetTest, PublishingIsIdempotentAndNeverRewrites) {
   ASSERT_TRUE(fleet->Publish(first).ok());
   v1::StoreEntry second = Entry("idempotent", "second");  // Same key, other blob.
   ASSERT_TRUE(fleet->Publish(second).ok());
-  auto got = fleet->Get(Store::Kind::kArtifact, first.key());
-  ASSERT_TRUE(got.ok() && got->has_value());
-  EXPECT_EQ((*got)->blob(), first.blob());
+  auto got = Rows(*fleet, Store::Kind::kArtifact, first.key());
+  ASSERT_TRUE(got.ok() && got->size() == 1);
+  EXPECT_EQ((*got)[0].blob(), first.blob());
   EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries WHERE chain = 'idempotent'"), "1");
   // The losing publisher's blob is not left behind without an entry.
   ASSERT_NE(first.blob_sha256(), second.blob_sha256());
@@ -90,6 +104,107 @@ TEST_F(FleetTest, BlobsAreContentAddressed) {
   ASSERT_TRUE(fleet->Publish(b).ok());
   EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_blobs WHERE sha256 = '" + a.blob_sha256() + "'"), "1");
   EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries WHERE blob_sha256 = '" + a.blob_sha256() + "'"), "2");
+}
+
+// A key holds one entry per signer: a row by a signer a node does not trust
+// (another trust domain, a key taken out of service) never stands in the
+// place of the entry a trusted node publishes.
+TEST_F(FleetTest, EachSignerHasItsOwnEntryUnderAKey) {
+  auto fleet = Open();
+  v1::StoreEntry mine = Entry("per-signer", "mine", Store::Kind::kArtifact, '\x07');
+  v1::StoreEntry theirs = Entry("per-signer", "theirs", Store::Kind::kArtifact, '\x08');
+  ASSERT_EQ(mine.key(), theirs.key());
+  ASSERT_TRUE(fleet->Publish(theirs).ok());
+  ASSERT_TRUE(fleet->Publish(mine).ok());
+  auto just_mine = Rows(*fleet, Store::Kind::kArtifact, mine.key(), "\x07");
+  ASSERT_TRUE(just_mine.ok()) << just_mine.status();
+  ASSERT_EQ(just_mine->size(), 1u);
+  EXPECT_EQ((*just_mine)[0].blob(), mine.blob());
+  auto both = Rows(*fleet, Store::Kind::kArtifact, mine.key(), "\x07\x08");
+  ASSERT_TRUE(both.ok() && both->size() == 2u);
+  EXPECT_EQ((*both)[0].blob(), theirs.blob());  // First published first.
+  EXPECT_EQ((*both)[1].blob(), mine.blob());
+  EXPECT_TRUE(Rows(*fleet, Store::Kind::kArtifact, mine.key(), "\x05")->empty());
+  EXPECT_EQ(*fleet->Count(Store::Kind::kArtifact, mine.key()), 2);
+  EXPECT_EQ(*fleet->Count(Store::Kind::kDecision, mine.key()), 0);
+}
+
+// Bytes filed under the hash of a blob a node will publish would stand in
+// its place (blobs are never rewritten): the database refuses them.
+TEST_F(FleetTest, BlobsMustMatchTheirHash) {
+  v1::StoreEntry e = Entry("squatted", "real-bytes");
+  const std::string out =
+      pg_->Query("INSERT INTO kfuse_blobs (sha256, bytes, data) VALUES ('" + e.blob_sha256() + "', 5, 'bogus')");
+  EXPECT_NE(out.find("kfuse_blobs_sha256_matches"), std::string::npos) << out;
+  auto fleet = Open();
+  ASSERT_TRUE(fleet->Publish(e).ok());
+  auto got = Rows(*fleet, Store::Kind::kArtifact, e.key());
+  ASSERT_TRUE(got.ok() && got->size() == 1u) << got.status();
+  EXPECT_EQ((*got)[0].blob(), e.blob());
+}
+
+// fleet.sql applied to a schema-1 database migrates it; this binary speaks
+// both, so nodes are upgraded before the database.
+TEST_F(FleetTest, SchemaOneIsSpokenThenMigratedToTwo) {
+  constexpr char kSchemaOne[] = R"sql(
+CREATE TABLE kfuse_fleet_meta (schema_version integer NOT NULL);
+INSERT INTO kfuse_fleet_meta VALUES (1);
+CREATE TABLE kfuse_blobs (sha256 text PRIMARY KEY CHECK (sha256 ~ '^[0-9a-f]{64}$'), bytes bigint NOT NULL,
+                          data bytea NOT NULL);
+CREATE TABLE kfuse_entries (kind text NOT NULL CHECK (kind IN ('decision', 'artifact')), key text NOT NULL,
+  chain text NOT NULL, spec text NOT NULL, device text NOT NULL, toolchain text NOT NULL, generator text NOT NULL,
+  family text NOT NULL, arch text NOT NULL, device_name text NOT NULL, state text NOT NULL,
+  description text NOT NULL, blob_sha256 text NOT NULL REFERENCES kfuse_blobs (sha256), node text NOT NULL,
+  created_unix_ms bigint NOT NULL, kfuse_version text NOT NULL, published_at timestamptz NOT NULL DEFAULT now(),
+  signer bytea NOT NULL, signature bytea NOT NULL, PRIMARY KEY (kind, key));
+CREATE INDEX kfuse_entries_chain ON kfuse_entries (chain);
+CREATE TABLE kfuse_leases (key text PRIMARY KEY, holder text NOT NULL, expires_at timestamptz NOT NULL);
+)sql";
+  char path[] = "/tmp/kfuse-fleet-v1-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << kSchemaOne;
+  ASSERT_EQ(pg_->Query("CREATE DATABASE fleet_v1", "postgres"), "");
+  ASSERT_EQ(pg_->ApplyFile(path, "fleet_v1"), 0);
+  std::remove(path);
+
+  FleetOptions o;
+  o.dsn = pg_->Dsn("postgres", "fleet_v1");
+  o.holder = "v1";
+  auto fleet = FleetStore::Create(o);
+  v1::StoreEntry first = Entry("schema-one", "first", Store::Kind::kArtifact, '\x08');
+  v1::StoreEntry second = Entry("schema-one", "second", Store::Kind::kArtifact, '\x07');
+  ASSERT_TRUE(fleet->Publish(first).ok());
+  ASSERT_TRUE(fleet->Publish(second).ok());  // Schema 1: the key's first entry stands for every signer.
+  EXPECT_EQ(*fleet->Count(Store::Kind::kArtifact, first.key()), 1);
+  // Schema 1 took any bytes under a hash; an entry published on them.
+  v1::StoreEntry squatted = Entry("schema-one-squatted", "s");
+  ASSERT_EQ(pg_->Query("INSERT INTO kfuse_blobs (sha256, bytes, data) VALUES ('" + squatted.blob_sha256() +
+                           "', 5, 'bogus')",
+                       "fleet_v1"),
+            "");
+  ASSERT_TRUE(fleet->Publish(squatted).ok());
+  ASSERT_EQ(*fleet->Count(Store::Kind::kArtifact, squatted.key()), 1);
+
+  ASSERT_EQ(pg_->ApplyFile("deploy/postgres/fleet.sql", "fleet_v1"), 0);
+  ASSERT_EQ(pg_->ApplyFile("deploy/postgres/fleet.sql", "fleet_v1"), 0);  // Idempotent.
+  EXPECT_EQ(pg_->Query("SELECT schema_version FROM kfuse_fleet_meta", "fleet_v1"), "2");
+  // The bogus blob went, with the entry on it; the rest stayed.
+  EXPECT_EQ(*fleet->Count(Store::Kind::kArtifact, squatted.key()), 0);
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_blobs WHERE sha256 = '" + squatted.blob_sha256() + "'", "fleet_v1"),
+            "0");
+  // Now the second signer's entry goes in beside the first.
+  ASSERT_TRUE(fleet->Publish(second).ok());
+  auto both = Rows(*fleet, Store::Kind::kArtifact, first.key(), "\x07\x08");
+  ASSERT_TRUE(both.ok() && both->size() == 2u) << both.status();
+  EXPECT_EQ((*both)[0].blob(), first.blob());
+
+  // A schema this binary does not speak is named, with the ones it does.
+  ASSERT_EQ(pg_->Query("UPDATE kfuse_fleet_meta SET schema_version = 3", "fleet_v1"), "");
+  auto newer = FleetStore::Create(o)->Ping();
+  EXPECT_EQ(newer.code(), absl::StatusCode::kFailedPrecondition) << newer;
+  EXPECT_NE(newer.message().find("schema version 3; this kfused speaks 1 to 2"), std::string::npos) << newer;
 }
 
 TEST_F(FleetTest, ConcurrentPublishersOfOneEntryAllSucceed) {
@@ -159,8 +274,8 @@ TEST_F(FleetTest, ReaderRoleReadsButCannotWrite) {
   v1::StoreEntry e = Entry("reader-role", "r");
   ASSERT_TRUE(writer->Publish(e).ok());
   auto reader = Open("kfuse_reader");
-  auto got = reader->Get(Store::Kind::kArtifact, e.key());
-  ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
+  auto got = Rows(*reader, Store::Kind::kArtifact, e.key());
+  ASSERT_TRUE(got.ok() && got->size() == 1) << got.status();
   // The database refuses, whatever the node believes it is.
   absl::Status s = reader->Publish(Entry("reader-role-2", "r2"));
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
@@ -176,7 +291,7 @@ TEST_F(FleetTest, DatabaseWithoutSchemaIsNamed) {
   FleetOptions o;
   o.dsn = pg_->Dsn("postgres", "empty_db");
   auto fleet = FleetStore::Create(o);
-  auto got = fleet->Get(Store::Kind::kArtifact, "x");
+  auto got = Rows(*fleet, Store::Kind::kArtifact, "x");
   EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(got.status().message().find("fleet.sql"), std::string::npos) << got.status();
 }
@@ -198,23 +313,23 @@ TEST_F(FleetTest, OutageFailsFastThenRecovers) {
   ASSERT_TRUE(fleet->Publish(e).ok());
 
   ASSERT_EQ(pg_->Kill(), 0);
-  auto down = fleet->Get(Store::Kind::kArtifact, e.key());
+  auto down = Rows(*fleet, Store::Kind::kArtifact, e.key());
   EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
   EXPECT_FALSE(fleet->up());
   // In the pause a call does not touch the network.
   auto t0 = std::chrono::steady_clock::now();
-  auto fast = fleet->Get(Store::Kind::kArtifact, e.key());
+  auto fast = Rows(*fleet, Store::Kind::kArtifact, e.key());
   EXPECT_EQ(fast.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
 
   ASSERT_EQ(pg_->Restart(), 0);
-  absl::StatusOr<std::optional<v1::StoreEntry>> back = absl::UnavailableError("not yet");
+  absl::StatusOr<std::vector<v1::StoreEntry>> back = absl::UnavailableError("not yet");
   for (int i = 0; i < 50 && !back.ok(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    back = fleet->Get(Store::Kind::kArtifact, e.key());
+    back = Rows(*fleet, Store::Kind::kArtifact, e.key());
   }
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_TRUE(back->has_value());  // Published before the crash: still there.
+  EXPECT_EQ(back->size(), 1u);  // Published before the crash: still there.
   EXPECT_TRUE(fleet->up());
   absl::MutexLock l(&mu);
   EXPECT_EQ(states, (std::vector<bool>{true, false, true}));
@@ -233,9 +348,9 @@ TEST_F(FleetTest, PooledConnectionClosedByTheServerIsNoOutage) {
   EXPECT_NE(pg_->Query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                        " WHERE application_name = 'kfused'"),
             "0");
-  auto got = fleet->Get(Store::Kind::kArtifact, e.key());
+  auto got = Rows(*fleet, Store::Kind::kArtifact, e.key());
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_TRUE(got->has_value());
+  EXPECT_EQ(got->size(), 1u);
   EXPECT_TRUE(fleet->up());
   EXPECT_EQ(states, (std::vector<bool>{true}));
 }
@@ -244,7 +359,7 @@ TEST_F(FleetTest, UnreachableServerIsUnavailableNotAnError) {
   FleetOptions o;
   o.dsn = "host=127.0.0.1 port=1 dbname=kfuse user=kfuse_writer";
   auto fleet = FleetStore::Create(o);
-  EXPECT_EQ(fleet->Get(Store::Kind::kArtifact, "k").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Rows(*fleet, Store::Kind::kArtifact, "k").status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(fleet->Publish(Entry("x", "y")).code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(fleet->up());
 }

@@ -63,6 +63,13 @@ class EphemeralPostgres {
     while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
     return out;
   }
+  // psql -f `path` as the superuser, stopping at the first error; its exit
+  // status.
+  int ApplyFile(const std::string& path, const std::string& db = "kfuse") const {
+    return std::system(absl::StrCat("psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p ", port_, " -U postgres -d ", db,
+                                    " -f '", path, "' >/dev/null 2>&1")
+                           .c_str());
+  }
 
  private:
   int Run(const char* cmd) const {

@@ -166,14 +166,14 @@ check_sql() {
     fi
     echo "  roles.sql refuses to run without both passwords"
     as_role() { local user=$1 pw=$2; shift 2; PGUSER=$user PGPASSWORD=$pw pg_psql -d kfuse -At "$@"; }
-    blob=$(printf '%064d' 0)
+    blob=6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d  # sha256 of one zero byte
     as_role kfuse_writer "$KFUSE_WRITER_PASSWORD" \
       -c "INSERT INTO kfuse_blobs VALUES ('$blob', 1, '\\x00')" \
       -c "INSERT INTO kfuse_leases VALUES ('k', 'node-a/1', now())" \
       -c "DELETE FROM kfuse_leases WHERE key = 'k'"
     echo "  kfuse_writer inserts blobs and takes leases"
     [ "$(as_role kfuse_reader "$KFUSE_READER_PASSWORD" -c 'SELECT count(*) FROM kfuse_blobs')" = 1 ]
-    [ "$(as_role kfuse_reader "$KFUSE_READER_PASSWORD" -c 'SELECT schema_version FROM kfuse_fleet_meta')" = 1 ]
+    [ "$(as_role kfuse_reader "$KFUSE_READER_PASSWORD" -c 'SELECT schema_version FROM kfuse_fleet_meta')" = 2 ]
     echo "  kfuse_reader reads blobs and the schema version"
     if as_role kfuse_reader "$KFUSE_READER_PASSWORD" -c "INSERT INTO kfuse_leases VALUES ('k', 'r', now())" 2>/dev/null; then
       echo "  kfuse_reader could take a lease"; exit 1
@@ -181,10 +181,14 @@ check_sql() {
     if as_role kfuse_writer "$KFUSE_WRITER_PASSWORD" -c "UPDATE kfuse_blobs SET bytes = 2" 2>/dev/null; then
       echo "  kfuse_writer could rewrite a blob"; exit 1
     fi
+    if as_role kfuse_writer "$KFUSE_WRITER_PASSWORD" \
+        -c "INSERT INTO kfuse_blobs VALUES ('$(printf '%064d' 0)', 1, '\\x00')" 2>/dev/null; then
+      echo "  kfuse_writer filed a blob under another hash"; exit 1
+    fi
     if as_role kfuse_writer wrong-password -c 'SELECT 1' 2>/dev/null; then
       echo "  a wrong password logged in"; exit 1
     fi
-    echo "  kfuse_reader cannot write, kfuse_writer cannot rewrite, a wrong password is refused"
+    echo "  kfuse_reader cannot write, kfuse_writer cannot rewrite or misfile a blob, a wrong password is refused"
   )
 }
 

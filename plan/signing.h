@@ -81,6 +81,7 @@ class TrustedKeys {
   void Add(const PublicKey& key);
   bool Contains(const PublicKey& key) const;
   size_t size() const { return keys_.size(); }
+  const std::vector<PublicKey>& keys() const { return keys_; }
 
  private:
   std::vector<PublicKey> keys_;

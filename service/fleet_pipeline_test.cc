@@ -231,26 +231,149 @@ TEST_F(FleetPipelineTest, ProbeSaysRejectedForAnEntryThatDoesNotVerifyHere) {
   EXPECT_EQ(probe(by_none), "miss");
 }
 
-// A waiter that finds the key's entry rejected (an untrusted signer) waits
-// for the lease alone: the rejection is counted once, not at every poll.
-TEST_F(FleetPipelineTest, ARejectedEntryIsNotLookedForAgainWhileWaiting) {
+// A node outside the trust set (a staging node, a key taken out of service)
+// that published a key first does not keep the trusted nodes from sharing
+// theirs: each signer has its own entry under the key.
+TEST_F(FleetPipelineTest, AnUntrustedSignersEntryDoesNotBlockTheKeyForTrustedNodes) {
+  Node stranger("stranger", pg_->Dsn(), 3, TrustedKeys({KeyFrom(3).public_key}));
+  Node a("a", pg_->Dsn(), 1, trusted_);
+  Node b("b", pg_->Dsn(), 2, trusted_);
+  const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 11.5, 1 << 20);
+  ASSERT_TRUE(stranger.Compile(r).ok());
+  absl::StatusOr<v1::CompileResponse> built = a.Compile(r);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->cache(), v1::CACHE_OUTCOME_MISS);
+  EXPECT_GT(a.gpu.runs.load(), 0);
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries WHERE key = '" + built->plan().key() + "'"), "2");
+
+  absl::StatusOr<v1::CompileResponse> served = b.Compile(r);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->cache(), v1::CACHE_OUTCOME_FLEET_HIT);
+  EXPECT_EQ(b.gpu.runs.load(), 0);
+  // Neither trusted node counted the stranger's entry as a failure: it never
+  // asked for it.
+  for (Node* n : {&a, &b}) {
+    const std::string text = n->metrics->Text();
+    EXPECT_EQ(text.find("kfuse_verification_failures_total{what=\"fleet_signature\"}"), std::string::npos) << text;
+  }
+}
+
+// An entry under a trusted signer's name whose signature does not verify (a
+// writer without that key) is counted once while a node waits, not at
+// every poll, and does not stop the wait: another trusted signer's entry
+// that arrives meanwhile is taken.
+TEST_F(FleetPipelineTest, AForgedEntryIsCountedOnceAndTheWaitGoesOn) {
   Node stranger("stranger", pg_->Dsn(), 3, TrustedKeys({KeyFrom(3).public_key}));
   const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 10.5, 1 << 20);
   ASSERT_TRUE(stranger.Compile(r).ok());
   absl::StatusOr<Prepared> p = stranger.pipeline->Prepare(r);
   ASSERT_TRUE(p.ok()) << p.status();
+  const std::string k = p->key.ArtifactKey();
+  // The stranger's entry again, claiming the trusted key 1 as its signer.
+  ASSERT_EQ(pg_->Query("INSERT INTO kfuse_entries (kind, key, chain, spec, device, toolchain, generator, family,"
+                       " arch, device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version,"
+                       " signer, signature) SELECT kind, key, chain, spec, device, toolchain, generator, family, arch,"
+                       " device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version,"
+                       " decode('" + KeyFrom(1).public_key.Hex() + "', 'hex'), signature FROM kfuse_entries"
+                       " WHERE kind = 'artifact' AND key = '" + k + "'"),
+            "");
   std::unique_ptr<FleetStore> other = BareStore("holder");
-  ASSERT_TRUE(*other->TryLease(p->key.ArtifactKey(), 30));
+  ASSERT_TRUE(*other->TryLease(k, 30));
+  // The stranger's entry, signed by the trusted key 2, published while the
+  // waiter polls.
+  auto stranger_rows = other->Get(Store::Kind::kArtifact, k, {std::string(32, '\0')});
+  ASSERT_TRUE(stranger_rows.ok() && stranger_rows->empty());  // Nothing under a key nobody holds.
+  const PublicKey three = KeyFrom(3).public_key;
+  stranger_rows = other->Get(Store::Kind::kArtifact, k, {std::string(three.bytes.begin(), three.bytes.end())});
+  ASSERT_TRUE(stranger_rows.ok() && stranger_rows->size() == 1u) << stranger_rows.status();
+  v1::StoreEntry genuine = (*stranger_rows)[0];
+  SignStoreEntry(KeyFrom(2), &genuine);
+  std::thread publisher([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ASSERT_TRUE(other->Publish(genuine).ok());
+  });
 
   SigningKey key = KeyFrom(1);
-  std::unique_ptr<FleetTier> waiter = Tier("waiter", &key, 0.5);
+  std::unique_ptr<FleetTier> waiter = Tier("waiter", &key, 5);
   FleetTier::Turn turn = waiter->AwaitTurn(p->key, nullptr, [](const v1::StoreEntry&) { return true; });
-  EXPECT_FALSE(turn.leased);  // Gave up after its 0.5 s, some five polls.
-  EXPECT_FALSE(turn.arrived.has_value());
+  publisher.join();
+  EXPECT_FALSE(turn.leased);
+  ASSERT_TRUE(turn.arrived.has_value());
+  EXPECT_EQ(turn.arrived->signer(), genuine.signer());
   const std::string text = metrics_->Text();
   EXPECT_NE(text.find("kfuse_verification_failures_total{what=\"fleet_signature\"} 1\n"), std::string::npos)
       << text;
-  ASSERT_TRUE(other->ReleaseLease(p->key.ArtifactKey()).ok());
+  EXPECT_EQ(waiter->Probe(p->key), "hit");
+  ASSERT_TRUE(other->ReleaseLease(k).ok());
+}
+
+// A verified entry that does not serve the request (here: the first
+// published) does not hide a later one by another trusted signer that does.
+TEST_F(FleetPipelineTest, AnEntryThatDoesNotServeDoesNotHideOneThatDoes) {
+  Node a("a", pg_->Dsn(), 1, trusted_);
+  const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 12.5, 1 << 20);
+  ASSERT_TRUE(a.Compile(r).ok());
+  absl::StatusOr<Prepared> p = a.pipeline->Prepare(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string k = p->key.ArtifactKey();
+  std::unique_ptr<FleetStore> bare = BareStore("reader");
+  const PublicKey one = KeyFrom(1).public_key;
+  auto rows = bare->Get(Store::Kind::kArtifact, k, {std::string(one.bytes.begin(), one.bytes.end())});
+  ASSERT_TRUE(rows.ok() && rows->size() == 1u) << rows.status();
+  v1::StoreEntry second = (*rows)[0];
+  second.set_node("b");  // Another trusted signer's entry for the same key, published after a's.
+  SignStoreEntry(KeyFrom(2), &second);
+  ASSERT_TRUE(bare->Publish(second).ok());
+
+  SigningKey key = KeyFrom(1);
+  std::unique_ptr<FleetTier> reader = Tier("reader", &key, 5);
+  std::optional<v1::StoreEntry> first = reader->Fetch(Store::Kind::kArtifact, p->key);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->node(), "a");  // First published first.
+  std::optional<v1::StoreEntry> served =
+      reader->Fetch(Store::Kind::kArtifact, p->key, [](const v1::StoreEntry& e) { return e.node() == "b"; });
+  ASSERT_TRUE(served.has_value());
+  EXPECT_EQ(served->node(), "b");
+}
+
+// Through the pipeline: a trusted signer's entry published first that does
+// not serve (its plan is another key's) does not hide a later trusted
+// signer's that does; the request is a fleet hit, not a build.
+TEST_F(FleetPipelineTest, AFleetLookupPassesOverAnEntryThatDoesNotServe) {
+  Node a("a", pg_->Dsn(), 1, trusted_);
+  Node b("b", pg_->Dsn(), 2, trusted_);
+  const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 13.5, 1 << 20);
+  const v1::CompileRequest other = ScaledActivation(v1::OP_SILU, 14.5, 1 << 20);
+  ASSERT_TRUE(a.Compile(r).ok());
+  ASSERT_TRUE(a.Compile(other).ok());
+  absl::StatusOr<Prepared> p = a.pipeline->Prepare(r);
+  absl::StatusOr<Prepared> q = a.pipeline->Prepare(other);
+  ASSERT_TRUE(p.ok() && q.ok());
+  std::unique_ptr<FleetStore> bare = BareStore("crafter");
+  const PublicKey one = KeyFrom(1).public_key;
+  const std::vector<std::string> by_a = {std::string(one.bytes.begin(), one.bytes.end())};
+  auto rows = bare->Get(Store::Kind::kArtifact, p->key.ArtifactKey(), by_a);
+  auto others = bare->Get(Store::Kind::kArtifact, q->key.ArtifactKey(), by_a);
+  ASSERT_TRUE(rows.ok() && rows->size() == 1u && others.ok() && others->size() == 1u);
+  // Signed by the trusted key 2, so it verifies; its plan is `other`'s.
+  v1::StoreEntry misfiled = (*rows)[0];
+  misfiled.set_blob((*others)[0].blob());
+  misfiled.set_blob_sha256((*others)[0].blob_sha256());
+  misfiled.set_node("misfiled");
+  SignStoreEntry(KeyFrom(2), &misfiled);
+  ASSERT_TRUE(bare->Publish(misfiled).ok());
+  ASSERT_EQ(pg_->Query("UPDATE kfuse_entries SET published_at = now() - interval '1 hour'"
+                       " WHERE node = 'misfiled'"),
+            "");
+
+  Node c("c", pg_->Dsn(), 4, trusted_);
+  absl::StatusOr<v1::CompileResponse> served = c.Compile(r);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->cache(), v1::CACHE_OUTCOME_FLEET_HIT);
+  EXPECT_EQ(served->plan().key(), p->key.ArtifactKey());
+  EXPECT_EQ(c.gpu.runs.load(), 0);
+  const std::string text = c.metrics->Text();
+  EXPECT_NE(text.find("kfuse_lookups_total{result=\"hit\",tier=\"fleet\"} 1\n"), std::string::npos) << text;
 }
 
 TEST_F(FleetPipelineTest, AHeuristicAnswerToARequestForTuningStaysLocal) {
@@ -280,6 +403,11 @@ TEST_F(FleetPipelineTest, AForcedRetuneIsNotAnsweredFromTheFleet) {
   ASSERT_TRUE(forced.ok()) << forced.status();
   EXPECT_EQ(forced->cache(), v1::CACHE_OUTCOME_MISS);
   EXPECT_GT(b.gpu.runs.load(), 0);
+  // Nor published: it stays local, beside a's entries.
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries WHERE key = '" + forced->plan().key() + "' AND node = 'b'"),
+            "0");
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries WHERE key = '" + forced->plan().key() + "' AND node = 'a'"),
+            "1");
 }
 
 }  // namespace

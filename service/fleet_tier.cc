@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -42,6 +43,7 @@ FleetTier::FleetTier(std::unique_ptr<FleetStore> fleet, const SigningKey* signin
       metrics_(metrics != nullptr ? metrics : &NullMetrics()),
       options_(std::move(options)) {
   if (signing_key_ != nullptr) trusted_.Add(signing_key_->public_key);
+  for (const PublicKey& k : trusted_.keys()) signers_.emplace_back(k.bytes.begin(), k.bytes.end());
   watcher_ = std::thread([this] { Watch(); });
 }
 
@@ -103,16 +105,18 @@ void FleetTier::RenewLeases() {
     if (ours.contains(key) || it == held_.end() || it->second.lost) continue;
     // It lapsed (the database was away longer than a lease) and another
     // node took it, or it was given back under a job of this node still
-    // building: both build; the first entry published stands. Counted once.
+    // building: both build, and both publish (readers take the first
+    // published that serves them). Counted once.
     it->second.lost = true;
     metrics_->FleetLease("lost");
     LogEvent(LogLevel::kWarning, "fleet_lease_lost", {{"key", key}});
   }
 }
 
-std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey& key, bool* rejected) {
+std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey& key, const Serves& serves,
+                                               absl::flat_hash_set<std::string>* rejected) {
   const std::string k = KeyOf(kind, key);
-  absl::StatusOr<std::optional<v1::StoreEntry>> got = fleet_->Get(kind, k);
+  absl::StatusOr<std::vector<v1::StoreEntry>> got = fleet_->Get(kind, k, signers_);
   if (!got.ok()) {
     if (!absl::IsUnavailable(got.status())) {
       metrics_->FleetError("get");
@@ -120,25 +124,38 @@ std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey&
     }
     return std::nullopt;
   }
-  if (!got->has_value()) return std::nullopt;
-  v1::StoreEntry& e = **got;
-  const char* what = nullptr;
-  if (absl::Status ok = Verify(kind, k, e, trusted_, &what); !ok.ok()) {
-    if (rejected != nullptr) *rejected = true;
-    metrics_->VerificationFailure(what);
-    LogEvent(LogLevel::kWarning, "fleet_entry_rejected", {{"key", k}, {"node", e.node()}, {"error", ok.ToString()}});
-    return std::nullopt;
+  for (v1::StoreEntry& e : *got) {
+    const std::string id = absl::StrCat(e.signer(), e.signature());
+    if (rejected != nullptr && rejected->contains(id)) continue;
+    const char* what = nullptr;
+    if (absl::Status ok = Verify(kind, k, e, trusted_, &what); !ok.ok()) {
+      if (rejected != nullptr) rejected->insert(id);
+      metrics_->VerificationFailure(what);
+      LogEvent(LogLevel::kWarning, "fleet_entry_rejected",
+               {{"key", k},
+                {"node", e.node()},
+                {"signer", absl::BytesToHexString(e.signer())},
+                {"error", ok.ToString()}});
+      continue;
+    }
+    if (serves && !serves(e)) continue;  // E.g. a heuristic entry for a request that wants tuning.
+    return std::move(e);
   }
-  return std::move(e);
+  return std::nullopt;
 }
 
 std::string FleetTier::Probe(const CacheKey& key) {
   const std::string k = key.ArtifactKey();
-  absl::StatusOr<std::optional<v1::StoreEntry>> got = fleet_->Get(Store::Kind::kArtifact, k);
+  absl::StatusOr<std::vector<v1::StoreEntry>> got = fleet_->Get(Store::Kind::kArtifact, k, signers_);
   if (!got.ok()) return "unavailable";
-  if (!got->has_value()) return "miss";
-  const char* what = nullptr;
-  return Verify(Store::Kind::kArtifact, k, **got, trusted_, &what).ok() ? "hit" : "rejected";
+  for (const v1::StoreEntry& e : *got) {
+    const char* what = nullptr;
+    if (Verify(Store::Kind::kArtifact, k, e, trusted_, &what).ok()) return "hit";
+  }
+  if (!got->empty()) return "rejected";
+  absl::StatusOr<int64_t> others = fleet_->Count(Store::Kind::kArtifact, k);
+  if (!others.ok()) return "unavailable";
+  return *others > 0 ? "rejected" : "miss";
 }
 
 void FleetTier::Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& meta, const std::string& blob) {
@@ -157,25 +174,18 @@ void FleetTier::Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& 
   }
 }
 
-FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel,
-                                     const std::function<bool(const v1::StoreEntry&)>& serves,
+FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel, const Serves& serves,
                                      double build_seconds) {
   Turn turn;
   if (read_only()) return turn;
   const std::string lease_key = key.ArtifactKey();
   const auto give_up = std::chrono::steady_clock::now() +
                        std::chrono::duration<double>(options_.lease_seconds + std::max(build_seconds, 0.0));
-  // An entry is never rewritten: once the key's is rejected here (an
-  // untrusted signer, say), no other can arrive under it, so the wait is for
-  // the lease alone (looking again would log and count the same rejection
-  // every poll).
-  bool rejected = false;
-  auto fetch = [&]() -> std::optional<v1::StoreEntry> {
-    if (rejected) return std::nullopt;
-    std::optional<v1::StoreEntry> e = Fetch(Store::Kind::kArtifact, key, &rejected);
-    if (e && !serves(*e)) e.reset();  // E.g. a heuristic entry for a request that wants tuning.
-    return e;
-  };
+  // An entry rejected here (a forged signature, say) does not stop another
+  // signer's from arriving under the key, so the wait looks on; each such
+  // entry is logged and counted once.
+  absl::flat_hash_set<std::string> rejected;
+  auto fetch = [&] { return Fetch(Store::Kind::kArtifact, key, serves, &rejected); };
   bool waited = false;
   while ((cancel == nullptr || !cancel->load()) && std::chrono::steady_clock::now() < give_up) {
     absl::StatusOr<bool> ours = fleet_->TryLease(lease_key, options_.lease_seconds);

@@ -20,8 +20,10 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 
 #include "absl/synchronization/mutex.h"
 
@@ -50,13 +52,20 @@ class FleetTier {
   FleetTier(std::unique_ptr<FleetStore> fleet, const SigningKey* signing_key, TrustedKeys trusted,
             Metrics* metrics, FleetTierOptions options);
 
-  // The verified entry, or nullopt: a miss, the database away, or an entry
-  // that fails verification (counted, logged, never used; *rejected set
-  // where given).
-  std::optional<v1::StoreEntry> Fetch(Store::Kind kind, const CacheKey& key, bool* rejected = nullptr);
-  // "hit" | "miss" | "unavailable" | "rejected" (an entry this node would
-  // not use: its key or signature does not verify), for `kfuse cache
-  // explain`.
+  // Whether a verified entry serves the caller (a tuned plan for a request
+  // that wants tuning, the plan the entry names, ...).
+  using Serves = std::function<bool(const v1::StoreEntry&)>;
+  // The first published of the key's entries by a trusted signer that
+  // verifies and `serves` (any, when empty), or nullopt: a miss, the
+  // database away, or entries that fail (each that fails verification
+  // counted and logged, never used). `rejected`, where given, holds the
+  // entries rejected before (by signer and signature): they are passed over
+  // without being counted again, and those rejected now are added.
+  std::optional<v1::StoreEntry> Fetch(Store::Kind kind, const CacheKey& key, const Serves& serves = nullptr,
+                                      absl::flat_hash_set<std::string>* rejected = nullptr);
+  // "hit" | "miss" | "unavailable" | "rejected" (entries this node would
+  // not use: by signers it does not trust, or whose key or signature does
+  // not verify), for `kfuse cache explain`.
   std::string Probe(const CacheKey& key);
 
   // Signs and publishes an entry this node made. A failure is logged and
@@ -76,8 +85,8 @@ class FleetTier {
   // down, when `cancel` is set, and after waiting lease_seconds plus
   // `build_seconds` (what the build may take: its tuning budget) by this
   // node's clock, whatever the database says.
-  Turn AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel,
-                 const std::function<bool(const v1::StoreEntry&)>& serves, double build_seconds = 0);
+  Turn AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel, const Serves& serves,
+                 double build_seconds = 0);
   void EndTurn(const CacheKey& key, const Turn& turn);
 
   ~FleetTier();
@@ -95,6 +104,7 @@ class FleetTier {
   std::unique_ptr<FleetStore> fleet_;
   const SigningKey* signing_key_;
   TrustedKeys trusted_;
+  std::vector<std::string> signers_;  // trusted_'s keys as bytes, for the store's Get.
   Metrics* metrics_;
   FleetTierOptions options_;
   absl::Mutex stop_mu_;

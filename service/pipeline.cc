@@ -355,7 +355,8 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
 std::optional<v1::CompileResponse> Pipeline::FleetLookup(const Prepared& p) const {
   if (deps_.fleet == nullptr) return std::nullopt;
   for (const CacheKey& candidate : p.lookup_keys) {
-    std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kArtifact, candidate);
+    std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(
+        Store::Kind::kArtifact, candidate, [&](const v1::StoreEntry& e) { return FleetArtifactServes(p, e); });
     if (!e) continue;
     if (std::optional<v1::CompileResponse> r = AnswerFromFleet(p, candidate, *e)) {
       metrics().Lookup("fleet", true);
@@ -366,14 +367,21 @@ std::optional<v1::CompileResponse> Pipeline::FleetLookup(const Prepared& p) cons
   return std::nullopt;
 }
 
-std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, const CacheKey& key,
-                                                             const v1::StoreEntry& entry) const {
+bool Pipeline::FleetArtifactServes(const Prepared& p, const v1::StoreEntry& entry) const {
   storage::v1::Artifact artifact;
   // The plan inside must be the one the entry names (a trusted signer's
   // misfiled plan is a miss, as an import would refuse it).
-  if (!artifact.ParseFromString(entry.blob()) || artifact.plan().key() != entry.key()) return std::nullopt;
+  if (!artifact.ParseFromString(entry.blob()) || artifact.plan().key() != entry.key()) return false;
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
-  if (wants_tuning && artifact.plan().provenance().state() != v1::TUNE_STATE_TUNED) return std::nullopt;
+  return !wants_tuning || artifact.plan().provenance().state() == v1::TUNE_STATE_TUNED;
+}
+
+std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, const CacheKey& key,
+                                                             const v1::StoreEntry& entry) const {
+  if (!FleetArtifactServes(p, entry)) return std::nullopt;
+  storage::v1::Artifact artifact;
+  (void)artifact.ParseFromString(entry.blob());  // FleetArtifactServes parsed it.
+
   // Verified by the tier; the local copy makes later requests local hits
   // (memory serves them until it lands).
   if (!options_.read_only) {
@@ -412,15 +420,16 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   if (fleet != nullptr && !p.request.policy().force()) {
     if (std::optional<v1::CompileResponse> hit = FleetLookup(p)) return *std::move(hit);
   }
-  if (fleet == nullptr || options_.read_only) return BuildHere(p, progress, cancel);
+  // A forced retune stays local (it is not published), so it takes no
+  // lease: nodes that miss the key meanwhile do not wait for it.
+  if (fleet == nullptr || options_.read_only || p.request.policy().force()) return BuildHere(p, progress, cancel);
   // One node of the fleet builds a key; the others wait for its result.
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   // A holder tuning the key may take its budget for each kernel; waiting
   // nodes wait that long (and a lease) before they build too.
   const double build_seconds = wants_tuning ? p.budget_seconds * static_cast<double>(p.partition.kernels.size()) : 0;
   FleetTier::Turn turn = fleet->AwaitTurn(
-      p.key, cancel, [wants_tuning](const v1::StoreEntry& e) { return !wants_tuning || e.state() == "tuned"; },
-      build_seconds);
+      p.key, cancel, [&](const v1::StoreEntry& e) { return FleetArtifactServes(p, e); }, build_seconds);
   if (turn.arrived && !p.request.policy().force()) {
     std::optional<v1::CompileResponse> r = AnswerFromFleet(p, p.key, *turn.arrived);
     if (r) {
@@ -446,27 +455,33 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   // A stored decision survives toolchain upgrades: recompile, do not retune.
   std::optional<storage::v1::Decision> decision;
   if (!p.request.policy().force()) {
+    // A decision serves when it is tuned (or tuning is not asked for) and
+    // the current generators accept its variants (others are retuned).
+    auto usable = [&](const std::string& blob) -> std::optional<storage::v1::Decision> {
+      storage::v1::Decision d;
+      if (!d.ParseFromString(blob) || d.variants_size() != static_cast<int>(part.kernels.size()) ||
+          !(d.state() == v1::TUNE_STATE_TUNED || !p.can_tune || p.mode == TuneMode::kHeuristic)) {
+        return std::nullopt;
+      }
+      for (size_t i = 0; i < part.kernels.size(); ++i) {
+        absl::StatusOr<Variant> v = FromProto(d.variants(static_cast<int>(i)));
+        if (!v.ok() || !CanGenerateFamily(p.chain, part.kernels[i], *v).ok()) return std::nullopt;
+      }
+      return d;
+    };
     KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetDecision(p.decision_key));
+    if (blob) decision = usable(*blob);
     if (!blob && deps_.fleet != nullptr) {
       // Tuned by another node for another toolchain or generator version.
-      if (std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kDecision, p.decision_key)) {
-        blob = e->blob();
+      auto serves = [&](const v1::StoreEntry& e) { return usable(e.blob()).has_value(); };
+      if (std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kDecision, p.decision_key, serves)) {
+        decision = usable(e->blob());
         if (absl::Status s = PutStoreEntry(*deps_.store, *e); !s.ok()) {
           metrics().StoreError("put");
           LogEvent(LogLevel::kWarning, "store_put_failed",
                    {{"request_id", p.request.request_id()}, {"key", e->key()}, {"error", s.ToString()}});
         }
       }
-    }
-    storage::v1::Decision d;
-    if (blob && d.ParseFromString(*blob) && d.variants_size() == static_cast<int>(part.kernels.size()) &&
-        (d.state() == v1::TUNE_STATE_TUNED || !p.can_tune || p.mode == TuneMode::kHeuristic)) {
-      decision = std::move(d);
-    }
-    // A decision whose variants the current generators reject is retuned.
-    for (size_t i = 0; decision && i < part.kernels.size(); ++i) {
-      absl::StatusOr<Variant> v = FromProto(decision->variants(static_cast<int>(i)));
-      if (!v.ok() || !CanGenerateFamily(p.chain, part.kernels[i], *v).ok()) decision.reset();
     }
   }
 
@@ -605,8 +620,10 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   // artifact. A store failure is logged; the caller still gets its plan.
   // The fleet gets what serves the key: a heuristic answer to a request for
   // tuning (tuning deferred or failed) stays local, or it would stand in the
-  // fleet (entries are never rewritten) where a tuned one belongs.
-  const bool publish = deps_.fleet != nullptr && (tuned || !p.can_tune || p.mode == TuneMode::kHeuristic);
+  // fleet (a signer's entry is never rewritten) where a tuned one belongs;
+  // a forced retune stays local too, as documented (docs/cache.md).
+  const bool publish = deps_.fleet != nullptr && !p.request.policy().force() &&
+                       (tuned || !p.can_tune || p.mode == TuneMode::kHeuristic);
   EntryMeta meta;
   meta.family = std::string(FamilyName(part.kernels.front().family));
   meta.arch = p.arch;
