@@ -352,11 +352,31 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
   return std::nullopt;
 }
 
+namespace {
+
+// `entry`'s artifact, parsed into *artifact, serves `p`: its plan is the one
+// the entry names (a trusted signer's misfiled plan is a miss, as an import
+// would refuse it), tuned if the request wants tuning.
+bool ArtifactServes(const Prepared& p, const v1::StoreEntry& entry, storage::v1::Artifact* artifact) {
+  if (!artifact->ParseFromString(entry.blob()) || artifact->plan().key() != entry.key()) return false;
+  const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
+  return !wants_tuning || artifact->plan().provenance().state() == v1::TUNE_STATE_TUNED;
+}
+
+// ArtifactServes as the fleet tier's predicate.
+FleetTier::Serves FleetArtifactServes(const Prepared& p) {
+  return [&p](const v1::StoreEntry& e) {
+    storage::v1::Artifact artifact;
+    return ArtifactServes(p, e, &artifact);
+  };
+}
+
+}  // namespace
+
 std::optional<v1::CompileResponse> Pipeline::FleetLookup(const Prepared& p) const {
   if (deps_.fleet == nullptr) return std::nullopt;
   for (const CacheKey& candidate : p.lookup_keys) {
-    std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(
-        Store::Kind::kArtifact, candidate, [&](const v1::StoreEntry& e) { return FleetArtifactServes(p, e); });
+    std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kArtifact, candidate, FleetArtifactServes(p));
     if (!e) continue;
     if (std::optional<v1::CompileResponse> r = AnswerFromFleet(p, candidate, *e)) {
       metrics().Lookup("fleet", true);
@@ -367,20 +387,10 @@ std::optional<v1::CompileResponse> Pipeline::FleetLookup(const Prepared& p) cons
   return std::nullopt;
 }
 
-bool Pipeline::FleetArtifactServes(const Prepared& p, const v1::StoreEntry& entry) const {
-  storage::v1::Artifact artifact;
-  // The plan inside must be the one the entry names (a trusted signer's
-  // misfiled plan is a miss, as an import would refuse it).
-  if (!artifact.ParseFromString(entry.blob()) || artifact.plan().key() != entry.key()) return false;
-  const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
-  return !wants_tuning || artifact.plan().provenance().state() == v1::TUNE_STATE_TUNED;
-}
-
 std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, const CacheKey& key,
                                                              const v1::StoreEntry& entry) const {
-  if (!FleetArtifactServes(p, entry)) return std::nullopt;
   storage::v1::Artifact artifact;
-  (void)artifact.ParseFromString(entry.blob());  // FleetArtifactServes parsed it.
+  if (!ArtifactServes(p, entry, &artifact)) return std::nullopt;
 
   // Verified by the tier; the local copy makes later requests local hits
   // (memory serves them until it lands).
@@ -429,7 +439,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   // nodes wait that long (and a lease) before they build too.
   const double build_seconds = wants_tuning ? p.budget_seconds * static_cast<double>(p.partition.kernels.size()) : 0;
   FleetTier::Turn turn = fleet->AwaitTurn(
-      p.key, cancel, [&](const v1::StoreEntry& e) { return FleetArtifactServes(p, e); }, build_seconds);
+      p.key, cancel, FleetArtifactServes(p), build_seconds);
   if (turn.arrived && !p.request.policy().force()) {
     std::optional<v1::CompileResponse> r = AnswerFromFleet(p, p.key, *turn.arrived);
     if (r) {

@@ -121,9 +121,6 @@ class Pipeline {
  private:
   // A hit's answer: the stored plan with this request's names.
   v1::CompileResponse Answer(const Prepared& p, const v1::CompileResponse& stored) const;
-  // Whether a verified fleet artifact serves this request: the plan inside
-  // is the one the entry names, tuned if the request wants tuning.
-  bool FleetArtifactServes(const Prepared& p, const v1::StoreEntry& entry) const;
   // A verified fleet artifact for this request, copied into the local store
   // and memory; nullopt when it does not serve the request.
   std::optional<v1::CompileResponse> AnswerFromFleet(const Prepared& p, const CacheKey& key,
