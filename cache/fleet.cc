@@ -91,6 +91,23 @@ absl::StatusOr<std::unique_ptr<Result>> Exec(PGconn* c, const char* sql, Params&
   return r;
 }
 
+// A text[] literal of `values`, each quoted and escaped (keys are hex
+// digests, but any string goes).
+std::string TextArray(const std::vector<std::string>& values) {
+  std::string array = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) array += ',';
+    array += '"';
+    for (char ch : values[i]) {
+      if (ch == '"' || ch == '\\') array += '\\';
+      array += ch;
+    }
+    array += '"';
+  }
+  array += '}';
+  return array;
+}
+
 // int8 in binary format: 8 bytes, network order.
 int64_t Int8Field(const PGresult* r, int row, int col) {
   if (PQgetlength(r, row, col) != 8) return 0;
@@ -346,14 +363,9 @@ absl::StatusOr<std::vector<v1::StoreEntry>> FleetStore::Get(Store::Kind kind, co
     Params p;
     p.Bytes(kind == Store::Kind::kDecision ? "decision" : "artifact");
     p.Bytes(key);
-    // The signers as an array literal of hex digits: nothing to quote.
-    std::string array = "{";
-    for (size_t i = 0; i < signers.size(); ++i) {
-      if (i > 0) array += ',';
-      array += absl::BytesToHexString(signers[i]);
-    }
-    array += '}';
-    p.Text(std::move(array));
+    std::vector<std::string> hex;
+    for (const std::string& s : signers) hex.push_back(absl::BytesToHexString(s));
+    p.Text(TextArray(hex));
     KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kGetSql, p, "reading an entry"));
     const PGresult* res = r->r;
     out.clear();  // A retried call starts again.
@@ -439,21 +451,9 @@ absl::StatusOr<std::vector<std::string>> FleetStore::RenewLeases(const std::vect
   std::vector<std::string> renewed;
   if (keys.empty()) return renewed;
   KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
-    // An array literal: keys are hex digests, but quote and escape anyway.
-    std::string array = "{";
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (i > 0) array += ',';
-      array += '"';
-      for (char ch : keys[i]) {
-        if (ch == '"' || ch == '\\') array += '\\';
-        array += ch;
-      }
-      array += '"';
-    }
-    array += '}';
     Params p;
     p.Bytes(opts_.holder);
-    p.Text(std::move(array));
+    p.Text(TextArray(keys));
     p.Double(ttl_seconds);
     KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kRenewSql, p, "renewing tuning leases"));
     renewed.clear();  // A retried call starts again.

@@ -30,6 +30,12 @@ SigningKey KeyFrom(uint8_t fill) {
   return SigningKeyFromSeed(seed);
 }
 
+// The public key of KeyFrom(fill) as the fleet store names signers.
+std::string SignerFrom(uint8_t fill) {
+  const PublicKey k = KeyFrom(fill).public_key;
+  return std::string(k.bytes.begin(), k.bytes.end());
+}
+
 // One node: its store, fake GPU, fleet tier and pipeline.
 struct Node {
   Node(const std::string& name, const std::string& dsn, uint8_t key_seed, const TrustedKeys& trusted,
@@ -283,8 +289,7 @@ TEST_F(FleetPipelineTest, AForgedEntryIsCountedOnceAndTheWaitGoesOn) {
   // waiter polls.
   auto stranger_rows = other->Get(Store::Kind::kArtifact, k, {std::string(32, '\0')});
   ASSERT_TRUE(stranger_rows.ok() && stranger_rows->empty());  // Nothing under a key nobody holds.
-  const PublicKey three = KeyFrom(3).public_key;
-  stranger_rows = other->Get(Store::Kind::kArtifact, k, {std::string(three.bytes.begin(), three.bytes.end())});
+  stranger_rows = other->Get(Store::Kind::kArtifact, k, {SignerFrom(3)});
   ASSERT_TRUE(stranger_rows.ok() && stranger_rows->size() == 1u) << stranger_rows.status();
   v1::StoreEntry genuine = (*stranger_rows)[0];
   SignStoreEntry(KeyFrom(2), &genuine);
@@ -317,8 +322,7 @@ TEST_F(FleetPipelineTest, AnEntryThatDoesNotServeDoesNotHideOneThatDoes) {
   ASSERT_TRUE(p.ok()) << p.status();
   const std::string k = p->key.ArtifactKey();
   std::unique_ptr<FleetStore> bare = BareStore("reader");
-  const PublicKey one = KeyFrom(1).public_key;
-  auto rows = bare->Get(Store::Kind::kArtifact, k, {std::string(one.bytes.begin(), one.bytes.end())});
+  auto rows = bare->Get(Store::Kind::kArtifact, k, {SignerFrom(1)});
   ASSERT_TRUE(rows.ok() && rows->size() == 1u) << rows.status();
   v1::StoreEntry second = (*rows)[0];
   second.set_node("b");  // Another trusted signer's entry for the same key, published after a's.
@@ -350,8 +354,7 @@ TEST_F(FleetPipelineTest, AFleetLookupPassesOverAnEntryThatDoesNotServe) {
   absl::StatusOr<Prepared> q = a.pipeline->Prepare(other);
   ASSERT_TRUE(p.ok() && q.ok());
   std::unique_ptr<FleetStore> bare = BareStore("crafter");
-  const PublicKey one = KeyFrom(1).public_key;
-  const std::vector<std::string> by_a = {std::string(one.bytes.begin(), one.bytes.end())};
+  const std::vector<std::string> by_a = {SignerFrom(1)};
   auto rows = bare->Get(Store::Kind::kArtifact, p->key.ArtifactKey(), by_a);
   auto others = bare->Get(Store::Kind::kArtifact, q->key.ArtifactKey(), by_a);
   ASSERT_TRUE(rows.ok() && rows->size() == 1u && others.ok() && others->size() == 1u);
