@@ -129,20 +129,21 @@ constexpr char kGetSql[] =
 constexpr char kCountSql[] = "SELECT count(*) FROM kfuse_entries WHERE kind = $1 AND key = $2";
 
 // One statement, so one round trip: the entry (if its key and signer are
-// new), then its blob (if the entry went in and the blob is new). Neither
-// is ever rewritten, and a publisher that lost the race for the key leaves
-// no blob behind. The entry's reference to the blob is checked at the
-// statement's end, after both inserts. The conflict has no target, so the
-// same statement serves schema 1's (kind, key) and schema 2's (kind, key,
-// signer).
+// new), then its blob (if the entry went in and the blob is new); it
+// answers how many entries went in (0 or 1). Neither is ever rewritten, and
+// a publisher that lost the race for the key leaves no blob behind. The
+// entry's reference to the blob is checked at the statement's end, after
+// both inserts. The conflict has no target, so the same statement serves
+// schema 1's (kind, key) and schema 2's (kind, key, signer).
 constexpr char kPublishSql[] =
     "WITH entry AS (INSERT INTO kfuse_entries (kind, key, chain, spec, device, toolchain, generator, family,"
     " arch, device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version, signer,"
     " signature)"
     " VALUES ($4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $1, $16, $17, $18, $19, $20)"
-    " ON CONFLICT DO NOTHING RETURNING 1)"
-    " INSERT INTO kfuse_blobs (sha256, bytes, data) SELECT $1, $2::bigint, $3::bytea"
-    " WHERE EXISTS (SELECT 1 FROM entry) ON CONFLICT (sha256) DO NOTHING";
+    " ON CONFLICT DO NOTHING RETURNING 1),"
+    " blob AS (INSERT INTO kfuse_blobs (sha256, bytes, data) SELECT $1, $2::bigint, $3::bytea"
+    " WHERE EXISTS (SELECT 1 FROM entry) ON CONFLICT (sha256) DO NOTHING)"
+    " SELECT count(*) FROM entry";
 
 // Free, expired or already ours: take it (or extend it).
 constexpr char kLeaseSql[] =
@@ -410,9 +411,10 @@ absl::StatusOr<int64_t> FleetStore::Count(Store::Kind kind, const std::string& k
   return n;
 }
 
-absl::Status FleetStore::Publish(const v1::StoreEntry& e) {
+absl::StatusOr<bool> FleetStore::Publish(const v1::StoreEntry& e) {
   if (opts_.read_only) return absl::FailedPreconditionError("fleet store is read-only on this node");
-  return WithConnection([&](PGconn* c) -> absl::Status {
+  bool published = false;
+  KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
     Params p;
     p.Bytes(e.blob_sha256());
     p.Int(static_cast<int64_t>(e.blob().size()));
@@ -426,8 +428,11 @@ absl::Status FleetStore::Publish(const v1::StoreEntry& e) {
     p.Bytes(e.kfuse_version());
     p.Bytes(e.signer());
     p.Bytes(e.signature());
-    return Exec(c, kPublishSql, p, "publishing an entry").status();
-  });
+    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kPublishSql, p, "publishing an entry"));
+    published = PQntuples(r->r) == 1 && Int8Field(r->r, 0, 0) == 1;
+    return absl::OkStatus();
+  }));
+  return published;
 }
 
 absl::StatusOr<bool> FleetStore::TryLease(const std::string& key, double ttl_seconds) {

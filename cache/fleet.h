@@ -11,7 +11,7 @@
 //   FleetOptions o; o.dsn = "host=pg dbname=kfuse user=kfuse_writer"; o.holder = "node-a/4242";
 //   auto fleet = FleetStore::Create(o);
 //   KFUSE_ASSIGN_OR_RETURN(std::vector<v1::StoreEntry> rows, fleet->Get(Store::Kind::kArtifact, key, signers));
-//   KFUSE_RETURN_IF_ERROR(fleet->Publish(signed_entry));
+//   KFUSE_ASSIGN_OR_RETURN(bool published, fleet->Publish(signed_entry));
 //
 // Signing and verifying entries is the caller's (plan/signing.h); this class
 // moves rows. Thread-safe: a small pool of connections, one per call.
@@ -79,10 +79,10 @@ class FleetStore {
                                                   const std::vector<std::string>& signers);
   // How many entries are stored under (kind, key), whoever signed them.
   absl::StatusOr<int64_t> Count(Store::Kind kind, const std::string& key);
-  // Publishes a signed entry and its blob in one transaction; an entry
-  // already there for the key and signer is left as it is (OK).
-  // FailedPrecondition when read-only.
-  absl::Status Publish(const v1::StoreEntry& entry);
+  // Publishes a signed entry and its blob in one transaction: true. An
+  // entry already there for the key and signer (for the key alone under
+  // schema 1) is left as it is: false. FailedPrecondition when read-only.
+  absl::StatusOr<bool> Publish(const v1::StoreEntry& entry);
 
   // Takes the tuning lease on `key` for ttl_seconds when it is free, expired
   // or already ours. true: ours; false: another node holds it.

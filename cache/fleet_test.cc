@@ -56,6 +56,13 @@ class FleetTest : public ::testing::Test {
     for (char c : signers) keys.emplace_back(32, c);
     return fleet.Get(kind, key, keys);
   }
+  // What a publish did: "published", "present" (an entry was there) or the
+  // error.
+  static std::string Outcome(FleetStore& fleet, const v1::StoreEntry& e) {
+    absl::StatusOr<bool> published = fleet.Publish(e);
+    if (!published.ok()) return published.status().ToString();
+    return *published ? "published" : "present";
+  }
 
   static constexpr char kSigner = '\x07';
 
@@ -81,10 +88,10 @@ TEST_F(FleetTest, PublishThenGetRoundTripsEveryField) {
 TEST_F(FleetTest, PublishingIsIdempotentAndNeverRewrites) {
   auto fleet = Open();
   v1::StoreEntry first = Entry("idempotent", "first");
-  ASSERT_TRUE(fleet->Publish(first).ok());
-  ASSERT_TRUE(fleet->Publish(first).ok());
+  ASSERT_EQ(Outcome(*fleet, first), "published");
+  ASSERT_EQ(Outcome(*fleet, first), "present");
   v1::StoreEntry second = Entry("idempotent", "second");  // Same key, other blob.
-  ASSERT_TRUE(fleet->Publish(second).ok());
+  ASSERT_EQ(Outcome(*fleet, second), "present");
   auto got = Rows(*fleet, Store::Kind::kArtifact, first.key());
   ASSERT_TRUE(got.ok() && got->size() == 1);
   EXPECT_EQ((*got)[0].blob(), first.blob());
@@ -114,8 +121,8 @@ TEST_F(FleetTest, EachSignerHasItsOwnEntryUnderAKey) {
   v1::StoreEntry mine = Entry("per-signer", "mine", Store::Kind::kArtifact, '\x07');
   v1::StoreEntry theirs = Entry("per-signer", "theirs", Store::Kind::kArtifact, '\x08');
   ASSERT_EQ(mine.key(), theirs.key());
-  ASSERT_TRUE(fleet->Publish(theirs).ok());
-  ASSERT_TRUE(fleet->Publish(mine).ok());
+  ASSERT_EQ(Outcome(*fleet, theirs), "published");
+  ASSERT_EQ(Outcome(*fleet, mine), "published");  // Beside theirs.
   auto just_mine = Rows(*fleet, Store::Kind::kArtifact, mine.key(), "\x07");
   ASSERT_TRUE(just_mine.ok()) << just_mine.status();
   ASSERT_EQ(just_mine->size(), 1u);
@@ -175,8 +182,8 @@ CREATE TABLE kfuse_leases (key text PRIMARY KEY, holder text NOT NULL, expires_a
   auto fleet = FleetStore::Create(o);
   v1::StoreEntry first = Entry("schema-one", "first", Store::Kind::kArtifact, '\x08');
   v1::StoreEntry second = Entry("schema-one", "second", Store::Kind::kArtifact, '\x07');
-  ASSERT_TRUE(fleet->Publish(first).ok());
-  ASSERT_TRUE(fleet->Publish(second).ok());  // Schema 1: the key's first entry stands for every signer.
+  ASSERT_EQ(Outcome(*fleet, first), "published");
+  ASSERT_EQ(Outcome(*fleet, second), "present");  // Schema 1: the key's first entry stands for every signer.
   EXPECT_EQ(*fleet->Count(Store::Kind::kArtifact, first.key()), 1);
   // Schema 1 took any bytes under a hash; an entry published on them.
   v1::StoreEntry squatted = Entry("schema-one-squatted", "s");
@@ -195,7 +202,7 @@ CREATE TABLE kfuse_leases (key text PRIMARY KEY, holder text NOT NULL, expires_a
   EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_blobs WHERE sha256 = '" + squatted.blob_sha256() + "'", "fleet_v1"),
             "0");
   // Now the second signer's entry goes in beside the first.
-  ASSERT_TRUE(fleet->Publish(second).ok());
+  ASSERT_EQ(Outcome(*fleet, second), "published");
   auto both = Rows(*fleet, Store::Kind::kArtifact, first.key(), "\x07\x08");
   ASSERT_TRUE(both.ok() && both->size() == 2u) << both.status();
   EXPECT_EQ((*both)[0].blob(), first.blob());
@@ -277,12 +284,12 @@ TEST_F(FleetTest, ReaderRoleReadsButCannotWrite) {
   auto got = Rows(*reader, Store::Kind::kArtifact, e.key());
   ASSERT_TRUE(got.ok() && got->size() == 1) << got.status();
   // The database refuses, whatever the node believes it is.
-  absl::Status s = reader->Publish(Entry("reader-role-2", "r2"));
+  absl::Status s = reader->Publish(Entry("reader-role-2", "r2")).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_TRUE(reader->up());  // A refused write is not an outage.
   // A node configured read-only never tries.
   auto read_only = Open("kfuse_reader", "ro", /*read_only=*/true);
-  EXPECT_EQ(read_only->Publish(e).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(read_only->Publish(e).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(read_only->TryLease("k", 1).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -360,7 +367,7 @@ TEST_F(FleetTest, UnreachableServerIsUnavailableNotAnError) {
   o.dsn = "host=127.0.0.1 port=1 dbname=kfuse user=kfuse_writer";
   auto fleet = FleetStore::Create(o);
   EXPECT_EQ(Rows(*fleet, Store::Kind::kArtifact, "k").status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(fleet->Publish(Entry("x", "y")).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fleet->Publish(Entry("x", "y")).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(fleet->up());
 }
 

@@ -98,6 +98,17 @@ class FleetPipelineTest : public ::testing::Test {
     to.origin = EntryOrigin{name, 0, "test"};
     return std::make_unique<FleetTier>(FleetStore::Create(fo), key, trusted_, metrics_.get(), to);
   }
+  // Files a copy of the artifact entry under `key` claiming `signer`'s name
+  // (its signature is the original signer's, so it does not verify).
+  static void ForgeUnder(const std::string& key, const SigningKey& signer) {
+    ASSERT_EQ(pg_->Query("INSERT INTO kfuse_entries (kind, key, chain, spec, device, toolchain, generator, family,"
+                         " arch, device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version,"
+                         " signer, signature) SELECT kind, key, chain, spec, device, toolchain, generator, family,"
+                         " arch, device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version,"
+                         " decode('" + signer.public_key.Hex() + "', 'hex'), signature FROM kfuse_entries"
+                         " WHERE kind = 'artifact' AND key = '" + key + "'"),
+              "");
+  }
   // The bare store as a node called `holder` uses it.
   static std::unique_ptr<FleetStore> BareStore(const std::string& holder) {
     FleetOptions fo;
@@ -276,13 +287,7 @@ TEST_F(FleetPipelineTest, AForgedEntryIsCountedOnceAndTheWaitGoesOn) {
   ASSERT_TRUE(p.ok()) << p.status();
   const std::string k = p->key.ArtifactKey();
   // The stranger's entry again, claiming the trusted key 1 as its signer.
-  ASSERT_EQ(pg_->Query("INSERT INTO kfuse_entries (kind, key, chain, spec, device, toolchain, generator, family,"
-                       " arch, device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version,"
-                       " signer, signature) SELECT kind, key, chain, spec, device, toolchain, generator, family, arch,"
-                       " device_name, state, description, blob_sha256, node, created_unix_ms, kfuse_version,"
-                       " decode('" + KeyFrom(1).public_key.Hex() + "', 'hex'), signature FROM kfuse_entries"
-                       " WHERE kind = 'artifact' AND key = '" + k + "'"),
-            "");
+  ForgeUnder(k, KeyFrom(1));
   std::unique_ptr<FleetStore> other = BareStore("holder");
   ASSERT_TRUE(*other->TryLease(k, 30));
   // The stranger's entry, signed by the trusted key 2, published while the
@@ -394,6 +399,39 @@ TEST_F(FleetPipelineTest, AHeuristicAnswerToARequestForTuningStaysLocal) {
   ASSERT_TRUE(tuned.ok()) << tuned.status();
   EXPECT_EQ(tuned->plan().provenance().state(), v1::TUNE_STATE_TUNED);
   EXPECT_EQ(pg_->Query("SELECT state FROM kfuse_entries WHERE key = '" + tuned->plan().key() + "'"), "tuned");
+}
+
+// A forged row under a node's own signer keeps that node's entry out; the
+// node's publish says so (once per publish), where a key it already holds
+// under its signer, genuinely signed, says nothing.
+TEST_F(FleetPipelineTest, APublishBlockedByAForgedRowUnderItsOwnSignerIsReported) {
+  Node stranger("stranger", pg_->Dsn(), 3, TrustedKeys({KeyFrom(3).public_key}));
+  const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 13.5, 1 << 20);
+  ASSERT_TRUE(stranger.Compile(r).ok());
+  absl::StatusOr<Prepared> p = stranger.pipeline->Prepare(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ForgeUnder(p->key.ArtifactKey(), KeyFrom(1));
+
+  Node a("a", pg_->Dsn(), 1, trusted_);
+  absl::StatusOr<v1::CompileResponse> built = a.Compile(r);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->cache(), v1::CACHE_OUTCOME_MISS);
+  const std::string blocked = "kfuse_fleet_errors_total{op=\"publish_blocked\"} 1\n";
+  EXPECT_NE(a.metrics->Text().find(blocked), std::string::npos) << a.metrics->Text();
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries WHERE key = '" + p->key.ArtifactKey() + "' AND node = 'a'"),
+            "0");
+
+  // Another node signing with the same key publishes a key that a already
+  // published: the slot holds a's genuine entry, and nothing is reported.
+  const v1::CompileRequest r2 = ScaledActivation(v1::OP_SILU, 14.5, 1 << 20);
+  ASSERT_TRUE(a.Compile(r2).ok());
+  absl::StatusOr<Prepared> p2 = a.pipeline->Prepare(r2);
+  ASSERT_TRUE(p2.ok()) << p2.status();
+  SigningKey key = KeyFrom(1);
+  std::unique_ptr<FleetTier> twin = Tier("twin", &key, 5);
+  twin->Publish(Store::Kind::kArtifact, p2->key, EntryMeta{"pointwise", "sm_90", "fake", "tuned", "twin"}, "twin");
+  EXPECT_EQ(pg_->Query("SELECT node FROM kfuse_entries WHERE key = '" + p2->key.ArtifactKey() + "'"), "a");
+  EXPECT_EQ(metrics_->Text().find("publish_blocked"), std::string::npos) << metrics_->Text();
 }
 
 TEST_F(FleetPipelineTest, AForcedRetuneIsNotAnsweredFromTheFleet) {

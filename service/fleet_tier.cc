@@ -164,13 +164,39 @@ void FleetTier::Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& 
   origin.created_unix_ms = absl::ToUnixMillis(absl::Now());
   v1::StoreEntry e = MakeStoreEntry(kind, key, meta, blob, origin);
   SignStoreEntry(*signing_key_, &e);
-  absl::Status s = fleet_->Publish(e);
+  absl::StatusOr<bool> published = fleet_->Publish(e);
   // An outage was logged once when it began and is kfuse_fleet_up; each
   // entry it costs is neither an error event nor an error count, as for
   // reads and leases.
-  if (!s.ok() && !absl::IsUnavailable(s)) {
-    metrics_->FleetError("publish");
-    LogEvent(LogLevel::kWarning, "fleet_publish_failed", {{"key", e.key()}, {"error", s.ToString()}});
+  if (!published.ok()) {
+    if (!absl::IsUnavailable(published.status())) {
+      metrics_->FleetError("publish");
+      LogEvent(LogLevel::kWarning, "fleet_publish_failed",
+               {{"key", e.key()}, {"error", published.status().ToString()}});
+    }
+    return;
+  }
+  if (!*published) CheckOwnSlot(kind, e);
+}
+
+void FleetTier::CheckOwnSlot(Store::Kind kind, const v1::StoreEntry& mine) {
+  // Usually this node's own entry, or another's that signs with the same
+  // key (both built the key). But a row a writer without the key filed
+  // under this signer holds the slot for good, and readers only pass it
+  // over: say so where the owner looks.
+  absl::StatusOr<std::vector<v1::StoreEntry>> got = fleet_->Get(kind, mine.key(), {mine.signer()});
+  if (!got.ok()) return;
+  for (const v1::StoreEntry& held : *got) {
+    const char* what = nullptr;
+    absl::Status ok = Verify(kind, mine.key(), held, trusted_, &what);
+    if (ok.ok()) continue;
+    metrics_->FleetError("publish_blocked");
+    LogEvent(LogLevel::kWarning, "fleet_publish_blocked",
+             {{"key", mine.key()},
+              {"signer", absl::BytesToHexString(mine.signer())},
+              {"node", held.node()},
+              {"error", ok.ToString()},
+              {"fix", "delete the row (docs/cache.md, Fleet tier)"}});
   }
 }
 

@@ -69,7 +69,10 @@ class FleetTier {
   std::string Probe(const CacheKey& key);
 
   // Signs and publishes an entry this node made. A failure is logged and
-  // counted, never returned: the local store already has it.
+  // counted, never returned: the local store already has it. So is an
+  // entry under this node's signer for the key that does not verify (a
+  // forged row holding its place; kfuse_fleet_errors_total{op=
+  // "publish_blocked"}).
   void Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& meta, const std::string& blob);
 
   struct Turn {
@@ -100,6 +103,9 @@ class FleetTier {
   // the local store; renews the leases held every lease_seconds / 3.
   void Watch();
   void RenewLeases();
+  // After a publish found the slot of (kind, key, this node's signer)
+  // taken: warns and counts when the entry there does not verify.
+  void CheckOwnSlot(Store::Kind kind, const v1::StoreEntry& mine);
 
   std::unique_ptr<FleetStore> fleet_;
   const SigningKey* signing_key_;

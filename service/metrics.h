@@ -68,7 +68,9 @@ class Metrics {
   // kfuse_fleet_up (gauge): 1 while the fleet store answers, 0 while it
   // does not; absent when no fleet store is configured.
   void SetFleetUp(bool up);
-  // kfuse_fleet_errors_total{op}: "get" | "publish" | "lease" | "connect".
+  // kfuse_fleet_errors_total{op}: "get" | "publish" | "lease" | "connect" |
+  // "publish_blocked" (this node's slot under a key holds a row that does
+  // not verify).
   void FleetError(absl::string_view op);
   // kfuse_fleet_leases_total{result}: "acquired" | "held_elsewhere" |
   // "waited" (another node's tune arrived) | "expired" (took over).
