@@ -4,11 +4,8 @@
 #include <memory>
 #include <string>
 
-#include <grpcpp/create_channel.h>
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/security/credentials.h>
-#include <grpcpp/server_builder.h>
 #include <grpcpp/support/byte_buffer.h>
 
 #include "absl/strings/str_cat.h"
@@ -75,19 +72,14 @@ class InterceptorsTest : public ::testing::Test {
     ServiceOptions opts;
     opts.metrics = metrics_.get();
     service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), opts);
-    grpc::ServerBuilder b;
-    int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(service_.get());
-    b.RegisterCallbackGenericService(&generic_);
-    b.experimental().SetInterceptorCreators(ServerInterceptors(metrics_.get()));
-    server_ = b.BuildAndStart();
-    ASSERT_NE(port, 0);
-    stub_ = std::make_unique<grpc::GenericStub>(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    service_testing::LoopbackExtras extras;
+    extras.generic = &generic_;
+    extras.interceptors = ServerInterceptors(metrics_.get());
+    server_ = std::make_unique<service_testing::LoopbackServer>(service_.get(), std::move(extras));
+    stub_ = std::make_unique<grpc::GenericStub>(server_->channel());
   }
   void TearDown() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_.reset();
     if (service_) service_->Drain();
   }
 
@@ -156,7 +148,7 @@ class InterceptorsTest : public ::testing::Test {
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<KernelServiceImpl> service_;
   DrainingGenericService generic_;  // Registered services outlive the server.
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<service_testing::LoopbackServer> server_;
   std::unique_ptr<grpc::GenericStub> stub_;
 };
 

@@ -1,18 +1,14 @@
 // kfused's security hooks in process: tokens on every RPC, signed plans
 // (misses and hits), and no client string reaching generated source, kernel
 // entries or compiler options.
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
-#include <grpcpp/server_builder.h>
-
 #include <chrono>
-#include <cstdio>
 #include <mutex>
 
-#include "plan/signing.h"
 #include "gtest/gtest.h"
+#include "plan/signing.h"
 #include "service/auth.h"
 #include "service/server.h"
+#include "service/service_test_util.h"
 
 namespace kfuse {
 namespace {
@@ -69,9 +65,7 @@ class SecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
     StoreOptions so;
-    so.path = ::testing::TempDir() + "/security_test_" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
-    std::remove(so.path.c_str());
+    so.path = service_testing::TestStorePath();
     store_ = *Store::Open(so);
     PipelineDeps deps;
     deps.compiler = &compiler_;
@@ -87,17 +81,11 @@ class SecurityTest : public ::testing::Test {
     opts.tokens = &tokens_;
     opts.signing_key = &key_;
     service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), opts);
-    grpc::ServerBuilder b;
-    int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(service_.get());
-    server_ = b.BuildAndStart();
-    ASSERT_NE(port, 0);
-    stub_ = v1::KernelService::NewStub(
-        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    server_ = std::make_unique<service_testing::LoopbackServer>(service_.get());
+    stub_ = server_->stub();
   }
   void TearDown() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_.reset();
     if (service_) service_->Drain();
   }
   std::unique_ptr<grpc::ClientContext> Ctx(const std::string& authorization) {
@@ -113,8 +101,8 @@ class SecurityTest : public ::testing::Test {
   TokenSet tokens_;
   SigningKey key_;
   std::unique_ptr<KernelServiceImpl> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<v1::KernelService::Stub> stub_;
+  std::unique_ptr<service_testing::LoopbackServer> server_;
+  v1::KernelService::Stub* stub_ = nullptr;  // server_'s.
 };
 
 TEST_F(SecurityTest, EveryRpcNeedsTheToken) {

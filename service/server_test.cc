@@ -10,10 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
-#include <grpcpp/server_builder.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -45,9 +41,8 @@ class ServerTest : public ::testing::Test {
     if (metrics) metrics_ = *Metrics::Create("");
     compiler_ = std::make_unique<FakeCompiler>(delay);
     StoreOptions so;
-    so.path = ::testing::TempDir() + "/server_test_" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
-    std::remove(so.path.c_str());
+    store_path_ = service_testing::TestStorePath();
+    so.path = store_path_;
     so.max_bytes = store_max_bytes;
     store_ = *Store::Open(so);
     PipelineDeps deps;
@@ -59,17 +54,11 @@ class ServerTest : public ::testing::Test {
     opts.max_queued_jobs = max_queued;
     opts.metrics = metrics_.get();
     service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), opts);
-    grpc::ServerBuilder b;
-    int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(service_.get());
-    server_ = b.BuildAndStart();
-    ASSERT_NE(port, 0);
-    stub_ = v1::KernelService::NewStub(
-        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    server_ = std::make_unique<service_testing::LoopbackServer>(service_.get());
+    stub_ = server_->stub();
   }
   void TearDown() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_.reset();
     if (service_) service_->Drain();
   }
   grpc::Status Compile(const v1::CompileRequest& req, v1::CompileResponse* resp,
@@ -83,11 +72,12 @@ class ServerTest : public ::testing::Test {
   // destroyed last).
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<FakeCompiler> compiler_;
+  std::string store_path_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<KernelServiceImpl> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<v1::KernelService::Stub> stub_;
+  std::unique_ptr<service_testing::LoopbackServer> server_;
+  v1::KernelService::Stub* stub_ = nullptr;  // server_'s.
 };
 
 TEST_F(ServerTest, IdenticalConcurrentRequestsShareOneJob) {
@@ -310,8 +300,7 @@ TEST_F(ServerTest, ADeleteThroughAnotherServerOnTheStoreIsNotServedFromMemory) {
   ASSERT_TRUE(Compile(Relu(4.0), &again).ok());
   ASSERT_EQ(again.cache(), v1::CACHE_OUTCOME_HIT);
   StoreOptions so;
-  so.path = ::testing::TempDir() + "/server_test_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+  so.path = store_path_;
   absl::StatusOr<std::unique_ptr<Store>> other = Store::Open(so);
   ASSERT_TRUE(other.ok()) << other.status();
   absl::StatusOr<int> n = (*other)->DeleteAll();

@@ -15,7 +15,9 @@
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/server_builder.h>
+#include <grpcpp/support/server_interceptor.h>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -114,27 +116,39 @@ inline std::string TestStorePath(const std::string& name = "") {
   return path;
 }
 
+// What a LoopbackServer serves beside its service, as kfused's main adds
+// them: a generic service for every other method, interceptors.
+struct LoopbackExtras {
+  grpc::CallbackGenericService* generic = nullptr;
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+};
+
 // `service` on 127.0.0.1 (a free port) and a stub to it; shut down when
-// destroyed (before the service goes).
+// destroyed (before the service goes: a service that drains is drained
+// after).
 class LoopbackServer {
  public:
-  explicit LoopbackServer(grpc::Service* service) {
+  explicit LoopbackServer(grpc::Service* service, LoopbackExtras extras = {}) {
     grpc::ServerBuilder b;
     int port = 0;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     b.RegisterService(service);
+    if (extras.generic != nullptr) b.RegisterCallbackGenericService(extras.generic);
+    if (!extras.interceptors.empty()) b.experimental().SetInterceptorCreators(std::move(extras.interceptors));
     server_ = b.BuildAndStart();
     EXPECT_NE(port, 0);
-    stub_ = v1::KernelService::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    stub_ = v1::KernelService::NewStub(channel_);
   }
   ~LoopbackServer() {
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
   v1::KernelService::Stub* stub() { return stub_.get(); }
+  const std::shared_ptr<grpc::Channel>& channel() { return channel_; }
 
  private:
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::KernelService::Stub> stub_;
 };
 
