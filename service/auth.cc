@@ -6,8 +6,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -78,6 +80,29 @@ absl::Status TokenSet::Check(absl::string_view authorization) const {
 
 bool IsUnixSocketAddress(absl::string_view address) {
   return absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:");
+}
+
+absl::Status CheckListenAddress(absl::string_view flag, absl::string_view address) {
+  if (IsUnixSocketAddress(address)) return absl::OkStatus();
+  const size_t colon = address.rfind(':');
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", address, ": ", why));
+  };
+  if (colon == absl::string_view::npos || colon == 0) return bad("expected HOST:PORT or unix:PATH");
+  const absl::string_view port = address.substr(colon + 1);
+  int value = 0;
+  if (port.empty() || port.size() > 5 || !absl::c_all_of(port, absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(port, &value) || value > 65535) {
+    return bad("the port must be a number from 0 (any free port) to 65535");
+  }
+  return absl::OkStatus();
+}
+
+std::string WithPort(absl::string_view address, int port) {
+  if (IsUnixSocketAddress(address)) return std::string(address);
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos) return std::string(address);
+  return absl::StrCat(address.substr(0, colon + 1), port);
 }
 
 bool IsLoopbackAddress(absl::string_view address) {

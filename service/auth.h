@@ -41,6 +41,13 @@ class TokenSet {
 // True for gRPC's unix: and unix-abstract: socket addresses.
 bool IsUnixSocketAddress(absl::string_view address);
 
+// OK for unix: sockets and HOST:PORT with a port of 0 (any free one) to
+// 65535; otherwise InvalidArgument naming `flag`.
+absl::Status CheckListenAddress(absl::string_view flag, absl::string_view address);
+// HOST:PORT with its port replaced by `port` (the one bound for :0);
+// unix: addresses as they are.
+std::string WithPort(absl::string_view address, int port);
+
 // True for addresses only this host can reach: 127.0.0.0/8, [::1],
 // localhost, unix: sockets. kfused refuses others without TLS.
 bool IsLoopbackAddress(absl::string_view address);

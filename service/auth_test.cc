@@ -1,6 +1,8 @@
 // Token checks and the loopback test kfused applies before listening.
 #include "service/auth.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace kfuse {
@@ -53,6 +55,21 @@ TEST(IsLoopbackAddress, Table) {
       {"kfused.example:7420", false}, {"127.evil:1", false},
   };
   for (const Case& c : cases) EXPECT_EQ(IsLoopbackAddress(c.address), c.loopback) << c.address;
+}
+
+TEST(CheckListenAddress, PortsAndForms) {
+  for (const char* ok : {"127.0.0.1:7420", "127.0.0.1:0", "[::1]:65535", "0.0.0.0:1", "unix:/run/k.sock"}) {
+    EXPECT_TRUE(CheckListenAddress("--address", ok).ok()) << ok;
+  }
+  for (const char* bad : {"127.0.0.1:99999", "127.0.0.1:65536", "127.0.0.1:", "127.0.0.1", ":7420",
+                          "127.0.0.1:-1", "127.0.0.1:7x", "127.0.0.1:000070000"}) {
+    absl::Status s = CheckListenAddress("--address", bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StartsWith(s.message(), absl::StrCat("--address ", bad, ": "))) << s;
+  }
+  EXPECT_EQ(WithPort("127.0.0.1:0", 41234), "127.0.0.1:41234");
+  EXPECT_EQ(WithPort("[::1]:0", 7), "[::1]:7");
+  EXPECT_EQ(WithPort("unix:/run/k.sock", 0), "unix:/run/k.sock");
 }
 
 TEST(IsUnixSocketAddress, Prefixes) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -167,12 +168,11 @@ int main(int argc, char** argv) {
     Refuse(absl::StrCat("unexpected argument '", positional[1], "' (flags are --name=value; see --help)"));
     return 2;
   }
-  {
-    const std::string address = absl::GetFlag(FLAGS_address);
-    const size_t colon = address.rfind(':');
-    if (!kfuse::IsUnixSocketAddress(address) &&
-        (colon == std::string::npos || colon + 1 == address.size() || colon == 0)) {
-      Refuse(absl::StrCat("--address ", address, ": expected HOST:PORT or unix:PATH"));
+  for (const auto& [flag, address] : {std::pair<const char*, std::string>{"--address", absl::GetFlag(FLAGS_address)},
+                                      {"--metrics_address", absl::GetFlag(FLAGS_metrics_address)}}) {
+    if (address.empty() && std::string(flag) == "--metrics_address") continue;  // No /metrics.
+    if (absl::Status s = kfuse::CheckListenAddress(flag, address); !s.ok()) {
+      Refuse(std::string(s.message()));
       return 2;
     }
   }
@@ -308,12 +308,13 @@ int main(int argc, char** argv) {
   health->SetServingStatus("kfuse.v1.KernelService", true);
   health->SetServingStatus("kfuse.v1.Tuning", tuning);
   const kfuse::LogLevel info = kfuse::LogLevel::kInfo;
+  const std::string bound = kfuse::WithPort(absl::GetFlag(FLAGS_address), port);  // :0 is the port taken.
   Say(info, "serving",
-      absl::StrCat("serving on ", absl::GetFlag(FLAGS_address), ", store ", (*node)->store_path(),
+      absl::StrCat("serving on ", bound, ", store ", (*node)->store_path(),
                    opts.read_only ? " (read-only)" : "", ", ",
                    tuning ? absl::StrCat("tuning on ", (*node)->device_name())
                           : absl::StrCat("heuristic only: ", (*node)->no_gpu_reason())),
-      {{"address", absl::GetFlag(FLAGS_address)},
+      {{"address", bound},
        {"store", (*node)->store_path()},
        {"read_only", opts.read_only ? "true" : "false"},
        {"tuning", tuning ? "true" : "false"},
@@ -327,8 +328,9 @@ int main(int argc, char** argv) {
        {"signing_key", (*node)->signing_key().public_key.Hex()},
        {"signing_key_path", (*node)->signing_key_path()}});
   if (!opts.metrics_address.empty()) {
-    Say(info, "serving", absl::StrCat("metrics on http://", opts.metrics_address, "/metrics"),
-        {{"metrics", absl::StrCat("http://", opts.metrics_address, "/metrics")}});
+    const std::string url =
+        absl::StrCat("http://", kfuse::WithPort(opts.metrics_address, (*node)->metrics().ListeningPort()), "/metrics");
+    Say(info, "serving", absl::StrCat("metrics on ", url), {{"metrics", url}});
   }
   if ((*node)->fleet() != nullptr) {
     Say(info, "serving",

@@ -96,6 +96,14 @@ out=$("$kfused" --address=bogus --no_gpu 2>&1)
 rc=$?
 [[ $rc == 2 && $out == *"--address bogus: expected HOST:PORT or unix:PATH"* ]]
 check "kfused refuses an address without a port (exit 2)" $? "rc=$rc $out"
+out=$("$kfused" --address=127.0.0.1:99999 --store="$tmp/refused.db" --no_gpu 2>&1)
+rc=$?
+[[ $rc == 2 && $out == *"--address 127.0.0.1:99999: the port must be a number from 0"* && ! -e $tmp/refused.db ]]
+check "kfused refuses a port past 65535 (exit 2)" $? "rc=$rc $out"
+# Port 0 takes a free port, and kfused says which.
+out=$(timeout 3 "$kfused" --address=127.0.0.1:0 --store="$tmp/any-port.db" --no_gpu 2>&1)
+[[ $out =~ serving\ on\ 127\.0\.0\.1:[1-9][0-9]*, ]]
+check "kfused on port 0 names the port it took" $? "$out"
 # Bad flags are refused before anything is made: no store, no signing key.
 out=$("$kfused" --address=127.0.0.1:1 --store="$tmp/refused.db" --max_message_bytes=0 --no_gpu 2>&1)
 rc=$?
