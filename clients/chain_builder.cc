@@ -586,6 +586,12 @@ Value ClassLoss(ChainBuilder& b, const ShapedValue& x, v1::DType dtype,
     Value log = b.Log(sum);
     lse = b.Add(log, b.ReduceMax(x.value, -1));
   }
+  if (options.ignore_index < std::numeric_limits<int32_t>::min() ||
+      options.ignore_index > std::numeric_limits<int32_t>::max()) {
+    b.Invalid(absl::StrCat("a class loss: ignore_index ", options.ignore_index,
+                           " is outside i32 (labels are compared as i32)"));
+    return Value();
+  }
   Value ignore = b.Constant(static_cast<double>(options.ignore_index));
   Value kept = b.Ne(label, ignore);
   Value loss = logits ? b.Sub(lse, picked) : b.Neg(picked);

@@ -241,6 +241,15 @@ TEST_F(ChainBuilderTest, NllLossSumOverEveryLabelDim) {
   floats.Output("loss", NllLoss(floats, logits, v1::DTYPE_F32, probs));
   EXPECT_THAT(std::string(floats.Build().status().message()),
               HasSubstr("labels.dtype DTYPE_F32: class labels are DTYPE_I32 or DTYPE_I64"));
+
+  ChainBuilder wide;
+  ShapedValue wx{wide.Input("x", v1::DTYPE_F32, row), row};
+  Labels wl{wide.Input("label", v1::DTYPE_I64, {})};
+  ClassLossOptions far;
+  far.ignore_index = int64_t{1} << 32;
+  wide.Output("loss", CrossEntropy(wide, wx, v1::DTYPE_F32, wl, far));
+  EXPECT_THAT(std::string(wide.Build().status().message()),
+              HasSubstr("ignore_index 4294967296 is outside i32 (labels are compared as i32)"));
 }
 
 TEST_F(ChainBuilderTest, LayerNorm) {

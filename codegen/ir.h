@@ -12,6 +12,7 @@
 #define KFUSE_CODEGEN_IR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,6 +100,11 @@ struct Node {
   DType storage = DType::kInvalid;
   DType dtype = DType::kInvalid;      // kCast, kConstant, kIota: the target type.
   double value = 0;                   // kConstant.
+  // kConstant without a dtype, set by Validate: a whole number outside i32
+  // (a Python int) as the client gave it; `value` holds it rounded to f32.
+  // PyTorch keeps such a scalar an integer, so an op computing in integers
+  // cannot take it.
+  std::optional<double> wide_whole;
   std::vector<int64_t> axes;          // Reductions (sorted, non-negative after
                                       // Validate), kPermute (the permutation).
   bool keepdim = false;               // Reductions.

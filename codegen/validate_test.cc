@@ -36,6 +36,7 @@ int32_t Add(Chain& c, const Operand& o) {
 
 TEST(ValidateTest, BinaryPromotionTable) {
   const Operand kWeakInt{DType::kInvalid, -1, 2}, kWeakFloat{DType::kInvalid, -1, 2.5};
+  const Operand kWideInt{DType::kInvalid, -1, 2147483648.0};  // A Python int past i32.
   struct Case {
     OpKind op;
     Operand a, b;
@@ -63,6 +64,10 @@ TEST(ValidateTest, BinaryPromotionTable) {
       {OpKind::kLogicalAnd, {DType::kF32, 1}, {DType::kI32, 1}, DType::kBool},
       {OpKind::kMaximum, {DType::kF16, 1}, {DType::kBF16, 1}, DType::kF32},
       {OpKind::kAdd, kWeakInt, kWeakFloat, DType::kF32},
+      {OpKind::kAdd, {DType::kBF16, 1}, kWideInt, DType::kBF16},
+      {OpKind::kNe, {DType::kF32, 1}, kWideInt, DType::kBool},
+      {OpKind::kDiv, {DType::kI32, 1}, kWideInt, DType::kF32},
+      {OpKind::kMul, {DType::kI32, 1}, {DType::kF32, 0}, DType::kF32},
   };
   for (const Case& k : cases) {
     // Inputs must come first: tensors, then weak constants.
@@ -346,6 +351,32 @@ TEST(ValidateTest, RejectsBadChains) {
       {"f64 cast",
        [&](Chain& c) { c.outputs.push_back(c.AddCast(in(c, DType::kF32, S({2})), DType::kF64)); },
        absl::StatusCode::kUnimplemented, "op 0 (cast): dtype: dtype f64 not supported"},
+      {"a whole number past i32 beside i32",
+       [&](Chain& c) {
+         int x = in(c, DType::kI32, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kNe, {x, c.AddConstant(2147483648.0)}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "op 1 (ne): args[1]: 2147483648 is a whole number outside i32, and the op computes in i32"},
+      {"a whole number past i32 in an integer where",
+       [&](Chain& c) {
+         int cond = in(c, DType::kBool, S({2}));
+         int x = in(c, DType::kI32, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kWhere, {cond, c.AddConstant(-1e12), x}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 1 (where): args[1]: -1000000000000 is a whole number outside i32"},
+      {"a whole number past i32 beside bool",
+       [&](Chain& c) {
+         int x = in(c, DType::kBool, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddConstant(-2147483649.0)}));
+       },
+       absl::StatusCode::kInvalidArgument, "args[1]: -2147483649 is a whole number outside i32, and the op computes in bool"},
+      {"a scalar past f32",
+       [&](Chain& c) {
+         int x = in(c, DType::kF32, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddConstant(1e300)}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 0 (constant): value: 1e+300 overflows f32"},
       {"0.1 as i32", [&](Chain& c) { c.outputs.push_back(c.AddConstant(0.1, DType::kI32)); },
        absl::StatusCode::kInvalidArgument,
        "op 0 (constant): value: 0.1 is not exactly representable in i32"},

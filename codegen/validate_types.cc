@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "codegen/numeric.h"
 #include "codegen/validate.h"
 #include "codegen/validate_internal.h"
@@ -81,16 +82,24 @@ absl::Status TypeConstant(Chain& c, int32_t id) {
   // A weak scalar. Canonicalize() may have typed it already (a folded f32 3.0
   // must stay a float scalar).
   if (n.type.dtype != DType::kI32 && n.type.dtype != DType::kF32) {
-    bool integral = std::isfinite(n.value) && std::trunc(n.value) == n.value &&
-                    n.value >= -2147483648.0 && n.value < 2147483648.0 &&
-                    !(n.value == 0 && std::signbit(n.value));
-    n.type.dtype = integral ? DType::kI32 : DType::kF32;
+    const bool whole = std::isfinite(n.value) && std::trunc(n.value) == n.value &&
+                       !(n.value == 0 && std::signbit(n.value));
+    const bool in_i32 = n.value >= -2147483648.0 && n.value < 2147483648.0;
+    n.type.dtype = whole && in_i32 ? DType::kI32 : DType::kF32;
+    if (whole && !in_i32) n.wide_whole = n.value;
   }
   if (n.type.dtype == DType::kI32 && !IsExactIn(DType::kI32, n.value)) {
     return Bad(c, id, "value", absl::StrCat(n.value, " is not an i32 scalar"));
   }
-  // Eager PyTorch holds a Python float in the op's compute type, f32 here.
-  if (n.type.dtype == DType::kF32) n.value = RoundTo(DType::kF32, n.value);
+  // Eager PyTorch holds a Python float in the op's compute type, f32 here,
+  // and refuses one that overflows it.
+  if (n.type.dtype == DType::kF32) {
+    const double exact = n.value;
+    n.value = RoundTo(DType::kF32, exact);
+    if (std::isfinite(exact) && !std::isfinite(n.value)) {
+      return Bad(c, id, "value", absl::StrCat(exact, " overflows f32, the type a scalar is held in"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -150,6 +159,35 @@ DType ComputeDType(const Chain& c, int32_t id) {
   return n.type.dtype;
 }
 
+namespace {
+
+// OK unless one of `operands` is a whole constant outside i32 and the others
+// make the op compute in integers (or bool), where PyTorch keeps the scalar
+// an integer and fails to fit it; the constant is held as f32 and would
+// silently make the op a float one.
+absl::Status CheckWideWholeScalars(const Chain& c, int32_t id, const std::vector<int32_t>& operands,
+                                   size_t first_arg) {
+  std::vector<int32_t> others;
+  for (int32_t a : operands) {
+    if (!c.nodes[a].wide_whole.has_value()) others.push_back(a);
+  }
+  if (others.size() == operands.size()) return absl::OkStatus();
+  const DType rest = others.empty() ? DType::kInvalid : ResultType(c, others);
+  if (IsFloat(rest)) return absl::OkStatus();
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Node& k = c.nodes[operands[i]];
+    if (!k.wide_whole.has_value()) continue;
+    return Bad(c, id, absl::StrCat("args[", first_arg + i, "]"),
+               absl::StrCat(absl::StrFormat("%.17g", *k.wide_whole), " is a whole number outside i32, and the op computes in ",
+                            rest == DType::kInvalid ? std::string("integers")
+                                                    : std::string(DTypeName(rest)),
+                            " (as PyTorch, which cannot fit it); give it a float value or dtype"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 namespace validate_internal {
 
 absl::Status InferElementwise(Chain& c, int32_t id) {
@@ -196,8 +234,14 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
       return Bad(c, id, "args[0]",
                  absl::StrCat("condition must be bool, got ", std::string(DTypeName(first))));
     }
+    KFUSE_RETURN_IF_ERROR(CheckWideWholeScalars(c, id, {n.args[1], n.args[2]}, 1));
     n.type.dtype = ResultType(c, {n.args[1], n.args[2]});
     return absl::OkStatus();
+  }
+  // A quotient computes in floats whatever its operands.
+  if (IsBinary(n.kind) && n.kind != OpKind::kLogicalAnd && n.kind != OpKind::kLogicalOr &&
+      n.kind != OpKind::kDiv) {
+    KFUSE_RETURN_IF_ERROR(CheckWideWholeScalars(c, id, n.args, 0));
   }
   if (n.kind == OpKind::kLogicalNot || n.kind == OpKind::kLogicalAnd ||
       n.kind == OpKind::kLogicalOr || IsComparison(n.kind)) {
