@@ -144,6 +144,16 @@ TEST_F(CliRunTest, TuneRejectsHeuristicMode) {
   o.chain_path = "examples/relu_fma_f32.json";
   o.mode = "heuristic";
   EXPECT_EQ(RunTune(g_, o, io_), kExitUsage);
+  EXPECT_NE(err_.str().find("--mode 'heuristic': expected quick or full (kfuse compile --policy heuristic"),
+            std::string::npos)
+      << err_.str();
+  err_.str("");
+  o.mode = "bogus";  // Lists only what tune takes.
+  EXPECT_EQ(RunTune(g_, o, io_), kExitUsage);
+  EXPECT_NE(err_.str().find("--mode 'bogus': expected quick or full\n"), std::string::npos) << err_.str();
+  err_.str("");
+  o.mode = "FULL";
+  EXPECT_EQ(RunTune(g_, o, io_), kExitOk) << err_.str();
 }
 
 TEST_F(CliRunTest, CacheShowAndRmResolvePrefixes) {

@@ -2,6 +2,7 @@
 // lines with --json) and the final summary.
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "clients/cli.h"
 #include "clients/cli_format.h"
@@ -19,12 +20,15 @@ absl::StatusOr<kfuse::v1::CompileRequest> BuildRequest(const TuneOptions& o) {
   if (!o.arch.empty()) {
     KFUSE_ASSIGN_OR_RETURN(*request.mutable_target(), ParseArch(o.arch));
   }
+  // Tuning modes only: the heuristic variant is `kfuse compile --policy heuristic`.
+  const std::string m = absl::AsciiStrToLower(o.mode);
+  if (m != "quick" && m != "full") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode '", o.mode, "': expected quick or full",
+                     m == "heuristic" ? " (kfuse compile --policy heuristic does not tune)" : ""));
+  }
   KFUSE_ASSIGN_OR_RETURN(kfuse::v1::TuningPolicy::Mode mode,
                          ParsePolicyMode(o.mode, "--mode"));
-  if (mode != kfuse::v1::TuningPolicy::MODE_QUICK &&
-      mode != kfuse::v1::TuningPolicy::MODE_FULL) {
-    return absl::InvalidArgumentError("--mode: expected quick or full");
-  }
   if (o.budget_seconds < 0) {
     return absl::InvalidArgumentError("--budget must be >= 0 seconds");
   }

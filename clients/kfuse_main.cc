@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
 
   TuneOptions tune;
   auto* t = app.add_subcommand("tune", "tune a chain, showing progress");
-  t->add_option("chain", tune.chain_path, "kfuse.v1.Chain in JSON");
+  t->add_option("chain", tune.chain_path, "kfuse.v1.Chain (or CompileRequest) in JSON");
   t->add_option("--budget", tune.budget_seconds, "tuning budget, seconds");
   t->add_option("--mode", tune.mode, "quick|full");
   t->add_option("--arch", tune.arch, "target: sm_80, sm_90, sm_90a, ...");

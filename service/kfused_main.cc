@@ -21,11 +21,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/log.h"
+#include "core/version.h"
 #include "service/auth.h"
 #include "service/interceptors.h"
 #include "service/library_logs.h"
@@ -154,6 +156,17 @@ void Refuse(const std::string& message) { Say(kfuse::LogLevel::kError, "start_fa
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("the kfuse kernel-fusion service. kfused --address=127.0.0.1:7420");
+  {
+    // --help names this file without the build's directories; --version
+    // prints the release.
+    absl::FlagsUsageConfig usage;
+    usage.normalize_filename = [](absl::string_view file) {
+      const size_t slash = file.rfind('/');
+      return std::string(slash == absl::string_view::npos ? file : file.substr(slash + 1));
+    };
+    usage.version_string = [] { return absl::StrCat("kfused ", kfuse::kKfuseVersion, "\n"); };
+    absl::SetFlagsUsageConfig(std::move(usage));
+  }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // Deadlock detection bookkeeping cost about 5% of a store hit under load.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
