@@ -264,8 +264,9 @@ std::string FormatDuration(double seconds);
 
 // Shared by the subcommands (cli_common.cc).
 
-// "sm_90" / "sm_90a" / "90" into a Target; INVALID_ARGUMENT otherwise.
-absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch);
+// "sm_90" / "sm_90a" / "90" into a Target; INVALID_ARGUMENT otherwise,
+// naming `flag` (or, when empty, only the value: for a file's field).
+absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch, const char* flag = "--arch");
 // "heuristic" | "quick" | "full" | "default"; an error names `flag`.
 absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
     const std::string& mode, const char* flag = "--policy");

@@ -15,7 +15,7 @@
 
 namespace kfuse::client {
 
-absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch) {
+absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch, const char* flag) {
   kfuse::v1::Target target;
   absl::string_view s = arch;
   if (s.empty() || s == "native") return target;  // 0: the server's GPU.
@@ -23,8 +23,8 @@ absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch) {
   if (absl::ConsumeSuffix(&s, "a")) target.set_arch_specific(true);
   uint32_t cc = 0;
   if (!absl::SimpleAtoi(s, &cc) || cc < 50 || cc > 200) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--arch ", arch, ": expected sm_XY or sm_XYa (sm_80, sm_90a, ...)"));
+    return absl::InvalidArgumentError(absl::StrCat(*flag != '\0' ? absl::StrCat(flag, " ", arch) : absl::StrCat("'", arch, "'"),
+                                                   ": expected sm_XY or sm_XYa (sm_80, sm_90a, ...)"));
   }
   target.set_compute_capability(cc);
   return target;

@@ -202,7 +202,7 @@ absl::StatusOr<std::vector<ManifestItem>> ParseManifest(const std::string& json,
       KFUSE_ASSIGN_OR_RETURN(arch, String(a->second, absl::StrCat(where, ".arch")));
     }
     if (!arch.empty()) {
-      absl::StatusOr<kfuse::v1::Target> target = ParseArch(arch);
+      absl::StatusOr<kfuse::v1::Target> target = ParseArch(arch, "");
       if (!target.ok()) return Bad(absl::StrCat(where, ".arch"), std::string(target.status().message()));
       *request.mutable_target() = *target;
     }

@@ -123,8 +123,13 @@ int main(int argc, char** argv) {
   ch->add_option("--width", chain.width,
                  "the normalised (last) dim; linear: in-features (all but attention)");
   ch->add_option("--rows", chain.rows, "a static row count");
+  // A symbol is named: an empty one would read as the flag not given.
+  const CLI::Validator named(
+      [](const std::string& s) { return s.empty() ? std::string("must name a symbol") : std::string(); },
+      "NAME");
   ch->add_option("--rows-symbol", chain.rows_symbol,
-                 "a runtime row count of this symbol (instead of --rows)");
+                 "a runtime row count of this symbol (instead of --rows)")
+      ->check(named);
   ch->add_option("--rows-hint", chain.rows_hint,
                  "the rows to tune for (with --rows-symbol; 0: the server tunes for 1048576)");
   ch->add_option("--eps", chain.eps, "norms: 1e-5 (layer), 1e-6 (RMS)");
@@ -152,7 +157,8 @@ int main(int argc, char** argv) {
                  "attention: key/value heads, dividing --heads (default --heads)");
   ch->add_option("--seq", chain.seq, "attention: both sequence lengths");
   ch->add_option("--seq-symbol", chain.seq_symbol,
-                 "attention: both sequences of this runtime length (instead of --seq)");
+                 "attention: both sequences of this runtime length (instead of --seq)")
+      ->check(named);
   ch->add_option("--seq-hint", chain.seq_hint,
                  "attention: the length to tune for (with --seq-symbol)");
   ch->add_option("--seq-q", chain.seq_q, "attention: the query length (over --seq)");

@@ -187,6 +187,10 @@ check "mlp_bf16 is two matmul kernels" $? "$out"
 out=$("$kfuse" compile examples/scores_softmax_bf16.json 2>&1)
 [[ $out == *"kernel 0  kf_mm_"* && $out == *"kernel 1  kf_row_"* ]]
 check "scores_softmax_bf16 is a matmul kernel, then a row kernel" $? "$out"
+out=$("$kfuse" chain softmax --width 64 --rows-symbol "" -o "$tmp/empty_symbol.json" 2>&1)
+rc=$?
+[[ $rc == 2 && $out == *"--rows-symbol: must name a symbol"* && ! -e $tmp/empty_symbol.json ]]
+check "kfuse chain refuses an empty --rows-symbol (exit 2)" $? "rc=$rc $out"
 # Attention, as the CLI's composite writes it: one kernel, the scores never
 # stored; grouped heads with the log-sum-exp too.
 out=$("$kfuse" chain attention --dtype bf16 --heads 4 --seq 256 --head-dim 64 --causal -o "$tmp/attn.json" 2>&1 &&
