@@ -169,6 +169,8 @@ class Store {
   absl::Status Evict(cache::Db& db, Kind keep_kind, const std::string& keep_key);
   void RecordHit(Kind kind, const std::string& key);
   static absl::Status ApplyHits(cache::Db& db, const PendingMap& hits);
+  // Raises the last use of the decision `artifact_key` was built from.
+  static absl::Status TouchDecisionOf(cache::Db& db, const std::string& artifact_key, int64_t last_used_ms);
   PendingMap TakePending();
   void RestorePending(PendingMap taken);
   void FlusherLoop();

@@ -51,8 +51,30 @@ absl::Status Store::ApplyHits(Db& db, const PendingMap& hits) {
     s.Bind(2, v.hits);
     s.Bind(3, k.second);
     KFUSE_RETURN_IF_ERROR(s.Run());
+    if (k.first == Kind::kArtifact) KFUSE_RETURN_IF_ERROR(TouchDecisionOf(db, k.second, v.last_used_ms));
   }
   return absl::OkStatus();
+}
+
+absl::Status Store::TouchDecisionOf(Db& db, const std::string& artifact_key, int64_t last_used_ms) {
+  // A decision is read only on a miss, so its own last use is when it was
+  // made; an artifact served from it keeps it as recent as itself, or the
+  // size cap would evict the decisions of the hottest kernels first, the
+  // ones a toolchain upgrade then retunes.
+  KFUSE_ASSIGN_OR_RETURN(Stmt q, db.Prepare("SELECT chain, spec, device, generator FROM artifacts WHERE key = ?1"));
+  q.Bind(1, artifact_key);
+  KFUSE_ASSIGN_OR_RETURN(bool row, q.Step());
+  if (!row) return absl::OkStatus();
+  CacheKey parts;
+  parts.chain = q.Text(0);
+  parts.spec = q.Text(1);
+  parts.device = q.Text(2);
+  parts.generator = q.Text(3);
+  KFUSE_ASSIGN_OR_RETURN(
+      Stmt u, db.Prepare("UPDATE decisions SET last_used_ms = max(last_used_ms, ?1) WHERE key = ?2"));
+  u.Bind(1, last_used_ms);
+  u.Bind(2, parts.DecisionKey());
+  return u.Run();
 }
 
 absl::Status Store::FlushHits() {

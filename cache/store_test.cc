@@ -189,6 +189,31 @@ TEST(StoreTest, LruEvictionKeepsUnderCapAndEvictsOldest) {
   EXPECT_TRUE(store->GetDecision(TestKey("new"))->has_value());
 }
 
+// A decision is read only on a miss; an artifact served from it keeps it
+// as recent as itself, so the cap evicts cold entries before the decisions
+// of the kernels in use (which a toolchain upgrade would otherwise retune).
+TEST(StoreTest, AnArtifactInUseKeepsItsDecisionFromEviction) {
+  int64_t clock = 1000;
+  StoreOptions o{.path = FreshDbPath("lru-decision"), .max_bytes = 10000};
+  o.now_ms = [&clock] { return clock; };
+  auto store = OpenOrDie(o);
+  ASSERT_TRUE(store->PutDecision(TestKey("hot"), TestBlob("hot-decision", 1000), TestMeta()).ok());
+  ASSERT_TRUE(store->PutArtifact(TestKey("hot"), TestBlob("hot-artifact", 1000), TestMeta()).ok());
+  for (int i = 0; i < 6; ++i) {
+    ++clock;
+    ASSERT_TRUE(store->PutArtifact(TestKey(absl::StrCat("cold", i)), TestBlob(absl::StrCat(i), 1000), TestMeta())
+                    .ok());
+  }
+  ++clock;
+  store->NoteArtifactHit(TestKey("hot").ArtifactKey());  // A hit from memory.
+  ++clock;
+  ASSERT_TRUE(store->PutArtifact(TestKey("new"), TestBlob("new", 3000), TestMeta()).ok());
+  EXPECT_LE(*store->TotalBytes(), 10000);
+  EXPECT_TRUE(store->GetDecision(TestKey("hot"))->has_value());
+  EXPECT_TRUE(store->GetArtifact(TestKey("hot"))->has_value());
+  EXPECT_FALSE(store->GetArtifact(TestKey("cold0"))->has_value());  // The oldest in use.
+}
+
 TEST(StoreTest, BlobLargerThanCapIsInvalidArgument) {
   auto store = OpenOrDie({.path = FreshDbPath("cap"), .max_bytes = 100});
   absl::Status st = store->PutArtifact(TestKey("big"), std::string(101, 'x'), TestMeta());
