@@ -1,5 +1,6 @@
 #include "cache/schema.h"
 
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -107,6 +108,44 @@ const std::vector<Migration>& Migrations() {
 
 int SchemaVersion() { return static_cast<int>(Migrations().size()); }
 
+namespace {
+
+// Text the schema puts in the file's first pages (sqlite_master).
+constexpr char kSchemaMarker[] = "CREATE TABLE artifacts(";
+
+absl::Status NewerThanKnown(const std::string& path, int64_t version) {
+  return absl::FailedPreconditionError(absl::StrCat("cache database ", path, " has schema version ", version,
+                                                    ", newer than this kfuse binary knows (", SchemaVersion(),
+                                                    "); upgrade kfuse, or point it at another cache file"));
+}
+
+}  // namespace
+
+absl::Status CheckOwnFile(Db& db, const std::string& path) {
+  KFUSE_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
+  if (version > SchemaVersion()) return NewerThanKnown(path, version);
+  KFUSE_ASSIGN_OR_RETURN(int64_t tables, db.QueryInt("SELECT count(*) FROM sqlite_master"));
+  KFUSE_ASSIGN_OR_RETURN(int64_t ours,
+                         db.QueryInt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'artifacts'"));
+  // A store is made in one transaction with its version: version 0 is an
+  // empty file, and a versioned one has kfuse's tables.
+  if ((version == 0 && tables > 0) || (version > 0 && ours == 0)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cache database ", path,
+                     " is not a kfuse store (an SQLite database with other tables); kfuse left it as it "
+                     "is: point --store at a new file or a kfuse store"));
+  }
+  return absl::OkStatus();
+}
+
+bool LooksLikeKfuseStore(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(64 << 10, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  return head.find(kSchemaMarker) != std::string::npos;
+}
+
 absl::Status ConfigureWriter(Db& db) {
   // journal_mode=WAL persists in the file; setting it needs a brief lock, so
   // BUSY here (another process opening the same new file) is retried.
@@ -127,12 +166,7 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* o
   const int64_t known = SchemaVersion();
   KFUSE_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
   if (opened != nullptr) *opened = version;
-  if (version > known) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cache database ", path, " has schema version ", version,
-                     ", newer than this kfuse binary knows (", known,
-                     "); upgrade kfuse, or point it at another cache file"));
-  }
+  if (version > known) return NewerThanKnown(path, version);
   if (version == known) return absl::OkStatus();
   bool readable = version >= 1;
   for (int64_t v = version; v < known && readable; ++v) readable = Migrations()[v].read_compatible;

@@ -19,6 +19,17 @@ namespace kfuse::cache {
 // The schema version this binary writes (the length of the migration table).
 int SchemaVersion();
 
+// Before anything is written to the file at `path`: OK for an empty
+// database or a kfuse store this binary speaks; FailedPrecondition for one
+// of a newer schema, and for an SQLite database kfuse did not make (another
+// program's tables), which are left as they are.
+absl::Status CheckOwnFile(Db& db, const std::string& path);
+
+// Whether the file at `path`, which SQLite finds damaged, was a kfuse store:
+// its first pages still hold the schema kfuse writes. Only such a file is
+// moved aside; any other is not kfuse's to move.
+bool LooksLikeKfuseStore(const std::string& path);
+
 // Pragmas for the connection that writes: WAL, synchronous=FULL, foreign keys.
 absl::Status ConfigureWriter(Db& db);
 // Pragmas for a connection that only reads.

@@ -64,6 +64,13 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   {
     absl::MutexLock l(&store->db_mu_);
     absl::Status st = store->OpenFile();
+    if (absl::IsDataLoss(st) && !options.read_only && !cache::LooksLikeKfuseStore(options.path)) {
+      // A path to another file (a typo, a text file): not kfuse's to move.
+      st = absl::FailedPreconditionError(absl::StrCat("cache database ", options.path,
+                                                      " is not a kfuse store (SQLite cannot read it: ",
+                                                      st.message(), "); kfuse left it as it is: point --store "
+                                                      "at a new file or a kfuse store"));
+    }
     if (absl::IsDataLoss(st)) {
       KFUSE_RETURN_IF_ERROR(store->MoveCorruptAside(st));
       st = store->OpenFile();
@@ -153,6 +160,7 @@ absl::Status Store::OpenFile() {
         " is not writable by this process (its mode, owner or file system); open it "
         "read-only (kfused --read_only) or fix its permissions"));
   }
+  KFUSE_RETURN_IF_ERROR(cache::CheckOwnFile(*db, opts_.path));  // Before the first write.
   KFUSE_RETURN_IF_ERROR(ConfigureWriter(*db));
   KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/false, &schema_version_));
   KFUSE_RETURN_IF_ERROR(Probe(*db));
@@ -167,6 +175,7 @@ absl::Status Store::OpenReader() {
                                            SQLITE_OPEN_READONLY | (uri ? SQLITE_OPEN_URI : 0),
                                            opts_.busy_timeout_ms));
   KFUSE_RETURN_IF_ERROR(ConfigureReader(*db));
+  KFUSE_RETURN_IF_ERROR(cache::CheckOwnFile(*db, opts_.path));
   KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/true, &schema_version_));
   KFUSE_RETURN_IF_ERROR(Probe(*db));
   idle_readers_.push_back(std::move(db));

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,53 @@ TEST(StoreRecoveryTest, CorruptFileIsMovedAsideAndServingContinues) {
     ASSERT_TRUE((*store)->PutArtifact(big, "fresh", TestMeta()).ok());
     EXPECT_EQ(**(*store)->GetArtifact(big), "fresh");
     EXPECT_TRUE((*store)->IntegrityCheck().ok());
+  }
+}
+
+// --store pointing at a file kfuse did not make: refused, and the file
+// left byte for byte as it was (not moved aside, not switched to WAL, no
+// table added).
+TEST(StoreRecoveryTest, AFileKfuseDidNotMakeIsRefusedAndLeftAsItIs) {
+  auto contents = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string text = FreshDbPath("notes");
+  {
+    std::ofstream out(text, std::ios::binary);
+    out << "meeting notes: not a database at all, but long enough to have a header of sorts.\n";
+  }
+  const std::string other = FreshDbPath("other-app");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(other.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE people(name TEXT); INSERT INTO people VALUES ('ada');", nullptr,
+                           nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const std::string versioned = FreshDbPath("other-versioned");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(versioned.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(x); PRAGMA user_version=1;", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  for (const std::string& path : {text, other, versioned}) {
+    SCOPED_TRACE(path);
+    const std::string before = contents(path);
+    for (bool read_only : {false, true}) {
+      auto store = Store::Open({.path = path, .read_only = read_only});
+      ASSERT_FALSE(store.ok());
+      if (read_only && path == text) {
+        EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
+      } else {
+        EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+        EXPECT_THAT(store.status().message(), HasSubstr("is not a kfuse store"));
+      }
+    }
+    EXPECT_EQ(contents(path), before);
+    EXPECT_TRUE(CorruptAside(path).empty());
   }
 }
 

@@ -270,9 +270,20 @@ TEST(StoreTest, NewerSchemaIsFailedPrecondition) {
                    nullptr, nullptr, nullptr),
       SQLITE_OK);
   sqlite3_close(db);
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);  // As a newer kfuse might leave it.
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
   auto store = Store::Open({.path = path});
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(store.status().message(), HasSubstr("newer than this kfuse binary knows"));
+  // Refused before anything was written: still in its own journal mode.
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* mode = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &mode, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(mode), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(mode, 0)), "delete");
+  sqlite3_finalize(mode);
+  sqlite3_close(db);
 }
 
 // A version-1 file (as an older kfuse wrote it) migrates to version 2 on a
