@@ -212,7 +212,32 @@ absl::Status Store::MoveCorruptAside(const absl::Status& why) {
   return absl::OkStatus();
 }
 
+absl::Status Store::ReopenIfLost() {
+  {
+    absl::ReaderMutexLock l(&db_mu_);
+    if (lost_.ok()) return absl::OkStatus();
+  }
+  absl::MutexLock l(&db_mu_);
+  if (lost_.ok()) return absl::OkStatus();  // Another thread reopened it.
+  if (absl::Now() >= reopen_at_) {
+    absl::Status st = OpenFile();
+    if (st.ok()) {
+      lost_ = absl::OkStatus();
+      ++generation_;
+      LogEvent(LogLevel::kInfo, "store_recreated", {{"store", opts_.path}});
+      return absl::OkStatus();
+    }
+    CloseFile();
+    lost_ = st;
+    reopen_at_ = absl::Now() + absl::Seconds(1);
+  }
+  return absl::UnavailableError(absl::StrCat("cache ", opts_.path,
+                                             " was moved aside as corrupt and a fresh one could not be made yet: ",
+                                             lost_.message()));
+}
+
 absl::Status Store::Guarded(const std::function<absl::Status()>& op) {
+  KFUSE_RETURN_IF_ERROR(ReopenIfLost());
   uint64_t generation;
   absl::Status st;
   {
@@ -225,7 +250,14 @@ absl::Status Store::Guarded(const std::function<absl::Status()>& op) {
     absl::MutexLock l(&db_mu_);
     if (generation_ == generation) {  // Else another thread already recovered.
       KFUSE_RETURN_IF_ERROR(MoveCorruptAside(st));
-      KFUSE_RETURN_IF_ERROR(OpenFile());
+      if (absl::Status made = OpenFile(); !made.ok()) {
+        CloseFile();
+        lost_ = made;
+        reopen_at_ = absl::Now() + absl::Seconds(1);
+        LogEvent(LogLevel::kWarning, "store_not_recreated",
+                 {{"store", opts_.path}, {"error", made.ToString()}, {"now", "retrying once a second"}});
+        return absl::UnavailableError(absl::StrCat("cache ", opts_.path, " could not be re-created: ", made.message()));
+      }
     }
   }
   absl::ReaderMutexLock l(&db_mu_);

@@ -157,6 +157,10 @@ class Store {
   // Runs `op` under the shared lock. If SQLite reports a corrupt file, moves
   // it aside, opens a fresh one and runs `op` once more.
   absl::Status Guarded(const std::function<absl::Status()>& op);
+  // After a corrupt file was moved aside and the fresh one could not be made
+  // (a full disk, say): tries again, at most once a second; Unavailable
+  // until it succeeds.
+  absl::Status ReopenIfLost();
   absl::StatusOr<Reader> AcquireReader() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Runs `body` in a write transaction on the writer connection.
   absl::Status Write(const std::function<absl::Status(cache::Db&)>& body)
@@ -181,6 +185,10 @@ class Store {
   // Shared by every operation; exclusive only to swap a corrupt file out.
   absl::Mutex db_mu_;
   uint64_t generation_ ABSL_GUARDED_BY(db_mu_) = 0;
+  // Why the fresh file could not be made after a move aside (OK: open), and
+  // when to try again.
+  absl::Status lost_ ABSL_GUARDED_BY(db_mu_);
+  absl::Time reopen_at_ ABSL_GUARDED_BY(db_mu_);
   // Read-only opens of a file in a folder this process cannot write: the
   // immutable URI every connection opens; empty otherwise.
   std::string reader_uri_ ABSL_GUARDED_BY(db_mu_);

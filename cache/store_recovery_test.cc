@@ -1,7 +1,11 @@
 // Damage on disk: a blob whose bytes changed, a file whose pages are garbage.
 #include <dirent.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <sqlite3.h>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -11,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "cache/store.h"
 #include "cache/store_test_util.h"
 #include "core/log.h"
@@ -151,6 +156,54 @@ TEST(StoreRecoveryTest, CorruptFileIsMovedAsideAndServingContinues) {
     EXPECT_EQ(**(*store)->GetArtifact(big), "fresh");
     EXPECT_TRUE((*store)->IntegrityCheck().ok());
   }
+}
+
+// A corrupt file found while serving is moved aside; when the fresh one
+// cannot be made (here: no file may grow, as on a full disk), the store
+// answers Unavailable and tries again once a second, so it serves again as
+// soon as it can without a restart. In a child process: the file size
+// limit is process-wide.
+TEST(StoreRecoveryTest, AStoreThatCouldNotBeRecreatedIsTriedAgain) {
+  const std::string path = FreshDbPath("recreate");
+  CacheKey big = TestKey("big");
+  {
+    auto store = OpenOrDie({.path = path});
+    ASSERT_TRUE(store->PutArtifact(big, TestBlob("big", 200000), TestMeta()).ok());
+  }
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto fail = [](int code, const absl::Status& s) {
+      std::fprintf(stderr, "step %d: %s\n", code, s.ToString().c_str());
+      _exit(code);
+    };
+    auto store = Store::Open({.path = path});
+    if (!store.ok()) fail(10, store.status());
+    Scribble(path, 8192, -4096);  // Read only now: the open touched the roots alone.
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit;
+    getrlimit(RLIMIT_FSIZE, &limit);
+    const rlimit none{0, limit.rlim_max};
+    setrlimit(RLIMIT_FSIZE, &none);
+    auto got = (*store)->GetArtifact(big);
+    if (got.ok() || !absl::IsUnavailable(got.status())) fail(11, got.status());
+    if (CorruptAside(path).size() != 1u) fail(12, absl::OkStatus());
+    // Still refused within the second, without another try.
+    absl::Status put = (*store)->PutArtifact(big, "fresh", TestMeta());
+    if (!absl::IsUnavailable(put)) fail(13, put);
+    setrlimit(RLIMIT_FSIZE, &limit);
+    absl::SleepFor(absl::Milliseconds(1100));
+    put = (*store)->PutArtifact(big, "fresh", TestMeta());
+    if (!put.ok()) fail(14, put);
+    got = (*store)->GetArtifact(big);
+    if (!got.ok() || !got->has_value() || **got != "fresh") fail(15, got.status());
+    if (absl::Status s = (*store)->IntegrityCheck(); !s.ok()) fail(16, s);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's stderr says which step";
 }
 
 // --store pointing at a file kfuse did not make: refused, and the file

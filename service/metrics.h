@@ -79,7 +79,7 @@ class Metrics {
   // kernel while tuning went on.
   void BackgroundTune();
   // kfuse_store_errors_total{op}: "put": a build or fleet entry the local
-  // store could not keep.
+  // store could not keep; "get": a read that failed (served as a miss).
   void StoreError(absl::string_view op);
 
   // The exposition text (Prometheus text format 0.0.4). A labelled family

@@ -312,6 +312,17 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   return p;
 }
 
+std::optional<std::string> Pipeline::ReadOrMiss(absl::StatusOr<std::optional<std::string>> read, const Prepared& p,
+                                                const std::string& key) const {
+  if (read.ok()) return *std::move(read);
+  // A store that cannot be read (locked by another process past its busy
+  // timeout, being re-created) costs a build, not the request.
+  metrics().StoreError("get");
+  LogEvent(LogLevel::kWarning, "store_read_failed",
+           {{"request_id", p.request.request_id()}, {"key", key}, {"error", read.status().ToString()}});
+  return std::nullopt;
+}
+
 absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepared& p,
                                                                     bool honour_force,
                                                                     bool counted) const {
@@ -333,7 +344,7 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
         return Answer(p, *hot);
       }
     }
-    KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetArtifact(candidate));
+    std::optional<std::string> blob = ReadOrMiss(deps_.store->GetArtifact(candidate), p, key);
     if (!blob) continue;
     storage::v1::Artifact artifact;
     if (!artifact.ParseFromString(*blob)) continue;  // sha256 matched: a schema bug.
@@ -479,7 +490,8 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       }
       return d;
     };
-    KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetDecision(p.decision_key));
+    std::optional<std::string> blob =
+        ReadOrMiss(deps_.store->GetDecision(p.decision_key), p, p.decision_key.DecisionKey());
     if (blob) decision = usable(*blob);
     if (!blob && deps_.fleet != nullptr) {
       // Tuned by another node for another toolchain or generator version.

@@ -2,6 +2,8 @@
 // key, deadlines that end a wait and not the job, background jobs, errors.
 #include "service/server.h"
 
+#include <sqlite3.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -310,6 +312,25 @@ TEST_F(ServerTest, ADeleteThroughAnotherServerOnTheStoreIsNotServedFromMemory) {
   ASSERT_TRUE(Compile(Relu(4.0), &after).ok());
   EXPECT_EQ(after.cache(), v1::CACHE_OUTCOME_MISS);
   EXPECT_EQ(compiler_->calls.load(), 2);
+}
+
+// A store that cannot be read (here another process dropped a table
+// under it) costs a build, not the request.
+TEST_F(ServerTest, AStoreThatCannotBeReadIsAMissNotAnError) {
+  Start(std::chrono::milliseconds(0), 64, /*metrics=*/true);
+  v1::CompileResponse first;
+  ASSERT_TRUE(Compile(Relu(4.5), &first).ok());
+  pipeline_->ClearHot();
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(store_path_.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "DROP TABLE artifacts", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  v1::CompileResponse again;
+  grpc::Status s = Compile(Relu(4.5), &again);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(again.cache(), v1::CACHE_OUTCOME_MISS);
+  EXPECT_EQ(compiler_->calls.load(), 2);
+  EXPECT_NE(metrics_->Text().find("kfuse_store_errors_total{op=\"get\"}"), std::string::npos) << metrics_->Text();
 }
 
 TEST_F(ServerTest, AHitNamesTheReportsSizesByThisRequestsSymbols) {
