@@ -150,6 +150,11 @@ absl::Status Store::OpenFile() {
     reader_uri_ = ImmutableUri(opts_.path);
     return OpenReader();
   }
+  const std::filesystem::path folder = std::filesystem::path(opts_.path).parent_path();
+  if (std::error_code ec; !folder.empty() && !std::filesystem::is_directory(folder, ec)) {
+    return absl::NotFoundError(absl::StrCat("cache database ", opts_.path, ": the folder ", folder.string(),
+                                            " does not exist (create it, or pass another --store)"));
+  }
   KFUSE_ASSIGN_OR_RETURN(auto db, Db::Open(opts_.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                                            opts_.busy_timeout_ms));
   // SQLite opens a file it may not write read-only without saying so; a

@@ -260,6 +260,13 @@ TEST(StoreTest, HitsAreCountedAndListed) {
   EXPECT_TRUE(store->List("", 0)->empty());
 }
 
+TEST(StoreTest, AStoreInAFolderThatDoesNotExistIsNotFoundNamingIt) {
+  const std::string path = FreshDbPath("no-folder") + ".d/sub/k.db";
+  auto store = Store::Open({.path = path});
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kNotFound) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr("the folder " + path.substr(0, path.size() - 5) + " does not exist"));
+}
+
 TEST(StoreTest, NewerSchemaIsFailedPrecondition) {
   const std::string path = FreshDbPath("newer");
   OpenOrDie({.path = path});

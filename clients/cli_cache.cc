@@ -109,7 +109,7 @@ int RunCacheRm(const GlobalOptions& g, const CacheRmOptions& o, CliIo& io) {
   auto resp = (*client)->DeleteKernels(req);
   if (!resp.ok()) return ReportError(g, resp.status(), io);
   if (g.json) {
-    io.out << ToJson(*resp, /*pretty=*/false) << "\n";
+    io.out << ToJson(*resp, /*pretty=*/false, /*with_defaults=*/true) << "\n";
   } else {
     // --all empties the store: kernels and the tuning decisions beside them,
     // which `cache ls` does not list.
@@ -384,7 +384,7 @@ int RunCacheImport(const GlobalOptions& g, const std::string& given_path,
     *batch.add_entries() = std::move(e);
   }
   if (absl::Status s = send(); !s.ok()) return ReportError(g, s, io);
-  io.out << (g.json ? ToJson(total, /*pretty=*/false) + "\n"
+  io.out << (g.json ? ToJson(total, /*pretty=*/false, /*with_defaults=*/true) + "\n"
                     : FormatImportResult(total));
   return total.rejected_size() > 0 ? kExitFailed : kExitOk;
 }

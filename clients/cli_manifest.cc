@@ -318,10 +318,17 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   if (o.budget_seconds < 0) return usage("--budget must be >= 0 seconds");
   absl::StatusOr<std::vector<ManifestItem>> items =
       LoadManifest(o.manifest, ManifestDefaults{o.mode, o.arch, o.budget_seconds});
-  if (!items.ok()) return usage(std::string(items.status().message()));
+  // A file that is not there is NOT_FOUND, as for a chain; exit 2 either way.
+  if (!items.ok()) {
+    ReportError(g, items.status(), io);
+    return kExitUsage;
+  }
   const std::string state_path = o.state.empty() ? o.manifest + ".state" : o.state;
   absl::StatusOr<std::set<std::string>> done = LoadTuneState(state_path);
-  if (!done.ok()) return usage(std::string(done.status().message()));
+  if (!done.ok()) {
+    ReportError(g, done.status(), io);
+    return kExitUsage;
+  }
   auto client = ConnectFromFlags(g);
   if (!client.ok()) return ReportUsageError(g, client.status(), io);
 

@@ -288,6 +288,19 @@ TEST_F(ManifestRunTest, AnUntunedAnswerIsNotRecordedAndFailsTheRun) {
   EXPECT_THAT(out_.str(), Not(HasSubstr("done in an earlier run")));
 }
 
+// A manifest that is not there is NOT_FOUND (as a chain is); one that is not
+// JSON says so, without naming the parser's message type. Both exit 2.
+TEST_F(ManifestRunTest, AMissingOrNonJsonManifestIsAUsageError) {
+  o_.manifest = Write("m.json", "") + ".missing";
+  EXPECT_EQ(RunTuneManifest(g_, o_, io_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("NOT_FOUND: " + o_.manifest + ": No such file or directory"));
+  err_.str("");
+  o_.manifest = Write("garbage.json", "garbage");
+  EXPECT_EQ(RunTuneManifest(g_, o_, io_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("INVALID_ARGUMENT: " + o_.manifest + ": not a JSON object"));
+  EXPECT_TRUE(fake_.service().tune_requests.empty());
+}
+
 TEST_F(ManifestRunTest, NoItemStartsOnceTheTotalBudgetIsSpent) {
   fake_.service().tune_delay_ms = 150;
   o_.budget_total_seconds = 0.05;

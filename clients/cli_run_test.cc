@@ -254,6 +254,11 @@ TEST_F(CliRunTest, CacheExportThenImportRoundTrips) {
   out_.str("");
   ASSERT_EQ(RunCacheImport(g_, ex.out, io_), kExitOk) << err_.str();
   EXPECT_EQ(out_.str(), "imported 0, already present 3, rejected 0\n");
+  // In JSON every count is there, zeros too.
+  out_.str("");
+  g_.json = true;
+  ASSERT_EQ(RunCacheImport(g_, ex.out, io_), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "{\"imported\":0,\"alreadyPresent\":3,\"rejected\":[]}\n");
 }
 
 // -o naming something that is not a regular file (a pipe here; /dev/null

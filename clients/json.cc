@@ -142,14 +142,17 @@ absl::Status ParseJson(const std::string& json, const std::string& what,
                              std::string(p.column - 1, ' '), "^");
     }
   }
+  // A file read as a bare JSON object (a manifest) is just JSON to its reader.
+  const std::string& type = msg->GetDescriptor()->full_name();
   return absl::InvalidArgumentError(absl::StrCat(
-      what, where, ": not a valid ", msg->GetDescriptor()->full_name(),
-      " in JSON: ", why, excerpt));
+      what, where, ": ", type == "google.protobuf.Struct" ? "not a JSON object" : "not a valid " + type + " in JSON",
+      ": ", why, excerpt));
 }
 
-std::string ToJson(const google::protobuf::Message& msg, bool pretty) {
+std::string ToJson(const google::protobuf::Message& msg, bool pretty, bool with_defaults) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = pretty;
+  options.always_print_primitive_fields = with_defaults;
   options.preserve_proto_field_names = false;
   std::string out;
   const auto status =

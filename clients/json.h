@@ -25,8 +25,11 @@ absl::Status ParseJson(const std::string& json, const std::string& what,
                        google::protobuf::Message* msg);
 
 // The message in the proto3 JSON mapping; `pretty` indents with two spaces.
-// Enum values print as names; fields with default values are omitted.
-std::string ToJson(const google::protobuf::Message& msg, bool pretty = true);
+// Enum values print as names; fields with default values are omitted
+// unless `with_defaults`.
+// `with_defaults`: zero and empty fields printed too (proto3 leaves them
+// out), for summaries whose counts scripts read.
+std::string ToJson(const google::protobuf::Message& msg, bool pretty = true, bool with_defaults = false);
 
 // A failed file operation as a status whose code follows errno: NOT_FOUND
 // for a missing file or directory, PERMISSION_DENIED for access, else
