@@ -141,7 +141,7 @@ TEST(AttentionTest, BadParamsAreNamed) {
 // What the fused kernel cannot take is Unimplemented by name. The partition
 // then serves the chain with the products' kernels where they can (a head
 // dim of 72: QK^T with the softmax in its epilogue, then PV), and answers
-// with the fused kernel's reason where they cannot (f32 operands).
+// with the fused kernel's reason, and theirs, where they cannot.
 TEST(AttentionTest, LayoutsAndHeadDimsItCannotTakeAreUnimplementedByName) {
   auto matched = [](const Chain& c) {
     std::optional<AttentionMatch> m = MatchAttention(c);
@@ -182,6 +182,15 @@ TEST(AttentionTest, LayoutsAndHeadDimsItCannotTakeAreUnimplementedByName) {
   apart = PartitionChain(c);
   EXPECT_EQ(apart.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_TRUE(absl::StrContains(apart.status().message(), "operand A")) << apart.status();
+  // Where neither serves, both reasons: the fused kernel's and the
+  // products' (a head dim of 8: 16-byte operand rows are needed).
+  Options tiny;
+  tiny.d = tiny.dv = 4;
+  c = Attention(tiny);
+  apart = PartitionChain(c);
+  EXPECT_EQ(apart.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(apart.status().message(), "head dim (4)")) << apart.status();
+  EXPECT_TRUE(absl::StrContains(apart.status().message(), "; nor as separate kernels: ")) << apart.status();
 }
 
 TEST(AttentionTest, LaunchContractAndSchedule) {

@@ -549,13 +549,16 @@ absl::StatusOr<Partition> PartitionChain(const Chain& c) {
   p.kernels.push_back(AttentionGroup(c, *m));
   // An attention the fused kernel does not take (a head dim past 256, say)
   // is still two products and a softmax: their kernels serve it when every
-  // one of them generates; else the attention kernel's reason is the answer.
+  // one of them generates; else both reasons are the answer.
   absl::Status fused = CanGenerateAttention(c, p.kernels[0], AttentionHeuristic(c, p.kernels[0]));
   if (fused.ok() || !absl::IsUnimplemented(fused)) return p;
+  auto neither = [&](const absl::Status& apart) {
+    return absl::UnimplementedError(absl::StrCat(fused.message(), "; nor as separate kernels: ", apart.message()));
+  };
   absl::StatusOr<Partition> apart = PartitionUnmatched(c);
-  if (!apart.ok()) return fused;
+  if (!apart.ok()) return neither(apart.status());
   for (const KernelGroup& k : apart->kernels) {
-    if (!CanGenerateFamily(c, k, FamilyHeuristic(c, k)).ok()) return fused;
+    if (absl::Status s = CanGenerateFamily(c, k, FamilyHeuristic(c, k)); !s.ok()) return neither(s);
   }
   return apart;
 }
