@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "codegen/attention.h"
 
 namespace kfuse {
@@ -259,10 +260,27 @@ KernelGroup AttentionGroup(const Chain& c, const AttentionMatch& m) {
   g.nodes.assign(nodes.begin(), nodes.end());
   std::set<int32_t> results(c.outputs.begin(), c.outputs.end());
   g.results.assign(results.begin(), results.end());
-  g.reason = m.causal ? "attention: QK^T, the causal mask, softmax and PV in one kernel with an "
-                        "online softmax; the scores never reach memory"
-                      : "attention: QK^T, softmax and PV in one kernel with an online softmax; "
-                        "the scores never reach memory";
+  // What the score reads besides QK^T, by its type as the composites make
+  // them: a boolean mask, integer lengths, a floating bias.
+  std::set<int32_t> side;
+  for (int32_t id : m.score) {
+    for (int32_t a : c.nodes[id].args) {
+      // Through the views and casts that shape it to the scores.
+      while (!c.nodes[a].args.empty() && c.nodes[a].kind != OpKind::kMatmul &&
+             (IsView(c.nodes[a].kind) || c.nodes[a].kind == OpKind::kCast)) {
+        a = c.nodes[a].args[0];
+      }
+      if (c.nodes[a].kind == OpKind::kInput) side.insert(a);
+    }
+  }
+  std::string parts = "QK^T";
+  if (m.causal) parts += ", the causal mask";
+  for (int32_t a : side) {
+    const DType t = c.nodes[a].type.dtype;
+    parts += t == DType::kBool ? ", a mask" : IsFloat(t) ? ", a bias" : ", the lengths";
+  }
+  g.reason = absl::StrCat("attention: ", parts,
+                          ", softmax and PV in one kernel with an online softmax; the scores never reach memory");
   return g;
 }
 

@@ -61,6 +61,11 @@ TEST(AttentionMatchTest, TheCompositeIsOneAttentionKernel) {
     const KernelGroup g = OnlyKernel(c);
     EXPECT_EQ(g.family, Family::kAttention);
     EXPECT_TRUE(absl::StrContains(g.reason, "online softmax")) << g.reason;
+    // The report names what the score takes in, as fused.
+    EXPECT_EQ(absl::StrContains(g.reason, "the causal mask"), tc.o.causal) << g.reason;
+    EXPECT_EQ(absl::StrContains(g.reason, "a mask"), tc.o.mask) << g.reason;
+    EXPECT_EQ(absl::StrContains(g.reason, "the lengths"), tc.o.lengths) << g.reason;
+    EXPECT_EQ(absl::StrContains(g.reason, "a bias"), tc.o.bias) << g.reason;
     EXPECT_EQ(g.results.size(), c.outputs.size());
   }
 }
