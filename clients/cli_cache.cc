@@ -290,8 +290,9 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
     f["bytes"].set_number_value(static_cast<double>(bytes));
     said.out << ToJson(summary, /*pretty=*/false) << "\n";
   } else {
-    said.out << "exported " << decisions + artifacts << " entries (" << decisions
-           << " decisions, " << artifacts << " artifacts), "
+    const auto counted = [](int n, const char* one, const char* many) { return absl::StrCat(n, " ", n == 1 ? one : many); };
+    said.out << "exported " << counted(decisions + artifacts, "entry", "entries") << " ("
+           << counted(decisions, "decision", "decisions") << ", " << counted(artifacts, "artifact", "artifacts") << "), "
            << FormatBytes(static_cast<double>(bytes)) << " to " << o.out
            << "\n";
   }

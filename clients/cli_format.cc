@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -190,7 +191,7 @@ std::string FormatBytes(double bytes) {
 
 std::string FormatSeconds(double s) {
   if (s <= 0) return "0 s";
-  if (s < 1e-6) return absl::StrFormat("%.0f ns", s * 1e9);
+  if (s < 1e-6) return absl::StrFormat("%.3g ns", s * 1e9);
   if (s < 1e-3) return absl::StrFormat("%.3g us", s * 1e6);
   if (s < 1) return absl::StrFormat("%.3g ms", s * 1e3);
   return absl::StrFormat("%.3g s", s);
@@ -279,7 +280,7 @@ std::string FormatPlanSummary(const kfuse::v1::CompileResponse& r) {
     rows.push_back(
         {"  roofline", FormatRoofline(k.report()) + FormatSizes(k.report())});
     if (k.ops_size() > 0 || !k.partition_reason().empty()) {
-      std::string ops = absl::StrCat("ops ", FormatOps(k.ops()));
+      std::string ops = absl::StrCat(k.ops_size() == 1 ? "op " : "ops ", FormatOps(k.ops()));
       if (!k.partition_reason().empty()) {
         absl::StrAppend(&ops, ": ", k.partition_reason());
       }
@@ -293,7 +294,31 @@ std::string FormatPlanSummary(const kfuse::v1::CompileResponse& r) {
   return out;
 }
 
-std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
+namespace {
+
+// `cell` with control characters escaped (\n, \x1b, ...): a name a client
+// chose must not break a table's lines or drive the terminal.
+std::string Printable(const std::string& cell) {
+  std::string out;
+  for (char ch : cell) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7f) {
+      out += absl::CHexEscape(std::string(1, ch));
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatTable(const std::vector<std::vector<std::string>>& raw) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : raw) {
+    std::vector<std::string>& row = rows.emplace_back();
+    for (const std::string& cell : r) row.push_back(Printable(cell));
+  }
   std::vector<size_t> widths;
   for (const auto& row : rows) {
     if (widths.size() < row.size()) widths.resize(row.size(), 0);

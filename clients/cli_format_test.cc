@@ -61,6 +61,7 @@ TEST(FormatUnitsTest, Table) {
   EXPECT_EQ(FormatBytes(3.0 * 1024 * 1024 * 1024), "3.00 GiB");
   EXPECT_EQ(FormatSeconds(0), "0 s");
   EXPECT_EQ(FormatSeconds(850e-9), "850 ns");
+  EXPECT_EQ(FormatSeconds(0.25e-9), "0.25 ns");  // A tiny plan's prediction, not "0 ns".
   EXPECT_EQ(FormatSeconds(4.1e-6), "4.1 us");
   EXPECT_EQ(FormatSeconds(0.0123), "12.3 ms");
   EXPECT_EQ(FormatSeconds(2.5), "2.5 s");
@@ -186,6 +187,13 @@ TEST(FormatPlanSummaryTest, TunedShowsMeasuredAndTrials) {
   wrong->set_count(1);
   EXPECT_THAT(FormatPlanSummary(r),
               HasSubstr("tuned on NVIDIA H200, 37 trials in 2.3 s, 3 failed (fault 2, wrong_result 1)"));
+}
+
+// A client's names may hold anything; a table prints them on one line.
+TEST(FormatTableTest, EscapesControlCharacters) {
+  EXPECT_EQ(FormatTable({{"outputs", "o f32[*/ evil \n x]"}, {"name", "\x1b[31mred"}}),
+            "outputs  o f32[*/ evil \\n x]\n"
+            "name     \\x1b[31mred\n");
 }
 
 TEST(FormatTableTest, AlignsColumns) {

@@ -232,7 +232,7 @@ TEST_F(CliRunTest, CacheExportThenImportRoundTrips) {
   ex.out = (dir_ / "b.kfb").string();
   ASSERT_EQ(RunCacheExport(g_, ex, io_), kExitOk) << err_.str();
   EXPECT_THAT(out_.str(),
-              HasSubstr("exported 3 entries (1 decisions, 2 artifacts)"));
+              HasSubstr("exported 3 entries (1 decision, 2 artifacts)"));
   EXPECT_FALSE(std::filesystem::exists(ex.out + ".partial"));
   std::ifstream f(ex.out, std::ios::binary);
   std::string magic(16, '\0');

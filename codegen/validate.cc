@@ -240,7 +240,8 @@ absl::Status CheckInput(const Chain& c, int32_t id) {
   if (!n.strides.empty()) {
     if (n.strides.size() != n.type.shape.size()) {
       return Bad(c, id, "strides",
-                 absl::StrCat("has ", n.strides.size(), " entries for rank ", n.type.rank()));
+                 absl::StrCat("has ", n.strides.size(), n.strides.size() == 1 ? " entry" : " entries", " for rank ",
+                              n.type.rank()));
     }
     // The furthest element a stride reaches must stay inside the element
     // limit, so index arithmetic can never overflow.

@@ -68,7 +68,7 @@ absl::Status InferPermute(Chain& c, int32_t id) {
   Node& n = c.nodes[id];
   const TensorType& in = c.nodes[n.args[0]].type;
   if (static_cast<int>(n.axes.size()) != in.rank()) {
-    return Bad(c, id, "perm", absl::StrCat("has ", n.axes.size(), " entries for rank ", in.rank()));
+    return Bad(c, id, "perm", absl::StrCat("has ", n.axes.size(), n.axes.size() == 1 ? " entry" : " entries", " for rank ", in.rank()));
   }
   std::vector<bool> seen(in.rank(), false);
   TensorType out{in.dtype, {}};

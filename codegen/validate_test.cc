@@ -317,7 +317,7 @@ TEST(ValidateTest, RejectsBadChains) {
        [&](Chain& c) {
          c.outputs.push_back(c.AddInput(T(DType::kF32, S({2, 2})), {1}));
        },
-       absl::StatusCode::kInvalidArgument, "strides: has 1 entries for rank 2"},
+       absl::StatusCode::kInvalidArgument, "strides: has 1 entry for rank 2"},
       {"negative stride",
        [&](Chain& c) { c.outputs.push_back(c.AddInput(T(DType::kF32, S({2})), {-1})); },
        absl::StatusCode::kInvalidArgument, "strides[0]: must not be negative"},

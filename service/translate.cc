@@ -111,7 +111,7 @@ absl::StatusOr<int32_t> TranslateRef(const v1::Ref& r, int num_inputs, int num_o
     case v1::Ref::kInput:
       if (r.input() >= static_cast<uint32_t>(num_inputs)) {
         return Bad(field, absl::StrCat("input ", r.input(), " does not exist (the chain has ",
-                                       num_inputs, " inputs)"));
+                                       num_inputs, num_inputs == 1 ? " input)" : " inputs)"));
       }
       return static_cast<int32_t>(r.input());
     case v1::Ref::kOp:

@@ -79,7 +79,7 @@ check "A's summary prints the key" $? "$out"
 
 out=$(on a cache export --all -o "$tmp/a.kfb" 2>&1)
 rc=$?
-[[ $rc -eq 0 && $out == *"exported 2 entries (1 decisions, 1 artifacts)"* ]]
+[[ $rc -eq 0 && $out == *"exported 2 entries (1 decision, 1 artifact)"* ]]
 check "cache export writes A's decision and artifact" $? "rc=$rc $out"
 [[ $(head -c 16 "$tmp/a.kfb" 2>/dev/null | od -An -c | tr -d ' \n') == 'KFUSE-BUNDLE-v1\n' ]]
 check "the bundle starts with its magic" $? "$(head -c 32 "$tmp/a.kfb" | od -c | head -3)"
