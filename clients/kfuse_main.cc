@@ -2,8 +2,11 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
 #include "clients/cli.h"
 
 int main(int argc, char** argv) {
@@ -185,6 +188,29 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // `kfuse frob`: CLI11 would say only that a command is required.
+    // The innermost command given (`kfuse cache frob`: cache).
+    CLI::App* at = &app;
+    std::string path = "kfuse";
+    for (bool deeper = true; deeper;) {
+      deeper = false;
+      for (CLI::App* sub : at->get_subcommands([](CLI::App* a) { return a->parsed(); })) {
+        at = sub;
+        path += " " + sub->get_name();
+        deeper = true;
+        break;
+      }
+    }
+    std::vector<std::string> rest = at->remaining();
+    if (rest.empty()) rest = app.remaining();  // Extras a command does not take go up to the top.
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !rest.empty() && !rest.front().empty() &&
+        rest.front()[0] != '-') {
+      std::vector<std::string> names;
+      for (const CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+      std::cerr << path << ": unknown command '" << rest.front() << "' (one of " << absl::StrJoin(names, ", ")
+                << "; see " << path << " --help)\n";
+      return kExitUsage;
+    }
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }

@@ -187,6 +187,14 @@ check "mlp_bf16 is two matmul kernels" $? "$out"
 out=$("$kfuse" compile examples/scores_softmax_bf16.json 2>&1)
 [[ $out == *"kernel 0  kf_mm_"* && $out == *"kernel 1  kf_row_"* ]]
 check "scores_softmax_bf16 is a matmul kernel, then a row kernel" $? "$out"
+out=$("$kfuse" frob 2>&1)
+rc=$?
+[[ $rc == 2 && $out == *"kfuse: unknown command 'frob' (one of compile, tune, cache"* ]]
+check "kfuse names an unknown command and lists the commands (exit 2)" $? "rc=$rc $out"
+out=$("$kfuse" cache frob 2>&1)
+rc=$?
+[[ $rc == 2 && $out == *"kfuse cache: unknown command 'frob' (one of ls, show, rm"* ]]
+check "kfuse cache names an unknown command and lists its commands (exit 2)" $? "rc=$rc $out"
 out=$("$kfuse" chain softmax --width 64 --rows-symbol "" -o "$tmp/empty_symbol.json" 2>&1)
 rc=$?
 [[ $rc == 2 && $out == *"--rows-symbol: must name a symbol"* && ! -e $tmp/empty_symbol.json ]]
