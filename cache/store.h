@@ -98,7 +98,9 @@ class Store {
   // For `cache show`: the blob stored under an artifact (or decision) key.
   absl::StatusOr<std::optional<std::string>> GetArtifactByKey(const std::string& artifact_key);
   absl::StatusOr<std::optional<std::string>> GetDecisionByKey(const std::string& decision_key);
-  // Number of entries (decisions and artifacts) removed.
+  // Removes the entries stored under `keys` (decision or artifact keys) and,
+  // with an artifact, the decision it was built from when no artifact of
+  // another toolchain stands on it; the number of entries removed.
   absl::StatusOr<int> Delete(const std::vector<std::string>& keys);
   absl::StatusOr<int> DeleteAll();
   // Which key parts differ from the nearest stored entry (most parts equal).

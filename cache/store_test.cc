@@ -185,8 +185,8 @@ TEST(StoreTest, LruEvictionKeepsUnderCapAndEvictsOldest) {
   // Shared blobs are stored once and collected only when unreferenced.
   ASSERT_TRUE(store->PutDecision(TestKey("new"), TestBlob("new", 2500), TestMeta()).ok());
   EXPECT_LE(*store->TotalBytes(), 10000);
-  EXPECT_EQ(*store->Delete({TestKey("new").ArtifactKey()}), 1);
-  EXPECT_TRUE(store->GetDecision(TestKey("new"))->has_value());
+  EXPECT_EQ(*store->Delete({TestKey("new").DecisionKey()}), 1);
+  EXPECT_EQ(**store->GetArtifact(TestKey("new")), TestBlob("new", 2500));
 }
 
 // A decision is read only on a miss; an artifact served from it keeps it
@@ -212,6 +212,21 @@ TEST(StoreTest, AnArtifactInUseKeepsItsDecisionFromEviction) {
   EXPECT_TRUE(store->GetDecision(TestKey("hot"))->has_value());
   EXPECT_TRUE(store->GetArtifact(TestKey("hot"))->has_value());
   EXPECT_FALSE(store->GetArtifact(TestKey("cold0"))->has_value());  // The oldest in use.
+}
+
+// Removing a kernel removes the tuning decision it was built from, unless
+// a kernel of another toolchain still stands on it.
+TEST(StoreTest, DeletingAnArtifactTakesItsDecisionWhenNoOtherArtifactUsesIt) {
+  auto store = OpenOrDie({.path = FreshDbPath("delete-decision")});
+  const CacheKey old_nvrtc = TestKey("shared", "nvrtc-12.8/sm_90a"), new_nvrtc = TestKey("shared");
+  ASSERT_TRUE(store->PutDecision(new_nvrtc, "decision", TestMeta()).ok());
+  ASSERT_TRUE(store->PutArtifact(old_nvrtc, "old", TestMeta()).ok());
+  ASSERT_TRUE(store->PutArtifact(new_nvrtc, "new", TestMeta()).ok());
+  EXPECT_EQ(*store->Delete({old_nvrtc.ArtifactKey()}), 1);
+  EXPECT_TRUE(store->GetDecision(new_nvrtc)->has_value());  // The other artifact stands on it.
+  EXPECT_EQ(*store->Delete({new_nvrtc.ArtifactKey()}), 2);
+  EXPECT_FALSE(store->GetDecision(new_nvrtc)->has_value());
+  EXPECT_EQ(*store->TotalBytes(), 0);
 }
 
 TEST(StoreTest, BlobLargerThanCapIsInvalidArgument) {
