@@ -129,13 +129,12 @@ absl::StatusOr<Stmt> Db::Prepare(const std::string& sql) {
   return Stmt(s, db_, /*owned=*/false);
 }
 
-absl::Status Db::Transaction(const std::function<absl::Status()>& body) {
+absl::Status Db::Transaction(const std::function<absl::Status()>& body, int attempts) {
   // busy_timeout already waits inside SQLite; this loop only covers the rare
   // BUSY that SQLite returns without waiting (e.g. during another process's
   // WAL recovery) or a writer that held the lock past the timeout.
-  constexpr int kAttempts = 5;
   absl::Status st;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+  for (int attempt = 0; attempt < attempts; ++attempt) {
     st = Exec("BEGIN IMMEDIATE");
     if (st.ok()) {
       st = body();

@@ -77,8 +77,9 @@ class Db {
   // A statement from this connection's cache (prepared once, kept).
   absl::StatusOr<Stmt> Prepare(const std::string& sql);
   // Runs `body` in BEGIN IMMEDIATE ... COMMIT, rolling back on error and
-  // retrying the whole transaction while SQLite reports BUSY past the timeout.
-  absl::Status Transaction(const std::function<absl::Status()>& body);
+  // retrying the whole transaction, up to `attempts` times in all, while
+  // SQLite reports BUSY past the timeout.
+  absl::Status Transaction(const std::function<absl::Status()>& body, int attempts = 5);
   // Single integer result of a query such as "PRAGMA user_version".
   absl::StatusOr<int64_t> QueryInt(const std::string& sql);
 

@@ -286,7 +286,7 @@ absl::StatusOr<Store::Reader> Store::AcquireReader() {
   return Reader(this, std::move(db));
 }
 
-absl::Status Store::Write(const std::function<absl::Status(Db&)>& body) {
+absl::Status Store::Write(const std::function<absl::Status(Db&)>& body, int busy_timeout_ms) {
   absl::MutexLock l(&writer_mu_);
   if (writer_ == nullptr) {
     return absl::FailedPreconditionError(
@@ -294,7 +294,13 @@ absl::Status Store::Write(const std::function<absl::Status(Db&)>& body) {
                         : absl::StrCat("cache ", opts_.path, " is not open"));
   }
   Db& db = *writer_;
-  return db.Transaction([&] { return body(db); });
+  if (busy_timeout_ms < 0 || busy_timeout_ms == opts_.busy_timeout_ms) {
+    return db.Transaction([&] { return body(db); });
+  }
+  sqlite3_busy_timeout(db.raw(), busy_timeout_ms);
+  absl::Status st = db.Transaction([&] { return body(db); }, /*attempts=*/1);
+  sqlite3_busy_timeout(db.raw(), opts_.busy_timeout_ms);
+  return st;
 }
 
 absl::StatusOr<std::optional<std::string>> Store::GetDecision(const CacheKey& k) {

@@ -116,7 +116,9 @@ class Store {
   int64_t quarantined() const { return quarantined_.load(); }
   // Hits are counted in memory and written about once a second (a hit stays
   // a read); this writes them now. Called by Put and the destructor.
-  absl::Status FlushHits();
+  // `wait`: false gives up at once (Unavailable, the hits kept for the next
+  // flush) while another process holds the write lock.
+  absl::Status FlushHits(bool wait = true);
   // Moves (about once a second, read-only opens too) when any process on
   // the file deleted an entry or gave one another blob: what a caller keeps
   // of the store in memory is stale then.
@@ -164,8 +166,9 @@ class Store {
   // until it succeeds.
   absl::Status ReopenIfLost();
   absl::StatusOr<Reader> AcquireReader() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
-  // Runs `body` in a write transaction on the writer connection.
-  absl::Status Write(const std::function<absl::Status(cache::Db&)>& body)
+  // Runs `body` in a write transaction on the writer connection, waiting
+  // up to `busy_timeout_ms` (-1: the store's) for another process's lock.
+  absl::Status Write(const std::function<absl::Status(cache::Db&)>& body, int busy_timeout_ms = -1)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
 
   absl::StatusOr<std::optional<std::string>> Get(Kind kind, const std::string& key, bool count_hit);

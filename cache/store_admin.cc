@@ -35,7 +35,9 @@ absl::StatusOr<std::vector<EntrySummary>> Store::List(const std::string& key_pre
     return absl::InvalidArgumentError(
         absl::StrCat("cache list: kind must be \"decision\" or \"artifact\", got \"", kind, "\""));
   }
-  if (!opts_.read_only) KFUSE_RETURN_IF_ERROR(FlushHits());  // So that hit counts are current.
+  // So that hit counts are current; a listing never waits on another
+  // process's write lock for them (they are written at the next flush).
+  if (!opts_.read_only) (void)FlushHits(/*wait=*/false);
   static const std::string* kSql = new std::string(
       absl::StrCat("SELECT ", EntryColumns(Kind::kDecision),
                    " WHERE substr(e.key, 1, ?2) = ?1 AND ?4 IN ('', 'decision') UNION ALL SELECT ",

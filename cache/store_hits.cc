@@ -77,10 +77,12 @@ absl::Status Store::TouchDecisionOf(Db& db, const std::string& artifact_key, int
   return u.Run();
 }
 
-absl::Status Store::FlushHits() {
+absl::Status Store::FlushHits(bool wait) {
   PendingMap hits = TakePending();
   if (hits.empty()) return absl::OkStatus();
-  absl::Status st = Guarded([&] { return Write([&](Db& db) { return ApplyHits(db, hits); }); });
+  absl::Status st = Guarded([&] {
+    return Write([&](Db& db) { return ApplyHits(db, hits); }, wait ? opts_.busy_timeout_ms : 0);
+  });
   if (!st.ok()) RestorePending(std::move(hits));
   return st;
 }

@@ -229,6 +229,31 @@ TEST(StoreTest, DeletingAnArtifactTakesItsDecisionWhenNoOtherArtifactUsesIt) {
   EXPECT_EQ(*store->TotalBytes(), 0);
 }
 
+// A listing does not wait on another process's write lock to write the
+// pending hit counts first: it lists, and the counts follow at the next
+// flush.
+TEST(StoreTest, AListingDoesNotWaitForAnotherProcesssWriteLock) {
+  const std::string path = FreshDbPath("list-locked");
+  auto store = OpenOrDie({.path = path, .busy_timeout_ms = 2000});
+  ASSERT_TRUE(store->PutArtifact(TestKey("a"), "a", TestMeta()).ok());
+  ASSERT_TRUE(store->GetArtifact(TestKey("a"))->has_value());  // A hit, pending.
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  const auto start = std::chrono::steady_clock::now();
+  auto list = store->List("", 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 1u);
+  // Waiting on the lock would take the busy timeout (2 s) for each of its
+  // attempts.
+  EXPECT_LT(seconds, 1.5);
+  ASSERT_TRUE(store->FlushHits().ok());
+  EXPECT_EQ((*store->List("", 0))[0].hits, 1);
+}
+
 TEST(StoreTest, BlobLargerThanCapIsInvalidArgument) {
   auto store = OpenOrDie({.path = FreshDbPath("cap"), .max_bytes = 100});
   absl::Status st = store->PutArtifact(TestKey("big"), std::string(101, 'x'), TestMeta());
