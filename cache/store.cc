@@ -170,7 +170,37 @@ absl::Status Store::OpenFile() {
   KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/false, &schema_version_));
   KFUSE_RETURN_IF_ERROR(Probe(*db));
   writer_ = std::move(db);
+  if (struct stat st; ::stat(opts_.path.c_str(), &st) == 0) {
+    file_dev_ = static_cast<uint64_t>(st.st_dev);
+    file_ino_ = static_cast<uint64_t>(st.st_ino);
+  }
   return absl::OkStatus();
+}
+
+bool Store::PathWasReplaced() {
+  struct stat st;
+  if (opts_.read_only || file_ino_ == 0 || ::stat(opts_.path.c_str(), &st) != 0) return false;
+  return static_cast<uint64_t>(st.st_dev) != file_dev_ || static_cast<uint64_t>(st.st_ino) != file_ino_;
+}
+
+void Store::FollowReplacedFile() {
+  {
+    absl::ReaderMutexLock l(&db_mu_);
+    if (!PathWasReplaced()) return;
+  }
+  absl::MutexLock l(&db_mu_);
+  if (!PathWasReplaced()) return;
+  CloseFile();
+  absl::Status st = OpenFile();
+  ++generation_;
+  if (!st.ok()) {
+    lost_ = st;
+    reopen_at_ = absl::Now() + absl::Seconds(1);
+  }
+  LogEvent(st.ok() ? LogLevel::kInfo : LogLevel::kWarning, "store_reopened",
+           {{"store", opts_.path},
+            {"why", "the file at the path was replaced (another process moved a corrupt store aside)"},
+            {"error", st.ok() ? "" : st.ToString()}});
 }
 
 absl::Status Store::OpenReader() {
@@ -195,11 +225,21 @@ void Store::CloseFile() {
 }
 
 absl::Status Store::MoveCorruptAside(const absl::Status& why) {
+  const bool replaced = PathWasReplaced();
   CloseFile();
   if (opts_.read_only) {
     return absl::DataLossError(absl::StrCat("cache database ", opts_.path, " is corrupt (",
                                             why.message(),
                                             "); a read-only store cannot replace it"));
+  }
+  if (replaced) {
+    // Another process on the file found it corrupt first and made a fresh
+    // one: that one is not ours to move. The caller opens it.
+    LogEvent(LogLevel::kWarning, "store_corrupt",
+             {{"store", opts_.path}, {"error", std::string(why.message())},
+              {"now", "another process replaced it already; opening its fresh file"}});
+    ++generation_;
+    return absl::OkStatus();
   }
   // The wall clock, not opts_.now_ms: names must not collide across recoveries.
   std::string aside = absl::StrCat(opts_.path, ".corrupt-", absl::ToUnixMillis(absl::Now()));

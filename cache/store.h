@@ -165,6 +165,12 @@ class Store {
   // (a full disk, say): tries again, at most once a second; Unavailable
   // until it succeeds.
   absl::Status ReopenIfLost();
+  // Whether the path names a file other than the one this store opened (a
+  // process sharing it moved it aside as corrupt and made a fresh one).
+  bool PathWasReplaced() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Reopens the path when it was replaced, so that this process writes where
+  // the others read; called once a second.
+  void FollowReplacedFile();
   absl::StatusOr<Reader> AcquireReader() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Runs `body` in a write transaction on the writer connection, waiting
   // up to `busy_timeout_ms` (-1: the store's) for another process's lock.
@@ -194,6 +200,9 @@ class Store {
   // when to try again.
   absl::Status lost_ ABSL_GUARDED_BY(db_mu_);
   absl::Time reopen_at_ ABSL_GUARDED_BY(db_mu_);
+  // The file opened (device and inode), to tell when the path is replaced.
+  uint64_t file_dev_ ABSL_GUARDED_BY(db_mu_) = 0;
+  uint64_t file_ino_ ABSL_GUARDED_BY(db_mu_) = 0;
   // Read-only opens of a file in a folder this process cannot write: the
   // immutable URI every connection opens; empty otherwise.
   std::string reader_uri_ ABSL_GUARDED_BY(db_mu_);

@@ -118,6 +118,7 @@ void Store::FlusherLoop() {
     }
     // A failed read is tried again next second.
     PollInvalidations().IgnoreError();
+    FollowReplacedFile();
     stop_mu_.Lock();
   }
 }

@@ -206,6 +206,46 @@ TEST(StoreRecoveryTest, AStoreThatCouldNotBeRecreatedIsTriedAgain) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's stderr says which step";
 }
 
+// Two processes on one file (two Store objects here): the first to find it
+// corrupt moves it aside and makes a fresh one; the other, finding the old
+// file corrupt too, opens that fresh file rather than moving it aside as
+// well, and one that never reads the damage follows it within a second, so
+// no one keeps writing into the file moved aside.
+// What `store` serves for `key`: the blob, "(missing)" or the error.
+std::string Read(Store& store, const CacheKey& key) {
+  auto got = store.GetArtifact(key);
+  if (!got.ok()) return got.status().ToString();
+  return got->has_value() ? **got : "(missing)";
+}
+
+TEST(StoreRecoveryTest, ProcessesSharingACorruptFileEndOnOneFreshFile) {
+  const std::string path = FreshDbPath("shared-corrupt");
+  CacheKey big = TestKey("big");
+  {
+    auto store = OpenOrDie({.path = path});
+    ASSERT_TRUE(store->PutArtifact(big, TestBlob("big", 200000), TestMeta()).ok());
+  }
+  auto a = OpenOrDie({.path = path});
+  auto b = OpenOrDie({.path = path});
+  auto c = OpenOrDie({.path = path});
+  Scribble(path, 8192, -4096);
+  auto got = a->GetArtifact(big);  // Corrupt: moved aside, a miss.
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->has_value());
+  const std::vector<std::string> moved = CorruptAside(path);  // The file and its log.
+  ASSERT_FALSE(moved.empty());
+  ASSERT_TRUE(a->PutArtifact(TestKey("x"), "x", TestMeta()).ok());
+  got = b->GetArtifact(big);  // b reads the old file's damage too.
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(CorruptAside(path), moved);  // Not a's fresh file.
+  EXPECT_EQ(Read(*b, TestKey("x")), "x");
+  // c read nothing damaged: within a second it writes to the fresh file.
+  absl::SleepFor(absl::Milliseconds(1500));
+  ASSERT_TRUE(c->PutArtifact(TestKey("y"), "y", TestMeta()).ok());
+  EXPECT_EQ(Read(*a, TestKey("y")), "y");
+  EXPECT_TRUE(a->IntegrityCheck().ok());
+}
+
 // --store pointing at a file kfuse did not make: refused, and the file
 // left byte for byte as it was (not moved aside, not switched to WAL, no
 // table added).
