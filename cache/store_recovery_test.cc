@@ -1,10 +1,12 @@
 // Damage on disk: a blob whose bytes changed, a file whose pages are garbage.
 #include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -198,6 +200,45 @@ TEST(StoreRecoveryTest, AStoreThatCouldNotBeRecreatedIsTriedAgain) {
     got = (*store)->GetArtifact(big);
     if (!got.ok() || !got->has_value() || **got != "fresh") fail(15, got.status());
     if (absl::Status s = (*store)->IntegrityCheck(); !s.ok()) fail(16, s);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's stderr says which step";
+}
+
+// A disk with no room left (here: no file may grow): Puts fail, hits are
+// served, and once there is room Puts succeed again without a reopen. In a
+// child process: the file size limit is process-wide.
+TEST(StoreRecoveryTest, PutsFailOnAFullDiskAndSucceedOnceThereIsRoom) {
+  const std::string path = FreshDbPath("full-disk");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto fail = [](int code, const absl::Status& s) {
+      std::fprintf(stderr, "step %d: %s\n", code, s.ToString().c_str());
+      _exit(code);
+    };
+    auto store = Store::Open({.path = path});
+    if (!store.ok()) fail(10, store.status());
+    if (absl::Status s = (*store)->PutArtifact(TestKey("small"), "small", TestMeta()); !s.ok()) fail(11, s);
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit;
+    getrlimit(RLIMIT_FSIZE, &limit);
+    struct stat db, wal;
+    const rlimit full{static_cast<rlim_t>(std::max(::stat(path.c_str(), &db) == 0 ? db.st_size : 0,
+                                                   ::stat((path + "-wal").c_str(), &wal) == 0 ? wal.st_size : 0)),
+                      limit.rlim_max};
+    setrlimit(RLIMIT_FSIZE, &full);
+    absl::Status put = (*store)->PutArtifact(TestKey("big"), TestBlob("big", 1 << 20), TestMeta());
+    if (put.ok()) fail(12, put);
+    auto hit = (*store)->GetArtifact(TestKey("small"));
+    if (!hit.ok() || !hit->has_value()) fail(13, hit.status());
+    setrlimit(RLIMIT_FSIZE, &limit);
+    put = (*store)->PutArtifact(TestKey("big"), TestBlob("big", 1 << 20), TestMeta());
+    if (!put.ok()) fail(14, put);
+    if (absl::Status s = (*store)->IntegrityCheck(); !s.ok()) fail(15, s);
     _exit(0);
   }
   int status = 0;
