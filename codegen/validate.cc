@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "codegen/analysis.h"
 #include "codegen/validate_internal.h"
 #include "core/status.h"
 
@@ -159,17 +158,15 @@ absl::Status CheckTypeLimits(const Chain& c, int32_t id, const Limits& limits) {
         c, id, "shape",
         absl::StrCat("more than ", limits.max_elements, " elements in ", ShapeString(c, t.shape)));
   }
-  // The tuner times a chain at its symbols' tuning sizes (the hints' power
-  // of two, 2^20 without a hint), so they are held to the same bound as
-  // static sizes.
-  const std::vector<int64_t> tuned = SymbolValuesForTuning(c);
+  // The tuner times a chain at its symbols' hints, so they are held to the
+  // same bound as static sizes.
   int64_t at_hints = 1;
   for (const Dim& d : t.shape) {
-    const int64_t s = d.is_static() ? d.size : std::max<int64_t>(tuned[d.symbol], 1);
+    const int64_t s = d.is_static() ? d.size : std::max<int64_t>(c.symbols[d.symbol].hint, 1);
     if (s > 0 && at_hints > limits.max_elements / s) {
       return Bad(c, id, "shape",
                  absl::StrCat("more than ", limits.max_elements, " elements in ", ShapeString(c, t.shape),
-                              " at the symbols' hints (rounded up to a power of two; 1048576 without a hint)"));
+                              " at the symbols' hints"));
     }
     at_hints *= s;
   }

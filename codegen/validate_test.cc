@@ -607,19 +607,14 @@ TEST(ValidateTest, SymbolsComeFromInputsAndTheirHintsStayInTheLimit) {
     c.symbols[1].hint = 1024;  // 2^60 -> 2^39 elements.
     c.symbols[2].hint = 512;
     EXPECT_TRUE(Validate(c).ok()) << Validate(c).status();
-    c.symbols[2].hint = 513;  // Tuned at 1024: 2^40 elements, within the limit.
-    EXPECT_TRUE(Validate(c).ok()) << Validate(c).status();
-    c.symbols[1].hint = 1025;  // Tuned at 2048: past it.
-    EXPECT_FALSE(Validate(c).ok());
   }
   {
-    Chain c;  // No hint: tuned at 2^20 rows of 2^21, 2^41 elements.
+    // A symbol without a hint is not counted here: it is tuned at 2^20, and
+    // a tuning task past the GPU's free memory is skipped with its reason.
+    // Its kernels index in 64 bits, as for any size not bounded.
+    Chain c;
     c.symbols.push_back(SymbolInfo{"n", 0, 0});
     c.outputs = {c.AddOp(OpKind::kRelu, {c.AddInput(T(DType::kF32, {Dim::Sym(0), Dim::Static(int64_t{1} << 21)}))})};
-    auto v = Validate(c);
-    ASSERT_FALSE(v.ok());
-    EXPECT_THAT(std::string(v.status().message()), HasSubstr("1048576 without a hint")) << v.status();
-    c.symbols[0].max = 4096;  // Tuned at its max.
     EXPECT_TRUE(Validate(c).ok()) << Validate(c).status();
   }
 }
