@@ -85,6 +85,17 @@ CREATE TRIGGER artifacts_blob AFTER UPDATE OF blob_sha256 ON artifacts
 )sql");
 }
 
+// Version 3: an artifact names the tuning decision it was built from (its
+// key; empty when not known: imports, fleet entries, rows from before), so
+// a hit keeps that decision as recent as the artifact and removing the
+// artifact removes the decision no other artifact stands on.
+absl::Status V3(Db& db) {
+  return db.Exec(R"sql(
+ALTER TABLE artifacts ADD COLUMN decision_key TEXT NOT NULL DEFAULT '';
+CREATE INDEX artifacts_decision ON artifacts(decision_key);
+)sql");
+}
+
 struct Migration {
   const char* what;
   absl::Status (*apply)(Db&);
@@ -100,6 +111,7 @@ const std::vector<Migration>& Migrations() {
   static const auto* m = new std::vector<Migration>{
       {"initial schema", &V1, false},
       {"invalidation counter", &V2, true},
+      {"artifacts name their decision", &V3, true},
   };
   return *m;
 }

@@ -457,6 +457,12 @@ absl::Status Store::Put(Kind kind, const CacheKey& k, const std::string& blob,
         s.Bind(m + 6, now);
         KFUSE_RETURN_IF_ERROR(s.Run());
       }
+      if (kind == Kind::kArtifact && !meta.decision_key.empty()) {
+        KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare("UPDATE artifacts SET decision_key = ?2 WHERE key = ?1"));
+        s.Bind(1, key);
+        s.Bind(2, meta.decision_key);
+        KFUSE_RETURN_IF_ERROR(s.Run());
+      }
       if (!old_sha.empty() && old_sha != sha) KFUSE_RETURN_IF_ERROR(CollectBlob(db, old_sha));
       return Evict(db, kind, key);
     });

@@ -53,6 +53,9 @@ struct EntryMeta {
   std::string device;       // Device name, e.g. "NVIDIA H200".
   std::string state;        // "tuned" | "heuristic"
   std::string description;  // One line: the chain, shortly.
+  // Artifacts: the key of the tuning decision they were built from, when
+  // the writer knows it (a build; not an import or a fleet entry).
+  std::string decision_key;
 };
 
 struct EntrySummary {
@@ -99,8 +102,9 @@ class Store {
   absl::StatusOr<std::optional<std::string>> GetArtifactByKey(const std::string& artifact_key);
   absl::StatusOr<std::optional<std::string>> GetDecisionByKey(const std::string& decision_key);
   // Removes the entries stored under `keys` (decision or artifact keys) and,
-  // with an artifact, the decision it was built from when no artifact of
-  // another toolchain stands on it; the number of entries removed.
+  // with an artifact, the decision it was built from (EntryMeta's
+  // decision_key) when no other artifact stands on it; the number of
+  // entries removed.
   absl::StatusOr<int> Delete(const std::vector<std::string>& keys);
   absl::StatusOr<int> DeleteAll();
   // Which key parts differ from the nearest stored entry (most parts equal).

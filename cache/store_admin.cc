@@ -83,23 +83,20 @@ absl::StatusOr<int> Store::Delete(const std::vector<std::string>& keys) {
   KFUSE_RETURN_IF_ERROR(Guarded([&] {
     return Write([&](Db& db) -> absl::Status {
       deleted = 0;
-      // Deletes `key` of `kind` if stored; with an artifact, *parts are the
-      // key parts it was built from.
-      auto remove = [&](Kind kind, const std::string& key, CacheKey* parts) -> absl::Status {
+      // Deletes `key` of `kind` if stored; with an artifact, *decision is
+      // the key of the decision it was built from (empty: not known).
+      auto remove = [&](Kind kind, const std::string& key, std::string* decision) -> absl::Status {
         std::string sha;
         {
-          KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare(absl::StrCat("SELECT blob_sha256, chain, spec, device, generator"
-                                                                 " FROM ", Table(kind), " WHERE key = ?1")));
+          KFUSE_ASSIGN_OR_RETURN(
+              Stmt s, db.Prepare(absl::StrCat("SELECT blob_sha256, ",
+                                              kind == Kind::kArtifact ? "decision_key" : "''", " FROM ",
+                                              Table(kind), " WHERE key = ?1")));
           s.Bind(1, key);
           KFUSE_ASSIGN_OR_RETURN(bool row, s.Step());
           if (!row) return absl::OkStatus();
           sha = s.Text(0);
-          if (parts != nullptr) {
-            parts->chain = s.Text(1);
-            parts->spec = s.Text(2);
-            parts->device = s.Text(3);
-            parts->generator = s.Text(4);
-          }
+          if (decision != nullptr) *decision = s.Text(1);
         }
         KFUSE_ASSIGN_OR_RETURN(Stmt del, db.Prepare(absl::StrCat("DELETE FROM ", Table(kind), " WHERE key = ?1")));
         del.Bind(1, key);
@@ -109,20 +106,16 @@ absl::StatusOr<int> Store::Delete(const std::vector<std::string>& keys) {
       };
       for (const std::string& key : keys) {
         KFUSE_RETURN_IF_ERROR(remove(Kind::kDecision, key, nullptr));
-        CacheKey parts;
-        KFUSE_RETURN_IF_ERROR(remove(Kind::kArtifact, key, &parts));
-        if (parts.chain.empty()) continue;
+        std::string decision;
+        KFUSE_RETURN_IF_ERROR(remove(Kind::kArtifact, key, &decision));
+        if (decision.empty()) continue;
         // The tuning decision the artifact was built from goes with it,
         // unless an artifact of another toolchain still stands on it: a
         // removed kernel is not rebuilt from its old choice.
-        KFUSE_ASSIGN_OR_RETURN(Stmt others, db.Prepare("SELECT 1 FROM artifacts WHERE chain = ?1 AND spec = ?2"
-                                                       " AND device = ?3 AND generator = ?4 LIMIT 1"));
-        others.Bind(1, parts.chain);
-        others.Bind(2, parts.spec);
-        others.Bind(3, parts.device);
-        others.Bind(4, parts.generator);
+        KFUSE_ASSIGN_OR_RETURN(Stmt others, db.Prepare("SELECT 1 FROM artifacts WHERE decision_key = ?1 LIMIT 1"));
+        others.Bind(1, decision);
         KFUSE_ASSIGN_OR_RETURN(bool shared, others.Step());
-        if (!shared) KFUSE_RETURN_IF_ERROR(remove(Kind::kDecision, parts.DecisionKey(), nullptr));
+        if (!shared) KFUSE_RETURN_IF_ERROR(remove(Kind::kDecision, decision, nullptr));
       }
       return deleted > 0 ? BumpInvalidations(db) : absl::OkStatus();
     });

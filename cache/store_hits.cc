@@ -61,19 +61,11 @@ absl::Status Store::TouchDecisionOf(Db& db, const std::string& artifact_key, int
   // made; an artifact served from it keeps it as recent as itself, or the
   // size cap would evict the decisions of the hottest kernels first, the
   // ones a toolchain upgrade then retunes.
-  KFUSE_ASSIGN_OR_RETURN(Stmt q, db.Prepare("SELECT chain, spec, device, generator FROM artifacts WHERE key = ?1"));
-  q.Bind(1, artifact_key);
-  KFUSE_ASSIGN_OR_RETURN(bool row, q.Step());
-  if (!row) return absl::OkStatus();
-  CacheKey parts;
-  parts.chain = q.Text(0);
-  parts.spec = q.Text(1);
-  parts.device = q.Text(2);
-  parts.generator = q.Text(3);
   KFUSE_ASSIGN_OR_RETURN(
-      Stmt u, db.Prepare("UPDATE decisions SET last_used_ms = max(last_used_ms, ?1) WHERE key = ?2"));
+      Stmt u, db.Prepare("UPDATE decisions SET last_used_ms = max(last_used_ms, ?1)"
+                         " WHERE key = (SELECT decision_key FROM artifacts WHERE key = ?2)"));
   u.Bind(1, last_used_ms);
-  u.Bind(2, parts.DecisionKey());
+  u.Bind(2, artifact_key);
   return u.Run();
 }
 

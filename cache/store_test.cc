@@ -189,6 +189,21 @@ TEST(StoreTest, LruEvictionKeepsUnderCapAndEvictsOldest) {
   EXPECT_EQ(**store->GetArtifact(TestKey("new")), TestBlob("new", 2500));
 }
 
+// The decision key a build files beside its artifact: the key parts with the
+// variant schema where the artifact has the generator version, as the
+// pipeline makes them.
+CacheKey DecisionOf(const CacheKey& artifact) {
+  CacheKey d = artifact;
+  d.generator = "pointwise-variants/1";
+  return d;
+}
+// Meta for an artifact built from DecisionOf(artifact).
+EntryMeta BuiltFrom(const CacheKey& artifact) {
+  EntryMeta m = TestMeta();
+  m.decision_key = DecisionOf(artifact).DecisionKey();
+  return m;
+}
+
 // A decision is read only on a miss; an artifact served from it keeps it
 // as recent as itself, so the cap evicts cold entries before the decisions
 // of the kernels in use (which a toolchain upgrade would otherwise retune).
@@ -197,20 +212,22 @@ TEST(StoreTest, AnArtifactInUseKeepsItsDecisionFromEviction) {
   StoreOptions o{.path = FreshDbPath("lru-decision"), .max_bytes = 10000};
   o.now_ms = [&clock] { return clock; };
   auto store = OpenOrDie(o);
-  ASSERT_TRUE(store->PutDecision(TestKey("hot"), TestBlob("hot-decision", 1000), TestMeta()).ok());
-  ASSERT_TRUE(store->PutArtifact(TestKey("hot"), TestBlob("hot-artifact", 1000), TestMeta()).ok());
+  const CacheKey hot = TestKey("hot");
+  ASSERT_NE(DecisionOf(hot).DecisionKey(), hot.DecisionKey());
+  ASSERT_TRUE(store->PutDecision(DecisionOf(hot), TestBlob("hot-decision", 1000), TestMeta()).ok());
+  ASSERT_TRUE(store->PutArtifact(hot, TestBlob("hot-artifact", 1000), BuiltFrom(hot)).ok());
   for (int i = 0; i < 6; ++i) {
     ++clock;
     ASSERT_TRUE(store->PutArtifact(TestKey(absl::StrCat("cold", i)), TestBlob(absl::StrCat(i), 1000), TestMeta())
                     .ok());
   }
   ++clock;
-  store->NoteArtifactHit(TestKey("hot").ArtifactKey());  // A hit from memory.
+  store->NoteArtifactHit(hot.ArtifactKey());  // A hit from memory.
   ++clock;
   ASSERT_TRUE(store->PutArtifact(TestKey("new"), TestBlob("new", 3000), TestMeta()).ok());
   EXPECT_LE(*store->TotalBytes(), 10000);
-  EXPECT_TRUE(store->GetDecision(TestKey("hot"))->has_value());
-  EXPECT_TRUE(store->GetArtifact(TestKey("hot"))->has_value());
+  EXPECT_TRUE(store->GetDecision(DecisionOf(hot))->has_value());
+  EXPECT_TRUE(store->GetArtifact(hot)->has_value());
   EXPECT_FALSE(store->GetArtifact(TestKey("cold0"))->has_value());  // The oldest in use.
 }
 
@@ -219,13 +236,16 @@ TEST(StoreTest, AnArtifactInUseKeepsItsDecisionFromEviction) {
 TEST(StoreTest, DeletingAnArtifactTakesItsDecisionWhenNoOtherArtifactUsesIt) {
   auto store = OpenOrDie({.path = FreshDbPath("delete-decision")});
   const CacheKey old_nvrtc = TestKey("shared", "nvrtc-12.8/sm_90a"), new_nvrtc = TestKey("shared");
-  ASSERT_TRUE(store->PutDecision(new_nvrtc, "decision", TestMeta()).ok());
-  ASSERT_TRUE(store->PutArtifact(old_nvrtc, "old", TestMeta()).ok());
-  ASSERT_TRUE(store->PutArtifact(new_nvrtc, "new", TestMeta()).ok());
+  ASSERT_EQ(DecisionOf(old_nvrtc).DecisionKey(), DecisionOf(new_nvrtc).DecisionKey());
+  ASSERT_TRUE(store->PutDecision(DecisionOf(new_nvrtc), "decision", TestMeta()).ok());
+  ASSERT_TRUE(store->PutArtifact(old_nvrtc, "old", BuiltFrom(old_nvrtc)).ok());
+  ASSERT_TRUE(store->PutArtifact(new_nvrtc, "new", BuiltFrom(new_nvrtc)).ok());
+  ASSERT_TRUE(store->PutArtifact(TestKey("imported"), "imported", TestMeta()).ok());  // Built from nothing known.
   EXPECT_EQ(*store->Delete({old_nvrtc.ArtifactKey()}), 1);
-  EXPECT_TRUE(store->GetDecision(new_nvrtc)->has_value());  // The other artifact stands on it.
+  EXPECT_TRUE(store->GetDecision(DecisionOf(new_nvrtc))->has_value());  // The other artifact stands on it.
   EXPECT_EQ(*store->Delete({new_nvrtc.ArtifactKey()}), 2);
-  EXPECT_FALSE(store->GetDecision(new_nvrtc)->has_value());
+  EXPECT_FALSE(store->GetDecision(DecisionOf(new_nvrtc))->has_value());
+  EXPECT_EQ(*store->Delete({TestKey("imported").ArtifactKey()}), 1);
   EXPECT_EQ(*store->TotalBytes(), 0);
 }
 
@@ -344,6 +364,7 @@ TEST(StoreTest, VersionOneMigratesToTheInvalidationCounter) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db,
+                         "DROP INDEX artifacts_decision; ALTER TABLE artifacts DROP COLUMN decision_key;"
                          "DROP TRIGGER artifacts_blob;"
                          "ALTER TABLE stats DROP COLUMN invalidations; PRAGMA user_version=1;",
                          nullptr, nullptr, nullptr),
@@ -358,9 +379,10 @@ TEST(StoreTest, VersionOneMigratesToTheInvalidationCounter) {
     ASSERT_TRUE(old.ok() && old->has_value());
     EXPECT_TRUE(ro->PollInvalidations().ok());
   }
-  auto store = OpenOrDie({.path = path});
+  auto store = OpenOrDie({.path = path});  // Migrated to the current version.
   auto got = store->GetArtifact(TestKey("kept"));
   ASSERT_TRUE(got.ok() && got->has_value());
+  ASSERT_TRUE(store->PutArtifact(TestKey("new"), "new", EntryMeta{.decision_key = "d"}).ok());
   const uint64_t before = store->invalidations();
   ASSERT_TRUE(store->Delete({TestKey("kept").ArtifactKey()}).ok());
   ASSERT_TRUE(store->PollInvalidations().ok());

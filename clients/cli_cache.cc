@@ -111,13 +111,11 @@ int RunCacheRm(const GlobalOptions& g, const CacheRmOptions& o, CliIo& io) {
   if (g.json) {
     io.out << ToJson(*resp, /*pretty=*/false, /*with_defaults=*/true) << "\n";
   } else {
-    // --all empties the store: kernels and the tuning decisions beside them,
-    // which `cache ls` does not list.
+    // Kernels and the tuning decisions beside them, which `cache ls` does
+    // not list: --all empties the store, a kernel takes its decision along.
     const bool one = resp->deleted() == 1;
-    io.out << "deleted " << resp->deleted()
-           << (o.all ? (one ? " store entry (kernels and tuning decisions)\n"
-                            : " store entries (kernels and tuning decisions)\n")
-                     : (one ? " kernel\n" : " kernels\n"));
+    io.out << "deleted " << resp->deleted() << (one ? " store entry" : " store entries")
+           << (o.all ? " (kernels and tuning decisions)\n" : " (kernels and the tuning decisions they were built from)\n");
   }
   return kExitOk;
 }

@@ -168,7 +168,7 @@ TEST_F(CliRunTest, CacheShowAndRmResolvePrefixes) {
   rm.keys = {"abd"};
   out_.str("");
   EXPECT_EQ(RunCacheRm(g_, rm, io_), kExitOk) << err_.str();
-  EXPECT_EQ(out_.str(), "deleted 1 kernel\n");
+  EXPECT_EQ(out_.str(), "deleted 1 store entry (kernels and the tuning decisions they were built from)\n");
   // --all counts the tuning decisions it deletes too (7 in the fake).
   rm.keys.clear();
   rm.all = true;

@@ -674,7 +674,9 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   storage::v1::Artifact artifact;
   *artifact.mutable_plan() = plan;
   const std::string artifact_blob = artifact.SerializeAsString();
-  absl::Status s = deps_.store->PutArtifact(p.key, artifact_blob, meta);
+  EntryMeta artifact_meta = meta;
+  artifact_meta.decision_key = p.decision_key.DecisionKey();
+  absl::Status s = deps_.store->PutArtifact(p.key, artifact_blob, artifact_meta);
   if (!s.ok()) {
     metrics().StoreError("put");
     LogEvent(LogLevel::kWarning, "store_put_failed",

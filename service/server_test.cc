@@ -314,6 +314,34 @@ TEST_F(ServerTest, ADeleteThroughAnotherServerOnTheStoreIsNotServedFromMemory) {
   EXPECT_EQ(compiler_->calls.load(), 2);
 }
 
+// A build files its artifact with the key of the decision it made, so
+// removing the kernel removes that decision too: the next request is tuned
+// again, not rebuilt from the old choice.
+TEST_F(ServerTest, RemovingAKernelRemovesTheDecisionItWasBuiltFrom) {
+  Start(std::chrono::milliseconds(0));
+  v1::CompileResponse built;
+  ASSERT_TRUE(Compile(Relu(5.5), &built).ok());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(store_path_.c_str(), &db), SQLITE_OK);
+  int linked = -1;
+  ASSERT_EQ(sqlite3_exec(
+                db, "SELECT count(*) FROM artifacts a JOIN decisions d ON d.key = a.decision_key",
+                [](void* out, int, char** v, char**) {
+                  *static_cast<int*>(out) = std::atoi(v[0]);
+                  return 0;
+                },
+                &linked, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  EXPECT_EQ(linked, 1);
+  grpc::ClientContext ctx;
+  v1::DeleteKernelsRequest del;
+  del.add_keys(built.plan().key());
+  v1::DeleteKernelsResponse deleted;
+  ASSERT_TRUE(stub_->DeleteKernels(&ctx, del, &deleted).ok());
+  EXPECT_EQ(deleted.deleted(), 2u);  // The kernel and its decision.
+}
+
 // A store that cannot be read (here another process dropped a table
 // under it) costs a build, not the request.
 TEST_F(ServerTest, AStoreThatCannotBeReadIsAMissNotAnError) {
