@@ -276,9 +276,7 @@ absl::Status Store::ReopenIfLost() {
     lost_ = st;
     reopen_at_ = absl::Now() + absl::Seconds(1);
   }
-  return absl::UnavailableError(absl::StrCat("cache ", opts_.path,
-                                             " was moved aside as corrupt and a fresh one could not be made yet: ",
-                                             lost_.message()));
+  return LostStatus();
 }
 
 absl::Status Store::Guarded(const std::function<absl::Status()>& op) {
@@ -287,6 +285,7 @@ absl::Status Store::Guarded(const std::function<absl::Status()>& op) {
   absl::Status st;
   {
     absl::ReaderMutexLock l(&db_mu_);
+    KFUSE_RETURN_IF_ERROR(LostStatus());
     generation = generation_;
     st = op();
   }
@@ -306,7 +305,14 @@ absl::Status Store::Guarded(const std::function<absl::Status()>& op) {
     }
   }
   absl::ReaderMutexLock l(&db_mu_);
+  KFUSE_RETURN_IF_ERROR(LostStatus());  // Another thread's recovery may have failed.
   return op();
+}
+
+absl::Status Store::LostStatus() const {
+  if (lost_.ok()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "cache ", opts_.path, " was moved aside as corrupt and a fresh one could not be made yet: ", lost_.message()));
 }
 
 absl::StatusOr<Store::Reader> Store::AcquireReader() {
@@ -327,7 +333,19 @@ absl::StatusOr<Store::Reader> Store::AcquireReader() {
 }
 
 absl::Status Store::Write(const std::function<absl::Status(Db&)>& body, int busy_timeout_ms) {
+  if (busy_timeout_ms == 0) {
+    // Not waiting: not on this process's own writer either (the flusher or
+    // a Put may hold it while they wait on another process's lock).
+    if (!writer_mu_.TryLock()) return absl::UnavailableError(absl::StrCat("cache ", opts_.path, ": the writer is busy"));
+    absl::Status st = WriteLocked(body, busy_timeout_ms);
+    writer_mu_.Unlock();
+    return st;
+  }
   absl::MutexLock l(&writer_mu_);
+  return WriteLocked(body, busy_timeout_ms);
+}
+
+absl::Status Store::WriteLocked(const std::function<absl::Status(Db&)>& body, int busy_timeout_ms) {
   if (writer_ == nullptr) {
     return absl::FailedPreconditionError(
         opts_.read_only ? absl::StrCat("cache ", opts_.path, " is open read-only")

@@ -169,6 +169,8 @@ class Store {
   // (a full disk, say): tries again, at most once a second; Unavailable
   // until it succeeds.
   absl::Status ReopenIfLost();
+  // Unavailable naming lost_ while the store has no file; OK otherwise.
+  absl::Status LostStatus() const ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Whether the path names a file other than the one this store opened (a
   // process sharing it moved it aside as corrupt and made a fresh one).
   bool PathWasReplaced() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
@@ -180,6 +182,8 @@ class Store {
   // up to `busy_timeout_ms` (-1: the store's) for another process's lock.
   absl::Status Write(const std::function<absl::Status(cache::Db&)>& body, int busy_timeout_ms = -1)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  absl::Status WriteLocked(const std::function<absl::Status(cache::Db&)>& body, int busy_timeout_ms)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
 
   absl::StatusOr<std::optional<std::string>> Get(Kind kind, const std::string& key, bool count_hit);
   absl::Status Put(Kind kind, const CacheKey& k, const std::string& blob, const EntryMeta& meta);
