@@ -98,6 +98,19 @@ absl::Status CheckListenAddress(absl::string_view flag, absl::string_view addres
   return absl::OkStatus();
 }
 
+absl::Status CheckMetricsAddress(absl::string_view flag, absl::string_view address) {
+  if (IsUnixSocketAddress(address)) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", address, ": metrics are served over TCP, not a unix socket"));
+  }
+  if (!address.empty() && absl::c_all_of(address, absl::ascii_isdigit)) {  // A bare port.
+    return CheckListenAddress(flag, absl::StrCat("0.0.0.0:", address)).ok()
+               ? absl::OkStatus()
+               : absl::InvalidArgumentError(
+                     absl::StrCat(flag, " ", address, ": the port must be a number from 0 (any free port) to 65535"));
+  }
+  return CheckListenAddress(flag, address);
+}
+
 std::string WithPort(absl::string_view address, int port) {
   if (IsUnixSocketAddress(address)) return std::string(address);
   const size_t colon = address.rfind(':');

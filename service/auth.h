@@ -44,6 +44,9 @@ bool IsUnixSocketAddress(absl::string_view address);
 // OK for unix: sockets and HOST:PORT with a port of 0 (any free one) to
 // 65535; otherwise InvalidArgument naming `flag`.
 absl::Status CheckListenAddress(absl::string_view flag, absl::string_view address);
+// --metrics_address: HOST:PORT as above, or a bare PORT (the HTTP server
+// takes both); not a unix: socket.
+absl::Status CheckMetricsAddress(absl::string_view flag, absl::string_view address);
 // HOST:PORT with its port replaced by `port` (the one bound for :0);
 // unix: addresses as they are.
 std::string WithPort(absl::string_view address, int port);

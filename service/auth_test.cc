@@ -67,6 +67,10 @@ TEST(CheckListenAddress, PortsAndForms) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE(absl::StartsWith(s.message(), absl::StrCat("--address ", bad, ": "))) << s;
   }
+  EXPECT_TRUE(CheckMetricsAddress("--metrics_address", "9420").ok());  // A bare port, as the HTTP server takes.
+  EXPECT_TRUE(CheckMetricsAddress("--metrics_address", "0.0.0.0:9420").ok());
+  EXPECT_FALSE(CheckMetricsAddress("--metrics_address", "99999").ok());
+  EXPECT_FALSE(CheckMetricsAddress("--metrics_address", "unix:/run/m.sock").ok());
   EXPECT_EQ(WithPort("127.0.0.1:0", 41234), "127.0.0.1:41234");
   EXPECT_EQ(WithPort("[::1]:0", 7), "[::1]:7");
   EXPECT_EQ(WithPort("unix:/run/k.sock", 0), "unix:/run/k.sock");

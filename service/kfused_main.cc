@@ -18,10 +18,12 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 
+#include "absl/algorithm/container.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -181,10 +183,12 @@ int main(int argc, char** argv) {
     Refuse(absl::StrCat("unexpected argument '", positional[1], "' (flags are --name=value; see --help)"));
     return 2;
   }
-  for (const auto& [flag, address] : {std::pair<const char*, std::string>{"--address", absl::GetFlag(FLAGS_address)},
-                                      {"--metrics_address", absl::GetFlag(FLAGS_metrics_address)}}) {
-    if (address.empty() && std::string(flag) == "--metrics_address") continue;  // No /metrics.
-    if (absl::Status s = kfuse::CheckListenAddress(flag, address); !s.ok()) {
+  if (absl::Status s = kfuse::CheckListenAddress("--address", absl::GetFlag(FLAGS_address)); !s.ok()) {
+    Refuse(std::string(s.message()));
+    return 2;
+  }
+  if (const std::string metrics = absl::GetFlag(FLAGS_metrics_address); !metrics.empty()) {
+    if (absl::Status s = kfuse::CheckMetricsAddress("--metrics_address", metrics); !s.ok()) {
       Refuse(std::string(s.message()));
       return 2;
     }
@@ -341,8 +345,13 @@ int main(int argc, char** argv) {
        {"signing_key", (*node)->signing_key().public_key.Hex()},
        {"signing_key_path", (*node)->signing_key_path()}});
   if (!opts.metrics_address.empty()) {
-    const std::string url =
-        absl::StrCat("http://", kfuse::WithPort(opts.metrics_address, (*node)->metrics().ListeningPort()), "/metrics");
+    // A bare port listens on every interface.
+    const bool bare = absl::c_all_of(opts.metrics_address, absl::ascii_isdigit);
+    const std::string url = absl::StrCat(
+        "http://",
+        kfuse::WithPort(bare ? "0.0.0.0:" + opts.metrics_address : opts.metrics_address,
+                        (*node)->metrics().ListeningPort()),
+        "/metrics");
     Say(info, "serving", absl::StrCat("metrics on ", url), {{"metrics", url}});
   }
   if ((*node)->fleet() != nullptr) {

@@ -323,6 +323,18 @@ std::optional<std::string> Pipeline::ReadOrMiss(absl::StatusOr<std::optional<std
   return std::nullopt;
 }
 
+std::optional<v1::CompileResponse> Pipeline::LookupOrMiss(const Prepared& p, bool counted) const {
+  absl::StatusOr<std::optional<v1::CompileResponse>> hit = Lookup(p, /*honour_force=*/true, counted);
+  if (hit.ok()) return *std::move(hit);
+  // As ReadOrMiss; a request's second look (not counted) was logged by its first.
+  if (counted) {
+    metrics().StoreError("get");
+    LogEvent(LogLevel::kWarning, "store_read_failed",
+             {{"request_id", p.request.request_id()}, {"key", p.key.ArtifactKey()}, {"error", hit.status().ToString()}});
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepared& p,
                                                                     bool honour_force,
                                                                     bool counted) const {
@@ -344,7 +356,7 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
         return Answer(p, *hot);
       }
     }
-    std::optional<std::string> blob = ReadOrMiss(deps_.store->GetArtifact(candidate), p, key);
+    KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetArtifact(candidate));
     if (!blob) continue;
     storage::v1::Artifact artifact;
     if (!artifact.ParseFromString(*blob)) continue;  // sha256 matched: a schema bug.

@@ -100,6 +100,10 @@ class Pipeline {
   absl::StatusOr<std::optional<v1::CompileResponse>> Lookup(const Prepared& p,
                                                             bool honour_force = true,
                                                             bool counted = true) const;
+  // Lookup for a caller that builds on a miss: a store that cannot be read
+  // is a miss (counted and logged as store_read_failed when `counted`), not
+  // the request's error. The Lookup RPC, which builds nothing, calls Lookup.
+  std::optional<v1::CompileResponse> LookupOrMiss(const Prepared& p, bool counted = true) const;
   // Partition, generate, compile, tune, store. Reuses a stored decision when
   // only the toolchain or the generator (not its variant schema) changed:
   // recompiles, does not retune. With a fleet tier: first looks there (a

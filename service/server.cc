@@ -336,13 +336,11 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerConte
     }
     return r;
   };
-  absl::StatusOr<std::optional<v1::CompileResponse>> hit =
-      pipeline_->Lookup(*now, /*honour_force=*/true, /*counted=*/false);
-  if (!hit.ok()) return Answer(ctx, hit.status());
+  std::optional<v1::CompileResponse> hit = pipeline_->LookupOrMiss(*now, /*counted=*/false);
   std::shared_ptr<WaitingUnary> reactor;
   auto mine = std::make_shared<const Prepared>(*std::move(now));
   bool rejected = false, joined = false;
-  if (!hit->has_value()) {
+  if (!hit.has_value()) {
     reactor = (new WaitingUnary(&jobs_, resp))->Start();
     JobTable::Ticket t = StartJob(
         *mine,
@@ -366,7 +364,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerConte
     if (!joined) options_.metrics->BackgroundTune();
   }
   if (reactor != nullptr) return reactor.get();
-  *resp = *mark(std::move(**hit));
+  *resp = *mark(*std::move(hit));
   Sign(resp);
   resp->set_request_id(p.request.request_id());
   return Answer(ctx, absl::OkStatus());
@@ -408,10 +406,9 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
   const uint64_t generation = answers_.generation();
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) return Answer(ctx, p.status());
-  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
-  if (!hit.ok()) return Answer(ctx, hit.status());
-  if (hit->has_value()) {
-    *resp = std::move(**hit);
+  std::optional<v1::CompileResponse> hit = pipeline_->LookupOrMiss(*p);
+  if (hit.has_value()) {
+    *resp = std::move(*hit);
     Sign(resp);
     if (!answer_key.empty()) {
       answers_.Put(answer_key, std::make_shared<const v1::CompileResponse>(*resp), generation);
@@ -450,9 +447,9 @@ grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::Callba
     stream->Complete(p.status());
     return stream.get();
   }
-  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
-  if (!hit.ok() || hit->has_value()) {
-    stream->Complete(hit.ok() ? Signed(JobTable::Result(std::move(**hit))) : JobTable::Result(hit.status()));
+  std::optional<v1::CompileResponse> hit = pipeline_->LookupOrMiss(*p);
+  if (hit.has_value()) {
+    stream->Complete(Signed(JobTable::Result(*std::move(hit))));
     return stream.get();
   }
   bool rejected = false, joined = false;
