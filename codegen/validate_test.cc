@@ -357,7 +357,8 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(c.AddOp(OpKind::kNe, {x, c.AddConstant(2147483648.0)}));
        },
        absl::StatusCode::kInvalidArgument,
-       "op 1 (ne): args[1]: 2147483648 is a whole number outside i32, and the op computes in i32"},
+       "op 1 (ne): args[1]: 2147483648 is a whole number outside i32, so the op would compute in i32, which cannot "
+       "hold it"},
       {"a whole number past i32 in an integer where",
        [&](Chain& c) {
          int cond = in(c, DType::kBool, S({2}));
@@ -370,7 +371,9 @@ TEST(ValidateTest, RejectsBadChains) {
          int x = in(c, DType::kBool, S({2}));
          c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddConstant(-2147483649.0)}));
        },
-       absl::StatusCode::kInvalidArgument, "args[1]: -2147483649 is a whole number outside i32, and the op computes in bool"},
+       absl::StatusCode::kInvalidArgument,
+       "args[1]: -2147483649 is a whole number outside i32, so the op would compute in i64 (an integer scalar beside "
+       "bool"},
       {"a scalar past f32",
        [&](Chain& c) {
          int x = in(c, DType::kF32, S({2}));

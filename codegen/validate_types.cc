@@ -177,11 +177,15 @@ absl::Status CheckWideWholeScalars(const Chain& c, int32_t id, const std::vector
   for (size_t i = 0; i < operands.size(); ++i) {
     const Node& k = c.nodes[operands[i]];
     if (!k.wide_whole.has_value()) continue;
+    // PyTorch keeps it an integer: beside i32 the op computes in i32, which
+    // cannot hold it; beside bool (or alone) in i64, which kfuse's
+    // element-wise kernels do not compute in.
+    const std::string where = rest == DType::kI32 ? "in i32, which cannot hold it"
+                                                  : "in i64 (an integer scalar beside bool or other scalars), which "
+                                                    "element-wise kernels do not compute in";
     return Bad(c, id, absl::StrCat("args[", first_arg + i, "]"),
-               absl::StrCat(absl::StrFormat("%.17g", *k.wide_whole), " is a whole number outside i32, and the op computes in ",
-                            rest == DType::kInvalid ? std::string("integers")
-                                                    : std::string(DTypeName(rest)),
-                            " (as PyTorch, which cannot fit it); give it a float value or dtype"));
+               absl::StrCat(absl::StrFormat("%.17g", *k.wide_whole), " is a whole number outside i32, so the op ",
+                            "would compute ", where, "; give it a float value (weak_float) or a dtype"));
   }
   return absl::OkStatus();
 }
