@@ -151,11 +151,15 @@ absl::Status CheckOwnFile(Db& db, const std::string& path) {
 }
 
 bool LooksLikeKfuseStore(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string head(64 << 10, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in.gcount()));
-  return head.find(kSchemaMarker) != std::string::npos;
+  // The schema of a store not yet checkpointed is in its write-ahead log.
+  for (const std::string& file : {path, path + "-wal"}) {
+    std::ifstream in(file, std::ios::binary);
+    std::string head(64 << 10, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    if (head.find(kSchemaMarker) != std::string::npos) return true;
+  }
+  return false;
 }
 
 absl::Status ConfigureWriter(Db& db) {

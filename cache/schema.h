@@ -26,7 +26,8 @@ int SchemaVersion();
 absl::Status CheckOwnFile(Db& db, const std::string& path);
 
 // Whether the file at `path`, which SQLite finds damaged, was a kfuse store:
-// its first pages still hold the schema kfuse writes. Only such a file is
+// its first pages (or its write-ahead log's) still hold the schema kfuse
+// writes. Only such a file is
 // moved aside; any other is not kfuse's to move.
 bool LooksLikeKfuseStore(const std::string& path);
 
