@@ -173,7 +173,8 @@ class Client:
                           pb.ListKernelsRequest(key_prefix=prefix, limit=limit), timeout)
 
     def delete(self, keys=(), all=False, timeout=None):  # noqa: A002 (proto field)
-        """Deletes stored kernels; returns how many."""
+        """Deletes stored kernels, each with the tuning decision it was built
+        from; returns how many store entries went."""
         return self._call(self._stub.DeleteKernels,
                           pb.DeleteKernelsRequest(keys=list(keys), all=all), timeout).deleted
 

@@ -29,7 +29,7 @@ def test_lookup_list_delete(client):
     key = client.compile(chain).plan.key
     assert client.lookup(chain).plan.key == key
     assert any(k.key == key for k in client.list(prefix=key[:8]).kernels)
-    assert client.delete([key]) == 1
+    assert client.delete([key]) == 2  # The kernel and the decision it was built from.
     assert client.lookup(chain) is None
 
 
