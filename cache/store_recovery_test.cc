@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -160,11 +161,38 @@ TEST(StoreRecoveryTest, CorruptFileIsMovedAsideAndServingContinues) {
   }
 }
 
+// Runs `body` in a child process (a file size limit is process-wide) and
+// returns the child's exit status: 0, or the step `body` failed at (Step).
+// `body` gets `limit(bytes)`: no file may grow past `bytes` from then on, as
+// on a full disk; -1 lifts it.
+int InChild(const std::function<void(const std::function<void(int64_t)>& limit)>& body) {
+  const pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);  // A write past the limit fails with EFBIG instead.
+    rlimit initial;
+    getrlimit(RLIMIT_FSIZE, &initial);
+    body([&](int64_t bytes) {
+      const rlimit now{bytes < 0 ? initial.rlim_cur : static_cast<rlim_t>(bytes), initial.rlim_max};
+      setrlimit(RLIMIT_FSIZE, &now);
+    });
+    _exit(0);
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+// In such a child: reports step `n` failed (with `s`) and exits with it.
+[[noreturn]] void Step(int n, const absl::Status& s) {
+  std::fprintf(stderr, "step %d: %s\n", n, s.ToString().c_str());
+  _exit(n);
+}
+
 // A corrupt file found while serving is moved aside; when the fresh one
 // cannot be made (here: no file may grow, as on a full disk), the store
 // answers Unavailable and tries again once a second, so it serves again as
-// soon as it can without a restart. In a child process: the file size
-// limit is process-wide.
+// soon as it can without a restart.
 TEST(StoreRecoveryTest, AStoreThatCouldNotBeRecreatedIsTriedAgain) {
   const std::string path = FreshDbPath("recreate");
   CacheKey big = TestKey("big");
@@ -172,79 +200,50 @@ TEST(StoreRecoveryTest, AStoreThatCouldNotBeRecreatedIsTriedAgain) {
     auto store = OpenOrDie({.path = path});
     ASSERT_TRUE(store->PutArtifact(big, TestBlob("big", 200000), TestMeta()).ok());
   }
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto fail = [](int code, const absl::Status& s) {
-      std::fprintf(stderr, "step %d: %s\n", code, s.ToString().c_str());
-      _exit(code);
-    };
+  const int failed = InChild([&](const std::function<void(int64_t)>& limit) {
     auto store = Store::Open({.path = path});
-    if (!store.ok()) fail(10, store.status());
+    if (!store.ok()) Step(10, store.status());
     Scribble(path, 8192, -4096);  // Read only now: the open touched the roots alone.
-    std::signal(SIGXFSZ, SIG_IGN);
-    rlimit limit;
-    getrlimit(RLIMIT_FSIZE, &limit);
-    const rlimit none{0, limit.rlim_max};
-    setrlimit(RLIMIT_FSIZE, &none);
+    limit(0);
     auto got = (*store)->GetArtifact(big);
-    if (got.ok() || !absl::IsUnavailable(got.status())) fail(11, got.status());
-    if (CorruptAside(path).size() != 1u) fail(12, absl::OkStatus());
+    if (got.ok() || !absl::IsUnavailable(got.status())) Step(11, got.status());
+    if (CorruptAside(path).size() != 1u) Step(12, absl::OkStatus());
     // Still refused within the second, without another try.
     absl::Status put = (*store)->PutArtifact(big, "fresh", TestMeta());
-    if (!absl::IsUnavailable(put)) fail(13, put);
-    setrlimit(RLIMIT_FSIZE, &limit);
+    if (!absl::IsUnavailable(put)) Step(13, put);
+    limit(-1);
     absl::SleepFor(absl::Milliseconds(1100));
     put = (*store)->PutArtifact(big, "fresh", TestMeta());
-    if (!put.ok()) fail(14, put);
+    if (!put.ok()) Step(14, put);
     got = (*store)->GetArtifact(big);
-    if (!got.ok() || !got->has_value() || **got != "fresh") fail(15, got.status());
-    if (absl::Status s = (*store)->IntegrityCheck(); !s.ok()) fail(16, s);
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's stderr says which step";
+    if (!got.ok() || !got->has_value() || **got != "fresh") Step(15, got.status());
+    if (absl::Status s = (*store)->IntegrityCheck(); !s.ok()) Step(16, s);
+  });
+  EXPECT_EQ(failed, 0) << "the child's stderr says which step";
 }
 
-// A disk with no room left (here: no file may grow): Puts fail, hits are
-// served, and once there is room Puts succeed again without a reopen. In a
-// child process: the file size limit is process-wide.
+// A disk with no room left (here: no file may grow past its size): Puts
+// fail, hits are served, and once there is room Puts succeed again without
+// a reopen.
 TEST(StoreRecoveryTest, PutsFailOnAFullDiskAndSucceedOnceThereIsRoom) {
   const std::string path = FreshDbPath("full-disk");
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto fail = [](int code, const absl::Status& s) {
-      std::fprintf(stderr, "step %d: %s\n", code, s.ToString().c_str());
-      _exit(code);
-    };
+  const int failed = InChild([&](const std::function<void(int64_t)>& limit) {
     auto store = Store::Open({.path = path});
-    if (!store.ok()) fail(10, store.status());
-    if (absl::Status s = (*store)->PutArtifact(TestKey("small"), "small", TestMeta()); !s.ok()) fail(11, s);
-    std::signal(SIGXFSZ, SIG_IGN);
-    rlimit limit;
-    getrlimit(RLIMIT_FSIZE, &limit);
+    if (!store.ok()) Step(10, store.status());
+    if (absl::Status s = (*store)->PutArtifact(TestKey("small"), "small", TestMeta()); !s.ok()) Step(11, s);
     struct stat db, wal;
-    const rlimit full{static_cast<rlim_t>(std::max(::stat(path.c_str(), &db) == 0 ? db.st_size : 0,
-                                                   ::stat((path + "-wal").c_str(), &wal) == 0 ? wal.st_size : 0)),
-                      limit.rlim_max};
-    setrlimit(RLIMIT_FSIZE, &full);
+    limit(std::max<int64_t>(::stat(path.c_str(), &db) == 0 ? db.st_size : 0,
+                            ::stat((path + "-wal").c_str(), &wal) == 0 ? wal.st_size : 0));
     absl::Status put = (*store)->PutArtifact(TestKey("big"), TestBlob("big", 1 << 20), TestMeta());
-    if (put.ok()) fail(12, put);
+    if (put.ok()) Step(12, put);
     auto hit = (*store)->GetArtifact(TestKey("small"));
-    if (!hit.ok() || !hit->has_value()) fail(13, hit.status());
-    setrlimit(RLIMIT_FSIZE, &limit);
+    if (!hit.ok() || !hit->has_value()) Step(13, hit.status());
+    limit(-1);
     put = (*store)->PutArtifact(TestKey("big"), TestBlob("big", 1 << 20), TestMeta());
-    if (!put.ok()) fail(14, put);
-    if (absl::Status s = (*store)->IntegrityCheck(); !s.ok()) fail(15, s);
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's stderr says which step";
+    if (!put.ok()) Step(14, put);
+    if (absl::Status s = (*store)->IntegrityCheck(); !s.ok()) Step(15, s);
+  });
+  EXPECT_EQ(failed, 0) << "the child's stderr says which step";
 }
 
 // Two processes on one file (two Store objects here): the first to find it
