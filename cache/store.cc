@@ -193,8 +193,9 @@ void Store::FollowReplacedFile() {
   CloseFile();
   absl::Status st = OpenFile();
   ++generation_;
+  lost_ = st;  // OK: open again, whatever failed before.
   if (!st.ok()) {
-    lost_ = st;
+    CloseFile();
     reopen_at_ = absl::Now() + absl::Seconds(1);
   }
   LogEvent(st.ok() ? LogLevel::kInfo : LogLevel::kWarning, "store_reopened",
