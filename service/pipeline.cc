@@ -312,26 +312,19 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   return p;
 }
 
-std::optional<std::string> Pipeline::ReadOrMiss(absl::StatusOr<std::optional<std::string>> read, const Prepared& p,
-                                                const std::string& key) const {
-  if (read.ok()) return *std::move(read);
+void Pipeline::NoteReadFailure(const Prepared& p, const std::string& key, const absl::Status& why) const {
   // A store that cannot be read (locked by another process past its busy
   // timeout, being re-created) costs a build, not the request.
   metrics().StoreError("get");
   LogEvent(LogLevel::kWarning, "store_read_failed",
-           {{"request_id", p.request.request_id()}, {"key", key}, {"error", read.status().ToString()}});
-  return std::nullopt;
+           {{"request_id", p.request.request_id()}, {"key", key}, {"error", why.ToString()}});
 }
 
 std::optional<v1::CompileResponse> Pipeline::LookupOrMiss(const Prepared& p, bool counted) const {
   absl::StatusOr<std::optional<v1::CompileResponse>> hit = Lookup(p, /*honour_force=*/true, counted);
   if (hit.ok()) return *std::move(hit);
-  // As ReadOrMiss; a request's second look (not counted) was logged by its first.
-  if (counted) {
-    metrics().StoreError("get");
-    LogEvent(LogLevel::kWarning, "store_read_failed",
-             {{"request_id", p.request.request_id()}, {"key", p.key.ArtifactKey()}, {"error", hit.status().ToString()}});
-  }
+  // A request's second look (not counted) was logged by its first.
+  if (counted) NoteReadFailure(p, p.key.ArtifactKey(), hit.status());
   return std::nullopt;
 }
 
@@ -502,8 +495,9 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       }
       return d;
     };
-    std::optional<std::string> blob =
-        ReadOrMiss(deps_.store->GetDecision(p.decision_key), p, p.decision_key.DecisionKey());
+    absl::StatusOr<std::optional<std::string>> read = deps_.store->GetDecision(p.decision_key);
+    if (!read.ok()) NoteReadFailure(p, p.decision_key.DecisionKey(), read.status());
+    const std::optional<std::string> blob = read.ok() ? *std::move(read) : std::nullopt;
     if (blob) decision = usable(*blob);
     if (!blob && deps_.fleet != nullptr) {
       // Tuned by another node for another toolchain or generator version.

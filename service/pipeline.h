@@ -123,10 +123,9 @@ class Pipeline {
   const PipelineOptions& options() const { return options_; }
 
  private:
-  // A local store read's blob, or nullopt: a miss, or a read that failed
-  // (counted and logged as store_read_failed; the request builds instead).
-  std::optional<std::string> ReadOrMiss(absl::StatusOr<std::optional<std::string>> read, const Prepared& p,
-                                        const std::string& key) const;
+  // A local store read of `key` that failed, for a caller that goes on as
+  // on a miss: counted and logged as store_read_failed.
+  void NoteReadFailure(const Prepared& p, const std::string& key, const absl::Status& why) const;
   // A hit's answer: the stored plan with this request's names.
   v1::CompileResponse Answer(const Prepared& p, const v1::CompileResponse& stored) const;
   // A verified fleet artifact for this request, copied into the local store
