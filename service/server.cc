@@ -27,6 +27,9 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 namespace {
 
+// Threads for store administration: explain, delete, import.
+constexpr int kAdminThreads = 2;
+
 // What a caller leaving does to its job (JobTable::Leave): the last waiter
 // of a job not asked for as background work cancels it.
 constexpr char kJobAfterLeaving[] = "the job stops unless another caller waits for it";
@@ -180,7 +183,8 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, const absl::S
 KernelServiceImpl::KernelServiceImpl(Pipeline* pipeline, ServiceOptions options)
     : pipeline_(pipeline), options_(std::move(options)),
       pool_(std::make_unique<ThreadPool>(options_.job_threads)),
-      background_pool_(std::make_unique<ThreadPool>(options_.job_threads)) {
+      background_pool_(std::make_unique<ThreadPool>(options_.job_threads)),
+      admin_pool_(std::make_unique<ThreadPool>(kAdminThreads)) {
   if (options_.metrics == nullptr) options_.metrics = &NullMetrics();
   seen_invalidations_ = pipeline_->deps().store->invalidations();
 }
@@ -232,6 +236,7 @@ JobTable::Result KernelServiceImpl::Signed(JobTable::Result r) const {
 void KernelServiceImpl::Drain() {
   pool_.reset();
   background_pool_.reset();
+  admin_pool_.reset();
 }
 
 JobTable::Result KernelServiceImpl::ForWaiter(const Prepared& p, JobTable::Result r, bool joined) const {
@@ -521,14 +526,22 @@ grpc::ServerUnaryReactor* KernelServiceImpl::DeleteKernels(grpc::CallbackServerC
                                                            v1::DeleteKernelsResponse* resp) {
   if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
   if (pipeline_->options().read_only) return Answer(ctx, absl::FailedPreconditionError("this server is read-only"));
-  Store* store = pipeline_->deps().store;
-  absl::StatusOr<int> n = req->all() ? store->DeleteAll()
-                                     : store->Delete(std::vector<std::string>(req->keys().begin(), req->keys().end()));
-  if (!n.ok()) return Answer(ctx, n.status());
-  pipeline_->ClearHot();
-  answers_.Clear();
-  resp->set_deleted(*n);
-  return Answer(ctx, absl::OkStatus());
+  // A delete waits on the store's write lock, which another process may
+  // hold: on an admin thread. `req` and `resp` live until the reactor finishes.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  admin_pool_->Submit([this, reactor, req, resp] {
+    Store* store = pipeline_->deps().store;
+    absl::StatusOr<int> n =
+        req->all() ? store->DeleteAll()
+                   : store->Delete(std::vector<std::string>(req->keys().begin(), req->keys().end()));
+    if (n.ok()) {
+      pipeline_->ClearHot();
+      answers_.Clear();
+      resp->set_deleted(*n);
+    }
+    reactor->Finish(ToGrpc(n.status()));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerContext* ctx,

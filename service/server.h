@@ -94,6 +94,9 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   grpc::ServerUnaryReactor* ColdStart(grpc::CallbackServerContext* ctx, const Prepared& p,
                                       v1::CompileResponse* resp);
 
+  // Explain's reads of the store and the fleet, on an admin thread.
+  absl::Status ExplainOn(const Prepared& p, v1::ExplainResponse* resp);
+
   // OK, or UNAUTHENTICATED when tokens are required and the call has none.
   absl::Status Authorize(grpc::CallbackServerContext* ctx) const;
   // Signs the plan in a result when a signing key is set.
@@ -113,6 +116,10 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   void DropStaleAnswers();
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<ThreadPool> background_pool_;  // Jobs asked for as background work.
+  // Store administration that may wait on a lock, an fsync or the fleet's
+  // database (explain, delete, import): off the callback threads, and never
+  // queued behind tuning jobs.
+  std::unique_ptr<ThreadPool> admin_pool_;
   // Signed answers to requests seen before, by a digest of the request's
   // bytes: a repeated request skips translation, keying and signing. Cleared when a
   // job finishes or entries are deleted, so it never outlives what the

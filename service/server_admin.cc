@@ -267,20 +267,27 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Explain(grpc::CallbackServerContext
   if (absl::Status a = Authorize(ctx); !a.ok()) return Reply(ctx, a);
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) return Reply(ctx, p.status());
+  // The store's reads and the fleet's probe (a round trip to its database)
+  // run on an admin thread, never on a gRPC callback thread.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  admin_pool_->Submit(
+      [this, reactor, resp, p = *std::move(p)] { reactor->Finish(ToGrpc(ExplainOn(p, resp))); });
+  return reactor;
+}
+
+absl::Status KernelServiceImpl::ExplainOn(const Prepared& p, v1::ExplainResponse* resp) {
   Store& store = *pipeline_->deps().store;
-  absl::StatusOr<Explanation> ex = store.Explain(p->key, p->decision_key);
-  if (!ex.ok()) return Reply(ctx, ex.status());
+  KFUSE_ASSIGN_OR_RETURN(const Explanation ex, store.Explain(p.key, p.decision_key));
   CacheKey nearest;
-  if (!ex->nearest_key.empty()) {
-    absl::StatusOr<std::vector<EntrySummary>> n = store.List(ex->nearest_key, 1);
-    if (!n.ok()) return Reply(ctx, n.status());
-    if (!n->empty()) nearest = (*n)[0].parts;  // A decision's toolchain is empty.
+  if (!ex.nearest_key.empty()) {
+    KFUSE_ASSIGN_OR_RETURN(std::vector<EntrySummary> n, store.List(ex.nearest_key, 1));
+    if (!n.empty()) nearest = n[0].parts;  // A decision's toolchain is empty.
   }
-  resp->set_key(p->key.ArtifactKey());
-  resp->set_found(ex->found_exact);
-  resp->set_nearest_key(ex->nearest_key);
-  for (const std::string& d : ex->differing_parts) resp->add_differing_parts(d);
-  const auto mine = p->key.Parts();
+  resp->set_key(p.key.ArtifactKey());
+  resp->set_found(ex.found_exact);
+  resp->set_nearest_key(ex.nearest_key);
+  for (const std::string& d : ex.differing_parts) resp->add_differing_parts(d);
+  const auto mine = p.key.Parts();
   const auto theirs = nearest.Parts();
   for (size_t i = 0; i < mine.size(); ++i) {
     v1::KeyPart* part = resp->add_parts();
@@ -289,18 +296,18 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Explain(grpc::CallbackServerContext
     part->set_nearest_value(theirs[i].second);
   }
   // What a miss costs here: the store cannot tell whether this server tunes.
-  std::string text = ex->text;
+  std::string text = ex.text;
   if (pipeline_->options().read_only) {
-    if (!ex->found_exact) absl::StrAppend(&text, "\nthis server is read-only: a miss is refused, not built");
-  } else if (!ex->found_exact && !ex->nearest_key.empty() && !ex->decision_stored) {
-    absl::StrAppend(&text, p->can_tune && p->mode != TuneMode::kHeuristic
+    if (!ex.found_exact) absl::StrAppend(&text, "\nthis server is read-only: a miss is refused, not built");
+  } else if (!ex.found_exact && !ex.nearest_key.empty() && !ex.decision_stored) {
+    absl::StrAppend(&text, p.can_tune && p.mode != TuneMode::kHeuristic
                                ? ": a miss means tuning"
                                : ": this server does not tune it, so a miss compiles the heuristic variant");
   }
   resp->set_text(text);
   FleetTier* fleet = pipeline_->deps().fleet;
-  resp->set_fleet(fleet == nullptr ? "off" : fleet->Probe(p->key));
-  return Reply(ctx, absl::OkStatus());
+  resp->set_fleet(fleet == nullptr ? "off" : fleet->Probe(p.key));
+  return absl::OkStatus();
 }
 
 grpc::ServerWriteReactor<v1::StoreEntry>* KernelServiceImpl::ExportKernels(
@@ -348,11 +355,11 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
       accepted.push_back(&e);
     }
   }
-  // Each Put is an fsynced transaction: the writes run on a job thread, so a
-  // large import never holds a gRPC callback thread. `req` and `resp` live
-  // until the reactor finishes.
+  // Each Put is an fsynced transaction: the writes run on an admin thread,
+  // so a large import never holds a gRPC callback thread nor waits behind
+  // tuning jobs. `req` and `resp` live until the reactor finishes.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  pool_->Submit([this, reactor, resp, accepted = std::move(accepted)] {
+  admin_pool_->Submit([this, reactor, resp, accepted = std::move(accepted)] {
     Store& store = *pipeline_->deps().store;
     uint32_t imported = 0, present = 0;
     for (const v1::StoreEntry* e : accepted) {

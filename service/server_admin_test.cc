@@ -6,11 +6,15 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
+#include <sqlite3.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "cache/store_entry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -56,7 +60,8 @@ struct NodeConfig {
 class Node {
  public:
   explicit Node(const NodeConfig& c) {
-    store = *Store::Open({.path = TestStorePath("_" + c.name)});
+    store_path = TestStorePath("_" + c.name);
+    store = *Store::Open({.path = store_path});
     PipelineDeps deps;
     deps.compiler = &compiler;
     deps.store = store.get();
@@ -117,6 +122,7 @@ class Node {
     return out;
   }
 
+  std::string store_path;
   FakeCompiler compiler;
   std::unique_ptr<Metrics> metrics;
   std::unique_ptr<Store> store;
@@ -482,6 +488,48 @@ TEST(ServerAdminTest, EveryAdminRpcNeedsTheToken) {
   EXPECT_EQ(a.Export(All(), &out).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   v1::ImportKernelsResponse imported;
   EXPECT_EQ(a.Import({}, &imported).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+
+// Deletes wait on the store's write lock, which another process may hold for
+// seconds; they wait on admin threads, so hits are still answered meanwhile.
+TEST(ServerAdminTest, DeletesWaitingOnAnotherProcesssLockDoNotHoldUpHits) {
+  Node a({.name = "admin_locked"});
+  const v1::CompileResponse first = a.Compile(Relu(2.0));
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(a.store_path.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  constexpr int kDeletes = 16;
+  std::vector<std::thread> deletes;
+  std::atomic<int> deleted_ok{0};
+  for (int i = 0; i < kDeletes; ++i) {
+    deletes.emplace_back([&] {
+      v1::DeleteKernelsRequest req;
+      req.add_keys(first.plan().key());  // The first to get the lock deletes it.
+      v1::DeleteKernelsResponse resp;
+      if (a.stub->DeleteKernels(a.Ctx().get(), req, &resp).ok()) ++deleted_ok;
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> hits;
+  std::atomic<int> hits_ok{0};
+  for (int i = 0; i < 4; ++i) {
+    hits.emplace_back([&] {
+      v1::CompileResponse resp;
+      if (a.stub->Compile(a.Ctx().get(), Relu(2.0), &resp).ok() && resp.plan().key() == first.plan().key()) {
+        ++hits_ok;
+      }
+    });
+  }
+  for (std::thread& t : hits) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  for (std::thread& t : deletes) t.join();
+  EXPECT_EQ(hits_ok.load(), 4);
+  EXPECT_LT(seconds, 2.0);  // Deletes on the callback threads starved the hits for their 20 s deadline.
+  EXPECT_EQ(deleted_ok.load(), kDeletes);  // Once the lock is let go.
 }
 
 }  // namespace
