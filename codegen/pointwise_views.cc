@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/validate_internal.h"
 #include "core/status.h"
 
 namespace kfuse::pointwise_internal {
@@ -107,15 +108,6 @@ std::string StridesKey(const std::vector<Mono>& st) {
   return k;
 }
 
-// "[4,N]" with symbol names (client text: for messages only).
-std::string ShapeText(const Chain& c, const std::vector<Dim>& dims) {
-  std::vector<std::string> parts;
-  for (const Dim& d : dims) {
-    parts.push_back(d.is_static() ? absl::StrCat(d.size) : c.symbols[d.symbol].name);
-  }
-  return absl::StrCat("[", absl::StrJoin(parts, ","), "]");
-}
-
 bool HasZero(const std::vector<Dim>& dims) {
   return std::any_of(dims.begin(), dims.end(), [](const Dim& d) { return d == Dim::Static(0); });
 }
@@ -157,7 +149,8 @@ absl::Status ApplyReshape(const Chain& c, const Step& s, const std::string& what
     for (size_t k = i; k + 1 < i1; ++k) {
       if (a->strides[xs[k]] != a->strides[xs[k + 1]] * Mono::Of(s.from[xs[k + 1]])) {
         return absl::UnimplementedError(absl::StrCat(
-            OpLabel(c, s.node), ": reshape ", ShapeText(c, s.from), " to ", ShapeText(c, s.to),
+            OpLabel(c, s.node), ": reshape ", validate_internal::ShapeString(c, s.from), " to ",
+            validate_internal::ShapeString(c, s.to),
             " is not a view of ", what, ": it merges dims ", xs[k], " and ", xs[k + 1],
             ", which are not evenly spaced there (a permute, slice, expand or concat before the "
             "reshape); only reshapes that merge or split evenly spaced dims are generated"));

@@ -43,7 +43,12 @@ class ColdStartTest : public ::testing::Test {
     PipelineOptions po;
     po.quick_budget_seconds = 2.0;
     pipeline_ = std::make_unique<Pipeline>(std::move(deps), po);
-    service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), ServiceOptions{});
+    Serve(ServiceOptions{});
+  }
+  void Serve(const ServiceOptions& opts) {
+    server_.reset();
+    if (service_) service_->Drain();
+    service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), opts);
     server_ = std::make_unique<LoopbackServer>(service_.get());
     stub_ = server_->stub();
   }
@@ -102,6 +107,38 @@ TEST_F(ColdStartTest, BackgroundPolicyAnswersAtOnceEvenWithTimeToWait) {
   EXPECT_EQ(first.plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
   EXPECT_THAT(first.plan().provenance().reason(), HasSubstr("asked for as background work"));
   ASSERT_TRUE(WaitForTuned(Silu(2.5)));
+}
+
+// One thread a pool, no queue: a second cold start finds the background
+// pool busy and its answer says nothing tunes, rather than that tuning goes on.
+TEST_F(ColdStartTest, AColdStartWhoseTuningIsRefusedSaysSo) {
+  Serve({.job_threads = 1, .max_queued_jobs = 0});
+  v1::CompileResponse first, second;
+  ASSERT_TRUE(Compile(Silu(5.5, /*background=*/true), &first, std::chrono::seconds(60)).ok());
+  EXPECT_TRUE(first.tuning_in_background());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // The heuristic job's thread is free again.
+  ASSERT_TRUE(Compile(Silu(6.5, /*background=*/true), &second, std::chrono::seconds(60)).ok());
+  EXPECT_FALSE(second.tuning_in_background());
+  EXPECT_EQ(second.plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  EXPECT_THAT(second.plan().provenance().reason(), HasSubstr("queue is full"));
+  ASSERT_TRUE(WaitForTuned(Silu(5.5)));
+}
+
+// A caller asking for background work that is not tuning (a heuristic
+// request) is answered by the callers' pool, not queued behind tuning.
+TEST_F(ColdStartTest, ABackgroundHeuristicRequestDoesNotWaitBehindTuning) {
+  Serve({.job_threads = 1});
+  v1::CompileResponse first;
+  ASSERT_TRUE(Compile(Silu(7.5, /*background=*/true), &first, std::chrono::seconds(60)).ok());
+  ASSERT_TRUE(first.tuning_in_background());  // The background thread tunes for 1.5 s.
+  v1::CompileRequest heuristic = Silu(8.5, /*background=*/true);
+  heuristic.mutable_policy()->set_mode(v1::TuningPolicy::MODE_HEURISTIC);
+  v1::CompileResponse r;
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(Compile(heuristic, &r, std::chrono::seconds(60)).ok());
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 1.0);
+  EXPECT_EQ(r.plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  ASSERT_TRUE(WaitForTuned(Silu(7.5)));
 }
 
 TEST_F(ColdStartTest, ACallerWithTimeWaitsForTheTunedKernel) {

@@ -4,7 +4,7 @@
 
 namespace kfuse {
 
-JobTable::Ticket JobTable::Join(const std::string& key, bool background, DoneFn done,
+JobTable::Ticket JobTable::Join(const std::string& key, bool background, bool background_pool, DoneFn done,
                                 ProgressFn progress, bool* started) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<Job>& job = jobs_[key];
@@ -12,6 +12,7 @@ JobTable::Ticket JobTable::Join(const std::string& key, bool background, DoneFn 
   if (*started) {
     job = std::make_shared<Job>();
     job->key = key;
+    job->background_pool = background_pool;
   }
   job->background |= background;
   int id = job->next_waiter++;
@@ -45,6 +46,13 @@ int JobTable::CancelAll() {
   absl::MutexLock lock(&mu_);
   for (auto& [key, job] : jobs_) job->cancel = true;
   return static_cast<int>(jobs_.size());
+}
+
+int JobTable::Waiting(bool background_pool) const {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const auto& [key, job] : jobs_) n += !job->started.load() && job->background_pool == background_pool;
+  return n;
 }
 
 void JobTable::Progress(const std::shared_ptr<Job>& job, const v1::TuneProgress& msg) {

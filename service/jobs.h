@@ -4,7 +4,7 @@
 // background work.
 //
 //   bool started;
-//   JobTable::Ticket t = jobs.Join(key, background, on_done, on_progress, &started);
+//   JobTable::Ticket t = jobs.Join(key, background, false, on_done, on_progress, &started);
 //   if (started) pool.Submit([&] { jobs.Finish(t.job, Run(t.job->cancel)); });
 //   ...
 //   jobs.Leave(t);   // the caller's deadline passed
@@ -34,7 +34,11 @@ class JobTable {
   struct Job {
     std::string key;
     std::atomic<bool> cancel{false};
+    // Set when a thread takes the job up; until then it waits in its pool's
+    // queue.
+    std::atomic<bool> started{false};
     bool background = false;  // Guarded by the table's mutex.
+    bool background_pool = false;  // Which pool runs it; set when it starts.
     std::map<int, std::pair<DoneFn, ProgressFn>> waiters;  // Guarded likewise; 0 started it.
     int next_waiter = 0;
   };
@@ -44,8 +48,11 @@ class JobTable {
   };
 
   // Joins the job for `key`, starting one if none runs (*started is then
-  // true and the caller must run it and call Finish).
-  Ticket Join(const std::string& key, bool background, DoneFn done, ProgressFn progress, bool* started);
+  // true and the caller must run it, on the background pool if
+  // `background_pool`, and call Finish). `background`: the job goes on when
+  // every waiter left.
+  Ticket Join(const std::string& key, bool background, bool background_pool, DoneFn done, ProgressFn progress,
+              bool* started);
   // Joins the job for `key` if one runs; a ticket without a job otherwise.
   Ticket JoinExisting(const std::string& key, bool background, DoneFn done, ProgressFn progress);
   // The waiter stops waiting; its callbacks will not be called. A job left
@@ -59,6 +66,10 @@ class JobTable {
   // Sets every job's cancel flag, background work's too (shutdown); the
   // number of jobs in the table.
   int CancelAll();
+  // Jobs in the table that wait for a thread of the background pool (or the
+  // other): those somebody still waits for, or background work. A job every
+  // caller left has left the table, so it no longer takes a queue place.
+  int Waiting(bool background_pool) const;
 
 
  private:

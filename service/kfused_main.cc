@@ -223,6 +223,10 @@ int main(int argc, char** argv) {
     tokens = std::move(*t);
   }
 
+  // An ignored SIGCHLD is inherited across exec (a supervisor may leave it
+  // so); the kernel would then reap the GPU workers itself, and a worker's
+  // exit status could not be read.
+  signal(SIGCHLD, SIG_DFL);
   // Signals are taken by sigwait below, never by a handler on a random thread.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

@@ -252,10 +252,27 @@ absl::Status CheckPolicy(const v1::TuningPolicy& policy) {
   return absl::OkStatus();
 }
 
+// The request's own words reach every log line of its build; a bound keeps
+// one request from writing megabytes of log.
+constexpr size_t kMaxLoggedText = 256;
+
+absl::Status CheckLoggedText(const v1::CompileRequest& request) {
+  if (request.request_id().size() > kMaxLoggedText) {
+    return absl::InvalidArgumentError(absl::StrCat("request_id: ", request.request_id().size(),
+                                                   " bytes; at most ", kMaxLoggedText));
+  }
+  if (request.env().client().size() > kMaxLoggedText) {
+    return absl::InvalidArgumentError(absl::StrCat("env.client: ", request.env().client().size(),
+                                                   " bytes; at most ", kMaxLoggedText));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) const {
   KFUSE_RETURN_IF_ERROR(CheckPolicy(request.policy()));
+  KFUSE_RETURN_IF_ERROR(CheckLoggedText(request));
   Prepared p;
   KFUSE_ASSIGN_OR_RETURN(Chain typed, TranslateChain(request.chain()));
   p.chain = Canonicalize(typed);
@@ -409,9 +426,12 @@ std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, 
   if (!ArtifactServes(p, entry, &artifact)) return std::nullopt;
 
   // Verified by the tier; the local copy makes later requests local hits
-  // (memory serves them until it lands).
+  // (memory serves them until it lands). A delete since this lookup began
+  // (memory cleared) keeps the entry out of both: it is not brought back.
+  const uint64_t generation = hot_->generation();
   if (!options_.read_only) {
-    store_writer_->Submit([this, store = deps_.store, entry, id = p.request.request_id()] {
+    store_writer_->Submit([this, store = deps_.store, entry, id = p.request.request_id(), generation] {
+      if (hot_->generation() != generation) return;
       if (absl::Status s = PutStoreEntry(*store, entry); !s.ok()) {
         metrics().StoreError("put");
         LogEvent(LogLevel::kWarning, "store_put_failed", {{"request_id", id}, {"key", entry.key()}, {"error", s.ToString()}});
@@ -422,7 +442,7 @@ std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, 
   *stored.mutable_plan() = std::move(*artifact.mutable_plan());
   v1::CompileResponse response = Answer(p, stored);  // Sources only if asked for.
   for (v1::Kernel& k : *stored.mutable_plan()->mutable_kernels()) k.clear_source();
-  hot_->Put(key.ArtifactKey(), std::make_shared<const v1::CompileResponse>(std::move(stored)));
+  hot_->Put(key.ArtifactKey(), std::make_shared<const v1::CompileResponse>(std::move(stored)), generation);
   response.set_cache(v1::CACHE_OUTCOME_FLEET_HIT);
   LogEvent(LogLevel::kInfo, "fleet_hit",
            {{"request_id", p.request.request_id()}, {"key", entry.key()}, {"from_node", entry.node()}});
@@ -682,6 +702,10 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   const std::string artifact_blob = artifact.SerializeAsString();
   EntryMeta artifact_meta = meta;
   artifact_meta.decision_key = p.decision_key.DecisionKey();
+  // Memory takes the plan only if nothing was deleted after the store took
+  // it, so a delete racing the build cannot leave memory serving a plan the
+  // store no longer has.
+  const uint64_t generation = hot_->generation();
   absl::Status s = deps_.store->PutArtifact(p.key, artifact_blob, artifact_meta);
   if (!s.ok()) {
     metrics().StoreError("put");
@@ -711,7 +735,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   auto bare = std::make_shared<v1::CompileResponse>(response);
   for (v1::Kernel& k : *bare->mutable_plan()->mutable_kernels()) k.clear_source();
   if (!p.request.include_source()) response = *bare;
-  hot_->Put(p.key.ArtifactKey(), std::move(bare));
+  hot_->Put(p.key.ArtifactKey(), std::move(bare), generation);
   ApplyRequestNames(p, response.mutable_plan());
   response.set_cache(v1::CACHE_OUTCOME_MISS);
   response.set_request_id(p.request.request_id());

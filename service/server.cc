@@ -256,35 +256,42 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
                                              bool* joined) {
   *rejected = false;
   *joined = false;
-  bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
+  const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   // Callers that differ only in names, request ids or whether they want the
   // sources share one job (one build, one fleet lease): it keeps the
-  // sources, and each waiter's answer is its own (ForWaiter).
-  std::string job_key = absl::StrCat(p.key.ArtifactKey(), wants_tuning ? "/tuned" : "/heuristic");
+  // sources, and each waiter's answer is its own (ForWaiter). A forced
+  // rebuild never joins a job that may reuse what force asks to replace.
+  const std::string job_key = absl::StrCat(p.key.ArtifactKey(), wants_tuning ? "/tuned" : "/heuristic",
+                                           p.request.policy().force() ? "/force" : "");
+  // Work asked for in the background goes on when its callers leave. Tuning
+  // so asked for has threads of its own, so a caller waiting for a heuristic
+  // answer never queues behind it; background work that is not tuning (a
+  // heuristic target) runs with the callers' jobs.
+  const bool background = p.request.policy().background();
+  const bool background_pool = background && wants_tuning;
+  ThreadPool* pool = background_pool ? background_pool_.get() : pool_.get();
   // Joining a running job costs nothing, so only a new job meets the queue
-  // limit.
-  // Background tuning has threads of its own, so a caller waiting for a
-  // heuristic answer never queues behind it.
-  ThreadPool* pool = p.request.policy().background() ? background_pool_.get() : pool_.get();
-  bool full = pool == nullptr || pool->queued() >= options_.max_queued_jobs;
+  // limit: at most max_queued_jobs jobs wait beyond the pool's idle threads.
+  // Jobs every caller left are not counted; their tasks end as they start.
+  const bool full =
+      pool == nullptr || jobs_.Waiting(background_pool) >= options_.max_queued_jobs + pool->idle();
   bool started = false;
-  JobTable::Ticket t = jobs_.JoinExisting(job_key, p.request.policy().background(), done, progress);
+  JobTable::Ticket t = jobs_.JoinExisting(job_key, background, done, progress);
   if (t.job == nullptr) {
     if (full) {
       *rejected = true;
       return {};
     }
-    t = jobs_.Join(job_key, p.request.policy().background(), std::move(done), std::move(progress),
-                   &started);
+    t = jobs_.Join(job_key, background, background_pool, std::move(done), std::move(progress), &started);
   }
   *joined = !started;
   if (started) {
     std::shared_ptr<JobTable::Job> job = t.job;
-    const bool background = pool == background_pool_.get();
     Prepared built = p;
     built.request.set_include_source(true);
-    pool->Submit([this, job, p = std::move(built), pool, background] {
-      options_.metrics->SetQueueDepth(background, pool->queued());
+    pool->Submit([this, job, p = std::move(built), background_pool] {
+      job->started = true;
+      options_.metrics->SetQueueDepth(background_pool, jobs_.Waiting(background_pool));
       // Every caller left while the job was queued: do not build.
       if (job->cancel.load()) {
         jobs_.Finish(job, absl::CancelledError("compile cancelled: no caller waits"));
@@ -305,7 +312,7 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
       jobs_.Finish(job, r);
       AddBuilding(-1);
     });
-    options_.metrics->SetQueueDepth(background, pool->queued());
+    options_.metrics->SetQueueDepth(background_pool, jobs_.Waiting(background_pool));
   }
   return t;
 }
@@ -328,15 +335,28 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerConte
   now_request.mutable_policy()->set_background(false);
   absl::StatusOr<Prepared> now = pipeline_->Prepare(now_request);
   if (!now.ok()) return Answer(ctx, now.status());
+  // The tuning job first, with nobody waiting on it: it finishes and stores.
+  // Its queue may be full; the answer then says that nothing tunes.
+  Prepared background = p;
+  background.request.mutable_policy()->set_background(true);
+  bool rejected = false, joined = false;
+  JobTable::Ticket tuning =
+      StartJob(background, [](const JobTable::Result&, bool) {}, nullptr, &rejected, &joined);
+  const bool tuning_goes_on = tuning.job != nullptr;
+  if (tuning_goes_on) {
+    jobs_.Leave(tuning);
+    if (!joined) options_.metrics->BackgroundTune();
+  }
   // The heuristic answer says why it is one (its stored provenance says
   // "policy: heuristic", which this caller did not ask for).
   const std::string why = absl::StrCat(
       p.request.policy().background() ? "asked for as background work"
                                       : "the call's deadline is shorter than tuning",
-      ": tuning goes on in the background for later requests");
-  auto mark = [why](JobTable::Result r) {
+      tuning_goes_on ? ": tuning goes on in the background for later requests"
+                     : ": the background tuning queue is full, so nothing tunes it now; ask again later");
+  auto mark = [why, tuning_goes_on](JobTable::Result r) {
     if (r.ok()) {
-      r->set_tuning_in_background(true);
+      r->set_tuning_in_background(tuning_goes_on);
       r->mutable_plan()->mutable_provenance()->set_reason(why);
     }
     return r;
@@ -344,7 +364,6 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerConte
   std::optional<v1::CompileResponse> hit = pipeline_->LookupOrMiss(*now, /*counted=*/false);
   std::shared_ptr<WaitingUnary> reactor;
   auto mine = std::make_shared<const Prepared>(*std::move(now));
-  bool rejected = false, joined = false;
   if (!hit.has_value()) {
     reactor = (new WaitingUnary(&jobs_, resp))->Start();
     JobTable::Ticket t = StartJob(
@@ -358,15 +377,6 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerConte
       return reactor.get();
     }
     reactor->Attach(std::move(t));
-  }
-  // The tuning job, with nobody waiting on it: it finishes and stores.
-  Prepared background = p;
-  background.request.mutable_policy()->set_background(true);
-  JobTable::Ticket tuning =
-      StartJob(background, [](const JobTable::Result&, bool) {}, nullptr, &rejected, &joined);
-  if (tuning.job != nullptr) {
-    jobs_.Leave(tuning);
-    if (!joined) options_.metrics->BackgroundTune();
   }
   if (reactor != nullptr) return reactor.get();
   *resp = *mark(*std::move(hit));

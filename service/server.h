@@ -26,7 +26,9 @@ namespace kfuse {
 
 struct ServiceOptions {
   int job_threads = 2;       // Compile and tuning jobs at once.
-  int max_queued_jobs = 64;  // Beyond this, new misses get RESOURCE_EXHAUSTED.
+  // Jobs that may wait beyond a pool's idle threads; beyond this, new misses
+  // get RESOURCE_EXHAUSTED.
+  int max_queued_jobs = 64;
   std::string server_version = std::string("kfused/") + kKfuseVersion;
   // When set (not owned; must outlive the service), every RPC must carry
   // "authorization: Bearer <token>" with one of these tokens, else

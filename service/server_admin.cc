@@ -359,25 +359,40 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
   // so a large import never holds a gRPC callback thread nor waits behind
   // tuning jobs. `req` and `resp` live until the reactor finishes.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  admin_pool_->Submit([this, reactor, resp, accepted = std::move(accepted)] {
+  admin_pool_->Submit([this, ctx, reactor, resp, accepted = std::move(accepted)] {
     Store& store = *pipeline_->deps().store;
     uint32_t imported = 0, present = 0;
+    absl::Status failed;
     for (const v1::StoreEntry* e : accepted) {
+      if (ctx->IsCancelled()) {  // The caller left, or the server is stopping.
+        failed = absl::CancelledError("import cancelled");
+        break;
+      }
       absl::StatusOr<bool> stored = AlreadyStored(store, *e);
       if (stored.ok() && *stored) {
         ++present;
         continue;
       }
       absl::Status s = stored.ok() ? PutStoreEntry(store, *e) : stored.status();
-      if (!s.ok()) {
+      if (absl::IsInvalidArgument(s)) {  // This entry (larger than the store's cap, say).
         resp->add_rejected(Rejection(*e, s));
         continue;
+      }
+      if (!s.ok()) {  // The store's fault, not the entry's: the import stops.
+        failed = s;
+        break;
       }
       ++imported;
     }
     if (imported > 0) {
       pipeline_->ClearHot();  // Entries may have replaced what memory holds.
       answers_.Clear();
+    }
+    if (!failed.ok()) {
+      reactor->Finish(ToGrpc(absl::Status(
+          failed.code(), absl::StrCat("import stopped after storing ", imported, " of ", accepted.size(),
+                                      " entries (importing again skips those): ", failed.message()))));
+      return;
     }
     resp->set_imported(imported);
     resp->set_already_present(present);

@@ -54,6 +54,7 @@ struct NodeConfig {
   bool read_only = false;
   std::vector<PublicKey> trusted;
   const TokenSet* tokens = nullptr;
+  int busy_timeout_ms = 5000;
 };
 
 // One kfused in process: store, pipeline, service, server, stub.
@@ -61,7 +62,7 @@ class Node {
  public:
   explicit Node(const NodeConfig& c) {
     store_path = TestStorePath("_" + c.name);
-    store = *Store::Open({.path = store_path});
+    store = *Store::Open({.path = store_path, .busy_timeout_ms = c.busy_timeout_ms});
     PipelineDeps deps;
     deps.compiler = &compiler;
     deps.store = store.get();
@@ -477,6 +478,32 @@ TEST(ServerAdminTest, ImportIsRefusedByAReadOnlyServerAndCapped) {
   s = a.Import(many, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("entries: at most 10000"));
+}
+
+// A store that cannot take entries (another process holds its write lock)
+// stops the import with the store's error, not a rejection of each entry as
+// if it were bad; importing again stores them.
+TEST(ServerAdminTest, AnImportTheStoreCannotTakeFailsWithTheStoresError) {
+  Node a({.name = "node-a", .key_seed = 1});
+  Node b({.name = "node-b", .key_seed = 1, .busy_timeout_ms = 50});
+  a.Compile(Relu(2.0));
+  std::vector<v1::StoreEntry> entries;
+  ASSERT_TRUE(a.Export(All(), &entries).ok());
+  ASSERT_EQ(entries.size(), 2u);
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(b.store_path.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  v1::ImportKernelsResponse resp;
+  grpc::Status s = b.Import(entries, &resp);
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("import stopped after storing 0 of 2 entries"));
+  EXPECT_THAT(b.Keys(), IsEmpty());
+  v1::ImportKernelsResponse again;
+  ASSERT_TRUE(b.Import(entries, &again).ok());
+  EXPECT_EQ(again.imported(), 2u);
+  EXPECT_THAT(again.rejected(), IsEmpty());
 }
 
 TEST(ServerAdminTest, EveryAdminRpcNeedsTheToken) {

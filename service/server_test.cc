@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/service_test_util.h"
@@ -39,7 +40,7 @@ v1::CompileRequest Relu(double scale, bool background = false) {
 class ServerTest : public ::testing::Test {
  protected:
   void Start(std::chrono::milliseconds delay, int max_queued = 64, bool metrics = false,
-             int64_t store_max_bytes = int64_t{1} << 30) {
+             int64_t store_max_bytes = int64_t{1} << 30, int job_threads = 2) {
     if (metrics) metrics_ = *Metrics::Create("");
     compiler_ = std::make_unique<FakeCompiler>(delay);
     StoreOptions so;
@@ -54,6 +55,7 @@ class ServerTest : public ::testing::Test {
     pipeline_ = std::make_unique<Pipeline>(std::move(deps), PipelineOptions{});
     ServiceOptions opts;
     opts.max_queued_jobs = max_queued;
+    opts.job_threads = job_threads;
     opts.metrics = metrics_.get();
     service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), opts);
     server_ = std::make_unique<service_testing::LoopbackServer>(service_.get());
@@ -384,7 +386,7 @@ TEST_F(ServerTest, AHitNamesTheReportsSizesByThisRequestsSymbols) {
   EXPECT_EQ(second.plan().kernels(0).report().sizes().at("R"), 128);
 }
 
-TEST_F(ServerTest, APolicyOrTargetOutOfRangeIsInvalidArgumentNamingTheField) {
+TEST_F(ServerTest, APolicyTargetOrLoggedTextOutOfRangeIsInvalidArgumentNamingTheField) {
   Start(std::chrono::milliseconds(0));
   struct Case {
     std::function<void(v1::CompileRequest&)> set;
@@ -400,6 +402,9 @@ TEST_F(ServerTest, APolicyOrTargetOutOfRangeIsInvalidArgumentNamingTheField) {
        "policy.budget_seconds: 1e+308 is not between 0 and 3600"},
       {[](v1::CompileRequest& r) { r.mutable_target()->set_compute_capability(4294967295u); },
        "target.compute_capability: 4294967295 is not supported"},
+      {[](v1::CompileRequest& r) { r.set_request_id(std::string(257, 'r')); }, "request_id: 257 bytes; at most 256"},
+      {[](v1::CompileRequest& r) { r.mutable_env()->set_client(std::string(1 << 20, 'c')); },
+       "env.client: 1048576 bytes; at most 256"},
   };
   for (const Case& c : cases) {
     v1::CompileRequest r = Relu(7.0);
@@ -489,10 +494,50 @@ TEST_F(ServerTest, ARowReductionChainIsOneRowKernel) {
   EXPECT_EQ(resp.plan().provenance().generator_version(), "row/14");
 }
 
-TEST_F(ServerTest, FullQueueIsResourceExhausted) {
-  Start(std::chrono::milliseconds(0), /*max_queued=*/0);
+// A forced rebuild asks for a fresh build; joining a running job that may
+// reuse the stored decision would drop what it asked for.
+TEST_F(ServerTest, AForcedRequestDoesNotJoinAnUnforcedJob) {
+  Start(std::chrono::milliseconds(800));
+  v1::CompileResponse plain_resp, forced_resp;
+  grpc::Status plain;
+  std::thread a([&] { plain = Compile(Relu(9.0), &plain_resp); });
+  absl::SleepFor(absl::Milliseconds(200));
+  v1::CompileRequest forced = Relu(9.0);
+  forced.mutable_policy()->set_force(true);
+  ASSERT_TRUE(Compile(forced, &forced_resp).ok());
+  a.join();
+  ASSERT_TRUE(plain.ok()) << plain.error_message();
+  EXPECT_EQ(plain_resp.cache(), v1::CACHE_OUTCOME_MISS);
+  EXPECT_EQ(forced_resp.cache(), v1::CACHE_OUTCOME_MISS);
+  EXPECT_EQ(compiler_->calls.load(), 2);
+}
+
+TEST_F(ServerTest, WithNoQueueAnIdleThreadStillTakesAMiss) {
+  Start(std::chrono::milliseconds(0), /*max_queued=*/0, false, int64_t{1} << 30, /*job_threads=*/1);
   v1::CompileResponse resp;
-  EXPECT_EQ(Compile(Relu(5.0), &resp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(Compile(Relu(5.0), &resp).ok());
+}
+
+// One thread, one queue place. A job whose caller left frees its place at
+// once; a job somebody waits for holds it.
+TEST_F(ServerTest, FullQueueIsResourceExhaustedAndALeftJobFreesItsPlace) {
+  Start(std::chrono::milliseconds(1500), /*max_queued=*/1, false, int64_t{1} << 30, /*job_threads=*/1);
+  v1::CompileResponse running_resp, later_resp;
+  grpc::Status running, later;
+  std::thread a([&] { running = Compile(Relu(1.0), &running_resp); });  // Takes the thread.
+  absl::SleepFor(absl::Milliseconds(200));
+  v1::CompileResponse resp;
+  // Queued, then left at its deadline.
+  EXPECT_EQ(Compile(Relu(2.0), &resp, std::chrono::milliseconds(300)).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  std::thread c([&] { later = Compile(Relu(3.0), &later_resp); });  // The place the left job had.
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(Compile(Relu(4.0), &resp, std::chrono::milliseconds(500)).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  a.join();
+  c.join();
+  EXPECT_TRUE(running.ok()) << running.error_message();
+  EXPECT_TRUE(later.ok()) << later.error_message();
 }
 
 TEST_F(ServerTest, TuneStreamsToAResultAndHeuristicPlansSayWhy) {

@@ -24,6 +24,11 @@ int ThreadPool::queued() const {
   return static_cast<int>(tasks_.size());
 }
 
+int ThreadPool::idle() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(threads_.size()) - busy_;
+}
+
 void ThreadPool::Loop() {
   for (;;) {
     std::function<void()> task;
@@ -35,8 +40,11 @@ void ThreadPool::Loop() {
       if (tasks_.empty()) return;  // Stopping and drained.
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      ++busy_;
     }
     task();
+    absl::MutexLock lock(&mu_);
+    --busy_;
   }
 }
 

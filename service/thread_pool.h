@@ -25,6 +25,8 @@ class ThreadPool {
 
   void Submit(std::function<void()> task);
   int queued() const;
+  // Threads not running a task now.
+  int idle() const;
 
  private:
   void Loop();
@@ -32,6 +34,7 @@ class ThreadPool {
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int busy_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };
 
