@@ -27,7 +27,7 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 namespace {
 
-// Threads for store administration: explain, delete, import.
+// Threads for store administration: explain, export's listing, delete, import.
 constexpr int kAdminThreads = 2;
 
 // What a caller leaving does to its job (JobTable::Leave): the last waiter

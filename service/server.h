@@ -119,8 +119,8 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<ThreadPool> background_pool_;  // Jobs asked for as background work.
   // Store administration that may wait on a lock, an fsync or the fleet's
-  // database (explain, delete, import): off the callback threads, and never
-  // queued behind tuning jobs.
+  // database (explain, export's listing, delete, import): off the callback
+  // threads, and never queued behind tuning jobs.
   std::unique_ptr<ThreadPool> admin_pool_;
   // Signed answers to requests seen before, by a digest of the request's
   // bytes: a repeated request skips translation, keying and signing. Cleared when a

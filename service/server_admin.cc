@@ -121,10 +121,12 @@ class ExportStream final : public grpc::ServerWriteReactor<v1::StoreEntry> {
   ExportStream(Store* store, const SigningKey* key, std::string node)
       : store_(store), key_(key), node_(std::move(node)) {}
 
+  // Exactly one of Fail and Start is called, and nothing finishes the call
+  // before: the reactor lives until then whatever the caller does.
   void Fail(const absl::Status& s) {
     {
       absl::MutexLock lock(&mu_);
-      finished_ = true;
+      started_ = finished_ = true;
     }
     Finish(ToGrpc(s));
   }
@@ -132,6 +134,7 @@ class ExportStream final : public grpc::ServerWriteReactor<v1::StoreEntry> {
     {
       absl::MutexLock lock(&mu_);
       items_ = std::move(items);
+      started_ = true;
     }
     Step();
   }
@@ -148,7 +151,7 @@ class ExportStream final : public grpc::ServerWriteReactor<v1::StoreEntry> {
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
-      if (writing_) return;  // OnWriteDone finishes.
+      if (writing_ || !started_) return;  // OnWriteDone, or Start, finishes.
     }
     Step();
   }
@@ -205,6 +208,7 @@ class ExportStream final : public grpc::ServerWriteReactor<v1::StoreEntry> {
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   v1::StoreEntry current_;  // Written by Load under mu_; read by gRPC until OnWriteDone.
   grpc::Status final_ ABSL_GUARDED_BY(mu_);
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
@@ -322,12 +326,16 @@ grpc::ServerWriteReactor<v1::StoreEntry>* KernelServiceImpl::ExportKernels(
         absl::FailedPreconditionError("export: this server has no signing key to sign entries with"));
     return stream;
   }
-  absl::StatusOr<std::vector<ExportItem>> items = ExportPlan(*pipeline_->deps().store, *req);
-  if (!items.ok()) {
-    stream->Fail(items.status());
-    return stream;
-  }
-  stream->Start(*std::move(items));
+  // The listing reads the whole store: on an admin thread. `req` lives until
+  // the stream finishes.
+  admin_pool_->Submit([this, stream, req] {
+    absl::StatusOr<std::vector<ExportItem>> items = ExportPlan(*pipeline_->deps().store, *req);
+    if (items.ok()) {
+      stream->Start(*std::move(items));
+    } else {
+      stream->Fail(items.status());
+    }
+  });
   return stream;
 }
 
