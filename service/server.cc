@@ -204,13 +204,14 @@ void KernelServiceImpl::AddBuilding(int delta) {
 
 void KernelServiceImpl::DropStaleAnswers() {
   const uint64_t now = pipeline_->deps().store->invalidations();
-  // A load on the hit path; the exchange only when the counter moved.
-  if (seen_invalidations_.load(std::memory_order_relaxed) == now ||
-      seen_invalidations_.exchange(now) == now) {
-    return;
-  }
+  // A load on the hit path. Memory is cleared before the new count is
+  // published, so a caller that sees the count current never reads what
+  // the clear is about to drop.
+  uint64_t seen = seen_invalidations_.load();
+  if (seen == now) return;
   pipeline_->ClearHot();
   answers_.Clear();
+  seen_invalidations_.compare_exchange_strong(seen, now);
 }
 
 absl::Status KernelServiceImpl::Authorize(grpc::CallbackServerContext* ctx) const {
