@@ -719,3 +719,14 @@ def test_gpu_warm_call_overhead(client):
     print(f"\nkfuse.torch warm call: {fused / n * 1e6:.1f} us, launch alone {bare / n * 1e6:.1f} us, "
           f"overhead {overhead_us:.1f} us per call")
     assert swiglu.cache.hits + swiglu.cache.misses == lookups  # The last signature, checked first.
+
+
+def test_the_default_client_reads_kfuse_server_as_the_cli_does(monkeypatch):
+    monkeypatch.setattr(kt, "_shared", {})
+    monkeypatch.setenv("KFUSE_SERVER", "127.0.0.1:7999")
+    monkeypatch.setenv("KFUSE_ADDRESS", "127.0.0.1:7888")
+    assert kt._default_client().address == "127.0.0.1:7999"
+    # The earlier name still serves where KFUSE_SERVER is not set.
+    monkeypatch.setattr(kt, "_shared", {})
+    monkeypatch.delenv("KFUSE_SERVER")
+    assert kt._default_client().address == "127.0.0.1:7888"
