@@ -127,7 +127,7 @@ Work AnalyzeWork(const Chain& c, const std::vector<int32_t>& nodes,
   return w;
 }
 
-std::vector<Domain> InputDomains(const Chain& c) {
+std::vector<Domain> NodeDomains(const Chain& c) {
   const int n = static_cast<int>(c.nodes.size());
   std::vector<bool> positive(n, false);
   for (int32_t id = n - 1; id >= 0; --id) {
@@ -183,10 +183,16 @@ std::vector<Domain> InputDomains(const Chain& c) {
         break;
     }
   }
+  std::vector<Domain> out(n);
+  for (int32_t id = 0; id < n; ++id) out[id] = positive[id] ? Domain::kPositive : Domain::kAny;
+  return out;
+}
+
+std::vector<Domain> InputDomains(const Chain& c) {
+  const std::vector<Domain> nodes = NodeDomains(c);
   std::vector<Domain> out;
-  for (int32_t id = 0; id < n; ++id) {
-    if (c.nodes[id].kind != OpKind::kInput) continue;
-    out.push_back(positive[id] ? Domain::kPositive : Domain::kAny);
+  for (size_t id = 0; id < c.nodes.size(); ++id) {
+    if (c.nodes[id].kind == OpKind::kInput) out.push_back(nodes[id]);
   }
   return out;
 }

@@ -33,10 +33,13 @@ enum class Domain {
   kUnit,      // In (0, 1). Reserved: no op needs it yet.
 };
 
-// Per chain input: kPositive when it flows (through sign-preserving ops:
+// Per node: kPositive when it flows (through sign-preserving ops:
 // arithmetic, casts, views, reductions, where's values) into log, log2,
 // sqrt, rsqrt, reciprocal, a pow base or a div denominator, so references
-// draw inputs where the function is defined.
+// draw values where the function is defined. A plan's intermediate that a
+// later kernel reads as its input is drawn from its node's domain.
+std::vector<Domain> NodeDomains(const Chain& c);
+// NodeDomains of the chain's inputs, in input order.
 std::vector<Domain> InputDomains(const Chain& c);
 
 // Per symbol: its hint rounded up to a power of two (the shape bucket), or

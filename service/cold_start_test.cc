@@ -141,6 +141,22 @@ TEST_F(ColdStartTest, ABackgroundHeuristicRequestDoesNotWaitBehindTuning) {
   ASSERT_TRUE(WaitForTuned(Silu(7.5)));
 }
 
+// The heuristic kernel failed its own check on the GPU and nothing else
+// passed: the caller gets the error, and nothing is stored to serve later.
+TEST_F(ColdStartTest, AKernelMeasuredWrongIsNeitherServedNorStored) {
+  gpu_.wrong = true;
+  v1::CompileResponse r;
+  grpc::Status s = Compile(Silu(9.5), &r, std::chrono::seconds(60));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_THAT(s.error_message(), HasSubstr("failed on the GPU (wrong_result: y: max abs error 1"));
+  grpc::ClientContext ctx;
+  v1::CompileResponse stored;
+  EXPECT_EQ(stub_->Lookup(&ctx, Silu(9.5), &stored).error_code(), grpc::StatusCode::NOT_FOUND);
+  absl::StatusOr<std::vector<EntrySummary>> all = store_->List("", 0);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE(all->empty());
+}
+
 TEST_F(ColdStartTest, ACallerWithTimeWaitsForTheTunedKernel) {
   v1::CompileResponse r;
   ASSERT_TRUE(Compile(Silu(3.5), &r, std::chrono::seconds(60)).ok());

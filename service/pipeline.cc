@@ -600,6 +600,11 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
         std::optional<ReproKind> kind = ReproKindOf(t.outcome);
         if (kind && repro_quota.Take(i, *kind)) LeaveRepro(p, i, *kind, t.variant, Numerics::kFast, t.message);
       }
+      // A kernel measured wrong is neither served nor stored; its bundle is
+      // left above.
+      if (b.result.seed_failed) {
+        return absl::InternalError(absl::StrCat("kernel ", i, ": ", b.result.untuned_reason));
+      }
       if (b.result.untuned_reason.empty() && !b.result.tuned) b.result.untuned_reason = p.untuned_reason;
     }
     if (cancel != nullptr && cancel->load()) return absl::CancelledError("compile cancelled: no caller waits");

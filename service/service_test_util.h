@@ -49,7 +49,8 @@ class FakeCompiler : public Compiler {
 };
 
 // Every candidate passes, each run taking `delay` (as timing on a GPU
-// does); or, when `gone`, every run finds the GPU gone (Unavailable).
+// does); or, when `gone`, every run finds the GPU gone (Unavailable); or,
+// while `wrong`, every candidate fails its check.
 class FakeGpu : public Runner {
  public:
   explicit FakeGpu(std::chrono::milliseconds delay = std::chrono::milliseconds(0), bool gone = false)
@@ -62,7 +63,8 @@ class FakeGpu : public Runner {
     std::vector<Trial> trials;
     for (size_t i = 0; i < task.candidates.size(); ++i) {
       Trial t;
-      t.outcome = Outcome::kOk;
+      t.outcome = wrong ? Outcome::kWrongResult : Outcome::kOk;
+      if (wrong) t.message = "y: max abs error 1 exceeds tolerance 0.001";
       t.median_seconds = 1e-5 * static_cast<double>(1 + (i * 7) % 5);
       if (on_trial) on_trial(t);
       trials.push_back(t);
@@ -78,6 +80,7 @@ class FakeGpu : public Runner {
     return d;
   }
   std::atomic<int> runs{0};
+  std::atomic<bool> wrong{false};
 
  private:
   std::chrono::milliseconds delay_;

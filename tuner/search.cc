@@ -169,7 +169,8 @@ absl::Status BufferMap::Apply(KernelSpec& spec) const {
 BufferMap MapBuffers(const Chain& chain, const KernelGroup& group, const KernelSpec& seed,
                      absl::Span<const int64_t> symbols) {
   BufferMap m;
-  std::vector<Domain> domains = InputDomains(chain);
+  const std::vector<Domain> domains = InputDomains(chain);
+  const std::vector<Domain> node_domains = NodeDomains(chain);
   auto spec_of = [&](int32_t node) {
     const TensorType& t = chain.nodes[node].type;
     return BufferSpec{t.dtype, static_cast<int64_t>(Elements(t, symbols)), InputDomain::kAny};
@@ -203,6 +204,9 @@ BufferMap MapBuffers(const Chain& chain, const KernelGroup& group, const KernelS
       } else {
         m.remap[{ref.kind, ref.index}] =
             BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(m.inputs.size())};
+        // An earlier kernel's result, drawn where this kernel's ops are
+        // defined (a divisor positive), as a chain input would be.
+        spec.domain = ToInputDomain(node_domains[node]);
         m.inputs.push_back(spec);
         m.inputs.back().wide_reference = ReferenceReadsIntermediatesAsDouble(group.family);
       }
@@ -406,6 +410,20 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   if (best < 0) {
     result.untuned_reason =
         absl::StrCat("no candidate passed the check (", OutcomeSummary(result.trials), ")");
+    for (const Trial& t : result.trials) {
+      if (t.variant != result.best) continue;
+      // Skipped or not started proves nothing; anything else that ran and
+      // failed does.
+      if (t.outcome == Outcome::kWrongResult || t.outcome == Outcome::kFault ||
+          t.outcome == Outcome::kTimeout || t.outcome == Outcome::kLaunchError) {
+        const std::string_view outcome = OutcomeName(t.outcome);
+        result.seed_failed = true;
+        result.untuned_reason = absl::StrCat(
+            "the heuristic variant ", result.best.ToString(), " failed on the GPU (",
+            absl::string_view(outcome.data(), outcome.size()), ": ", t.message, "), and ", result.untuned_reason);
+      }
+      break;
+    }
     return result;
   }
   result.tuned = true;

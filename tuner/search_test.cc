@@ -227,16 +227,34 @@ TEST(TuneKernelTest, NoPassingVariantGivesUntunedSeed) {
   auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
   ASSERT_TRUE(cands.ok());
   for (const Variant& v : *cands) runner.script_[v.ToString()] = {Outcome::kWrongResult, 1e-6};
+  // The seed was not run (out of budget): nothing says it is wrong.
+  runner.script_[(*cands)[0].ToString()] = {Outcome::kSkipped, 0};
   absl::StatusOr<TuneResult> r =
       TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->tuned);
+  EXPECT_FALSE(r->seed_failed);
   EXPECT_EQ(r->best, (*cands)[0]);
   EXPECT_EQ(r->kernel.spec.variant, (*cands)[0]);
   EXPECT_EQ(r->trials.size(), cands->size());
   EXPECT_THAT(r->untuned_reason, HasSubstr("no candidate passed the check"));
   EXPECT_THAT(r->untuned_reason, HasSubstr("wrong_result"));
   EXPECT_EQ(r->report.measured_seconds, 0);
+}
+
+TEST(TuneKernelTest, ASeedThatFailedItsCheckIsMarkedSo) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok());
+  for (const Variant& v : *cands) runner.script_[v.ToString()] = {Outcome::kWrongResult, 1e-6};
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->tuned);
+  EXPECT_TRUE(r->seed_failed);
+  EXPECT_THAT(r->untuned_reason, HasSubstr("the heuristic variant " + (*cands)[0].ToString() + " failed on the GPU (wrong_result"));
 }
 
 TEST(TuneKernelTest, RunnerFailureGivesUntunedSeed) {
@@ -413,6 +431,29 @@ TEST(TuneKernelTest, IntermediateInputsAreMarked) {
   EXPECT_EQ(task.inputs[1].elements, 1000);
   EXPECT_EQ(TaskDeviceBytes(task, 60 << 20),
             4 * 4096 * 1000 + (4 + 8) * 1000 + (4 + 8) * 4096 * 1000 + 256'000'000);
+}
+
+// softmax over columns is three kernels; the last reads the column max and
+// sum as inputs. The sum is a divisor there, so it is drawn positive, as a
+// chain input in its place would be; the max may take any value.
+TEST(TuneKernelTest, IntermediateInputsAreDrawnFromTheirNodesDomains) {
+  Chain c = reduce_test::ColumnSoftmax(DType::kF32, 4096, 1000);
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 3u);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  ASSERT_TRUE(TuneKernel(c, p->kernels[2], Opts(TuneMode::kQuick), compiler, &runner).ok());
+  const CheckTask& task = runner.last_task_;
+  ASSERT_EQ(task.inputs.size(), 3u);  // x, the column max, the column sum.
+  int positive = 0, any = 0;
+  for (size_t i = 1; i < task.inputs.size(); ++i) {
+    EXPECT_EQ(task.inputs[i].elements, 1000);
+    positive += task.inputs[i].domain == InputDomain::kPositive;
+    any += task.inputs[i].domain == InputDomain::kAny;
+  }
+  EXPECT_EQ(positive, 1);
+  EXPECT_EQ(any, 1);
 }
 
 // Which references read intermediates as double (and so get widened
