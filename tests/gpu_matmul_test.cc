@@ -34,7 +34,7 @@ constexpr double kSlack = 2.0;
 
 using gpu_test::DeviceMemory;
 using gpu_test::Gpu;
-using gpu_test::MaxFiniteError;
+using gpu_test::EagerError;
 using gpu_test::OpenGpu;
 using gpu_test::ShapeOf;
 using matmul_test::Weight;
@@ -164,7 +164,7 @@ TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
     ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);
     std::string got = mem.Download(out, bytes);
     OutputCheck check = CheckOutput(t.dtype, got.data(), (*exact)[0],
-                                    MaxFiniteError((*eager)[0], (*exact)[0]), kSlack, "output 0");
+                                    EagerError((*eager)[0], (*exact)[0]), kSlack, "output 0");
     EXPECT_TRUE(check.ok) << check.message;
   }
 }

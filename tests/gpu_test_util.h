@@ -198,12 +198,17 @@ inline std::vector<std::vector<double>> UniformInputs(const Chain& c,
 }
 
 // The largest |a - ref| over the elements where both are finite.
-inline double MaxFiniteError(const std::vector<double>& a, const std::vector<double>& ref) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isfinite(a[i]) && std::isfinite(ref[i])) m = std::max(m, std::abs(a[i] - ref[i]));
+// Eager's values against the reference, as the check counts them: the
+// largest error and how many elements differ, over finite positions.
+inline ErrorStats EagerError(const std::vector<double>& eager, const std::vector<double>& ref) {
+  ErrorStats s;
+  for (size_t i = 0; i < eager.size(); ++i) {
+    if (!std::isfinite(eager[i]) || !std::isfinite(ref[i])) continue;
+    const double e = std::abs(eager[i] - ref[i]);
+    s.max_abs_err = std::max(s.max_abs_err, e);
+    s.mismatched += e > 0;
   }
-  return m;
+  return s;
 }
 
 // The chain's inputs `in` (host values) on the device, as launcher buffers.
@@ -270,8 +275,10 @@ inline std::vector<CheckedOutput> CheckOutputs(DeviceMemory& mem, const std::vec
     const std::vector<double>& ref = exact[j];
     std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
     CheckedOutput c;
-    c.eager_err = f64 ? 1e-9 : MaxFiniteError(eager[j], ref);
-    c.check = CheckOutput(t, got.data(), ref, c.eager_err, slack, absl::StrCat("output ", j));
+    ErrorStats yardstick = EagerError(eager[j], ref);
+    if (f64) yardstick.max_abs_err = 1e-9;
+    c.eager_err = yardstick.max_abs_err;
+    c.check = CheckOutput(t, got.data(), ref, yardstick, slack, absl::StrCat("output ", j));
     checked.push_back(std::move(c));
   }
   return checked;

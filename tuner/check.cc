@@ -126,6 +126,7 @@ ErrorStats CompareToReference(DType dtype, const void* data, absl::Span<const do
     if (r_finite) s.max_abs_ref = std::max(s.max_abs_ref, std::fabs(r));
     if (r_finite && c_finite) {
       double e = std::fabs(c - r);
+      if (e > 0) ++s.mismatched;
       if (e > s.max_abs_err || s.worst_index < 0) {
         if (e > s.max_abs_err) s.max_abs_err = e;
         s.worst_index = static_cast<int64_t>(i);
@@ -170,8 +171,9 @@ CompareStats CompareOnHost(DType dtype, const void* data, absl::Span<const doubl
   return s;
 }
 
-OutputCheck JudgeOutput(DType dtype, const CompareStats& stats, int64_t n, double eager_max_err,
-                        double slack, const std::string& name, const ValuesAt& at) {
+OutputCheck JudgeOutput(DType dtype, const CompareStats& stats, int64_t n, const ErrorStats& eager, double slack,
+                        const std::string& name, const ValuesAt& at) {
+  const double eager_max_err = eager.max_abs_err;
   OutputCheck c;
   const ErrorStats& s = stats.err;
   if (stats.unwritten > 0) {
@@ -187,6 +189,17 @@ OutputCheck JudgeOutput(DType dtype, const CompareStats& stats, int64_t n, doubl
         s.special_mismatches, s.first_special_mismatch, got, want);
     return c;
   }
+  if (!IsFloat(dtype)) {
+    const double allowed = slack * static_cast<double>(eager.mismatched) + kFewMismatches;
+    if (static_cast<double>(s.mismatched) > allowed) {
+      auto [got, want] = at(s.worst_index);
+      c.message = absl::StrFormat(
+          "%s: %d of %d elements differ from the reference (eager: %d; at most %.0f), worst at element %d "
+          "(got %.8g, want %.8g)",
+          name, s.mismatched, n, eager.mismatched, allowed, s.worst_index, got, want);
+      return c;
+    }
+  }
   double tol = Tolerance(dtype, eager_max_err, s.max_abs_ref, slack);
   if (s.max_abs_err > tol) {
     auto [got, want] = at(s.worst_index);
@@ -201,10 +214,10 @@ OutputCheck JudgeOutput(DType dtype, const CompareStats& stats, int64_t n, doubl
   return c;
 }
 
-OutputCheck CheckOutput(DType dtype, const void* data, absl::Span<const double> ref,
-                        double eager_max_err, double slack, const std::string& name) {
+OutputCheck CheckOutput(DType dtype, const void* data, absl::Span<const double> ref, const ErrorStats& eager,
+                        double slack, const std::string& name) {
   CompareStats s = CompareOnHost(dtype, data, ref);
-  return JudgeOutput(dtype, s, static_cast<int64_t>(ref.size()), eager_max_err, slack, name,
+  return JudgeOutput(dtype, s, static_cast<int64_t>(ref.size()), eager, slack, name,
                      [&](int64_t i) {
                        return std::make_pair(ElementToDouble(dtype, data, i),
                                              ref[static_cast<size_t>(i)]);

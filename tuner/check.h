@@ -7,7 +7,7 @@
 //
 //   std::vector<double> ref = ...;                        // reference64 output
 //   ErrorStats eager = CompareToReference(DType::kBF16, eager_bytes, ref);
-//   OutputCheck c = CheckOutput(DType::kBF16, cand_bytes, ref, eager.max_abs_err, 2.0);
+//   OutputCheck c = CheckOutput(DType::kBF16, cand_bytes, ref, eager, 2.0);
 //   if (!c.ok) { /* kWrongResult, c.message says where */ }
 #ifndef KFUSE_TUNER_CHECK_H_
 #define KFUSE_TUNER_CHECK_H_
@@ -42,6 +42,7 @@ struct ErrorStats {
   int64_t special_mismatches = 0;  // NaN/inf in one and not the same in the other.
   int64_t first_special_mismatch = -1;
   int64_t worst_index = -1;  // Where max_abs_err is.
+  int64_t mismatched = 0;    // Positions where both are finite and differ at all.
 };
 
 ErrorStats CompareToReference(DType dtype, const void* data, absl::Span<const double> ref);
@@ -60,10 +61,19 @@ struct OutputCheck {
 // A candidate's output (raw bytes, poisoned before launch) passes when:
 // every element was written (no poison pattern left where the reference is
 // not NaN; for bool, every byte is 0 or 1); NaN and inf positions match the
-// reference; and the max-abs error over finite positions is within
-// Tolerance(). `name` prefixes the message ("output 0").
-OutputCheck CheckOutput(DType dtype, const void* data, absl::Span<const double> ref,
-                        double eager_max_err, double slack, const std::string& name = "output");
+// reference; for bool and integer outputs, at most slack times as many
+// elements differ from the reference as differ in eager's (`eager`: eager's
+// own stats against the reference), plus kFewMismatches; and the max-abs
+// error over finite positions is within Tolerance() of eager's. The count
+// keeps one element eager flips (a comparison on rounded values) from
+// letting every other element be wrong. `name` prefixes the message.
+OutputCheck CheckOutput(DType dtype, const void* data, absl::Span<const double> ref, const ErrorStats& eager,
+                        double slack, const std::string& name = "output");
+
+// Elements of a bool or integer output a candidate may get wrong beyond
+// slack times eager's: where a comparison sits within a rounding of its
+// threshold, contracted or reordered arithmetic may decide it otherwise.
+inline constexpr int64_t kFewMismatches = 4;
 
 // Elements whose bytes are still the poison pattern (floats: where the
 // reference is not NaN; bool: any byte not 0/1). Integers cannot be told from
@@ -87,9 +97,10 @@ CompareStats CompareOnHost(DType dtype, const void* data, absl::Span<const doubl
 using ValuesAt = std::function<std::pair<double, double>(int64_t)>;
 
 // CheckOutput's verdict from stats over `n` elements: unwritten first, then
-// NaN/inf positions, then the max-abs error against Tolerance().
-OutputCheck JudgeOutput(DType dtype, const CompareStats& s, int64_t n, double eager_max_err,
-                        double slack, const std::string& name, const ValuesAt& at);
+// NaN/inf positions, then (bool, integers) the count of differing elements,
+// then the max-abs error against Tolerance().
+OutputCheck JudgeOutput(DType dtype, const CompareStats& s, int64_t n, const ErrorStats& eager, double slack,
+                        const std::string& name, const ValuesAt& at);
 
 // Before candidates are judged: unwritten reference elements (all bytes
 // 0xFF in the f64 output), unwritten eager elements (CountUnwritten against

@@ -17,6 +17,13 @@ using ::testing::HasSubstr;
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
 
+ErrorStats Eager(double max_abs_err, int64_t mismatched = 0) {
+  ErrorStats s;
+  s.max_abs_err = max_abs_err;
+  s.mismatched = mismatched;
+  return s;
+}
+
 std::vector<float> Poisoned(size_t n) {
   std::vector<float> v(n);
   std::memset(v.data(), kPoisonByte, n * sizeof(float));
@@ -52,7 +59,7 @@ TEST(CheckTest, HalfAndBF16RoundTrip) {
 TEST(CheckTest, WithinTolerancePasses) {
   std::vector<double> ref = {1.0, -2.0, 3.0, kNaN, kInf};
   std::vector<float> got = {1.0f + 1e-6f, -2.0f, 3.0f - 2e-6f, NAN, INFINITY};
-  OutputCheck c = CheckOutput(DType::kF32, got.data(), ref, /*eager_max_err=*/1.5e-6, 2.0);
+  OutputCheck c = CheckOutput(DType::kF32, got.data(), ref, Eager(/*eager_max_err=*/1.5e-6), 2.0);
   EXPECT_TRUE(c.ok) << c.message;
   EXPECT_NEAR(c.max_abs_err, 2e-6, 1e-7);
 }
@@ -60,7 +67,7 @@ TEST(CheckTest, WithinTolerancePasses) {
 TEST(CheckTest, ErrorAboveToleranceFails) {
   std::vector<double> ref = {1.0, 2.0, 3.0};
   std::vector<float> got = {1.0f, 2.01f, 3.0f};
-  OutputCheck c = CheckOutput(DType::kF32, got.data(), ref, 1e-6, 2.0, "output 1");
+  OutputCheck c = CheckOutput(DType::kF32, got.data(), ref, Eager(1e-6), 2.0, "output 1");
   EXPECT_FALSE(c.ok);
   EXPECT_THAT(c.message, HasSubstr("output 1"));
   EXPECT_THAT(c.message, HasSubstr("element 1"));
@@ -71,9 +78,9 @@ TEST(CheckTest, FloorAllowsAFewRoundingsWhenEagerIsExact) {
   // 4 eps x max|ref| = 4 * 2^-7 * 2.
   std::vector<double> ref = {2.0, 1.0};
   std::vector<uint16_t> got = {FloatToBF16(2.0f + 2 * std::ldexp(1.0f, -7)), FloatToBF16(1.0f)};
-  EXPECT_TRUE(CheckOutput(DType::kBF16, got.data(), ref, 0.0, 2.0).ok);
+  EXPECT_TRUE(CheckOutput(DType::kBF16, got.data(), ref, Eager(0.0), 2.0).ok);
   got[0] = FloatToBF16(2.25f);  // 8 ulps: too far.
-  EXPECT_FALSE(CheckOutput(DType::kBF16, got.data(), ref, 0.0, 2.0).ok);
+  EXPECT_FALSE(CheckOutput(DType::kBF16, got.data(), ref, Eager(0.0), 2.0).ok);
 }
 
 TEST(CheckTest, NaNPositionMismatchFails) {
@@ -90,7 +97,7 @@ TEST(CheckTest, NaNPositionMismatchFails) {
   for (const Case& c : cases) {
     std::vector<double> ref = {0.5, c.ref};
     std::vector<float> got = {0.5f, c.got};
-    OutputCheck r = CheckOutput(DType::kF32, got.data(), ref, /*eager_max_err=*/1e9, 2.0);
+    OutputCheck r = CheckOutput(DType::kF32, got.data(), ref, Eager(/*eager_max_err=*/1e9), 2.0);
     EXPECT_FALSE(r.ok) << c.name;
     EXPECT_THAT(r.message, HasSubstr("NaN/inf positions differ")) << c.name;
   }
@@ -103,21 +110,21 @@ TEST(CheckTest, NaNPositionMismatchFails) {
 TEST(CheckTest, AReferenceBeyondTheDTypesRangeIsInfinity) {
   std::vector<double> ref = {0.5, 3.48e38};  // Above bf16's largest finite value.
   std::vector<uint16_t> got = {FloatToBF16(0.5f), FloatToBF16(INFINITY)};
-  OutputCheck r = CheckOutput(DType::kBF16, got.data(), ref, 1e-3, 2.0);
+  OutputCheck r = CheckOutput(DType::kBF16, got.data(), ref, Eager(1e-3), 2.0);
   EXPECT_TRUE(r.ok) << r.message;
   for (double bad : {3.3e38, -3.48e38}) {  // Within range; the other sign.
     ref[1] = bad;
-    r = CheckOutput(DType::kBF16, got.data(), ref, 1e-3, 2.0);
+    r = CheckOutput(DType::kBF16, got.data(), ref, Eager(1e-3), 2.0);
     EXPECT_FALSE(r.ok) << bad;
     EXPECT_THAT(r.message, HasSubstr("NaN/inf positions differ")) << bad;
   }
   // f32 and f16 by their own ranges.
   std::vector<float> f = {0.5f, INFINITY};
-  EXPECT_TRUE(CheckOutput(DType::kF32, f.data(), std::vector<double>{0.5, 3.5e38}, 1e-3, 2.0).ok);
-  EXPECT_FALSE(CheckOutput(DType::kF32, f.data(), std::vector<double>{0.5, 3.4e38}, 1e-3, 2.0).ok);
+  EXPECT_TRUE(CheckOutput(DType::kF32, f.data(), std::vector<double>{0.5, 3.5e38}, Eager(1e-3), 2.0).ok);
+  EXPECT_FALSE(CheckOutput(DType::kF32, f.data(), std::vector<double>{0.5, 3.4e38}, Eager(1e-3), 2.0).ok);
   std::vector<uint16_t> h = {0x3800, 0x7c00};  // f16 0.5, inf.
-  EXPECT_TRUE(CheckOutput(DType::kF16, h.data(), std::vector<double>{0.5, 65520.0}, 1e-3, 2.0).ok);
-  EXPECT_FALSE(CheckOutput(DType::kF16, h.data(), std::vector<double>{0.5, 65519.0}, 1e-3, 2.0).ok);
+  EXPECT_TRUE(CheckOutput(DType::kF16, h.data(), std::vector<double>{0.5, 65520.0}, Eager(1e-3), 2.0).ok);
+  EXPECT_FALSE(CheckOutput(DType::kF16, h.data(), std::vector<double>{0.5, 65519.0}, Eager(1e-3), 2.0).ok);
 }
 
 TEST(CheckTest, PoisonLeftBehindIsUnwritten) {
@@ -130,11 +137,11 @@ TEST(CheckTest, PoisonLeftBehindIsUnwritten) {
   int64_t first = -2;
   EXPECT_EQ(CountUnwritten(DType::kF32, got.data(), ref, &first), 1);
   EXPECT_EQ(first, 1);
-  OutputCheck c = CheckOutput(DType::kF32, got.data(), ref, 1.0, 2.0);
+  OutputCheck c = CheckOutput(DType::kF32, got.data(), ref, Eager(1.0), 2.0);
   EXPECT_FALSE(c.ok);
   EXPECT_THAT(c.message, HasSubstr("1 of 4 elements not written (first at 1)"));
   got[1] = 2.0f;
-  EXPECT_TRUE(CheckOutput(DType::kF32, got.data(), ref, 0.0, 2.0).ok);
+  EXPECT_TRUE(CheckOutput(DType::kF32, got.data(), ref, Eager(0.0), 2.0).ok);
 }
 
 TEST(CheckTest, BoolPoisonAndExactness) {
@@ -142,10 +149,38 @@ TEST(CheckTest, BoolPoisonAndExactness) {
   std::vector<uint8_t> got = {0, 1, 0xFF};
   EXPECT_EQ(CountUnwritten(DType::kBool, got.data(), ref), 1);
   got[2] = 0;
-  OutputCheck c = CheckOutput(DType::kBool, got.data(), ref, 0.0, 2.0);
+  OutputCheck c = CheckOutput(DType::kBool, got.data(), ref, Eager(0.0), 2.0);
   EXPECT_FALSE(c.ok);  // Integers and bools must match exactly when eager does.
   got[2] = 1;
-  EXPECT_TRUE(CheckOutput(DType::kBool, got.data(), ref, 0.0, 2.0).ok);
+  EXPECT_TRUE(CheckOutput(DType::kBool, got.data(), ref, Eager(0.0), 2.0).ok);
+}
+
+// Eager decides one comparison otherwise than the exact reference: its
+// error is 1, which as a tolerance would pass any bool output. The count of
+// differing elements keeps the check: a few flips pass, a wrong mask fails.
+TEST(CheckTest, ABoolOutputIsHeldToEagersCountOfFlips) {
+  std::vector<double> ref(100);
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = i % 3 == 0;
+  std::vector<uint8_t> eager_out(ref.begin(), ref.end());
+  eager_out[7] ^= 1;
+  const ErrorStats eager = CompareToReference(DType::kBool, eager_out.data(), ref);
+  EXPECT_EQ(eager.mismatched, 1);
+  EXPECT_EQ(eager.max_abs_err, 1.0);
+
+  std::vector<uint8_t> few(ref.begin(), ref.end());
+  for (int i : {1, 2, 4, 5, 8, 10}) few[i] ^= 1;  // 6 = 2 x 1 + kFewMismatches.
+  OutputCheck c = CheckOutput(DType::kBool, few.data(), ref, eager, 2.0);
+  EXPECT_TRUE(c.ok) << c.message;
+
+  few[11] ^= 1;
+  c = CheckOutput(DType::kBool, few.data(), ref, eager, 2.0);
+  EXPECT_FALSE(c.ok);
+  EXPECT_THAT(c.message, HasSubstr("7 of 100 elements differ from the reference (eager: 1; at most 6)"));
+
+  std::vector<uint8_t> zeros(ref.size(), 0);
+  EXPECT_FALSE(CheckOutput(DType::kBool, zeros.data(), ref, eager, 2.0).ok);
+  // Floats keep the error rule alone: every element of a float output differs.
+  EXPECT_EQ(CompareToReference(DType::kF64, std::vector<double>(100, 0.5).data(), ref).mismatched, 100);
 }
 
 TEST(CheckTest, EagerErrorStats) {

@@ -124,6 +124,7 @@ CompareStats ReduceCompareParts(absl::Span<const KfPart> parts) {
   s.err.worst_index = all.worst;
   s.err.special_mismatches = all.special;
   s.err.first_special_mismatch = all.first_special;
+  s.err.mismatched = all.mismatched;
   s.unwritten = all.unwritten;
   s.first_unwritten = all.first_unwritten;
   return s;

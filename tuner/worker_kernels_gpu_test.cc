@@ -128,6 +128,7 @@ TEST_F(WorkerKernelsGpuTest, CompareMatchesTheHost) {
       EXPECT_EQ(s->err.worst_index, want.err.worst_index) << what;
       EXPECT_EQ(s->err.special_mismatches, want.err.special_mismatches) << what;
       EXPECT_EQ(s->err.first_special_mismatch, want.err.first_special_mismatch) << what;
+      EXPECT_EQ(s->err.mismatched, want.err.mismatched) << what;
       EXPECT_EQ(s->unwritten, want.unwritten) << what;
       EXPECT_EQ(s->first_unwritten, want.first_unwritten) << what;
       if (want.err.worst_index >= 0) {

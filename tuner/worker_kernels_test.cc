@@ -134,6 +134,7 @@ void ExpectSameStats(const CompareStats& got, const CompareStats& want, const st
   EXPECT_EQ(got.err.worst_index, want.err.worst_index) << what;
   EXPECT_EQ(got.err.special_mismatches, want.err.special_mismatches) << what;
   EXPECT_EQ(got.err.first_special_mismatch, want.err.first_special_mismatch) << what;
+  EXPECT_EQ(got.err.mismatched, want.err.mismatched) << what;
   EXPECT_EQ(got.unwritten, want.unwritten) << what;
   EXPECT_EQ(got.first_unwritten, want.first_unwritten) << what;
 }
@@ -179,8 +180,10 @@ TEST(WorkerKernelsTest, JudgeOnGpuStatsGivesTheHostVerdict) {
     auto at = [&](int64_t i) {
       return std::make_pair(ElementToDouble(t, c.got.data(), i), c.ref[i]);
     };
-    OutputCheck gpu = JudgeOutput(t, s, 3000, 1e-3, 2.0, "output 1", at);
-    OutputCheck host = CheckOutput(t, c.got.data(), c.ref, 1e-3, 2.0, "output 1");
+    ErrorStats eager;
+    eager.max_abs_err = 1e-3;
+    OutputCheck gpu = JudgeOutput(t, s, 3000, eager, 2.0, "output 1", at);
+    OutputCheck host = CheckOutput(t, c.got.data(), c.ref, eager, 2.0, "output 1");
     EXPECT_EQ(gpu.ok, host.ok) << DTypeName(t);
     EXPECT_EQ(gpu.message, host.message) << DTypeName(t);
   }

@@ -221,7 +221,7 @@ struct KfPart {
   long long first_special;
   long long unwritten;
   long long first_unwritten;
-  long long pad;
+  long long mismatched; /* Finite in both, and not equal. */
 };
 KF_HD void kf_part_init(KfPart* p) {
   p->max_err = 0.0;
@@ -231,7 +231,7 @@ KF_HD void kf_part_init(KfPart* p) {
   p->first_special = -1;
   p->unwritten = 0;
   p->first_unwritten = -1;
-  p->pad = 0;
+  p->mismatched = 0;
 }
 KF_HD long long kf_first(long long a, long long b) {
   return a < 0 ? b : (b < 0 ? a : (a < b ? a : b));
@@ -247,6 +247,7 @@ KF_HD void kf_part_add(KfPart* p, long long i, double r, double c, int unwritten
   if (rf && kf_fabs(r) > p->max_ref) p->max_ref = kf_fabs(r);
   if (rf && cf) {
     double e = kf_fabs(c - r);
+    if (e > 0.0) p->mismatched += 1;
     if (e > p->max_err || p->worst < 0) {
       if (e > p->max_err) p->max_err = e;
       p->worst = i;
@@ -271,6 +272,7 @@ KF_HD void kf_part_merge(KfPart* a, const KfPart* b) {
   a->first_special = kf_first(a->first_special, b->first_special);
   a->unwritten += b->unwritten;
   a->first_unwritten = kf_first(a->first_unwritten, b->first_unwritten);
+  a->mismatched += b->mismatched;
 }
 
 /* Before any candidate: is the reference fully written (no all-0xFF f64), is

@@ -74,12 +74,12 @@ absl::Status SkipFrom(uint32_t first, const CheckTask& task, const std::string& 
 
 // Per output: the reference is complete, eager is complete, the reference
 // is adjusted to eager's NaN/inf, and eager's own error is the yardstick.
-absl::StatusOr<std::vector<double>> PrepareReferences(const CheckTask& task,
+absl::StatusOr<std::vector<ErrorStats>> PrepareReferences(const CheckTask& task,
                                                       const WorkerKernels& kernels,
                                                       const std::vector<DeviceBuffer>& refs,
                                                       const std::vector<DeviceBuffer>& eager,
                                                       CUstream stream) {
-  std::vector<double> eager_err;
+  std::vector<ErrorStats> eager_err;
   auto internal = [](const absl::Status& s) {
     return absl::InternalError(absl::StrCat("checking the reference outputs: ", s.message()));
   };
@@ -101,7 +101,7 @@ absl::StatusOr<std::vector<double>> PrepareReferences(const CheckTask& task,
     absl::StatusOr<CompareStats> e =
         kernels.Compare(eager[j].ptr(), out.dtype, refs[j].ptr(), out.elements, stream);
     if (!e.ok()) return internal(e.status());
-    eager_err.push_back(e->err.max_abs_err);
+    eager_err.push_back(e->err);
   }
   return eager_err;
 }
@@ -171,7 +171,7 @@ absl::Status RunTaskInWorker(const RunRequest& req, const DeviceFingerprint& dev
       RunFixed("reference64", task.reference64, task, ref_lb, ref_outs, stream, poisoned));
   wide.clear();  // Only the reference reads them; RunFixed synchronized.
   KFUSE_RETURN_IF_ERROR(RunFixed("eager", task.eager, task, lb, outs, stream, poisoned));
-  KFUSE_ASSIGN_OR_RETURN(std::vector<double> eager_err,
+  KFUSE_ASSIGN_OR_RETURN(std::vector<ErrorStats> eager_err,
                          PrepareReferences(task, kernels, ref_outs, outs, stream));
 
   DeviceBuffer flush;
