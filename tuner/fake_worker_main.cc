@@ -1,9 +1,27 @@
-// kfuse-fake-worker: a tuning worker of another build, for the runner's tests
-// only (never installed). It answers one hello as a worker speaking protocol
-// $KFUSE_FAKE_WORKER_VERSION would ("1": unversioned, the reply starting with
-// its status), then waits for its parent to close the socket.
+// kfuse-fake-worker: a tuning worker that misbehaves on purpose, for the
+// runner's tests only (never installed).
+//
+// Without $KFUSE_FAKE_WORKER_MODE it answers one hello as a worker speaking
+// protocol $KFUSE_FAKE_WORKER_VERSION would ("1": unversioned, the reply
+// starting with its status), then waits for its parent to close the socket.
+// With a mode it answers hello as a worker with a GPU, answers ceilings, and
+// does this with each task:
+//   ok           kReady, one kOk trial per candidate, kTaskDone
+//   extra_trial  as ok, with a trial past the last candidate before kTaskDone
+//   huge_frame   kReady, then a frame header claiming 1 GiB, and nothing more
+//   bad_magic    kReady, then 16 bytes that are not a frame
+//   exit7        kReady, then exits with code 7
+// or, instead of tasks:
+//   deaf         stops reading after hello (and exits 30 s later)
+//   traced       as ok, but traced by a child of its own that never waits for
+//                it, so once killed it cannot be reaped for 10 s; hello says
+//                Unavailable where ptrace is refused
 //
 //   kfuse-fake-worker --fd=3 --device=0 --parent-pid=1234
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -13,6 +31,103 @@
 #include "tuner/worker_protocol.h"
 #include "tuner/worker_wire.h"
 
+namespace kfuse {
+namespace {
+
+bool Send(int fd, uint32_t type, const std::string& payload) {
+  return SendFrame(fd, type, payload, /*timeout_seconds=*/-1).ok();
+}
+
+// A worker of another protocol version, with no GPU.
+int AnswerHelloAsVersion(int fd, uint32_t version) {
+  absl::StatusOr<Frame> hello = RecvFrame(fd, 10.0, kMaxFrameBytes);
+  if (!hello.ok() || hello->type != kMsgHello) return 2;
+  HelloReply reply;
+  reply.version = version;
+  reply.status = absl::UnavailableError("a fake worker has no GPU");
+  std::string payload = EncodeHelloReply(reply);
+  if (version == 1) payload = payload.substr(8);  // No tag, no version.
+  if (!Send(fd, kMsgHelloReply, payload)) return 2;
+  while (RecvFrame(fd, -1, kMaxFrameBytes).ok()) {
+  }
+  return 0;
+}
+
+// Has a child process trace this one and never wait for it: a killed tracee
+// is a zombie only its tracer can reap, so the parent's waitpid does not see
+// it until the tracer exits, `seconds` later (as with a worker stuck in the
+// driver). False where ptrace is refused.
+bool HideExitFromParent(int fd, int seconds) {
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);  // Where Yama limits ptrace.
+  int ready[2];
+  if (pipe(ready) != 0) return false;
+  const pid_t traced = getpid();
+  const pid_t tracer = fork();
+  if (tracer < 0) return false;
+  if (tracer == 0) {
+    close(fd);  // So the parent sees the socket close when the worker dies.
+    const char ok = ptrace(PTRACE_SEIZE, traced, nullptr, nullptr) == 0 ? 1 : 0;
+    if (write(ready[1], &ok, 1) != 1) _exit(2);
+    sleep(seconds);
+    _exit(0);
+  }
+  char ok = 0;
+  return read(ready[0], &ok, 1) == 1 && ok == 1;
+}
+
+int Serve(int fd, const std::string& mode) {
+  absl::StatusOr<Frame> hello = RecvFrame(fd, 10.0, kMaxFrameBytes);
+  if (!hello.ok() || hello->type != kMsgHello) return 2;
+  HelloReply reply;
+  reply.device.name = "kfuse-fake-worker";
+  if (mode == "traced" && !HideExitFromParent(fd, 10)) {
+    reply.status = absl::UnavailableError("ptrace refused");
+  }
+  if (!Send(fd, kMsgHelloReply, EncodeHelloReply(reply))) return 2;
+  if (mode == "deaf") {
+    sleep(30);
+    return 0;
+  }
+  while (true) {
+    absl::StatusOr<Frame> f = RecvFrame(fd, -1, kMaxFrameBytes);
+    if (!f.ok()) return 0;  // Parent gone.
+    if (f->type == kMsgCeilings) {
+      CeilingsReply c;
+      c.ceilings.source = "kfuse-fake-worker";
+      if (!Send(fd, kMsgCeilingsReply, EncodeCeilingsReply(c))) return 0;
+      continue;
+    }
+    if (f->type != kMsgRun) return 2;
+    absl::StatusOr<RunRequest> req = DecodeRunRequest(f->payload);
+    if (!req.ok()) return 2;
+    if (!Send(fd, kMsgReady, "")) return 0;
+    if (mode == "exit7") _exit(7);
+    if (mode == "huge_frame" || mode == "bad_magic") {
+      WireWriter w;
+      w.U32(mode == "huge_frame" ? 0x3157464B : 0x21212121);  // worker_wire.cc's "KFW1" or not.
+      w.U32(kMsgTrial);
+      w.U64(uint64_t{1} << 30);
+      if (write(fd, w.data().data(), w.data().size()) != 16) return 2;
+      while (RecvFrame(fd, -1, kMaxFrameBytes).ok()) {
+      }
+      return 0;
+    }
+    uint32_t end = static_cast<uint32_t>(req->task.candidates.size());
+    if (mode == "extra_trial") ++end;
+    for (uint32_t i = req->first_candidate; i < end; ++i) {
+      TrialResult t;
+      t.index = i;
+      t.outcome = Outcome::kOk;
+      t.median_seconds = 1e-6;
+      if (!Send(fd, kMsgTrial, EncodeTrialResult(t))) return 0;
+    }
+    if (!Send(fd, kMsgTaskDone, EncodeStatus(absl::OkStatus()))) return 0;
+  }
+}
+
+}  // namespace
+}  // namespace kfuse
+
 int main(int argc, char** argv) {
   int fd = -1;
   for (int i = 1; i < argc; ++i) {
@@ -21,15 +136,6 @@ int main(int argc, char** argv) {
   uint32_t version = kfuse::kWorkerProtocolVersion;
   const char* v = std::getenv("KFUSE_FAKE_WORKER_VERSION");
   if (fd < 0 || (v != nullptr && !absl::SimpleAtoi(v, &version))) return 2;
-  absl::StatusOr<kfuse::Frame> hello = kfuse::RecvFrame(fd, 10.0);
-  if (!hello.ok() || hello->type != kfuse::kMsgHello) return 2;
-  kfuse::HelloReply reply;
-  reply.version = version;
-  reply.status = absl::UnavailableError("a fake worker has no GPU");
-  std::string payload = kfuse::EncodeHelloReply(reply);
-  if (version == 1) payload = payload.substr(8);  // No tag, no version.
-  if (!kfuse::SendFrame(fd, kfuse::kMsgHelloReply, payload).ok()) return 2;
-  while (kfuse::RecvFrame(fd, -1).ok()) {
-  }
-  return 0;
+  const char* mode = std::getenv("KFUSE_FAKE_WORKER_MODE");
+  return mode == nullptr ? kfuse::AnswerHelloAsVersion(fd, version) : kfuse::Serve(fd, mode);
 }

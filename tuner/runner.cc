@@ -110,7 +110,7 @@ absl::Status WorkerRunner::EnsureStartedLocked() {
   KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<WorkerProcess> w,
                          WorkerProcess::Start(opts_.worker_path, opts_.device));
   ++starts_;
-  KFUSE_RETURN_IF_ERROR(w->Send(kMsgHello, EncodeHello()));
+  KFUSE_RETURN_IF_ERROR(w->Send(kMsgHello, EncodeHello(), opts_.send_timeout_seconds));
   absl::StatusOr<Frame> f = w->Recv(opts_.start_timeout_seconds);
   if (!f.ok()) {
     std::string how = f.status().code() == absl::StatusCode::kDeadlineExceeded
@@ -134,6 +134,21 @@ absl::Status WorkerRunner::EnsureStartedLocked() {
   return absl::OkStatus();
 }
 
+absl::Status WorkerRunner::SendLocked(uint32_t type, const std::string& payload) {
+  std::string how;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    KFUSE_RETURN_IF_ERROR(EnsureStartedLocked());
+    absl::Status sent = worker_->Send(type, payload, opts_.send_timeout_seconds);
+    if (sent.ok()) return absl::OkStatus();
+    if (how.empty()) {
+      how = absl::IsDeadlineExceeded(sent) ? absl::StrCat(sent.message(), "; killed")
+                                           : worker_->ExitDescription();
+    }
+    worker_.reset();  // Kills it; a stuck one too.
+  }
+  return absl::UnavailableError(absl::StrCat("tuning worker failed before the request: ", how));
+}
+
 absl::StatusOr<DeviceFingerprint> WorkerRunner::Device() {
   std::lock_guard<std::mutex> lock(mu_);
   return device_;
@@ -141,8 +156,7 @@ absl::StatusOr<DeviceFingerprint> WorkerRunner::Device() {
 
 absl::StatusOr<Ceilings> WorkerRunner::MeasureCeilings() {
   std::lock_guard<std::mutex> lock(mu_);
-  KFUSE_RETURN_IF_ERROR(EnsureStartedLocked());
-  KFUSE_RETURN_IF_ERROR(worker_->Send(kMsgCeilings, ""));
+  KFUSE_RETURN_IF_ERROR(SendLocked(kMsgCeilings, ""));
   absl::StatusOr<Frame> f = worker_->Recv(/*timeout_seconds=*/300);
   if (!f.ok() || f->type != kMsgCeilingsReply) {
     std::string why = f.ok() ? "unexpected reply" : std::string(f.status().message());
@@ -198,21 +212,16 @@ absl::StatusOr<std::vector<Trial>> WorkerRunner::Run(
         break;
       }
     }
-    KFUSE_RETURN_IF_ERROR(EnsureStartedLocked());
     req.first_candidate = next;
-    if (!worker_->Send(kMsgRun, EncodeRunRequest(req)).ok()) {
-      // It died while idle (the GPU was reset, or it was killed): one fresh try.
-      std::string how = worker_->ExitDescription();
-      worker_.reset();
-      KFUSE_RETURN_IF_ERROR(EnsureStartedLocked());
-      if (!worker_->Send(kMsgRun, EncodeRunRequest(req)).ok()) {
-        worker_.reset();
-        return absl::UnavailableError(absl::StrCat("tuning worker died before the task: ", how));
-      }
-    }
+    KFUSE_RETURN_IF_ERROR(SendLocked(kMsgRun, EncodeRunRequest(req)));
     bool in_setup = true;  // Until kMsgReady: inputs, reference64, eager.
     while (true) {
       absl::StatusOr<Frame> f = worker_->Recv(in_setup ? setup_timeout : candidate_timeout);
+      if (absl::IsDataLoss(f.status())) {
+        // A garbled stream is the worker's fault, not the candidate's.
+        return lost(absl::DataLossError(
+            absl::StrCat("tuning worker ", opts_.worker_path, ": ", f.status().message())));
+      }
       if (!f.ok()) {
         bool timeout = f.status().code() == absl::StatusCode::kDeadlineExceeded;
         if (timeout) worker_->Kill();
@@ -242,7 +251,10 @@ absl::StatusOr<std::vector<Trial>> WorkerRunner::Run(
         absl::StatusOr<TrialResult> decoded = DecodeTrialResult(f->payload);
         if (!decoded.ok()) return lost(decoded.status());
         TrialResult& t = *decoded;
-        if (t.index != next) return lost(absl::DataLossError("tuning worker: trial out of order"));
+        if (next >= n || t.index != next) {
+          return lost(absl::DataLossError(absl::StrCat(
+              "tuning worker: trial ", t.index, " out of order (", next, " of ", n, " reported)")));
+        }
         trials[next].median_seconds = t.median_seconds;
         trials[next].samples_seconds = std::move(t.samples_seconds);
         finish(t.outcome, t.message);

@@ -109,6 +109,9 @@ struct WorkerOptions {
   // larger tasks give kSkipped trials. 0: no limit beyond free memory.
   int64_t memory_budget_bytes = 0;
   double start_timeout_seconds = 60;  // Worker start-up, driver init included.
+  // A worker takes a request at once; one that has not taken it whole within
+  // this is stuck (alive, not reading) and is killed.
+  double send_timeout_seconds = 60;
 };
 
 class WorkerProcess;  // tuner/worker_process.h
@@ -136,6 +139,10 @@ class WorkerRunner : public Runner {
  private:
   explicit WorkerRunner(WorkerOptions opts);
   absl::Status EnsureStartedLocked();
+  // Sends a request, starting the worker if needed; a worker that died while
+  // idle (the GPU was reset, or it was killed) or is stuck gets one fresh
+  // try. Unavailable when that fails too; the worker is then gone.
+  absl::Status SendLocked(uint32_t type, const std::string& payload);
 
   WorkerOptions opts_;
   mutable std::mutex mu_;

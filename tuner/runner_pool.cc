@@ -22,6 +22,12 @@ double SteadySeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// A member that failed with Unavailable is tried again after this long,
+// doubling (up to the cap) while it keeps failing: a worker that missed its
+// hello once comes back soon, a GPU truly gone costs a task an hour at most.
+constexpr double kReadmitFirstSeconds = 60;
+constexpr double kReadmitMaxSeconds = 3600;
+
 void SleepSeconds(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
 // The fingerprint fields in which `b` differs from `a`, for the log line
@@ -109,6 +115,16 @@ absl::StatusOr<std::unique_ptr<RunnerPool>> RunnerPool::Create(
       new RunnerPool(std::move(kept), std::move(*reference), std::move(options)));
 }
 
+void RunnerPool::ReadmitLocked() {
+  if (InRotationLocked() == slots_.size()) return;  // The usual case: no clock to read.
+  const double now = options_.now();
+  for (Slot& s : slots_) {
+    if (s.stats.in_rotation || now < s.readmit_at) continue;
+    s.stats.in_rotation = true;  // Its runner starts a fresh worker for the next task.
+    s.stats.removed_reason.clear();
+  }
+}
+
 bool RunnerPool::AnyFreeLocked() const {
   return std::any_of(slots_.begin(), slots_.end(),
                      [](const Slot& s) { return s.stats.in_rotation && !s.stats.running; });
@@ -132,9 +148,12 @@ void RunnerPool::TakeLocked(size_t i) {
 }
 
 std::string RunnerPool::GoneLocked() const {
+  const double now = options_.now();
   std::vector<std::string> why;
-  for (const Slot& s : slots_)
-    why.push_back(absl::StrCat("GPU ", s.stats.device, ": ", s.stats.removed_reason));
+  for (const Slot& s : slots_) {
+    why.push_back(absl::StrFormat("GPU %d: %s; tried again in %.0f s", s.stats.device,
+                                  s.stats.removed_reason, std::max(0.0, s.readmit_at - now)));
+  }
   return absl::StrCat("no GPU left for tuning (", absl::StrJoin(why, "; "), ")");
 }
 
@@ -167,8 +186,10 @@ absl::StatusOr<size_t> RunnerPool::Acquire() {
   double gated_seconds = 0;  // Time spent with free members all held back.
   double last_gated = -1;
   while (true) {
-    cv_.wait(lock,
-             [&] { return serving_ == ticket && (AnyFreeLocked() || InRotationLocked() == 0); });
+    cv_.wait(lock, [&] {
+      ReadmitLocked();
+      return serving_ == ticket && (AnyFreeLocked() || InRotationLocked() == 0);
+    });
     if (InRotationLocked() == 0) {
       leave();
       return absl::UnavailableError(GoneLocked());
@@ -257,8 +278,14 @@ void RunnerPool::Release(size_t i, double seconds, const absl::Status& status) {
   s.stats.busy_seconds += seconds;
   s.last_release = ++releases_;
   if (absl::IsUnavailable(status)) {
+    s.backoff_seconds = s.backoff_seconds == 0
+                            ? kReadmitFirstSeconds
+                            : std::min(2 * s.backoff_seconds, kReadmitMaxSeconds);
+    s.readmit_at = options_.now() + s.backoff_seconds;
     s.stats.in_rotation = false;
     s.stats.removed_reason = std::string(status.message());
+  } else {
+    s.backoff_seconds = 0;  // It works: a later failure starts the backoff afresh.
   }
   cv_.notify_all();
 }
@@ -286,6 +313,7 @@ absl::StatusOr<Ceilings> RunnerPool::MeasureCeilings() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
+      ReadmitLocked();
       auto first = std::find_if(slots_.begin(), slots_.end(),
                                 [](const Slot& s) { return s.stats.in_rotation; });
       if (first == slots_.end()) return absl::UnavailableError(GoneLocked());

@@ -64,7 +64,7 @@ struct MemberStats {
   // Time a waiting task found it free but held back by the idle policy.
   double idle_wait_seconds = 0;
   std::optional<GpuLoad> last_load;  // The latest reading, if it has a probe.
-  std::string removed_reason;        // Why it left the rotation.
+  std::string removed_reason;        // Why it is out of the rotation.
 };
 
 class RunnerPool : public Runner {
@@ -82,8 +82,10 @@ class RunnerPool : public Runner {
   // policy, for one whose GPU has been idle for settle_seconds; runs the task
   // there. Unavailable "GPU n busy for ... s; tuning deferred" past
   // max_wait_seconds of such waiting; Unavailable from a member (its GPU is
-  // gone) is returned and the member leaves the rotation; Unavailable when no
-  // member is left. Thread-safe; the pool must outlive its calls.
+  // gone, or its worker failed) is returned and the member leaves the
+  // rotation for 60 s, then twice as long each time it fails again (up to an
+  // hour), before a task tries it again; Unavailable when no member is in
+  // the rotation. Thread-safe; the pool must outlive its calls.
   absl::StatusOr<std::vector<Trial>> Run(
       const CheckTask& task, const std::function<void(const Trial&)>& on_trial) override;
   // The fingerprint every member shares.
@@ -103,11 +105,17 @@ class RunnerPool : public Runner {
     double idle_since = -1;     // Start of the current run of idle samples; -1: none.
     double last_sample = -1;    // When it was last sampled.
     std::string last_error;     // The probe's last failure.
+    // Out of the rotation: when (options_.now) a task may try it again, and
+    // how long it was out this time.
+    double readmit_at = 0;
+    double backoff_seconds = 0;
   };
 
   RunnerPool(std::vector<Slot> slots, DeviceFingerprint device, RunnerPoolOptions options);
   absl::StatusOr<size_t> Acquire();
   void Release(size_t i, double seconds, const absl::Status& status);
+  // Puts members whose backoff has passed back in the rotation.
+  void ReadmitLocked();
   bool AnyFreeLocked() const;
   size_t InRotationLocked() const;
   // The least recently released of `candidates`.

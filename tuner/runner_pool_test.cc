@@ -559,6 +559,47 @@ TEST(RunnerPoolTest, UnavailableTakesTheMemberOutOfRotation) {
   EXPECT_EQ(b.pool->MeasureCeilings().status().code(), absl::StatusCode::kUnavailable);
 }
 
+// Unavailable may be a worker that failed once (no answer to its hello in
+// time, a crash at start): the member is tried again after a backoff that
+// doubles while it keeps failing and starts afresh once it works.
+TEST(RunnerPoolTest, AMemberOutOfRotationIsTriedAgainAfterABackoff) {
+  Log log;
+  FakeClock clock;
+  RunnerPoolOptions o;
+  o.now = [&] { return clock.t; };
+  Built b = Build(&log, {H200()}, {}, o);
+  FakeRunner& runner = *b.runners[0];
+  // At each time, whether a Run reaches the member, and whether it works there.
+  const struct {
+    double t;
+    bool tried;
+    bool works;
+  } steps[] = {
+      {0, true, false},     // Out for 60 s.
+      {59, false, false},   // Not yet.
+      {60, true, false},    // Out for 120 s.
+      {179, false, false},  // Not yet.
+      {180, true, true},    // Back.
+      {181, true, false},   // Out for 60 s: the backoff starts afresh.
+      {240, false, false},  // Not yet.
+      {241, true, true},    // Back.
+  };
+  size_t runs = 0;
+  for (const auto& step : steps) {
+    clock.t = step.t;
+    runner.run_status_ = step.works ? absl::OkStatus() : absl::UnavailableError("no hello");
+    absl::StatusOr<std::vector<Trial>> r = b.pool->Run(Task(1), {});
+    runs += step.tried;
+    EXPECT_EQ(log.started.size(), runs) << "t=" << step.t;
+    EXPECT_EQ(r.ok(), step.works) << "t=" << step.t << ": " << r.status();
+    EXPECT_EQ(b.pool->stats()[0].in_rotation, step.works) << "t=" << step.t;
+    if (!step.tried) {
+      EXPECT_THAT(r.status().message(), HasSubstr("no GPU left for tuning")) << "t=" << step.t;
+      EXPECT_THAT(r.status().message(), HasSubstr("GPU 0: no hello; tried again in 1 s"));
+    }
+  }
+}
+
 TEST(RunnerPoolTest, OtherErrorsLeaveTheMemberInRotation) {
   Log log;
   Built b = Build(&log, {H200()}, {}, {});

@@ -1,12 +1,16 @@
 #include "tuner/runner.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +26,7 @@ namespace kfuse {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 CompiledKernel Fake(const std::string& entry) {
   CompiledKernel k;
@@ -192,6 +197,150 @@ TEST(RunnerTest, WorkerOfAnotherBuildIsRefusedNamingBothVersions) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("a fake worker has no GPU"));
   unsetenv("KFUSE_FAKE_WORKER_VERSION");
+}
+
+// kfuse-fake-worker misbehaving as `mode` says (see fake_worker_main.cc),
+// for as long as this lives.
+class FakeWorker {
+ public:
+  explicit FakeWorker(const char* mode) {
+    EXPECT_EQ(setenv("KFUSE_FAKE_WORKER_MODE", mode, 1), 0);
+    const std::string worker = DefaultWorkerPath();
+    opts.worker_path = worker.substr(0, worker.rfind('/') + 1) + "kfuse-fake-worker";
+    EXPECT_EQ(access(opts.worker_path.c_str(), X_OK), 0) << opts.worker_path << " missing";
+    opts.start_timeout_seconds = 10;
+  }
+  ~FakeWorker() { unsetenv("KFUSE_FAKE_WORKER_MODE"); }
+  WorkerOptions opts;
+};
+
+// A task the fake worker's misdeeds show in quickly.
+CheckTask QuickTask() {
+  CheckTask t = GoodTask();
+  t.watchdog_seconds = 1;
+  t.timing.max_seconds = 0.5;
+  return t;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST(RunnerTest, ATrialPastTheLastCandidateIsDataLoss) {
+  FakeWorker fake("extra_trial");
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int reported = 0;
+  absl::StatusOr<std::vector<Trial>> trials =
+      (*r)->Run(QuickTask(), [&](const Trial&) { ++reported; });
+  EXPECT_EQ(trials.status().code(), absl::StatusCode::kDataLoss) << trials.status();
+  EXPECT_THAT(std::string(trials.status().message()), HasSubstr("trial 2 out of order"));
+  EXPECT_EQ(reported, 2);
+}
+
+// A corrupt stream is the worker's error, not the candidate's: no trial is
+// recorded as a fault or a timeout, and an oversized frame is refused at its
+// header, not waited for (nor allocated).
+TEST(RunnerTest, AGarbledStreamIsTheWorkersErrorNotTheCandidates) {
+  for (const char* mode : {"huge_frame", "bad_magic"}) {
+    FakeWorker fake(mode);
+    absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+    ASSERT_TRUE(r.ok()) << r.status();
+    CheckTask task = QuickTask();
+    task.watchdog_seconds = 5;
+    int reported = 0;
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<Trial>> trials = (*r)->Run(task, [&](const Trial&) { ++reported; });
+    EXPECT_LT(SecondsSince(start), 5.0) << mode;
+    EXPECT_EQ(trials.status().code(), absl::StatusCode::kDataLoss) << mode << trials.status();
+    EXPECT_THAT(std::string(trials.status().message()),
+                HasSubstr(fake.opts.worker_path + ": worker stream: "))
+        << mode;
+    EXPECT_EQ(reported, 0) << mode;
+  }
+}
+
+TEST(RunnerTest, AWorkerThatStopsReadingIsKilledNotWaitedFor) {
+  FakeWorker fake("deaf");
+  fake.opts.send_timeout_seconds = 0.5;
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  CheckTask task = QuickTask();
+  task.candidates[0].cubin = std::string(8 << 20, 'x');  // More than the socket holds.
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<Trial>> trials = (*r)->Run(task, {});
+  EXPECT_LT(SecondsSince(start), 10.0);
+  EXPECT_EQ(trials.status().code(), absl::StatusCode::kUnavailable) << trials.status();
+  EXPECT_THAT(std::string(trials.status().message()), HasSubstr("not reading"));
+  EXPECT_EQ((*r)->starts(), 2);  // One fresh try, stuck as well.
+}
+
+TEST(RunnerTest, CeilingsRestartAWorkerThatDiedWhileIdle) {
+  FakeWorker fake("ok");
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const pid_t pid = (*r)->pid();
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  siginfo_t info;
+  ASSERT_EQ(waitid(P_PID, pid, &info, WEXITED | WNOWAIT), 0);  // Dead, left for the runner.
+  for (int call = 0; call < 2; ++call) {
+    absl::StatusOr<Ceilings> c = (*r)->MeasureCeilings();
+    ASSERT_TRUE(c.ok()) << call << ": " << c.status();
+    EXPECT_EQ(c->source, "kfuse-fake-worker");
+  }
+  EXPECT_EQ((*r)->starts(), 2);
+}
+
+// SIGCHLD inherited as ignored: the kernel reaps the worker, and its exit
+// status is lost. Say so; never report it as a clean exit.
+TEST(WorkerProcessTest, AnExitStatusLostToAnIgnoredSigchldIsNotCodeZero) {
+  FakeWorker fake("exit7");
+  CheckTask task = QuickTask();
+  task.candidates.resize(1);
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<std::vector<Trial>> trials = (*r)->Run(task, {});
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ((*trials)[0].outcome, Outcome::kFault);
+  EXPECT_EQ((*trials)[0].message, "worker died: exited with code 7");
+
+  struct sigaction ignore = {}, saved = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGCHLD, &ignore, &saved), 0);
+  trials = (*r)->Run(task, {});
+  ASSERT_EQ(sigaction(SIGCHLD, &saved, nullptr), 0);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ((*trials)[0].outcome, Outcome::kFault);
+  EXPECT_THAT((*trials)[0].message, HasSubstr("exit status is lost"));
+  EXPECT_THAT((*trials)[0].message, Not(HasSubstr("code 0")));
+}
+
+// A killed child that stays unreapable (here: traced by a process that never
+// waits for it; in production, stuck in the driver) does not hold Kill, and
+// so the runner's lock, beyond a few seconds; it is reaped once it can be.
+TEST(WorkerProcessTest, KillDoesNotWaitForAChildThatCannotBeReaped) {
+  FakeWorker fake("traced");
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> w = WorkerProcess::Start(fake.opts.worker_path, 0);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->Send(kMsgHello, EncodeHello(), 5.0).ok());
+  absl::StatusOr<Frame> f = (*w)->Recv(10.0);
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<HelloReply> hello = DecodeHelloReply(f->payload);
+  ASSERT_TRUE(hello.ok()) << hello.status();
+  if (!hello->status.ok()) GTEST_SKIP() << hello->status;
+  const pid_t pid = (*w)->pid();
+  const auto start = std::chrono::steady_clock::now();
+  (*w)->Kill();
+  EXPECT_LT(SecondsSince(start), 6.0);  // Its tracer holds it for 10 s.
+  EXPECT_THAT((*w)->ExitDescription(), HasSubstr("not reapable yet"));
+  w->reset();
+  // The reaper thread reaps it once the tracer is gone: no zombie is left.
+  bool reaped = false;
+  for (int i = 0; i < 300 && !reaped; ++i) {
+    reaped = kill(pid, 0) != 0 && errno == ESRCH;
+    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(reaped);
 }
 
 TEST(RunnerTest, WorkerStartedByHandPrintsUsage) {

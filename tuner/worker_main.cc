@@ -83,10 +83,15 @@ absl::Status Init(int ordinal, Gpu* gpu) {
 }
 
 int Serve(const Args& args) {
+  // A reply waits for the parent as long as it takes: the parent reads while
+  // a request is out, and kills a worker that does not answer in time.
+  auto reply = [&](uint32_t type, const std::string& payload) {
+    return SendFrame(args.fd, type, payload, /*timeout_seconds=*/-1);
+  };
   Gpu gpu;
   absl::Status init = absl::FailedPreconditionError("no hello yet");
   while (true) {
-    absl::StatusOr<Frame> f = RecvFrame(args.fd, -1);
+    absl::StatusOr<Frame> f = RecvFrame(args.fd, -1, kMaxFrameBytes);
     if (!f.ok())
       return f.status().code() == absl::StatusCode::kUnavailable ? 0 : 2;  // Parent gone.
     absl::Status sent;
@@ -98,7 +103,7 @@ int Serve(const Args& args) {
         if (version.ok() && !gpu.ctx) init = Init(args.device, &gpu);
         const absl::Status& s = version.ok() ? init : version;
         HelloReply h{kWorkerProtocolVersion, s, s.ok() ? gpu.device : DeviceFingerprint{}};
-        sent = SendFrame(args.fd, kMsgHelloReply, EncodeHelloReply(h));
+        sent = reply(kMsgHelloReply, EncodeHelloReply(h));
         break;
       }
       case kMsgRun: {
@@ -108,11 +113,8 @@ int Serve(const Args& args) {
         if (s.ok() && !gpu.kernels.ok()) s = gpu.kernels.status();
         if (s.ok()) {
           s = RunTaskInWorker(
-              *req, gpu.device, **gpu.kernels, gpu.stream,
-              [&] { return SendFrame(args.fd, kMsgReady, ""); },
-              [&](const TrialResult& t) {
-                return SendFrame(args.fd, kMsgTrial, EncodeTrialResult(t));
-              },
+              *req, gpu.device, **gpu.kernels, gpu.stream, [&] { return reply(kMsgReady, ""); },
+              [&](const TrialResult& t) { return reply(kMsgTrial, EncodeTrialResult(t)); },
               &poisoned);
         }
         if (poisoned) {
@@ -121,11 +123,11 @@ int Serve(const Args& args) {
           absl::Status done = absl::AbortedError(
               absl::StrCat("a kernel faulted; the worker exits", s.ok() ? "" : ": ", s.message()));
           if (!s.ok() && s.code() != absl::StatusCode::kAborted) done = s;
-          SendFrame(args.fd, kMsgTaskDone, EncodeStatus(done)).IgnoreError();
+          reply(kMsgTaskDone, EncodeStatus(done)).IgnoreError();
           std::fflush(stderr);
           _exit(3);
         }
-        sent = SendFrame(args.fd, kMsgTaskDone, EncodeStatus(s));
+        sent = reply(kMsgTaskDone, EncodeStatus(s));
         break;
       }
       case kMsgCeilings: {
@@ -136,7 +138,7 @@ int Serve(const Args& args) {
           c.status = m.status();
           if (m.ok()) c.ceilings = *m;
         }
-        sent = SendFrame(args.fd, kMsgCeilingsReply, EncodeCeilingsReply(c));
+        sent = reply(kMsgCeilingsReply, EncodeCeilingsReply(c));
         break;
       }
       default:

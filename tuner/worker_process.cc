@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tuner/worker_protocol.h"
 
 extern char** environ;
 
@@ -75,34 +76,58 @@ WorkerProcess::~WorkerProcess() {
   close(fd_);
 }
 
-absl::Status WorkerProcess::Send(uint32_t type, const std::string& payload) {
-  return SendFrame(fd_, type, payload);
+absl::Status WorkerProcess::Send(uint32_t type, const std::string& payload,
+                                 double timeout_seconds) {
+  return SendFrame(fd_, type, payload, timeout_seconds);
 }
 
 absl::StatusOr<Frame> WorkerProcess::Recv(double timeout_seconds) {
-  return RecvFrame(fd_, timeout_seconds);
+  return RecvFrame(fd_, timeout_seconds, kMaxWorkerReplyBytes);
+}
+
+bool WorkerProcess::Reap(std::chrono::milliseconds wait) {
+  const auto end = std::chrono::steady_clock::now() + wait;
+  while (state_ == State::kRunning) {
+    pid_t r = waitpid(pid_, &wait_status_, WNOHANG);
+    if (r == pid_) {
+      state_ = State::kReaped;
+    } else if (r < 0 && errno == ECHILD) {
+      // Reaped by the kernel (SIGCHLD inherited as ignored): its pid may be
+      // another process's by now, so it is never signalled again.
+      state_ = State::kReapedElsewhere;
+    } else if (std::chrono::steady_clock::now() >= end) {
+      return false;
+    } else if (r != -1 || errno != EINTR) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return true;
 }
 
 void WorkerProcess::Kill() {
-  if (reaped_) return;
+  // Gone already (reaped by the kernel, if SIGCHLD is ignored): its pid may
+  // be reused, so it must not be signalled.
+  if (Reap(std::chrono::milliseconds(0))) return;
   kill(pid_, SIGKILL);
-  while (waitpid(pid_, &wait_status_, 0) < 0 && errno == EINTR) {
-  }
-  reaped_ = true;
+  if (Reap(std::chrono::seconds(3))) return;
+  // Not reapable yet: a child in uninterruptible sleep in the driver ends
+  // only when the driver lets go. Callers hold the runner's lock; reap it on
+  // a thread of its own rather than make them wait for that.
+  std::thread([pid = pid_] {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }).detach();
+  state_ = State::kLeftToReaper;
 }
 
 std::string WorkerProcess::ExitDescription() {
-  if (!reaped_) {
-    // The child closed its end; give it a moment to finish exiting before
-    // forcing it, so a clean exit code is not reported as our SIGKILL.
-    for (int i = 0; i < 200 && !reaped_; ++i) {
-      pid_t r = waitpid(pid_, &wait_status_, WNOHANG);
-      if (r == pid_)
-        reaped_ = true;
-      else
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    Kill();
+  // The child closed its end; give it a moment to finish exiting before
+  // forcing it, so a clean exit code is not reported as our SIGKILL.
+  if (!Reap(std::chrono::seconds(2))) Kill();
+  if (state_ == State::kLeftToReaper) return "killed, and not reapable yet (stuck in the driver?)";
+  if (state_ == State::kReapedElsewhere) {
+    return "ended (its exit status is lost: SIGCHLD is ignored in this process)";
   }
   if (WIFEXITED(wait_status_)) return absl::StrCat("exited with code ", WEXITSTATUS(wait_status_));
   if (WIFSIGNALED(wait_status_)) {

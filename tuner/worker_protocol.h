@@ -45,6 +45,12 @@ enum WorkerMsg : uint32_t {
 // WorkerProtocolTest.EncodingsMatchTheVersion fails until it is.
 inline constexpr uint32_t kWorkerProtocolVersion = 2;  // 1: unversioned.
 
+// The longest frame the parent takes from a worker. The longest a worker
+// sends is a TrialResult of 10,000 samples (the most repeats ValidateTask
+// allows: 80 KB) with a message of a few KB; a header claiming more is a
+// corrupt stream, refused before anything is allocated for it.
+inline constexpr uint64_t kMaxWorkerReplyBytes = uint64_t{4} << 20;
+
 // The message of a candidate skipped because CheckTask::budget_seconds ran out.
 inline constexpr char kBudgetSpentMessage[] = "tuning budget spent before this candidate started";
 

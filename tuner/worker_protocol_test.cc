@@ -1,8 +1,12 @@
 #include "tuner/worker_protocol.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -234,32 +238,107 @@ TEST(WorkerProtocolTest, TruncatedOrPaddedPayloadIsDataLoss) {
         << cut;
   }
   EXPECT_EQ(DecodeTrialResult(full + "x").status().code(), absl::StatusCode::kDataLoss);
-  // A huge count must not allocate: it is checked against the payload size.
+  EXPECT_EQ(DecodeRunRequest("garbage").status().code(), absl::StatusCode::kDataLoss);
+}
+
+// A count is checked against the bytes left before any item is read, so no
+// caller sizes anything by a count the payload cannot hold.
+TEST(WorkerProtocolTest, AHugeCountIsRefusedBeforeItsItems) {
   WireWriter w;
   w.U32(0);
   w.U8(1);
   w.F64(0);
   w.U64(uint64_t{1} << 60);
-  EXPECT_EQ(DecodeTrialResult(w.data()).status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(DecodeRunRequest("garbage").status().code(), absl::StatusCode::kDataLoss);
+  w.F64(1.5);  // One sample: the loop could read it, not 2^60 of them.
+  WireReader r(w.data());
+  r.U32();
+  r.U8();
+  r.F64();
+  EXPECT_EQ(r.Count(8), 0u);
+  EXPECT_FALSE(r.ok());
+  absl::StatusOr<TrialResult> t = DecodeTrialResult(w.data());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(t.status().message()),
+              HasSubstr("count 1152921504606846976 exceeds the payload at byte 21"));
 }
 
 TEST(WorkerWireTest, FramesOverASocketWithTimeoutAndEof) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
   std::string big(1 << 20, 'z');  // Larger than the socket buffer: sent in pieces.
-  std::thread sender([&] { EXPECT_TRUE(SendFrame(fds[0], 42, big).ok()); });
-  absl::StatusOr<Frame> f = RecvFrame(fds[1], 5.0);
+  std::thread sender([&] { EXPECT_TRUE(SendFrame(fds[0], 42, big, 5.0).ok()); });
+  absl::StatusOr<Frame> f = RecvFrame(fds[1], 5.0, kMaxFrameBytes);
   sender.join();
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->type, 42u);
   EXPECT_EQ(f->payload, big);
-  EXPECT_EQ(RecvFrame(fds[1], 0.05).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(RecvFrame(fds[1], 0.05, kMaxFrameBytes).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
   close(fds[0]);
-  EXPECT_EQ(RecvFrame(fds[1], 1.0).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(RecvFrame(fds[1], 1.0, kMaxFrameBytes).status().code(), absl::StatusCode::kUnavailable);
   // Writing to a closed peer is an error, not SIGPIPE.
-  EXPECT_EQ(SendFrame(fds[1], 1, "x").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SendFrame(fds[1], 1, "x", 1.0).code(), absl::StatusCode::kUnavailable);
   close(fds[1]);
+}
+
+// A frame header as SendFrame writes it, claiming `length` bytes of payload.
+std::string Header(uint32_t type, uint64_t length) {
+  int fds[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  EXPECT_TRUE(SendFrame(fds[0], type, "", 1.0).ok());
+  char h[16] = {};
+  EXPECT_EQ(read(fds[1], h, sizeof(h)), 16);
+  close(fds[0]);
+  close(fds[1]);
+  std::memcpy(h + 8, &length, sizeof(length));
+  return std::string(h, sizeof(h));
+}
+
+int64_t MaxRssBytes() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return int64_t{u.ru_maxrss} * 1024;
+}
+
+TEST(WorkerWireTest, AFrameLongerThanTheCallerTakesIsDataLossAtOnce) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  const std::string h = Header(kMsgTrial, 5 << 20);
+  ASSERT_EQ(write(fds[0], h.data(), h.size()), 16);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<Frame> f = RecvFrame(fds[1], 5.0, /*max_bytes=*/4 << 20);
+  const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(waited.count(), 2.0);  // Refused at the header, not waited for.
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(f.status().message()), HasSubstr("frame of 5242880 bytes"));
+  close(fds[0]);
+  close(fds[1]);
+}
+
+// A header claiming 1 GiB followed by a few bytes costs memory for the few.
+TEST(WorkerWireTest, MemoryFollowsTheBytesThatArriveNotTheHeader) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  const std::string bytes = Header(kMsgRun, uint64_t{1} << 30) + std::string(1000, 'x');
+  ASSERT_EQ(write(fds[0], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  close(fds[0]);
+  const int64_t before = MaxRssBytes();
+  EXPECT_EQ(RecvFrame(fds[1], 5.0, kMaxFrameBytes).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(MaxRssBytes() - before, int64_t{64} << 20);
+  close(fds[1]);
+}
+
+TEST(WorkerWireTest, SendGivesUpOnAPeerThatDoesNotRead) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  const std::string big(8 << 20, 'x');  // Far more than the socket buffers hold.
+  auto sent = std::async(std::launch::async, [&] { return SendFrame(fds[0], 4, big, 0.2); });
+  // Past any deadline: close the peer, or a send without one would block for good.
+  const bool ended = sent.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  if (!ended) close(fds[1]);
+  EXPECT_EQ(sent.get().code(), absl::StatusCode::kDeadlineExceeded);
+  close(fds[0]);
+  if (ended) close(fds[1]);
 }
 
 TEST(WorkerWireTest, BadMagicIsDataLoss) {
@@ -267,7 +346,7 @@ TEST(WorkerWireTest, BadMagicIsDataLoss) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
   const char junk[16] = "not a frame....";
   ASSERT_EQ(write(fds[0], junk, 16), 16);
-  EXPECT_EQ(RecvFrame(fds[1], 1.0).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(RecvFrame(fds[1], 1.0, kMaxFrameBytes).status().code(), absl::StatusCode::kDataLoss);
   close(fds[0]);
   close(fds[1]);
 }

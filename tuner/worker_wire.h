@@ -3,8 +3,8 @@
 // protobuf. Messages themselves are in worker_protocol.h.
 //
 //   WireWriter w;  w.U32(7);  w.Str("hi");
-//   KFUSE_RETURN_IF_ERROR(SendFrame(fd, 3, w.data()));
-//   KFUSE_ASSIGN_OR_RETURN(Frame f, RecvFrame(fd, /*timeout_seconds=*/5));
+//   KFUSE_RETURN_IF_ERROR(SendFrame(fd, 3, w.data(), /*timeout_seconds=*/5));
+//   KFUSE_ASSIGN_OR_RETURN(Frame f, RecvFrame(fd, /*timeout_seconds=*/5, kMaxFrameBytes));
 //   WireReader r(f.payload);  uint32_t n = r.U32();  std::string s = r.Str();
 //   KFUSE_RETURN_IF_ERROR(r.Finish());
 #ifndef KFUSE_TUNER_WORKER_WIRE_H_
@@ -90,15 +90,21 @@ struct Frame {
   std::string payload;
 };
 
+// The largest frame a worker takes: a task carries every candidate's cubin.
+// What the parent takes from a worker is far smaller
+// (kMaxWorkerReplyBytes, worker_protocol.h).
 inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 31;
 
 // Writes a whole frame (magic, type, length, payload). Never raises SIGPIPE;
-// Unavailable if the peer is gone.
-absl::Status SendFrame(int fd, uint32_t type, const std::string& payload);
+// Unavailable if the peer is gone, DeadlineExceeded if it has not taken the
+// whole frame within timeout_seconds (< 0: waits forever).
+absl::Status SendFrame(int fd, uint32_t type, const std::string& payload, double timeout_seconds);
 
-// Reads one frame. timeout_seconds < 0 waits forever. DeadlineExceeded on
-// timeout, Unavailable on end of stream, DataLoss on a corrupt frame.
-absl::StatusOr<Frame> RecvFrame(int fd, double timeout_seconds);
+// Reads one frame of at most max_bytes. timeout_seconds < 0 waits forever.
+// DeadlineExceeded on timeout, Unavailable on end of stream, DataLoss on a
+// corrupt frame or one longer than max_bytes. Memory grows with the bytes
+// that arrive, not with the length the header claims.
+absl::StatusOr<Frame> RecvFrame(int fd, double timeout_seconds, uint64_t max_bytes);
 
 }  // namespace kfuse
 
