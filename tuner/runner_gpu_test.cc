@@ -37,6 +37,13 @@ extern "C" __global__ void add_mid_f64(const float* a, const double* b, double* 
 extern "C" __global__ void add_wrong(const float* a, const float* b, float* out, long long n) {
   IDX out[i] = a[i] + b[i] + 1.0f;
 }
+// Right on its first launch only (the counter lives in the module, which
+// each candidate loads afresh): a kernel right once by chance.
+__device__ unsigned long long add_once_elements;
+extern "C" __global__ void add_once(const float* a, const float* b, float* out, long long n) {
+  IDX unsigned long long k = atomicAdd(&add_once_elements, 1ull);
+  out[i] = a[i] + b[i] + (k < (unsigned long long)n ? 0.0f : 1.0f);
+}
 extern "C" __global__ void add_partial(const float* a, const float* b, float* out, long long n) {
   IDX if (i != n / 2) out[i] = a[i] + b[i];
 }
@@ -217,6 +224,18 @@ TEST(RunnerGpuTest, WrongPartialAndUnlaunchableAreOutcomesWithoutRestart) {
   EXPECT_THAT((*trials)[0].message, HasSubstr("max abs error"));
   EXPECT_THAT((*trials)[1].message, HasSubstr("1 of 1048576 elements not written"));
   EXPECT_EQ(r->starts(), 1);  // None of these needs a fresh worker.
+}
+
+// A candidate's outputs are judged again after its timed runs.
+TEST(RunnerGpuTest, AKernelRightOnlyOnceFailsAfterTiming) {
+  REQUIRE_GPU();
+  auto r = MakeRunner();
+  ASSERT_NE(r, nullptr);
+  CheckTask task = Task({"add", "add_once"});
+  absl::StatusOr<std::vector<Trial>> trials = r->Run(task, nullptr);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ(Outcomes(*trials), (std::vector<Outcome>{Outcome::kOk, Outcome::kWrongResult})) << Describe(*trials);
+  EXPECT_THAT((*trials)[1].message, HasSubstr("output 0 after timing: max abs error"));
 }
 
 // The reference reads an intermediate input as double: the worker hands it
