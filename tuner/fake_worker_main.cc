@@ -11,6 +11,8 @@
 //   huge_frame   kReady, then a frame header claiming 1 GiB, and nothing more
 //   bad_magic    kReady, then 16 bytes that are not a frame
 //   exit7        kReady, then exits with code 7
+//   slow         kReady, then 30 s before its trials (a candidate still on
+//                the GPU)
 // or, instead of tasks:
 //   deaf         stops reading after hello (and exits 30 s later)
 //   traced       as ok, but traced by a child of its own that never waits for
@@ -102,6 +104,7 @@ int Serve(int fd, const std::string& mode) {
     if (!req.ok()) return 2;
     if (!Send(fd, kMsgReady, "")) return 0;
     if (mode == "exit7") _exit(7);
+    if (mode == "slow") sleep(30);
     if (mode == "huge_frame" || mode == "bad_magic") {
       WireWriter w;
       w.U32(mode == "huge_frame" ? 0x3157464B : 0x21212121);  // worker_wire.cc's "KFW1" or not.

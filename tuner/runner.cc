@@ -216,7 +216,20 @@ absl::StatusOr<std::vector<Trial>> WorkerRunner::Run(
     KFUSE_RETURN_IF_ERROR(SendLocked(kMsgRun, EncodeRunRequest(req)));
     bool in_setup = true;  // Until kMsgReady: inputs, reference64, eager.
     while (true) {
-      absl::StatusOr<Frame> f = worker_->Recv(in_setup ? setup_timeout : candidate_timeout);
+      double timeout = in_setup ? setup_timeout : candidate_timeout;
+      if (task_in.cancel != nullptr) {
+        // Between frames, a quarter second at a time: a caller gone stops
+        // the run without waiting out the candidate (or the budget) on the GPU.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+        while (!worker_->WaitReadable(0.25) && std::chrono::steady_clock::now() < until) {
+          if (task_in.cancel->load()) {
+            worker_.reset();  // Kills it: its candidate stops with it.
+            return absl::CancelledError("tuning cancelled: no caller waits");
+          }
+        }
+        timeout = std::max(0.0, std::chrono::duration<double>(until - std::chrono::steady_clock::now()).count());
+      }
+      absl::StatusOr<Frame> f = worker_->Recv(timeout);
       if (absl::IsDataLoss(f.status())) {
         // A garbled stream is the worker's fault, not the candidate's.
         return lost(absl::DataLossError(

@@ -85,6 +85,10 @@ struct CheckTask {
   // candidate not started when the budget is spent is kSkipped ("tuning
   // budget spent"), and each one's timing fills its share of what is left.
   double budget_seconds = 0;
+  // Not sent to the worker. When set and raised (every caller left, or the
+  // server is stopping), Run stops within a quarter second, kills the worker
+  // (a candidate on the GPU stops with it) and returns Cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class Runner {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -273,6 +274,31 @@ TEST(RunnerTest, AWorkerThatStopsReadingIsKilledNotWaitedFor) {
   EXPECT_EQ(trials.status().code(), absl::StatusCode::kUnavailable) << trials.status();
   EXPECT_THAT(std::string(trials.status().message()), HasSubstr("not reading"));
   EXPECT_EQ((*r)->starts(), 2);  // One fresh try, stuck as well.
+}
+
+// Every caller left while a candidate is on the GPU: the run stops within a
+// quarter second, its worker killed, rather than after the candidate (or
+// the whole budget).
+TEST(RunnerTest, ACancelledRunStopsWithoutWaitingForItsCandidate) {
+  FakeWorker fake("slow");
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const pid_t pid = (*r)->pid();
+  CheckTask task = QuickTask();
+  task.watchdog_seconds = 60;
+  std::atomic<bool> cancel{false};
+  task.cancel = &cancel;
+  std::thread leave([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<Trial>> trials = (*r)->Run(task, {});
+  const double seconds = SecondsSince(start);
+  leave.join();
+  EXPECT_EQ(trials.status().code(), absl::StatusCode::kCancelled) << trials.status();
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_NE(kill(pid, 0), 0);  // Killed and reaped.
 }
 
 TEST(RunnerTest, CeilingsRestartAWorkerThatDiedWhileIdle) {

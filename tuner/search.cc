@@ -374,6 +374,7 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   task.outputs = buffers.outputs;
   task.symbol_values = symbols;
   task.slack = opts.slack;
+  task.cancel = opts.cancel;
   // The runner gets what is left of the budget for inputs, references,
   // checks and timing; it always times the seed, skips candidates it cannot
   // start in time, and spreads the rest over the others' timing.

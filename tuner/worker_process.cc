@@ -1,5 +1,6 @@
 #include "tuner/worker_process.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -83,6 +84,12 @@ absl::Status WorkerProcess::Send(uint32_t type, const std::string& payload,
 
 absl::StatusOr<Frame> WorkerProcess::Recv(double timeout_seconds) {
   return RecvFrame(fd_, timeout_seconds, kMaxWorkerReplyBytes);
+}
+
+bool WorkerProcess::WaitReadable(double seconds) {
+  pollfd pfd{fd_, POLLIN, 0};
+  const int r = poll(&pfd, 1, static_cast<int>(seconds * 1000));
+  return r != 0;  // Readable, closed, or an error Recv reports.
 }
 
 bool WorkerProcess::Reap(std::chrono::milliseconds wait) {

@@ -31,6 +31,9 @@ class WorkerProcess {
   absl::Status Send(uint32_t type, const std::string& payload, double timeout_seconds);
   // A frame of at most kMaxWorkerReplyBytes; a longer one is DataLoss.
   absl::StatusOr<Frame> Recv(double timeout_seconds);
+  // Whether the child has written something (or closed its end) within
+  // `seconds`; Recv then does not wait for the start of a frame.
+  bool WaitReadable(double seconds);
   // SIGKILL, then reap. Idempotent. Waits a few seconds at most: a child
   // still not reapable then (in uninterruptible sleep in the driver) is left
   // to a thread that reaps it whenever it ends.
