@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/generic/async_generic_service.h>
@@ -112,7 +114,8 @@ inline v1::CompileRequest ScaledActivation(v1::OpKind activation, double scale, 
 
 // A store path unique to the running test (and `name`), removed first.
 inline std::string TestStorePath(const std::string& name = "") {
-  std::string path = absl::StrCat(::testing::TempDir(), "/kfuse_service_",
+  // The pid too: two checkouts' test runs share the temporary folder.
+  std::string path = absl::StrCat(::testing::TempDir(), "/kfuse_service_", getpid(), "_",
                                   ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name(), "_",
                                   ::testing::UnitTest::GetInstance()->current_test_info()->name(), name, ".db");
   std::remove(path.c_str());
