@@ -4,7 +4,8 @@
 // background work.
 //
 //   bool started;
-//   JobTable::Ticket t = jobs.Join(key, background, false, on_done, on_progress, &started);
+//   JobTable::Ticket t = jobs.Join(key, background, /*background_pool=*/background, on_done,
+//                                  on_progress, &started);
 //   if (started) pool.Submit([&] { jobs.Finish(t.job, Run(t.job->cancel)); });
 //   ...
 //   jobs.Leave(t);   // the caller's deadline passed
@@ -38,7 +39,7 @@ class JobTable {
     // queue.
     std::atomic<bool> started{false};
     bool background = false;  // Guarded by the table's mutex.
-    bool background_pool = false;  // Which pool runs it; set when it starts.
+    bool background_pool = false;  // Which pool runs it; set when the job is made.
     std::map<int, std::pair<DoneFn, ProgressFn>> waiters;  // Guarded likewise; 0 started it.
     int next_waiter = 0;
   };

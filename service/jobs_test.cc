@@ -10,11 +10,12 @@ namespace {
 TEST(JobTableTest, CancelAllReachesBackgroundJobs) {
   JobTable jobs;
   bool started = false;
-  JobTable::Ticket waited = jobs.Join("a", /*background=*/false, /*background_pool=*/false, [](const JobTable::Result&, bool) {},
-                                      nullptr, &started);
+  const auto done = [](const JobTable::Result&, bool) {};
+  JobTable::Ticket waited =
+      jobs.Join("a", /*background=*/false, /*background_pool=*/false, done, nullptr, &started);
   ASSERT_TRUE(started);
   JobTable::Ticket background =
-      jobs.Join("b", /*background=*/true, /*background_pool=*/true, [](const JobTable::Result&, bool) {}, nullptr, &started);
+      jobs.Join("b", /*background=*/true, /*background_pool=*/true, done, nullptr, &started);
   ASSERT_TRUE(started);
   jobs.Leave(background);  // Background work stays, uncancelled.
   EXPECT_FALSE(background.job->cancel.load());

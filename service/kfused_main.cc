@@ -42,7 +42,7 @@ ABSL_FLAG(std::string, store, "", "SQLite store path (default: $XDG_CACHE_HOME/k
 ABSL_FLAG(int64_t, store_max_bytes, int64_t{4} << 30, "store size cap; least recently used entries are evicted");
 ABSL_FLAG(int, threads, 2,
           "compile and tuning jobs run at once (and as many background tuning jobs, on threads of their own)");
-ABSL_FLAG(int, max_queued_jobs, 64, "queued jobs beyond which new misses get RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_queued_jobs, 64, "jobs that may wait beyond the idle job threads; then new misses get RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, nvrtc_max_concurrent, kfuse::kDefaultMaxConcurrentCompiles,
           "NVRTC programs compiling at once in the process (bounds NVRTC's memory)");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request or response message (at least 65536)");

@@ -252,22 +252,6 @@ absl::Status CheckPolicy(const v1::TuningPolicy& policy) {
   return absl::OkStatus();
 }
 
-// The request's own words reach every log line of its build; a bound keeps
-// one request from writing megabytes of log.
-constexpr size_t kMaxLoggedText = 256;
-
-absl::Status CheckLoggedText(const v1::CompileRequest& request) {
-  if (request.request_id().size() > kMaxLoggedText) {
-    return absl::InvalidArgumentError(absl::StrCat("request_id: ", request.request_id().size(),
-                                                   " bytes; at most ", kMaxLoggedText));
-  }
-  if (request.env().client().size() > kMaxLoggedText) {
-    return absl::InvalidArgumentError(absl::StrCat("env.client: ", request.env().client().size(),
-                                                   " bytes; at most ", kMaxLoggedText));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) const {
@@ -408,10 +392,12 @@ FleetTier::Serves FleetArtifactServes(const Prepared& p) {
 
 std::optional<v1::CompileResponse> Pipeline::FleetLookup(const Prepared& p) const {
   if (deps_.fleet == nullptr) return std::nullopt;
+  // Read before the fetch: a delete while it runs keeps its entry out.
+  const uint64_t generation = hot_->generation();
   for (const CacheKey& candidate : p.lookup_keys) {
     std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kArtifact, candidate, FleetArtifactServes(p));
     if (!e) continue;
-    if (std::optional<v1::CompileResponse> r = AnswerFromFleet(p, candidate, *e)) {
+    if (std::optional<v1::CompileResponse> r = AnswerFromFleet(p, candidate, *e, generation)) {
       metrics().Lookup("fleet", true);
       return r;
     }
@@ -421,14 +407,15 @@ std::optional<v1::CompileResponse> Pipeline::FleetLookup(const Prepared& p) cons
 }
 
 std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, const CacheKey& key,
-                                                             const v1::StoreEntry& entry) const {
+                                                             const v1::StoreEntry& entry,
+                                                             uint64_t generation) const {
   storage::v1::Artifact artifact;
   if (!ArtifactServes(p, entry, &artifact)) return std::nullopt;
 
   // Verified by the tier; the local copy makes later requests local hits
   // (memory serves them until it lands). A delete since this lookup began
-  // (memory cleared) keeps the entry out of both: it is not brought back.
-  const uint64_t generation = hot_->generation();
+  // (memory cleared) keeps the entry out of memory, and of the store unless
+  // the delete lands between the writer's check and its write.
   if (!options_.read_only) {
     store_writer_->Submit([this, store = deps_.store, entry, id = p.request.request_id(), generation] {
       if (hot_->generation() != generation) return;
@@ -474,10 +461,11 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   // A holder tuning the key may take its budget for each kernel; waiting
   // nodes wait that long (and a lease) before they build too.
   const double build_seconds = wants_tuning ? p.budget_seconds * static_cast<double>(p.partition.kernels.size()) : 0;
+  const uint64_t generation = hot_->generation();
   FleetTier::Turn turn = fleet->AwaitTurn(
       p.key, cancel, FleetArtifactServes(p), build_seconds);
   if (turn.arrived && !p.request.policy().force()) {
-    std::optional<v1::CompileResponse> r = AnswerFromFleet(p, p.key, *turn.arrived);
+    std::optional<v1::CompileResponse> r = AnswerFromFleet(p, p.key, *turn.arrived, generation);
     if (r) {
       metrics().FleetArrived();  // Published after this node's fleet miss.
       fleet->EndTurn(p.key, turn);
@@ -798,6 +786,22 @@ std::vector<std::string> ServedArchs() {
     if (absl::StatusOr<std::string> served = ArchFor(t, cc); served.ok() && *served == arch) out.push_back(arch);
   }
   return out;
+}
+
+// The request's own words reach every log line of its build; a bound keeps
+// one request from writing megabytes of log.
+constexpr size_t kMaxLoggedText = 256;
+
+absl::Status CheckLoggedText(const v1::CompileRequest& request) {
+  if (request.request_id().size() > kMaxLoggedText) {
+    return absl::InvalidArgumentError(absl::StrCat("request_id: ", request.request_id().size(),
+                                                   " bytes; at most ", kMaxLoggedText));
+  }
+  if (request.env().client().size() > kMaxLoggedText) {
+    return absl::InvalidArgumentError(absl::StrCat("env.client: ", request.env().client().size(),
+                                                   " bytes; at most ", kMaxLoggedText));
+  }
+  return absl::OkStatus();
 }
 
 std::string NewRequestId() {

@@ -129,9 +129,10 @@ class Pipeline {
   // A hit's answer: the stored plan with this request's names.
   v1::CompileResponse Answer(const Prepared& p, const v1::CompileResponse& stored) const;
   // A verified fleet artifact for this request, copied into the local store
-  // and memory; nullopt when it does not serve the request.
+  // and memory unless memory was cleared (a delete) after `generation`, read
+  // before the fetch; nullopt when it does not serve the request.
   std::optional<v1::CompileResponse> AnswerFromFleet(const Prepared& p, const CacheKey& key,
-                                                     const v1::StoreEntry& entry) const;
+                                                     const v1::StoreEntry& entry, uint64_t generation) const;
   // Builds without the fleet's lease (Build wraps it).
   absl::StatusOr<v1::CompileResponse> BuildHere(const Prepared& p, const ProgressFn& progress,
                                                 const std::atomic<bool>* cancel) const;
@@ -157,6 +158,10 @@ void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan);
 
 // A request id unique in this process, for requests that came without one.
 std::string NewRequestId();
+
+// A request's request_id and env.client, logged with every line of its
+// build, hold at most 256 bytes each; INVALID_ARGUMENT naming the field.
+absl::Status CheckLoggedText(const v1::CompileRequest& request);
 
 // The targets this server compiles for, as GetDeviceInfo lists them: those
 // of its NVRTC that a request's Target can name (sm_XY, and sm_90a / sm_100a

@@ -1,5 +1,6 @@
 #include "service/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 
@@ -29,6 +30,10 @@ namespace {
 
 // Threads for store administration: explain, export's listing, delete, import.
 constexpr int kAdminThreads = 2;
+
+// Tasks a job pool may hold queued, left jobs' included (their callers gone,
+// they end as they start): 4 x max_queued_jobs, and at least this many.
+constexpr int kMinQueuedTasks = 64;
 
 // What a caller leaving does to its job (JobTable::Leave): the last waiter
 // of a job not asked for as background work cancels it.
@@ -273,9 +278,11 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
   ThreadPool* pool = background_pool ? background_pool_.get() : pool_.get();
   // Joining a running job costs nothing, so only a new job meets the queue
   // limit: at most max_queued_jobs jobs wait beyond the pool's idle threads.
-  // Jobs every caller left are not counted; their tasks end as they start.
-  const bool full =
-      pool == nullptr || jobs_.Waiting(background_pool) >= options_.max_queued_jobs + pool->idle();
+  // Jobs every caller left are not counted; their tasks end as they start,
+  // but stay queued until then, so the tasks queued are capped as well.
+  const bool full = pool == nullptr ||
+                    jobs_.Waiting(background_pool) >= options_.max_queued_jobs + pool->idle() ||
+                    pool->queued() >= std::max(kMinQueuedTasks, 4 * options_.max_queued_jobs);
   bool started = false;
   JobTable::Ticket t = jobs_.JoinExisting(job_key, background, done, progress);
   if (t.job == nullptr) {
@@ -408,6 +415,9 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
                                                      const v1::CompileRequest* req,
                                                      v1::CompileResponse* resp) {
   if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
+  // Before the memo too, so a request is refused alike whether or not its
+  // answer is remembered.
+  if (absl::Status s = CheckLoggedText(*req); !s.ok()) return Answer(ctx, s);
   DropStaleAnswers();
   const std::string answer_key = req->policy().force() ? "" : AnswerKey(*req);
   if (!answer_key.empty()) {

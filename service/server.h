@@ -74,6 +74,9 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   void Drain();
   // Jobs building on a job thread now.
   int building() const;
+  // Jobs queued for a thread, in both pools, that someone still waits for
+  // (or asked for as background work).
+  int queued_jobs() const { return jobs_.Waiting(false) + jobs_.Waiting(true); }
   // Cancels every job still queued or building, background tuning too (at
   // shutdown, once no call is left); how many there were.
   int CancelJobs() { return jobs_.CancelAll(); }

@@ -122,7 +122,8 @@ class ExportStream final : public grpc::ServerWriteReactor<v1::StoreEntry> {
       : store_(store), key_(key), node_(std::move(node)) {}
 
   // Exactly one of Fail and Start is called, and nothing finishes the call
-  // before: the reactor lives until then whatever the caller does.
+  // before it: the reactor lives at least until then, whatever the caller
+  // does.
   void Fail(const absl::Status& s) {
     {
       absl::MutexLock lock(&mu_);
@@ -131,12 +132,17 @@ class ExportStream final : public grpc::ServerWriteReactor<v1::StoreEntry> {
     Finish(ToGrpc(s));
   }
   void Start(std::vector<ExportItem> items) {
+    grpc::Status final;
+    bool write = false;
     {
+      // The first step is decided under the lock that marks the stream
+      // started: once it is released, a cancel may finish (and delete) it.
       absl::MutexLock lock(&mu_);
       items_ = std::move(items);
       started_ = true;
+      write = DecideLocked(&final);
     }
-    Step();
+    Act(write, final);
   }
 
   void OnWriteDone(bool ok) override {
@@ -165,13 +171,22 @@ class ExportStream final : public grpc::ServerWriteReactor<v1::StoreEntry> {
     {
       absl::MutexLock lock(&mu_);
       if (finished_ || writing_) return;
-      if (!cancelled_ && Load()) {
-        writing_ = write = true;
-      } else {
-        finished_ = true;
-        final = cancelled_ ? grpc::Status(grpc::StatusCode::CANCELLED, "export: the caller left") : final_;
-      }
+      write = DecideLocked(&final);
     }
+    Act(write, final);
+  }
+  // The next entry loaded (true), or the stream marked finished with *final.
+  bool DecideLocked(grpc::Status* final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!cancelled_ && Load()) {
+      writing_ = true;
+      return true;
+    }
+    finished_ = true;
+    *final = cancelled_ ? grpc::Status(grpc::StatusCode::CANCELLED, "export: the caller left") : final_;
+    return false;
+  }
+  // Outside the lock: nothing of this object is touched after either call.
+  void Act(bool write, const grpc::Status& final) {
     if (write) {
       StartWrite(&current_);  // current_ is not touched again before OnWriteDone.
     } else {

@@ -536,7 +536,6 @@ TEST(ServerAdminTest, EveryAdminRpcNeedsTheToken) {
   EXPECT_EQ(a.Import({}, &imported).error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
-
 // Deletes wait on the store's write lock, which another process may hold for
 // seconds; they wait on admin threads, so hits are still answered meanwhile.
 TEST(ServerAdminTest, DeletesWaitingOnAnotherProcesssLockDoNotHoldUpHits) {

@@ -520,18 +520,25 @@ TEST_F(ServerTest, WithNoQueueAnIdleThreadStillTakesAMiss) {
 
 // One thread, one queue place. A job whose caller left frees its place at
 // once; a job somebody waits for holds it.
+// Waits (at most 10 s) until `done` holds.
+bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 1000 && !done(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  return done();
+}
+
 TEST_F(ServerTest, FullQueueIsResourceExhaustedAndALeftJobFreesItsPlace) {
-  Start(std::chrono::milliseconds(1500), /*max_queued=*/1, false, int64_t{1} << 30, /*job_threads=*/1);
+  Start(std::chrono::milliseconds(3000), /*max_queued=*/1, false, int64_t{1} << 30, /*job_threads=*/1);
   v1::CompileResponse running_resp, later_resp;
   grpc::Status running, later;
   std::thread a([&] { running = Compile(Relu(1.0), &running_resp); });  // Takes the thread.
-  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE(Eventually([&] { return service_->building() == 1; }));
   v1::CompileResponse resp;
   // Queued, then left at its deadline.
   EXPECT_EQ(Compile(Relu(2.0), &resp, std::chrono::milliseconds(300)).error_code(),
             grpc::StatusCode::DEADLINE_EXCEEDED);
+  ASSERT_TRUE(Eventually([&] { return service_->queued_jobs() == 0; }));  // The server saw it leave.
   std::thread c([&] { later = Compile(Relu(3.0), &later_resp); });  // The place the left job had.
-  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE(Eventually([&] { return service_->queued_jobs() == 1; }));
   EXPECT_EQ(Compile(Relu(4.0), &resp, std::chrono::milliseconds(500)).error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
   a.join();

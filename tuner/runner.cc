@@ -217,6 +217,10 @@ absl::StatusOr<std::vector<Trial>> WorkerRunner::Run(
     bool in_setup = true;  // Until kMsgReady: inputs, reference64, eager.
     while (true) {
       double timeout = in_setup ? setup_timeout : candidate_timeout;
+      if (task_in.cancel != nullptr && task_in.cancel->load()) {
+        worker_.reset();  // Trials may come faster than the wait below looks.
+        return absl::CancelledError("tuning cancelled: no caller waits");
+      }
       if (task_in.cancel != nullptr) {
         // Between frames, a quarter second at a time: a caller gone stops
         // the run without waiting out the candidate (or the budget) on the GPU.

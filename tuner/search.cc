@@ -411,19 +411,18 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   if (best < 0) {
     result.untuned_reason =
         absl::StrCat("no candidate passed the check (", OutcomeSummary(result.trials), ")");
-    for (const Trial& t : result.trials) {
-      if (t.variant != result.best) continue;
-      // Skipped or not started proves nothing; anything else that ran and
-      // failed does.
-      if (t.outcome == Outcome::kWrongResult || t.outcome == Outcome::kFault ||
-          t.outcome == Outcome::kTimeout || t.outcome == Outcome::kLaunchError) {
-        const std::string_view outcome = OutcomeName(t.outcome);
-        result.seed_failed = true;
-        result.untuned_reason = absl::StrCat(
-            "the heuristic variant ", result.best.ToString(), " failed on the GPU (",
-            absl::string_view(outcome.data(), outcome.size()), ": ", t.message, "), and ", result.untuned_reason);
-      }
-      break;
+    // Only a verdict on the seed itself proves it wrong: a wrong result, or a
+    // launch it cannot make. A fault or a timeout may be the worker's or the
+    // GPU's (a killed process, a reset), and skipped proves nothing.
+    auto seed = std::find_if(result.trials.begin(), result.trials.end(),
+                             [&](const Trial& t) { return t.variant == result.best; });
+    if (seed != result.trials.end() &&
+        (seed->outcome == Outcome::kWrongResult || seed->outcome == Outcome::kLaunchError)) {
+      result.seed_failed = true;
+      result.untuned_reason =
+          absl::StrCat("the heuristic variant ", result.best.ToString(), " failed on the GPU (",
+                       std::string(OutcomeName(seed->outcome)), ": ", seed->message, "), and ",
+                       result.untuned_reason);
     }
     return result;
   }

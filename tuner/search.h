@@ -77,9 +77,9 @@ struct TuneResult {
   std::vector<Trial> trials;  // Every candidate tried, failures included.
   double tuning_seconds = 0;
   bool tuned = false;
-  // The seed itself ran on the GPU and failed its check (a wrong result, a
-  // fault, a hang) while no candidate passed: `kernel` is known to be wrong
-  // and must not be served. untuned_reason says how it failed.
+  // The seed itself ran on the GPU and was judged wrong (a wrong result, or
+  // a launch it cannot make) while no candidate passed: `kernel` is known to
+  // be wrong and must not be served. untuned_reason says how it failed.
   bool seed_failed = false;
   std::string untuned_reason;  // Set when !tuned.
   RooflineReport report;       // measured_seconds is 0 when untuned.

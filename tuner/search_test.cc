@@ -254,7 +254,8 @@ TEST(TuneKernelTest, ASeedThatFailedItsCheckIsMarkedSo) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->tuned);
   EXPECT_TRUE(r->seed_failed);
-  EXPECT_THAT(r->untuned_reason, HasSubstr("the heuristic variant " + (*cands)[0].ToString() + " failed on the GPU (wrong_result"));
+  EXPECT_THAT(r->untuned_reason,
+              HasSubstr("the heuristic variant " + (*cands)[0].ToString() + " failed on the GPU (wrong_result"));
 }
 
 TEST(TuneKernelTest, RunnerFailureGivesUntunedSeed) {

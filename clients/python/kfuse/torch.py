@@ -1243,6 +1243,10 @@ class FusedFunction:
             node = op_nodes[e.op] if e.op is not None and 0 <= e.op < len(op_nodes) else None
             if e.code == "UNIMPLEMENTED" and self.fallback != "raise":
                 return self._eager(f"{self.name}: kfused cannot compile it yet: {e.message}")
+            # The server's own failure (a kernel it measured wrong, say): eager
+            # is right, so it runs instead.
+            if e.code == "INTERNAL" and self.fallback != "raise":
+                return self._eager(f"{self.name}: kfused failed to build it: {e.message}")
             e.node = node
             e.add_note(f"kfuse.torch: while compiling {self.name}"
                        + (f" (op {e.op} is fx node '{node}')" if node else ""))

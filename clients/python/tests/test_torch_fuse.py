@@ -308,6 +308,19 @@ def test_unimplemented_chain_runs_eagerly_or_raises():
         kt.fuse(_silu_mul, client=client, fallback="raise").plan_for(x, y)
 
 
+def test_a_server_failure_runs_eagerly_or_raises():
+    err = kfuse.KfuseError("INTERNAL", "kernel 0: the heuristic variant pointwise{vec=4} failed on the GPU")
+    client = CountingClient(error=err)
+    ff, launcher = _host_fused(_silu_mul, client)
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    with pytest.warns(kfuse.FallbackWarning, match="failed on the GPU"):
+        out = ff(x, y)
+    assert client.calls == 1 and not launcher.launches
+    torch.testing.assert_close(out, F.silu(x) * y)
+    with pytest.raises(kfuse.KfuseError, match="failed on the GPU"):
+        kt.fuse(_silu_mul, client=client, fallback="raise").plan_for(x, y)
+
+
 def test_unreachable_server_is_retried_later(monkeypatch):
     monkeypatch.setattr(kt, "RETRY_SECONDS", 0.2)
     client = CountingClient(error=kfuse.ServerUnavailable("UNAVAILABLE", "down"))
