@@ -220,42 +220,53 @@ TEST(TuneKernelTest, WrongOrFaultingVariantNeverWins) {
   EXPECT_EQ(r->best, (*cands)[3]);
 }
 
-TEST(TuneKernelTest, NoPassingVariantGivesUntunedSeed) {
+// The relu chain tuned with every candidate judged wrong but the seed,
+// whose trial ends as `seed`.
+struct NonePassing {
+  std::vector<Variant> cands;
+  absl::StatusOr<TuneResult> result;
+};
+NonePassing TuneWithNonePassing(Outcome seed) {
   Fixture f = ReluChain();
   FakeCompiler compiler;
   FakeRunner runner;
-  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
-  ASSERT_TRUE(cands.ok());
-  for (const Variant& v : *cands) runner.script_[v.ToString()] = {Outcome::kWrongResult, 1e-6};
+  NonePassing out;
+  absl::StatusOr<std::vector<Variant>> cands =
+      CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
+  if (!cands.ok()) {
+    out.result = cands.status();
+    return out;
+  }
+  out.cands = *std::move(cands);
+  for (const Variant& v : out.cands) runner.script_[v.ToString()] = {Outcome::kWrongResult, 1e-6};
+  runner.script_[out.cands[0].ToString()] = {seed, seed == Outcome::kSkipped ? 0 : 1e-6};
+  out.result = TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  return out;
+}
+
+TEST(TuneKernelTest, NoPassingVariantGivesUntunedSeed) {
   // The seed was not run (out of budget): nothing says it is wrong.
-  runner.script_[(*cands)[0].ToString()] = {Outcome::kSkipped, 0};
-  absl::StatusOr<TuneResult> r =
-      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  NonePassing t = TuneWithNonePassing(Outcome::kSkipped);
+  const absl::StatusOr<TuneResult>& r = t.result;
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->tuned);
   EXPECT_FALSE(r->seed_failed);
-  EXPECT_EQ(r->best, (*cands)[0]);
-  EXPECT_EQ(r->kernel.spec.variant, (*cands)[0]);
-  EXPECT_EQ(r->trials.size(), cands->size());
+  EXPECT_EQ(r->best, t.cands[0]);
+  EXPECT_EQ(r->kernel.spec.variant, t.cands[0]);
+  EXPECT_EQ(r->trials.size(), t.cands.size());
   EXPECT_THAT(r->untuned_reason, HasSubstr("no candidate passed the check"));
   EXPECT_THAT(r->untuned_reason, HasSubstr("wrong_result"));
   EXPECT_EQ(r->report.measured_seconds, 0);
 }
 
 TEST(TuneKernelTest, ASeedThatFailedItsCheckIsMarkedSo) {
-  Fixture f = ReluChain();
-  FakeCompiler compiler;
-  FakeRunner runner;
-  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
-  ASSERT_TRUE(cands.ok());
-  for (const Variant& v : *cands) runner.script_[v.ToString()] = {Outcome::kWrongResult, 1e-6};
-  absl::StatusOr<TuneResult> r =
-      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  NonePassing t = TuneWithNonePassing(Outcome::kWrongResult);
+  const absl::StatusOr<TuneResult>& r = t.result;
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->tuned);
   EXPECT_TRUE(r->seed_failed);
   EXPECT_THAT(r->untuned_reason,
-              HasSubstr("the heuristic variant " + (*cands)[0].ToString() + " failed on the GPU (wrong_result"));
+              HasSubstr("the heuristic variant " + t.cands[0].ToString() + " failed on the GPU (wrong_result"));
 }
 
 TEST(TuneKernelTest, RunnerFailureGivesUntunedSeed) {
