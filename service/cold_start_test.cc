@@ -17,6 +17,7 @@ namespace kfuse {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Clock = std::chrono::steady_clock;
 using service_testing::FakeCompiler;
 using service_testing::FakeGpu;
@@ -67,6 +68,15 @@ class ColdStartTest : public ::testing::Test {
       grpc::ClientContext ctx;
       v1::CompileResponse r;
       if (stub_->Lookup(&ctx, req, &r).ok() && r.plan().provenance().state() == v1::TUNE_STATE_TUNED) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // Waits (bounded) until `runs` timing runs started and no build is left.
+  bool WaitForTuningToEnd(int runs) {
+    for (int i = 0; i < 200; ++i) {
+      if (gpu_.runs.load() >= runs && service_->building() == 0) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return false;
@@ -157,6 +167,65 @@ TEST_F(ColdStartTest, AKernelMeasuredWrongIsNeitherServedNorStored) {
   absl::StatusOr<std::vector<EntrySummary>> all = store_->List("", 0);
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_TRUE(all->empty());
+}
+
+// A cold start serves the heuristic kernel before any check; when its
+// tuning then finds it wrong and nothing right, the stored answer goes, and
+// the chain is refused (no tuning restarted) until a forced request retunes.
+TEST_F(ColdStartTest, AHeuristicAnswerTuningFindsWrongIsWithdrawnAndRefused) {
+  gpu_.wrong = true;
+  v1::CompileResponse first;
+  ASSERT_TRUE(Compile(Silu(10.5, /*background=*/true), &first, std::chrono::seconds(60)).ok());
+  ASSERT_TRUE(first.tuning_in_background());
+  EXPECT_EQ(first.plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  ASSERT_TRUE(WaitForTuningToEnd(1));
+  const int runs = gpu_.runs.load();
+
+  v1::CompileResponse again;
+  grpc::Status s = Compile(Silu(10.5, /*background=*/true), &again, std::chrono::seconds(60));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_THAT(s.error_message(), HasSubstr("measured this chain's kernel wrong"));
+  EXPECT_THAT(s.error_message(), HasSubstr("wrong_result: y: max abs error 1"));
+  v1::CompileRequest heuristic = Silu(10.5);
+  heuristic.mutable_policy()->set_mode(v1::TuningPolicy::MODE_HEURISTIC);
+  EXPECT_EQ(Compile(heuristic, &again, std::chrono::seconds(60)).error_code(), grpc::StatusCode::INTERNAL);
+  {
+    grpc::ClientContext ctx;
+    EXPECT_EQ(stub_->Lookup(&ctx, heuristic, &again).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  absl::StatusOr<std::vector<EntrySummary>> all = store_->List("", 0);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE(all->empty());  // The heuristic artifact and its decision.
+  EXPECT_EQ(gpu_.runs.load(), runs);  // Nothing tuned again.
+
+  // Fixed (a driver, a GPU swapped): a forced request tunes, and the chain serves.
+  gpu_.wrong = false;
+  v1::CompileRequest forced = Silu(10.5);
+  forced.mutable_policy()->set_force(true);
+  v1::CompileResponse tuned;
+  ASSERT_TRUE(Compile(forced, &tuned, std::chrono::seconds(60)).ok());
+  EXPECT_EQ(tuned.plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  ASSERT_TRUE(Compile(Silu(10.5), &again, std::chrono::seconds(60)).ok());
+  EXPECT_EQ(again.plan().provenance().state(), v1::TUNE_STATE_TUNED);
+}
+
+// The seed is wrong but another candidate is right: the tuned kernel serves
+// every request, a heuristic one too, and the heuristic answer is gone.
+TEST_F(ColdStartTest, AHeuristicAnswerWrongBesideARightKernelGivesWayToIt) {
+  gpu_.seed_wrong = true;
+  v1::CompileResponse first;
+  ASSERT_TRUE(Compile(Silu(11.5, /*background=*/true), &first, std::chrono::seconds(60)).ok());
+  EXPECT_EQ(first.plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  ASSERT_TRUE(WaitForTuned(Silu(11.5)));
+  v1::CompileRequest heuristic = Silu(11.5);
+  heuristic.mutable_policy()->set_mode(v1::TuningPolicy::MODE_HEURISTIC);
+  v1::CompileResponse r;
+  ASSERT_TRUE(Compile(heuristic, &r, std::chrono::seconds(60)).ok());
+  EXPECT_EQ(r.plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  absl::StatusOr<std::vector<EntrySummary>> all = store_->List("", 0);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_FALSE(all->empty());
+  for (const EntrySummary& e : *all) EXPECT_THAT(e.key, Not(HasSubstr("search=heuristic")));
 }
 
 TEST_F(ColdStartTest, ACallerWithTimeWaitsForTheTunedKernel) {

@@ -299,10 +299,11 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
     const char* depths[] = {"full", "quick", "heuristic"};
     const int mine = p.mode == TuneMode::kFull ? 0 : p.mode == TuneMode::kQuick ? 1 : 2;
     p.lookup_keys.clear();
-    for (int d = 0; d <= mine; ++d) {
+    for (int d = 0; d <= 2; ++d) {
       CacheKey k = p.key;
       absl::StrAppend(&k.spec, ";search=", depths[d]);
-      p.lookup_keys.push_back(std::move(k));
+      if (d == 2) p.heuristic_key = k;
+      if (d <= mine) p.lookup_keys.push_back(std::move(k));
     }
     p.key = p.lookup_keys.back();
   }
@@ -336,7 +337,7 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
   if (honour_force && p.request.policy().force()) return std::nullopt;
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   auto usable = [&](const v1::KernelPlan& plan) {
-    return !wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED;
+    return (!wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED) && !RefusedHeuristic(p, plan);
   };
   const uint64_t generation = hot_->generation();
   for (const CacheKey& candidate : p.lookup_keys) {
@@ -447,8 +448,65 @@ v1::CompileResponse Pipeline::Answer(const Prepared& p, const v1::CompileRespons
   return response;
 }
 
+namespace {
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+absl::Status Pipeline::MeasuredWrong(const Prepared& p) const {
+  if (!p.can_tune || p.request.policy().force()) return absl::OkStatus();
+  const double now = SteadySeconds();
+  absl::MutexLock lock(&wrong_mu_);
+  auto it = wrong_.find(p.heuristic_key.ArtifactKey());
+  if (it == wrong_.end()) return absl::OkStatus();
+  if (now - it->second.at > kMeasuredWrongSeconds) {
+    wrong_.erase(it);
+    return absl::OkStatus();
+  }
+  return absl::InternalError(absl::StrCat(
+      "kfused: tuning on this GPU measured this chain's kernel wrong ",
+      static_cast<int64_t>(now - it->second.at), " s ago and found no variant right (",
+      it->second.why, "); it is not served. A forced request (policy.force) tunes it again"));
+}
+
+bool Pipeline::RefusedHeuristic(const Prepared& p, const v1::KernelPlan& plan) const {
+  return p.can_tune && plan.provenance().state() != v1::TUNE_STATE_TUNED && !MeasuredWrong(p).ok();
+}
+
+void Pipeline::WithdrawHeuristic(const Prepared& p, const std::string& why, bool no_other) const {
+  if (!p.can_tune) return;
+  if (no_other) {
+    absl::MutexLock lock(&wrong_mu_);
+    // Bounded: expired entries go first, then (a flood of distinct failing
+    // chains) the map starts over.
+    constexpr size_t kMaxKnownWrong = 4096;
+    if (wrong_.size() >= kMaxKnownWrong) {
+      const double now = SteadySeconds();
+      absl::erase_if(wrong_, [&](const auto& e) { return now - e.second.at > kMeasuredWrongSeconds; });
+      if (wrong_.size() >= kMaxKnownWrong) wrong_.clear();
+    }
+    wrong_[p.heuristic_key.ArtifactKey()] = KnownWrong{why, SteadySeconds()};
+  }
+  CacheKey decision = p.heuristic_key;
+  decision.generator = p.decision_key.generator;
+  absl::StatusOr<int> removed = options_.read_only
+                                    ? absl::StatusOr<int>(0)
+                                    : deps_.store->Delete({p.heuristic_key.ArtifactKey(), decision.DecisionKey()});
+  hot_->Clear();  // After the delete: a racing read's Put is dropped.
+  if (!removed.ok()) metrics().StoreError("delete");
+  LogEvent(LogLevel::kWarning, "heuristic_withdrawn",
+           {{"request_id", p.request.request_id()}, {"key", p.heuristic_key.ArtifactKey()},
+            {"why", why}, {"removed", removed.ok() ? absl::StrCat(*removed) : removed.status().ToString()},
+            {"refused_for_seconds", no_other ? absl::StrCat(kMeasuredWrongSeconds) : "0"}});
+}
+
 absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const ProgressFn& progress,
                                                     const std::atomic<bool>* cancel) const {
+  // Queued before the verdict, or a heuristic build the verdict covers.
+  KFUSE_RETURN_IF_ERROR(MeasuredWrong(p));
   FleetTier* fleet = deps_.fleet;
   if (fleet != nullptr && !p.request.policy().force()) {
     if (std::optional<v1::CompileResponse> hit = FleetLookup(p)) return *std::move(hit);
@@ -589,7 +647,10 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
         if (kind && repro_quota.Take(i, *kind)) LeaveRepro(p, i, *kind, t.variant, Numerics::kFast, t.message);
       }
       // A kernel measured wrong is neither served nor stored; its bundle is
-      // left above.
+      // left above. The answer given without tuning is that kernel: it goes.
+      if (!b.result.seed_failure.empty()) {
+        WithdrawHeuristic(p, absl::StrCat("kernel ", i, ": ", b.result.seed_failure), b.result.seed_failed);
+      }
       if (b.result.seed_failed) {
         return absl::InternalError(absl::StrCat("kernel ", i, ": ", b.result.untuned_reason));
       }
@@ -611,6 +672,10 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
 
   bool tuned = !built.empty();
   for (const BuiltKernel& b : built) tuned &= b.result.tuned;
+  if (tuned) {  // A forced retune found a kernel right: the chain serves again.
+    absl::MutexLock lock(&wrong_mu_);
+    wrong_.erase(p.heuristic_key.ArtifactKey());
+  }
   v1::KernelPlan plan;
   plan.set_api_version("kfuse.v1");
   plan.set_key(p.key.ArtifactKey());

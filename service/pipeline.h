@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "cache/store.h"
 #include "codegen/ir.h"
 #include "codegen/partition.h"
@@ -81,6 +83,9 @@ struct Prepared {
   // its variant schema finds the decisions tuned by the old one.
   CacheKey decision_key;
   std::vector<CacheKey> lookup_keys;  // What may answer it, best first.
+  // On a server that tunes: where an answer of this chain given without
+  // tuning (a cold start, MODE_HEURISTIC) is stored, the heuristic depth.
+  CacheKey heuristic_key;
 };
 
 using ProgressFn = std::function<void(const v1::TuneProgress&)>;
@@ -119,6 +124,14 @@ class Pipeline {
   // Forgets the in-memory plans (after entries were deleted from the store).
   void ClearHot() const { hot_->Clear(); }
 
+  // Internal when tuning on this GPU found the kernel this request would get
+  // without tuning wrong and no candidate right, within the last
+  // kMeasuredWrongSeconds: the answer is known wrong, so it is not built or
+  // served, and no tuning is started that would fail the same way. A forced
+  // request (policy.force) is let through to tune again. OK otherwise.
+  absl::Status MeasuredWrong(const Prepared& p) const;
+  static constexpr double kMeasuredWrongSeconds = 3600;
+
   const PipelineDeps& deps() const { return deps_; }
   const PipelineOptions& options() const { return options_; }
 
@@ -141,6 +154,13 @@ class Pipeline {
   // it is logged, never returned.
   void LeaveRepro(const Prepared& p, size_t index, ReproKind kind, const Variant& variant,
                   Numerics numerics, absl::string_view message) const;
+  // Tuning found the heuristic kernel of `p`'s chain wrong (`why`): its
+  // stored answer (artifact and decision) leaves the store and memory, so
+  // what is served next is the tuned kernel or nothing. With `no_other`
+  // (no candidate passed either), MeasuredWrong refuses the chain for a while.
+  void WithdrawHeuristic(const Prepared& p, const std::string& why, bool no_other) const;
+  // Whether `plan` is a heuristic answer MeasuredWrong refuses for `p`.
+  bool RefusedHeuristic(const Prepared& p, const v1::KernelPlan& plan) const;
 
   PipelineDeps deps_;
   PipelineOptions options_;
@@ -149,6 +169,14 @@ class Pipeline {
   // fsynced write is most of a fleet hit's time otherwise). One thread, so
   // writes keep their order; drained when the pipeline goes.
   std::unique_ptr<ThreadPool> store_writer_;
+  // Chains whose heuristic kernel tuning measured wrong with nothing else
+  // right, by heuristic_key's artifact key: why, and when (steady seconds).
+  struct KnownWrong {
+    std::string why;
+    double at = 0;
+  };
+  mutable absl::Mutex wrong_mu_;
+  mutable absl::flat_hash_map<std::string, KnownWrong> wrong_ ABSL_GUARDED_BY(wrong_mu_);
 };
 
 // Names from this request (inputs, outputs, symbols) replace the stored ones:

@@ -442,6 +442,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
     resp->set_request_id(p->request.request_id());
     return Answer(ctx, absl::OkStatus());
   }
+  if (absl::Status w = pipeline_->MeasuredWrong(*p); !w.ok()) return Answer(ctx, w);
   if (CannotWaitForTuning(*ctx, *p)) return ColdStart(ctx, *p, resp);
   std::shared_ptr<WaitingUnary> reactor = (new WaitingUnary(&jobs_, resp))->Start();
   bool rejected = false, joined = false;
@@ -476,6 +477,10 @@ grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::Callba
   std::optional<v1::CompileResponse> hit = pipeline_->LookupOrMiss(*p);
   if (hit.has_value()) {
     stream->Complete(Signed(JobTable::Result(*std::move(hit))));
+    return stream.get();
+  }
+  if (absl::Status w = pipeline_->MeasuredWrong(*p); !w.ok()) {
+    stream->Complete(w);
     return stream.get();
   }
   bool rejected = false, joined = false;

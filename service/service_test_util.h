@@ -65,8 +65,10 @@ class FakeGpu : public Runner {
     std::vector<Trial> trials;
     for (size_t i = 0; i < task.candidates.size(); ++i) {
       Trial t;
-      t.outcome = wrong ? Outcome::kWrongResult : Outcome::kOk;
-      if (wrong) t.message = "y: max abs error 1 exceeds tolerance 0.001";
+      // The first candidate is the seed: the kernel answers without tuning get.
+      const bool bad = wrong || (seed_wrong && i == 0);
+      t.outcome = bad ? Outcome::kWrongResult : Outcome::kOk;
+      if (bad) t.message = "y: max abs error 1 exceeds tolerance 0.001";
       t.median_seconds = 1e-5 * static_cast<double>(1 + (i * 7) % 5);
       if (on_trial) on_trial(t);
       trials.push_back(t);
@@ -82,7 +84,8 @@ class FakeGpu : public Runner {
     return d;
   }
   std::atomic<int> runs{0};
-  std::atomic<bool> wrong{false};
+  std::atomic<bool> wrong{false};       // Every candidate computes the wrong answer.
+  std::atomic<bool> seed_wrong{false};  // Only the seed does.
 
  private:
   std::chrono::milliseconds delay_;

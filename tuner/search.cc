@@ -408,21 +408,23 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   }
   const double measured = best < 0 ? 0 : (*ran)[best].median_seconds;
   for (Trial& t : *ran) result.trials.push_back(std::move(t));
+  // Only a verdict on the seed itself proves it wrong: a wrong result, or a
+  // launch it cannot make. A fault or a timeout may be the worker's or the
+  // GPU's (a killed process, a reset), and skipped proves nothing.
+  auto seed = std::find_if(result.trials.begin(), result.trials.end(),
+                           [&](const Trial& t) { return t.variant == result.best; });
+  if (seed != result.trials.end() &&
+      (seed->outcome == Outcome::kWrongResult || seed->outcome == Outcome::kLaunchError)) {
+    result.seed_failure = absl::StrCat(std::string(OutcomeName(seed->outcome)), ": ", seed->message);
+  }
   if (best < 0) {
     result.untuned_reason =
         absl::StrCat("no candidate passed the check (", OutcomeSummary(result.trials), ")");
-    // Only a verdict on the seed itself proves it wrong: a wrong result, or a
-    // launch it cannot make. A fault or a timeout may be the worker's or the
-    // GPU's (a killed process, a reset), and skipped proves nothing.
-    auto seed = std::find_if(result.trials.begin(), result.trials.end(),
-                             [&](const Trial& t) { return t.variant == result.best; });
-    if (seed != result.trials.end() &&
-        (seed->outcome == Outcome::kWrongResult || seed->outcome == Outcome::kLaunchError)) {
+    if (!result.seed_failure.empty()) {
       result.seed_failed = true;
-      result.untuned_reason =
-          absl::StrCat("the heuristic variant ", result.best.ToString(), " failed on the GPU (",
-                       std::string(OutcomeName(seed->outcome)), ": ", seed->message, "), and ",
-                       result.untuned_reason);
+      result.untuned_reason = absl::StrCat("the heuristic variant ", result.best.ToString(),
+                                           " failed on the GPU (", result.seed_failure, "), and ",
+                                           result.untuned_reason);
     }
     return result;
   }

@@ -81,6 +81,12 @@ struct TuneResult {
   // a launch it cannot make) while no candidate passed: `kernel` is known to
   // be wrong and must not be served. untuned_reason says how it failed.
   bool seed_failed = false;
+  // How the seed's own trial failed its check (a wrong result, or a launch
+  // it cannot make), whether or not another candidate passed; empty when it
+  // passed, was not run, or failed in a way that proves nothing (a fault, a
+  // timeout). The heuristic answer is this seed: where this is set, an
+  // answer given without tuning is known wrong.
+  std::string seed_failure;
   std::string untuned_reason;  // Set when !tuned.
   RooflineReport report;       // measured_seconds is 0 when untuned.
 };

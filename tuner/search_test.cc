@@ -251,6 +251,7 @@ TEST(TuneKernelTest, NoPassingVariantGivesUntunedSeed) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->tuned);
   EXPECT_FALSE(r->seed_failed);
+  EXPECT_TRUE(r->seed_failure.empty());
   EXPECT_EQ(r->best, t.cands[0]);
   EXPECT_EQ(r->kernel.spec.variant, t.cands[0]);
   EXPECT_EQ(r->trials.size(), t.cands.size());
@@ -267,6 +268,26 @@ TEST(TuneKernelTest, ASeedThatFailedItsCheckIsMarkedSo) {
   EXPECT_TRUE(r->seed_failed);
   EXPECT_THAT(r->untuned_reason,
               HasSubstr("the heuristic variant " + t.cands[0].ToString() + " failed on the GPU (wrong_result"));
+  EXPECT_THAT(r->seed_failure, HasSubstr("wrong_result"));
+}
+
+// Another candidate passed: the tuned kernel serves, and the seed's failure
+// is still reported, since an answer given without tuning is that seed.
+TEST(TuneKernelTest, ASeedThatFailedBesideAPassingCandidateIsReported) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  absl::StatusOr<std::vector<Variant>> cands =
+      CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok()) << cands.status();
+  ASSERT_GE(cands->size(), 2u);
+  runner.script_[(*cands)[0].ToString()] = {Outcome::kLaunchError, 1e-6};
+  absl::StatusOr<TuneResult> r = TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tuned);
+  EXPECT_FALSE(r->seed_failed);
+  EXPECT_NE(r->best, (*cands)[0]);
+  EXPECT_THAT(r->seed_failure, HasSubstr("launch_error"));
 }
 
 TEST(TuneKernelTest, RunnerFailureGivesUntunedSeed) {
