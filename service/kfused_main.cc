@@ -43,6 +43,9 @@ ABSL_FLAG(int64_t, store_max_bytes, int64_t{4} << 30, "store size cap; least rec
 ABSL_FLAG(int, threads, 2,
           "compile and tuning jobs run at once (and as many background tuning jobs, on threads of their own)");
 ABSL_FLAG(int, max_queued_jobs, 64, "jobs that may wait beyond the idle job threads; then new misses get RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_queued_admin_calls, 64,
+          "explain, delete, import and export calls that may wait for the two admin threads; then "
+          "RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, nvrtc_max_concurrent, kfuse::kDefaultMaxConcurrentCompiles,
           "NVRTC programs compiling at once in the process (bounds NVRTC's memory)");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request or response message (at least 65536)");
@@ -271,8 +274,9 @@ int main(int argc, char** argv) {
     Refuse("--repro_max_bundles must be at least 1 (--repro_dir= turns bundles off)");
     return 2;
   }
-  if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_max_queued_jobs) < 0) {
-    Refuse("--threads must be at least 1 and --max_queued_jobs at least 0");
+  if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_max_queued_jobs) < 0 ||
+      absl::GetFlag(FLAGS_max_queued_admin_calls) < 0) {
+    Refuse("--threads must be at least 1, --max_queued_jobs and --max_queued_admin_calls at least 0");
     return 2;
   }
   // Below this even a health check's answer does not fit.
@@ -300,6 +304,7 @@ int main(int argc, char** argv) {
   kfuse::ServiceOptions sopts;
   sopts.job_threads = absl::GetFlag(FLAGS_threads);
   sopts.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
+  sopts.max_queued_admin_calls = absl::GetFlag(FLAGS_max_queued_admin_calls);
   sopts.tokens = tokens ? &*tokens : nullptr;
   sopts.signing_key = &(*node)->signing_key();
   sopts.trusted_keys = &(*node)->trusted_keys();

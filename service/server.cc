@@ -196,6 +196,18 @@ KernelServiceImpl::KernelServiceImpl(Pipeline* pipeline, ServiceOptions options)
 
 KernelServiceImpl::~KernelServiceImpl() { Drain(); }
 
+int KernelServiceImpl::queued_admin_calls() const {
+  // A call just queued while a thread is idle is about to run, not waiting.
+  return std::max(0, admin_pool_->queued() - admin_pool_->idle());
+}
+
+absl::Status KernelServiceImpl::AdminRoom() const {
+  const int queued = queued_admin_calls();
+  if (queued < options_.max_queued_admin_calls) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("kfused: ", queued, " store administration calls wait already; retry later"));
+}
+
 int KernelServiceImpl::building() const {
   absl::MutexLock l(&building_mu_);
   return building_;
@@ -552,10 +564,15 @@ grpc::ServerUnaryReactor* KernelServiceImpl::DeleteKernels(grpc::CallbackServerC
                                                            v1::DeleteKernelsResponse* resp) {
   if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
   if (pipeline_->options().read_only) return Answer(ctx, absl::FailedPreconditionError("this server is read-only"));
+  if (absl::Status room = AdminRoom(); !room.ok()) return Answer(ctx, room);
   // A delete waits on the store's write lock, which another process may
   // hold: on an admin thread. `req` and `resp` live until the reactor finishes.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  admin_pool_->Submit([this, reactor, req, resp] {
+  admin_pool_->Submit([this, ctx, reactor, req, resp] {
+    if (ctx->IsCancelled()) {  // The caller left while it queued, or the server stops.
+      reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "delete cancelled: nothing was deleted"));
+      return;
+    }
     Store* store = pipeline_->deps().store;
     absl::StatusOr<int> n =
         req->all() ? store->DeleteAll()

@@ -29,6 +29,10 @@ struct ServiceOptions {
   // Jobs that may wait beyond a pool's idle threads; beyond this, new misses
   // get RESOURCE_EXHAUSTED.
   int max_queued_jobs = 64;
+  // Store administration calls (explain, delete, import, export) that may
+  // wait for the admin threads; beyond this, RESOURCE_EXHAUSTED. An import
+  // holds its entries (up to the message size) while it waits.
+  int max_queued_admin_calls = 64;
   std::string server_version = std::string("kfused/") + kKfuseVersion;
   // When set (not owned; must outlive the service), every RPC must carry
   // "authorization: Bearer <token>" with one of these tokens, else
@@ -77,6 +81,8 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   // Jobs queued for a thread, in both pools, that someone still waits for
   // (or asked for as background work).
   int queued_jobs() const { return jobs_.Waiting(false) + jobs_.Waiting(true); }
+  // Admin calls waiting for an admin thread, none being idle.
+  int queued_admin_calls() const;
   // Cancels every job still queued or building, background tuning too (at
   // shutdown, once no call is left); how many there were.
   int CancelJobs() { return jobs_.CancelAll(); }
@@ -99,6 +105,8 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   grpc::ServerUnaryReactor* ColdStart(grpc::CallbackServerContext* ctx, const Prepared& p,
                                       v1::CompileResponse* resp);
 
+  // OK, or RESOURCE_EXHAUSTED when max_queued_admin_calls wait already.
+  absl::Status AdminRoom() const;
   // Explain's reads of the store and the fleet, on an admin thread.
   absl::Status ExplainOn(const Prepared& p, v1::ExplainResponse* resp);
 

@@ -286,11 +286,14 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Explain(grpc::CallbackServerContext
   if (absl::Status a = Authorize(ctx); !a.ok()) return Reply(ctx, a);
   absl::StatusOr<Prepared> p = pipeline_->Prepare(*req);
   if (!p.ok()) return Reply(ctx, p.status());
+  if (absl::Status room = AdminRoom(); !room.ok()) return Reply(ctx, room);
   // The store's reads and the fleet's probe (a round trip to its database)
   // run on an admin thread, never on a gRPC callback thread.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  admin_pool_->Submit(
-      [this, reactor, resp, p = *std::move(p)] { reactor->Finish(ToGrpc(ExplainOn(p, resp))); });
+  admin_pool_->Submit([this, ctx, reactor, resp, p = *std::move(p)] {
+    reactor->Finish(ctx->IsCancelled() ? grpc::Status(grpc::StatusCode::CANCELLED, "explain cancelled")
+                                       : ToGrpc(ExplainOn(p, resp)));
+  });
   return reactor;
 }
 
@@ -341,6 +344,10 @@ grpc::ServerWriteReactor<v1::StoreEntry>* KernelServiceImpl::ExportKernels(
         absl::FailedPreconditionError("export: this server has no signing key to sign entries with"));
     return stream;
   }
+  if (absl::Status room = AdminRoom(); !room.ok()) {
+    stream->Fail(room);
+    return stream;
+  }
   // The listing reads the whole store: on an admin thread. `req` lives until
   // the stream finishes.
   admin_pool_->Submit([this, stream, req] {
@@ -368,6 +375,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
   TrustedKeys trusted = options_.trusted_keys != nullptr ? *options_.trusted_keys : TrustedKeys();
   if (options_.signing_key != nullptr) trusted.Add(options_.signing_key->public_key);
 
+  if (absl::Status room = AdminRoom(); !room.ok()) return Reply(ctx, room);
   // Every entry is checked before any is stored.
   std::vector<const v1::StoreEntry*> accepted;
   for (const v1::StoreEntry& e : req->entries()) {

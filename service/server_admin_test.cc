@@ -55,6 +55,7 @@ struct NodeConfig {
   std::vector<PublicKey> trusted;
   const TokenSet* tokens = nullptr;
   int busy_timeout_ms = 5000;
+  int max_queued_admin_calls = 64;
 };
 
 // One kfused in process: store, pipeline, service, server, stub.
@@ -78,6 +79,7 @@ class Node {
     opts.signing_key = c.signing ? &key : nullptr;
     opts.trusted_keys = &trusted;
     opts.tokens = c.tokens;
+    opts.max_queued_admin_calls = c.max_queued_admin_calls;
     service = std::make_unique<KernelServiceImpl>(pipeline.get(), opts);
     server = std::make_unique<LoopbackServer>(service.get());
     stub = server->stub();
@@ -575,6 +577,80 @@ TEST(ServerAdminTest, DeletesWaitingOnAnotherProcesssLockDoNotHoldUpHits) {
   EXPECT_EQ(hits_ok.load(), 4);
   EXPECT_LT(seconds, 2.0);  // Deletes on the callback threads starved the hits for their 20 s deadline.
   EXPECT_EQ(deleted_ok.load(), kDeletes);  // Once the lock is let go.
+}
+
+// Admin calls wait for two threads; past the bound, a call is refused at
+// once rather than queued (an import holds its entries while it waits).
+TEST(ServerAdminTest, AdminCallsPastTheQueueBoundAreRefused) {
+  Node a({.name = "admin_bound", .max_queued_admin_calls = 2});
+  const v1::CompileResponse first = a.Compile(Relu(2.0));
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(a.store_path.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  // Two deletes hold the admin threads on the lock; two more wait for them.
+  // (However their arrivals interleave with the threads taking them, no
+  // more than one of the four waits beyond an idle thread when it comes.)
+  std::vector<std::thread> deletes;
+  std::atomic<int> deleted_ok{0};
+  for (int i = 0; i < 4; ++i) {
+    deletes.emplace_back([&] {
+      v1::DeleteKernelsRequest req;
+      req.add_keys(first.plan().key());
+      v1::DeleteKernelsResponse resp;
+      if (a.stub->DeleteKernels(a.Ctx().get(), req, &resp).ok()) ++deleted_ok;
+    });
+  }
+  for (int i = 0; i < 200 && a.service->queued_admin_calls() < 2; ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(a.service->queued_admin_calls(), 2);
+  v1::ExplainResponse explained;
+  grpc::Status refused = a.stub->Explain(a.Ctx().get(), Relu(2.0), &explained);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("store administration calls wait already"));
+  v1::ImportKernelsRequest import;
+  v1::ImportKernelsResponse imported;
+  EXPECT_EQ(a.stub->ImportKernels(a.Ctx().get(), import, &imported).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  for (std::thread& t : deletes) t.join();
+  EXPECT_EQ(deleted_ok.load(), 4);
+  EXPECT_TRUE(a.stub->Explain(a.Ctx().get(), Relu(2.0), &explained).ok());
+}
+
+// A delete whose caller left while it waited for an admin thread deletes
+// nothing (at shutdown, queued deletes do not wait on the lock either).
+TEST(ServerAdminTest, AQueuedDeleteWhoseCallerLeftDeletesNothing) {
+  Node a({.name = "admin_left"});
+  const v1::CompileResponse first = a.Compile(Relu(2.0));
+  const v1::CompileResponse second = a.Compile(Relu(3.0));
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(a.store_path.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::vector<std::thread> deletes;
+  for (int i = 0; i < 2; ++i) {
+    deletes.emplace_back([&] {
+      v1::DeleteKernelsRequest req;
+      req.add_keys(first.plan().key());
+      v1::DeleteKernelsResponse resp;
+      a.stub->DeleteKernels(a.Ctx().get(), req, &resp);
+    });
+  }
+  for (int i = 0; i < 200 && a.service->queued_admin_calls() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  absl::SleepFor(absl::Milliseconds(200));  // Both on the admin threads.
+  v1::DeleteKernelsRequest req;
+  req.add_keys(second.plan().key());
+  v1::DeleteKernelsResponse resp;
+  grpc::ClientContext leaving;
+  leaving.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  EXPECT_EQ(a.stub->DeleteKernels(&leaving, req, &resp).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  for (std::thread& t : deletes) t.join();
+  for (int i = 0; i < 200 && a.service->queued_admin_calls() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  absl::SleepFor(absl::Milliseconds(100));  // The left call's task has run.
+  grpc::ClientContext ctx;
+  v1::CompileResponse found;
+  EXPECT_TRUE(a.stub->Lookup(&ctx, Relu(3.0), &found).ok());
 }
 
 }  // namespace
