@@ -35,6 +35,7 @@
 #include "service/library_logs.h"
 #include "service/node.h"
 #include "service/server.h"
+#include "service/tuning_health.h"
 #include "tuner/nvrtc_compiler.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:7420", "host:port to listen on (loopback by default)");
@@ -64,6 +65,8 @@ ABSL_FLAG(double, tune_max_gpu_busy, 1.0,
 ABSL_FLAG(double, tune_max_wait_seconds, 600,
           "with --tune_max_gpu_busy below 1: a tuning job that found no idle GPU this long is deferred "
           "(the request gets the heuristic kernel)");
+ABSL_FLAG(double, tuning_health_interval_seconds, 5,
+          "how often kfuse.v1.Tuning health is checked: NOT_SERVING while no GPU can take a tuning task");
 ABSL_FLAG(int64_t, gpu_memory_budget, int64_t{8} << 30, "GPU memory the tuning worker may use, bytes");
 ABSL_FLAG(std::string, worker, "", "path of kfuse-worker (default: beside kfused, or on PATH)");
 ABSL_FLAG(std::string, node, "", "this node's name in provenance (default: hostname)");
@@ -294,6 +297,11 @@ int main(int argc, char** argv) {
     Refuse("--store_max_bytes must be positive");
     return 2;
   }
+  const double tuning_interval = absl::GetFlag(FLAGS_tuning_health_interval_seconds);
+  if (!(tuning_interval > 0 && tuning_interval <= 3600)) {
+    Refuse("--tuning_health_interval_seconds must be more than 0 and at most 3600");
+    return 2;
+  }
   // Flags first (above): a refusal leaves no store or signing key behind.
   absl::StatusOr<std::unique_ptr<kfuse::ServiceNode>> node = kfuse::ServiceNode::Create(opts);
   if (!node.ok()) {
@@ -332,7 +340,10 @@ int main(int argc, char** argv) {
   bool tuning = (*node)->can_tune();
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus("kfuse.v1.KernelService", true);
-  health->SetServingStatus("kfuse.v1.Tuning", tuning);
+  kfuse::TuningHealth tuning_health(
+      (*node)->runner(), [health](bool serving) { health->SetServingStatus("kfuse.v1.Tuning", serving); },
+      tuning_interval);
+  tuning_health.Start();
   const kfuse::LogLevel info = kfuse::LogLevel::kInfo;
   const std::string bound = kfuse::WithPort(absl::GetFlag(FLAGS_address), port);  // :0 is the port taken.
   Say(info, "serving",
@@ -385,6 +396,7 @@ int main(int argc, char** argv) {
   Say(info, "stopping",
       absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": finishing calls in flight (at most ",
                    grace, " s)"));
+  tuning_health.Stop();  // It reads the node's runner, released below.
   health->Shutdown();
   const auto deadline =
       std::chrono::system_clock::now() +

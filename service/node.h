@@ -68,6 +68,7 @@ class ServiceNode {
 
   Pipeline* pipeline() { return pipeline_.get(); }
   bool can_tune() const { return runner_ != nullptr; }
+  const Runner* runner() const { return runner_.get(); }  // Null without a GPU.
   const std::string& store_path() const { return store_path_; }
   std::string device_name() const;
   const std::string& no_gpu_reason() const { return no_gpu_reason_; }

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,11 @@ class Runner {
   virtual absl::StatusOr<DeviceFingerprint> Device() = 0;
   // Read, write and copy bandwidth; FMA, special-function and tensor rates.
   virtual absl::StatusOr<Ceilings> MeasureCeilings() = 0;
+  // Why the next Run would be Unavailable without trying a GPU, or nullopt
+  // when some GPU would take it; what tuning health reports. Cheap and
+  // thread-safe: it is polled beside running tasks. A runner that restarts
+  // its own worker is never unavailable in advance.
+  virtual std::optional<std::string> Unavailable() const { return std::nullopt; }
 };
 
 struct WorkerOptions {

@@ -331,6 +331,17 @@ absl::StatusOr<Ceilings> RunnerPool::MeasureCeilings() {
   return c;
 }
 
+std::optional<std::string> RunnerPool::Unavailable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (InRotationLocked() > 0) return std::nullopt;
+  const double now = options_.now();
+  // One due back is readmitted by the next task's Acquire.
+  for (const Slot& s : slots_) {
+    if (now >= s.readmit_at) return std::nullopt;
+  }
+  return GoneLocked();
+}
+
 std::vector<MemberStats> RunnerPool::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<MemberStats> out;

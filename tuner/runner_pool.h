@@ -92,6 +92,10 @@ class RunnerPool : public Runner {
   absl::StatusOr<DeviceFingerprint> Device() override;
   // On the first member in rotation, once it is free (not idle-gated).
   absl::StatusOr<Ceilings> MeasureCeilings() override;
+  // "no GPU left for tuning (...)" while every member is out of the rotation
+  // and none is due back by options.now; nullopt otherwise, busy or
+  // idle-gated members included (a task waits for those).
+  std::optional<std::string> Unavailable() const override;
 
   std::vector<MemberStats> stats() const;  // In member order.
   int waiting() const;                     // Runs waiting for a member now.

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -598,6 +600,39 @@ TEST(RunnerPoolTest, AMemberOutOfRotationIsTriedAgainAfterABackoff) {
       EXPECT_THAT(r.status().message(), HasSubstr("GPU 0: no hello; tried again in 1 s"));
     }
   }
+}
+
+// Tuning health reads this: unavailable only while no member is in the
+// rotation or due back, by the pool's clock, whether or not a task came.
+TEST(RunnerPoolTest, UnavailableUntilAMemberIsDueBack) {
+  Log log;
+  FakeClock clock;
+  RunnerPoolOptions o;
+  o.now = [&] { return clock.t; };
+  Built b = Build(&log, {H200(), H200()}, {}, o);
+  EXPECT_EQ(b.pool->Unavailable(), std::nullopt);
+  b.runners[0]->run_status_ = absl::UnavailableError("GPU fell off the bus");
+  EXPECT_FALSE(b.pool->Run(Task(1), {}).ok());  // GPU 0 out until t=60.
+  EXPECT_EQ(b.pool->Unavailable(), std::nullopt);
+
+  clock.t = 30;
+  b.runners[1]->run_status_ = absl::UnavailableError("no hello");
+  EXPECT_FALSE(b.pool->Run(Task(2), {}).ok());  // GPU 1 out until t=90.
+  std::optional<std::string> why = b.pool->Unavailable();
+  ASSERT_TRUE(why.has_value());
+  EXPECT_THAT(*why, HasSubstr("no GPU left for tuning"));
+  EXPECT_THAT(*why, HasSubstr("GPU 0: GPU fell off the bus; tried again in 30 s"));
+  EXPECT_THAT(*why, HasSubstr("GPU 1: no hello; tried again in 60 s"));
+  clock.t = 59.5;
+  EXPECT_NE(b.pool->Unavailable(), std::nullopt);
+
+  clock.t = 60;
+  EXPECT_EQ(b.pool->Unavailable(), std::nullopt);
+  EXPECT_FALSE(b.pool->stats()[0].in_rotation);  // Back only when a task comes.
+  EXPECT_EQ(log.started.size(), 2u);
+  b.runners[0]->run_status_ = absl::OkStatus();
+  EXPECT_TRUE(b.pool->Run(Task(3), {}).ok());
+  EXPECT_EQ(b.pool->Unavailable(), std::nullopt);
 }
 
 TEST(RunnerPoolTest, OtherErrorsLeaveTheMemberInRotation) {
