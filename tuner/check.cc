@@ -127,6 +127,7 @@ ErrorStats CompareToReference(DType dtype, const void* data, absl::Span<const do
     if (r_finite && c_finite) {
       double e = std::fabs(c - r);
       if (e > 0) ++s.mismatched;
+      if (shared_code::kf_far(static_cast<int>(dtype), r, c) && s.far++ == 0) s.first_far = static_cast<int64_t>(i);
       if (e > s.max_abs_err || s.worst_index < 0) {
         if (e > s.max_abs_err) s.max_abs_err = e;
         s.worst_index = static_cast<int64_t>(i);
@@ -207,6 +208,15 @@ OutputCheck JudgeOutput(DType dtype, const CompareStats& stats, int64_t n, const
         "%s: max abs error %.3g at element %d (got %.8g, want %.8g) exceeds tolerance %.3g "
         "(eager error %.3g x slack %g + 4 eps x max|ref| %.3g)",
         name, s.max_abs_err, s.worst_index, got, want, tol, eager_max_err, slack, s.max_abs_ref);
+    return c;
+  }
+  const double far_allowed = slack * static_cast<double>(eager.far) + static_cast<double>(FewFar(n));
+  if (static_cast<double>(s.far) > far_allowed) {
+    auto [got, want] = at(s.first_far);
+    c.message = absl::StrFormat(
+        "%s: %d of %d elements are off by more than %g of their reference value (eager: %d; at most %.0f), "
+        "first at element %d (got %.8g, want %.8g)",
+        name, s.far, n, DTypeEpsilon(dtype), eager.far, far_allowed, s.first_far, got, want);
     return c;
   }
   c.ok = true;

@@ -12,6 +12,7 @@
 #ifndef KFUSE_TUNER_CHECK_H_
 #define KFUSE_TUNER_CHECK_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -43,6 +44,10 @@ struct ErrorStats {
   int64_t first_special_mismatch = -1;
   int64_t worst_index = -1;  // Where max_abs_err is.
   int64_t mismatched = 0;    // Positions where both are finite and differ at all.
+  // 16-bit floats: positions off by more than eps(dtype) of the reference's
+  // magnitude (tuner/worker_shared_code.h kf_far), and the first of them.
+  int64_t far = 0;
+  int64_t first_far = -1;
 };
 
 ErrorStats CompareToReference(DType dtype, const void* data, absl::Span<const double> ref);
@@ -63,10 +68,14 @@ struct OutputCheck {
 // not NaN; for bool, every byte is 0 or 1); NaN and inf positions match the
 // reference; for bool and integer outputs, at most slack times as many
 // elements differ from the reference as differ in eager's (`eager`: eager's
-// own stats against the reference), plus kFewMismatches; and the max-abs
-// error over finite positions is within Tolerance() of eager's. The count
+// own stats against the reference), plus kFewMismatches; the max-abs
+// error over finite positions is within Tolerance() of eager's; and for
+// 16-bit floats, at most slack times as many elements are far from the
+// reference (ErrorStats::far) as eager's, plus FewFar(n). The count
 // keeps one element eager flips (a comparison on rounded values) from
-// letting every other element be wrong. `name` prefixes the message.
+// letting every other element be wrong; the far count keeps the max-abs
+// tolerance, set by the largest values, from letting the small ones be
+// wrong by a few percent. `name` prefixes the message.
 OutputCheck CheckOutput(DType dtype, const void* data, absl::Span<const double> ref, const ErrorStats& eager,
                         double slack, const std::string& name = "output");
 
@@ -74,6 +83,11 @@ OutputCheck CheckOutput(DType dtype, const void* data, absl::Span<const double> 
 // slack times eager's: where a comparison sits within a rounding of its
 // threshold, contracted or reordered arithmetic may decide it otherwise.
 inline constexpr int64_t kFewMismatches = 4;
+
+// Elements of a 16-bit float output of n that may be far from the reference
+// beyond slack times eager's: where an intermediate cancels, a reordered sum
+// may lose a few more bits than eager's did.
+inline int64_t FewFar(int64_t n) { return std::max<int64_t>(kFewMismatches, n / 1024); }
 
 // Elements whose bytes are still the poison pattern (floats: where the
 // reference is not NaN; bool: any byte not 0/1). Integers cannot be told from

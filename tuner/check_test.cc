@@ -183,6 +183,41 @@ TEST(CheckTest, ABoolOutputIsHeldToEagersCountOfFlips) {
   EXPECT_EQ(CompareToReference(DType::kF64, std::vector<double>(100, 0.5).data(), ref).mismatched, 100);
 }
 
+// A bf16 softmax-like output: one large value and many small ones. The
+// max-abs tolerance scales with the largest, so small values wrong by a few
+// percent pass it; the count of elements far from their own reference does
+// not, while eager's own roundings (within half a unit in the last place) do.
+TEST(CheckTest, SmallValuesOfA16BitOutputAreHeldToTheirOwnScale) {
+  const int n = 4096;
+  std::vector<double> ref(n);
+  ref[0] = 1.0;
+  for (int i = 1; i < n; ++i) ref[i] = 0.01 * (1.0 + static_cast<double>(i % 97) / 97.0);
+  auto bf16 = [&](double scale) {
+    std::vector<uint16_t> out(n);
+    for (int i = 0; i < n; ++i) out[i] = FloatToBF16(static_cast<float>(i == 0 ? ref[i] : ref[i] * scale));
+    return out;
+  };
+  const std::vector<uint16_t> eager_out = bf16(1.0);  // Rounded once.
+  const ErrorStats eager = CompareToReference(DType::kBF16, eager_out.data(), ref);
+  EXPECT_EQ(eager.far, 0);
+  EXPECT_TRUE(CheckOutput(DType::kBF16, eager_out.data(), ref, eager, 2.0).ok);
+
+  const std::vector<uint16_t> off = bf16(1.036);  // 3.6% on every small value.
+  const ErrorStats off_stats = CompareToReference(DType::kBF16, off.data(), ref);
+  EXPECT_LT(off_stats.max_abs_err, Tolerance(DType::kBF16, eager.max_abs_err, 1.0, 2.0));
+  OutputCheck c = CheckOutput(DType::kBF16, off.data(), ref, eager, 2.0);
+  EXPECT_FALSE(c.ok);
+  EXPECT_THAT(c.message, HasSubstr("of 4096 elements are off by more than 0.0078125 of their reference value "
+                                   "(eager: 0; at most 4), first at element 1"));
+
+  // A few far elements (a cancellation) pass: FewFar(4096) = 4.
+  std::vector<uint16_t> few = eager_out;
+  for (int i : {5, 6, 7, 8}) few[i] = FloatToBF16(static_cast<float>(ref[i] * 1.05));
+  EXPECT_TRUE(CheckOutput(DType::kBF16, few.data(), ref, eager, 2.0).ok);
+  few[9] = FloatToBF16(static_cast<float>(ref[9] * 1.05));
+  EXPECT_FALSE(CheckOutput(DType::kBF16, few.data(), ref, eager, 2.0).ok);
+}
+
 TEST(CheckTest, EagerErrorStats) {
   std::vector<double> ref = {1.0, kNaN, -3.0, kInf};
   std::vector<double> got = {1.5, kNaN, -3.25, 7.0};

@@ -69,7 +69,7 @@ kf_cmp(const void* got, const double* ref, long long n, KfPart* out, int dt, int
   KF_FOR(i, n) {
     double r = ref[i];
     unsigned long long raw = kf_load(got, i, size);
-    kf_part_add(&p, i, r, kf_judged(dt, r, kf_decode(dt, raw)), kf_unwritten(dt, raw, r));
+    kf_part_add(&p, i, r, kf_judged(dt, r, kf_decode(dt, raw)), kf_unwritten(dt, raw, r), dt);
   }
   s[threadIdx.x] = p;
   __syncthreads();
@@ -125,6 +125,8 @@ CompareStats ReduceCompareParts(absl::Span<const KfPart> parts) {
   s.err.special_mismatches = all.special;
   s.err.first_special_mismatch = all.first_special;
   s.err.mismatched = all.mismatched;
+  s.err.far = all.far;
+  s.err.first_far = all.first_far;
   s.unwritten = all.unwritten;
   s.first_unwritten = all.first_unwritten;
   return s;

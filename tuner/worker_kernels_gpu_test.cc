@@ -129,6 +129,8 @@ TEST_F(WorkerKernelsGpuTest, CompareMatchesTheHost) {
       EXPECT_EQ(s->err.special_mismatches, want.err.special_mismatches) << what;
       EXPECT_EQ(s->err.first_special_mismatch, want.err.first_special_mismatch) << what;
       EXPECT_EQ(s->err.mismatched, want.err.mismatched) << what;
+      EXPECT_EQ(s->err.far, want.err.far) << what;
+      EXPECT_EQ(s->err.first_far, want.err.first_far) << what;
       EXPECT_EQ(s->unwritten, want.unwritten) << what;
       EXPECT_EQ(s->first_unwritten, want.first_unwritten) << what;
       if (want.err.worst_index >= 0) {

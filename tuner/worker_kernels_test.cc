@@ -123,7 +123,7 @@ std::vector<sc::KfPart> EmulateCompare(const CheckCase& c, int blocks) {
         std::memcpy(&raw, c.got.data() + i * bytes, bytes);
         double r = c.ref[i];
         sc::kf_part_add(p, i, r, sc::kf_judged(dt, r, sc::kf_decode(dt, raw)),
-                       sc::kf_unwritten(dt, raw, r));
+                       sc::kf_unwritten(dt, raw, r), dt);
       },
       sc::kf_part_merge);
 }
@@ -133,6 +133,8 @@ void ExpectSameStats(const CompareStats& got, const CompareStats& want, const st
   EXPECT_EQ(got.err.max_abs_ref, want.err.max_abs_ref) << what;
   EXPECT_EQ(got.err.worst_index, want.err.worst_index) << what;
   EXPECT_EQ(got.err.special_mismatches, want.err.special_mismatches) << what;
+  EXPECT_EQ(got.err.far, want.err.far) << what;
+  EXPECT_EQ(got.err.first_far, want.err.first_far) << what;
   EXPECT_EQ(got.err.first_special_mismatch, want.err.first_special_mismatch) << what;
   EXPECT_EQ(got.err.mismatched, want.err.mismatched) << what;
   EXPECT_EQ(got.unwritten, want.unwritten) << what;

@@ -212,7 +212,7 @@ KF_HD int kf_unwritten(int dt, unsigned long long raw, double ref) {
 
 /* One block's (or thread's) share of a comparison against the reference;
    the fields of ErrorStats plus the unwritten count (tuner/check.h). Indices
-   are -1 when none. 64 bytes on host and device. */
+   are -1 when none. 80 bytes on host and device. */
 struct KfPart {
   double max_err;
   double max_ref;
@@ -222,6 +222,8 @@ struct KfPart {
   long long unwritten;
   long long first_unwritten;
   long long mismatched; /* Finite in both, and not equal. */
+  long long far;        /* kf_far: off by more than eps of the reference. */
+  long long first_far;
 };
 KF_HD void kf_part_init(KfPart* p) {
   p->max_err = 0.0;
@@ -232,13 +234,35 @@ KF_HD void kf_part_init(KfPart* p) {
   p->unwritten = 0;
   p->first_unwritten = -1;
   p->mismatched = 0;
+  p->far = 0;
+  p->first_far = -1;
 }
 KF_HD long long kf_first(long long a, long long b) {
   return a < 0 ? b : (b < 0 ? a : (a < b ? a : b));
 }
+/* A 16-bit float element is far from its (finite) reference when off by more
+   than eps of the type (2^-7 bf16, 2^-10 f16) times the reference's
+   magnitude (at least the type's smallest normal): twice what rounding an
+   exact result can cost. A bound on every element where the max-abs error
+   alone, scaled by the largest reference, lets small elements be wrong by
+   a few percent. Other types: never. */
+KF_HD int kf_far(int dt, double r, double c) {
+  double eps, tiny;
+  if (dt == kDtBF16) {
+    eps = kf_pow2(-7);
+    tiny = kf_pow2(-126);
+  } else if (dt == kDtF16) {
+    eps = kf_pow2(-10);
+    tiny = kf_pow2(-14);
+  } else {
+    return 0;
+  }
+  double a = kf_fabs(r);
+  return kf_fabs(c - r) > eps * (a > tiny ? a : tiny);
+}
 /* Element i, visited in increasing i by one thread: CompareToReference's
    rule (worst is the first index with the largest error) and CountUnwritten's. */
-KF_HD void kf_part_add(KfPart* p, long long i, double r, double c, int unwritten) {
+KF_HD void kf_part_add(KfPart* p, long long i, double r, double c, int unwritten, int dt) {
   if (unwritten) {
     p->unwritten += 1;
     p->first_unwritten = kf_first(p->first_unwritten, i);
@@ -248,6 +272,10 @@ KF_HD void kf_part_add(KfPart* p, long long i, double r, double c, int unwritten
   if (rf && cf) {
     double e = kf_fabs(c - r);
     if (e > 0.0) p->mismatched += 1;
+    if (kf_far(dt, r, c)) {
+      p->far += 1;
+      p->first_far = kf_first(p->first_far, i);
+    }
     if (e > p->max_err || p->worst < 0) {
       if (e > p->max_err) p->max_err = e;
       p->worst = i;
@@ -273,6 +301,8 @@ KF_HD void kf_part_merge(KfPart* a, const KfPart* b) {
   a->unwritten += b->unwritten;
   a->first_unwritten = kf_first(a->first_unwritten, b->first_unwritten);
   a->mismatched += b->mismatched;
+  a->far += b->far;
+  a->first_far = kf_first(a->first_far, b->first_far);
 }
 
 /* Before any candidate: is the reference fully written (no all-0xFF f64), is
@@ -317,7 +347,7 @@ KF_HD void kf_prep_merge(KfPrep* a, const KfPrep* b) {
 #undef KFUSE_SHARED_CODE_
 #undef KF_HD
 
-static_assert(sizeof(KfPart) == 64, "KfPart is 64 bytes on host and device");
+static_assert(sizeof(KfPart) == 80, "KfPart is 80 bytes on host and device");
 static_assert(sizeof(KfPrep) == 32, "KfPrep is 32 bytes on host and device");
 
 }  // namespace kfuse::shared_code
