@@ -164,7 +164,7 @@ TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
     ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);
     std::string got = mem.Download(out, bytes);
     OutputCheck check = CheckOutput(t.dtype, got.data(), (*exact)[0],
-                                    EagerError((*eager)[0], (*exact)[0]), kSlack, "output 0");
+                                    EagerError(t.dtype, (*eager)[0], (*exact)[0]), kSlack, "output 0");
     EXPECT_TRUE(check.ok) << check.message;
   }
 }

@@ -28,6 +28,7 @@
 #include "tuner/cuda/device.h"
 #include "tuner/cuda/driver.h"
 #include "tuner/nvrtc_compiler.h"
+#include "tuner/worker_shared_code.h"
 
 namespace kfuse {
 namespace gpu_test {
@@ -197,16 +198,22 @@ inline std::vector<std::vector<double>> UniformInputs(const Chain& c,
   return in;
 }
 
-// The largest |a - ref| over the elements where both are finite.
-// Eager's values against the reference, as the check counts them: the
-// largest error and how many elements differ, over finite positions.
-inline ErrorStats EagerError(const std::vector<double>& eager, const std::vector<double>& ref) {
+// Eager's values (of an output of `dtype`) against the reference, as the
+// check counts them: the largest error, how many elements differ and how
+// many are far from their reference, over finite positions.
+inline ErrorStats EagerError(DType dtype, const std::vector<double>& eager, const std::vector<double>& ref) {
   ErrorStats s;
+  for (double r : ref) {
+    if (std::isfinite(r)) s.max_abs_ref = std::max(s.max_abs_ref, std::abs(r));
+  }
+  const int dt = static_cast<int>(dtype);
+  const double floor = shared_code::kf_far_floor(dt, s.max_abs_ref);
   for (size_t i = 0; i < eager.size(); ++i) {
     if (!std::isfinite(eager[i]) || !std::isfinite(ref[i])) continue;
     const double e = std::abs(eager[i] - ref[i]);
     s.max_abs_err = std::max(s.max_abs_err, e);
     s.mismatched += e > 0;
+    if (shared_code::kf_far(dt, ref[i], eager[i], floor) && s.far++ == 0) s.first_far = static_cast<int64_t>(i);
   }
   return s;
 }
@@ -275,7 +282,7 @@ inline std::vector<CheckedOutput> CheckOutputs(DeviceMemory& mem, const std::vec
     const std::vector<double>& ref = exact[j];
     std::string got = mem.Download(outputs[j].ptr, ref.size() * DTypeBytes(t));
     CheckedOutput c;
-    ErrorStats yardstick = EagerError(eager[j], ref);
+    ErrorStats yardstick = EagerError(outputs[j].dtype, eager[j], ref);
     if (f64) yardstick.max_abs_err = 1e-9;
     c.eager_err = yardstick.max_abs_err;
     c.check = CheckOutput(t, got.data(), ref, yardstick, slack, absl::StrCat("output ", j));

@@ -120,14 +120,18 @@ double DTypeEpsilon(DType dtype) {
 ErrorStats CompareToReference(DType dtype, const void* data, absl::Span<const double> ref) {
   std::vector<double> got = ToDouble(dtype, data, static_cast<int64_t>(ref.size()));
   ErrorStats s;
+  for (double r : ref) {
+    if (std::isfinite(r)) s.max_abs_ref = std::max(s.max_abs_ref, std::fabs(r));
+  }
+  const int dt = static_cast<int>(dtype);
+  const double floor = shared_code::kf_far_floor(dt, s.max_abs_ref);
   for (size_t i = 0; i < ref.size(); ++i) {
     double r = ref[i], c = shared_code::kf_judged(static_cast<int>(dtype), ref[i], got[i]);
     bool r_finite = std::isfinite(r), c_finite = std::isfinite(c);
-    if (r_finite) s.max_abs_ref = std::max(s.max_abs_ref, std::fabs(r));
     if (r_finite && c_finite) {
       double e = std::fabs(c - r);
       if (e > 0) ++s.mismatched;
-      if (shared_code::kf_far(static_cast<int>(dtype), r, c) && s.far++ == 0) s.first_far = static_cast<int64_t>(i);
+      if (shared_code::kf_far(dt, r, c, floor) && s.far++ == 0) s.first_far = static_cast<int64_t>(i);
       if (e > s.max_abs_err || s.worst_index < 0) {
         if (e > s.max_abs_err) s.max_abs_err = e;
         s.worst_index = static_cast<int64_t>(i);

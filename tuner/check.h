@@ -45,7 +45,8 @@ struct ErrorStats {
   int64_t worst_index = -1;  // Where max_abs_err is.
   int64_t mismatched = 0;    // Positions where both are finite and differ at all.
   // 16-bit floats: positions off by more than eps(dtype) of the reference's
-  // magnitude (tuner/worker_shared_code.h kf_far), and the first of them.
+  // magnitude, or of 2^-10 of max_abs_ref where that is larger
+  // (tuner/worker_shared_code.h kf_far), and the first of them.
   int64_t far = 0;
   int64_t first_far = -1;
 };

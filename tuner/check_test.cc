@@ -216,6 +216,14 @@ TEST(CheckTest, SmallValuesOfA16BitOutputAreHeldToTheirOwnScale) {
   EXPECT_TRUE(CheckOutput(DType::kBF16, few.data(), ref, eager, 2.0).ok);
   few[9] = FloatToBF16(static_cast<float>(ref[9] * 1.05));
   EXPECT_FALSE(CheckOutput(DType::kBF16, few.data(), ref, eager, 2.0).ok);
+
+  // Values far below the output's scale (below 2^-10 of its largest) are
+  // judged at that scale: flushed to zero, they are not far.
+  std::vector<double> tiny_ref = ref;
+  for (int i = 1; i < 100; ++i) tiny_ref[i] = 1e-24 * i;
+  std::vector<uint16_t> flushed = eager_out;
+  for (int i = 1; i < 100; ++i) flushed[i] = 0;
+  EXPECT_EQ(CompareToReference(DType::kBF16, flushed.data(), tiny_ref).far, 0);
 }
 
 TEST(CheckTest, EagerErrorStats) {

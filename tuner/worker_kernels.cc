@@ -62,14 +62,14 @@ kf_widen(const void* in, double* out, long long n, int dt, int size) {
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-kf_cmp(const void* got, const double* ref, long long n, KfPart* out, int dt, int size) {
+kf_cmp(const void* got, const double* ref, long long n, KfPart* out, int dt, int size, double floor) {
   __shared__ KfPart s[256];
   KfPart p;
   kf_part_init(&p);
   KF_FOR(i, n) {
     double r = ref[i];
     unsigned long long raw = kf_load(got, i, size);
-    kf_part_add(&p, i, r, kf_judged(dt, r, kf_decode(dt, raw)), kf_unwritten(dt, raw, r), dt);
+    kf_part_add(&p, i, r, kf_judged(dt, r, kf_decode(dt, raw)), kf_unwritten(dt, raw, r), dt, floor);
   }
   s[threadIdx.x] = p;
   __syncthreads();
@@ -210,16 +210,23 @@ absl::StatusOr<CompareStats> WorkerKernels::Compare(CUdeviceptr got, DType dtype
   CUdeviceptr out = parts_.ptr();
   long long nn = n;
   int dt = Index(dtype), size = DTypeBytes(dtype);
-  void* args[] = {&got, &ref, &nn, &out, &dt, &size};
   const int blocks = HelperBlocks(n);
-  KFUSE_RETURN_IF_ERROR(CuCheck(cu->cuLaunchKernel(cmp_, blocks, 1, 1, kHelperBlock,
-                                                   1, 1, 0, stream, args, nullptr),
-                                "cuLaunchKernel (compare)"));
-  KFUSE_RETURN_IF_ERROR(CuCheck(cu->cuStreamSynchronize(stream), "compare kernel"));
-  const size_t bytes = blocks * sizeof(KfPart);
-  std::vector<KfPart> parts(blocks);
-  KFUSE_RETURN_IF_ERROR(parts_.CopyOut(0, parts.data(), bytes));
-  return ReduceCompareParts(parts);
+  auto pass = [&](double floor) -> absl::StatusOr<CompareStats> {
+    void* args[] = {&got, &ref, &nn, &out, &dt, &size, &floor};
+    KFUSE_RETURN_IF_ERROR(CuCheck(cu->cuLaunchKernel(cmp_, blocks, 1, 1, kHelperBlock,
+                                                     1, 1, 0, stream, args, nullptr),
+                                  "cuLaunchKernel (compare)"));
+    KFUSE_RETURN_IF_ERROR(CuCheck(cu->cuStreamSynchronize(stream), "compare kernel"));
+    const size_t bytes = blocks * sizeof(KfPart);
+    std::vector<KfPart> parts(blocks);
+    KFUSE_RETURN_IF_ERROR(parts_.CopyOut(0, parts.data(), bytes));
+    return ReduceCompareParts(parts);
+  };
+  // The far count's floor follows the largest reference value: a first pass
+  // finds it (16-bit floats only; other types count none).
+  if (shared_code::kf_far_eps(dt) == 0) return pass(-1);
+  KFUSE_ASSIGN_OR_RETURN(CompareStats first, pass(-1));
+  return pass(shared_code::kf_far_floor(dt, first.err.max_abs_ref));
 }
 
 absl::StatusOr<PrepStats> WorkerKernels::Prepare(CUdeviceptr ref, CUdeviceptr eager,

@@ -116,6 +116,12 @@ std::vector<Part> EmulateBlocks(int64_t n, int blocks, Init init, Elem elem, Mer
 std::vector<sc::KfPart> EmulateCompare(const CheckCase& c, int blocks) {
   const int dt = static_cast<int>(c.dtype);
   const int bytes = DTypeBytes(c.dtype);
+  // As WorkerKernels::Compare: the far count's floor from the largest reference.
+  double max_ref = 0;
+  for (double r : c.ref) {
+    if (std::isfinite(r)) max_ref = std::max(max_ref, std::fabs(r));
+  }
+  const double floor = sc::kf_far_eps(dt) == 0 ? -1 : sc::kf_far_floor(dt, max_ref);
   return EmulateBlocks<sc::KfPart>(
       static_cast<int64_t>(c.ref.size()), blocks, sc::kf_part_init,
       [&](sc::KfPart* p, int64_t i) {
@@ -123,7 +129,7 @@ std::vector<sc::KfPart> EmulateCompare(const CheckCase& c, int blocks) {
         std::memcpy(&raw, c.got.data() + i * bytes, bytes);
         double r = c.ref[i];
         sc::kf_part_add(p, i, r, sc::kf_judged(dt, r, sc::kf_decode(dt, raw)),
-                       sc::kf_unwritten(dt, raw, r), dt);
+                       sc::kf_unwritten(dt, raw, r), dt, floor);
       },
       sc::kf_part_merge);
 }

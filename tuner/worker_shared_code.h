@@ -242,27 +242,29 @@ KF_HD long long kf_first(long long a, long long b) {
 }
 /* A 16-bit float element is far from its (finite) reference when off by more
    than eps of the type (2^-7 bf16, 2^-10 f16) times the reference's
-   magnitude (at least the type's smallest normal): twice what rounding an
-   exact result can cost. A bound on every element where the max-abs error
-   alone, scaled by the largest reference, lets small elements be wrong by
-   a few percent. Other types: never. */
-KF_HD int kf_far(int dt, double r, double c) {
-  double eps, tiny;
-  if (dt == kDtBF16) {
-    eps = kf_pow2(-7);
-    tiny = kf_pow2(-126);
-  } else if (dt == kDtF16) {
-    eps = kf_pow2(-10);
-    tiny = kf_pow2(-14);
-  } else {
-    return 0;
-  }
-  double a = kf_fabs(r);
-  return kf_fabs(c - r) > eps * (a > tiny ? a : tiny);
+   magnitude, or times `floor` where that is larger: twice what rounding an
+   exact result can cost. kf_far_floor gives the floor: 2^-10 of the output's
+   largest reference value (at least the type's smallest normal), so values
+   far below the output's scale (an underflow, a flush to zero) are judged
+   at that scale. A bound on every element, where the max-abs error alone,
+   scaled by the largest reference, lets small elements be a few percent
+   wrong. Other types, or a negative floor: never. */
+KF_HD double kf_far_eps(int dt) {
+  return dt == kDtBF16 ? kf_pow2(-7) : dt == kDtF16 ? kf_pow2(-10) : 0.0;
 }
-/* Element i, visited in increasing i by one thread: CompareToReference's
-   rule (worst is the first index with the largest error) and CountUnwritten's. */
-KF_HD void kf_part_add(KfPart* p, long long i, double r, double c, int unwritten, int dt) {
+KF_HD double kf_far_floor(int dt, double max_ref) {
+  double tiny = dt == kDtBF16 ? kf_pow2(-126) : kf_pow2(-14);
+  double f = kf_pow2(-10) * max_ref;
+  return f > tiny ? f : tiny;
+}
+KF_HD int kf_far(int dt, double r, double c, double floor) {
+  double eps = kf_far_eps(dt);
+  if (eps == 0.0 || floor < 0.0) return 0;
+  double a = kf_fabs(r);
+  return kf_fabs(c - r) > eps * (a > floor ? a : floor);
+}
+/* `dt` and `floor` (kf_far_floor; negative: not counted) for the far count. */
+KF_HD void kf_part_add(KfPart* p, long long i, double r, double c, int unwritten, int dt, double floor) {
   if (unwritten) {
     p->unwritten += 1;
     p->first_unwritten = kf_first(p->first_unwritten, i);
@@ -272,7 +274,7 @@ KF_HD void kf_part_add(KfPart* p, long long i, double r, double c, int unwritten
   if (rf && cf) {
     double e = kf_fabs(c - r);
     if (e > 0.0) p->mismatched += 1;
-    if (kf_far(dt, r, c)) {
+    if (kf_far(dt, r, c, floor)) {
       p->far += 1;
       p->first_far = kf_first(p->first_far, i);
     }
