@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/dtype.h"
+
 namespace kfuse {
 namespace {
 
@@ -185,6 +187,51 @@ std::vector<Domain> NodeDomains(const Chain& c) {
   }
   std::vector<Domain> out(n);
   for (int32_t id = 0; id < n; ++id) out[id] = positive[id] ? Domain::kPositive : Domain::kAny;
+  return out;
+}
+
+std::vector<IndexDomain> NodeIndexDomains(const Chain& c, absl::Span<const int64_t> symbol_values) {
+  std::vector<IndexDomain> out(c.nodes.size());
+  // The nodes an integer value passes through unchanged (casts between
+  // integer types, views), from `id` down to where it comes from.
+  auto path = [&c](int32_t id) {
+    std::vector<int32_t> p = {id};
+    for (;;) {
+      const Node& n = c.nodes[p.back()];
+      const bool keeps = (n.kind == OpKind::kCast && !IsFloat(n.type.dtype)) || n.kind == OpKind::kReshape ||
+                         n.kind == OpKind::kExpand || n.kind == OpKind::kPermute;
+      if (!keeps || n.args.empty() || IsFloat(c.nodes[n.args[0]].type.dtype)) return p;
+      p.push_back(n.args[0]);
+    }
+  };
+  auto integral = [](const Node& n) {
+    return !IsFloat(n.type.dtype) && n.type.dtype != DType::kBool;
+  };
+  // Iotas first, so a constant compared with the node finds its extent set.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Node& n : c.nodes) {
+      if ((n.kind != OpKind::kEq && n.kind != OpKind::kNe) || n.args.size() != 2) continue;
+      for (int side = 0; side < 2; ++side) {
+        const std::vector<int32_t> value = path(n.args[side]);
+        const Node& other = c.nodes[path(n.args[1 - side]).back()];
+        if (!integral(c.nodes[value.back()]) || !integral(c.nodes[n.args[side]])) continue;
+        for (int32_t id : value) {
+          if (pass == 0 && other.kind == OpKind::kIota && other.axis < other.type.rank()) {
+            const Dim& d = other.type.shape[static_cast<size_t>(other.axis)];
+            out[id].extent = static_cast<int64_t>(Elements(TensorType{other.type.dtype, {d}}, symbol_values));
+          } else if (pass == 1 && other.kind == OpKind::kConstant && out[id].extent > 0 &&
+                     other.value == static_cast<double>(static_cast<int64_t>(other.value))) {
+            out[id].other = static_cast<int64_t>(other.value);
+          }
+        }
+      }
+    }
+  }
+  // Every view of the value takes the constant its source is compared with.
+  for (size_t id = 0; id < out.size(); ++id) {
+    const IndexDomain& root = out[path(static_cast<int32_t>(id)).back()];
+    if (out[id].extent > 0 && root.other != -1) out[id].other = root.other;
+  }
   return out;
 }
 

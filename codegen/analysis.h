@@ -42,6 +42,21 @@ std::vector<Domain> NodeDomains(const Chain& c);
 // NodeDomains of the chain's inputs, in input order.
 std::vector<Domain> InputDomains(const Chain& c);
 
+// Where an integer picks a position along an axis: compared for equality
+// (through casts and views) with an iota, as a class label is in a
+// cross-entropy. The check draws such a node in [0, extent) (the iota's
+// axis at the symbol values), and one value in 16 `other`: a constant the
+// node is also compared with (an ignore_index), or -1 (no class) without one.
+// extent 0: not an index.
+struct IndexDomain {
+  int64_t extent = 0;
+  int64_t other = -1;
+  friend bool operator==(const IndexDomain& a, const IndexDomain& b) {
+    return a.extent == b.extent && a.other == b.other;
+  }
+};
+std::vector<IndexDomain> NodeIndexDomains(const Chain& c, absl::Span<const int64_t> symbol_values);
+
 // Per symbol: its hint rounded up to a power of two (the shape bucket), or
 // 1 << 20 without a hint, clamped to the symbol's max when it has one.
 std::vector<int64_t> SymbolValuesForTuning(const Chain& c);

@@ -65,6 +65,39 @@ TEST(AnalysisTest, InputDomains) {
                                  Domain::kPositive, Domain::kAny, Domain::kAny}));
 }
 
+// A cross-entropy's labels: cast and reshaped, compared with an iota over
+// the classes and with an ignore_index. The labels and every node on their
+// way are drawn as classes (the class count at the symbol's tuning value);
+// a float input compared with the iota, or an integer never compared, is not.
+TEST(AnalysisTest, ClassLabelsAreDrawnAsIndices) {
+  Chain ch;
+  ch.symbols = {{"classes", 1000, 0}};
+  const int logits = ch.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Sym(0)}});
+  const int labels = ch.AddInput(TensorType{DType::kI64, {Dim::Static(4)}});
+  const int other = ch.AddInput(TensorType{DType::kI32, {Dim::Static(4)}});
+  const int classes = ch.AddOp(OpKind::kIota, {});
+  ch.nodes[classes].shape = {Dim::Static(1), Dim::Sym(0)};
+  ch.nodes[classes].axis = 1;
+  ch.nodes[classes].dtype = DType::kI32;
+  const int l32 = ch.AddCast(labels, DType::kI32);
+  const int column = ch.AddOp(OpKind::kReshape, {l32});
+  ch.nodes[column].shape = {Dim::Static(4), Dim::Static(1)};
+  const int hit = ch.AddOp(OpKind::kEq, {classes, column});
+  const int picked = ch.AddOp(OpKind::kWhere, {hit, logits, ch.AddConstant(0.0)});
+  const int kept = ch.AddOp(OpKind::kNe, {l32, ch.AddConstant(-100.0)});
+  ch.outputs = {picked, kept, ch.AddOp(OpKind::kAdd, {other, other})};
+  auto v = Validate(ch);
+  ASSERT_TRUE(v.ok()) << v.status();
+  const std::vector<IndexDomain> d = NodeIndexDomains(*v, {1024});
+  const IndexDomain label{1024, -100};
+  EXPECT_EQ(d[labels], label);
+  EXPECT_EQ(d[l32], label);
+  EXPECT_EQ(d[column], label);
+  EXPECT_EQ(d[other].extent, 0);
+  EXPECT_EQ(d[logits].extent, 0);
+  EXPECT_EQ(d[classes].extent, 0);
+}
+
 TEST(AnalysisTest, SymbolValuesForTuning) {
   Chain c;
   c.symbols = {{"a", 1000, 0}, {"b", 0, 0}, {"c", 3000, 2048 * 2}, {"d", 0, 500}, {"e", 1024, 0}};

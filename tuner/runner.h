@@ -46,6 +46,11 @@ struct BufferSpec {
   // reads as double (ReferenceReadsIntermediatesAsDouble): the worker hands
   // it a widened copy of the candidates' buffer.
   bool wide_reference = false;
+  // Integer inputs only, where index_extent > 0: a position along an axis (a
+  // class label, codegen/analysis.h IndexDomain), drawn in [0, index_extent)
+  // and one in 16 index_other.
+  int64_t index_extent = 0;
+  int64_t index_other = -1;
 };
 
 // How a candidate is timed, as triton's do_bench does (the benchmark's

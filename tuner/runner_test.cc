@@ -149,6 +149,30 @@ TEST(RunnerTest, RandomInputsFollowTheirDomainAndAreNeverZero) {
   }
 }
 
+// Class labels: every class can be drawn, none outside [0, extent) but the
+// value set apart (an ignore_index), about one in 16.
+TEST(RunnerTest, IndexInputsCoverTheirExtentAndTheValueSetApart) {
+  for (DType t : {DType::kI32, DType::kI64}) {
+    BufferSpec spec{t, 1 << 16, InputDomain::kAny};
+    spec.index_extent = 50257;
+    spec.index_other = -100;
+    std::vector<double> v = ToDouble(t, RandomInput(spec, 42, 0).data(), spec.elements);
+    int other = 0, high = 0;
+    for (double x : v) {
+      if (x == -100) {
+        ++other;
+        continue;
+      }
+      ASSERT_GE(x, 0) << DTypeName(t);
+      ASSERT_LT(x, 50257) << DTypeName(t);
+      high += x >= 40000;
+    }
+    EXPECT_GT(other, (1 << 16) / 32) << DTypeName(t);
+    EXPECT_LT(other, (1 << 16) / 8) << DTypeName(t);
+    EXPECT_GT(high, (1 << 16) / 8) << DTypeName(t);  // Not just the first few classes.
+  }
+}
+
 TEST(RunnerTest, RandomInputOfOneElementIsNotZero) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kBool,
                   DType::kF64}) {

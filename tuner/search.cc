@@ -171,9 +171,13 @@ BufferMap MapBuffers(const Chain& chain, const KernelGroup& group, const KernelS
   BufferMap m;
   const std::vector<Domain> domains = InputDomains(chain);
   const std::vector<Domain> node_domains = NodeDomains(chain);
+  const std::vector<IndexDomain> indices = NodeIndexDomains(chain, symbols);
   auto spec_of = [&](int32_t node) {
     const TensorType& t = chain.nodes[node].type;
-    return BufferSpec{t.dtype, static_cast<int64_t>(Elements(t, symbols)), InputDomain::kAny};
+    BufferSpec spec{t.dtype, static_cast<int64_t>(Elements(t, symbols)), InputDomain::kAny};
+    spec.index_extent = indices[node].extent;
+    spec.index_other = indices[node].other;
+    return spec;
   };
   for (size_t n = 0; n < chain.nodes.size(); ++n) {
     const Node& node = chain.nodes[n];

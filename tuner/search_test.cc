@@ -489,6 +489,34 @@ TEST(TuneKernelTest, IntermediateInputsAreDrawnFromTheirNodesDomains) {
   EXPECT_EQ(any, 1);
 }
 
+// A cross-entropy's class labels are drawn over every class (and, one in
+// 16, the ignored label), not in -8..8, so a label in a row's last block is
+// checked too; x is drawn as before.
+TEST(TuneKernelTest, ClassLabelsAreDrawnOverTheirClasses) {
+  // x[label] per row (0 where the label is -100), as a cross-entropy picks it.
+  Chain c;
+  const Dim rows = reduce_test::Size(&c, 4096, "n");
+  const int32_t x = c.AddInput(TensorType{DType::kBF16, {rows, Dim::Static(1000)}});
+  const int32_t label = c.AddCast(c.AddInput(TensorType{DType::kI64, {rows}}), DType::kI32);
+  const int32_t column = c.AddOp(OpKind::kReshape, {label});
+  c.nodes[column].shape = {rows, Dim::Static(1)};
+  const int32_t picked = reduce_test::PickColumn(&c, x, column, 1000, /*iota_first=*/true);
+  const int32_t kept = c.AddOp(OpKind::kNe, {label, c.AddConstant(-100)});
+  c.outputs = {c.AddOp(OpKind::kWhere, {kept, picked, c.AddConstant(0)})};
+  c = reduce_test::Finish(std::move(c));
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  ASSERT_TRUE(TuneKernel(c, p->kernels[0], Opts(TuneMode::kQuick), compiler, &runner).ok());
+  const CheckTask& task = runner.last_task_;
+  ASSERT_EQ(task.inputs.size(), 2u);
+  EXPECT_EQ(task.inputs[0].index_extent, 0);
+  EXPECT_EQ(task.inputs[1].dtype, DType::kI64);
+  EXPECT_EQ(task.inputs[1].index_extent, 1000);
+  EXPECT_EQ(task.inputs[1].index_other, -100);  // The chain's ignore_index.
+}
+
 // Which references read intermediates as double (and so get widened
 // copies) follows from the generators: checked against their kReference64
 // source for a pointwise kernel, a reduction, a matmul and a row kernel

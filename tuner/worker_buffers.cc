@@ -16,7 +16,7 @@ std::string RandomInput(const BufferSpec& spec, uint64_t seed, uint64_t stream) 
   std::string out(static_cast<size_t>(spec.elements) * bytes, '\0');
   char* p = out.data();
   for (int64_t i = 0; i < spec.elements; ++i, p += bytes) {
-    unsigned long long v = shared_code::kf_rand_bits(dt, key, i, domain);
+    unsigned long long v = shared_code::kf_rand_bits(dt, key, i, domain, spec.index_extent, spec.index_other);
     std::memcpy(p, &v, bytes);  // Little-endian: the low bytes, as the GPU stores them.
   }
   return out;

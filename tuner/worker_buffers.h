@@ -22,7 +22,7 @@ namespace kfuse {
 // Host bytes for one input: kAny roughly normal (Irwin-Hall, sd 1, within
 // +-3.47), kPositive uniform [0.1, 4), kUnit uniform [-1, 1); f16/bf16
 // rounded from float; integers small (-8..8, 1..8 for kPositive, -1..1 for
-// kUnit); bool 0/1; element 0 never zero. Counter-based
+// kUnit), or indices (BufferSpec::index_extent); bool 0/1; element 0 never zero. Counter-based
 // (tuner/worker_shared_code.h): element i depends on (seed, stream, i) only.
 // `stream` separates the inputs of one task (input index).
 std::string RandomInput(const BufferSpec& spec, uint64_t seed, uint64_t stream);

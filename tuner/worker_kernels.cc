@@ -44,9 +44,10 @@ KF_HD unsigned long long kf_load(const void* p, long long i, int size) {
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-kf_rand(void* out, long long n, unsigned long long key, int domain, int dt, int size) {
+kf_rand(void* out, long long n, unsigned long long key, int domain, int dt, int size, long long extent,
+        long long other) {
   KF_FOR(i, n) {
-    unsigned long long v = kf_rand_bits(dt, key, i, domain);
+    unsigned long long v = kf_rand_bits(dt, key, i, domain, extent, other);
     switch (size) {
       case 1: ((unsigned char*)out)[i] = (unsigned char)v; break;
       case 2: ((unsigned short*)out)[i] = (unsigned short)v; break;
@@ -177,7 +178,8 @@ absl::Status WorkerKernels::FillRandom(const DeviceBuffer& buf, const BufferSpec
   long long n = spec.elements;
   unsigned long long key = shared_code::kf_rand_key(seed, index);
   int domain = static_cast<int>(spec.domain), dt = Index(spec.dtype), size = DTypeBytes(spec.dtype);
-  void* args[] = {&out, &n, &key, &domain, &dt, &size};
+  long long extent = spec.index_extent, other = spec.index_other;
+  void* args[] = {&out, &n, &key, &domain, &dt, &size, &extent, &other};
   // Many blocks: it is a generator, not a reduction; grid-stride past 2^16.
   const int64_t blocks = std::clamp<int64_t>((n + kHelperBlock - 1) / kHelperBlock, 1, 65536);
   return CuCheck((*LoadDriver())

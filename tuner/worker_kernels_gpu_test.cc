@@ -84,6 +84,19 @@ TEST_F(WorkerKernelsGpuTest, RandomInputsMatchTheHost) {
       }
     }
   }
+  // Class labels.
+  for (DType t : {DType::kI32, DType::kI64}) {
+    BufferSpec spec{t, 100003, InputDomain::kAny};
+    spec.index_extent = 50257;
+    spec.index_other = -100;
+    absl::StatusOr<DeviceBuffer> b = DeviceBuffer::Alloc(spec.elements * DTypeBytes(t));
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(kernels_->FillRandom(*b, spec, /*seed=*/42, /*index=*/3, stream_).ok());
+    ASSERT_EQ(cu_->cuStreamSynchronize(stream_), CUDA_SUCCESS);
+    absl::StatusOr<std::string> got = b->Download();
+    ASSERT_TRUE(got.ok());
+    EXPECT_TRUE(*got == RandomInput(spec, 42, 3)) << DTypeName(t) << " labels";
+  }
 }
 
 // An intermediate's widened copy for the float64 reference: each element

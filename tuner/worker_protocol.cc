@@ -161,17 +161,21 @@ void PutBuffers(WireWriter& w, const std::vector<BufferSpec>& v) {
     w.I64(b.elements);
     w.U8(static_cast<uint8_t>(b.domain));
     w.Bool(b.wide_reference);
+    w.I64(b.index_extent);
+    w.I64(b.index_other);
   }
 }
 
 std::vector<BufferSpec> GetBuffers(WireReader& r) {
   std::vector<BufferSpec> v;
-  for (uint64_t i = 0, n = r.Count(11); i < n && r.ok(); ++i) {
+  for (uint64_t i = 0, n = r.Count(27); i < n && r.ok(); ++i) {
     BufferSpec b;
     b.dtype = static_cast<DType>(r.U8());
     b.elements = r.I64();
     b.domain = static_cast<InputDomain>(r.U8());
     b.wide_reference = r.Bool();
+    b.index_extent = r.I64();
+    b.index_other = r.I64();
     v.push_back(b);
   }
   return v;

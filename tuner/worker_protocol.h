@@ -43,7 +43,7 @@ enum WorkerMsg : uint32_t {
 
 // The encoding of every message below. Bump it with any change to one;
 // WorkerProtocolTest.EncodingsMatchTheVersion fails until it is.
-inline constexpr uint32_t kWorkerProtocolVersion = 2;  // 1: unversioned.
+inline constexpr uint32_t kWorkerProtocolVersion = 3;  // 1: unversioned; 3: index domains.
 
 // The longest frame the parent takes from a worker. The longest a worker
 // sends is a TrialResult of 10,000 samples (the most repeats ValidateTask

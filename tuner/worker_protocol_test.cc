@@ -92,7 +92,8 @@ RunRequest Request() {
   req.task.eager = Kernel("eager");
   req.task.symbol_values = {1 << 20, -3};
   req.task.inputs = {{DType::kBF16, 100, InputDomain::kPositive},
-                     {DType::kI32, 5, InputDomain::kUnit, /*wide_reference=*/true}};
+                     {DType::kI32, 5, InputDomain::kUnit, /*wide_reference=*/true, /*index_extent=*/50257,
+                      /*index_other=*/-100}};
   req.task.outputs = {{DType::kF32, 100, InputDomain::kAny}};
   req.task.timing = {5, 50, 0.25, false, 7};
   req.task.budget_seconds = 1.75;
@@ -122,6 +123,10 @@ TEST(WorkerProtocolTest, RunRequestRoundTrips) {
   EXPECT_EQ(got->task.inputs[1].domain, InputDomain::kUnit);
   EXPECT_FALSE(got->task.inputs[0].wide_reference);
   EXPECT_TRUE(got->task.inputs[1].wide_reference);
+  EXPECT_EQ(got->task.inputs[0].index_extent, 0);
+  EXPECT_EQ(got->task.inputs[0].index_other, -1);
+  EXPECT_EQ(got->task.inputs[1].index_extent, 50257);
+  EXPECT_EQ(got->task.inputs[1].index_other, -100);
   EXPECT_EQ(got->task.outputs[0].dtype, DType::kF32);
   EXPECT_EQ(got->task.timing.warmup, 5);
   EXPECT_EQ(got->task.timing.repeats, 50);
@@ -225,8 +230,8 @@ TEST(WorkerProtocolTest, EncodingsMatchTheVersion) {
       EncodeStatus(absl::AbortedError("faulted")) + EncodeHelloReply(h) + EncodeCeilingsReply(c);
   uint64_t fnv = 0xcbf29ce484222325ull;
   for (unsigned char ch : all) fnv = (fnv ^ ch) * 0x100000001b3ull;
-  EXPECT_EQ(kWorkerProtocolVersion, 2u);
-  EXPECT_EQ(fnv, 0x1712eaebeacd02c0ull)
+  EXPECT_EQ(kWorkerProtocolVersion, 3u);
+  EXPECT_EQ(fnv, 0x04a8fa623cb8250cull)
       << std::hex << "digest 0x" << fnv
       << ": an encoding changed; bump kWorkerProtocolVersion, then record both here";
 }

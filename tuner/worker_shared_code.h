@@ -5,7 +5,7 @@
 //
 //   using namespace kfuse::shared_code;
 //   uint64_t key = kf_rand_key(seed, /*stream=*/input_index);
-//   uint64_t bits = kf_rand_bits(kDtBF16, key, i, kDomainAny);  // element i
+//   uint64_t bits = kf_rand_bits(kDtBF16, key, i, kDomainAny, 0, -1);  // element i
 //   std::string src = SharedSource();  // the same functions, for NVRTC
 //
 // Rules for the shared text (it is stringized by the preprocessor): no
@@ -93,9 +93,15 @@ KF_HD unsigned long long kf_hash(unsigned long long key, long long i, int k) {
 KF_HD double kf_uniform(unsigned long long h) { return (double)(h >> 11) * kf_pow2(-53); }
 
 /* kAny: Irwin-Hall (sum of four uniforms) centred, sd 1; kPositive: uniform
-   [0.1, 4); kUnit: uniform [-1, 1). Integers: -8..8, 1..8, -1..1. */
-KF_HD double kf_sample(unsigned long long key, long long i, int domain, int integer) {
+   [0.1, 4); kUnit: uniform [-1, 1). Integers: -8..8, 1..8, -1..1; an index
+   (extent > 0) uniform in [0, extent), and one in 16 `other`. */
+KF_HD double kf_sample(unsigned long long key, long long i, int domain, int integer, long long extent,
+                       long long other) {
   unsigned long long h = kf_hash(key, i, 0);
+  if (integer && extent > 0) {
+    if (kf_hash(key, i, 1) % 16ull == 0ull) return (double)other;
+    return (double)(long long)(h % (unsigned long long)extent);
+  }
   if (integer) {
     if (domain == kDomainPositive) return (double)(1 + (long long)(h % 8ull));
     if (domain == kDomainUnit) return (double)((long long)(h % 3ull) - 1);
@@ -146,9 +152,10 @@ KF_HD double kf_f16_to_f64(unsigned int h) {
 
 /* The stored bits (low bytes) of element i of a random input. Element 0 is
    never zero, so no input is all zeros. */
-KF_HD unsigned long long kf_rand_bits(int dt, unsigned long long key, long long i, int domain) {
+KF_HD unsigned long long kf_rand_bits(int dt, unsigned long long key, long long i, int domain,
+                                      long long extent, long long other) {
   if (dt == kDtBool) return i == 0 ? 1ull : (kf_hash(key, i, 0) & 1ull);
-  double v = kf_sample(key, i, domain, dt == kDtI32 || dt == kDtI64);
+  double v = kf_sample(key, i, domain, dt == kDtI32 || dt == kDtI64, extent, other);
   if (i == 0 && kf_fabs(v) < 0.001) v = 1.0;
   switch (dt) {
     case kDtF32: return kf_bits_from_f32((float)v);
