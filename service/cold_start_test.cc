@@ -17,7 +17,6 @@ namespace kfuse {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 using Clock = std::chrono::steady_clock;
 using service_testing::FakeCompiler;
 using service_testing::FakeGpu;
@@ -222,10 +221,36 @@ TEST_F(ColdStartTest, AHeuristicAnswerWrongBesideARightKernelGivesWayToIt) {
   v1::CompileResponse r;
   ASSERT_TRUE(Compile(heuristic, &r, std::chrono::seconds(60)).ok());
   EXPECT_EQ(r.plan().provenance().state(), v1::TUNE_STATE_TUNED);
-  absl::StatusOr<std::vector<EntrySummary>> all = store_->List("", 0);
-  ASSERT_TRUE(all.ok()) << all.status();
-  ASSERT_FALSE(all->empty());
-  for (const EntrySummary& e : *all) EXPECT_THAT(e.key, Not(HasSubstr("search=heuristic")));
+  absl::StatusOr<Prepared> p = pipeline_->Prepare(Silu(11.5));
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<std::optional<std::string>> stored = store_->GetArtifact(p->heuristic_key);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_FALSE(stored->has_value());  // The heuristic answer, withdrawn.
+  stored = store_->GetArtifact(p->key);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE(stored->has_value());  // The tuned one.
+}
+
+// Forcing a retune of such a chain when the caller cannot wait for it: the
+// retune runs, and meanwhile the caller is told so, not handed the kernel
+// known wrong (nor is it stored again).
+TEST_F(ColdStartTest, AForcedRetuneThatCannotWaitIsNotAnsweredWithTheWrongKernel) {
+  gpu_.wrong = true;
+  v1::CompileResponse r;
+  EXPECT_EQ(Compile(Silu(12.5), &r, std::chrono::seconds(60)).error_code(), grpc::StatusCode::INTERNAL);
+  gpu_.wrong = false;
+  v1::CompileRequest forced = Silu(12.5, /*background=*/true);
+  forced.mutable_policy()->set_force(true);
+  grpc::Status s = Compile(forced, &r, std::chrono::seconds(60));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("the forced retune goes on in the background"));
+  v1::CompileRequest heuristic = Silu(12.5);
+  heuristic.mutable_policy()->set_mode(v1::TuningPolicy::MODE_HEURISTIC);
+  heuristic.mutable_policy()->set_force(true);
+  EXPECT_EQ(Compile(heuristic, &r, std::chrono::seconds(60)).error_code(), grpc::StatusCode::INTERNAL);
+  ASSERT_TRUE(WaitForTuned(Silu(12.5)));  // The retune ran and cleared the refusal.
+  ASSERT_TRUE(Compile(Silu(12.5), &r, std::chrono::seconds(60)).ok());
+  EXPECT_EQ(r.plan().provenance().state(), v1::TUNE_STATE_TUNED);
 }
 
 TEST_F(ColdStartTest, ACallerWithTimeWaitsForTheTunedKernel) {

@@ -457,7 +457,9 @@ double SteadySeconds() {
 }  // namespace
 
 absl::Status Pipeline::MeasuredWrong(const Prepared& p) const {
-  if (!p.can_tune || p.request.policy().force()) return absl::OkStatus();
+  // Force lets a request tune again; one that would get the heuristic
+  // kernel (MODE_HEURISTIC, a cold start's answer) gets that known wrong one.
+  if (!p.can_tune || (p.request.policy().force() && p.mode != TuneMode::kHeuristic)) return absl::OkStatus();
   const double now = SteadySeconds();
   absl::MutexLock lock(&wrong_mu_);
   auto it = wrong_.find(p.heuristic_key.ArtifactKey());

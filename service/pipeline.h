@@ -128,7 +128,8 @@ class Pipeline {
   // without tuning wrong and no candidate right, within the last
   // kMeasuredWrongSeconds: the answer is known wrong, so it is not built or
   // served, and no tuning is started that would fail the same way. A forced
-  // request (policy.force) is let through to tune again. OK otherwise.
+  // request (policy.force) that tunes is let through to tune again; a forced
+  // heuristic one is not. OK otherwise.
   absl::Status MeasuredWrong(const Prepared& p) const;
   static constexpr double kMeasuredWrongSeconds = 3600;
 

@@ -202,10 +202,13 @@ int KernelServiceImpl::queued_admin_calls() const {
 }
 
 absl::Status KernelServiceImpl::AdminRoom() const {
-  const int queued = queued_admin_calls();
-  if (queued < options_.max_queued_admin_calls) return absl::OkStatus();
+  // As the job queues: at most max_queued_admin_calls wait beyond the idle
+  // threads (0: a call is taken only by an idle thread). Checked apart from
+  // the submission, so concurrent calls can overshoot by a few.
+  const int queued = admin_pool_->queued(), idle = admin_pool_->idle();
+  if (queued < options_.max_queued_admin_calls + idle) return absl::OkStatus();
   return absl::ResourceExhaustedError(
-      absl::StrCat("kfused: ", queued, " store administration calls wait already; retry later"));
+      absl::StrCat("kfused: ", queued - idle, " store administration calls wait already; retry later"));
 }
 
 int KernelServiceImpl::building() const {
@@ -366,6 +369,15 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerConte
   if (tuning_goes_on) {
     jobs_.Leave(tuning);
     if (!joined) options_.metrics->BackgroundTune();
+  }
+  // A forced retune of a chain whose heuristic kernel was measured wrong:
+  // that kernel is not the answer meanwhile.
+  if (absl::Status w = pipeline_->MeasuredWrong(*now); !w.ok()) {
+    return Answer(ctx, tuning_goes_on ? absl::UnavailableError(absl::StrCat(
+                                            "kfused: the kernel this chain gets without tuning was measured "
+                                            "wrong on this GPU; the forced retune goes on in the background, "
+                                            "ask again once it ends (", w.message(), ")"))
+                                      : w);
   }
   // The heuristic answer says why it is one (its stored provenance says
   // "policy: heuristic", which this caller did not ask for).

@@ -617,6 +617,14 @@ TEST(ServerAdminTest, AdminCallsPastTheQueueBoundAreRefused) {
   EXPECT_TRUE(a.stub->Explain(a.Ctx().get(), Relu(2.0), &explained).ok());
 }
 
+// As --max_queued_jobs=0: no call waits, but an idle thread takes one.
+TEST(ServerAdminTest, WithNoAdminQueueAnIdleThreadStillTakesACall) {
+  Node a({.name = "admin_noqueue", .max_queued_admin_calls = 0});
+  a.Compile(Relu(2.0));
+  v1::ExplainResponse explained;
+  EXPECT_TRUE(a.stub->Explain(a.Ctx().get(), Relu(2.0), &explained).ok());
+}
+
 // A delete whose caller left while it waited for an admin thread deletes
 // nothing (at shutdown, queued deletes do not wait on the lock either).
 TEST(ServerAdminTest, AQueuedDeleteWhoseCallerLeftDeletesNothing) {

@@ -129,6 +129,31 @@ inline CheckCase MakeCheckCase(DType t, int64_t n, uint64_t seed) {
   return c;
 }
 
+// A 16-bit float output of a softmax's shape: one value near 1, the others
+// 1e-3 to 2e-2 with one in 7 of them 5% off (far: kf_far), and one in 13 set
+// to 1e-7 (far below 2^-10 of the largest) and written as 0 (not far). No
+// element matches MakeCheckCase's huge values, so the far count is not
+// hidden under a floor they set.
+inline CheckCase MakeFarCase(DType t, int64_t n, uint64_t seed) {
+  CheckCase c{t, std::string(static_cast<size_t>(n) * DTypeBytes(t), '\0'), std::vector<double>(n)};
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 777;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    double r = i == 0 ? 0.999 : 1e-3 + 1.9e-2 * static_cast<double>(s % 1000) / 1000.0;
+    double g = r;
+    if (i % 7 == 3) g = r * 1.05;
+    if (i % 13 == 5) {
+      r = 1e-7;
+      g = 0;
+    }
+    c.ref[static_cast<size_t>(i)] = r;
+    Store(t, g, c.got.data() + i * DTypeBytes(t));
+  }
+  return c;
+}
+
 inline std::vector<DType> AllOutputDTypes() {
   return {DType::kF32, DType::kF16, DType::kBF16, DType::kI32,
           DType::kBool, DType::kI64, DType::kF64};

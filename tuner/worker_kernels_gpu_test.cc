@@ -155,6 +155,25 @@ TEST_F(WorkerKernelsGpuTest, CompareMatchesTheHost) {
   }
 }
 
+// The far count (two passes on the GPU) where it is not zero.
+TEST_F(WorkerKernelsGpuTest, FarCountMatchesTheHost) {
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    for (int64_t n : {int64_t{3001}, int64_t{(1 << 20) + 7}}) {
+      CheckCase c = testing_check::MakeFarCase(t, n, n);
+      DeviceBuffer got = Upload(c.got.data(), c.got.size());
+      DeviceBuffer ref = Upload(c.ref.data(), c.ref.size() * 8);
+      absl::StatusOr<CompareStats> s = kernels_->Compare(got.ptr(), t, ref.ptr(), n, stream_);
+      ASSERT_TRUE(s.ok()) << s.status();
+      CompareStats want = CompareOnHost(t, c.got.data(), c.ref);
+      std::string what = absl::StrCat(std::string(DTypeName(t)), " n=", n);
+      ASSERT_GT(want.err.far, n / 8) << what;
+      EXPECT_EQ(s->err.far, want.err.far) << what;
+      EXPECT_EQ(s->err.first_far, want.err.first_far) << what;
+      EXPECT_EQ(s->err.max_abs_ref, want.err.max_abs_ref) << what;
+    }
+  }
+}
+
 TEST_F(WorkerKernelsGpuTest, PrepareMatchesTheHost) {
   for (DType t : AllOutputDTypes()) {
     const int64_t n = (1 << 20) + 7;

@@ -147,6 +147,23 @@ void ExpectSameStats(const CompareStats& got, const CompareStats& want, const st
   EXPECT_EQ(got.first_unwritten, want.first_unwritten) << what;
 }
 
+// The far count of 16-bit outputs, on data where it is not zero.
+TEST(WorkerKernelsTest, GpuFarCountLogicEqualsHostCompare) {
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    for (int64_t n : {int64_t{3001}, int64_t{70001}}) {
+      CheckCase c = testing_check::MakeFarCase(t, n, n);
+      CompareStats want = CompareOnHost(t, c.got.data(), c.ref);
+      std::string what = absl::StrCat(std::string(DTypeName(t)), " n=", n);
+      int64_t off = 0;  // The 5% ones; the flushed are not far.
+      for (int64_t i = 1; i < n; ++i) off += i % 7 == 3 && i % 13 != 5;
+      EXPECT_EQ(want.err.far, off) << what;
+      for (int blocks : {HelperBlocks(n), 2}) {
+        ExpectSameStats(ReduceCompareParts(EmulateCompare(c, blocks)), want, what);
+      }
+    }
+  }
+}
+
 TEST(WorkerKernelsTest, GpuCompareLogicEqualsHostCompare) {
   for (DType t : AllOutputDTypes()) {
     for (int64_t n : {1, 5, 11, 3000, 70001}) {
