@@ -401,6 +401,24 @@ TEST_F(FleetPipelineTest, AHeuristicAnswerToARequestForTuningStaysLocal) {
   EXPECT_EQ(pg_->Query("SELECT state FROM kfuse_entries WHERE key = '" + tuned->plan().key() + "'"), "tuned");
 }
 
+// A heuristic answer of a node that tunes (asked for, or a cold start's) is
+// not checked yet: it stays local and takes no lease, where the tuned one
+// is published.
+TEST_F(FleetPipelineTest, AHeuristicAnswerOfANodeThatTunesStaysLocal) {
+  Node a("a", pg_->Dsn(), 1, trusted_);
+  v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 3.5, 1 << 20);
+  r.mutable_policy()->set_mode(v1::TuningPolicy::MODE_HEURISTIC);
+  absl::StatusOr<v1::CompileResponse> built = a.Compile(r);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(built->plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries"), "0");
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_leases"), "0");
+  r.mutable_policy()->set_mode(v1::TuningPolicy::MODE_QUICK);
+  absl::StatusOr<v1::CompileResponse> tuned = a.Compile(r);
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  EXPECT_EQ(pg_->Query("SELECT state FROM kfuse_entries WHERE key = '" + tuned->plan().key() + "'"), "tuned");
+}
+
 // A forged row under a node's own signer keeps that node's entry out; the
 // node's publish says so (once per publish), where a key it already holds
 // under its signer, genuinely signed, says nothing.

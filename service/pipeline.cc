@@ -513,9 +513,13 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   if (fleet != nullptr && !p.request.policy().force()) {
     if (std::optional<v1::CompileResponse> hit = FleetLookup(p)) return *std::move(hit);
   }
-  // A forced retune stays local (it is not published), so it takes no
+  // A forced retune stays local (it is not published), and so does a
+  // heuristic answer on a server that tunes (below), so neither takes a
   // lease: nodes that miss the key meanwhile do not wait for it.
-  if (fleet == nullptr || options_.read_only || p.request.policy().force()) return BuildHere(p, progress, cancel);
+  if (fleet == nullptr || options_.read_only || p.request.policy().force() ||
+      (p.can_tune && p.mode == TuneMode::kHeuristic)) {
+    return BuildHere(p, progress, cancel);
+  }
   // One node of the fleet builds a key; the others wait for its result.
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   // A holder tuning the key may take its budget for each kernel; waiting
@@ -729,9 +733,11 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   // The fleet gets what serves the key: a heuristic answer to a request for
   // tuning (tuning deferred or failed) stays local, or it would stand in the
   // fleet (a signer's entry is never rewritten) where a tuned one belongs;
-  // a forced retune stays local too, as documented (docs/cache.md).
-  const bool publish = deps_.fleet != nullptr && !p.request.policy().force() &&
-                       (tuned || !p.can_tune || p.mode == TuneMode::kHeuristic);
+  // so does any heuristic answer of a server that tunes (a cold start's):
+  // not checked on the GPU yet, it could not be withdrawn from the fleet if
+  // the tuning found it wrong (WithdrawHeuristic). A forced retune stays
+  // local too, as documented (docs/cache.md).
+  const bool publish = deps_.fleet != nullptr && !p.request.policy().force() && (tuned || !p.can_tune);
   EntryMeta meta;
   meta.family = std::string(FamilyName(part.kernels.front().family));
   meta.arch = p.arch;
