@@ -14,6 +14,7 @@
 //   slow         kReady, then 30 s before its trials (a candidate still on
 //                the GPU)
 // or, instead of tasks:
+//   no_gpu       answers hello Unavailable, as a worker whose GPU is gone
 //   deaf         stops reading after hello (and exits 30 s later)
 //   traced       as ok, but traced by a child of its own that never waits for
 //                it, so once killed it cannot be reaped for 10 s; hello says
@@ -85,6 +86,7 @@ int Serve(int fd, const std::string& mode) {
   if (mode == "traced" && !HideExitFromParent(fd, 10)) {
     reply.status = absl::UnavailableError("ptrace refused");
   }
+  if (mode == "no_gpu") reply.status = absl::UnavailableError("no usable GPU (fake)");
   if (!Send(fd, kMsgHelloReply, EncodeHelloReply(reply))) return 2;
   if (mode == "deaf") {
     sleep(30);

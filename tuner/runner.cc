@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <utility>
 
@@ -89,6 +90,25 @@ int64_t L2FlushBytes(int64_t l2_bytes) { return std::max<int64_t>(2 * l2_bytes, 
 
 WorkerRunner::WorkerRunner(WorkerOptions opts) : opts_(std::move(opts)) {
   if (opts_.worker_path.empty()) opts_.worker_path = DefaultWorkerPath();
+  if (!opts_.now) {
+    opts_.now = [] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    };
+  }
+}
+
+namespace {
+
+constexpr double kRestartFirstSeconds = 60;
+constexpr double kRestartMaxSeconds = 3600;
+
+}  // namespace
+
+std::optional<std::string> WorkerRunner::Unavailable() const {
+  std::lock_guard<std::mutex> lock(down_mu_);
+  const double now = opts_.now();
+  if (now >= down_until_) return std::nullopt;
+  return absl::StrCat(down_reason_, "; tried again in ", static_cast<int64_t>(std::ceil(down_until_ - now)), " s");
 }
 
 WorkerRunner::~WorkerRunner() = default;
@@ -107,6 +127,20 @@ absl::StatusOr<std::unique_ptr<WorkerRunner>> WorkerRunner::Create(WorkerOptions
 
 absl::Status WorkerRunner::EnsureStartedLocked() {
   if (worker_ != nullptr) return absl::OkStatus();
+  if (std::optional<std::string> down = Unavailable()) return absl::UnavailableError(*down);
+  absl::Status started = StartLocked();
+  std::lock_guard<std::mutex> lock(down_mu_);
+  if (started.ok()) {
+    down_seconds_ = 0;  // A later failure starts the backoff afresh.
+    return started;
+  }
+  down_seconds_ = down_seconds_ == 0 ? kRestartFirstSeconds : std::min(2 * down_seconds_, kRestartMaxSeconds);
+  down_until_ = opts_.now() + down_seconds_;
+  down_reason_ = std::string(started.message());
+  return started;
+}
+
+absl::Status WorkerRunner::StartLocked() {
   KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<WorkerProcess> w,
                          WorkerProcess::Start(opts_.worker_path, opts_.device));
   ++starts_;

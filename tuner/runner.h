@@ -127,6 +127,9 @@ struct WorkerOptions {
   // A worker takes a request at once; one that has not taken it whole within
   // this is stuck (alive, not reading) and is killed.
   double send_timeout_seconds = 60;
+  // Monotonic seconds; empty: steady_clock. Tests inject it to pass a
+  // start's backoff without waiting.
+  std::function<double()> now;
 };
 
 class WorkerProcess;  // tuner/worker_process.h
@@ -139,11 +142,15 @@ class WorkerRunner : public Runner {
   static absl::StatusOr<std::unique_ptr<WorkerRunner>> Create(WorkerOptions opts);
   ~WorkerRunner() override;
 
-  // Thread-safe: one task at a time.
+  // Thread-safe: one task at a time. A worker that fails to start (the GPU
+  // gone, the driver broken) is not tried again for 60 s, then twice as
+  // long each time it fails again (up to an hour): meanwhile Run and
+  // MeasureCeilings are Unavailable at once, and so is Unavailable().
   absl::StatusOr<std::vector<Trial>> Run(
       const CheckTask& task, const std::function<void(const Trial&)>& on_trial) override;
   absl::StatusOr<DeviceFingerprint> Device() override;
   absl::StatusOr<Ceilings> MeasureCeilings() override;
+  std::optional<std::string> Unavailable() const override;
 
   // Worker processes started so far (1 + restarts); for tests and metrics.
   int starts() const;
@@ -153,7 +160,9 @@ class WorkerRunner : public Runner {
 
  private:
   explicit WorkerRunner(WorkerOptions opts);
+  // Starts the worker unless one runs or a failed start's backoff lasts.
   absl::Status EnsureStartedLocked();
+  absl::Status StartLocked();
   // Sends a request, starting the worker if needed; a worker that died while
   // idle (the GPU was reset, or it was killed) or is stuck gets one fresh
   // try. Unavailable when that fails too; the worker is then gone.
@@ -165,6 +174,12 @@ class WorkerRunner : public Runner {
   DeviceFingerprint device_;
   int starts_ = 0;
   std::atomic<int> pid_{0};
+  // The last failed start's backoff, apart from mu_ (held through a task)
+  // so Unavailable() never waits.
+  mutable std::mutex down_mu_;
+  double down_until_ = 0;
+  double down_seconds_ = 0;  // 0: the last start worked.
+  std::string down_reason_;
 };
 
 // Device bytes `task` allocates in the worker: inputs, candidate outputs,

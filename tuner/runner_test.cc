@@ -341,6 +341,38 @@ TEST(RunnerTest, CeilingsRestartAWorkerThatDiedWhileIdle) {
   EXPECT_EQ((*r)->starts(), 2);
 }
 
+// A worker that no longer starts (the GPU gone) is not started again for
+// each task: the runner says why and when it will try, answers at once
+// meanwhile, and starts one once the backoff has passed.
+TEST(RunnerTest, AWorkerThatFailsToStartIsTriedAgainOnlyAfterABackoff) {
+  FakeWorker fake("exit7");
+  double now = 1000;
+  fake.opts.now = [&now] { return now; };
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE((*r)->Unavailable().has_value());
+  (*r)->Run(QuickTask(), nullptr).IgnoreError();  // Each worker exits 7 during the task: faults.
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MODE", "no_gpu", 1), 0);
+  absl::StatusOr<std::vector<Trial>> down = (*r)->Run(QuickTask(), nullptr);
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
+  const int starts = (*r)->starts();
+  std::optional<std::string> why = (*r)->Unavailable();
+  ASSERT_TRUE(why.has_value());
+  EXPECT_THAT(*why, HasSubstr("no usable GPU (fake)"));
+  EXPECT_THAT(*why, HasSubstr("tried again in 60 s"));
+
+  now += 59;
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MODE", "ok", 1), 0);
+  EXPECT_EQ((*r)->Run(QuickTask(), nullptr).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*r)->MeasureCeilings().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*r)->starts(), starts);  // Not tried within the backoff.
+  now += 2;
+  EXPECT_FALSE((*r)->Unavailable().has_value());
+  absl::StatusOr<std::vector<Trial>> back = (*r)->Run(QuickTask(), nullptr);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*r)->starts(), starts + 1);
+}
+
 // SIGCHLD inherited as ignored: the kernel reaps the worker, and its exit
 // status is lost. Say so; never report it as a clean exit.
 TEST(WorkerProcessTest, AnExitStatusLostToAnIgnoredSigchldIsNotCodeZero) {
