@@ -1,6 +1,7 @@
 #include "codegen/analysis.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/dtype.h"
 
@@ -218,9 +219,13 @@ std::vector<IndexDomain> NodeIndexDomains(const Chain& c, absl::Span<const int64
         for (int32_t id : value) {
           if (pass == 0 && other.kind == OpKind::kIota && other.axis < other.type.rank()) {
             const Dim& d = other.type.shape[static_cast<size_t>(other.axis)];
-            out[id].extent = static_cast<int64_t>(Elements(TensorType{other.type.dtype, {d}}, symbol_values));
+            const auto extent = static_cast<int64_t>(Elements(TensorType{other.type.dtype, {d}}, symbol_values));
+            // Compared with several iotas: in range for each.
+            out[id].extent = out[id].extent == 0 ? extent : std::min(out[id].extent, extent);
           } else if (pass == 1 && other.kind == OpKind::kConstant && out[id].extent > 0 &&
-                     other.value == static_cast<double>(static_cast<int64_t>(other.value))) {
+                     std::abs(other.value) < 2147483648.0 && other.value == std::trunc(other.value)) {
+            // A whole number an i32 holds (what labels are compared in); others
+            // are left to the -1 default rather than drawn as what they are not.
             out[id].other = static_cast<int64_t>(other.value);
           }
         }

@@ -96,6 +96,13 @@ TEST(AnalysisTest, ClassLabelsAreDrawnAsIndices) {
   EXPECT_EQ(d[other].extent, 0);
   EXPECT_EQ(d[logits].extent, 0);
   EXPECT_EQ(d[classes].extent, 0);
+
+  // A constant no i32 label can equal (an f32 one, past i32) is not drawn.
+  ch.nodes[ch.nodes[kept].args[1]].value = 3e9;
+  ch.nodes[ch.nodes[kept].args[1]].dtype = DType::kF32;
+  auto huge = Validate(ch);
+  ASSERT_TRUE(huge.ok()) << huge.status();
+  EXPECT_EQ(NodeIndexDomains(*huge, {1024})[labels], (IndexDomain{1024, -1}));
 }
 
 TEST(AnalysisTest, SymbolValuesForTuning) {

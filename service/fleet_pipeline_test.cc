@@ -419,6 +419,30 @@ TEST_F(FleetPipelineTest, AHeuristicAnswerOfANodeThatTunesStaysLocal) {
   EXPECT_EQ(pg_->Query("SELECT state FROM kfuse_entries WHERE key = '" + tuned->plan().key() + "'"), "tuned");
 }
 
+// A heuristic answer an older node published is not taken by a node that
+// tunes: unchecked, it may be one tuning found wrong, which a signer's entry
+// in the fleet can never stop being.
+TEST_F(FleetPipelineTest, ANodeThatTunesDoesNotTakeAHeuristicAnswerFromTheFleet) {
+  Node a("a", pg_->Dsn(), 1, trusted_);
+  v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 4.5, 1 << 20);
+  r.mutable_policy()->set_mode(v1::TuningPolicy::MODE_HEURISTIC);
+  ASSERT_TRUE(a.Compile(r).ok());
+  absl::StatusOr<Prepared> p = a.pipeline->Prepare(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<std::optional<std::string>> blob = a.store->GetArtifact(p->heuristic_key);
+  ASSERT_TRUE(blob.ok() && blob->has_value());
+  EntryMeta meta;
+  meta.family = "pointwise";
+  meta.state = "heuristic";
+  a.fleet->Publish(Store::Kind::kArtifact, p->heuristic_key, meta, **blob);  // As an older node did.
+  ASSERT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries"), "1");
+
+  Node b("b", pg_->Dsn(), 2, trusted_);
+  absl::StatusOr<v1::CompileResponse> built = b.Compile(r);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->cache(), v1::CACHE_OUTCOME_MISS);  // Built here, not a FLEET_HIT.
+}
+
 // A forged row under a node's own signer keeps that node's entry out; the
 // node's publish says so (once per publish), where a key it already holds
 // under its signer, genuinely signed, says nothing.

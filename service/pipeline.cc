@@ -396,6 +396,9 @@ std::optional<v1::CompileResponse> Pipeline::FleetLookup(const Prepared& p) cons
   // Read before the fetch: a delete while it runs keeps its entry out.
   const uint64_t generation = hot_->generation();
   for (const CacheKey& candidate : p.lookup_keys) {
+    // A server that tunes neither publishes heuristic answers nor takes them
+    // (an older node's may be there): unchecked, they could be known wrong.
+    if (p.can_tune && candidate.ArtifactKey() == p.heuristic_key.ArtifactKey()) continue;
     std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kArtifact, candidate, FleetArtifactServes(p));
     if (!e) continue;
     if (std::optional<v1::CompileResponse> r = AnswerFromFleet(p, candidate, *e, generation)) {
@@ -571,7 +574,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
     if (!read.ok()) NoteReadFailure(p, p.decision_key.DecisionKey(), read.status());
     const std::optional<std::string> blob = read.ok() ? *std::move(read) : std::nullopt;
     if (blob) decision = usable(*blob);
-    if (!blob && deps_.fleet != nullptr) {
+    if (!blob && deps_.fleet != nullptr && !(p.can_tune && p.mode == TuneMode::kHeuristic)) {
       // Tuned by another node for another toolchain or generator version.
       auto serves = [&](const v1::StoreEntry& e) { return usable(e.blob()).has_value(); };
       if (std::optional<v1::StoreEntry> e = deps_.fleet->Fetch(Store::Kind::kDecision, p.decision_key, serves)) {

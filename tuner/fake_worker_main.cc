@@ -15,6 +15,7 @@
 //                the GPU)
 // or, instead of tasks:
 //   no_gpu       answers hello Unavailable, as a worker whose GPU is gone
+//   broken_gpu   answers hello Internal, as a worker whose driver call failed
 //   deaf         stops reading after hello (and exits 30 s later)
 //   traced       as ok, but traced by a child of its own that never waits for
 //                it, so once killed it cannot be reaped for 10 s; hello says
@@ -87,6 +88,7 @@ int Serve(int fd, const std::string& mode) {
     reply.status = absl::UnavailableError("ptrace refused");
   }
   if (mode == "no_gpu") reply.status = absl::UnavailableError("no usable GPU (fake)");
+  if (mode == "broken_gpu") reply.status = absl::InternalError("cuDevicePrimaryCtxRetain failed (fake)");
   if (!Send(fd, kMsgHelloReply, EncodeHelloReply(reply))) return 2;
   if (mode == "deaf") {
     sleep(30);

@@ -132,12 +132,17 @@ absl::Status WorkerRunner::EnsureStartedLocked() {
   std::lock_guard<std::mutex> lock(down_mu_);
   if (started.ok()) {
     down_seconds_ = 0;  // A later failure starts the backoff afresh.
+    started_once_ = true;
     return started;
   }
   down_seconds_ = down_seconds_ == 0 ? kRestartFirstSeconds : std::min(2 * down_seconds_, kRestartMaxSeconds);
   down_until_ = opts_.now() + down_seconds_;
   down_reason_ = std::string(started.message());
-  return started;
+  // However a restart failed (the driver's Internal in the worker, say), the
+  // GPU cannot take tasks now: a pool takes the member out. The first start
+  // keeps its code (NotFound: no worker binary; FailedPrecondition: another
+  // build's worker), which Create's caller reports.
+  return started_once_ ? absl::UnavailableError(started.message()) : started;
 }
 
 absl::Status WorkerRunner::StartLocked() {

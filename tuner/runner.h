@@ -180,6 +180,7 @@ class WorkerRunner : public Runner {
   double down_until_ = 0;
   double down_seconds_ = 0;  // 0: the last start worked.
   std::string down_reason_;
+  bool started_once_ = false;
 };
 
 // Device bytes `task` allocates in the worker: inputs, candidate outputs,

@@ -171,6 +171,18 @@ TEST(RunnerTest, IndexInputsCoverTheirExtentAndTheValueSetApart) {
     EXPECT_LT(other, (1 << 16) / 8) << DTypeName(t);
     EXPECT_GT(high, (1 << 16) / 8) << DTypeName(t);  // Not just the first few classes.
   }
+  // An index that is a divisor too: [1, extent), never the value set apart.
+  BufferSpec positive{DType::kI32, 4096, InputDomain::kPositive};
+  positive.index_extent = 10;
+  positive.index_other = -100;
+  for (double x : ToDouble(DType::kI32, RandomInput(positive, 7, 0).data(), 4096)) {
+    ASSERT_GE(x, 1);
+    ASSERT_LT(x, 10);
+  }
+  // One class: element 0 stays in range (or is the value set apart).
+  BufferSpec one{DType::kI64, 64, InputDomain::kAny};
+  one.index_extent = 1;
+  for (double x : ToDouble(DType::kI64, RandomInput(one, 7, 0).data(), 64)) EXPECT_TRUE(x == 0 || x == -1) << x;
 }
 
 TEST(RunnerTest, RandomInputOfOneElementIsNotZero) {
@@ -352,13 +364,15 @@ TEST(RunnerTest, AWorkerThatFailsToStartIsTriedAgainOnlyAfterABackoff) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE((*r)->Unavailable().has_value());
   (*r)->Run(QuickTask(), nullptr).IgnoreError();  // Each worker exits 7 during the task: faults.
-  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MODE", "no_gpu", 1), 0);
+  // The driver failing in the worker's start (Internal there) is the GPU
+  // unavailable here, so a pool takes it out of the rotation.
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MODE", "broken_gpu", 1), 0);
   absl::StatusOr<std::vector<Trial>> down = (*r)->Run(QuickTask(), nullptr);
   EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
   const int starts = (*r)->starts();
   std::optional<std::string> why = (*r)->Unavailable();
   ASSERT_TRUE(why.has_value());
-  EXPECT_THAT(*why, HasSubstr("no usable GPU (fake)"));
+  EXPECT_THAT(*why, HasSubstr("cuDevicePrimaryCtxRetain failed (fake)"));
   EXPECT_THAT(*why, HasSubstr("tried again in 60 s"));
 
   now += 59;

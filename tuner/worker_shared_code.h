@@ -94,11 +94,15 @@ KF_HD double kf_uniform(unsigned long long h) { return (double)(h >> 11) * kf_po
 
 /* kAny: Irwin-Hall (sum of four uniforms) centred, sd 1; kPositive: uniform
    [0.1, 4); kUnit: uniform [-1, 1). Integers: -8..8, 1..8, -1..1; an index
-   (extent > 0) uniform in [0, extent), and one in 16 `other`. */
+   (extent > 0) uniform in [0, extent), and one in 16 `other`; a positive
+   index (a divisor too) uniform in [1, extent), never `other`. */
 KF_HD double kf_sample(unsigned long long key, long long i, int domain, int integer, long long extent,
                        long long other) {
   unsigned long long h = kf_hash(key, i, 0);
   if (integer && extent > 0) {
+    if (domain == kDomainPositive) {
+      return extent > 1 ? (double)(1ll + (long long)(h % (unsigned long long)(extent - 1))) : 1.0;
+    }
     if (kf_hash(key, i, 1) % 16ull == 0ull) return (double)other;
     return (double)(long long)(h % (unsigned long long)extent);
   }
@@ -156,7 +160,8 @@ KF_HD unsigned long long kf_rand_bits(int dt, unsigned long long key, long long 
                                       long long extent, long long other) {
   if (dt == kDtBool) return i == 0 ? 1ull : (kf_hash(key, i, 0) & 1ull);
   double v = kf_sample(key, i, domain, dt == kDtI32 || dt == kDtI64, extent, other);
-  if (i == 0 && kf_fabs(v) < 0.001) v = 1.0;
+  /* An index of one class keeps its range: element 0 is then `other`. */
+  if (i == 0 && kf_fabs(v) < 0.001) v = extent == 1 ? (double)other : 1.0;
   switch (dt) {
     case kDtF32: return kf_bits_from_f32((float)v);
     case kDtF16: return kf_f32_to_f16((float)v);
