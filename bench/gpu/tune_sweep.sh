@@ -1,0 +1,40 @@
+#!/bin/bash
+# Every bench case tuned through a kfused of BUNDLE (bench/gpu/prepare.sh's
+# layout: bin/, lib/) with `kfuse tune`, one line a case (exit code, time,
+# the plan's last line), then the trial outcomes and builds kfused counted
+# and every log line saying a kernel was judged wrong. Whether the check
+# refuses a right kernel, or a case stopped tuning, shows here. Without a
+# GPU every case is answered heuristic (`kfuse tune` exits 1, "not tuned"),
+# which checks the script.
+#
+#   bash bench/gpu/tune_sweep.sh BUNDLE OUT_DIR [MODE]   # MODE: quick (default) or full;
+#                                                        # paths absolute or from the repository root
+set -u
+cd "$(dirname "$0")/../.."
+b=$1 out=$2 mode=${3:-quick}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+store=$(mktemp -d)/sweep.db
+"$b/bin/kfused" --address=127.0.0.1:7455 --store="$store" --metrics_address=127.0.0.1:9455 \
+  --worker="$b/bin/kfuse-worker" > "$out/kfused.log" 2>&1 &
+k=$!
+c="$b/bin/kfuse --server 127.0.0.1:7455"
+for i in $(seq 1 100); do $c health >/dev/null 2>&1 && break; sleep 0.3; done
+{
+  for f in bench/gpu/cases/{pointwise,row,reduce,matmul,attention}/*.json; do
+    s=$(date +%s%N)
+    timeout 120 $c --timeout 120 tune --mode "$mode" "$f" > "$out/one.txt" 2>&1; rc=$?
+    printf '%-62s rc=%d %6d ms  %s\n' "$f" $rc $(( ($(date +%s%N) - s) / 1000000 )) \
+      "$(tail -1 "$out/one.txt" | head -c 150)"
+  done
+  python3 -c "
+import urllib.request
+for l in urllib.request.urlopen('http://127.0.0.1:9455/metrics').read().decode().splitlines():
+    if l.startswith('kfuse_trials_total') or l.startswith('kfuse_tuning_seconds_count'): print(l)
+"
+} > "$out/sweep.txt"
+rm -f "$out/one.txt"
+kill $k
+wait $k
+echo "cases ok: $(grep -c ' rc=0 ' "$out/sweep.txt") of $(grep -c ' rc=' "$out/sweep.txt")" | tee -a "$out/sweep.txt"
+grep -hE "off by more|wrong_result|failed on the GPU|heuristic_withdrawn" "$out/kfused.log" | head -20 | tee -a "$out/sweep.txt"
