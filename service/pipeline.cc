@@ -20,6 +20,7 @@
 #include "codegen/partition.h"
 #include "codegen/generators.h"
 #include "codegen/pointwise.h"
+#include "core/clock.h"
 #include "core/status.h"
 #include "kfuse/storage/v1/storage.pb.h"
 #include "core/log.h"
@@ -450,14 +451,6 @@ v1::CompileResponse Pipeline::Answer(const Prepared& p, const v1::CompileRespons
   response.set_request_id(p.request.request_id());
   return response;
 }
-
-namespace {
-
-double SteadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 absl::Status Pipeline::MeasuredWrong(const Prepared& p) const {
   // Force lets a request tune again; one that would get the heuristic

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
 #include "core/status.h"
 #include "tuner/worker_process.h"
 #include "tuner/worker_protocol.h"
@@ -90,19 +91,8 @@ int64_t L2FlushBytes(int64_t l2_bytes) { return std::max<int64_t>(2 * l2_bytes, 
 
 WorkerRunner::WorkerRunner(WorkerOptions opts) : opts_(std::move(opts)) {
   if (opts_.worker_path.empty()) opts_.worker_path = DefaultWorkerPath();
-  if (!opts_.now) {
-    opts_.now = [] {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    };
-  }
+  if (!opts_.now) opts_.now = SteadySeconds;
 }
-
-namespace {
-
-constexpr double kRestartFirstSeconds = 60;
-constexpr double kRestartMaxSeconds = 3600;
-
-}  // namespace
 
 std::optional<std::string> WorkerRunner::Unavailable() const {
   std::lock_guard<std::mutex> lock(down_mu_);
@@ -135,7 +125,7 @@ absl::Status WorkerRunner::EnsureStartedLocked() {
     started_once_ = true;
     return started;
   }
-  down_seconds_ = down_seconds_ == 0 ? kRestartFirstSeconds : std::min(2 * down_seconds_, kRestartMaxSeconds);
+  down_seconds_ = NextRetryBackoff(down_seconds_);
   down_until_ = opts_.now() + down_seconds_;
   down_reason_ = std::string(started.message());
   // However a restart failed (the driver's Internal in the worker, say), the

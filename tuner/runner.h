@@ -13,6 +13,7 @@
 #ifndef KFUSE_TUNER_RUNNER_H_
 #define KFUSE_TUNER_RUNNER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -131,6 +132,14 @@ struct WorkerOptions {
   // start's backoff without waiting.
   std::function<double()> now;
 };
+
+// How long a GPU that failed (its worker gone or not starting) is left alone
+// before it is tried again, given the last wait (0: none): 60 s, doubling
+// while it keeps failing, up to an hour. A worker that missed its hello once
+// comes back soon; a GPU truly gone costs a task an hour at most.
+inline double NextRetryBackoff(double last_seconds) {
+  return last_seconds == 0 ? 60 : std::min(2 * last_seconds, 3600.0);
+}
 
 class WorkerProcess;  // tuner/worker_process.h
 

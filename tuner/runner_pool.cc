@@ -13,20 +13,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/clock.h"
 #include "core/status.h"
 
 namespace kfuse {
 namespace {
 
-double SteadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// A member that failed with Unavailable is tried again after this long,
-// doubling (up to the cap) while it keeps failing: a worker that missed its
-// hello once comes back soon, a GPU truly gone costs a task an hour at most.
-constexpr double kReadmitFirstSeconds = 60;
-constexpr double kReadmitMaxSeconds = 3600;
 
 void SleepSeconds(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
@@ -278,9 +270,7 @@ void RunnerPool::Release(size_t i, double seconds, const absl::Status& status) {
   s.stats.busy_seconds += seconds;
   s.last_release = ++releases_;
   if (absl::IsUnavailable(status)) {
-    s.backoff_seconds = s.backoff_seconds == 0
-                            ? kReadmitFirstSeconds
-                            : std::min(2 * s.backoff_seconds, kReadmitMaxSeconds);
+    s.backoff_seconds = NextRetryBackoff(s.backoff_seconds);
     s.readmit_at = options_.now() + s.backoff_seconds;
     s.stats.in_rotation = false;
     s.stats.removed_reason = std::string(status.message());
