@@ -263,4 +263,18 @@ std::vector<int64_t> SymbolValuesForTuning(const Chain& c) {
   return out;
 }
 
+std::vector<std::vector<int64_t>> SymbolValuesForCheck(absl::Span<const int64_t> tuned) {
+  std::vector<int64_t> ragged, few;
+  for (int64_t v : tuned) {
+    ragged.push_back(v >= 8 ? (v - v / 4) | 1 : std::max<int64_t>(1, v - 1));
+    few.push_back(std::min<int64_t>(v, 3));
+  }
+  std::vector<std::vector<int64_t>> out;
+  for (std::vector<int64_t>* s : {&ragged, &few}) {
+    const bool same = std::equal(s->begin(), s->end(), tuned.begin(), tuned.end());
+    if (!same && std::find(out.begin(), out.end(), *s) == out.end()) out.push_back(*s);
+  }
+  return out;
+}
+
 }  // namespace kfuse

@@ -61,6 +61,14 @@ std::vector<IndexDomain> NodeIndexDomains(const Chain& c, absl::Span<const int64
 // 1 << 20 without a hint, clamped to the symbol's max when it has one.
 std::vector<int64_t> SymbolValuesForTuning(const Chain& c);
 
+// The other symbol values a kernel tuned at `tuned` (SymbolValuesForTuning's)
+// is checked at before it is chosen, since it serves every size: each symbol
+// at an odd size near three quarters of its bucket (edge tiles, vector
+// tails, a partial last wave), then each at most 3 (a launch of a row or
+// two). Only vectors that differ from `tuned`, without repeats; none when
+// the chain has no symbols.
+std::vector<std::vector<int64_t>> SymbolValuesForCheck(absl::Span<const int64_t> tuned);
+
 }  // namespace kfuse
 
 #endif  // KFUSE_CODEGEN_ANALYSIS_H_

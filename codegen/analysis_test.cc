@@ -111,5 +111,18 @@ TEST(AnalysisTest, SymbolValuesForTuning) {
   EXPECT_EQ(SymbolValuesForTuning(c), (std::vector<int64_t>{1024, 1 << 20, 4096, 500, 1024}));
 }
 
+TEST(AnalysisTest, SymbolValuesForCheckAreOddAndFewBesideTheBucket) {
+  using Sizes = std::vector<std::vector<int64_t>>;
+  EXPECT_EQ(SymbolValuesForCheck({1024, 1 << 20, 500, 8, 5, 1}),
+            (Sizes{{769, 786433, 375, 7, 4, 1}, {3, 3, 3, 3, 3, 1}}));
+  // Nothing to check beside the bucket: no symbols, or every one at 1.
+  EXPECT_TRUE(SymbolValuesForCheck({}).empty());
+  EXPECT_TRUE(SymbolValuesForCheck({1, 1}).empty());
+  // A bucket of 2 or 3: the odd size is the few rows; 2 -> 1 once.
+  EXPECT_EQ(SymbolValuesForCheck({2}), (Sizes{{1}}));
+  EXPECT_EQ(SymbolValuesForCheck({3}), (Sizes{{2}}));
+  EXPECT_EQ(SymbolValuesForCheck({4}), (Sizes{{3}}));
+}
+
 }  // namespace
 }  // namespace kfuse

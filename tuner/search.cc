@@ -256,6 +256,96 @@ Variant Seed(const FamilyGenerator& gen, const Chain& chain, const KernelGroup& 
   return seed;
 }
 
+// "n=769, m=3": the symbol values of a check, named by the chain's symbols.
+std::string SizesText(const Chain& chain, absl::Span<const int64_t> values) {
+  std::vector<std::string> parts;
+  for (size_t s = 0; s < values.size(); ++s)
+    parts.push_back(absl::StrCat(s < chain.symbols.size() ? chain.symbols[s].name : "?", "=",
+                                 values[s]));
+  return absl::StrJoin(parts, ", ");
+}
+
+// A kernel serves every size of its symbols, not only the bucket it was
+// tuned at: the candidates that passed at `symbols` (trials of
+// `tuned.candidates`, candidate 0 the seed) are checked again at each of
+// SymbolValuesForCheck(symbols), untimed. First the seed and the three
+// fastest, then, if none of those passes, the rest. A candidate that fails
+// there keeps that trial's outcome, its message naming the sizes. Returns
+// the index of the fastest candidate that passed everywhere, -1 when none
+// did; `failure` says why when the runner could not check.
+int CheckAtOtherSizes(const Chain& chain, const KernelGroup& group, const KernelSpec& seed_spec,
+                      absl::Span<const int64_t> symbols, const CheckTask& tuned, Runner& runner,
+                      std::vector<Trial>& trials, std::string& failure) {
+  std::vector<int> order;  // Passed at the tuning sizes, fastest first.
+  for (size_t i = 0; i < trials.size(); ++i)
+    if (trials[i].outcome == Outcome::kOk) order.push_back(static_cast<int>(i));
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return trials[a].median_seconds < trials[b].median_seconds;
+  });
+  const std::vector<std::vector<int64_t>> sizes = SymbolValuesForCheck(symbols);
+  if (order.empty() || sizes.empty()) return order.empty() ? -1 : order[0];
+
+  std::vector<CheckTask> tasks;
+  for (const std::vector<int64_t>& values : sizes) {
+    const BufferMap buffers = MapBuffers(chain, group, seed_spec, values);
+    CheckTask& t = tasks.emplace_back();
+    t.reference64 = tuned.reference64;  // Mapped already; the map is the same at any size.
+    t.eager = tuned.eager;
+    t.inputs = buffers.inputs;
+    t.outputs = buffers.outputs;
+    t.symbol_values = values;
+    t.slack = tuned.slack;
+    t.seed = tuned.seed;
+    t.watchdog_seconds = tuned.watchdog_seconds;
+    t.cancel = tuned.cancel;
+    t.timing.warmup = 0;  // Checked, not timed: one launch past the check.
+    t.timing.repeats = 1;
+    t.timing.min_repeats = 1;
+    t.timing.flush_l2 = false;
+    t.timing.max_seconds = 0.05;
+  }
+  constexpr size_t kFirst = 3;
+  std::vector<bool> checked(trials.size(), false);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<int> batch;
+    if (round == 0 && trials[0].outcome == Outcome::kOk) batch.push_back(0);
+    for (int i : order) {
+      if (checked[i] || std::find(batch.begin(), batch.end(), i) != batch.end()) continue;
+      if (round == 0 && batch.size() >= kFirst + (trials[0].outcome == Outcome::kOk)) break;
+      batch.push_back(i);
+    }
+    for (size_t s = 0; s < tasks.size(); ++s) {
+      CheckTask& t = tasks[s];
+      t.candidates.clear();
+      std::vector<int> at;  // Parallel to t.candidates.
+      for (int i : batch) {
+        if (trials[i].outcome != Outcome::kOk) continue;  // Failed at an earlier size.
+        t.candidates.push_back(tuned.candidates[i]);
+        at.push_back(i);
+      }
+      if (at.empty()) break;
+      absl::StatusOr<std::vector<Trial>> ran = runner.Run(t, {});
+      if (!ran.ok()) {
+        failure = absl::StrCat("the check at ", SizesText(chain, sizes[s]),
+                               " failed on the GPU: ", ran.status().ToString());
+        return -1;
+      }
+      for (size_t j = 0; j < at.size() && j < ran->size(); ++j) {
+        const Trial& r = (*ran)[j];
+        if (r.outcome == Outcome::kOk) continue;
+        Trial& tr = trials[at[j]];
+        tr.outcome = r.outcome;
+        tr.message = absl::StrCat("at ", SizesText(chain, sizes[s]), " (passed at ",
+                                  SizesText(chain, symbols), "): ", r.message);
+      }
+    }
+    for (int i : batch) checked[i] = true;
+    for (int i : order)
+      if (checked[i] && trials[i].outcome == Outcome::kOk) return i;
+  }
+  return -1;
+}
+
 }  // namespace
 
 absl::StatusOr<Variant> SeedVariant(const Chain& chain, const KernelGroup& group, int cc) {
@@ -400,17 +490,21 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
     return result;
   }
 
-  // The fastest candidate that passed the check wins; nothing else can.
-  int best = -1;
+  // The fastest candidate that passed the check at every size wins; nothing
+  // else can.
   for (size_t i = 0; i < ran->size() && i < kernels.size(); ++i) {
     Trial& t = (*ran)[i];
     t.variant = cand_variants[i];
     if (t.compile_seconds == 0) t.compile_seconds = kernels[i].compile_seconds;
     if (t.resources.registers == 0) t.resources = kernels[i].resources;
-    if (t.outcome == Outcome::kOk && (best < 0 || t.median_seconds < (*ran)[best].median_seconds))
-      best = static_cast<int>(i);
   }
+  const size_t tried = std::min(ran->size(), kernels.size());
+  ran->resize(tried);
+  std::string check_failure;
+  const int best =
+      CheckAtOtherSizes(chain, group, seed_spec, symbols, task, *runner, *ran, check_failure);
   const double measured = best < 0 ? 0 : (*ran)[best].median_seconds;
+  result.tuning_seconds = Since(start);
   for (Trial& t : *ran) result.trials.push_back(std::move(t));
   // Only a verdict on the seed itself proves it wrong: a wrong result, or a
   // launch it cannot make. A fault or a timeout may be the worker's or the
@@ -420,6 +514,10 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   if (seed != result.trials.end() &&
       (seed->outcome == Outcome::kWrongResult || seed->outcome == Outcome::kLaunchError)) {
     result.seed_failure = absl::StrCat(std::string(OutcomeName(seed->outcome)), ": ", seed->message);
+  }
+  if (!check_failure.empty()) {
+    result.untuned_reason = absl::StrCat("tuning failed on the GPU: ", check_failure);
+    return result;
   }
   if (best < 0) {
     result.untuned_reason =

@@ -21,34 +21,12 @@
 #include "core/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tuner/search_test_chains.h"
 
 namespace kfuse {
 namespace {
 
 using ::testing::HasSubstr;
-
-// relu(a * b + c) over f32[n]; the group is the whole chain.
-struct Fixture {
-  Chain chain;
-  KernelGroup group;
-};
-
-Fixture ReluChain(int64_t n = 1 << 24, DType t = DType::kF32) {
-  Chain c;
-  int32_t a = c.AddInput(TensorType{t, {Dim::Static(n)}});
-  int32_t b = c.AddInput(TensorType{t, {Dim::Static(n)}});
-  int32_t d = c.AddInput(TensorType{t, {Dim::Static(n)}});
-  int32_t m = c.AddOp(OpKind::kMul, {a, b});
-  int32_t s = c.AddOp(OpKind::kAdd, {m, d});
-  c.outputs.push_back(c.AddOp(OpKind::kRelu, {s}));
-  c.input_names = {"a", "b", "c"};
-  c.output_names = {"y"};
-  absl::StatusOr<Chain> v = Validate(c);
-  KFUSE_CHECK(v.ok());
-  absl::StatusOr<Partition> p = PartitionChain(*v);
-  KFUSE_CHECK(p.ok() && p->kernels.size() == 1);
-  return Fixture{*v, p->kernels[0]};
-}
 
 // bench/gpu/cases/three_outputs_f32: relu(x), sigmoid(x), x * x of one f32 x.
 Fixture ThreeOutputs(int64_t n = int64_t{1} << 27) {
@@ -89,7 +67,8 @@ class FakeCompiler : public Compiler {
 };
 
 // Answers each candidate with the scripted outcome and time of its variant
-// (default: OK, 1 ms), and records the task it saw.
+// (default: OK, 1 ms), or where sized_script_ has one for the task's symbol
+// values, that; records the tasks it saw.
 class FakeRunner : public Runner {
  public:
   struct Script {
@@ -99,14 +78,19 @@ class FakeRunner : public Runner {
   absl::StatusOr<std::vector<Trial>> Run(
       const CheckTask& task, const std::function<void(const Trial&)>& on_trial) override {
     last_task_ = task;
+    tasks_.push_back(task);
     run_at_ = std::chrono::steady_clock::now();
     if (!fail_.ok()) return fail_;
+    if (!fail_at_.empty() && task.symbol_values == fail_at_)
+      return absl::UnavailableError("the GPU fell off the bus");
     std::vector<Trial> out;
     double spent = 0;  // Simulated, when cost_seconds_ > 0: WorkerRunner's budget rule.
     for (const CompiledKernel& k : task.candidates) {
       Script s;
       auto it = script_.find(k.spec.variant.ToString());
       if (it != script_.end()) s = it->second;
+      auto sized = sized_script_.find({k.spec.variant.ToString(), task.symbol_values});
+      if (sized != sized_script_.end()) s = sized->second;
       Trial t;
       t.variant = k.spec.variant;
       if (cost_seconds_ > 0 && !out.empty() && task.budget_seconds > 0 &&
@@ -130,9 +114,12 @@ class FakeRunner : public Runner {
   absl::StatusOr<Ceilings> MeasureCeilings() override { return NominalCeilings(90); }
 
   std::map<std::string, Script> script_;
+  std::map<std::pair<std::string, std::vector<int64_t>>, Script> sized_script_;
   absl::Status fail_;
+  std::vector<int64_t> fail_at_;  // Non-empty: Run at these symbol values fails.
   double cost_seconds_ = 0;  // > 0: each run candidate spends this much budget.
   CheckTask last_task_;
+  std::vector<CheckTask> tasks_;
   std::chrono::steady_clock::time_point run_at_;
 };
 
@@ -288,6 +275,124 @@ TEST(TuneKernelTest, ASeedThatFailedBesideAPassingCandidateIsReported) {
   EXPECT_FALSE(r->seed_failed);
   EXPECT_NE(r->best, (*cands)[0]);
   EXPECT_THAT(r->seed_failure, HasSubstr("launch_error"));
+}
+
+// A kernel serves every size of its symbols: what passed at the bucket (n
+// hinted 1000, tuned at 1024) is checked, untimed, at an odd size near three
+// quarters of it and at a few elements before it can win.
+TEST(TuneKernelTest, ASymbolicKernelIsCheckedAtOtherSizesBeforeItWins) {
+  Fixture f = ReluChain(-1000);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kFull, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok()) << cands.status();
+  ASSERT_GE(cands->size(), 3u);
+  runner.script_[(*cands)[2].ToString()] = {Outcome::kOk, 0.2e-3};
+  runner.script_[(*cands)[1].ToString()] = {Outcome::kOk, 0.5e-3};
+  runner.sized_script_[{(*cands)[2].ToString(), {769}}] = {Outcome::kWrongResult, 0.2e-3};
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kFull), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tuned) << r->untuned_reason;
+  EXPECT_EQ(r->best, (*cands)[1]);
+  EXPECT_DOUBLE_EQ(r->report.measured_seconds, 0.5e-3);
+  auto fastest = std::find_if(r->trials.begin(), r->trials.end(),
+                              [&](const Trial& t) { return t.variant == (*cands)[2]; });
+  ASSERT_NE(fastest, r->trials.end());
+  EXPECT_EQ(fastest->outcome, Outcome::kWrongResult);
+  EXPECT_THAT(fastest->message, HasSubstr("at n=769 (passed at n=1024)"));
+  EXPECT_TRUE(r->seed_failure.empty());
+
+  ASSERT_EQ(runner.tasks_.size(), 3u);
+  EXPECT_EQ(runner.tasks_[0].symbol_values, (std::vector<int64_t>{1024}));
+  for (int i = 1; i < 3; ++i) {
+    const CheckTask& t = runner.tasks_[i];
+    const int64_t n = i == 1 ? 769 : 3;
+    EXPECT_EQ(t.symbol_values, (std::vector<int64_t>{n}));
+    ASSERT_EQ(t.inputs.size(), 3u);
+    EXPECT_EQ(t.inputs[0].elements, n);
+    ASSERT_EQ(t.outputs.size(), 1u);
+    EXPECT_EQ(t.outputs[0].elements, n);
+    EXPECT_FALSE(t.timing.flush_l2);
+    EXPECT_EQ(t.timing.repeats, 1);
+    EXPECT_EQ(t.budget_seconds, 0);  // Every candidate sent is checked.
+    EXPECT_EQ(t.reference64.spec.source, runner.tasks_[0].reference64.spec.source);
+  }
+  // The seed and the three fastest; what failed at 769 is not sent again.
+  EXPECT_EQ(runner.tasks_[1].candidates.size(), 4u);
+  EXPECT_EQ(runner.tasks_[1].candidates[0].spec.variant, (*cands)[0]);
+  EXPECT_EQ(runner.tasks_[2].candidates.size(), 3u);
+  for (const CompiledKernel& k : runner.tasks_[2].candidates) EXPECT_NE(k.spec.variant, (*cands)[2]);
+}
+
+TEST(TuneKernelTest, AKernelWithoutSymbolsIsCheckedOnce) {
+  Fixture f = ReluChain();
+  FakeCompiler compiler;
+  FakeRunner runner;
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tuned);
+  EXPECT_EQ(runner.tasks_.size(), 1u);
+}
+
+// The seed and the three fastest all wrong at 769: the rest are checked.
+TEST(TuneKernelTest, WhenTheFastestFailAtOtherSizesTheRestAreChecked) {
+  Fixture f = ReluChain(-1000);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kFull, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok()) << cands.status();
+  ASSERT_GE(cands->size(), 6u);
+  for (size_t i = 0; i < cands->size(); ++i)
+    runner.script_[(*cands)[i].ToString()] = {Outcome::kOk, 1e-3 * (i + 1)};
+  for (size_t i = 0; i < 4; ++i)
+    runner.sized_script_[{(*cands)[i].ToString(), {769}}] = {Outcome::kWrongResult, 0};
+  runner.sized_script_[{(*cands)[4].ToString(), {3}}] = {Outcome::kLaunchError, 0};
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kFull), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tuned) << r->untuned_reason;
+  EXPECT_EQ(r->best, (*cands)[5]);
+  EXPECT_THAT(r->seed_failure, HasSubstr("wrong_result: at n=769"));
+  EXPECT_FALSE(r->seed_failed);
+  // The bucket; the first four at 769 (none left for 3); the rest at both.
+  ASSERT_EQ(runner.tasks_.size(), 4u);
+  EXPECT_EQ(runner.tasks_[1].candidates.size(), 4u);
+  EXPECT_EQ(runner.tasks_[2].symbol_values, (std::vector<int64_t>{769}));
+  EXPECT_EQ(runner.tasks_[2].candidates.size(), cands->size() - 4);
+  EXPECT_EQ(runner.tasks_[3].symbol_values, (std::vector<int64_t>{3}));
+}
+
+TEST(TuneKernelTest, NoKernelRightAtEverySizeLeavesTheSeedUntunedAndMarked) {
+  Fixture f = ReluChain(-1000);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok()) << cands.status();
+  for (const Variant& v : *cands) runner.sized_script_[{v.ToString(), {3}}] = {Outcome::kWrongResult, 0};
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->tuned);
+  EXPECT_TRUE(r->seed_failed);
+  EXPECT_EQ(r->kernel.spec.variant, (*cands)[0]);
+  EXPECT_THAT(r->untuned_reason, HasSubstr("at n=3"));
+  EXPECT_EQ(r->report.measured_seconds, 0);
+}
+
+TEST(TuneKernelTest, ACheckAtAnotherSizeTheGpuCannotRunLeavesItUntuned) {
+  Fixture f = ReluChain(-1000);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  runner.fail_at_ = {769};
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->tuned);
+  EXPECT_FALSE(r->seed_failed);
+  EXPECT_THAT(r->untuned_reason,
+              HasSubstr("tuning failed on the GPU: the check at n=769 failed on the GPU"));
 }
 
 TEST(TuneKernelTest, RunnerFailureGivesUntunedSeed) {

@@ -37,4 +37,4 @@ rm -f "$out/one.txt"
 kill $k
 wait $k
 echo "cases ok: $(grep -c ' rc=0 ' "$out/sweep.txt") of $(grep -c ' rc=' "$out/sweep.txt")" | tee -a "$out/sweep.txt"
-grep -hE "off by more|wrong_result|failed on the GPU|heuristic_withdrawn" "$out/kfused.log" | head -20 | tee -a "$out/sweep.txt"
+grep -hE "off by more|wrong_result|passed at|failed on the GPU|heuristic_withdrawn" "$out/kfused.log" | head -20 | tee -a "$out/sweep.txt"

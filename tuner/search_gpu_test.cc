@@ -1,0 +1,122 @@
+// TuneKernel on a real GPU: NVRTC and the worker. A kernel serves every size
+// of its symbols, so what passed at the tuning bucket is checked at other
+// sizes before it can win; here a planted tail bug (right at the bucket,
+// wrong elsewhere) loses, and the real candidates pass there. Skips without
+// a GPU.
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tuner/cuda/device.h"
+#include "tuner/nvrtc_compiler.h"
+#include "tuner/runner.h"
+#include "tuner/search.h"
+#include "tuner/search_test_chains.h"
+
+namespace kfuse {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Compiles with NVRTC; every variant but `keep` (the seed, whose variant the
+// references share) has its element count rounded down to a multiple of 256,
+// so it drops the tail of any other size.
+class TailDroppingCompiler : public Compiler {
+ public:
+  explicit TailDroppingCompiler(Variant keep) : keep_(std::move(keep)) {}
+  absl::StatusOr<CompiledKernel> Compile(const KernelSpec& spec, const CompileOptions& opts,
+                                         const std::atomic<bool>* cancel) override {
+    KernelSpec s = spec;
+    if (s.variant != keep_) {
+      const std::string from = "const kf_idx n = ";
+      const size_t at = s.source.find(from);
+      if (at == std::string::npos) return absl::InternalError("no element count to plant a bug in");
+      const size_t end = s.source.find(';', at);
+      const std::string count = s.source.substr(at + from.size(), end - at - from.size());
+      s.source.replace(at, end - at, from + "(" + count + ") & ~(kf_idx)255");
+      ++planted_;
+    }
+    return nvrtc_.Compile(s, opts, cancel);
+  }
+  std::string Version() const override { return nvrtc_.Version(); }
+
+  std::atomic<int> planted_{0};
+
+ private:
+  Variant keep_;
+  NvrtcCompiler nvrtc_;
+};
+
+struct Gpu {
+  std::string arch;
+  std::unique_ptr<WorkerRunner> runner;
+};
+std::optional<Gpu> MakeGpu() {
+  if (DeviceCount() == 0) return std::nullopt;
+  absl::StatusOr<DeviceFingerprint> fp = QueryDevice(0);
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(WorkerOptions{});
+  if (!fp.ok() || !r.ok()) return std::nullopt;
+  return Gpu{ArchForDevice(*fp), *std::move(r)};
+}
+
+TuneOptions Opts(const std::string& arch) {
+  TuneOptions o;
+  o.mode = TuneMode::kFull;
+  o.budget_seconds = 30;
+  o.arch = arch;
+  return o;
+}
+
+TEST(TuneKernelGpuTest, AKernelWrongAtAnotherSizeLosesToOneRightEverywhere) {
+  std::optional<Gpu> gpu = MakeGpu();
+  if (!gpu) GTEST_SKIP() << "no CUDA device, or no worker";
+  const Fixture f = ReluChain(-1000);  // Tuned at n = 1024.
+  absl::StatusOr<Variant> seed = SeedVariant(f.chain, f.group, ComputeCapabilityOf(gpu->arch));
+  ASSERT_TRUE(seed.ok()) << seed.status();
+  TailDroppingCompiler compiler(*seed);
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(gpu->arch), compiler, gpu->runner.get());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GT(compiler.planted_.load(), 0);
+  EXPECT_TRUE(r->tuned) << r->untuned_reason;
+  EXPECT_EQ(r->best, *seed);
+  EXPECT_TRUE(r->seed_failure.empty()) << r->seed_failure;
+  int caught = 0;
+  for (const Trial& t : r->trials) {
+    if (t.variant == *seed) {
+      EXPECT_EQ(t.outcome, Outcome::kOk) << t.message;
+      continue;
+    }
+    EXPECT_NE(t.outcome, Outcome::kOk) << t.variant.ToString() << " passed with its tail dropped";
+    if (t.outcome == Outcome::kWrongResult) {
+      EXPECT_THAT(t.message, HasSubstr("at n=769 (passed at n=1024)"));
+      ++caught;
+    }
+  }
+  EXPECT_GT(caught, 0);
+}
+
+// The same tuning with the kernels as generated: every candidate that passed
+// at the bucket passes at the other sizes too.
+TEST(TuneKernelGpuTest, GeneratedKernelsPassAtEverySize) {
+  std::optional<Gpu> gpu = MakeGpu();
+  if (!gpu) GTEST_SKIP() << "no CUDA device, or no worker";
+  const Fixture f = ReluChain(-1000);  // Tuned at n = 1024.
+  NvrtcCompiler compiler;
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(gpu->arch), compiler, gpu->runner.get());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tuned) << r->untuned_reason;
+  for (const Trial& t : r->trials) {
+    EXPECT_TRUE(t.outcome == Outcome::kOk || t.outcome == Outcome::kSkipped)
+        << t.variant.ToString() << ": " << OutcomeName(t.outcome) << ": " << t.message;
+  }
+}
+
+}  // namespace
+}  // namespace kfuse
