@@ -261,38 +261,81 @@ TEST_F(ColdStartTest, ACallerWithTimeWaitsForTheTunedKernel) {
   EXPECT_EQ(r.cache(), v1::CACHE_OUTCOME_MISS);
 }
 
-TEST_F(ColdStartTest, ANewGeneratorVersionWithTheSameVariantSchemaReusesTheDecision) {
-  absl::StatusOr<Prepared> p = pipeline_->Prepare(Silu(4.5));
-  ASSERT_TRUE(p.ok()) << p.status();
-  ASSERT_TRUE(p->can_tune);
-  auto tuned = pipeline_->Build(*p, nullptr, nullptr);
-  ASSERT_TRUE(tuned.ok()) << tuned.status();
-  ASSERT_EQ(tuned->plan().provenance().state(), v1::TUNE_STATE_TUNED);
-  const int runs = gpu_.runs.load();
-  ASSERT_GT(runs, 0);
+// A chain tuned, then what Prepare gives it once the generator's version
+// moves and its variant schema does not: another artifact key, the same
+// decision key.
+struct NextGenerator {
+  Prepared first, next;
+  v1::CompileResponse tuned;
+  int runs = 0;  // The GPU's runs after the first build.
+};
+NextGenerator TuneThenMoveTheGenerator(Pipeline& pipeline, FakeGpu& gpu, double scale) {
+  NextGenerator g;
+  absl::StatusOr<Prepared> p = pipeline.Prepare(Silu(scale));
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return g;
+  EXPECT_TRUE(p->can_tune);
+  g.first = *p;
+  auto tuned = pipeline.Build(*p, nullptr, nullptr);
+  EXPECT_TRUE(tuned.ok()) << tuned.status();
+  if (tuned.ok()) g.tuned = *tuned;
+  EXPECT_EQ(g.tuned.plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  g.runs = gpu.runs.load();
+  EXPECT_GT(g.runs, 0);
+  g.next = *p;
+  g.next.key.generator += "-next";
+  for (CacheKey& k : g.next.lookup_keys) k.generator += "-next";
+  EXPECT_NE(g.next.key.ArtifactKey(), p->key.ArtifactKey());
+  return g;
+}
 
-  // What Prepare gives once the generator's version moves and its variant
-  // schema does not: another artifact key, the same decision key.
-  Prepared next = *p;
-  next.key.generator += "-next";
-  for (CacheKey& k : next.lookup_keys) k.generator += "-next";
-  ASSERT_NE(next.key.ArtifactKey(), p->key.ArtifactKey());
-  auto miss = pipeline_->Lookup(next);
+TEST_F(ColdStartTest, ANewGeneratorVersionWithTheSameVariantSchemaReusesTheDecision) {
+  NextGenerator g = TuneThenMoveTheGenerator(*pipeline_, gpu_, 4.5);
+  ASSERT_GT(g.runs, 0);
+  auto miss = pipeline_->Lookup(g.next);
   ASSERT_TRUE(miss.ok());
   EXPECT_FALSE(miss->has_value());
-  auto rebuilt = pipeline_->Build(next, nullptr, nullptr);
+  auto rebuilt = pipeline_->Build(g.next, nullptr, nullptr);
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
-  EXPECT_EQ(gpu_.runs.load(), runs);  // Recompiled, not retuned.
+  // Recompiled and checked once (untimed), not retuned.
+  EXPECT_EQ(gpu_.runs.load(), g.runs + 1);
+  EXPECT_EQ(gpu_.checks.load(), 1);
   EXPECT_EQ(rebuilt->plan().provenance().state(), v1::TUNE_STATE_TUNED);
-  ASSERT_EQ(rebuilt->plan().kernels_size(), tuned->plan().kernels_size());
-  EXPECT_EQ(rebuilt->plan().kernels(0).variant().DebugString(), tuned->plan().kernels(0).variant().DebugString());
+  ASSERT_EQ(rebuilt->plan().kernels_size(), g.tuned.plan().kernels_size());
+  EXPECT_EQ(rebuilt->plan().kernels(0).variant().DebugString(), g.tuned.plan().kernels(0).variant().DebugString());
 
   // A variant schema change is a different decision key: retuned.
-  Prepared schema = next;
+  Prepared schema = g.next;
   schema.decision_key.generator += "-schema2";
   schema.key.generator += "-again";
   ASSERT_TRUE(pipeline_->Build(schema, nullptr, nullptr).ok());
-  EXPECT_GT(gpu_.runs.load(), runs);
+  EXPECT_GT(gpu_.runs.load(), g.runs + 1);
+}
+
+// The decision's winner, built by the new generator, computes the wrong
+// answer: it is not served; the chain is tuned afresh.
+TEST_F(ColdStartTest, ARecompiledDecisionThatFailsItsCheckIsRetuned) {
+  NextGenerator g = TuneThenMoveTheGenerator(*pipeline_, gpu_, 5.5);
+  ASSERT_GT(g.runs, 0);
+  gpu_.wrong_untimed = true;
+  auto rebuilt = pipeline_->Build(g.next, nullptr, nullptr);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_EQ(gpu_.checks.load(), 1);
+  EXPECT_GE(gpu_.runs.load(), g.runs + 2);  // The check, then tuning.
+  EXPECT_EQ(rebuilt->plan().provenance().state(), v1::TUNE_STATE_TUNED);
+}
+
+// A check the GPU cannot run proves nothing: the decision serves as it did
+// before checks were made.
+TEST_F(ColdStartTest, ARecompiledDecisionTheGpuCannotCheckIsServedAsStored) {
+  NextGenerator g = TuneThenMoveTheGenerator(*pipeline_, gpu_, 6.5);
+  ASSERT_GT(g.runs, 0);
+  gpu_.gone = true;
+  auto rebuilt = pipeline_->Build(g.next, nullptr, nullptr);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_EQ(gpu_.runs.load(), g.runs + 1);
+  EXPECT_EQ(rebuilt->plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  EXPECT_EQ(rebuilt->plan().kernels(0).variant().DebugString(), g.tuned.plan().kernels(0).variant().DebugString());
 }
 
 }  // namespace

@@ -609,6 +609,35 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
         i = static_cast<size_t>(-1);  // The loop's ++i starts over at kernel 0.
         continue;
       }
+      // No check has run this toolchain's or generator's build of the
+      // decision: on a GPU that tunes, it is checked (untimed) before it
+      // serves, and one that fails is retuned.
+      if (p.can_tune && deps_.runner != nullptr && decision->state() == v1::TUNE_STATE_TUNED) {
+        TuneOptions co;
+        co.arch = p.arch;
+        co.symbol_values = p.symbol_values;
+        co.cancel = cancel;
+        absl::StatusOr<Trial> checked =
+            CheckKernel(p.chain, group, *kernel, co, *deps_.compiler, *deps_.runner);
+        if (cancel != nullptr && cancel->load()) return absl::CancelledError("compile cancelled: no caller waits");
+        if (!checked.ok()) {
+          LogEvent(LogLevel::kWarning, "stored_decision_unchecked",
+                   {{"request_id", p.request.request_id()}, {"variant", v.ToString()},
+                    {"error", checked.status().ToString()}, {"effect", "served as stored"}});
+        } else if (checked->outcome != Outcome::kOk) {
+          if (std::optional<ReproKind> kind = ReproKindOf(checked->outcome))
+            LeaveRepro(p, i, *kind, v, Numerics::kFast, checked->message);
+          LogEvent(LogLevel::kWarning, "stored_decision_failed",
+                   {{"request_id", p.request.request_id()}, {"variant", v.ToString()},
+                    {"error", absl::StrCat(std::string(OutcomeName(checked->outcome)), ": ", checked->message)},
+                    {"effect", "tuning afresh"}});
+          decision.reset();
+          built.clear();
+          total_trials = 0;
+          i = static_cast<size_t>(-1);
+          continue;
+        }
+      }
       b.result.kernel = *std::move(kernel);
       b.result.best = v;
       b.result.tuned = decision->state() == v1::TUNE_STATE_TUNED;

@@ -51,22 +51,25 @@ class FakeCompiler : public Compiler {
 };
 
 // Every candidate passes, each run taking `delay` (as timing on a GPU
-// does); or, when `gone`, every run finds the GPU gone (Unavailable); or,
-// while `wrong`, every candidate fails its check.
+// does); or, while `gone`, every run finds the GPU gone (Unavailable); or,
+// while `wrong`, every candidate fails its check. Runs of untimed tasks
+// (CheckKernel's, and TuneKernel's at other sizes) are counted apart too.
 class FakeGpu : public Runner {
  public:
   explicit FakeGpu(std::chrono::milliseconds delay = std::chrono::milliseconds(0), bool gone = false)
-      : delay_(delay), gone_(gone) {}
+      : gone(gone), delay_(delay) {}
   absl::StatusOr<std::vector<Trial>> Run(const CheckTask& task,
                                          const std::function<void(const Trial&)>& on_trial) override {
     ++runs;
+    const bool untimed = !task.timing.flush_l2 && task.timing.repeats == 1;
+    if (untimed) ++checks;
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
-    if (gone_) return absl::UnavailableError("the GPU fell off the bus");
+    if (gone) return absl::UnavailableError("the GPU fell off the bus");
     std::vector<Trial> trials;
     for (size_t i = 0; i < task.candidates.size(); ++i) {
       Trial t;
       // The first candidate is the seed: the kernel answers without tuning get.
-      const bool bad = wrong || (seed_wrong && i == 0);
+      const bool bad = wrong || (seed_wrong && i == 0) || (untimed && wrong_untimed);
       t.outcome = bad ? Outcome::kWrongResult : Outcome::kOk;
       if (bad) t.message = "y: max abs error 1 exceeds tolerance 0.001";
       t.median_seconds = 1e-5 * static_cast<double>(1 + (i * 7) % 5);
@@ -83,13 +86,15 @@ class FakeGpu : public Runner {
     d.cc_major = 9;
     return d;
   }
+  std::atomic<bool> gone;
   std::atomic<int> runs{0};
-  std::atomic<bool> wrong{false};       // Every candidate computes the wrong answer.
-  std::atomic<bool> seed_wrong{false};  // Only the seed does.
+  std::atomic<int> checks{0};              // Untimed runs.
+  std::atomic<bool> wrong{false};          // Every candidate computes the wrong answer.
+  std::atomic<bool> seed_wrong{false};     // Only the seed does.
+  std::atomic<bool> wrong_untimed{false};  // Every candidate of an untimed run does.
 
  private:
   std::chrono::milliseconds delay_;
-  bool gone_;
 };
 
 // activation(x * scale) over `elements` f32 values, output "y".

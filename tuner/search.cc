@@ -256,6 +256,30 @@ Variant Seed(const FamilyGenerator& gen, const Chain& chain, const KernelGroup& 
   return seed;
 }
 
+// `like` (its references mapped already: the map is the same at any size)
+// at `values`, to check and not to time: one launch past the check, no
+// flush, no budget (every candidate sent is checked). No candidates.
+CheckTask UntimedTask(const Chain& chain, const KernelGroup& group, const KernelSpec& seed_spec,
+                      absl::Span<const int64_t> values, const CheckTask& like) {
+  const BufferMap buffers = MapBuffers(chain, group, seed_spec, values);
+  CheckTask t;
+  t.reference64 = like.reference64;
+  t.eager = like.eager;
+  t.inputs = buffers.inputs;
+  t.outputs = buffers.outputs;
+  t.symbol_values.assign(values.begin(), values.end());
+  t.slack = like.slack;
+  t.seed = like.seed;
+  t.watchdog_seconds = like.watchdog_seconds;
+  t.cancel = like.cancel;
+  t.timing.warmup = 0;
+  t.timing.repeats = 1;
+  t.timing.min_repeats = 1;
+  t.timing.flush_l2 = false;
+  t.timing.max_seconds = 0.05;
+  return t;
+}
+
 // "n=769, m=3": the symbol values of a check, named by the chain's symbols.
 std::string SizesText(const Chain& chain, absl::Span<const int64_t> values) {
   std::vector<std::string> parts;
@@ -269,7 +293,7 @@ std::string SizesText(const Chain& chain, absl::Span<const int64_t> values) {
 // tuned at: the candidates that passed at `symbols` (trials of
 // `tuned.candidates`, candidate 0 the seed) are checked again at each of
 // SymbolValuesForCheck(symbols), untimed. First the seed and the three
-// fastest, then, if none of those passes, the rest. A candidate that fails
+// fastest, then, unless one of those three passed, the rest. A candidate that fails
 // there keeps that trial's outcome, its message naming the sizes. Returns
 // the index of the fastest candidate that passed everywhere, -1 when none
 // did; `failure` says why when the runner could not check.
@@ -286,24 +310,8 @@ int CheckAtOtherSizes(const Chain& chain, const KernelGroup& group, const Kernel
   if (order.empty() || sizes.empty()) return order.empty() ? -1 : order[0];
 
   std::vector<CheckTask> tasks;
-  for (const std::vector<int64_t>& values : sizes) {
-    const BufferMap buffers = MapBuffers(chain, group, seed_spec, values);
-    CheckTask& t = tasks.emplace_back();
-    t.reference64 = tuned.reference64;  // Mapped already; the map is the same at any size.
-    t.eager = tuned.eager;
-    t.inputs = buffers.inputs;
-    t.outputs = buffers.outputs;
-    t.symbol_values = values;
-    t.slack = tuned.slack;
-    t.seed = tuned.seed;
-    t.watchdog_seconds = tuned.watchdog_seconds;
-    t.cancel = tuned.cancel;
-    t.timing.warmup = 0;  // Checked, not timed: one launch past the check.
-    t.timing.repeats = 1;
-    t.timing.min_repeats = 1;
-    t.timing.flush_l2 = false;
-    t.timing.max_seconds = 0.05;
-  }
+  for (const std::vector<int64_t>& values : sizes)
+    tasks.push_back(UntimedTask(chain, group, seed_spec, values, tuned));
   constexpr size_t kFirst = 3;
   std::vector<bool> checked(trials.size(), false);
   for (int round = 0; round < 2; ++round) {
@@ -340,8 +348,12 @@ int CheckAtOtherSizes(const Chain& chain, const KernelGroup& group, const Kernel
       }
     }
     for (int i : batch) checked[i] = true;
-    for (int i : order)
-      if (checked[i] && trials[i].outcome == Outcome::kOk) return i;
+    // The fastest that passed everywhere, once every faster one is known
+    // wrong: the seed does not win past a faster candidate not yet checked.
+    for (int i : order) {
+      if (!checked[i]) break;
+      if (trials[i].outcome == Outcome::kOk) return i;
+    }
   }
   return -1;
 }
@@ -537,6 +549,51 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   result.report.fraction_of_roofline =
       measured > 0 ? result.report.predicted_seconds / measured : 0;
   return result;
+}
+
+absl::StatusOr<Trial> CheckKernel(const Chain& chain, const KernelGroup& group,
+                                  const CompiledKernel& kernel, const TuneOptions& opts,
+                                  Compiler& compiler, Runner& runner) {
+  KFUSE_ASSIGN_OR_RETURN(const FamilyGenerator* gen, FindFamily(group.family));
+  const std::vector<int64_t> symbols =
+      opts.symbol_values.empty() ? SymbolValuesForTuning(chain) : opts.symbol_values;
+  const Variant& v = kernel.spec.variant;
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec ref_spec, gen->emit(chain, group, v, Numerics::kReference64));
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec eager_spec, gen->emit(chain, group, v, Numerics::kEager));
+  auto compiled = CompileWithin({std::move(ref_spec), std::move(eager_spec)}, /*always=*/2, opts,
+                                compiler, Clock::now(), 0);
+  if ((opts.cancel != nullptr && opts.cancel->load()) || !compiled[0] || !compiled[1])
+    return absl::CancelledError("check cancelled: no caller waits");
+  for (int i = 0; i < 2; ++i) {
+    if (!compiled[i]->ok())
+      return absl::InternalError(absl::StrCat(i == 0 ? "the float64 reference" : "the eager reference",
+                                              " (", v.ToString(), ") did not compile: ",
+                                              compiled[i]->status().message()));
+  }
+  const BufferMap buffers = MapBuffers(chain, group, kernel.spec, symbols);
+  CheckTask like;
+  like.reference64 = **std::move(compiled[0]);
+  like.eager = **std::move(compiled[1]);
+  like.slack = opts.slack;
+  like.cancel = opts.cancel;
+  KFUSE_RETURN_IF_ERROR(buffers.Apply(like.reference64.spec));
+  KFUSE_RETURN_IF_ERROR(buffers.Apply(like.eager.spec));
+  CheckTask task = UntimedTask(chain, group, kernel.spec, symbols, like);
+  task.candidates = {kernel};
+  KFUSE_RETURN_IF_ERROR(buffers.Apply(task.candidates[0].spec));
+  KFUSE_ASSIGN_OR_RETURN(std::vector<Trial> trials, runner.Run(task, {}));
+  if (trials.empty()) return absl::InternalError("the runner answered a check with no trial");
+  trials.resize(1);
+  trials[0].variant = v;
+  if (trials[0].outcome != Outcome::kOk) {
+    if (!symbols.empty())
+      trials[0].message = absl::StrCat("at ", SizesText(chain, symbols), ": ", trials[0].message);
+    return trials[0];
+  }
+  std::string failure;
+  CheckAtOtherSizes(chain, group, kernel.spec, symbols, task, runner, trials, failure);
+  if (!failure.empty()) return absl::UnavailableError(failure);
+  return trials[0];
 }
 
 }  // namespace kfuse

@@ -99,6 +99,17 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
                                       const TuneOptions& opts, Compiler& compiler, Runner* runner,
                                       const TuneProgressFn& progress = {});
 
+// Checks one compiled kernel as TuneKernel checks its candidates, untimed:
+// at opts.symbol_values (empty: SymbolValuesForTuning), then at
+// SymbolValuesForCheck's sizes. For a stored decision's winner recompiled by
+// another toolchain or generator version, which no check has run. The trial
+// says how it fared (kOk, or the outcome at the first size it failed);
+// errors: the references do not compile (Internal), the runner cannot run
+// the check (its error), or opts.cancel was raised (Cancelled).
+absl::StatusOr<Trial> CheckKernel(const Chain& chain, const KernelGroup& group,
+                                  const CompiledKernel& kernel, const TuneOptions& opts,
+                                  Compiler& compiler, Runner& runner);
+
 // The variant TuneKernel starts from on a GPU of compute capability `cc`
 // (0: any): the family's heuristic, or where that needs a later GPU, the
 // first variant of the family's space that runs on `cc`.

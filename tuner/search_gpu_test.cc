@@ -1,4 +1,4 @@
-// TuneKernel on a real GPU: NVRTC and the worker. A kernel serves every size
+// TuneKernel and CheckKernel on a real GPU: NVRTC and the worker. A kernel serves every size
 // of its symbols, so what passed at the tuning bucket is checked at other
 // sizes before it can win; here a planted tail bug (right at the bucket,
 // wrong elsewhere) loses, and the real candidates pass there. Skips without
@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "codegen/generators.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tuner/cuda/device.h"
@@ -116,6 +117,39 @@ TEST(TuneKernelGpuTest, GeneratedKernelsPassAtEverySize) {
     EXPECT_TRUE(t.outcome == Outcome::kOk || t.outcome == Outcome::kSkipped)
         << t.variant.ToString() << ": " << OutcomeName(t.outcome) << ": " << t.message;
   }
+}
+
+// A stored decision's winner, recompiled: CheckKernel passes it as
+// generated and catches it with the tail bug planted.
+TEST(CheckKernelGpuTest, APlantedTailBugIsCaughtAndTheKernelAsGeneratedPasses) {
+  std::optional<Gpu> gpu = MakeGpu();
+  if (!gpu) GTEST_SKIP() << "no CUDA device, or no worker";
+  const Fixture f = ReluChain(-1000);  // Checked at n = 1024, 769 and 3.
+  absl::StatusOr<std::vector<Variant>> cands = CandidateVariants(
+      f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48, ComputeCapabilityOf(gpu->arch));
+  ASSERT_TRUE(cands.ok()) << cands.status();
+  ASSERT_GE(cands->size(), 2u);
+  const Variant v = (*cands)[1];
+  absl::StatusOr<KernelSpec> spec = EmitFamily(f.chain, f.group, v);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  CompileOptions copts;
+  copts.arch = gpu->arch;
+  NvrtcCompiler nvrtc;
+  TailDroppingCompiler planting((*cands)[0]);
+  absl::StatusOr<CompiledKernel> right = nvrtc.Compile(*spec, copts);
+  absl::StatusOr<CompiledKernel> planted = planting.Compile(*spec, copts, nullptr);
+  ASSERT_TRUE(right.ok()) << right.status();
+  ASSERT_TRUE(planted.ok()) << planted.status();
+  ASSERT_EQ(planting.planted_.load(), 1);
+
+  absl::StatusOr<Trial> ok = CheckKernel(f.chain, f.group, *right, Opts(gpu->arch), nvrtc, *gpu->runner);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->outcome, Outcome::kOk) << ok->message;
+  absl::StatusOr<Trial> caught =
+      CheckKernel(f.chain, f.group, *planted, Opts(gpu->arch), nvrtc, *gpu->runner);
+  ASSERT_TRUE(caught.ok()) << caught.status();
+  EXPECT_EQ(caught->outcome, Outcome::kWrongResult) << caught->message;
+  EXPECT_THAT(caught->message, HasSubstr("at n=769 (passed at n=1024)"));
 }
 
 }  // namespace

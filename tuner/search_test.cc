@@ -364,6 +364,29 @@ TEST(TuneKernelTest, WhenTheFastestFailAtOtherSizesTheRestAreChecked) {
   EXPECT_EQ(runner.tasks_[3].symbol_values, (std::vector<int64_t>{3}));
 }
 
+// The three fastest wrong at 769 and the seed slowest: a candidate faster
+// than the seed, not among the first checked, is checked before the seed
+// can win.
+TEST(TuneKernelTest, TheSeedDoesNotWinPastAFasterCandidateNotYetChecked) {
+  Fixture f = ReluChain(-1000);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kFull, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok()) << cands.status();
+  ASSERT_GE(cands->size(), 6u);
+  runner.script_[(*cands)[0].ToString()] = {Outcome::kOk, 1.0};
+  for (size_t i = 1; i < cands->size(); ++i)
+    runner.script_[(*cands)[i].ToString()] = {Outcome::kOk, 1e-3 * i};
+  for (size_t i = 1; i < 4; ++i)
+    runner.sized_script_[{(*cands)[i].ToString(), {769}}] = {Outcome::kWrongResult, 0};
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kFull), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tuned) << r->untuned_reason;
+  EXPECT_EQ(r->best, (*cands)[4]);
+  EXPECT_TRUE(r->seed_failure.empty());
+}
+
 TEST(TuneKernelTest, NoKernelRightAtEverySizeLeavesTheSeedUntunedAndMarked) {
   Fixture f = ReluChain(-1000);
   FakeCompiler compiler;
@@ -393,6 +416,73 @@ TEST(TuneKernelTest, ACheckAtAnotherSizeTheGpuCannotRunLeavesItUntuned) {
   EXPECT_FALSE(r->seed_failed);
   EXPECT_THAT(r->untuned_reason,
               HasSubstr("tuning failed on the GPU: the check at n=769 failed on the GPU"));
+}
+
+// A stored decision's winner, compiled: what CheckKernel is given.
+CompiledKernel Compiled(const Fixture& f, FakeCompiler& compiler) {
+  absl::StatusOr<Variant> v = SeedVariant(f.chain, f.group, 90);
+  KFUSE_CHECK(v.ok());
+  absl::StatusOr<KernelSpec> spec = EmitPointwise(f.chain, f.group, *v, Numerics::kFast);
+  KFUSE_CHECK(spec.ok());
+  CompileOptions copts;
+  copts.arch = "sm_90a";
+  absl::StatusOr<CompiledKernel> k = compiler.Compile(*spec, copts, nullptr);
+  KFUSE_CHECK(k.ok());
+  return *k;
+}
+
+TEST(CheckKernelTest, ChecksAtTheBucketThenAtOtherSizesUntimed) {
+  Fixture f = ReluChain(-1000);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  const CompiledKernel k = Compiled(f, compiler);
+  absl::StatusOr<Trial> t = CheckKernel(f.chain, f.group, k, Opts(TuneMode::kQuick), compiler, runner);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->outcome, Outcome::kOk) << t->message;
+  EXPECT_EQ(t->variant, k.spec.variant);
+  ASSERT_EQ(runner.tasks_.size(), 3u);
+  const int64_t sizes[] = {1024, 769, 3};
+  for (int i = 0; i < 3; ++i) {
+    const CheckTask& task = runner.tasks_[i];
+    EXPECT_EQ(task.symbol_values, (std::vector<int64_t>{sizes[i]}));
+    ASSERT_EQ(task.candidates.size(), 1u);
+    EXPECT_EQ(task.candidates[0].spec.source, k.spec.source);
+    EXPECT_EQ(task.inputs[0].elements, sizes[i]);
+    EXPECT_FALSE(task.timing.flush_l2);
+    EXPECT_EQ(task.timing.repeats, 1);
+    EXPECT_NE(task.reference64.spec.source, k.spec.source);
+    EXPECT_NE(task.eager.spec.source, k.spec.source);
+  }
+}
+
+TEST(CheckKernelTest, AFailureNamesTheSizes) {
+  Fixture f = ReluChain(-1000);
+  FakeCompiler compiler;
+  const CompiledKernel k = Compiled(f, compiler);
+  {
+    FakeRunner runner;
+    runner.sized_script_[{k.spec.variant.ToString(), {3}}] = {Outcome::kWrongResult, 0};
+    absl::StatusOr<Trial> t = CheckKernel(f.chain, f.group, k, Opts(TuneMode::kQuick), compiler, runner);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->outcome, Outcome::kWrongResult);
+    EXPECT_THAT(t->message, HasSubstr("at n=3 (passed at n=1024)"));
+  }
+  {
+    FakeRunner runner;
+    runner.sized_script_[{k.spec.variant.ToString(), {1024}}] = {Outcome::kLaunchError, 0};
+    absl::StatusOr<Trial> t = CheckKernel(f.chain, f.group, k, Opts(TuneMode::kQuick), compiler, runner);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->outcome, Outcome::kLaunchError);
+    EXPECT_THAT(t->message, HasSubstr("at n=1024: "));
+    EXPECT_EQ(runner.tasks_.size(), 1u);  // No other size once the bucket failed.
+  }
+  {
+    FakeRunner runner;
+    runner.fail_at_ = {769};
+    absl::StatusOr<Trial> t = CheckKernel(f.chain, f.group, k, Opts(TuneMode::kQuick), compiler, runner);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kUnavailable) << t.status();
+    EXPECT_THAT(t.status().message(), HasSubstr("the check at n=769"));
+  }
 }
 
 TEST(TuneKernelTest, RunnerFailureGivesUntunedSeed) {
