@@ -558,8 +558,12 @@ absl::StatusOr<Trial> CheckKernel(const Chain& chain, const KernelGroup& group,
   const std::vector<int64_t> symbols =
       opts.symbol_values.empty() ? SymbolValuesForTuning(chain) : opts.symbol_values;
   const Variant& v = kernel.spec.variant;
-  KFUSE_ASSIGN_OR_RETURN(KernelSpec ref_spec, gen->emit(chain, group, v, Numerics::kReference64));
-  KFUSE_ASSIGN_OR_RETURN(KernelSpec eager_spec, gen->emit(chain, group, v, Numerics::kEager));
+  // The yardsticks and the buffer map of the seed, as TuneKernel judges
+  // every candidate.
+  const Variant seed = Seed(*gen, chain, group, ComputeCapabilityOf(opts.arch));
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec seed_spec, gen->emit(chain, group, seed, Numerics::kFast));
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec ref_spec, gen->emit(chain, group, seed, Numerics::kReference64));
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec eager_spec, gen->emit(chain, group, seed, Numerics::kEager));
   auto compiled = CompileWithin({std::move(ref_spec), std::move(eager_spec)}, /*always=*/2, opts,
                                 compiler, Clock::now(), 0);
   if ((opts.cancel != nullptr && opts.cancel->load()) || !compiled[0] || !compiled[1])
@@ -567,10 +571,10 @@ absl::StatusOr<Trial> CheckKernel(const Chain& chain, const KernelGroup& group,
   for (int i = 0; i < 2; ++i) {
     if (!compiled[i]->ok())
       return absl::InternalError(absl::StrCat(i == 0 ? "the float64 reference" : "the eager reference",
-                                              " (", v.ToString(), ") did not compile: ",
+                                              " (", seed.ToString(), ") did not compile: ",
                                               compiled[i]->status().message()));
   }
-  const BufferMap buffers = MapBuffers(chain, group, kernel.spec, symbols);
+  const BufferMap buffers = MapBuffers(chain, group, seed_spec, symbols);
   CheckTask like;
   like.reference64 = **std::move(compiled[0]);
   like.eager = **std::move(compiled[1]);
@@ -578,7 +582,7 @@ absl::StatusOr<Trial> CheckKernel(const Chain& chain, const KernelGroup& group,
   like.cancel = opts.cancel;
   KFUSE_RETURN_IF_ERROR(buffers.Apply(like.reference64.spec));
   KFUSE_RETURN_IF_ERROR(buffers.Apply(like.eager.spec));
-  CheckTask task = UntimedTask(chain, group, kernel.spec, symbols, like);
+  CheckTask task = UntimedTask(chain, group, seed_spec, symbols, like);
   task.candidates = {kernel};
   KFUSE_RETURN_IF_ERROR(buffers.Apply(task.candidates[0].spec));
   KFUSE_ASSIGN_OR_RETURN(std::vector<Trial> trials, runner.Run(task, {}));
@@ -591,7 +595,7 @@ absl::StatusOr<Trial> CheckKernel(const Chain& chain, const KernelGroup& group,
     return trials[0];
   }
   std::string failure;
-  CheckAtOtherSizes(chain, group, kernel.spec, symbols, task, runner, trials, failure);
+  CheckAtOtherSizes(chain, group, seed_spec, symbols, task, runner, trials, failure);
   if (!failure.empty()) return absl::UnavailableError(failure);
   return trials[0];
 }

@@ -99,7 +99,8 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
                                       const TuneOptions& opts, Compiler& compiler, Runner* runner,
                                       const TuneProgressFn& progress = {});
 
-// Checks one compiled kernel as TuneKernel checks its candidates, untimed:
+// Checks one compiled kernel as TuneKernel checks its candidates (against
+// the seed's float64 and eager yardsticks), untimed:
 // at opts.symbol_values (empty: SymbolValuesForTuning), then at
 // SymbolValuesForCheck's sizes. For a stored decision's winner recompiled by
 // another toolchain or generator version, which no check has run. The trial

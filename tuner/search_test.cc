@@ -418,11 +418,13 @@ TEST(TuneKernelTest, ACheckAtAnotherSizeTheGpuCannotRunLeavesItUntuned) {
               HasSubstr("tuning failed on the GPU: the check at n=769 failed on the GPU"));
 }
 
-// A stored decision's winner, compiled: what CheckKernel is given.
+// A stored decision's winner, compiled: what CheckKernel is given. Not the
+// seed: its yardsticks are the seed's, as in tuning.
 CompiledKernel Compiled(const Fixture& f, FakeCompiler& compiler) {
-  absl::StatusOr<Variant> v = SeedVariant(f.chain, f.group, 90);
-  KFUSE_CHECK(v.ok());
-  absl::StatusOr<KernelSpec> spec = EmitPointwise(f.chain, f.group, *v, Numerics::kFast);
+  absl::StatusOr<std::vector<Variant>> v =
+      CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48, 90);
+  KFUSE_CHECK(v.ok() && v->size() >= 2);
+  absl::StatusOr<KernelSpec> spec = EmitPointwise(f.chain, f.group, (*v)[1], Numerics::kFast);
   KFUSE_CHECK(spec.ok());
   CompileOptions copts;
   copts.arch = "sm_90a";
@@ -450,8 +452,11 @@ TEST(CheckKernelTest, ChecksAtTheBucketThenAtOtherSizesUntimed) {
     EXPECT_EQ(task.inputs[0].elements, sizes[i]);
     EXPECT_FALSE(task.timing.flush_l2);
     EXPECT_EQ(task.timing.repeats, 1);
-    EXPECT_NE(task.reference64.spec.source, k.spec.source);
-    EXPECT_NE(task.eager.spec.source, k.spec.source);
+    const Variant seed = *SeedVariant(f.chain, f.group, 90);
+    EXPECT_NE(k.spec.variant, seed);
+    EXPECT_EQ(task.reference64.spec.variant, seed);
+    EXPECT_EQ(task.eager.spec.variant, seed);
+    EXPECT_NE(task.reference64.spec.source, task.eager.spec.source);
   }
 }
 

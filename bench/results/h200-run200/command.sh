@@ -1,5 +1,7 @@
 #!/bin/bash
-# run200: at 3944b41. (1) kfuse_tuner_test's GPU tests: TuneKernelGpuTest
+# Not run yet: no GPU was available when it was written. Rebuild the bundle
+# at the commit to be tested (bench/gpu/prepare.sh) before running it.
+# run200: at 3944b41 (CheckKernel's yardsticks became the seed's after it). (1) kfuse_tuner_test's GPU tests: TuneKernelGpuTest
 # again (run199 found the seed winning past faster candidates not yet checked
 # at the other sizes, fixed) and CheckKernelGpuTest (a recompiled winner
 # checked: passes as generated, caught with a tail bug planted); (2) then,
