@@ -109,9 +109,17 @@ int WorkerRunner::starts() const {
 }
 
 absl::StatusOr<std::unique_ptr<WorkerRunner>> WorkerRunner::Create(WorkerOptions opts) {
+  absl::Status started;
+  std::unique_ptr<WorkerRunner> r = CreateEvenIfDown(std::move(opts), &started);
+  if (!started.ok()) return started;
+  return r;
+}
+
+std::unique_ptr<WorkerRunner> WorkerRunner::CreateEvenIfDown(WorkerOptions opts,
+                                                             absl::Status* started) {
   std::unique_ptr<WorkerRunner> r(new WorkerRunner(std::move(opts)));
   std::lock_guard<std::mutex> lock(r->mu_);
-  KFUSE_RETURN_IF_ERROR(r->EnsureStartedLocked());
+  *started = r->EnsureStartedLocked();
   return r;
 }
 
@@ -180,6 +188,12 @@ absl::Status WorkerRunner::SendLocked(uint32_t type, const std::string& payload)
 
 absl::StatusOr<DeviceFingerprint> WorkerRunner::Device() {
   std::lock_guard<std::mutex> lock(mu_);
+  bool started_once = false;
+  {
+    std::lock_guard<std::mutex> down(down_mu_);
+    started_once = started_once_;
+  }
+  if (!started_once) KFUSE_RETURN_IF_ERROR(EnsureStartedLocked());
   return device_;
 }
 

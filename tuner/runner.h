@@ -149,6 +149,11 @@ class WorkerRunner : public Runner {
   // finds no usable GPU (the service then runs heuristic only); NotFound when
   // the worker binary is missing.
   static absl::StatusOr<std::unique_ptr<WorkerRunner>> Create(WorkerOptions opts);
+  // As Create, but a worker that fails to start still gives a runner, in
+  // that start's backoff; `started` gets the start's status. Its Device()
+  // starts the worker (after the backoff) until one has started. For a
+  // pool, whose GPU may come back.
+  static std::unique_ptr<WorkerRunner> CreateEvenIfDown(WorkerOptions opts, absl::Status* started);
   ~WorkerRunner() override;
 
   // Thread-safe: one task at a time. A worker that fails to start (the GPU

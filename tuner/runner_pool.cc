@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -76,12 +77,22 @@ absl::StatusOr<std::unique_ptr<RunnerPool>> RunnerPool::Create(
   int reference_device = 0;
   std::vector<Slot> kept;
   std::vector<std::string> unreadable;
+  const double now = options.now();
   for (PoolMember& c : candidates) {
     absl::StatusOr<DeviceFingerprint> fp = c.runner->Device();
     std::string reason;
     if (!fp.ok()) {
-      reason = absl::StrCat("GPU ", c.device, ": ", fp.status().message(), "; not used for tuning");
-      unreadable.push_back(reason);
+      unreadable.push_back(absl::StrCat("GPU ", c.device, ": ", fp.status().message()));
+      Slot s;
+      s.stats.device = c.device;
+      s.stats.joined = false;
+      s.stats.in_rotation = false;
+      s.stats.removed_reason = std::string(fp.status().message());
+      s.backoff_seconds = NextRetryBackoff(0);
+      s.readmit_at = now + s.backoff_seconds;
+      s.m = std::move(c);
+      kept.push_back(std::move(s));
+      continue;
     } else if (!reference) {
       reference = *fp;
       reference_device = c.device;
@@ -105,6 +116,34 @@ absl::StatusOr<std::unique_ptr<RunnerPool>> RunnerPool::Create(
   }
   return std::unique_ptr<RunnerPool>(
       new RunnerPool(std::move(kept), std::move(*reference), std::move(options)));
+}
+
+absl::Status RunnerPool::Join(size_t i) {
+  Slot& s = slots_[i];  // Taken: no other task touches it.
+  const absl::StatusOr<DeviceFingerprint> fp = s.m.runner->Device();
+  if (!fp.ok()) {
+    const absl::Status out = absl::UnavailableError(fp.status().message());
+    Release(i, 0, out);  // Out again, for twice as long.
+    return out;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fp->Digest() == device_.Digest()) {
+    s.stats.joined = true;
+    LogEvent(LogLevel::kInfo, "tuning_gpu_joined",
+             {{"device", absl::StrCat(s.stats.device)}, {"gpu", fp->name}});
+    return absl::OkStatus();
+  }
+  s.stats.running = false;
+  s.stats.in_rotation = false;
+  s.last_release = ++releases_;
+  s.readmit_at = kNever;
+  s.stats.removed_reason = absl::StrCat("its GPU (", fp->name, ") differs from the pool's (",
+                                        device_.name, ") in ", Differences(device_, *fp),
+                                        "; not used for tuning");
+  LogEvent(LogLevel::kWarning, "tuning_gpu_excluded",
+           {{"device", absl::StrCat(s.stats.device)}, {"reason", s.stats.removed_reason}});
+  cv_.notify_all();
+  return absl::FailedPreconditionError(s.stats.removed_reason);
 }
 
 void RunnerPool::ReadmitLocked() {
@@ -143,6 +182,10 @@ std::string RunnerPool::GoneLocked() const {
   const double now = options_.now();
   std::vector<std::string> why;
   for (const Slot& s : slots_) {
+    if (s.readmit_at >= kNever) {
+      why.push_back(absl::StrFormat("GPU %d: %s", s.stats.device, s.stats.removed_reason));
+      continue;
+    }
     why.push_back(absl::StrFormat("GPU %d: %s; tried again in %.0f s", s.stats.device,
                                   s.stats.removed_reason, std::max(0.0, s.readmit_at - now)));
   }
@@ -284,7 +327,13 @@ absl::StatusOr<std::vector<Trial>> RunnerPool::Run(
     const CheckTask& task, const std::function<void(const Trial&)>& on_trial) {
   // A malformed task should not wait for a GPU to be told so.
   KFUSE_RETURN_IF_ERROR(ValidateTask(task));
-  KFUSE_ASSIGN_OR_RETURN(size_t i, Acquire());
+  size_t i = 0;
+  while (true) {
+    KFUSE_ASSIGN_OR_RETURN(i, Acquire());
+    // A member that has not joined is asked its device first; one that
+    // still cannot answer leaves again, and the task waits for another.
+    if (slots_[i].stats.joined || Join(i).ok()) break;
+  }
   Slot& s = slots_[i];  // Slots never move once the pool is built.
   const double start = options_.now();
   absl::StatusOr<std::vector<Trial>> trials = s.m.runner->Run(task, on_trial);
@@ -304,8 +353,9 @@ absl::StatusOr<Ceilings> RunnerPool::MeasureCeilings() {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       ReadmitLocked();
-      auto first = std::find_if(slots_.begin(), slots_.end(),
-                                [](const Slot& s) { return s.stats.in_rotation; });
+      auto first = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) {
+        return s.stats.in_rotation && s.stats.joined;
+      });
       if (first == slots_.end()) return absl::UnavailableError(GoneLocked());
       i = static_cast<size_t>(first - slots_.begin());
       if (!first->stats.running) break;
@@ -383,33 +433,47 @@ absl::StatusOr<std::vector<int>> ParseDeviceList(std::string_view flag, int devi
 absl::StatusOr<WorkerPool> CreateWorkerPool(const WorkerPoolOptions& o) {
   if (o.devices.empty()) return absl::InvalidArgumentError("devices: none given");
   // Workers start in parallel: each initializes the driver on its GPU.
-  std::vector<absl::StatusOr<std::unique_ptr<WorkerRunner>>> started(o.devices.size());
+  std::vector<std::unique_ptr<WorkerRunner>> runners(o.devices.size());
+  std::vector<absl::Status> started(o.devices.size());
   {
     std::vector<std::thread> threads;
     for (size_t k = 0; k < o.devices.size(); ++k) {
       threads.emplace_back([&, k] {
         WorkerOptions wo = o.worker;
         wo.device = o.devices[k];
-        started[k] = WorkerRunner::Create(wo);
+        runners[k] = WorkerRunner::CreateEvenIfDown(wo, &started[k]);
       });
     }
     for (std::thread& t : threads) t.join();
   }
+  // The model a GPU whose worker did not start must turn out to be, for its
+  // load probe: the first started one's (the pool's reference).
+  std::string model;
+  for (size_t k = 0; k < o.devices.size() && model.empty(); ++k) {
+    if (started[k].ok()) {
+      if (absl::StatusOr<DeviceFingerprint> fp = runners[k]->Device(); fp.ok()) model = fp->name;
+    }
+  }
+  if (model.empty()) {
+    std::vector<std::string> failures;
+    for (size_t k = 0; k < o.devices.size(); ++k)
+      failures.push_back(absl::StrCat("GPU ", o.devices[k], ": ", started[k].message()));
+    return absl::UnavailableError(
+        absl::StrCat("no tuning worker started: ", absl::StrJoin(failures, "; ")));
+  }
   WorkerPool out;
   std::vector<PoolMember> members;
-  std::vector<std::string> failures;
   for (size_t k = 0; k < o.devices.size(); ++k) {
     const int d = o.devices[k];
     if (!started[k].ok()) {
-      std::string why = absl::StrCat("GPU ", d, ": ", started[k].status().message());
-      out.notes.push_back(absl::StrCat(why, "; not used for tuning"));
-      failures.push_back(why);
-      continue;
+      out.notes.push_back(absl::StrCat("GPU ", d, ": ", started[k].message(),
+                                       "; tried again after ", NextRetryBackoff(0),
+                                       " s, joins tuning when its worker starts"));
     }
     PoolMember m;
     m.device = d;
-    WorkerRunner* runner = started[k]->get();
-    m.runner = std::move(*started[k]);
+    WorkerRunner* runner = runners[k].get();
+    m.runner = std::move(runners[k]);
     if (o.idle) {
       NvmlProbeOptions po;
       po.cuda_ordinal = d;
@@ -417,8 +481,10 @@ absl::StatusOr<WorkerPool> CreateWorkerPool(const WorkerPoolOptions& o) {
         absl::StatusOr<std::string> bus = o.pci_bus_id(d);
         if (bus.ok()) po.pci_bus_id = *bus;
       }
-      if (absl::StatusOr<DeviceFingerprint> fp = runner->Device(); fp.ok())
-        po.expected_name = fp->name;
+      po.expected_name = model;  // What a GPU that has not started must turn out to be.
+      if (started[k].ok()) {
+        if (absl::StatusOr<DeviceFingerprint> fp = runner->Device(); fp.ok()) po.expected_name = fp->name;
+      }
       po.own_pids = [runner] { return std::vector<int>{runner->pid()}; };
       absl::StatusOr<std::unique_ptr<NvmlLoadProbe>> probe = NvmlLoadProbe::Create(po);
       if (probe.ok()) {
@@ -431,10 +497,6 @@ absl::StatusOr<WorkerPool> CreateWorkerPool(const WorkerPoolOptions& o) {
       }
     }
     members.push_back(std::move(m));
-  }
-  if (members.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat("no tuning worker started: ", absl::StrJoin(failures, "; ")));
   }
   RunnerPoolOptions po;
   po.idle = o.idle;

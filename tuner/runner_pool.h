@@ -65,15 +65,23 @@ struct MemberStats {
   double idle_wait_seconds = 0;
   std::optional<GpuLoad> last_load;  // The latest reading, if it has a probe.
   std::string removed_reason;        // Why it is out of the rotation.
+  // It reported a device of the pool's model. A member that could not (its
+  // worker did not start) waits out of the rotation and joins when a task
+  // finds it reporting one.
+  bool joined = true;
 };
 
 class RunnerPool : public Runner {
  public:
   // Keeps the candidates whose Device() digest equals the first readable
   // one's; the others go to `excluded` (may be null) with a reason to log.
-  // InvalidArgument naming the field for no candidates, a null runner, a
-  // repeated device or a bad idle policy; Unavailable when no candidate
-  // reports a device.
+  // A candidate that cannot report its device now (its worker did not
+  // start) is kept out of the rotation, as a member whose GPU failed is:
+  // the first task after its backoff (60 s, doubling) asks it again, and it
+  // joins when it reports the pool's model (another model leaves the
+  // rotation for good). InvalidArgument naming the field for no
+  // candidates, a null runner, a repeated device or a bad idle policy;
+  // Unavailable when no candidate reports a device.
   static absl::StatusOr<std::unique_ptr<RunnerPool>> Create(std::vector<PoolMember> candidates,
                                                             RunnerPoolOptions options,
                                                             std::vector<ExcludedMember>* excluded);
@@ -114,9 +122,14 @@ class RunnerPool : public Runner {
     double readmit_at = 0;
     double backoff_seconds = 0;
   };
+  static constexpr double kNever = 1e300;  // readmit_at of a member of another model.
 
   RunnerPool(std::vector<Slot> slots, DeviceFingerprint device, RunnerPoolOptions options);
   absl::StatusOr<size_t> Acquire();
+  // A member taken before it joined: asks its device. OK when it joined;
+  // otherwise it is released out of the rotation (backoff, or for good when
+  // of another model) and the error says why.
+  absl::Status Join(size_t i);
   void Release(size_t i, double seconds, const absl::Status& status);
   // Puts members whose backoff has passed back in the rotation.
   void ReadmitLocked();

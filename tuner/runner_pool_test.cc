@@ -467,21 +467,81 @@ TEST(RunnerPoolTest, MismatchedFingerprintsAreExcludedWithAReason) {
   EXPECT_EQ(fp->Digest(), H200().Digest());
 }
 
-TEST(RunnerPoolTest, AMemberThatCannotReportItsDeviceIsExcluded) {
+// A GPU whose worker did not start when the pool was made waits out of the
+// rotation; the first task after its backoff asks it again, and it joins
+// once it reports the pool's model. Meanwhile tasks run elsewhere.
+TEST(RunnerPoolTest, AMemberThatCannotReportItsDeviceJoinsWhenItCan) {
   Log log;
+  FakeClock clock;
   std::vector<PoolMember> members;
-  auto broken = std::make_unique<FakeRunner>(0, H200(), &log);
-  broken->device_status_ = absl::UnavailableError("worker did not start");
-  members.push_back({std::move(broken), nullptr, 0});
-  members.push_back({std::make_unique<FakeRunner>(1, A100(), &log), nullptr, 1});
+  members.push_back({std::make_unique<FakeRunner>(0, H200(), &log), nullptr, 0});
+  auto late = std::make_unique<FakeRunner>(1, H200(), &log);
+  FakeRunner* late_runner = late.get();
+  late->device_status_ = absl::UnavailableError("worker did not start");
+  members.push_back({std::move(late), nullptr, 1});
+  RunnerPoolOptions o;
+  o.now = [&] { return clock.t; };
   std::vector<ExcludedMember> excluded;
-  absl::StatusOr<std::unique_ptr<RunnerPool>> pool =
-      RunnerPool::Create(std::move(members), {}, &excluded);
-  ASSERT_TRUE(pool.ok()) << pool.status();
-  EXPECT_EQ((*pool)->Device()->name, "NVIDIA A100");  // The first readable one sets the model.
-  ASSERT_EQ(excluded.size(), 1u);
-  EXPECT_THAT(excluded[0].reason, HasSubstr("GPU 0: worker did not start"));
+  absl::StatusOr<std::unique_ptr<RunnerPool>> made = RunnerPool::Create(std::move(members), o, &excluded);
+  ASSERT_TRUE(made.ok()) << made.status();
+  RunnerPool& pool = **made;
+  EXPECT_TRUE(excluded.empty());
+  ASSERT_EQ(pool.stats().size(), 2u);
+  EXPECT_FALSE(pool.stats()[1].joined);
+  EXPECT_FALSE(pool.stats()[1].in_rotation);
+  EXPECT_EQ(pool.stats()[1].removed_reason, "worker did not start");
+  EXPECT_EQ(pool.Unavailable(), std::nullopt);
 
+  ASSERT_TRUE(pool.Run(Task(1), {}).ok());
+  clock.t = 60;  // Due back, still down: the task goes to GPU 0; GPU 1 is out for 120 s.
+  ASSERT_TRUE(pool.Run(Task(2), {}).ok());
+  EXPECT_FALSE(pool.stats()[1].in_rotation);
+  clock.t = 179;
+  late_runner->device_status_ = absl::OkStatus();
+  ASSERT_TRUE(pool.Run(Task(3), {}).ok());  // Not asked yet.
+  EXPECT_FALSE(pool.stats()[1].joined);
+  clock.t = 180;
+  ASSERT_TRUE(pool.Run(Task(4), {}).ok());
+  EXPECT_TRUE(pool.stats()[1].joined);
+  EXPECT_TRUE(pool.stats()[1].in_rotation);
+  EXPECT_THAT(log.started, ElementsAre(std::pair{0, uint64_t{1}}, std::pair{0, uint64_t{2}},
+                                       std::pair{0, uint64_t{3}}, std::pair{1, uint64_t{4}}));
+  EXPECT_EQ(pool.stats()[1].tasks, 2);  // The failed ask at 60, the task at 180.
+}
+
+TEST(RunnerPoolTest, AMemberThatTurnsOutToBeAnotherModelLeavesForGood) {
+  Log log;
+  FakeClock clock;
+  std::vector<PoolMember> members;
+  members.push_back({std::make_unique<FakeRunner>(0, H200(), &log), nullptr, 0});
+  auto late = std::make_unique<FakeRunner>(1, A100(), &log);
+  FakeRunner* late_runner = late.get();
+  late->device_status_ = absl::UnavailableError("worker did not start");
+  members.push_back({std::move(late), nullptr, 1});
+  RunnerPoolOptions o;
+  o.now = [&] { return clock.t; };
+  absl::StatusOr<std::unique_ptr<RunnerPool>> made = RunnerPool::Create(std::move(members), o, nullptr);
+  ASSERT_TRUE(made.ok()) << made.status();
+  RunnerPool& pool = **made;
+  ASSERT_TRUE(pool.Run(Task(1), {}).ok());  // GPU 0 ran last: GPU 1 is asked first next time.
+  late_runner->device_status_ = absl::OkStatus();
+  clock.t = 60;
+  ASSERT_TRUE(pool.Run(Task(2), {}).ok());
+  EXPECT_FALSE(pool.stats()[1].joined);
+  EXPECT_FALSE(pool.stats()[1].in_rotation);
+  EXPECT_THAT(pool.stats()[1].removed_reason,
+              HasSubstr("its GPU (NVIDIA A100) differs from the pool's (NVIDIA H200) in name"));
+  // Never asked again.
+  clock.t = 1e6;
+  ASSERT_TRUE(pool.Run(Task(3), {}).ok());
+  EXPECT_FALSE(pool.stats()[1].in_rotation);
+  EXPECT_THAT(log.started, ElementsAre(std::pair{0, uint64_t{1}}, std::pair{0, uint64_t{2}},
+                                       std::pair{0, uint64_t{3}}));
+}
+
+// No candidate reports a device: there is no model to hold the others to.
+TEST(RunnerPoolTest, APoolOfMembersThatCannotReportADeviceIsUnavailable) {
+  Log log;
   std::vector<PoolMember> none;
   auto alone = std::make_unique<FakeRunner>(0, H200(), &log);
   alone->device_status_ = absl::UnavailableError("no GPU");

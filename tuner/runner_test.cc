@@ -387,6 +387,30 @@ TEST(RunnerTest, AWorkerThatFailsToStartIsTriedAgainOnlyAfterABackoff) {
   EXPECT_EQ((*r)->starts(), starts + 1);
 }
 
+// For a pool member whose GPU may come back: the runner outlives a failed
+// first start, and its Device() starts the worker once the backoff passed.
+TEST(RunnerTest, ARunnerWhoseFirstStartFailedStartsForItsDeviceAfterTheBackoff) {
+  FakeWorker fake("no_gpu");
+  double now = 1000;
+  fake.opts.now = [&now] { return now; };
+  absl::Status started;
+  std::unique_ptr<WorkerRunner> r = WorkerRunner::CreateEvenIfDown(fake.opts, &started);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(started.code(), absl::StatusCode::kUnavailable) << started;
+  EXPECT_THAT(started.message(), HasSubstr("no usable GPU (fake)"));
+  EXPECT_EQ(r->starts(), 1);
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MODE", "ok", 1), 0);
+  EXPECT_EQ(r->Device().status().code(), absl::StatusCode::kUnavailable);  // In the backoff.
+  EXPECT_EQ(r->starts(), 1);
+  now += 61;
+  absl::StatusOr<DeviceFingerprint> fp = r->Device();
+  ASSERT_TRUE(fp.ok()) << fp.status();
+  EXPECT_FALSE(fp->name.empty());
+  EXPECT_EQ(r->starts(), 2);
+  EXPECT_TRUE(r->Device().ok());
+  EXPECT_EQ(r->starts(), 2);  // Started once: Device() asks no more.
+}
+
 // SIGCHLD inherited as ignored: the kernel reaps the worker, and its exit
 // status is lost. Say so; never report it as a clean exit.
 TEST(WorkerProcessTest, AnExitStatusLostToAnIgnoredSigchldIsNotCodeZero) {
