@@ -35,6 +35,9 @@ struct Trial {
   std::string message;                  // Compile log excerpt, error, max error.
   double compile_seconds = 0;
   Resources resources;
+  // The symbol values its outcome was found at, where not its task's (a
+  // check at another size, tuner/search.h); empty otherwise. Not on the wire.
+  std::vector<int64_t> symbol_values;
 };
 
 // Everything about a device that changes a binary or a timing.

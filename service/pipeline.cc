@@ -609,9 +609,9 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
         i = static_cast<size_t>(-1);  // The loop's ++i starts over at kernel 0.
         continue;
       }
-      // No check has run this toolchain's or generator's build of the
-      // decision: on a GPU that tunes, it is checked (untimed) before it
-      // serves, and one that fails is retuned.
+      // A build from a stored decision (a new toolchain or generator, or
+      // an evicted artifact) has not been checked: on a GPU that tunes, it
+      // is checked (untimed) before it serves, and one that fails is retuned.
       if (p.can_tune && deps_.runner != nullptr && decision->state() == v1::TUNE_STATE_TUNED) {
         TuneOptions co;
         co.arch = p.arch;
@@ -626,7 +626,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
                     {"error", checked.status().ToString()}, {"effect", "served as stored"}});
         } else if (checked->outcome != Outcome::kOk) {
           if (std::optional<ReproKind> kind = ReproKindOf(checked->outcome))
-            LeaveRepro(p, i, *kind, v, Numerics::kFast, checked->message);
+            LeaveRepro(p, i, *kind, v, Numerics::kFast, checked->message, checked->symbol_values);
           LogEvent(LogLevel::kWarning, "stored_decision_failed",
                    {{"request_id", p.request.request_id()}, {"variant", v.ToString()},
                     {"error", absl::StrCat(std::string(OutcomeName(checked->outcome)), ": ", checked->message)},
@@ -675,7 +675,8 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       b.result = *std::move(tuned);
       for (const Trial& t : b.result.trials) {
         std::optional<ReproKind> kind = ReproKindOf(t.outcome);
-        if (kind && repro_quota.Take(i, *kind)) LeaveRepro(p, i, *kind, t.variant, Numerics::kFast, t.message);
+        if (kind && repro_quota.Take(i, *kind))
+          LeaveRepro(p, i, *kind, t.variant, Numerics::kFast, t.message, t.symbol_values);
       }
       // A kernel measured wrong is neither served nor stored; its bundle is
       // left above. The answer given without tuning is that kernel: it goes.
@@ -834,7 +835,8 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
 }
 
 void Pipeline::LeaveRepro(const Prepared& p, size_t index, ReproKind kind, const Variant& variant,
-                          Numerics numerics, absl::string_view message) const {
+                          Numerics numerics, absl::string_view message,
+                          absl::Span<const int64_t> sizes) const {
   if (options_.repro_dir.empty()) return;
   const KernelGroup& group = p.partition.kernels[index];
   ReproInfo info;
@@ -850,7 +852,7 @@ void Pipeline::LeaveRepro(const Prepared& p, size_t index, ReproKind kind, const
   }
   info.message = std::string(message);
   info.key = p.key.ArtifactKey();
-  info.symbol_values = p.symbol_values;
+  info.symbol_values = sizes.empty() ? p.symbol_values : std::vector<int64_t>(sizes.begin(), sizes.end());
   info.generator_version = GeneratorVersion(group.family);
   info.nvrtc_version = deps_.compiler->Version();
   info.arch = p.arch;

@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "cache/store.h"
 #include "codegen/ir.h"
 #include "codegen/partition.h"
@@ -153,8 +154,10 @@ class Pipeline {
   Metrics& metrics() const { return deps_.metrics != nullptr ? *deps_.metrics : NullMetrics(); }
   // Leaves a repro bundle for `variant` of kernel `index`; a failure to write
   // it is logged, never returned.
+  // `sizes`: the symbol values it failed at, where not p's bucket.
   void LeaveRepro(const Prepared& p, size_t index, ReproKind kind, const Variant& variant,
-                  Numerics numerics, absl::string_view message) const;
+                  Numerics numerics, absl::string_view message,
+                  absl::Span<const int64_t> sizes = {}) const;
   // Tuning found the heuristic kernel of `p`'s chain wrong (`why`): its
   // stored answer (artifact and decision) leaves the store and memory, so
   // what is served next is the tuned kernel or nothing. With `no_other`

@@ -495,6 +495,52 @@ TEST_F(PipelineReproTest, FailingTrialsLeaveOneBundlePerKindAndAFewAtMost) {
   EXPECT_EQ(Bundles().size(), 1u);
 }
 
+// Right at the tuning bucket, wrong at every other size.
+class RightOnlyAtTheBucket : public FakeRunner {
+ public:
+  absl::StatusOr<std::vector<Trial>> Run(const CheckTask& task,
+                                         const std::function<void(const Trial&)>& on_trial) override {
+    if (bucket_.empty()) bucket_ = task.symbol_values;
+    std::vector<Trial> trials(task.candidates.size());
+    for (Trial& t : trials) {
+      const bool right = task.symbol_values == bucket_;
+      t.outcome = right ? Outcome::kOk : Outcome::kWrongResult;
+      t.median_seconds = 1e-5;
+      t.message = right ? "max error 0" : "y: max abs error 1 exceeds tolerance 0.001";
+      if (on_trial) on_trial(t);
+    }
+    return trials;
+  }
+
+ private:
+  std::vector<int64_t> bucket_;
+};
+
+// A kernel wrong at a size other than the bucket leaves a bundle that
+// replays that size, where it fails, not the bucket, where it passes.
+TEST_F(PipelineReproTest, AKernelWrongAtAnotherSizeLeavesABundleOfThatSize) {
+  FakeCompiler good(/*fail=*/false);
+  RightOnlyAtTheBucket runner;
+  auto pipeline = MakePipeline(&good, &runner);
+  v1::CompileRequest request = Relu(6.0);
+  v1::Dim* n = request.mutable_chain()->mutable_inputs(0)->mutable_shape(0);
+  n->set_symbol("n");
+  n->set_hint(1000);
+  absl::StatusOr<Prepared> p = pipeline->Prepare(request);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->symbol_values, (std::vector<int64_t>{1024}));
+  absl::StatusOr<v1::CompileResponse> built = pipeline->Build(*p, {}, nullptr);
+  // Every candidate, the seed too, is wrong at 769: nothing may serve.
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInternal) << built.status();
+  EXPECT_THAT(built.status().message(), HasSubstr("at n=769 (passed at n=1024)"));
+  std::vector<ReproInfo> bundles = Bundles();
+  ASSERT_FALSE(bundles.empty());
+  for (const ReproInfo& b : bundles) {
+    EXPECT_EQ(b.kind, ReproKind::kWrongResult);
+    EXPECT_EQ(b.symbol_values, (std::vector<int64_t>{769})) << b.message;
+  }
+}
+
 TEST_F(PipelineReproTest, AReproDirThatCannotBeWrittenNeverFailsTheRequest) {
   std::ofstream(repro_dir_ + "/file") << "in the way";
   repro_dir_ += "/file/repro";

@@ -293,13 +293,16 @@ std::string SizesText(const Chain& chain, absl::Span<const int64_t> values) {
 // tuned at: the candidates that passed at `symbols` (trials of
 // `tuned.candidates`, candidate 0 the seed) are checked again at each of
 // SymbolValuesForCheck(symbols), untimed. First the seed and the three
-// fastest, then, unless one of those three passed, the rest. A candidate that fails
-// there keeps that trial's outcome, its message naming the sizes. Returns
-// the index of the fastest candidate that passed everywhere, -1 when none
+// fastest; then, while the clock is short of `deadline`, the rest, unless
+// the fastest to pass everywhere is known already (every faster one
+// failed). A candidate that fails there keeps that trial's outcome, its
+// message and symbol_values naming the sizes. Returns the index of the
+// fastest candidate that passed everywhere (of those checked), -1 when none
 // did; `failure` says why when the runner could not check.
 int CheckAtOtherSizes(const Chain& chain, const KernelGroup& group, const KernelSpec& seed_spec,
                       absl::Span<const int64_t> symbols, const CheckTask& tuned, Runner& runner,
-                      std::vector<Trial>& trials, std::string& failure) {
+                      Clock::time_point deadline, std::vector<Trial>& trials,
+                      std::string& failure) {
   std::vector<int> order;  // Passed at the tuning sizes, fastest first.
   for (size_t i = 0; i < trials.size(); ++i)
     if (trials[i].outcome == Outcome::kOk) order.push_back(static_cast<int>(i));
@@ -315,6 +318,12 @@ int CheckAtOtherSizes(const Chain& chain, const KernelGroup& group, const Kernel
   constexpr size_t kFirst = 3;
   std::vector<bool> checked(trials.size(), false);
   for (int round = 0; round < 2; ++round) {
+    if (round == 1 && Clock::now() >= deadline) {
+      // Out of budget: the fastest that passed everywhere of those checked.
+      for (int i : order)
+        if (checked[i] && trials[i].outcome == Outcome::kOk) return i;
+      return -1;
+    }
     std::vector<int> batch;
     if (round == 0 && trials[0].outcome == Outcome::kOk) batch.push_back(0);
     for (int i : order) {
@@ -338,13 +347,17 @@ int CheckAtOtherSizes(const Chain& chain, const KernelGroup& group, const Kernel
                                " failed on the GPU: ", ran.status().ToString());
         return -1;
       }
-      for (size_t j = 0; j < at.size() && j < ran->size(); ++j) {
-        const Trial& r = (*ran)[j];
+      for (size_t j = 0; j < at.size(); ++j) {
+        Trial r;  // A candidate the runner gave no verdict on is not known right.
+        r.outcome = Outcome::kSkipped;
+        r.message = "the runner gave no verdict";
+        if (j < ran->size()) r = (*ran)[j];
         if (r.outcome == Outcome::kOk) continue;
         Trial& tr = trials[at[j]];
         tr.outcome = r.outcome;
         tr.message = absl::StrCat("at ", SizesText(chain, sizes[s]), " (passed at ",
                                   SizesText(chain, symbols), "): ", r.message);
+        tr.symbol_values = sizes[s];
       }
     }
     for (int i : batch) checked[i] = true;
@@ -513,8 +526,10 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   const size_t tried = std::min(ran->size(), kernels.size());
   ran->resize(tried);
   std::string check_failure;
-  const int best =
-      CheckAtOtherSizes(chain, group, seed_spec, symbols, task, *runner, *ran, check_failure);
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(opts.budget_seconds));
+  const int best = CheckAtOtherSizes(chain, group, seed_spec, symbols, task, *runner, deadline,
+                                     *ran, check_failure);
   const double measured = best < 0 ? 0 : (*ran)[best].median_seconds;
   result.tuning_seconds = Since(start);
   for (Trial& t : *ran) result.trials.push_back(std::move(t));
@@ -527,13 +542,11 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
       (seed->outcome == Outcome::kWrongResult || seed->outcome == Outcome::kLaunchError)) {
     result.seed_failure = absl::StrCat(std::string(OutcomeName(seed->outcome)), ": ", seed->message);
   }
-  if (!check_failure.empty()) {
-    result.untuned_reason = absl::StrCat("tuning failed on the GPU: ", check_failure);
-    return result;
-  }
   if (best < 0) {
     result.untuned_reason =
-        absl::StrCat("no candidate passed the check (", OutcomeSummary(result.trials), ")");
+        check_failure.empty()
+            ? absl::StrCat("no candidate passed the check (", OutcomeSummary(result.trials), ")")
+            : absl::StrCat("tuning failed on the GPU: ", check_failure);
     if (!result.seed_failure.empty()) {
       result.seed_failed = true;
       result.untuned_reason = absl::StrCat("the heuristic variant ", result.best.ToString(),
@@ -595,7 +608,8 @@ absl::StatusOr<Trial> CheckKernel(const Chain& chain, const KernelGroup& group,
     return trials[0];
   }
   std::string failure;
-  CheckAtOtherSizes(chain, group, seed_spec, symbols, task, runner, trials, failure);
+  CheckAtOtherSizes(chain, group, seed_spec, symbols, task, runner, Clock::time_point::max(), trials,
+                    failure);
   if (!failure.empty()) return absl::UnavailableError(failure);
   return trials[0];
 }

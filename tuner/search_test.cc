@@ -83,6 +83,8 @@ class FakeRunner : public Runner {
     if (!fail_.ok()) return fail_;
     if (!fail_at_.empty() && task.symbol_values == fail_at_)
       return absl::UnavailableError("the GPU fell off the bus");
+    if (!slow_at_.empty() && task.symbol_values == slow_at_)
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
     std::vector<Trial> out;
     double spent = 0;  // Simulated, when cost_seconds_ > 0: WorkerRunner's budget rule.
     for (const CompiledKernel& k : task.candidates) {
@@ -117,6 +119,7 @@ class FakeRunner : public Runner {
   std::map<std::pair<std::string, std::vector<int64_t>>, Script> sized_script_;
   absl::Status fail_;
   std::vector<int64_t> fail_at_;  // Non-empty: Run at these symbol values fails.
+  std::vector<int64_t> slow_at_;  // Non-empty: Run at these symbol values takes 0.6 s.
   double cost_seconds_ = 0;  // > 0: each run candidate spends this much budget.
   CheckTask last_task_;
   std::vector<CheckTask> tasks_;
@@ -301,6 +304,7 @@ TEST(TuneKernelTest, ASymbolicKernelIsCheckedAtOtherSizesBeforeItWins) {
   ASSERT_NE(fastest, r->trials.end());
   EXPECT_EQ(fastest->outcome, Outcome::kWrongResult);
   EXPECT_THAT(fastest->message, HasSubstr("at n=769 (passed at n=1024)"));
+  EXPECT_EQ(fastest->symbol_values, (std::vector<int64_t>{769}));  // Where its repro replays.
   EXPECT_TRUE(r->seed_failure.empty());
 
   ASSERT_EQ(runner.tasks_.size(), 3u);
@@ -364,6 +368,19 @@ TEST(TuneKernelTest, WhenTheFastestFailAtOtherSizesTheRestAreChecked) {
   EXPECT_EQ(runner.tasks_[3].symbol_values, (std::vector<int64_t>{3}));
 }
 
+// n hinted 1000 (tuned at 1024), every candidate passing there, the seed
+// slowest (1 s), the others at 1, 2, 3 ... ms, the three fastest wrong at 769.
+std::vector<Variant> SlowSeedAndTheFastestWrongAt769(const Fixture& f, FakeRunner& runner) {
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kFull, Bound::kMemory, 48);
+  KFUSE_CHECK(cands.ok() && cands->size() >= 6);
+  runner.script_[(*cands)[0].ToString()] = {Outcome::kOk, 1.0};
+  for (size_t i = 1; i < cands->size(); ++i)
+    runner.script_[(*cands)[i].ToString()] = {Outcome::kOk, 1e-3 * i};
+  for (size_t i = 1; i < 4; ++i)
+    runner.sized_script_[{(*cands)[i].ToString(), {769}}] = {Outcome::kWrongResult, 0};
+  return *cands;
+}
+
 // The three fastest wrong at 769 and the seed slowest: a candidate faster
 // than the seed, not among the first checked, is checked before the seed
 // can win.
@@ -371,20 +388,50 @@ TEST(TuneKernelTest, TheSeedDoesNotWinPastAFasterCandidateNotYetChecked) {
   Fixture f = ReluChain(-1000);
   FakeCompiler compiler;
   FakeRunner runner;
-  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kFull, Bound::kMemory, 48);
-  ASSERT_TRUE(cands.ok()) << cands.status();
-  ASSERT_GE(cands->size(), 6u);
-  runner.script_[(*cands)[0].ToString()] = {Outcome::kOk, 1.0};
-  for (size_t i = 1; i < cands->size(); ++i)
-    runner.script_[(*cands)[i].ToString()] = {Outcome::kOk, 1e-3 * i};
-  for (size_t i = 1; i < 4; ++i)
-    runner.sized_script_[{(*cands)[i].ToString(), {769}}] = {Outcome::kWrongResult, 0};
+  const std::vector<Variant> cands = SlowSeedAndTheFastestWrongAt769(f, runner);
   absl::StatusOr<TuneResult> r =
       TuneKernel(f.chain, f.group, Opts(TuneMode::kFull), compiler, &runner);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->tuned) << r->untuned_reason;
-  EXPECT_EQ(r->best, (*cands)[4]);
+  EXPECT_EQ(r->best, cands[4]);
   EXPECT_TRUE(r->seed_failure.empty());
+}
+
+// The budget is spent by the first checks: the rest are not checked, and
+// the fastest of those checked that passed everywhere wins.
+TEST(TuneKernelTest, PastTheBudgetTheFastestCheckedWins) {
+  Fixture f = ReluChain(-1000);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  const std::vector<Variant> cands = SlowSeedAndTheFastestWrongAt769(f, runner);
+  runner.slow_at_ = {769};
+  TuneOptions opts = Opts(TuneMode::kFull);
+  opts.budget_seconds = 0.5;
+  absl::StatusOr<TuneResult> r = TuneKernel(f.chain, f.group, opts, compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tuned) << r->untuned_reason;
+  EXPECT_EQ(r->best, cands[0]);
+  ASSERT_EQ(runner.tasks_.size(), 3u);  // The bucket, then the first four at 769 and the seed at 3.
+  EXPECT_EQ(runner.tasks_[2].candidates.size(), 1u);
+}
+
+// The seed failed at 769, then the GPU could not run the check at 3: no
+// kernel is known right, and the seed is known wrong.
+TEST(TuneKernelTest, ASeedWrongAtAnotherSizeIsMarkedSoWhenTheNextCheckCannotRun) {
+  Fixture f = ReluChain(-1000);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  auto cands = CandidateVariants(f.chain, f.group, TuneMode::kQuick, Bound::kMemory, 48);
+  ASSERT_TRUE(cands.ok()) << cands.status();
+  runner.sized_script_[{(*cands)[0].ToString(), {769}}] = {Outcome::kWrongResult, 0};
+  runner.fail_at_ = {3};
+  absl::StatusOr<TuneResult> r =
+      TuneKernel(f.chain, f.group, Opts(TuneMode::kQuick), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->tuned);
+  EXPECT_TRUE(r->seed_failed);
+  EXPECT_THAT(r->untuned_reason, HasSubstr("failed on the GPU (wrong_result: at n=769"));
+  EXPECT_THAT(r->untuned_reason, HasSubstr("the check at n=3 failed on the GPU"));
 }
 
 TEST(TuneKernelTest, NoKernelRightAtEverySizeLeavesTheSeedUntunedAndMarked) {
