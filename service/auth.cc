@@ -1,7 +1,13 @@
 #include "service/auth.h"
 
+#include <netdb.h>
 #include <sodium.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fstream>
 #include <sstream>
@@ -96,6 +102,40 @@ absl::Status CheckListenAddress(absl::string_view flag, absl::string_view addres
     return bad("the port must be a number from 0 (any free port) to 65535");
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckAddressFree(absl::string_view flag, absl::string_view address) {
+  if (IsUnixSocketAddress(address) || !CheckListenAddress(flag, address).ok()) return absl::OkStatus();
+  const size_t colon = address.rfind(':');
+  std::string host(address.substr(0, colon));
+  const std::string port(address.substr(colon + 1));
+  if (port == "0") return absl::OkStatus();
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
+    return absl::OkStatus();
+  }
+  int error = 0;
+  for (addrinfo* a = found; a != nullptr && error == 0; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // As the listener does.
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 && (errno == EADDRINUSE || errno == EADDRNOTAVAIL)) {
+      error = errno;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  if (error == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot listen on ", address, " (", flag, "): ",
+                   error == EADDRINUSE ? "the address is in use (another kfused?)"
+                                       : "not an address of this host"));
 }
 
 absl::Status CheckMetricsAddress(absl::string_view flag, absl::string_view address) {

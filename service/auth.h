@@ -44,6 +44,13 @@ bool IsUnixSocketAddress(absl::string_view address);
 // OK for unix: sockets and HOST:PORT with a port of 0 (any free one) to
 // 65535; otherwise InvalidArgument naming `flag`.
 absl::Status CheckListenAddress(absl::string_view flag, absl::string_view address);
+// FailedPrecondition naming `flag` when a listener on HOST:PORT could not
+// bind now: the address is in use (another kfused) or not this host's.
+// Tried before the service starts (opening the store, starting GPU
+// workers), so a second kfused says so at once, in one line. OK for unix:
+// sockets, port 0, a host that does not resolve, and other errors, which
+// the listener itself reports.
+absl::Status CheckAddressFree(absl::string_view flag, absl::string_view address);
 // --metrics_address: HOST:PORT as above, or a bare PORT (the HTTP server
 // takes both); not a unix: socket.
 absl::Status CheckMetricsAddress(absl::string_view flag, absl::string_view address);

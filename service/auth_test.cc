@@ -1,6 +1,13 @@
 // Token checks and the loopback test kfused applies before listening.
 #include "service/auth.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -74,6 +81,30 @@ TEST(CheckListenAddress, PortsAndForms) {
   EXPECT_EQ(WithPort("127.0.0.1:0", 41234), "127.0.0.1:41234");
   EXPECT_EQ(WithPort("[::1]:0", 7), "[::1]:7");
   EXPECT_EQ(WithPort("unix:/run/k.sock", 0), "unix:/run/k.sock");
+}
+
+TEST(CheckAddressFree, AnAddressInUseIsSaidInOneLine) {
+  // A listener on a free port of the loopback address, as another kfused.
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string address = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
+  absl::Status busy = CheckAddressFree("--address", address);
+  EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition) << busy;
+  EXPECT_EQ(busy.message(),
+            absl::StrCat("cannot listen on ", address, " (--address): the address is in use (another kfused?)"));
+  close(fd);
+  EXPECT_TRUE(CheckAddressFree("--address", address).ok());
+  // What it leaves to the listener: any port, unix sockets, malformed addresses.
+  EXPECT_TRUE(CheckAddressFree("--address", "127.0.0.1:0").ok());
+  EXPECT_TRUE(CheckAddressFree("--address", "unix:/tmp/kfuse.sock").ok());
+  EXPECT_TRUE(CheckAddressFree("--address", "no-port").ok());
 }
 
 TEST(IsUnixSocketAddress, Prefixes) {

@@ -160,6 +160,12 @@ void Say(kfuse::LogLevel level, absl::string_view event, const std::string& mess
 }
 void Refuse(const std::string& message) { Say(kfuse::LogLevel::kError, "start_failed", message); }
 
+// --metrics_address as HOST:PORT (the HTTP server takes a bare PORT too:
+// every address of this host).
+std::string MetricsListenAddress(const std::string& flag) {
+  return !flag.empty() && absl::c_all_of(flag, absl::ascii_isdigit) ? absl::StrCat("0.0.0.0:", flag) : flag;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -301,6 +307,17 @@ int main(int argc, char** argv) {
   if (!(tuning_interval > 0 && tuning_interval <= 3600)) {
     Refuse("--tuning_health_interval_seconds must be more than 0 and at most 3600");
     return 2;
+  }
+  // A busy address is said at once, before the store opens and the GPU
+  // workers start, in one line (the listener's own error is gRPC's).
+  for (const auto& [flag, address] :
+       {std::pair<std::string, std::string>{"--address", absl::GetFlag(FLAGS_address)},
+        {"--metrics_address", MetricsListenAddress(absl::GetFlag(FLAGS_metrics_address))}}) {
+    if (address.empty()) continue;
+    if (absl::Status s = kfuse::CheckAddressFree(flag, address); !s.ok()) {
+      Refuse(std::string(s.message()));
+      return 1;
+    }
   }
   // Flags first (above): a refusal leaves no store or signing key behind.
   absl::StatusOr<std::unique_ptr<kfuse::ServiceNode>> node = kfuse::ServiceNode::Create(opts);
