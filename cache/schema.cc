@@ -96,6 +96,18 @@ CREATE INDEX artifacts_decision ON artifacts(decision_key);
 )sql");
 }
 
+// Version 4: chains this node refuses until until_ms because tuning
+// measured their answer wrong (service/pipeline.h MeasuredWrong), so a
+// restart does not serve it again. Local to the file; never in the fleet.
+absl::Status V4(Db& db) {
+  return db.Exec(R"sql(
+CREATE TABLE refusals(
+  key TEXT PRIMARY KEY,
+  reason TEXT NOT NULL,
+  until_ms INTEGER NOT NULL);
+)sql");
+}
+
 struct Migration {
   const char* what;
   absl::Status (*apply)(Db&);
@@ -112,6 +124,7 @@ const std::vector<Migration>& Migrations() {
       {"initial schema", &V1, false},
       {"invalidation counter", &V2, true},
       {"artifacts name their decision", &V3, true},
+      {"refusals of chains measured wrong", &V4, true},
   };
   return *m;
 }

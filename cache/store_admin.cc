@@ -139,6 +139,56 @@ absl::StatusOr<int> Store::DeleteAll() {
   return deleted;
 }
 
+absl::Status Store::PutRefusal(const Refusal& r) {
+  return Guarded([&] {
+    return Write([&](Db& db) -> absl::Status {
+      KFUSE_ASSIGN_OR_RETURN(
+          Stmt s, db.Prepare("INSERT OR REPLACE INTO refusals(key, reason, until_ms) VALUES (?1, ?2, ?3)"));
+      s.Bind(1, r.key);
+      s.Bind(2, r.reason);
+      s.Bind(3, r.until_ms);
+      return s.Run();
+    });
+  });
+}
+
+absl::Status Store::DeleteRefusal(const std::string& key) {
+  return Guarded([&] {
+    return Write([&](Db& db) -> absl::Status {
+      KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare("DELETE FROM refusals WHERE key = ?1"));
+      s.Bind(1, key);
+      return s.Run();
+    });
+  });
+}
+
+absl::StatusOr<std::vector<Store::Refusal>> Store::Refusals() {
+  std::vector<Refusal> out;
+  const int64_t now = Now();
+  KFUSE_RETURN_IF_ERROR(Guarded([&]() -> absl::Status {
+    out.clear();
+    if (schema_version_ < 4) return absl::OkStatus();  // A file from before refusals, read as it is.
+    if (!opts_.read_only) {
+      KFUSE_RETURN_IF_ERROR(Write([&](Db& db) -> absl::Status {
+        KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare("DELETE FROM refusals WHERE until_ms <= ?1"));
+        s.Bind(1, now);
+        return s.Run();
+      }));
+    }
+    KFUSE_ASSIGN_OR_RETURN(Reader r, AcquireReader());
+    KFUSE_ASSIGN_OR_RETURN(
+        Stmt s, r->Prepare("SELECT key, reason, until_ms FROM refusals WHERE until_ms > ?1 ORDER BY key"));
+    s.Bind(1, now);
+    for (;;) {
+      KFUSE_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back(Refusal{s.Text(0), s.Text(1), s.Int(2)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 absl::StatusOr<Explanation> Store::Explain(const CacheKey& k) { return Explain(k, k); }
 
 absl::StatusOr<Explanation> Store::Explain(const CacheKey& k, const CacheKey& decision) {

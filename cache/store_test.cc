@@ -376,6 +376,7 @@ TEST(StoreTest, VersionOneMigratesToTheInvalidationCounter) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE refusals;"
                          "DROP INDEX artifacts_decision; ALTER TABLE artifacts DROP COLUMN decision_key;"
                          "DROP TRIGGER artifacts_blob;"
                          "ALTER TABLE stats DROP COLUMN invalidations; PRAGMA user_version=1;",
@@ -399,6 +400,60 @@ TEST(StoreTest, VersionOneMigratesToTheInvalidationCounter) {
   ASSERT_TRUE(store->Delete({TestKey("kept").ArtifactKey()}).ok());
   ASSERT_TRUE(store->PollInvalidations().ok());
   EXPECT_NE(store->invalidations(), before);
+}
+
+// Chains refused for an answer measured wrong outlast a restart and expire
+// by the store's clock; a file from before them (version 3) has none when
+// read as it is, and gains the table when opened read-write.
+TEST(StoreTest, RefusalsOutlastAReopenAndExpire) {
+  const std::string path = FreshDbPath("refusals");
+  int64_t clock = 1000;
+  StoreOptions o{.path = path};
+  o.now_ms = [&clock] { return clock; };
+  using R = Store::Refusal;
+  auto keys = [](const std::vector<R>& rs) {
+    std::vector<std::string> k;
+    for (const R& r : rs) k.push_back(r.key + ":" + r.reason + ":" + std::to_string(r.until_ms));
+    return k;
+  };
+  {
+    auto store = OpenOrDie(o);
+    ASSERT_TRUE(store->PutRefusal({"a", "wrong_result: y off by 1", 5000}).ok());
+    ASSERT_TRUE(store->PutRefusal({"b", "launch_error", 2000}).ok());
+    ASSERT_TRUE(store->PutRefusal({"b", "wrong_result", 3000}).ok());  // Replaces b's.
+    ASSERT_TRUE(store->PutRefusal({"c", "wrong_result", 4000}).ok());
+    ASSERT_TRUE(store->DeleteRefusal("c").ok());
+    auto rs = store->Refusals();
+    ASSERT_TRUE(rs.ok()) << rs.status();
+    EXPECT_EQ(keys(*rs), (std::vector<std::string>{"a:wrong_result: y off by 1:5000", "b:wrong_result:3000"}));
+    auto n = store->List("", 0);
+    ASSERT_TRUE(n.ok());
+    EXPECT_TRUE(n->empty());  // Not entries.
+  }
+  clock = 3000;  // b's has run out.
+  auto store = OpenOrDie(o);
+  auto rs = store->Refusals();
+  ASSERT_TRUE(rs.ok()) << rs.status();
+  EXPECT_EQ(keys(*rs), (std::vector<std::string>{"a:wrong_result: y off by 1:5000"}));
+
+  const std::string old = FreshDbPath("refusals-v3");
+  OpenOrDie({.path = old});
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(old.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE refusals; PRAGMA user_version=3;", nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  {
+    auto ro = OpenOrDie({.path = old, .read_only = true});
+    auto none = ro->Refusals();
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_TRUE(none->empty());
+  }
+  auto migrated = OpenOrDie({.path = old});
+  ASSERT_TRUE(migrated->PutRefusal({"a", "wrong", int64_t{1} << 50}).ok());
+  auto one = migrated->Refusals();
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->size(), 1u);
 }
 
 // Another process deleting or replacing an entry moves invalidations() (a

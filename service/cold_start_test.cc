@@ -34,6 +34,11 @@ class ColdStartTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = *Store::Open({.path = TestStorePath()});
+    pipeline_ = MakePipeline();
+    Serve(ServiceOptions{});
+  }
+  // A pipeline on this test's store and GPU: another one is a restart.
+  std::unique_ptr<Pipeline> MakePipeline() {
     PipelineDeps deps;
     deps.compiler = &compiler_;
     deps.store = store_.get();
@@ -42,8 +47,7 @@ class ColdStartTest : public ::testing::Test {
     deps.ceilings = NominalCeilings(90);
     PipelineOptions po;
     po.quick_budget_seconds = 2.0;
-    pipeline_ = std::make_unique<Pipeline>(std::move(deps), po);
-    Serve(ServiceOptions{});
+    return std::make_unique<Pipeline>(std::move(deps), po);
   }
   void Serve(const ServiceOptions& opts) {
     server_.reset();
@@ -196,6 +200,16 @@ TEST_F(ColdStartTest, AHeuristicAnswerTuningFindsWrongIsWithdrawnAndRefused) {
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_TRUE(all->empty());  // The heuristic artifact and its decision.
   EXPECT_EQ(gpu_.runs.load(), runs);  // Nothing tuned again.
+  // A restart keeps the refusal (the store holds it): the known-wrong kernel
+  // is not the next cold start's answer.
+  {
+    std::unique_ptr<Pipeline> restarted = MakePipeline();
+    absl::StatusOr<Prepared> p = restarted->Prepare(Silu(10.5));
+    ASSERT_TRUE(p.ok()) << p.status();
+    absl::Status refused = restarted->MeasuredWrong(*p);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInternal) << refused;
+    EXPECT_THAT(refused.message(), HasSubstr("wrong_result: y: max abs error 1"));
+  }
 
   // Fixed (a driver, a GPU swapped): a forced request tunes, and the chain serves.
   gpu_.wrong = false;
@@ -206,6 +220,9 @@ TEST_F(ColdStartTest, AHeuristicAnswerTuningFindsWrongIsWithdrawnAndRefused) {
   EXPECT_EQ(tuned.plan().provenance().state(), v1::TUNE_STATE_TUNED);
   ASSERT_TRUE(Compile(Silu(10.5), &again, std::chrono::seconds(60)).ok());
   EXPECT_EQ(again.plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  absl::StatusOr<std::vector<Store::Refusal>> kept = store_->Refusals();
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_TRUE(kept->empty());  // A restart serves it too.
 }
 
 // The seed is wrong but another candidate is right: the tuned kernel serves

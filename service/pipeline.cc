@@ -233,6 +233,20 @@ Pipeline::Pipeline(PipelineDeps deps, PipelineOptions options)
       hot_(std::make_unique<HotCache>(options_.hot_cache_bytes)),
       store_writer_(std::make_unique<ThreadPool>(1)) {
   KFUSE_CHECK(deps_.compiler != nullptr && deps_.store != nullptr);
+  // The chains refused before a restart stay refused for what is left of
+  // their hour.
+  absl::StatusOr<std::vector<Store::Refusal>> kept = deps_.store->Refusals();
+  if (!kept.ok()) {
+    LogEvent(LogLevel::kWarning, "refusals_not_read", {{"error", kept.status().ToString()}});
+    return;
+  }
+  const double now = SteadySeconds();
+  const double wall_ms = absl::ToUnixMillis(absl::Now());
+  absl::MutexLock lock(&wrong_mu_);
+  for (const Store::Refusal& r : *kept) {
+    const double left = std::min(kMeasuredWrongSeconds, (static_cast<double>(r.until_ms) - wall_ms) / 1000);
+    if (left > 0) wrong_[r.key] = KnownWrong{r.reason, now - (kMeasuredWrongSeconds - left)};
+  }
 }
 
 namespace {
@@ -461,7 +475,7 @@ absl::Status Pipeline::MeasuredWrong(const Prepared& p) const {
   auto it = wrong_.find(p.heuristic_key.ArtifactKey());
   if (it == wrong_.end()) return absl::OkStatus();
   if (now - it->second.at > kMeasuredWrongSeconds) {
-    wrong_.erase(it);
+    wrong_.erase(it);  // The store's row expires by itself.
     return absl::OkStatus();
   }
   return absl::InternalError(absl::StrCat(
@@ -487,6 +501,16 @@ void Pipeline::WithdrawHeuristic(const Prepared& p, const std::string& why, bool
       if (wrong_.size() >= kMaxKnownWrong) wrong_.clear();
     }
     wrong_[p.heuristic_key.ArtifactKey()] = KnownWrong{why, SteadySeconds()};
+  }
+  if (no_other && !options_.read_only) {
+    // Kept in the store too, so a restart does not serve it again.
+    const auto until = absl::ToUnixMillis(absl::Now()) + static_cast<int64_t>(kMeasuredWrongSeconds * 1000);
+    if (absl::Status s = deps_.store->PutRefusal({p.heuristic_key.ArtifactKey(), why, until}); !s.ok()) {
+      metrics().StoreError("put");
+      LogEvent(LogLevel::kWarning, "store_put_failed",
+               {{"request_id", p.request.request_id()}, {"key", p.heuristic_key.ArtifactKey()},
+                {"error", s.ToString()}});
+    }
   }
   CacheKey decision = p.heuristic_key;
   decision.generator = p.decision_key.generator;
@@ -705,8 +729,15 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   bool tuned = !built.empty();
   for (const BuiltKernel& b : built) tuned &= b.result.tuned;
   if (tuned) {  // A forced retune found a kernel right: the chain serves again.
-    absl::MutexLock lock(&wrong_mu_);
-    wrong_.erase(p.heuristic_key.ArtifactKey());
+    bool was_refused = false;
+    {
+      absl::MutexLock lock(&wrong_mu_);
+      was_refused = wrong_.erase(p.heuristic_key.ArtifactKey()) > 0;
+    }
+    if (was_refused && !options_.read_only) {
+      if (absl::Status s = deps_.store->DeleteRefusal(p.heuristic_key.ArtifactKey()); !s.ok())
+        metrics().StoreError("delete");
+    }
   }
   v1::KernelPlan plan;
   plan.set_api_version("kfuse.v1");
