@@ -48,6 +48,16 @@ void HotCache::Clear() {
   bytes_ = 0;
 }
 
+void HotCache::Erase(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  ++generation_;
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  bytes_ -= it->second.bytes;
+  ages_.erase(it->second.age);
+  entries_.erase(it);
+}
+
 int64_t HotCache::bytes() const {
   absl::MutexLock lock(&mu_);
   return bytes_;

@@ -30,6 +30,8 @@ class HotCache {
   void Put(const std::string& key, std::shared_ptr<const v1::CompileResponse> response,
            std::optional<uint64_t> generation = std::nullopt);
   void Clear();
+  // Forgets `key`'s entry; like Clear, drops Puts of any key fetched before.
+  void Erase(const std::string& key);
   uint64_t generation() const;
   int64_t bytes() const;
 

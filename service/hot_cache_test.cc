@@ -54,6 +54,22 @@ TEST(HotCacheTest, APutFromBeforeAClearIsDropped) {
   EXPECT_NE(hot.Get("a"), nullptr);
 }
 
+TEST(HotCacheTest, EraseForgetsOneKeyAndDropsPutsFromBefore) {
+  HotCache hot(10000);
+  hot.Put("a", Response("a", 100));
+  hot.Put("b", Response("b", 100));
+  const int64_t both = hot.bytes();
+  const uint64_t before = hot.generation();
+  hot.Erase("a");
+  EXPECT_EQ(hot.Get("a"), nullptr);
+  EXPECT_NE(hot.Get("b"), nullptr);
+  EXPECT_LT(hot.bytes(), both);
+  hot.Put("a", Response("a", 100), before);  // Fetched before the erase.
+  EXPECT_EQ(hot.Get("a"), nullptr);
+  hot.Erase("never put");
+  EXPECT_NE(hot.Get("b"), nullptr);
+}
+
 TEST(HotCacheTest, AnEntryLargerThanTheCapIsNotKept) {
   HotCache hot(100);
   hot.Put("a", Response("a", 1000));

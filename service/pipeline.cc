@@ -517,7 +517,7 @@ void Pipeline::WithdrawHeuristic(const Prepared& p, const std::string& why, bool
   absl::StatusOr<int> removed = options_.read_only
                                     ? absl::StatusOr<int>(0)
                                     : deps_.store->Delete({p.heuristic_key.ArtifactKey(), decision.DecisionKey()});
-  hot_->Clear();  // After the delete: a racing read's Put is dropped.
+  hot_->Erase(p.heuristic_key.ArtifactKey());  // After the delete: a racing read's Put is dropped.
   if (!removed.ok()) metrics().StoreError("delete");
   LogEvent(LogLevel::kWarning, "heuristic_withdrawn",
            {{"request_id", p.request.request_id()}, {"key", p.heuristic_key.ArtifactKey()},
