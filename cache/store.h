@@ -107,7 +107,8 @@ class Store {
   // entries removed.
   absl::StatusOr<int> Delete(const std::vector<std::string>& keys);
   absl::StatusOr<int> DeleteAll();
-  // Chains refused until `until_ms` (the store's clock) because tuning
+  // Chains refused until `until_ms` (Unix milliseconds, compared with the
+  // store's clock, StoreOptions::now_ms) because tuning
   // measured their answer wrong (service/pipeline.h), kept so a restart does
   // not serve it: local to this file, never in the fleet, and not entries
   // (not listed, counted, evicted or deleted with them).
@@ -118,8 +119,9 @@ class Store {
   };
   absl::Status PutRefusal(const Refusal& r);  // Replaces the key's.
   absl::Status DeleteRefusal(const std::string& key);
-  // Those that last past now; expired ones are deleted (not read-only). A
-  // read-only open of a file from before refusals has none.
+  // Those that last past now; expired ones are deleted, when the store can
+  // write (their deletion failing is no error). A read-only open of a file
+  // from before refusals has none.
   absl::StatusOr<std::vector<Refusal>> Refusals();
   // Which key parts differ from the nearest stored entry (most parts equal).
   absl::StatusOr<Explanation> Explain(const CacheKey& k);

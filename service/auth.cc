@@ -119,23 +119,32 @@ absl::Status CheckAddressFree(absl::string_view flag, absl::string_view address)
   if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
     return absl::OkStatus();
   }
-  int error = 0;
-  for (addrinfo* a = found; a != nullptr && error == 0; a = a->ai_next) {
+  // As the listener: it serves when any of the addresses binds.
+  bool bound = false, in_use = false, not_here = false;
+  for (addrinfo* a = found; a != nullptr && !bound; a = a->ai_next) {
     const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      bound = true;  // Not ours to judge: the listener reports it.
+      continue;
+    }
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // As the listener does.
-    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 && (errno == EADDRINUSE || errno == EADDRNOTAVAIL)) {
-      error = errno;
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      bound = true;
+    } else if (errno == EADDRINUSE) {
+      in_use = true;
+    } else if (errno == EADDRNOTAVAIL) {
+      not_here = true;
+    } else {
+      bound = true;  // Another error: the listener's to report.
     }
     close(fd);
   }
   freeaddrinfo(found);
-  if (error == 0) return absl::OkStatus();
+  if (bound || (!in_use && !not_here)) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat("cannot listen on ", address, " (", flag, "): ",
-                   error == EADDRINUSE ? "the address is in use (another kfused?)"
-                                       : "not an address of this host"));
+                   in_use ? "the address is in use (another kfused?)" : "not an address of this host"));
 }
 
 absl::Status CheckMetricsAddress(absl::string_view flag, absl::string_view address) {

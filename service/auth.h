@@ -44,8 +44,9 @@ bool IsUnixSocketAddress(absl::string_view address);
 // OK for unix: sockets and HOST:PORT with a port of 0 (any free one) to
 // 65535; otherwise InvalidArgument naming `flag`.
 absl::Status CheckListenAddress(absl::string_view flag, absl::string_view address);
-// FailedPrecondition naming `flag` when a listener on HOST:PORT could not
-// bind now: the address is in use (another kfused) or not this host's.
+// FailedPrecondition naming `flag` when a listener on HOST:PORT could bind
+// none of its addresses now: one is in use (another kfused), or none is
+// this host's.
 // Tried before the service starts (opening the store, starting GPU
 // workers), so a second kfused says so at once, in one line. OK for unix:
 // sockets, port 0, a host that does not resolve, and other errors, which

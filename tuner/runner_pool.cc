@@ -118,39 +118,54 @@ absl::StatusOr<std::unique_ptr<RunnerPool>> RunnerPool::Create(
       new RunnerPool(std::move(kept), std::move(*reference), std::move(options)));
 }
 
-absl::Status RunnerPool::Join(size_t i) {
-  Slot& s = slots_[i];  // Taken: no other task touches it.
-  const absl::StatusOr<DeviceFingerprint> fp = s.m.runner->Device();
-  if (!fp.ok()) {
-    const absl::Status out = absl::UnavailableError(fp.status().message());
-    Release(i, 0, out);  // Out again, for twice as long.
-    return out;
-  }
+RunnerPool::~RunnerPool() {
+  for (Slot& s : slots_)
+    if (s.starter.joinable()) s.starter.join();
+}
+
+void RunnerPool::StartPending(size_t i) {
+  Slot& s = slots_[i];  // Out of the rotation: no task touches its runner.
+  const absl::StatusOr<DeviceFingerprint> fp = s.m.runner->Device();  // Starts its worker.
   std::lock_guard<std::mutex> lock(mu_);
-  if (fp->Digest() == device_.Digest()) {
-    s.stats.joined = true;
-    LogEvent(LogLevel::kInfo, "tuning_gpu_joined",
-             {{"device", absl::StrCat(s.stats.device)}, {"gpu", fp->name}});
-    return absl::OkStatus();
+  s.stats.starting = false;
+  if (!fp.ok()) {
+    s.backoff_seconds = NextRetryBackoff(s.backoff_seconds);
+    s.readmit_at = options_.now() + s.backoff_seconds;
+    s.stats.removed_reason = std::string(fp.status().message());
+    return;
   }
-  s.stats.running = false;
-  s.stats.in_rotation = false;
-  s.last_release = ++releases_;
-  s.readmit_at = kNever;
-  s.stats.removed_reason = absl::StrCat("its GPU (", fp->name, ") differs from the pool's (",
-                                        device_.name, ") in ", Differences(device_, *fp),
-                                        "; not used for tuning");
-  LogEvent(LogLevel::kWarning, "tuning_gpu_excluded",
-           {{"device", absl::StrCat(s.stats.device)}, {"reason", s.stats.removed_reason}});
+  if (fp->Digest() != device_.Digest()) {
+    s.readmit_at = kNever;
+    s.stats.removed_reason = absl::StrCat("its GPU (", fp->name, ") differs from the pool's (",
+                                          device_.name, ") in ", Differences(device_, *fp),
+                                          "; not used for tuning");
+    LogEvent(LogLevel::kWarning, "tuning_gpu_excluded",
+             {{"device", absl::StrCat(s.stats.device)}, {"reason", s.stats.removed_reason}});
+    return;
+  }
+  s.stats.joined = true;
+  s.stats.in_rotation = true;
+  s.stats.removed_reason.clear();
+  s.backoff_seconds = 0;
+  LogEvent(LogLevel::kInfo, "tuning_gpu_joined",
+           {{"device", absl::StrCat(s.stats.device)}, {"gpu", fp->name}});
   cv_.notify_all();
-  return absl::FailedPreconditionError(s.stats.removed_reason);
 }
 
 void RunnerPool::ReadmitLocked() {
   if (InRotationLocked() == slots_.size()) return;  // The usual case: no clock to read.
   const double now = options_.now();
-  for (Slot& s : slots_) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
     if (s.stats.in_rotation || now < s.readmit_at) continue;
+    if (!s.stats.joined) {
+      // Its worker starts in the background: no task waits on that start.
+      if (s.stats.starting) continue;
+      s.stats.starting = true;
+      if (s.starter.joinable()) s.starter.join();  // The last one is done: it cleared `starting`.
+      s.starter = std::thread([this, i] { StartPending(i); });
+      continue;
+    }
     s.stats.in_rotation = true;  // Its runner starts a fresh worker for the next task.
     s.stats.removed_reason.clear();
   }
@@ -184,6 +199,11 @@ std::string RunnerPool::GoneLocked() const {
   for (const Slot& s : slots_) {
     if (s.readmit_at >= kNever) {
       why.push_back(absl::StrFormat("GPU %d: %s", s.stats.device, s.stats.removed_reason));
+      continue;
+    }
+    if (s.stats.starting) {
+      why.push_back(absl::StrFormat("GPU %d: %s; its worker is starting", s.stats.device,
+                                    s.stats.removed_reason));
       continue;
     }
     why.push_back(absl::StrFormat("GPU %d: %s; tried again in %.0f s", s.stats.device,
@@ -327,13 +347,7 @@ absl::StatusOr<std::vector<Trial>> RunnerPool::Run(
     const CheckTask& task, const std::function<void(const Trial&)>& on_trial) {
   // A malformed task should not wait for a GPU to be told so.
   KFUSE_RETURN_IF_ERROR(ValidateTask(task));
-  size_t i = 0;
-  while (true) {
-    KFUSE_ASSIGN_OR_RETURN(i, Acquire());
-    // A member that has not joined is asked its device first; one that
-    // still cannot answer leaves again, and the task waits for another.
-    if (slots_[i].stats.joined || Join(i).ok()) break;
-  }
+  KFUSE_ASSIGN_OR_RETURN(size_t i, Acquire());
   Slot& s = slots_[i];  // Slots never move once the pool is built.
   const double start = options_.now();
   absl::StatusOr<std::vector<Trial>> trials = s.m.runner->Run(task, on_trial);

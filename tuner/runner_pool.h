@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -66,9 +67,11 @@ struct MemberStats {
   std::optional<GpuLoad> last_load;  // The latest reading, if it has a probe.
   std::string removed_reason;        // Why it is out of the rotation.
   // It reported a device of the pool's model. A member that could not (its
-  // worker did not start) waits out of the rotation and joins when a task
-  // finds it reporting one.
+  // worker did not start) waits out of the rotation and joins when it
+  // reports one: after each backoff its worker is started in the background
+  // (`starting`), so no task waits on that start.
   bool joined = true;
+  bool starting = false;
 };
 
 class RunnerPool : public Runner {
@@ -77,9 +80,9 @@ class RunnerPool : public Runner {
   // one's; the others go to `excluded` (may be null) with a reason to log.
   // A candidate that cannot report its device now (its worker did not
   // start) is kept out of the rotation, as a member whose GPU failed is:
-  // the first task after its backoff (60 s, doubling) asks it again, and it
-  // joins when it reports the pool's model (another model leaves the
-  // rotation for good). InvalidArgument naming the field for no
+  // once its backoff (60 s, doubling) has passed, the next task's wait
+  // starts its worker in the background, and it joins when it reports the
+  // pool's model (another model leaves the rotation for good). InvalidArgument naming the field for no
   // candidates, a null runner, a repeated device or a bad idle policy;
   // Unavailable when no candidate reports a device.
   static absl::StatusOr<std::unique_ptr<RunnerPool>> Create(std::vector<PoolMember> candidates,
@@ -105,6 +108,8 @@ class RunnerPool : public Runner {
   // idle-gated members included (a task waits for those).
   std::optional<std::string> Unavailable() const override;
 
+  ~RunnerPool() override;  // Waits for workers being started.
+
   std::vector<MemberStats> stats() const;  // In member order.
   int waiting() const;                     // Runs waiting for a member now.
   int64_t deferred() const;                // Runs that gave up past max_wait_seconds.
@@ -121,15 +126,16 @@ class RunnerPool : public Runner {
     // how long it was out this time.
     double readmit_at = 0;
     double backoff_seconds = 0;
+    std::thread starter;  // StartPending's, for a member that has not joined.
   };
   static constexpr double kNever = 1e300;  // readmit_at of a member of another model.
 
   RunnerPool(std::vector<Slot> slots, DeviceFingerprint device, RunnerPoolOptions options);
   absl::StatusOr<size_t> Acquire();
-  // A member taken before it joined: asks its device. OK when it joined;
-  // otherwise it is released out of the rotation (backoff, or for good when
-  // of another model) and the error says why.
-  absl::Status Join(size_t i);
+  // On its own thread: starts the worker of member i, which has not joined,
+  // by asking its device; it joins, waits twice as long, or (another model)
+  // leaves for good.
+  void StartPending(size_t i);
   void Release(size_t i, double seconds, const absl::Status& status);
   // Puts members whose backoff has passed back in the rotation.
   void ReadmitLocked();

@@ -114,6 +114,7 @@ class FakeRunner : public Runner {
     return std::vector<Trial>(task.candidates.size());
   }
   absl::StatusOr<DeviceFingerprint> Device() override {
+    if (device_calls_ != nullptr) ++*device_calls_;
     if (!device_status_.ok()) return device_status_;
     return fp_;
   }
@@ -126,6 +127,7 @@ class FakeRunner : public Runner {
   Gate* gate_ = nullptr;
   absl::Status run_status_;
   absl::Status device_status_;
+  std::atomic<int>* device_calls_ = nullptr;  // Counts Device() calls when set.
   std::function<double()> clock_;
 
  private:
@@ -468,8 +470,9 @@ TEST(RunnerPoolTest, MismatchedFingerprintsAreExcludedWithAReason) {
 }
 
 // A GPU whose worker did not start when the pool was made waits out of the
-// rotation; the first task after its backoff asks it again, and it joins
-// once it reports the pool's model. Meanwhile tasks run elsewhere.
+// rotation; once its backoff passed, a task's wait starts its worker in the
+// background (the task runs elsewhere, never waiting on that start), and it
+// joins once it reports the pool's model.
 TEST(RunnerPoolTest, AMemberThatCannotReportItsDeviceJoinsWhenItCan) {
   Log log;
   FakeClock clock;
@@ -478,6 +481,8 @@ TEST(RunnerPoolTest, AMemberThatCannotReportItsDeviceJoinsWhenItCan) {
   auto late = std::make_unique<FakeRunner>(1, H200(), &log);
   FakeRunner* late_runner = late.get();
   late->device_status_ = absl::UnavailableError("worker did not start");
+  std::atomic<int> device_calls{0};
+  late->device_calls_ = &device_calls;
   members.push_back({std::move(late), nullptr, 1});
   RunnerPoolOptions o;
   o.now = [&] { return clock.t; };
@@ -491,22 +496,28 @@ TEST(RunnerPoolTest, AMemberThatCannotReportItsDeviceJoinsWhenItCan) {
   EXPECT_FALSE(pool.stats()[1].in_rotation);
   EXPECT_EQ(pool.stats()[1].removed_reason, "worker did not start");
   EXPECT_EQ(pool.Unavailable(), std::nullopt);
+  auto started = [&] { return !pool.stats()[1].starting; };
 
   ASSERT_TRUE(pool.Run(Task(1), {}).ok());
-  clock.t = 60;  // Due back, still down: the task goes to GPU 0; GPU 1 is out for 120 s.
+  EXPECT_EQ(device_calls.load(), 1);  // Create's.
+  clock.t = 60;  // Due back, still down: asked in the background; out for 120 s.
   ASSERT_TRUE(pool.Run(Task(2), {}).ok());
+  ASSERT_TRUE(WaitUntil(started));
+  EXPECT_EQ(device_calls.load(), 2);
   EXPECT_FALSE(pool.stats()[1].in_rotation);
   clock.t = 179;
   late_runner->device_status_ = absl::OkStatus();
   ASSERT_TRUE(pool.Run(Task(3), {}).ok());  // Not asked yet.
-  EXPECT_FALSE(pool.stats()[1].joined);
+  EXPECT_EQ(device_calls.load(), 2);
   clock.t = 180;
   ASSERT_TRUE(pool.Run(Task(4), {}).ok());
-  EXPECT_TRUE(pool.stats()[1].joined);
+  ASSERT_TRUE(WaitUntil([&] { return pool.stats()[1].joined; }));
   EXPECT_TRUE(pool.stats()[1].in_rotation);
+  ASSERT_TRUE(pool.Run(Task(5), {}).ok());  // GPU 1 was released least recently.
   EXPECT_THAT(log.started, ElementsAre(std::pair{0, uint64_t{1}}, std::pair{0, uint64_t{2}},
-                                       std::pair{0, uint64_t{3}}, std::pair{1, uint64_t{4}}));
-  EXPECT_EQ(pool.stats()[1].tasks, 2);  // The failed ask at 60, the task at 180.
+                                       std::pair{0, uint64_t{3}}, std::pair{0, uint64_t{4}},
+                                       std::pair{1, uint64_t{5}}));
+  EXPECT_EQ(pool.stats()[1].tasks, 1);
 }
 
 TEST(RunnerPoolTest, AMemberThatTurnsOutToBeAnotherModelLeavesForGood) {
@@ -523,20 +534,19 @@ TEST(RunnerPoolTest, AMemberThatTurnsOutToBeAnotherModelLeavesForGood) {
   absl::StatusOr<std::unique_ptr<RunnerPool>> made = RunnerPool::Create(std::move(members), o, nullptr);
   ASSERT_TRUE(made.ok()) << made.status();
   RunnerPool& pool = **made;
-  ASSERT_TRUE(pool.Run(Task(1), {}).ok());  // GPU 0 ran last: GPU 1 is asked first next time.
   late_runner->device_status_ = absl::OkStatus();
   clock.t = 60;
-  ASSERT_TRUE(pool.Run(Task(2), {}).ok());
+  ASSERT_TRUE(pool.Run(Task(1), {}).ok());
+  ASSERT_TRUE(WaitUntil([&] { return !pool.stats()[1].starting; }));
   EXPECT_FALSE(pool.stats()[1].joined);
   EXPECT_FALSE(pool.stats()[1].in_rotation);
   EXPECT_THAT(pool.stats()[1].removed_reason,
               HasSubstr("its GPU (NVIDIA A100) differs from the pool's (NVIDIA H200) in name"));
   // Never asked again.
   clock.t = 1e6;
-  ASSERT_TRUE(pool.Run(Task(3), {}).ok());
-  EXPECT_FALSE(pool.stats()[1].in_rotation);
-  EXPECT_THAT(log.started, ElementsAre(std::pair{0, uint64_t{1}}, std::pair{0, uint64_t{2}},
-                                       std::pair{0, uint64_t{3}}));
+  ASSERT_TRUE(pool.Run(Task(2), {}).ok());
+  EXPECT_FALSE(pool.stats()[1].starting);
+  EXPECT_THAT(log.started, ElementsAre(std::pair{0, uint64_t{1}}, std::pair{0, uint64_t{2}}));
 }
 
 // No candidate reports a device: there is no model to hold the others to.

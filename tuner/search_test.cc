@@ -110,6 +110,7 @@ class FakeRunner : public Runner {
       if (on_trial) on_trial(t);
       out.push_back(t);
     }
+    if (!short_at_.empty() && task.symbol_values == short_at_ && !out.empty()) out.pop_back();
     return out;
   }
   absl::StatusOr<DeviceFingerprint> Device() override { return DeviceFingerprint{}; }
@@ -120,6 +121,7 @@ class FakeRunner : public Runner {
   absl::Status fail_;
   std::vector<int64_t> fail_at_;  // Non-empty: Run at these symbol values fails.
   std::vector<int64_t> slow_at_;  // Non-empty: Run at these symbol values takes 0.6 s.
+  std::vector<int64_t> short_at_;  // Non-empty: Run there answers one trial fewer.
   double cost_seconds_ = 0;  // > 0: each run candidate spends this much budget.
   CheckTask last_task_;
   std::vector<CheckTask> tasks_;
@@ -413,6 +415,26 @@ TEST(TuneKernelTest, PastTheBudgetTheFastestCheckedWins) {
   EXPECT_EQ(r->best, cands[0]);
   ASSERT_EQ(runner.tasks_.size(), 3u);  // The bucket, then the first four at 769 and the seed at 3.
   EXPECT_EQ(runner.tasks_[2].candidates.size(), 1u);
+}
+
+// A candidate the runner gave no verdict on at another size is not known
+// right: it cannot win, and its trial says so.
+TEST(TuneKernelTest, ACandidateWithoutAVerdictAtAnotherSizeDoesNotWin) {
+  Fixture f = ReluChain(-1000);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  const std::vector<Variant> cands = SlowSeedAndTheFastestWrongAt769(f, runner);
+  runner.sized_script_.erase({cands[3].ToString(), {769}});  // The batch's last: no verdict.
+  runner.short_at_ = {769};
+  absl::StatusOr<TuneResult> r = TuneKernel(f.chain, f.group, Opts(TuneMode::kFull), compiler, &runner);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tuned) << r->untuned_reason;
+  EXPECT_EQ(r->best, cands[4]);
+  auto third = std::find_if(r->trials.begin(), r->trials.end(),
+                            [&](const Trial& t) { return t.variant == cands[3]; });
+  ASSERT_NE(third, r->trials.end());
+  EXPECT_EQ(third->outcome, Outcome::kSkipped);
+  EXPECT_THAT(third->message, HasSubstr("at n=769 (passed at n=1024): the runner gave no verdict"));
 }
 
 // The seed failed at 769, then the GPU could not run the check at 3: no

@@ -86,8 +86,9 @@ pass "kfused starts and reports SERVING"
 # SO_REUSEPORT would let it share the port and answer half the calls).
 out=$(timeout 20 "$kfused" --address="$KFUSE_SERVER" --store="$tmp/second.db" --no_gpu 2>&1)
 rc=$?
-[[ $rc == 1 && $out == *"cannot listen on $KFUSE_SERVER"* ]]
-check "a second kfused on the same address exits 1" $? "rc=$rc $out"
+[[ $rc == 1 && $out == *"cannot listen on $KFUSE_SERVER (--address): the address is in use"* &&
+   $(grep -c . <<< "$out") == 1 && ! -e $tmp/second.db ]]
+check "a second kfused on the same address exits 1, in one line, before making its store" $? "rc=$rc $out"
 out=$("$kfused" stray --no_gpu 2>&1)
 rc=$?
 [[ $rc == 2 && $out == *"unexpected argument 'stray'"* ]]
