@@ -469,28 +469,44 @@ TEST(RunnerPoolTest, MismatchedFingerprintsAreExcludedWithAReason) {
   EXPECT_EQ(fp->Digest(), H200().Digest());
 }
 
+// GPU 0 an H200; GPU 1 (`late_fp`) a GPU whose worker did not start when
+// the pool was made; the pool's clock is `clock`.
+struct LatePool {
+  explicit LatePool(DeviceFingerprint late_fp) {
+    std::vector<PoolMember> members;
+    members.push_back({std::make_unique<FakeRunner>(0, H200(), &log), nullptr, 0});
+    auto runner = std::make_unique<FakeRunner>(1, std::move(late_fp), &log);
+    late = runner.get();
+    late->device_status_ = absl::UnavailableError("worker did not start");
+    late->device_calls_ = &device_calls;
+    members.push_back({std::move(runner), nullptr, 1});
+    RunnerPoolOptions o;
+    o.now = [this] { return clock.t; };
+    absl::StatusOr<std::unique_ptr<RunnerPool>> made = RunnerPool::Create(std::move(members), o, &excluded);
+    EXPECT_TRUE(made.ok()) << made.status();
+    if (made.ok()) pool = std::move(*made);
+  }
+  Log log;
+  FakeClock clock;
+  std::atomic<int> device_calls{0};
+  FakeRunner* late = nullptr;
+  std::vector<ExcludedMember> excluded;
+  std::unique_ptr<RunnerPool> pool;
+};
+
 // A GPU whose worker did not start when the pool was made waits out of the
 // rotation; once its backoff passed, a task's wait starts its worker in the
 // background (the task runs elsewhere, never waiting on that start), and it
 // joins once it reports the pool's model.
 TEST(RunnerPoolTest, AMemberThatCannotReportItsDeviceJoinsWhenItCan) {
-  Log log;
-  FakeClock clock;
-  std::vector<PoolMember> members;
-  members.push_back({std::make_unique<FakeRunner>(0, H200(), &log), nullptr, 0});
-  auto late = std::make_unique<FakeRunner>(1, H200(), &log);
-  FakeRunner* late_runner = late.get();
-  late->device_status_ = absl::UnavailableError("worker did not start");
-  std::atomic<int> device_calls{0};
-  late->device_calls_ = &device_calls;
-  members.push_back({std::move(late), nullptr, 1});
-  RunnerPoolOptions o;
-  o.now = [&] { return clock.t; };
-  std::vector<ExcludedMember> excluded;
-  absl::StatusOr<std::unique_ptr<RunnerPool>> made = RunnerPool::Create(std::move(members), o, &excluded);
-  ASSERT_TRUE(made.ok()) << made.status();
-  RunnerPool& pool = **made;
-  EXPECT_TRUE(excluded.empty());
+  LatePool p(H200());
+  ASSERT_NE(p.pool, nullptr);
+  RunnerPool& pool = *p.pool;
+  FakeClock& clock = p.clock;
+  Log& log = p.log;
+  std::atomic<int>& device_calls = p.device_calls;
+  FakeRunner* late_runner = p.late;
+  EXPECT_TRUE(p.excluded.empty());
   ASSERT_EQ(pool.stats().size(), 2u);
   EXPECT_FALSE(pool.stats()[1].joined);
   EXPECT_FALSE(pool.stats()[1].in_rotation);
@@ -521,19 +537,12 @@ TEST(RunnerPoolTest, AMemberThatCannotReportItsDeviceJoinsWhenItCan) {
 }
 
 TEST(RunnerPoolTest, AMemberThatTurnsOutToBeAnotherModelLeavesForGood) {
-  Log log;
-  FakeClock clock;
-  std::vector<PoolMember> members;
-  members.push_back({std::make_unique<FakeRunner>(0, H200(), &log), nullptr, 0});
-  auto late = std::make_unique<FakeRunner>(1, A100(), &log);
-  FakeRunner* late_runner = late.get();
-  late->device_status_ = absl::UnavailableError("worker did not start");
-  members.push_back({std::move(late), nullptr, 1});
-  RunnerPoolOptions o;
-  o.now = [&] { return clock.t; };
-  absl::StatusOr<std::unique_ptr<RunnerPool>> made = RunnerPool::Create(std::move(members), o, nullptr);
-  ASSERT_TRUE(made.ok()) << made.status();
-  RunnerPool& pool = **made;
+  LatePool p(A100());
+  ASSERT_NE(p.pool, nullptr);
+  RunnerPool& pool = *p.pool;
+  FakeClock& clock = p.clock;
+  Log& log = p.log;
+  FakeRunner* late_runner = p.late;
   late_runner->device_status_ = absl::OkStatus();
   clock.t = 60;
   ASSERT_TRUE(pool.Run(Task(1), {}).ok());
