@@ -279,6 +279,16 @@ std::string FormatPlanSummary(const kfuse::v1::CompileResponse& r) {
     rows.push_back({"  resources", res});
     rows.push_back(
         {"  roofline", FormatRoofline(k.report()) + FormatSizes(k.report())});
+    if (k.checked_at_size() > 0) {
+      std::vector<std::string> at;
+      for (const kfuse::v1::SymbolSizes& s : k.checked_at()) {
+        std::map<std::string, int64_t> sorted(s.sizes().begin(), s.sizes().end());
+        std::vector<std::string> parts;
+        for (const auto& [name, value] : sorted) parts.push_back(absl::StrCat(name, "=", value));
+        at.push_back(absl::StrJoin(parts, ", "));
+      }
+      rows.push_back({"  checked at", absl::StrJoin(at, "; ")});
+    }
     if (k.ops_size() > 0 || !k.partition_reason().empty()) {
       std::string ops = absl::StrCat(k.ops_size() == 1 ? "op " : "ops ", FormatOps(k.ops()));
       if (!k.partition_reason().empty()) {

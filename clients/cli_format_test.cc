@@ -178,6 +178,12 @@ TEST(FormatPlanSummaryTest, TunedShowsMeasuredAndTrials) {
   EXPECT_THAT(s, HasSubstr("tuned on NVIDIA H200, 37 trials in 2.3 s"));
   EXPECT_THAT(s, HasSubstr("measured 5 us (82% of roofline)"));
   EXPECT_THAT(s, Not(HasSubstr("failed")));
+  EXPECT_THAT(s, Not(HasSubstr("checked at")));
+  // The sizes its check passed at, bucket first.
+  for (int64_t n : {1048576, 786433, 3}) {
+    (*r.mutable_plan()->mutable_kernels(0)->add_checked_at()->mutable_sizes())["N"] = n;
+  }
+  EXPECT_THAT(FormatPlanSummary(r), HasSubstr("checked at  N=1048576; N=786433; N=3"));
   // Variants that faulted or computed wrong answers are counted in the state.
   auto* fault = p.add_failed_trials();
   fault->set_outcome(kfuse::v1::Trial::OUTCOME_FAULT);

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/server.h"
@@ -16,6 +17,7 @@
 namespace kfuse {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 using service_testing::FakeCompiler;
@@ -327,6 +329,34 @@ TEST_F(ColdStartTest, ANewGeneratorVersionWithTheSameVariantSchemaReusesTheDecis
   schema.key.generator += "-again";
   ASSERT_TRUE(pipeline_->Build(schema, nullptr, nullptr).ok());
   EXPECT_GT(gpu_.runs.load(), g.runs + 1);
+}
+
+// A plan names the sizes each kernel's check passed at, by the request's
+// symbol names, whether built now or reused.
+TEST_F(ColdStartTest, APlanSaysWhereItsKernelWasChecked) {
+  auto request = [](const std::string& symbol) {
+    v1::CompileRequest r = Silu(7.5);
+    v1::Dim* d = r.mutable_chain()->mutable_inputs(0)->mutable_shape(0);
+    d->set_symbol(symbol);
+    d->set_hint(1000);
+    return r;
+  };
+  auto sizes = [](const v1::Kernel& k) {
+    std::vector<std::string> out;
+    for (const v1::SymbolSizes& s : k.checked_at())
+      for (const auto& [name, value] : s.sizes()) out.push_back(absl::StrCat(name, "=", value));
+    return out;
+  };
+  absl::StatusOr<Prepared> p = pipeline_->Prepare(request("tokens"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto built = pipeline_->Build(*p, nullptr, nullptr);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(built->plan().provenance().state(), v1::TUNE_STATE_TUNED);
+  EXPECT_THAT(sizes(built->plan().kernels(0)), ElementsAre("tokens=1024", "tokens=769", "tokens=3"));
+  v1::CompileResponse again;
+  ASSERT_TRUE(Compile(request("rows"), &again, std::chrono::seconds(60)).ok());
+  EXPECT_EQ(again.cache(), v1::CACHE_OUTCOME_HIT);
+  EXPECT_THAT(sizes(again.plan().kernels(0)), ElementsAre("rows=1024", "rows=769", "rows=3"));
 }
 
 // The decision's winner, built by the new generator, computes the wrong

@@ -661,6 +661,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
           i = static_cast<size_t>(-1);
           continue;
         }
+        if (checked.ok()) b.result.checked_sizes = CheckedSizes(p.symbol_values);
       }
       b.result.kernel = *std::move(kernel);
       b.result.best = v;
@@ -754,6 +755,10 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
     v1::Kernel* k = plan.add_kernels();
     *k = ToProto(b.result.kernel, /*include_source=*/true);
     *k->mutable_report() = ToProto(b.report);
+    for (const std::vector<int64_t>& sizes : b.result.checked_sizes) {
+      v1::SymbolSizes* checked = k->add_checked_at();
+      for (const auto& [name, value] : SizesOf(p.chain, sizes)) (*checked->mutable_sizes())[name] = value;
+    }
     total.bytes += b.report.work.bytes;
     total.flops.fma += b.report.work.flops.fma;
     total.flops.special += b.report.work.flops.special;
@@ -948,17 +953,18 @@ void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan) {
   for (int s = 0; s < plan->symbols_size() && s < static_cast<int>(p.chain.symbols.size()); ++s) {
     renamed[plan->symbols(s).name()] = p.chain.symbols[s].name;
   }
-  auto rename_sizes = [&](v1::RooflineReport* r) {
+  auto rename_sizes = [&](google::protobuf::Map<std::string, int64_t>* named) {
     google::protobuf::Map<std::string, int64_t> sizes;
-    for (const auto& [name, value] : r->sizes()) {
+    for (const auto& [name, value] : *named) {
       auto it = renamed.find(name);
       sizes[it == renamed.end() ? name : it->second] = value;
     }
-    *r->mutable_sizes() = std::move(sizes);
+    *named = std::move(sizes);
   };
-  if (plan->has_report()) rename_sizes(plan->mutable_report());
+  if (plan->has_report()) rename_sizes(plan->mutable_report()->mutable_sizes());
   for (v1::Kernel& k : *plan->mutable_kernels()) {
-    if (k.has_report()) rename_sizes(k.mutable_report());
+    if (k.has_report()) rename_sizes(k.mutable_report()->mutable_sizes());
+    for (v1::SymbolSizes& checked : *k.mutable_checked_at()) rename_sizes(checked.mutable_sizes());
   }
   *plan->mutable_inputs() = p.request.chain().inputs();
   plan->clear_outputs();

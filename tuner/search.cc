@@ -556,12 +556,20 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
     return result;
   }
   result.tuned = true;
+  result.checked_sizes = CheckedSizes(symbols);
   result.best = cand_variants[best];
   result.kernel = std::move(kernels[best]);
   result.report.measured_seconds = measured;
   result.report.fraction_of_roofline =
       measured > 0 ? result.report.predicted_seconds / measured : 0;
   return result;
+}
+
+std::vector<std::vector<int64_t>> CheckedSizes(absl::Span<const int64_t> bucket) {
+  if (bucket.empty()) return {};
+  std::vector<std::vector<int64_t>> out = {std::vector<int64_t>(bucket.begin(), bucket.end())};
+  for (std::vector<int64_t>& s : SymbolValuesForCheck(bucket)) out.push_back(std::move(s));
+  return out;
 }
 
 absl::StatusOr<Trial> CheckKernel(const Chain& chain, const KernelGroup& group,

@@ -89,6 +89,8 @@ struct TuneResult {
   std::string seed_failure;
   std::string untuned_reason;  // Set when !tuned.
   RooflineReport report;       // measured_seconds is 0 when untuned.
+  // Where `kernel` passed its check, when tuned: CheckedSizes(the bucket).
+  std::vector<std::vector<int64_t>> checked_sizes;
 };
 
 using TuneProgressFn = std::function<void(const Trial&, int done, int total)>;
@@ -98,6 +100,11 @@ using TuneProgressFn = std::function<void(const Trial&, int done, int total)>;
 absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& group,
                                       const TuneOptions& opts, Compiler& compiler, Runner* runner,
                                       const TuneProgressFn& progress = {});
+
+// The symbol values a kernel that passed TuneKernel's or CheckKernel's check
+// passed at: `bucket`, then SymbolValuesForCheck(bucket); none when the
+// chain has no symbols.
+std::vector<std::vector<int64_t>> CheckedSizes(absl::Span<const int64_t> bucket);
 
 // Checks one compiled kernel as TuneKernel checks its candidates (against
 // the seed's float64 and eager yardsticks), untimed:

@@ -307,6 +307,7 @@ TEST(TuneKernelTest, ASymbolicKernelIsCheckedAtOtherSizesBeforeItWins) {
   EXPECT_EQ(fastest->outcome, Outcome::kWrongResult);
   EXPECT_THAT(fastest->message, HasSubstr("at n=769 (passed at n=1024)"));
   EXPECT_EQ(fastest->symbol_values, (std::vector<int64_t>{769}));  // Where its repro replays.
+  EXPECT_EQ(r->checked_sizes, (std::vector<std::vector<int64_t>>{{1024}, {769}, {3}}));
   EXPECT_TRUE(r->seed_failure.empty());
 
   ASSERT_EQ(runner.tasks_.size(), 3u);
@@ -340,6 +341,7 @@ TEST(TuneKernelTest, AKernelWithoutSymbolsIsCheckedOnce) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->tuned);
   EXPECT_EQ(runner.tasks_.size(), 1u);
+  EXPECT_TRUE(r->checked_sizes.empty());
 }
 
 // The seed and the three fastest all wrong at 769: the rest are checked.
