@@ -84,10 +84,16 @@ std::string FormatRoofline(const kfuse::v1::RooflineReport& r) {
   return out;
 }
 
-std::string FormatSizes(const kfuse::v1::RooflineReport& r) {
-  std::map<std::string, int64_t> sorted(r.sizes().begin(), r.sizes().end());
+// "M=16, N=4096": symbol values sorted by name.
+std::vector<std::string> NamedSizes(const google::protobuf::Map<std::string, int64_t>& sizes) {
+  std::map<std::string, int64_t> sorted(sizes.begin(), sizes.end());
   std::vector<std::string> parts;
   for (const auto& [k, v] : sorted) parts.push_back(absl::StrCat(k, "=", v));
+  return parts;
+}
+
+std::string FormatSizes(const kfuse::v1::RooflineReport& r) {
+  std::vector<std::string> parts = NamedSizes(r.sizes());
   if (!r.ceilings_source().empty()) parts.push_back(r.ceilings_source());
   if (parts.empty()) return "";
   return absl::StrCat(" [", absl::StrJoin(parts, "; "), "]");
@@ -281,12 +287,7 @@ std::string FormatPlanSummary(const kfuse::v1::CompileResponse& r) {
         {"  roofline", FormatRoofline(k.report()) + FormatSizes(k.report())});
     if (k.checked_at_size() > 0) {
       std::vector<std::string> at;
-      for (const kfuse::v1::SymbolSizes& s : k.checked_at()) {
-        std::map<std::string, int64_t> sorted(s.sizes().begin(), s.sizes().end());
-        std::vector<std::string> parts;
-        for (const auto& [name, value] : sorted) parts.push_back(absl::StrCat(name, "=", value));
-        at.push_back(absl::StrJoin(parts, ", "));
-      }
+      for (const kfuse::v1::SymbolSizes& s : k.checked_at()) at.push_back(absl::StrJoin(NamedSizes(s.sizes()), ", "));
       rows.push_back({"  checked at", absl::StrJoin(at, "; ")});
     }
     if (k.ops_size() > 0 || !k.partition_reason().empty()) {

@@ -614,6 +614,17 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   for (size_t i = 0; i < part.kernels.size(); ++i) {
     const KernelGroup& group = part.kernels[i];
     BuiltKernel b;
+    // A stored decision that fails here (made elsewhere: another toolchain,
+    // generator or node) is retuned from kernel 0, not a failed request.
+    auto tune_afresh = [&](const Variant& v, const std::string& error) {
+      LogEvent(LogLevel::kWarning, "stored_decision_failed",
+               {{"request_id", p.request.request_id()}, {"variant", v.ToString()},
+                {"error", error}, {"effect", "tuning afresh"}});
+      decision.reset();
+      built.clear();
+      total_trials = 0;
+      i = static_cast<size_t>(-1);  // The loop's ++i starts over at kernel 0.
+    };
     if (decision) {
       KFUSE_ASSIGN_OR_RETURN(Variant v, FromProto(decision->variants(i)));
       absl::StatusOr<CompiledKernel> kernel =
@@ -622,15 +633,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
         if (LeavesRepro(kernel.status()))
           LeaveRepro(p, i, ReproKind::kCompileError, v, Numerics::kFast, kernel.status().message());
         if (kernel.status().code() == absl::StatusCode::kCancelled) return kernel.status();
-        // A decision made elsewhere (another toolchain, generator or node)
-        // that does not compile here is retuned, not a failed request.
-        LogEvent(LogLevel::kWarning, "stored_decision_failed",
-                 {{"request_id", p.request.request_id()}, {"variant", v.ToString()},
-                  {"error", kernel.status().ToString()}, {"effect", "tuning afresh"}});
-        decision.reset();
-        built.clear();
-        total_trials = 0;
-        i = static_cast<size_t>(-1);  // The loop's ++i starts over at kernel 0.
+        tune_afresh(v, kernel.status().ToString());
         continue;
       }
       // A build from a stored decision (a new toolchain or generator, or
@@ -651,14 +654,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
         } else if (checked->outcome != Outcome::kOk) {
           if (std::optional<ReproKind> kind = ReproKindOf(checked->outcome))
             LeaveRepro(p, i, *kind, v, Numerics::kFast, checked->message, checked->symbol_values);
-          LogEvent(LogLevel::kWarning, "stored_decision_failed",
-                   {{"request_id", p.request.request_id()}, {"variant", v.ToString()},
-                    {"error", absl::StrCat(std::string(OutcomeName(checked->outcome)), ": ", checked->message)},
-                    {"effect", "tuning afresh"}});
-          decision.reset();
-          built.clear();
-          total_trials = 0;
-          i = static_cast<size_t>(-1);
+          tune_afresh(v, absl::StrCat(std::string(OutcomeName(checked->outcome)), ": ", checked->message));
           continue;
         }
         if (checked.ok()) b.result.checked_sizes = CheckedSizes(p.symbol_values);

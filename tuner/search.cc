@@ -280,6 +280,19 @@ CheckTask UntimedTask(const Chain& chain, const KernelGroup& group, const Kernel
   return t;
 }
 
+// The symbol values to tune and check at: opts', or the chain's bucket.
+std::vector<int64_t> SymbolsFor(const Chain& chain, const TuneOptions& opts) {
+  return opts.symbol_values.empty() ? SymbolValuesForTuning(chain) : opts.symbol_values;
+}
+
+// Internal: a yardstick (`what`) of `v` that did not compile, so nothing
+// can be judged.
+absl::Status YardstickDidNotCompile(absl::string_view what, const Variant& v,
+                                    const absl::Status& s) {
+  return absl::InternalError(
+      absl::StrCat(what, " (", v.ToString(), ") did not compile: ", s.message()));
+}
+
 // "n=769, m=3": the symbol values of a check, named by the chain's symbols.
 std::string SizesText(const Chain& chain, absl::Span<const int64_t> values) {
   std::vector<std::string> parts;
@@ -407,8 +420,7 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
                                       const TuneProgressFn& progress) {
   const Clock::time_point start = Clock::now();
   KFUSE_ASSIGN_OR_RETURN(const FamilyGenerator* gen, FindFamily(group.family));
-  const std::vector<int64_t> symbols =
-      opts.symbol_values.empty() ? SymbolValuesForTuning(chain) : opts.symbol_values;
+  const std::vector<int64_t> symbols = SymbolsFor(chain, opts);
 
   TuneResult result;
   result.report = Roofline(AnalyzeWork(chain, group.nodes, symbols), CeilingsFor(opts));
@@ -465,11 +477,9 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
   }
   for (int i = 0; i < 3; ++i) {
     if (!compiled[i]->ok())
-      return absl::InternalError(absl::StrCat(
-          i == 0   ? "the float64 reference"
-          : i == 1 ? "the eager reference"
-                   : "the seed kernel",
-          " (", result.best.ToString(), ") did not compile: ", compiled[i]->status().message()));
+      return YardstickDidNotCompile(
+          i == 0 ? "the float64 reference" : i == 1 ? "the eager reference" : "the seed kernel",
+          result.best, compiled[i]->status());
   }
   result.kernel = **compiled[2];
   CheckTask task;
@@ -576,8 +586,7 @@ absl::StatusOr<Trial> CheckKernel(const Chain& chain, const KernelGroup& group,
                                   const CompiledKernel& kernel, const TuneOptions& opts,
                                   Compiler& compiler, Runner& runner) {
   KFUSE_ASSIGN_OR_RETURN(const FamilyGenerator* gen, FindFamily(group.family));
-  const std::vector<int64_t> symbols =
-      opts.symbol_values.empty() ? SymbolValuesForTuning(chain) : opts.symbol_values;
+  const std::vector<int64_t> symbols = SymbolsFor(chain, opts);
   const Variant& v = kernel.spec.variant;
   // The yardsticks and the buffer map of the seed, as TuneKernel judges
   // every candidate.
@@ -591,9 +600,8 @@ absl::StatusOr<Trial> CheckKernel(const Chain& chain, const KernelGroup& group,
     return absl::CancelledError("check cancelled: no caller waits");
   for (int i = 0; i < 2; ++i) {
     if (!compiled[i]->ok())
-      return absl::InternalError(absl::StrCat(i == 0 ? "the float64 reference" : "the eager reference",
-                                              " (", seed.ToString(), ") did not compile: ",
-                                              compiled[i]->status().message()));
+      return YardstickDidNotCompile(i == 0 ? "the float64 reference" : "the eager reference", seed,
+                                    compiled[i]->status());
   }
   const BufferMap buffers = MapBuffers(chain, group, seed_spec, symbols);
   CheckTask like;
