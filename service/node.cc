@@ -18,6 +18,8 @@
 #include "tuner/cuda/driver.h"
 #include "tuner/worker_process.h"
 #include "tuner/nvrtc_compiler.h"
+#include "tuner/retry_start_runner.h"
+#include "service/tuning_start.h"
 
 namespace kfuse {
 namespace {
@@ -38,30 +40,6 @@ std::string Hostname() {
   char buf[HOST_NAME_MAX + 1] = {0};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
   return buf;
-}
-
-// Ceilings are measured once per device and kept in the store.
-Ceilings StoredOrMeasuredCeilings(Store& store, Runner& runner, const DeviceFingerprint& device) {
-  CacheKey key{"ceilings", "v1", device.Digest(), "", "ceilings/1"};
-  auto blob = store.GetDecision(key);
-  v1::Ceilings stored;
-  if (blob.ok() && blob->has_value() && stored.ParseFromString(**blob) && stored.measured()) {
-    Ceilings c = FromProto(stored);
-    c.source = absl::StrCat("measured on ", device.name);
-    return c;
-  }
-  absl::StatusOr<Ceilings> measured = runner.MeasureCeilings();
-  if (!measured.ok()) {
-    LogEvent(LogLevel::kWarning, "ceilings_not_measured",
-             {{"error", measured.status().ToString()}, {"now", "using nominal figures"}});
-    return NominalCeilings(device.compute_capability());
-  }
-  measured->measured = true;
-  measured->source = absl::StrCat("measured on ", device.name);
-  EntryMeta meta{"ceilings", "", device.name, "measured", "device ceilings"};
-  absl::Status s = store.PutDecision(key, ToProto(*measured).SerializeAsString(), meta);
-  if (!s.ok()) LogEvent(LogLevel::kWarning, "store_put_failed", {{"key", "ceilings"}, {"error", s.ToString()}});
-  return *measured;
 }
 
 }  // namespace
@@ -151,11 +129,11 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
   }
   absl::StatusOr<const DriverApi*> driver = o.no_gpu ? nullptr : LoadDriver();
   if (o.no_gpu) {
-    n->no_gpu_reason_ = "tuning disabled (--no_gpu)";
+    po.no_gpu_reason = "tuning disabled (--no_gpu)";
   } else if (!driver.ok()) {
-    n->no_gpu_reason_ = std::string(driver.status().message());
+    po.no_gpu_reason = std::string(driver.status().message());
   } else if (DeviceCount() == 0) {
-    n->no_gpu_reason_ = "the NVIDIA driver is loaded but sees no GPU";
+    po.no_gpu_reason = "the NVIDIA driver is loaded but sees no GPU";
   } else {
     KFUSE_ASSIGN_OR_RETURN(std::vector<int> devices, o.devices.empty()
                                                         ? absl::StatusOr<std::vector<int>>(std::vector<int>{o.device})
@@ -172,49 +150,45 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
       KFUSE_RETURN_IF_ERROR(ValidateIdlePolicy(idle));
       wpo.idle = idle;
     }
-    if (devices.size() == 1 && !wpo.idle) {
-      // One GPU, no gate: the worker runner itself (it restarts its worker
-      // after a fault instead of leaving a pool).
-      WorkerOptions wo = wpo.worker;
-      wo.device = devices[0];
-      absl::StatusOr<std::unique_ptr<WorkerRunner>> runner = WorkerRunner::Create(wo);
-      if (runner.ok()) {
-        n->runner_ = std::move(*runner);
-      } else {
-        n->no_gpu_reason_ = std::string(runner.status().message());
+    // A start that fails now (the GPU full or held, say) is tried again
+    // later by the starter below, so the node need not be restarted to tune.
+    n->runner_ = std::make_unique<RetryStartRunner>([wpo]() -> absl::StatusOr<std::unique_ptr<Runner>> {
+      if (wpo.devices.size() == 1 && !wpo.idle) {
+        // One GPU, no gate: the worker runner itself (it restarts its
+        // worker after a fault instead of leaving a pool).
+        WorkerOptions wo = wpo.worker;
+        wo.device = wpo.devices[0];
+        KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<WorkerRunner> runner, WorkerRunner::Create(wo));
+        return runner;
       }
-    } else {
-      absl::StatusOr<WorkerPool> pool = CreateWorkerPool(wpo);
-      if (pool.ok()) {
-        for (const std::string& note : pool->notes) LogEvent(LogLevel::kWarning, "tuning_gpu", {{"note", note}});
-        n->runner_ = std::move(pool->pool);
-      } else {
-        n->no_gpu_reason_ = std::string(pool.status().message());
-      }
-    }
-    if (n->runner_ != nullptr) {
-      absl::StatusOr<DeviceFingerprint> dev = n->runner_->Device();
-      if (dev.ok()) {
-        deps.device = *dev;
-        deps.ceilings = StoredOrMeasuredCeilings(*n->store_, *n->runner_, *dev);
-        deps.runner = n->runner_.get();
-        if (auto v = DriverVersion(); v.ok()) po.driver_version = *v;
-      } else {
-        n->no_gpu_reason_ = std::string(dev.status().message());
-        n->runner_.reset();
-      }
-    }
+      KFUSE_ASSIGN_OR_RETURN(WorkerPool pool, CreateWorkerPool(wpo));
+      for (const std::string& note : pool.notes) LogEvent(LogLevel::kWarning, "tuning_gpu", {{"note", note}});
+      return std::move(pool.pool);
+    });
+    deps.runner = n->runner_.get();
+    if (auto v = DriverVersion(); v.ok()) po.driver_version = *v;
   }
-  po.no_gpu_reason = n->no_gpu_reason_;
   po.repro_dir = absl::StrReplaceAll(o.repro_dir, {{"<store>", n->store_path_}});
   po.repro_limits.max_bundles = o.repro_max_bundles;
   n->pipeline_ = std::make_unique<Pipeline>(std::move(deps), std::move(po));
+  if (n->runner_ != nullptr) {
+    n->starter_ = std::make_unique<TuningStarter>(n->runner_.get(), n->store_.get(), n->pipeline_.get());
+    if (n->starter_->TryNow() == TuningStarter::Result::kRetry) n->starter_->Start();
+  }
   return n;
 }
 
-std::string ServiceNode::device_name() const {
-  const auto& d = pipeline_->deps().device;
-  return d ? d->name : "";
+ServiceNode::~ServiceNode() {
+  if (starter_ != nullptr) starter_->Stop();  // Before what it attaches to goes.
 }
+
+bool ServiceNode::can_tune() const { return pipeline_->gpu() != nullptr; }
+
+std::string ServiceNode::device_name() const {
+  std::shared_ptr<const TuningGpu> gpu = pipeline_->gpu();
+  return gpu ? gpu->device.name : "";
+}
+
+std::string ServiceNode::no_gpu_reason() const { return pipeline_->no_gpu_reason(); }
 
 }  // namespace kfuse

@@ -17,7 +17,9 @@
 #include "service/fleet_tier.h"
 #include "service/metrics.h"
 #include "service/pipeline.h"
+#include "service/tuning_start.h"
 #include "tuner/compiler.h"
+#include "tuner/retry_start_runner.h"
 #include "tuner/runner.h"
 #include "tuner/runner_pool.h"
 
@@ -66,12 +68,18 @@ class ServiceNode {
  public:
   static absl::StatusOr<std::unique_ptr<ServiceNode>> Create(const NodeOptions& options);
 
+  ~ServiceNode();
+
   Pipeline* pipeline() { return pipeline_.get(); }
-  bool can_tune() const { return runner_ != nullptr; }
-  const Runner* runner() const { return runner_.get(); }  // Null without a GPU.
+  // A GPU tunes now. A node whose GPU's worker did not start with it tries
+  // again (60 s, doubling, up to an hour) and tunes once one starts.
+  bool can_tune() const;
+  // What tuning runs on, or will once its worker starts (its Unavailable()
+  // says why not yet); null without a GPU or with --no_gpu.
+  const Runner* runner() const { return runner_.get(); }
   const std::string& store_path() const { return store_path_; }
-  std::string device_name() const;
-  const std::string& no_gpu_reason() const { return no_gpu_reason_; }
+  std::string device_name() const;  // Empty while no GPU tunes.
+  std::string no_gpu_reason() const;  // Empty while a GPU tunes.
   const SigningKey& signing_key() const { return signing_key_; }
   const std::string& signing_key_path() const { return signing_key_path_; }
   const TrustedKeys& trusted_keys() const { return trusted_keys_; }
@@ -82,7 +90,6 @@ class ServiceNode {
   ServiceNode() = default;
 
   std::string store_path_;
-  std::string no_gpu_reason_;
   std::string signing_key_path_;
   SigningKey signing_key_;
   TrustedKeys trusted_keys_;
@@ -90,8 +97,9 @@ class ServiceNode {
   std::unique_ptr<Store> store_;
   std::unique_ptr<FleetTier> fleet_;
   std::unique_ptr<Compiler> compiler_;
-  std::unique_ptr<Runner> runner_;
+  std::unique_ptr<RetryStartRunner> runner_;
   std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<TuningStarter> starter_;  // With runner_; stopped first.
 };
 
 // $XDG_CACHE_HOME/kfuse/kfuse.db, else ~/.cache/kfuse/kfuse.db; creates the folder.

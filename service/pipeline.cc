@@ -233,6 +233,15 @@ Pipeline::Pipeline(PipelineDeps deps, PipelineOptions options)
       hot_(std::make_unique<HotCache>(options_.hot_cache_bytes)),
       store_writer_(std::make_unique<ThreadPool>(1)) {
   KFUSE_CHECK(deps_.compiler != nullptr && deps_.store != nullptr);
+  if (deps_.runner != nullptr && deps_.device) {
+    gpu_ = std::make_shared<const TuningGpu>(TuningGpu{deps_.runner, *deps_.device, deps_.ceilings});
+  } else {
+    pending_runner_ = deps_.runner;
+  }
+  // gpu() is the one place to read them: a GPU may be attached later.
+  deps_.runner = nullptr;
+  deps_.device.reset();
+  deps_.ceilings = Ceilings{};
   // The chains refused before a restart stay refused for what is left of
   // their hour.
   absl::StatusOr<std::vector<Store::Refusal>> kept = deps_.store->Refusals();
@@ -247,6 +256,39 @@ Pipeline::Pipeline(PipelineDeps deps, PipelineOptions options)
     const double left = std::min(kMeasuredWrongSeconds, (static_cast<double>(r.until_ms) - wall_ms) / 1000);
     if (left > 0) wrong_[r.key] = KnownWrong{r.reason, now - (kMeasuredWrongSeconds - left)};
   }
+}
+
+std::shared_ptr<const TuningGpu> Pipeline::gpu() const {
+  absl::MutexLock lock(&gpu_mu_);
+  return gpu_;
+}
+
+std::string Pipeline::no_gpu_reason() const {
+  if (gpu() != nullptr) return "";
+  if (pending_runner_ != nullptr) {
+    if (std::optional<std::string> why = pending_runner_->Unavailable()) return *why;
+  }
+  return options_.no_gpu_reason;
+}
+
+absl::Status Pipeline::AttachGpu(TuningGpu gpu) {
+  if (gpu.runner == nullptr) return absl::InvalidArgumentError("gpu.runner is null");
+  {
+    absl::MutexLock lock(&gpu_mu_);
+    if (gpu_ != nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("this server already tunes on ", gpu_->device.name));
+    }
+    gpu_ = std::make_shared<const TuningGpu>(std::move(gpu));
+  }
+  // Plans in memory are keyed by device, so they stay right; answers a
+  // server remembers by request (given without the GPU) do not.
+  gpus_attached_.fetch_add(1);
+  return absl::OkStatus();
+}
+
+uint64_t Pipeline::AnswersEpoch() const {
+  return deps_.store->invalidations() + gpus_attached_.load();
 }
 
 namespace {
@@ -279,10 +321,11 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   KFUSE_ASSIGN_OR_RETURN(p.partition, PartitionChain(p.chain));
   p.chain_hash = ChainHash(p.chain);
 
+  p.gpu = gpu();
   uint32_t cc = request.target().compute_capability();
   if (cc == 0) {
-    cc = static_cast<uint32_t>(deps_.device ? deps_.device->compute_capability()
-                                            : options_.default_compute_capability);
+    cc = static_cast<uint32_t>(p.gpu ? p.gpu->device.compute_capability()
+                                     : options_.default_compute_capability);
   }
   KFUSE_ASSIGN_OR_RETURN(p.arch, ArchFor(request.target(), cc));
   p.compute_capability = static_cast<int>(cc);  // One of kSupportedCcs.
@@ -291,11 +334,11 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   p.budget_seconds = request.policy().budget_seconds() > 0 ? request.policy().budget_seconds()
                      : p.mode == TuneMode::kFull                ? options_.full_budget_seconds
                                                                 : options_.quick_budget_seconds;
-  if (deps_.runner == nullptr || !deps_.device) {
+  if (p.gpu == nullptr) {
     p.untuned_reason = "no usable GPU on this server";
-  } else if (deps_.device->compute_capability() != p.compute_capability) {
+  } else if (p.gpu->device.compute_capability() != p.compute_capability) {
     p.untuned_reason = absl::StrCat("target sm_", cc, " is not this server's GPU (",
-                                    deps_.device->name, ")");
+                                    p.gpu->device.name, ")");
   } else {
     p.can_tune = true;
   }
@@ -303,7 +346,7 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
 
   p.key.chain = p.chain_hash;
   p.key.spec = absl::StrCat("sizes=", absl::StrJoin(p.symbol_values, ","));
-  p.key.device = p.can_tune ? absl::StrCat("gpu:", deps_.device->Digest()) : absl::StrCat("untuned:", p.arch);
+  p.key.device = p.can_tune ? absl::StrCat("gpu:", p.gpu->device.Digest()) : absl::StrCat("untuned:", p.arch);
   p.key.toolchain = absl::StrCat(deps_.compiler->Version(), "/", p.arch);
   p.key.generator = GeneratorVersions(p.partition);
   // On a server that tunes, each search depth has its own entry, so a
@@ -606,7 +649,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   }
 
   // Measured figures of this GPU, or the target's nominal ones.
-  Ceilings ceilings = p.can_tune ? deps_.ceilings : NominalCeilings(p.compute_capability);
+  Ceilings ceilings = p.can_tune ? p.gpu->ceilings : NominalCeilings(p.compute_capability);
 
   std::vector<BuiltKernel> built;
   int total_trials = 0;
@@ -639,13 +682,13 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       // A build from a stored decision (a new toolchain or generator, or
       // an evicted artifact) has not been checked: on a GPU that tunes, it
       // is checked (untimed) before it serves, and one that fails is retuned.
-      if (p.can_tune && deps_.runner != nullptr && decision->state() == v1::TUNE_STATE_TUNED) {
+      if (p.can_tune && decision->state() == v1::TUNE_STATE_TUNED) {
         TuneOptions co;
         co.arch = p.arch;
         co.symbol_values = p.symbol_values;
         co.cancel = cancel;
         absl::StatusOr<Trial> checked =
-            CheckKernel(p.chain, group, *kernel, co, *deps_.compiler, *deps_.runner);
+            CheckKernel(p.chain, group, *kernel, co, *deps_.compiler, *p.gpu->runner);
         if (cancel != nullptr && cancel->load()) return absl::CancelledError("compile cancelled: no caller waits");
         if (!checked.ok()) {
           LogEvent(LogLevel::kWarning, "stored_decision_unchecked",
@@ -682,7 +725,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
         progress(msg);
       };
       absl::StatusOr<TuneResult> tuned =
-          TuneKernel(p.chain, group, to, *deps_.compiler, p.can_tune ? deps_.runner : nullptr, on_trial);
+          TuneKernel(p.chain, group, to, *deps_.compiler, p.can_tune ? p.gpu->runner : nullptr, on_trial);
       if (!tuned.ok()) {
         // What fails here is the seed variant (or its yardsticks).
         if (LeavesRepro(tuned.status())) {
@@ -772,7 +815,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   v1::Provenance* prov = plan.mutable_provenance();
   prov->set_generator_version(p.key.generator);
   prov->set_nvrtc_version(deps_.compiler->Version());
-  if (deps_.device && tuned) *prov->mutable_device() = ToProto(*deps_.device);
+  if (p.gpu && tuned) *prov->mutable_device() = ToProto(p.gpu->device);
   prov->set_state(tuned ? v1::TUNE_STATE_TUNED : v1::TUNE_STATE_HEURISTIC);
   if (!tuned) {
     std::string reason = p.untuned_reason;
@@ -799,7 +842,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   EntryMeta meta;
   meta.family = std::string(FamilyName(part.kernels.front().family));
   meta.arch = p.arch;
-  meta.device = deps_.device && tuned ? deps_.device->name : p.arch;
+  meta.device = p.gpu && tuned ? p.gpu->device.name : p.arch;
   meta.state = tuned ? "tuned" : "heuristic";
   meta.description = ShortDescription(p.chain);
   if (!decision) {
@@ -811,7 +854,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
     }
     d.set_state(prov->state());
     d.set_tuning_seconds(seconds);
-    if (deps_.device && tuned) *d.mutable_device() = ToProto(*deps_.device);
+    if (p.gpu && tuned) *d.mutable_device() = ToProto(p.gpu->device);
     const std::string blob = d.SerializeAsString();
     absl::Status s = deps_.store->PutDecision(p.decision_key, blob, meta);
     if (!s.ok()) {
@@ -892,7 +935,7 @@ void Pipeline::LeaveRepro(const Prepared& p, size_t index, ReproKind kind, const
   copts.arch = p.arch;
   info.compile_options = NvrtcOptions(copts);
   info.driver_version = options_.driver_version;
-  info.device = deps_.device;
+  if (p.gpu) info.device = p.gpu->device;
   absl::StatusOr<std::string> dir = WriteReproBundle(options_.repro_dir, info, options_.repro_limits);
   if (dir.ok()) {
     LogEvent(LogLevel::kWarning, "repro_bundle",

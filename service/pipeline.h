@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,8 +40,19 @@
 
 namespace kfuse {
 
+// The GPU a pipeline tunes on: its runner, what it is, and its measured
+// ceilings.
+struct TuningGpu {
+  Runner* runner = nullptr;
+  DeviceFingerprint device;
+  Ceilings ceilings;
+};
+
 struct PipelineDeps {
   Compiler* compiler = nullptr;  // Required.
+  // The GPU at construction; the pipeline keeps them as its TuningGpu (read
+  // them through Pipeline::gpu(), which also sees one attached later). A
+  // runner without a device has no GPU yet: it only says why (no_gpu_reason).
   Runner* runner = nullptr;      // Null: no usable GPU, heuristic answers.
   Store* store = nullptr;        // Required.
   std::optional<DeviceFingerprint> device;  // The GPU tuning runs on.
@@ -56,7 +68,7 @@ struct PipelineOptions {
   double full_budget_seconds = 10.0;
   bool read_only = false;           // Serve from the store, never compile.
   int64_t hot_cache_bytes = int64_t{256} << 20;  // Plans kept in memory.
-  std::string no_gpu_reason;        // Why tuning is unavailable, for DeviceInfo.
+  std::string no_gpu_reason;        // Why tuning is unavailable, at first.
   uint32_t driver_version = 0;      // The GPU driver's, 0 without one.
   // Where builds leave repro bundles (service/repro.h): a kernel that fails
   // to build, and tuning trials that fail to compile, compute the wrong
@@ -77,6 +89,9 @@ struct Prepared {
   TuneMode mode = TuneMode::kQuick;
   double budget_seconds = 0;
   bool can_tune = false;     // A GPU of the target's architecture is here.
+  // The GPU when this was prepared (null: none): what Build tunes on, so a
+  // GPU attached meanwhile does not change a request halfway.
+  std::shared_ptr<const TuningGpu> gpu;
   std::string untuned_reason;
   CacheKey key;                     // Where a build of this request is stored.
   // Where its tuning decision is: `key` with the generator part replaced by
@@ -134,6 +149,21 @@ class Pipeline {
   absl::Status MeasuredWrong(const Prepared& p) const;
   static constexpr double kMeasuredWrongSeconds = 3600;
 
+  // The GPU tuning runs on; null while there is none.
+  std::shared_ptr<const TuningGpu> gpu() const;
+  // Why there is none (GetDeviceInfo, kfused's start-up line): a runner
+  // given without a device (one whose GPU has not started) says why, else
+  // options.no_gpu_reason; empty once a GPU is attached.
+  std::string no_gpu_reason() const;
+  // A GPU whose worker started after this pipeline was made (its first start
+  // failed): requests prepared from now on tune on it, and answers given
+  // without it are no longer served from memory. FailedPrecondition when a
+  // GPU is already attached; `gpu.runner` must outlive the pipeline.
+  absl::Status AttachGpu(TuningGpu gpu);
+  // Changes whenever an answer remembered in memory may have gone stale: an
+  // entry deleted from the store (Store::invalidations), a GPU attached.
+  uint64_t AnswersEpoch() const;
+
   const PipelineDeps& deps() const { return deps_; }
   const PipelineOptions& options() const { return options_; }
 
@@ -181,6 +211,10 @@ class Pipeline {
   };
   mutable absl::Mutex wrong_mu_;
   mutable absl::flat_hash_map<std::string, KnownWrong> wrong_ ABSL_GUARDED_BY(wrong_mu_);
+  mutable absl::Mutex gpu_mu_;
+  std::shared_ptr<const TuningGpu> gpu_ ABSL_GUARDED_BY(gpu_mu_);
+  const Runner* pending_runner_ = nullptr;  // deps.runner given without a device.
+  std::atomic<uint64_t> gpus_attached_{0};
 };
 
 // Names from this request (inputs, outputs, symbols) replace the stored ones:

@@ -191,7 +191,7 @@ KernelServiceImpl::KernelServiceImpl(Pipeline* pipeline, ServiceOptions options)
       background_pool_(std::make_unique<ThreadPool>(options_.job_threads)),
       admin_pool_(std::make_unique<ThreadPool>(kAdminThreads)) {
   if (options_.metrics == nullptr) options_.metrics = &NullMetrics();
-  seen_invalidations_ = pipeline_->deps().store->invalidations();
+  seen_epoch_ = pipeline_->AnswersEpoch();
 }
 
 KernelServiceImpl::~KernelServiceImpl() { Drain(); }
@@ -223,15 +223,15 @@ void KernelServiceImpl::AddBuilding(int delta) {
 }
 
 void KernelServiceImpl::DropStaleAnswers() {
-  const uint64_t now = pipeline_->deps().store->invalidations();
+  const uint64_t now = pipeline_->AnswersEpoch();
   // A load on the hit path. Memory is cleared before the new count is
   // published, so a caller that sees the count current never reads what
   // the clear is about to drop.
-  uint64_t seen = seen_invalidations_.load();
+  uint64_t seen = seen_epoch_.load();
   if (seen == now) return;
   pipeline_->ClearHot();
   answers_.Clear();
-  seen_invalidations_.compare_exchange_strong(seen, now);
+  seen_epoch_.compare_exchange_strong(seen, now);
 }
 
 absl::Status KernelServiceImpl::Authorize(grpc::CallbackServerContext* ctx) const {
@@ -603,14 +603,14 @@ grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerC
                                                            const v1::GetDeviceInfoRequest* req,
                                                            v1::DeviceInfo* resp) {
   if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
-  const PipelineDeps& d = pipeline_->deps();
-  resp->set_has_gpu(d.device.has_value() && d.runner != nullptr);
-  if (d.device) *resp->mutable_device() = ToProto(*d.device);
-  if (!resp->has_gpu()) resp->set_reason(pipeline_->options().no_gpu_reason);
+  const std::shared_ptr<const TuningGpu> gpu = pipeline_->gpu();
+  resp->set_has_gpu(gpu != nullptr);
+  if (gpu) *resp->mutable_device() = ToProto(gpu->device);
+  if (!gpu) resp->set_reason(pipeline_->no_gpu_reason());
   resp->set_driver_version(pipeline_->options().driver_version);
-  resp->set_nvrtc_version(d.compiler->Version());
+  resp->set_nvrtc_version(pipeline_->deps().compiler->Version());
   for (const std::string& a : ServedArchs()) resp->add_supported_archs(a);
-  Ceilings c = d.device ? d.ceilings : NominalCeilings(pipeline_->options().default_compute_capability);
+  Ceilings c = gpu ? gpu->ceilings : NominalCeilings(pipeline_->options().default_compute_capability);
   *resp->mutable_ceilings() = ToProto(c);
   resp->set_generator_version(absl::StrCat(GeneratorVersion(Family::kPointwise), "+",
                                            GeneratorVersion(Family::kRowReduction), "+",

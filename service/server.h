@@ -122,10 +122,10 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
   mutable absl::Mutex building_mu_;  // Orders the count's changes with the gauge's.
   int building_ ABSL_GUARDED_BY(building_mu_) = 0;  // Jobs on a worker thread now (kfuse_jobs_running).
   void AddBuilding(int delta);
-  // The store's invalidations() when memory was last known current.
-  std::atomic<uint64_t> seen_invalidations_{0};
+  // The pipeline's AnswersEpoch() when memory was last known current.
+  std::atomic<uint64_t> seen_epoch_{0};
   // Drops the answers kept in memory when another process on the store
-  // deleted or replaced entries since.
+  // deleted or replaced entries since, or a GPU to tune on was attached.
   void DropStaleAnswers();
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<ThreadPool> background_pool_;  // Jobs asked for as background work.

@@ -470,10 +470,14 @@ absl::StatusOr<WorkerPool> CreateWorkerPool(const WorkerPoolOptions& o) {
   }
   if (model.empty()) {
     std::vector<std::string> failures;
-    for (size_t k = 0; k < o.devices.size(); ++k)
+    // Every start failed the same way (no worker binary, say): that code,
+    // so the caller can tell a failure trying again cannot help.
+    absl::StatusCode code = started[0].ok() ? absl::StatusCode::kUnavailable : started[0].code();
+    for (size_t k = 0; k < o.devices.size(); ++k) {
       failures.push_back(absl::StrCat("GPU ", o.devices[k], ": ", started[k].message()));
-    return absl::UnavailableError(
-        absl::StrCat("no tuning worker started: ", absl::StrJoin(failures, "; ")));
+      if (started[k].code() != code) code = absl::StatusCode::kUnavailable;
+    }
+    return absl::Status(code, absl::StrCat("no tuning worker started: ", absl::StrJoin(failures, "; ")));
   }
   WorkerPool out;
   std::vector<PoolMember> members;

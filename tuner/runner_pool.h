@@ -182,7 +182,8 @@ struct WorkerPool {
 
 // Starts one WorkerRunner per device (in parallel) and, with an idle policy,
 // an NvmlLoadProbe per device that leaves that worker's own load out.
-// Unavailable, naming every device's reason, when no worker starts.
+// When no worker starts: an error naming every device's reason, with their
+// code when they share one (NotFound: no worker binary), else Unavailable.
 absl::StatusOr<WorkerPool> CreateWorkerPool(const WorkerPoolOptions& options);
 
 }  // namespace kfuse

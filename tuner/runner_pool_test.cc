@@ -774,5 +774,18 @@ TEST(RunnerPoolTest, ParseDeviceList) {
   }
 }
 
+// Every worker failing the same way that trying again cannot help (no
+// binary) gives that code, so the node does not retry the start for ever.
+TEST(CreateWorkerPoolTest, NoWorkerBinaryOnAnyGpuIsNotFoundNamingEach) {
+  WorkerPoolOptions o;
+  o.devices = {0, 1};
+  o.worker.worker_path = "/nonexistent/kfuse-worker";
+  absl::StatusOr<WorkerPool> wp = CreateWorkerPool(o);
+  ASSERT_FALSE(wp.ok());
+  EXPECT_EQ(wp.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(wp.status().message(), ::testing::HasSubstr("GPU 0: tuning worker /nonexistent/kfuse-worker"));
+  EXPECT_THAT(wp.status().message(), ::testing::HasSubstr("GPU 1: tuning worker /nonexistent/kfuse-worker"));
+}
+
 }  // namespace
 }  // namespace kfuse
