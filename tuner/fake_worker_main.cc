@@ -13,6 +13,10 @@
 //   exit7        kReady, then exits with code 7
 //   slow         kReady, then 30 s before its trials (a candidate still on
 //                the GPU)
+//   cancellable  kReady, then each candidate takes 200 ms; a kCancel ends
+//                the task there with kTaskDone Cancelled
+//   late_cancel  as ok after 500 ms: a kCancel sent meanwhile is read once
+//                the task is done (and ignored, as the worker does)
 // or, instead of tasks:
 //   no_gpu       answers hello Unavailable, as a worker whose GPU is gone
 //   broken_gpu   answers hello Internal, as a worker whose driver call failed
@@ -22,6 +26,7 @@
 //                Unavailable where ptrace is refused
 //
 //   kfuse-fake-worker --fd=3 --device=0 --parent-pid=1234
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <unistd.h>
@@ -103,6 +108,7 @@ int Serve(int fd, const std::string& mode) {
       if (!Send(fd, kMsgCeilingsReply, EncodeCeilingsReply(c))) return 0;
       continue;
     }
+    if (f->type == kMsgCancel) continue;  // Its task was done before it came.
     if (f->type != kMsgRun) return 2;
     absl::StatusOr<RunRequest> req = DecodeRunRequest(f->payload);
     if (!req.ok()) return 2;
@@ -119,16 +125,28 @@ int Serve(int fd, const std::string& mode) {
       }
       return 0;
     }
+    if (mode == "late_cancel") usleep(500'000);
     uint32_t end = static_cast<uint32_t>(req->task.candidates.size());
     if (mode == "extra_trial") ++end;
-    for (uint32_t i = req->first_candidate; i < end; ++i) {
+    bool cancelled = false;
+    for (uint32_t i = req->first_candidate; i < end && !cancelled; ++i) {
+      if (mode == "cancellable") {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 200) > 0) {
+          absl::StatusOr<Frame> c = RecvFrame(fd, 5.0, kMaxFrameBytes);
+          if (!c.ok() || c->type != kMsgCancel) return 2;
+          cancelled = true;
+          break;
+        }
+      }
       TrialResult t;
       t.index = i;
       t.outcome = Outcome::kOk;
       t.median_seconds = 1e-6;
       if (!Send(fd, kMsgTrial, EncodeTrialResult(t))) return 0;
     }
-    if (!Send(fd, kMsgTaskDone, EncodeStatus(absl::OkStatus()))) return 0;
+    const absl::Status done = cancelled ? absl::CancelledError("the task was cancelled") : absl::OkStatus();
+    if (!Send(fd, kMsgTaskDone, EncodeStatus(done))) return 0;
   }
 }
 

@@ -261,16 +261,16 @@ absl::StatusOr<std::vector<Trial>> WorkerRunner::Run(
     while (true) {
       double timeout = in_setup ? setup_timeout : candidate_timeout;
       if (task_in.cancel != nullptr && task_in.cancel->load()) {
-        worker_.reset();  // Trials may come faster than the wait below looks.
+        StopTaskLocked();  // Trials may come faster than the wait below looks.
         return absl::CancelledError("tuning cancelled: no caller waits");
       }
       if (task_in.cancel != nullptr) {
         // Between frames, a quarter second at a time: a caller gone stops
-        // the run without waiting out the candidate (or the budget) on the GPU.
+        // the run without waiting out the budget on the GPU.
         const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
         while (!worker_->WaitReadable(0.25) && std::chrono::steady_clock::now() < until) {
           if (task_in.cancel->load()) {
-            worker_.reset();  // Kills it: its candidate stops with it.
+            StopTaskLocked();
             return absl::CancelledError("tuning cancelled: no caller waits");
           }
         }
@@ -340,6 +340,28 @@ absl::StatusOr<std::vector<Trial>> WorkerRunner::Run(
     }
   }
   return trials;
+}
+
+void WorkerRunner::StopTaskLocked() {
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(opts_.cancel_drain_seconds);
+  auto left = [&] {
+    return std::chrono::duration<double>(until - std::chrono::steady_clock::now()).count();
+  };
+  if (opts_.cancel_drain_seconds > 0 && worker_->Send(kMsgCancel, "", opts_.cancel_drain_seconds).ok()) {
+    // What the task still sends before it stops is dropped: no caller waits.
+    while (left() > 0) {
+      absl::StatusOr<Frame> f = worker_->Recv(left());
+      if (!f.ok()) break;
+      if (f->type == kMsgTrial || f->type == kMsgReady) continue;
+      if (f->type != kMsgTaskDone) break;
+      absl::StatusOr<absl::Status> done = DecodeStatus(f->payload);
+      // Aborted: a kernel faulted and the worker is exiting.
+      if (done.ok() && done->code() != absl::StatusCode::kAborted) return;  // Stopped; kept.
+      break;
+    }
+  }
+  worker_.reset();  // Kills it: its candidate stops with it.
 }
 
 }  // namespace kfuse

@@ -93,8 +93,11 @@ struct CheckTask {
   // budget spent"), and each one's timing fills its share of what is left.
   double budget_seconds = 0;
   // Not sent to the worker. When set and raised (every caller left, or the
-  // server is stopping), Run stops within a quarter second, kills the worker
-  // (a candidate on the GPU stops with it) and returns Cancelled.
+  // server is stopping), Run notices within a quarter second, asks the
+  // worker to stop before its next candidate and returns Cancelled once it
+  // has (WorkerOptions::cancel_drain_seconds at most; one that has not by
+  // then is killed, its candidate with it), so the next task need not wait
+  // for a fresh worker.
   const std::atomic<bool>* cancel = nullptr;
 };
 
@@ -128,6 +131,9 @@ struct WorkerOptions {
   // A worker takes a request at once; one that has not taken it whole within
   // this is stuck (alive, not reading) and is killed.
   double send_timeout_seconds = 60;
+  // A cancelled task (CheckTask::cancel) is given this long to stop after
+  // its candidate on the GPU; then its worker is killed. 0: killed at once.
+  double cancel_drain_seconds = 3;
   // Monotonic seconds; empty: steady_clock. Tests inject it to pass a
   // start's backoff without waiting.
   std::function<double()> now;
@@ -181,6 +187,10 @@ class WorkerRunner : public Runner {
   // idle (the GPU was reset, or it was killed) or is stuck gets one fresh
   // try. Unavailable when that fails too; the worker is then gone.
   absl::Status SendLocked(uint32_t type, const std::string& payload);
+  // A task in progress whose callers left: asks the worker to stop it and
+  // waits (cancel_drain_seconds at most) for it to say so, dropping what
+  // it still reports; kills a worker that does not.
+  void StopTaskLocked();
 
   WorkerOptions opts_;
   mutable std::mutex mu_;

@@ -3,9 +3,11 @@
 // candidates. Every test skips without a GPU; the kernels' compilation is
 // checked everywhere.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -403,6 +405,45 @@ TEST(RunnerGpuTest, SpentBudgetTimesTheSeedAndSkipsTheRest) {
       << Describe(*trials);
   EXPECT_EQ((*trials)[0].samples_seconds.size(), 10u);  // min(min_repeats, repeats).
   EXPECT_THAT((*trials)[1].message, HasSubstr("budget"));
+}
+
+// A caller gone mid-task: the real worker stops before its next candidate
+// and is kept; a cancel it reads after its task ended is ignored.
+TEST(RunnerGpuTest, ACancelledTaskStopsAndKeepsItsWorker) {
+  REQUIRE_GPU();
+  auto r = MakeRunner();
+  ASSERT_NE(r, nullptr);
+  const int pid = r->pid();
+  // 64 candidates of 0.5 s timing each: half a minute unless stopped.
+  CheckTask task = Task(std::vector<std::string>(64, "add"), 1 << 24);
+  task.timing.repeats = 10000;
+  task.timing.min_repeats = 10000;
+  std::atomic<bool> cancel{false};
+  task.cancel = &cancel;
+  std::atomic<int> reported{0};
+  std::thread leave([&] {
+    for (int i = 0; i < 3000 && reported.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    cancel = true;
+  });
+  absl::StatusOr<std::vector<Trial>> trials = r->Run(task, [&](const Trial&) { ++reported; });
+  leave.join();
+  EXPECT_EQ(trials.status().code(), absl::StatusCode::kCancelled) << trials.status();
+  EXPECT_LT(reported.load(), 10);
+  EXPECT_EQ(r->starts(), 1);
+  EXPECT_EQ(r->pid(), pid);
+
+  // A cancel raised as the last trial comes in: it may reach the worker
+  // after its task ended. Either way the next task runs on the same worker.
+  CheckTask two = Task({"add", "add"});
+  std::atomic<bool> late{false};
+  two.cancel = &late;
+  r->Run(two, [&](const Trial&) { late = true; }).IgnoreError();
+  two.cancel = nullptr;
+  trials = r->Run(two, nullptr);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ(Outcomes(*trials), (std::vector<Outcome>{Outcome::kOk, Outcome::kOk})) << Describe(*trials);
+  EXPECT_EQ(r->starts(), 1);
+  EXPECT_EQ(r->pid(), pid);
 }
 
 TEST(RunnerGpuTest, MeasureCeilings) {

@@ -312,29 +312,85 @@ TEST(RunnerTest, AWorkerThatStopsReadingIsKilledNotWaitedFor) {
   EXPECT_EQ((*r)->starts(), 2);  // One fresh try, stuck as well.
 }
 
-// Every caller left while a candidate is on the GPU: the run stops within a
-// quarter second, its worker killed, rather than after the candidate (or
-// the whole budget).
-TEST(RunnerTest, ACancelledRunStopsWithoutWaitingForItsCandidate) {
+// Runs `task` on `runner`, every caller leaving `after` into the run.
+struct CancelledRun {
+  absl::StatusOr<std::vector<Trial>> trials;
+  double seconds = 0;
+  int reported = 0;
+};
+CancelledRun RunAndLeave(WorkerRunner& runner, CheckTask task, std::chrono::milliseconds after) {
+  std::atomic<bool> cancel{false};
+  task.cancel = &cancel;
+  std::thread leave([&] {
+    std::this_thread::sleep_for(after);
+    cancel = true;
+  });
+  CancelledRun out;
+  const auto start = std::chrono::steady_clock::now();
+  out.trials = runner.Run(task, [&](const Trial&) { ++out.reported; });
+  out.seconds = SecondsSince(start);
+  leave.join();
+  return out;
+}
+
+// `task` (no cancel) runs to its end on the worker `pid`, started once.
+void ExpectTheNextTaskRunsOnTheSameWorker(WorkerRunner& runner, CheckTask task, pid_t pid) {
+  task.cancel = nullptr;
+  absl::StatusOr<std::vector<Trial>> trials = runner.Run(task, {});
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ(trials->size(), task.candidates.size());
+  EXPECT_EQ(runner.pid(), pid);
+  EXPECT_EQ(runner.starts(), 1);
+}
+
+// Every caller left while a candidate is on the GPU and the worker does not
+// stop: the run ends once the drain allowance is spent, its worker killed,
+// rather than after the candidate (or the whole budget).
+TEST(RunnerTest, ACancelledRunWhoseWorkerDoesNotStopEndsWithItKilled) {
   FakeWorker fake("slow");
+  fake.opts.cancel_drain_seconds = 0.5;
   absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
   ASSERT_TRUE(r.ok()) << r.status();
   const pid_t pid = (*r)->pid();
   CheckTask task = QuickTask();
   task.watchdog_seconds = 60;
-  std::atomic<bool> cancel{false};
-  task.cancel = &cancel;
-  std::thread leave([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    cancel = true;
-  });
-  const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<Trial>> trials = (*r)->Run(task, {});
-  const double seconds = SecondsSince(start);
-  leave.join();
-  EXPECT_EQ(trials.status().code(), absl::StatusCode::kCancelled) << trials.status();
-  EXPECT_LT(seconds, 2.0);
+  const CancelledRun run = RunAndLeave(**r, task, std::chrono::milliseconds(300));
+  EXPECT_EQ(run.trials.status().code(), absl::StatusCode::kCancelled) << run.trials.status();
+  EXPECT_LT(run.seconds, 2.0);
   EXPECT_NE(kill(pid, 0), 0);  // Killed and reaped.
+}
+
+// A worker that stops when asked is kept: the next task runs on it without
+// a restart (a CUDA context and the helper kernels' compile).
+TEST(RunnerTest, ACancelledRunKeepsAWorkerThatStopsWhenAsked) {
+  FakeWorker fake("cancellable");
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const pid_t pid = (*r)->pid();
+  CheckTask task = QuickTask();
+  task.candidates.resize(50, task.candidates[0]);  // 10 s at 200 ms each.
+  const CancelledRun run = RunAndLeave(**r, task, std::chrono::milliseconds(500));
+  EXPECT_EQ(run.trials.status().code(), absl::StatusCode::kCancelled) << run.trials.status();
+  EXPECT_LT(run.seconds, 3.0);
+  EXPECT_LT(run.reported, 10);
+  EXPECT_EQ(kill(pid, 0), 0);  // Still running.
+  EXPECT_EQ((*r)->starts(), 1);
+
+  task.candidates.resize(2);
+  ExpectTheNextTaskRunsOnTheSameWorker(**r, task, pid);
+}
+
+// A cancel that reaches the worker after its task ended (the race every
+// cancel can lose) is ignored there, and the stream stays in step.
+TEST(RunnerTest, ACancelThatArrivesAfterTheTaskEndedLeavesTheStreamInStep) {
+  FakeWorker fake("late_cancel");
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const pid_t pid = (*r)->pid();
+  const CheckTask task = QuickTask();
+  EXPECT_EQ(RunAndLeave(**r, task, std::chrono::milliseconds(100)).trials.status().code(),
+            absl::StatusCode::kCancelled);
+  ExpectTheNextTaskRunsOnTheSameWorker(**r, task, pid);
 }
 
 TEST(RunnerTest, CeilingsRestartAWorkerThatDiedWhileIdle) {

@@ -4,6 +4,7 @@
 // --fd; started by WorkerRunner, never by hand:
 //
 //   kfuse-worker --fd=3 --device=0 --parent-pid=1234
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -82,6 +83,20 @@ absl::Status Init(int ordinal, Gpu* gpu) {
   return absl::OkStatus();
 }
 
+// Whether the parent asked, while a task runs, for it to stop: a kCancel
+// waiting on the socket. Anything else there (the parent gone, or out of
+// step) stops the task too; the next read says what it was.
+bool CancelRequested(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if ((p.revents & POLLIN) == 0) return true;  // Hung up or in error.
+  absl::StatusOr<Frame> f = RecvFrame(fd, /*timeout_seconds=*/5, kMaxFrameBytes);
+  if (f.ok() && f->type != kMsgCancel) {
+    std::fprintf(stderr, "kfuse-worker: message type %u during a task; stopping it\n", f->type);
+  }
+  return true;
+}
+
 int Serve(const Args& args) {
   // A reply waits for the parent as long as it takes: the parent reads while
   // a request is out, and kills a worker that does not answer in time.
@@ -115,7 +130,7 @@ int Serve(const Args& args) {
           s = RunTaskInWorker(
               *req, gpu.device, **gpu.kernels, gpu.stream, [&] { return reply(kMsgReady, ""); },
               [&](const TrialResult& t) { return reply(kMsgTrial, EncodeTrialResult(t)); },
-              &poisoned);
+              &poisoned, [&] { return CancelRequested(args.fd); });
         }
         if (poisoned) {
           // The context is unusable for good: say so, then leave without
@@ -141,6 +156,8 @@ int Serve(const Args& args) {
         sent = reply(kMsgCeilingsReply, EncodeCeilingsReply(c));
         break;
       }
+      case kMsgCancel:
+        break;  // Its task had ended before it came: nothing to stop.
       default:
         std::fprintf(stderr, "kfuse-worker: unknown message type %u\n", f->type);
         return 2;

@@ -7,6 +7,9 @@
 //   kHello {version}  ->        <- kHelloReply {version, status, fingerprint}
 //   kRun {task, first, budget}  <- kReady, kTrial {index, ...} x N, kTaskDone {status}
 //                               (kTaskDone Aborted: a kernel faulted, the worker exits)
+//   kCancel (during a kRun)     the worker stops before its next candidate:
+//                               <- kTaskDone Cancelled (a kCancel that arrives
+//                               after its task's kTaskDone is ignored)
 //   kCeilings         ->        <- kCeilingsReply {status, ceilings}
 //
 //   KFUSE_RETURN_IF_ERROR(SendFrame(fd, kMsgRun, EncodeRunRequest(req)));
@@ -39,11 +42,13 @@ enum WorkerMsg : uint32_t {
   kMsgCeilings = 6,
   kMsgCeilingsReply = 7,
   kMsgReady = 8,  // Worker: inputs made, references run; candidates follow.
+  kMsgCancel = 9,  // Parent: no caller waits for the task in progress.
 };
 
 // The encoding of every message below. Bump it with any change to one;
 // WorkerProtocolTest.EncodingsMatchTheVersion fails until it is.
-inline constexpr uint32_t kWorkerProtocolVersion = 3;  // 1: unversioned; 3: index domains.
+// 1: unversioned; 3: index domains; 4: kCancel.
+inline constexpr uint32_t kWorkerProtocolVersion = 4;
 
 // The longest frame the parent takes from a worker. The longest a worker
 // sends is a TrialResult of 10,000 samples (the most repeats ValidateTask

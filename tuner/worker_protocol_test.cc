@@ -230,8 +230,8 @@ TEST(WorkerProtocolTest, EncodingsMatchTheVersion) {
       EncodeStatus(absl::AbortedError("faulted")) + EncodeHelloReply(h) + EncodeCeilingsReply(c);
   uint64_t fnv = 0xcbf29ce484222325ull;
   for (unsigned char ch : all) fnv = (fnv ^ ch) * 0x100000001b3ull;
-  EXPECT_EQ(kWorkerProtocolVersion, 3u);
-  EXPECT_EQ(fnv, 0x04a8fa623cb8250cull)
+  EXPECT_EQ(kWorkerProtocolVersion, 4u);
+  EXPECT_EQ(fnv, 0x0056a0709042e596ull)
       << std::hex << "digest 0x" << fnv
       << ": an encoding changed; bump kWorkerProtocolVersion, then record both here";
 }

@@ -110,7 +110,7 @@ absl::StatusOr<std::vector<ErrorStats>> PrepareReferences(const CheckTask& task,
 
 absl::Status RunTaskInWorker(const RunRequest& req, const DeviceFingerprint& device,
                              const WorkerKernels& kernels, CUstream stream, const ReadySink& ready,
-                             const TrialSink& send, bool* poisoned) {
+                             const TrialSink& send, bool* poisoned, const std::function<bool()>& stop) {
   const Clock::time_point received = Clock::now();
   const CheckTask& task = req.task;
   KFUSE_RETURN_IF_ERROR(ValidateTask(task));
@@ -180,9 +180,12 @@ absl::Status RunTaskInWorker(const RunRequest& req, const DeviceFingerprint& dev
   }
   KFUSE_ASSIGN_OR_RETURN(TimingEvents ev, TimingEvents::Create(task.timing.repeats));
 
+  auto stopped = [&] { return stop && stop(); };
+  if (stopped()) return absl::CancelledError("the task was cancelled");
   KFUSE_RETURN_IF_ERROR(ready());
   const uint32_t n = static_cast<uint32_t>(task.candidates.size());
   for (uint32_t idx = req.first_candidate; idx < n; ++idx) {
+    if (stopped()) return absl::CancelledError("the task was cancelled");
     // The seed (candidate 0) is always timed; the rest only while budget is left.
     if (idx > 0 && req.budget_left_seconds >= 0 && budget_left() <= 0) {
       return SkipFrom(idx, task, kBudgetSpentMessage, send);

@@ -31,10 +31,13 @@ using ReadySink = std::function<absl::Status()>;
 // error first (bad task, or the reference/eager kernels failed). Candidates
 // after 0 that would start once req.budget_left_seconds is spent are
 // kSkipped (kBudgetSpentMessage). Sets *context_poisoned when a kernel
-// faulted: the caller must then exit, after reporting.
+// faulted: the caller must then exit, after reporting. `stop` (may be
+// empty) is asked before `ready` and before each candidate; when it says
+// so the task ends there, Cancelled.
 absl::Status RunTaskInWorker(const RunRequest& req, const DeviceFingerprint& device,
                              const WorkerKernels& kernels, CUstream stream, const ReadySink& ready,
-                             const TrialSink& send, bool* context_poisoned);
+                             const TrialSink& send, bool* context_poisoned,
+                             const std::function<bool()>& stop = {});
 
 }  // namespace kfuse
 
