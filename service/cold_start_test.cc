@@ -385,5 +385,24 @@ TEST_F(ColdStartTest, ARecompiledDecisionTheGpuCannotCheckIsServedAsStored) {
   EXPECT_EQ(rebuilt->plan().kernels(0).variant().DebugString(), g.tuned.plan().kernels(0).variant().DebugString());
 }
 
+// A request that asks for no tuning (MODE_HEURISTIC) reads the decisions of
+// its own depth only, so a tuned decision recompiled for a new generator
+// never puts it on the GPU, not even for the check.
+TEST_F(ColdStartTest, AHeuristicRequestAfterANewGeneratorDoesNotReachTheGpu) {
+  NextGenerator g = TuneThenMoveTheGenerator(*pipeline_, gpu_, 7.5);
+  ASSERT_GT(g.runs, 0);
+  v1::CompileRequest req = Silu(7.5);
+  req.mutable_policy()->set_mode(v1::TuningPolicy::MODE_HEURISTIC);
+  absl::StatusOr<Prepared> p = pipeline_->Prepare(req);
+  ASSERT_TRUE(p.ok()) << p.status();
+  p->key.generator += "-next";
+  for (CacheKey& k : p->lookup_keys) k.generator += "-next";
+  auto built = pipeline_->Build(*p, nullptr, nullptr);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(gpu_.runs.load(), g.runs);
+  EXPECT_EQ(gpu_.checks.load(), 0);
+  EXPECT_EQ(built->plan().provenance().state(), v1::TUNE_STATE_HEURISTIC);
+}
+
 }  // namespace
 }  // namespace kfuse
