@@ -100,6 +100,19 @@ TEST_F(CliRunTest, TunePlainLines) {
   EXPECT_THAT(out_.str(), Not(HasSubstr("\r")));
 }
 
+// A trial that passed at the bucket and failed the check at another size
+// is shown again as failed, and is no longer the best.
+TEST_F(CliRunTest, TuneShowsATrialFailedAtAnotherSizeAndDropsItFromBest) {
+  fake_.service().fastest_fails_check = true;
+  TuneOptions o;
+  o.chain_path = "examples/relu_fma_f32.json";
+  o.mode = "full";
+  ASSERT_EQ(RunTune(g_, o, io_), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("[3/3] time    pointwise{block=192}  7 us  best 7 us"));
+  EXPECT_THAT(out_.str(), HasSubstr("[3/3] check   pointwise{block=192}  wrong_result: at N=769 (passed at "
+                                    "N=1024): max abs error 1  best 8 us"));
+}
+
 TEST_F(CliRunTest, TuneBarOnTty) {
   io_.out_is_tty = true;
   TuneOptions o;

@@ -1,6 +1,8 @@
 // `kfuse tune`: Tune with progress (a bar on a TTY, lines otherwise, JSON
 // lines with --json) and the final summary.
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -50,13 +52,23 @@ int RunTune(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   auto client = ConnectFromFlags(g);
   if (!client.ok()) return ReportUsageError(g, client.status(), io);
   const bool bar = io.out_is_tty && !g.json;
+  // The time of each variant that passed so far: one that fails the check
+  // at another size later ("check") leaves, and with it maybe the best.
+  std::map<std::string, double> passed;
   double best = 0;
   size_t last_width = 0;
   auto on_progress = [&](const kfuse::v1::TuneProgress& p) {
-    if (p.has_trial() && p.trial().outcome() == kfuse::v1::Trial::OUTCOME_OK &&
-        p.trial().median_seconds() > 0 &&
-        (best == 0 || p.trial().median_seconds() < best)) {
-      best = p.trial().median_seconds();
+    if (p.has_trial()) {
+      const auto& t = p.trial();
+      const std::string variant = FormatVariant(t.variant());
+      if (t.outcome() == kfuse::v1::Trial::OUTCOME_OK && t.median_seconds() > 0) {
+        passed[variant] = t.median_seconds();
+      } else {
+        passed.erase(variant);
+      }
+      best = 0;
+      for (const auto& [v, seconds] : passed)
+        if (best == 0 || seconds < best) best = seconds;
     }
     if (g.json) {
       kfuse::v1::TuneProgress copy = p;

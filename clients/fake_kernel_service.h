@@ -8,6 +8,7 @@
 #ifndef KFUSE_CLIENTS_FAKE_KERNEL_SERVICE_H_
 #define KFUSE_CLIENTS_FAKE_KERNEL_SERVICE_H_
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <set>
@@ -72,14 +73,24 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
       w->Write(p);
       return grpc::Status::OK;
     }
-    for (int i = 1; i <= n; ++i) {
+    for (int i = 1; i <= n + (fastest_fails_check ? 1 : 0); ++i) {
       kfuse::v1::TuneProgress p;
       p.set_phase("time");
-      p.set_done(i);
+      p.set_done(std::min(i, n));
       p.set_total(n);
-      p.mutable_trial()->set_outcome(kfuse::v1::Trial::OUTCOME_OK);
-      p.mutable_trial()->set_median_seconds(1e-6 * (10 - i));
-      if (i == n) {
+      auto* t = p.mutable_trial();
+      t->set_outcome(kfuse::v1::Trial::OUTCOME_OK);
+      t->set_median_seconds(1e-6 * (10 - i));
+      t->mutable_variant()->set_family(kfuse::v1::FAMILY_POINTWISE);
+      (*t->mutable_variant()->mutable_params())["block"] = 64 * i;
+      if (i > n) {  // The fastest (the last timed) fails at another size.
+        p.set_phase("check");
+        (*t->mutable_variant()->mutable_params())["block"] = 64 * n;
+        t->set_outcome(kfuse::v1::Trial::OUTCOME_WRONG_RESULT);
+        t->set_median_seconds(0);
+        t->set_message("at N=769 (passed at N=1024): max abs error 1");
+      }
+      if (i == n + (fastest_fails_check ? 1 : 0)) {
         p.mutable_result()->mutable_plan()->set_key("tuned");
         p.mutable_result()->set_cache(stored ? kfuse::v1::CACHE_OUTCOME_HIT
                                              : kfuse::v1::CACHE_OUTCOME_MISS);
@@ -195,6 +206,8 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
   // Tune: every request, a delay before answering, what was tuned before.
   std::vector<kfuse::v1::CompileRequest> tune_requests;
   bool untimed = false;  // Tune answers heuristic (untuned) plans.
+  // Tune: the fastest trial comes again as failed at another size ("check").
+  bool fastest_fails_check = false;
   int tune_delay_ms = 0;
   std::set<std::string> tuned;
   // ExportKernels answers from these; ImportKernels records batch sizes and

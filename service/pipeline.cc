@@ -718,7 +718,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
       auto on_trial = [&](const Trial& t, int done, int total) {
         if (!progress) return;
         v1::TuneProgress msg;
-        msg.set_phase("tune");
+        msg.set_phase(t.symbol_values.empty() ? "tune" : "check");
         msg.set_done(done);
         msg.set_total(total);
         *msg.mutable_trial() = ToProto(t);

@@ -529,10 +529,28 @@ TEST_F(PipelineReproTest, AKernelWrongAtAnotherSizeLeavesABundleOfThatSize) {
   absl::StatusOr<Prepared> p = pipeline->Prepare(request);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->symbol_values, (std::vector<int64_t>{1024}));
-  absl::StatusOr<v1::CompileResponse> built = pipeline->Build(*p, {}, nullptr);
+  std::vector<v1::TuneProgress> progress;
+  absl::StatusOr<v1::CompileResponse> built =
+      pipeline->Build(*p, [&](const v1::TuneProgress& m) { progress.push_back(m); }, nullptr);
   // Every candidate, the seed too, is wrong at 769: nothing may serve.
   EXPECT_EQ(built.status().code(), absl::StatusCode::kInternal) << built.status();
   EXPECT_THAT(built.status().message(), HasSubstr("at n=769 (passed at n=1024)"));
+  // The Tune stream said so: each trial passed at the bucket ("tune"), then
+  // came again failed ("check").
+  int tuned = 0, checked = 0;
+  for (const v1::TuneProgress& m : progress) {
+    if (m.phase() == "tune") {
+      ++tuned;
+      EXPECT_EQ(m.trial().outcome(), v1::Trial::OUTCOME_OK);
+    } else {
+      EXPECT_EQ(m.phase(), "check");
+      ++checked;
+      EXPECT_EQ(m.trial().outcome(), v1::Trial::OUTCOME_WRONG_RESULT);
+      EXPECT_THAT(m.trial().message(), HasSubstr("at n=769 (passed at n=1024)"));
+    }
+  }
+  EXPECT_GT(tuned, 0);
+  EXPECT_EQ(checked, tuned);
   std::vector<ReproInfo> bundles = Bundles();
   ASSERT_FALSE(bundles.empty());
   for (const ReproInfo& b : bundles) {

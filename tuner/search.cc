@@ -540,6 +540,9 @@ absl::StatusOr<TuneResult> TuneKernel(const Chain& chain, const KernelGroup& gro
                                     std::chrono::duration<double>(opts.budget_seconds));
   const int best = CheckAtOtherSizes(chain, group, seed_spec, symbols, task, *runner, deadline,
                                      *ran, check_failure);
+  // A trial reported passing that failed at another size is reported again.
+  for (const Trial& t : *ran)
+    if (progress && !t.symbol_values.empty()) progress(t, done, total);
   const double measured = best < 0 ? 0 : (*ran)[best].median_seconds;
   result.tuning_seconds = Since(start);
   for (Trial& t : *ran) result.trials.push_back(std::move(t));

@@ -93,6 +93,9 @@ struct TuneResult {
   std::vector<std::vector<int64_t>> checked_sizes;
 };
 
+// Each trial as it finishes at the bucket; then, once more, each of those
+// that passed there and failed the check at another size (its
+// symbol_values set to that size).
 using TuneProgressFn = std::function<void(const Trial&, int done, int total)>;
 
 // Tunes the kernel computing `group` of validated, canonical `chain`.

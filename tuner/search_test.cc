@@ -357,12 +357,23 @@ TEST(TuneKernelTest, WhenTheFastestFailAtOtherSizesTheRestAreChecked) {
   for (size_t i = 0; i < 4; ++i)
     runner.sized_script_[{(*cands)[i].ToString(), {769}}] = {Outcome::kWrongResult, 0};
   runner.sized_script_[{(*cands)[4].ToString(), {3}}] = {Outcome::kLaunchError, 0};
-  absl::StatusOr<TuneResult> r =
-      TuneKernel(f.chain, f.group, Opts(TuneMode::kFull), compiler, &runner);
+  // Progress: each trial at the bucket, then again each that failed later.
+  std::vector<Trial> reported;
+  absl::StatusOr<TuneResult> r = TuneKernel(f.chain, f.group, Opts(TuneMode::kFull), compiler, &runner,
+                                            [&](const Trial& t, int, int) { reported.push_back(t); });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->tuned) << r->untuned_reason;
   EXPECT_EQ(r->best, (*cands)[5]);
   EXPECT_THAT(r->seed_failure, HasSubstr("wrong_result: at n=769"));
+  ASSERT_EQ(reported.size(), cands->size() + 5);
+  for (size_t i = 0; i < cands->size(); ++i) EXPECT_EQ(reported[i].outcome, Outcome::kOk) << i;
+  for (size_t i = 0; i < 5; ++i) {
+    const Trial& again = reported[cands->size() + i];
+    EXPECT_EQ(again.variant, (*cands)[i]);
+    EXPECT_EQ(again.outcome, i < 4 ? Outcome::kWrongResult : Outcome::kLaunchError);
+    EXPECT_EQ(again.symbol_values, (std::vector<int64_t>{i < 4 ? 769 : 3}));
+    EXPECT_THAT(again.message, HasSubstr("(passed at n=1024)"));
+  }
   EXPECT_FALSE(r->seed_failed);
   // The bucket; the first four at 769 (none left for 3); the rest at both.
   ASSERT_EQ(runner.tasks_.size(), 4u);
