@@ -133,6 +133,7 @@ absl::Status Store::OpenFile() {
     // A plain read-only open first: it reads a live file (another process
     // writing it, its write-ahead log) with SQLite's locks.
     reader_uri_.clear();
+    RememberFile();  // Before the open: a file put there meanwhile is followed later.
     absl::Status plain = OpenReader();
     if (plain.ok() || FolderWritable(opts_.path)) return plain;
     // WAL readers need a -shm file beside the database, which cannot be
@@ -170,16 +171,20 @@ absl::Status Store::OpenFile() {
   KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/false, &schema_version_));
   KFUSE_RETURN_IF_ERROR(Probe(*db));
   writer_ = std::move(db);
-  if (struct stat st; ::stat(opts_.path.c_str(), &st) == 0) {
-    file_dev_ = static_cast<uint64_t>(st.st_dev);
-    file_ino_ = static_cast<uint64_t>(st.st_ino);
-  }
+  RememberFile();
   return absl::OkStatus();
+}
+
+void Store::RememberFile() {
+  struct stat st;
+  if (::stat(opts_.path.c_str(), &st) != 0) return;
+  file_dev_ = static_cast<uint64_t>(st.st_dev);
+  file_ino_ = static_cast<uint64_t>(st.st_ino);
 }
 
 bool Store::PathWasReplaced() {
   struct stat st;
-  if (opts_.read_only || file_ino_ == 0 || ::stat(opts_.path.c_str(), &st) != 0) return false;
+  if (file_ino_ == 0 || ::stat(opts_.path.c_str(), &st) != 0) return false;
   return static_cast<uint64_t>(st.st_dev) != file_dev_ || static_cast<uint64_t>(st.st_ino) != file_ino_;
 }
 
@@ -190,6 +195,10 @@ void Store::FollowReplacedFile() {
   }
   absl::MutexLock l(&db_mu_);
   if (!PathWasReplaced()) return;
+  if (opts_.read_only) {
+    FollowReplacedReadOnlyFile();
+    return;
+  }
   CloseFile();
   absl::Status st = OpenFile();
   ++generation_;
@@ -202,6 +211,48 @@ void Store::FollowReplacedFile() {
            {{"store", opts_.path},
             {"why", "the file at the path was replaced (another process moved a corrupt store aside)"},
             {"error", st.ok() ? "" : st.ToString()}});
+}
+
+void Store::FollowReplacedReadOnlyFile() {
+  // A file put in place of the one served (a new store shipped to serving
+  // nodes): served from now on. One that cannot be read (copied halfway,
+  // not a kfuse store) is not: the old file keeps serving, and the new one
+  // is tried again each second, said once.
+  std::vector<std::unique_ptr<Db>> old_readers;
+  {
+    absl::MutexLock p(&pool_mu_);
+    old_readers.swap(idle_readers_);
+  }
+  const std::string old_uri = reader_uri_;
+  const int64_t old_version = schema_version_;
+  const uint64_t old_dev = file_dev_, old_ino = file_ino_;
+  absl::Status st = OpenFile();
+  if (!st.ok()) {
+    const uint64_t refused_ino = file_ino_;
+    {
+      absl::MutexLock p(&pool_mu_);
+      idle_readers_.swap(old_readers);
+    }
+    reader_uri_ = old_uri;
+    schema_version_ = old_version;
+    file_dev_ = old_dev;
+    file_ino_ = old_ino;
+    if (refused_ino != refused_ino_) {
+      refused_ino_ = refused_ino;
+      LogEvent(LogLevel::kWarning, "store_not_reopened",
+               {{"store", opts_.path}, {"error", st.ToString()},
+                {"now", "serving the file opened before; trying the new one each second"}});
+    }
+    return;
+  }
+  ++generation_;
+  refused_ino_ = 0;
+  // What callers keep of the old file in memory is stale: the new file's
+  // counter is read afresh.
+  invalidations_seen_ = -1;
+  ++invalidations_;
+  LogEvent(LogLevel::kInfo, "store_reopened",
+           {{"store", opts_.path}, {"why", "the file at the path was replaced: serving the new one"}});
 }
 
 absl::Status Store::OpenReader() {

@@ -191,8 +191,12 @@ class Store {
   // process sharing it moved it aside as corrupt and made a fresh one).
   bool PathWasReplaced() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Reopens the path when it was replaced, so that this process writes where
-  // the others read; called once a second.
+  // the others read, or (read-only) serves the file put there; called once a
+  // second.
   void FollowReplacedFile();
+  void FollowReplacedReadOnlyFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // Notes the device and inode at the path: the file opened.
+  void RememberFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   absl::StatusOr<Reader> AcquireReader() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Runs `body` in a write transaction on the writer connection, waiting
   // up to `busy_timeout_ms` (-1: the store's) for another process's lock.
@@ -227,6 +231,9 @@ class Store {
   // The file opened (device and inode), to tell when the path is replaced.
   uint64_t file_dev_ ABSL_GUARDED_BY(db_mu_) = 0;
   uint64_t file_ino_ ABSL_GUARDED_BY(db_mu_) = 0;
+  // A read-only store: the inode of a replacing file that could not be
+  // opened, said once (0: none).
+  uint64_t refused_ino_ ABSL_GUARDED_BY(db_mu_) = 0;
   // Read-only opens of a file in a folder this process cannot write: the
   // immutable URI every connection opens; empty otherwise.
   std::string reader_uri_ ABSL_GUARDED_BY(db_mu_);

@@ -286,6 +286,41 @@ TEST(StoreRecoveryTest, ProcessesSharingACorruptFileEndOnOneFreshFile) {
   EXPECT_TRUE(a->IntegrityCheck().ok());
 }
 
+// A serving-only node (read-only store) whose file is replaced by a new one
+// (a store shipped to serving nodes, moved into place): within a second it
+// serves the new file, and says that memory is stale. A file put there that
+// cannot be read does not stop it serving the old one.
+TEST(StoreRecoveryTest, AReadOnlyStoreServesTheFilePutInPlaceOfItsOwn) {
+  const std::string path = FreshDbPath("shipped");
+  {
+    auto first = OpenOrDie({.path = path});
+    ASSERT_TRUE(first->PutArtifact(TestKey("old"), "old", TestMeta()).ok());
+  }
+  auto ro = OpenOrDie({.path = path, .busy_timeout_ms = 5000, .read_only = true});
+  ASSERT_EQ(Read(*ro, TestKey("old")), "old");
+  const uint64_t before = ro->invalidations();
+
+  // Not a store: copied halfway, say. The old file keeps serving.
+  const std::string broken = path + ".broken";
+  std::ofstream(broken, std::ios::binary) << "half a file";
+  ASSERT_EQ(std::rename(broken.c_str(), path.c_str()), 0);
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_EQ(Read(*ro, TestKey("old")), "old");
+  EXPECT_EQ(ro->invalidations(), before);
+
+  const std::string next = path + ".next";
+  {
+    auto made = OpenOrDie({.path = next});
+    ASSERT_TRUE(made->PutArtifact(TestKey("new"), "new", TestMeta()).ok());
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  ASSERT_EQ(std::rename(next.c_str(), path.c_str()), 0);
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_EQ(Read(*ro, TestKey("new")), "new");
+  EXPECT_EQ(Read(*ro, TestKey("old")), "(missing)");
+  EXPECT_GT(ro->invalidations(), before);
+}
+
 // --store pointing at a file kfuse did not make: refused, and the file
 // left byte for byte as it was (not moved aside, not switched to WAL, no
 // table added).
