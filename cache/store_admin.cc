@@ -147,7 +147,8 @@ absl::Status Store::PutRefusal(const Refusal& r) {
       s.Bind(1, r.key);
       s.Bind(2, r.reason);
       s.Bind(3, r.until_ms);
-      return s.Run();
+      KFUSE_RETURN_IF_ERROR(s.Run());
+      return BumpInvalidations(db);  // Other processes on the file refuse it too.
     });
   });
 }
@@ -157,7 +158,8 @@ absl::Status Store::DeleteRefusal(const std::string& key) {
     return Write([&](Db& db) -> absl::Status {
       KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare("DELETE FROM refusals WHERE key = ?1"));
       s.Bind(1, key);
-      return s.Run();
+      KFUSE_RETURN_IF_ERROR(s.Run());
+      return db.changes() > 0 ? BumpInvalidations(db) : absl::OkStatus();  // They lift it too.
     });
   });
 }

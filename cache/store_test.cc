@@ -405,6 +405,26 @@ TEST(StoreTest, VersionOneMigratesToTheInvalidationCounter) {
 // Chains refused for an answer measured wrong outlast a restart and expire
 // by the store's clock; a file from before them (version 3) has none when
 // read as it is, and gains the table when opened read-write.
+// A refusal made or lifted through one process moves every process's
+// invalidations(), so each reads the refusals again.
+TEST(StoreTest, ARefusalMadeOrLiftedMovesTheOthersInvalidations) {
+  const std::string path = FreshDbPath("refusals-shared");
+  auto a = OpenOrDie({.path = path});
+  auto b = OpenOrDie({.path = path});
+  ASSERT_TRUE(b->PollInvalidations().ok());
+  uint64_t seen = b->invalidations();
+  ASSERT_TRUE(a->PutRefusal({"k", "wrong_result", int64_t{1} << 50}).ok());
+  ASSERT_TRUE(b->PollInvalidations().ok());
+  EXPECT_GT(b->invalidations(), seen);
+  seen = b->invalidations();
+  ASSERT_TRUE(a->DeleteRefusal("absent").ok());  // Nothing lifted: nothing moves.
+  ASSERT_TRUE(b->PollInvalidations().ok());
+  EXPECT_EQ(b->invalidations(), seen);
+  ASSERT_TRUE(a->DeleteRefusal("k").ok());
+  ASSERT_TRUE(b->PollInvalidations().ok());
+  EXPECT_GT(b->invalidations(), seen);
+}
+
 TEST(StoreTest, RefusalsOutlastAReopenAndExpire) {
   const std::string path = FreshDbPath("refusals");
   int64_t clock = 1000;

@@ -35,15 +35,16 @@ v1::CompileRequest Silu(double scale, bool background = false) {
 class ColdStartTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    store_ = *Store::Open({.path = TestStorePath()});
+    path_ = TestStorePath();
+    store_ = *Store::Open({.path = path_});
     pipeline_ = MakePipeline();
     Serve(ServiceOptions{});
   }
   // A pipeline on this test's store and GPU: another one is a restart.
-  std::unique_ptr<Pipeline> MakePipeline() {
+  std::unique_ptr<Pipeline> MakePipeline(Store* store = nullptr) {
     PipelineDeps deps;
     deps.compiler = &compiler_;
-    deps.store = store_.get();
+    deps.store = store != nullptr ? store : store_.get();
     deps.runner = &gpu_;
     deps.device = FakeGpu::Fingerprint();
     deps.ceilings = NominalCeilings(90);
@@ -89,6 +90,7 @@ class ColdStartTest : public ::testing::Test {
 
   FakeCompiler compiler_;
   FakeGpu gpu_{std::chrono::milliseconds(1500)};
+  std::string path_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<KernelServiceImpl> service_;
@@ -178,6 +180,16 @@ TEST_F(ColdStartTest, AKernelMeasuredWrongIsNeitherServedNorStored) {
 // tuning then finds it wrong and nothing right, the stored answer goes, and
 // the chain is refused (no tuning restarted) until a forced request retunes.
 TEST_F(ColdStartTest, AHeuristicAnswerTuningFindsWrongIsWithdrawnAndRefused) {
+  // Another kfused on the same store file, running all along.
+  std::unique_ptr<Store> neighbour_store = *Store::Open({.path = path_});
+  std::unique_ptr<Pipeline> neighbour = MakePipeline(neighbour_store.get());
+  auto neighbour_refuses = [&] {
+    EXPECT_TRUE(neighbour_store->PollInvalidations().ok());  // Its once-a-second look, now.
+    absl::StatusOr<Prepared> p = neighbour->Prepare(Silu(10.5));
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() && !neighbour->MeasuredWrong(*p).ok();
+  };
+  EXPECT_FALSE(neighbour_refuses());
   gpu_.wrong = true;
   v1::CompileResponse first;
   ASSERT_TRUE(Compile(Silu(10.5, /*background=*/true), &first, std::chrono::seconds(60)).ok());
@@ -212,6 +224,7 @@ TEST_F(ColdStartTest, AHeuristicAnswerTuningFindsWrongIsWithdrawnAndRefused) {
     EXPECT_EQ(refused.code(), absl::StatusCode::kInternal) << refused;
     EXPECT_THAT(refused.message(), HasSubstr("wrong_result: y: max abs error 1"));
   }
+  EXPECT_TRUE(neighbour_refuses());  // The neighbour refuses it without a restart.
 
   // Fixed (a driver, a GPU swapped): a forced request tunes, and the chain serves.
   gpu_.wrong = false;
@@ -225,6 +238,7 @@ TEST_F(ColdStartTest, AHeuristicAnswerTuningFindsWrongIsWithdrawnAndRefused) {
   absl::StatusOr<std::vector<Store::Refusal>> kept = store_->Refusals();
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_TRUE(kept->empty());  // A restart serves it too.
+  EXPECT_FALSE(neighbour_refuses());  // And so does the neighbour.
 }
 
 // The seed is wrong but another candidate is right: the tuned kernel serves

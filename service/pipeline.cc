@@ -244,14 +244,20 @@ Pipeline::Pipeline(PipelineDeps deps, PipelineOptions options)
   deps_.ceilings = Ceilings{};
   // The chains refused before a restart stay refused for what is left of
   // their hour.
+  absl::MutexLock lock(&wrong_mu_);
+  ReadRefusalsLocked();
+}
+
+void Pipeline::ReadRefusalsLocked() const {
+  refusals_epoch_ = deps_.store->invalidations();
   absl::StatusOr<std::vector<Store::Refusal>> kept = deps_.store->Refusals();
   if (!kept.ok()) {
     LogEvent(LogLevel::kWarning, "refusals_not_read", {{"error", kept.status().ToString()}});
-    return;
+    return;  // Those known stay.
   }
   const double now = SteadySeconds();
   const double wall_ms = absl::ToUnixMillis(absl::Now());
-  absl::MutexLock lock(&wrong_mu_);
+  wrong_.clear();
   for (const Store::Refusal& r : *kept) {
     const double left = std::min(kMeasuredWrongSeconds, (static_cast<double>(r.until_ms) - wall_ms) / 1000);
     if (left > 0) wrong_[r.key] = KnownWrong{r.reason, now - (kMeasuredWrongSeconds - left)};
@@ -515,6 +521,9 @@ absl::Status Pipeline::MeasuredWrong(const Prepared& p) const {
   if (!p.can_tune || (p.request.policy().force() && p.mode != TuneMode::kHeuristic)) return absl::OkStatus();
   const double now = SteadySeconds();
   absl::MutexLock lock(&wrong_mu_);
+  // Another process on the store refused a chain, or lifted a refusal
+  // (either moves the store's invalidations): read them again.
+  if (deps_.store->invalidations() != refusals_epoch_) ReadRefusalsLocked();
   auto it = wrong_.find(p.heuristic_key.ArtifactKey());
   if (it == wrong_.end()) return absl::OkStatus();
   if (now - it->second.at > kMeasuredWrongSeconds) {
