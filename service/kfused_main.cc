@@ -357,8 +357,13 @@ int main(int argc, char** argv) {
   bool tuning = (*node)->can_tune();
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus("kfuse.v1.KernelService", true);
+  kfuse::Metrics* metrics = &(*node)->metrics();
   kfuse::TuningHealth tuning_health(
-      (*node)->runner(), [health](bool serving) { health->SetServingStatus("kfuse.v1.Tuning", serving); },
+      (*node)->runner(),
+      [health, metrics](bool serving) {
+        health->SetServingStatus("kfuse.v1.Tuning", serving);
+        metrics->SetTuningAvailable(serving);
+      },
       tuning_interval);
   tuning_health.Start();
   const kfuse::LogLevel info = kfuse::LogLevel::kInfo;

@@ -200,6 +200,9 @@ struct Metrics::Impl {
                               {"what"}, AddCounter),
         trials(CounterFamily(*registry, "kfuse_trials_total", "Tuning trials by outcome."), {"outcome"},
                AddCounter),
+        tuning_available(GaugeFamily(*registry, "kfuse_tuning_available",
+                                     "1 while a GPU of this node can take a tuning task, 0 otherwise.")
+                             .Add({})),
         fleet_up_family(GaugeFamily(*registry, "kfuse_fleet_up",
                                     "1 while the fleet store answers, 0 while it does not.")),
         fleet_errors(CounterFamily(*registry, "kfuse_fleet_errors_total", "Failed fleet store operations."),
@@ -224,6 +227,7 @@ struct Metrics::Impl {
   prometheus::Gauge& jobs_running;
   Children<prometheus::Counter> verification_failures;
   Children<prometheus::Counter> trials;
+  prometheus::Gauge& tuning_available;
   prometheus::Family<prometheus::Gauge>& fleet_up_family;
   absl::Mutex fleet_up_mu;
   std::atomic<prometheus::Gauge*> fleet_up{nullptr};  // Added by the first SetFleetUp.
@@ -278,6 +282,8 @@ void Metrics::VerificationFailure(absl::string_view what) {
 }
 
 void Metrics::Trial(absl::string_view outcome) { impl_->trials.Get(outcome).Increment(); }
+
+void Metrics::SetTuningAvailable(bool available) { impl_->tuning_available.Set(available ? 1 : 0); }
 
 void Metrics::SetFleetUp(bool up) {
   prometheus::Gauge* gauge = impl_->fleet_up.load(std::memory_order_acquire);

@@ -68,6 +68,9 @@ class Metrics {
   // kfuse_fleet_up (gauge): 1 while the fleet store answers, 0 while it
   // does not; absent when no fleet store is configured.
   void SetFleetUp(bool up);
+  // kfuse_tuning_available (gauge): 1 while a GPU of this node can take a
+  // tuning task (health kfuse.v1.Tuning SERVING), 0 otherwise.
+  void SetTuningAvailable(bool available);
   // kfuse_fleet_errors_total{op}: "get" | "publish" | "lease" | "connect" |
   // "publish_blocked" (this node's slot under a key holds a row that does
   // not verify).

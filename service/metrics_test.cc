@@ -92,6 +92,11 @@ TEST(MetricsTest, EveryFamilyHasItsLabelsAndValues) {
 
 TEST(MetricsTest, FleetUpIsAbsentUntilSet) {
   auto m = Unserved();
+  EXPECT_TRUE(HasLine(m->Text(), "kfuse_tuning_available 0")) << m->Text();  // Until a GPU can tune.
+  m->SetTuningAvailable(true);
+  EXPECT_TRUE(HasLine(m->Text(), "kfuse_tuning_available 1")) << m->Text();
+  m->SetTuningAvailable(false);
+  EXPECT_TRUE(HasLine(m->Text(), "kfuse_tuning_available 0")) << m->Text();
   EXPECT_EQ(m->Text().find("kfuse_fleet_up"), std::string::npos) << m->Text();
   m->SetFleetUp(true);
   EXPECT_TRUE(HasLine(m->Text(), "kfuse_fleet_up 1")) << m->Text();
