@@ -579,8 +579,16 @@ absl::Status Store::Quarantine(Kind kind, const std::string& key, const std::str
     }
     KFUSE_RETURN_IF_ERROR(CollectBlob(db, sha));
     if (moved > 0) KFUSE_RETURN_IF_ERROR(BumpInvalidations(db));
-    return db.Exec(absl::StrCat(
-        "DELETE FROM quarantine WHERE id <= (SELECT max(id) FROM quarantine) - ", kQuarantineKeep));
+    KFUSE_RETURN_IF_ERROR(db.Exec(absl::StrCat(
+        "DELETE FROM quarantine WHERE id <= (SELECT max(id) FROM quarantine) - ", kQuarantineKeep)));
+    // Outside the cap, so bounded apart: the newest rows up to a sixteenth
+    // of it (the newest one always, for inspection).
+    KFUSE_ASSIGN_OR_RETURN(
+        Stmt trim, db.Prepare("DELETE FROM quarantine WHERE id IN (SELECT id FROM (SELECT id, "
+                              "SUM(length(data)) OVER (ORDER BY id DESC) - length(data) AS newer "
+                              "FROM quarantine) WHERE newer >= ?1)"));
+    trim.Bind(1, QuarantineMaxBytes(opts_.max_bytes));
+    return trim.Run();
   });
   if (absl::IsDataLoss(st)) return st;
   if (!st.ok()) {

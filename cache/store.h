@@ -37,6 +37,10 @@
 
 namespace kfuse {
 
+// Bytes of quarantined data kept (beside the newest row, whatever its size):
+// a sixteenth of the cap, which quarantined rows are not counted in.
+inline int64_t QuarantineMaxBytes(int64_t max_bytes) { return max_bytes / 16; }
+
 struct StoreOptions {
   std::string path;
   int64_t max_bytes = 4LL << 30;  // Cap on stored blob bytes; LRU past it.

@@ -114,6 +114,33 @@ TEST(StoreRecoveryTest, CorruptBlobIsMissAndQuarantined) {
   EXPECT_TRUE(store->IntegrityCheck().ok());
 }
 
+// Quarantined rows keep the bad bytes for inspection, outside the cap: they
+// are kept to a sixteenth of it, newest first.
+TEST(StoreRecoveryTest, QuarantineIsBoundedInBytesNewestKept) {
+  const std::string path = FreshDbPath("quarantine-bytes");
+  auto store = OpenOrDie({.path = path, .max_bytes = 16 * 10000});  // 10000 bytes of quarantine.
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = absl::StrCat("bad", i);
+    const std::string blob = TestBlob(name, 4000);
+    ASSERT_TRUE(store->PutArtifact(TestKey(name), blob, TestMeta()).ok());
+    RawExec(path, absl::StrCat("UPDATE blobs SET data = zeroblob(bytes) WHERE sha256 = '", Sha256Hex(blob), "'"));
+    ASSERT_FALSE(store->GetArtifact(TestKey(name))->has_value());
+  }
+  EXPECT_EQ(store->quarantined(), 5);
+  // The newest three: 12000 bytes, the third past the bound once the two newer hold 8000.
+  EXPECT_EQ(RawCount(path, "SELECT count(*) FROM quarantine"), 3);
+  EXPECT_EQ(RawCount(path, "SELECT count(*) FROM quarantine WHERE key = '" + TestKey("bad4").ArtifactKey() + "'"), 1);
+  EXPECT_EQ(RawCount(path, "SELECT count(*) FROM quarantine WHERE key = '" + TestKey("bad1").ArtifactKey() + "'"), 0);
+
+  // One row larger than the bound is still kept, alone.
+  const std::string huge = TestBlob("huge", 30000);
+  ASSERT_TRUE(store->PutArtifact(TestKey("huge"), huge, TestMeta()).ok());
+  RawExec(path, absl::StrCat("UPDATE blobs SET data = zeroblob(bytes) WHERE sha256 = '", Sha256Hex(huge), "'"));
+  ASSERT_FALSE(store->GetArtifact(TestKey("huge"))->has_value());
+  EXPECT_EQ(RawCount(path, "SELECT count(*) FROM quarantine"), 1);
+  EXPECT_EQ(RawCount(path, "SELECT sum(length(data)) FROM quarantine"), 30000);
+}
+
 TEST(StoreRecoveryTest, CorruptFileIsMovedAsideAndServingContinues) {
   struct Case {
     const char* name;
