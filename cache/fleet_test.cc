@@ -150,10 +150,8 @@ TEST_F(FleetTest, BlobsMustMatchTheirHash) {
   EXPECT_EQ((*got)[0].blob(), e.blob());
 }
 
-// fleet.sql applied to a schema-1 database migrates it; this binary speaks
-// both, so nodes are upgraded before the database.
-TEST_F(FleetTest, SchemaOneIsSpokenThenMigratedToTwo) {
-  constexpr char kSchemaOne[] = R"sql(
+// The fleet schema before signers shared a key (version 1).
+constexpr char kSchemaOne[] = R"sql(
 CREATE TABLE kfuse_fleet_meta (schema_version integer NOT NULL);
 INSERT INTO kfuse_fleet_meta VALUES (1);
 CREATE TABLE kfuse_blobs (sha256 text PRIMARY KEY CHECK (sha256 ~ '^[0-9a-f]{64}$'), bytes bigint NOT NULL,
@@ -167,14 +165,23 @@ CREATE TABLE kfuse_entries (kind text NOT NULL CHECK (kind IN ('decision', 'arti
 CREATE INDEX kfuse_entries_chain ON kfuse_entries (chain);
 CREATE TABLE kfuse_leases (key text PRIMARY KEY, holder text NOT NULL, expires_at timestamptz NOT NULL);
 )sql";
+
+// A database of schema 1 named `db`, made afresh.
+void MakeSchemaOneDatabase(testing::EphemeralPostgres& pg, const std::string& db) {
   char path[] = "/tmp/kfuse-fleet-v1-XXXXXX";
   const int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
   close(fd);
   std::ofstream(path) << kSchemaOne;
-  ASSERT_EQ(pg_->Query("CREATE DATABASE fleet_v1", "postgres"), "");
-  ASSERT_EQ(pg_->ApplyFile(path, "fleet_v1"), 0);
+  ASSERT_EQ(pg.Query("CREATE DATABASE " + db, "postgres"), "");
+  ASSERT_EQ(pg.ApplyFile(path, db), 0);
   std::remove(path);
+}
+
+// fleet.sql applied to a schema-1 database migrates it; this binary speaks
+// both, so nodes are upgraded before the database.
+TEST_F(FleetTest, SchemaOneIsSpokenThenMigratedToTwo) {
+  MakeSchemaOneDatabase(*pg_, "fleet_v1");
 
   FleetOptions o;
   o.dsn = pg_->Dsn("postgres", "fleet_v1");
@@ -212,6 +219,45 @@ CREATE TABLE kfuse_leases (key text PRIMARY KEY, holder text NOT NULL, expires_a
   auto newer = FleetStore::Create(o)->Ping();
   EXPECT_EQ(newer.code(), absl::StatusCode::kFailedPrecondition) << newer;
   EXPECT_NE(newer.message().find("schema version 3; this kfused speaks 1 to 2"), std::string::npos) << newer;
+}
+
+// The migration to schema 2 run while nodes publish and read: its locks
+// are taken in the nodes' order, so neither side deadlocks (PostgreSQL would
+// abort one with "deadlock detected"); every publish lands.
+TEST_F(FleetTest, MigratingWhileNodesPublishAndReadDeadlocksNeither) {
+  MakeSchemaOneDatabase(*pg_, "fleet_busy");
+  FleetOptions o;
+  o.dsn = pg_->Dsn("postgres", "fleet_busy");
+  std::atomic<bool> done{false};
+  std::atomic<int> published{0};
+  absl::Mutex mu;
+  std::vector<std::string> errors;
+  std::vector<std::thread> nodes;
+  for (int n = 0; n < 4; ++n) {
+    nodes.emplace_back([&, n] {
+      FleetOptions mine = o;
+      mine.holder = absl::StrCat("n", n);
+      auto fleet = FleetStore::Create(mine);
+      for (int i = 0; !done.load() || i < 5; ++i) {
+        v1::StoreEntry e = Entry(absl::StrCat("busy-", n, "-", i), absl::StrCat("b", n, "-", i));
+        absl::StatusOr<bool> put = fleet->Publish(e);
+        absl::StatusOr<std::vector<v1::StoreEntry>> got = Rows(*fleet, Store::Kind::kArtifact, e.key());
+        absl::MutexLock lock(&mu);
+        if (!put.ok()) errors.push_back(put.status().ToString());
+        if (!got.ok()) errors.push_back(got.status().ToString());
+        if (put.ok() && got.ok() && got->size() == 1u) published.fetch_add(1);
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // Nodes busy first.
+  const int rc = pg_->ApplyFile("deploy/postgres/fleet.sql", "fleet_busy");
+  done = true;
+  for (std::thread& t : nodes) t.join();
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(pg_->Query("SELECT schema_version FROM kfuse_fleet_meta", "fleet_busy"), "2");
+  EXPECT_TRUE(errors.empty()) << errors.size() << " failed; the first: " << errors.front();
+  EXPECT_GE(published.load(), 20);
+  EXPECT_EQ(pg_->Query("SELECT count(*) FROM kfuse_entries", "fleet_busy"), absl::StrCat(published.load()));
 }
 
 TEST_F(FleetTest, ConcurrentPublishersOfOneEntryAllSucceed) {
