@@ -124,7 +124,8 @@ class Store {
   absl::Status PutRefusal(const Refusal& r);  // Replaces the key's.
   absl::Status DeleteRefusal(const std::string& key);
   // Those that last past now; expired ones are deleted, when the store can
-  // write (their deletion failing is no error). A read-only open of a file
+  // write at once (their deletion failing or finding the file locked is no
+  // error, and does not wait). A read-only open of a file
   // from before refusals has none.
   absl::StatusOr<std::vector<Refusal>> Refusals();
   // Which key parts differ from the nearest stored entry (most parts equal).

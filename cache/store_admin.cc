@@ -171,12 +171,16 @@ absl::StatusOr<std::vector<Store::Refusal>> Store::Refusals() {
     out.clear();
     if (schema_version_ < 4) return absl::OkStatus();  // A file from before refusals, read as it is.
     if (!opts_.read_only) {
-      // Best effort: a busy writer or a full disk must not lose the rest.
-      Write([&](Db& db) -> absl::Status {
-        KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare("DELETE FROM refusals WHERE until_ms <= ?1"));
-        s.Bind(1, now);
-        return s.Run();
-      }).IgnoreError();
+      // Best effort: a busy writer or a full disk must not lose the rest,
+      // nor hold up the reader (a request's MeasuredWrong may be waiting).
+      Write(
+          [&](Db& db) -> absl::Status {
+            KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare("DELETE FROM refusals WHERE until_ms <= ?1"));
+            s.Bind(1, now);
+            return s.Run();
+          },
+          /*busy_timeout_ms=*/0)
+          .IgnoreError();
     }
     KFUSE_ASSIGN_OR_RETURN(Reader r, AcquireReader());
     KFUSE_ASSIGN_OR_RETURN(

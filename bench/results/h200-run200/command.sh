@@ -1,7 +1,9 @@
 #!/bin/bash
 # Not run yet: no GPU was available when it was written. Rebuild the bundle
 # at the commit to be tested (bench/gpu/prepare.sh) before running it.
-# run200: at 3944b41 (CheckKernel's yardsticks became the seed's after it). (1) kfuse_tuner_test's GPU tests: TuneKernelGpuTest
+# run200: to be built at the commit it runs on (written at 3944b41; since
+# then the GPU tests also hold RunnerGpuTest.ACancelledTaskStopsAndKeepsItsWorker,
+# worker protocol 4's cancel on the real worker). (1) kfuse_tuner_test's GPU tests: TuneKernelGpuTest
 # again (run199 found the seed winning past faster candidates not yet checked
 # at the other sizes, fixed) and CheckKernelGpuTest (a recompiled winner
 # checked: passes as generated, caught with a tail bug planted); (2) then,
@@ -18,6 +20,6 @@ cuda=/usr/local/cuda-13.0/targets/x86_64-linux/lib
 LD_LIBRARY_PATH=$b/lib:$cuda timeout 300 $b/bin/kfuse_tuner_test --gtest_filter='*Gpu*' \
   > $OUT/tuner_tests.txt 2>&1
 echo "tuner_test rc=$?" >> $OUT/tuner_tests.txt
-grep -E "rc=|^\[ +(FAILED|PASSED)|TuneKernelGpu|CheckKernelGpu" $OUT/tuner_tests.txt
+grep -E "rc=|^\[ +(FAILED|PASSED)|TuneKernelGpu|CheckKernelGpu|ACancelledTask" $OUT/tuner_tests.txt
 LD_LIBRARY_PATH=$cuda RECHECK=1 bash bench/gpu/tune_sweep.sh $b "$OUT"
 tail -4 "$OUT/sweep.txt"
