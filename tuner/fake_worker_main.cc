@@ -17,6 +17,9 @@
 //                the task there with kTaskDone Cancelled
 //   late_cancel  as ok after 500 ms: a kCancel sent meanwhile is read once
 //                the task is done (and ignored, as the worker does)
+//   cancel_fails as cancellable, but a kCancel ends the task with kTaskDone
+//                Internal (as after a fault), and the worker, on its way
+//                out, exits at the next message without answering it
 // or, instead of tasks:
 //   no_gpu       answers hello Unavailable, as a worker whose GPU is gone
 //   broken_gpu   answers hello Internal, as a worker whose driver call failed
@@ -130,7 +133,7 @@ int Serve(int fd, const std::string& mode) {
     if (mode == "extra_trial") ++end;
     bool cancelled = false;
     for (uint32_t i = req->first_candidate; i < end && !cancelled; ++i) {
-      if (mode == "cancellable") {
+      if (mode == "cancellable" || mode == "cancel_fails") {
         pollfd p{fd, POLLIN, 0};
         if (poll(&p, 1, 200) > 0) {
           absl::StatusOr<Frame> c = RecvFrame(fd, 5.0, kMaxFrameBytes);
@@ -145,8 +148,13 @@ int Serve(int fd, const std::string& mode) {
       t.median_seconds = 1e-6;
       if (!Send(fd, kMsgTrial, EncodeTrialResult(t))) return 0;
     }
-    const absl::Status done = cancelled ? absl::CancelledError("the task was cancelled") : absl::OkStatus();
+    absl::Status done = cancelled ? absl::CancelledError("the task was cancelled") : absl::OkStatus();
+    if (cancelled && mode == "cancel_fails") done = absl::InternalError("eager kernel faulted (fake)");
     if (!Send(fd, kMsgTaskDone, EncodeStatus(done))) return 0;
+    if (cancelled && mode == "cancel_fails") {
+      (void)RecvFrame(fd, 10.0, kMaxFrameBytes);
+      _exit(3);
+    }
   }
 }
 

@@ -256,6 +256,10 @@ absl::StatusOr<std::vector<Trial>> WorkerRunner::Run(
       }
     }
     req.first_candidate = next;
+    // Every caller already gone (before the first request, or before the
+    // request after a restart): nothing is sent.
+    if (task_in.cancel != nullptr && task_in.cancel->load())
+      return absl::CancelledError("tuning cancelled: no caller waits");
     KFUSE_RETURN_IF_ERROR(SendLocked(kMsgRun, EncodeRunRequest(req)));
     bool in_setup = true;  // Until kMsgReady: inputs, reference64, eager.
     while (true) {
@@ -356,8 +360,10 @@ void WorkerRunner::StopTaskLocked() {
       if (f->type == kMsgTrial || f->type == kMsgReady) continue;
       if (f->type != kMsgTaskDone) break;
       absl::StatusOr<absl::Status> done = DecodeStatus(f->payload);
-      // Aborted: a kernel faulted and the worker is exiting.
-      if (done.ok() && done->code() != absl::StatusCode::kAborted) return;  // Stopped; kept.
+      // Stopped, or done before it read the cancel: kept. Any other end
+      // (Aborted: a kernel faulted; an error after a fault) may be a worker
+      // on its way out, so it goes, as Run drops one.
+      if (done.ok() && (done->ok() || absl::IsCancelled(*done))) return;
       break;
     }
   }

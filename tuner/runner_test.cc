@@ -380,6 +380,37 @@ TEST(RunnerTest, ACancelledRunKeepsAWorkerThatStopsWhenAsked) {
   ExpectTheNextTaskRunsOnTheSameWorker(**r, task, pid);
 }
 
+// A cancelled task that ends with an error (a worker on its way out after a
+// fault) is not kept for the next task: that one starts a fresh worker.
+TEST(RunnerTest, ACancelledRunDropsAWorkerWhoseTaskEndedInError) {
+  FakeWorker fake("cancel_fails");
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  CheckTask task = QuickTask();
+  task.candidates.resize(50, task.candidates[0]);
+  EXPECT_EQ(RunAndLeave(**r, task, std::chrono::milliseconds(300)).trials.status().code(),
+            absl::StatusCode::kCancelled);
+  task.candidates.resize(2);
+  absl::StatusOr<std::vector<Trial>> trials = (*r)->Run(task, {});
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ(trials->size(), 2u);
+  EXPECT_EQ((*r)->starts(), 2);
+}
+
+// A run whose callers left before it started sends nothing.
+TEST(RunnerTest, ARunCancelledBeforeItStartsSendsNothing) {
+  FakeWorker fake("slow");
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const pid_t pid = (*r)->pid();
+  CheckTask task = QuickTask();
+  std::atomic<bool> cancel{true};
+  task.cancel = &cancel;
+  EXPECT_EQ((*r)->Run(task, {}).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(kill(pid, 0), 0);  // Not asked to do anything, so not killed.
+  EXPECT_EQ((*r)->starts(), 1);
+}
+
 // A cancel that reaches the worker after its task ended (the race every
 // cancel can lose) is ignored there, and the stream stays in step.
 TEST(RunnerTest, ACancelThatArrivesAfterTheTaskEndedLeavesTheStreamInStep) {

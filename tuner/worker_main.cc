@@ -84,15 +84,19 @@ absl::Status Init(int ordinal, Gpu* gpu) {
 }
 
 // Whether the parent asked, while a task runs, for it to stop: a kCancel
-// waiting on the socket. Anything else there (the parent gone, or out of
-// step) stops the task too; the next read says what it was.
+// waiting on the socket. The parent gone (or the socket unreadable) stops
+// the task too: its reply then fails and the worker leaves. Any other
+// message during a task means the two are out of step: the worker exits, as
+// it does for a message it does not know.
 bool CancelRequested(int fd) {
   pollfd p{fd, POLLIN, 0};
   if (poll(&p, 1, 0) <= 0) return false;
   if ((p.revents & POLLIN) == 0) return true;  // Hung up or in error.
   absl::StatusOr<Frame> f = RecvFrame(fd, /*timeout_seconds=*/5, kMaxFrameBytes);
   if (f.ok() && f->type != kMsgCancel) {
-    std::fprintf(stderr, "kfuse-worker: message type %u during a task; stopping it\n", f->type);
+    std::fprintf(stderr, "kfuse-worker: message type %u during a task\n", f->type);
+    std::fflush(stderr);
+    _exit(2);
   }
   return true;
 }
