@@ -376,6 +376,22 @@ absl::StatusOr<Store::Reader> Store::AcquireReader() {
       return Reader(this, std::move(db));
     }
   }
+  if (opts_.read_only && PathWasReplaced()) {
+    // The path names another file than the one served (one moved in: it is
+    // followed within a second, unless it cannot be read). A connection
+    // opened by path would read that one: wait for one of the served file's.
+    absl::MutexLock l(&pool_mu_);
+    auto idle = +[](std::vector<std::unique_ptr<Db>>* v) { return !v->empty(); };
+    if (!pool_mu_.AwaitWithTimeout(absl::Condition(idle, &idle_readers_),
+                                   absl::Milliseconds(opts_.busy_timeout_ms))) {
+      return absl::UnavailableError(absl::StrCat("cache ", opts_.path,
+                                                 ": its file was replaced and every connection to the one "
+                                                 "served is busy"));
+    }
+    std::unique_ptr<Db> db = std::move(idle_readers_.back());
+    idle_readers_.pop_back();
+    return Reader(this, std::move(db));
+  }
   int flags = opts_.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
   if (!reader_uri_.empty()) flags |= SQLITE_OPEN_URI;
   KFUSE_ASSIGN_OR_RETURN(
