@@ -402,9 +402,6 @@ TEST(StoreTest, VersionOneMigratesToTheInvalidationCounter) {
   EXPECT_NE(store->invalidations(), before);
 }
 
-// Chains refused for an answer measured wrong outlast a restart and expire
-// by the store's clock; a file from before them (version 3) has none when
-// read as it is, and gains the table when opened read-write.
 // A refusal made or lifted through one process moves every process's
 // invalidations(), so each reads the refusals again.
 TEST(StoreTest, ARefusalMadeOrLiftedMovesTheOthersInvalidations) {
@@ -425,6 +422,9 @@ TEST(StoreTest, ARefusalMadeOrLiftedMovesTheOthersInvalidations) {
   EXPECT_GT(b->invalidations(), seen);
 }
 
+// Chains refused for an answer measured wrong outlast a restart and expire
+// by the store's clock; a file from before them (version 3) has none when
+// read as it is, and gains the table when opened read-write.
 TEST(StoreTest, RefusalsOutlastAReopenAndExpire) {
   const std::string path = FreshDbPath("refusals");
   int64_t clock = 1000;

@@ -2,6 +2,8 @@
 // caller that cannot wait for tuning gets the heuristic kernel at once and
 // the next caller the tuned one; a new generator version that keeps its
 // variant schema reuses the stored decision instead of retuning.
+#include <sqlite3.h>
+
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -239,6 +241,31 @@ TEST_F(ColdStartTest, AHeuristicAnswerTuningFindsWrongIsWithdrawnAndRefused) {
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_TRUE(kept->empty());  // A restart serves it too.
   EXPECT_FALSE(neighbour_refuses());  // And so does the neighbour.
+}
+
+// A refusal the store could not keep (its write failed) still holds in this
+// process when the store's refusals are read again.
+TEST_F(ColdStartTest, ARefusalTheStoreCouldNotKeepOutlastsARereadOfTheStore) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TRIGGER refuse_refusals BEFORE INSERT ON refusals "
+                         "BEGIN SELECT RAISE(FAIL, 'disk full (test)'); END;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  gpu_.wrong = true;
+  v1::CompileResponse first;
+  ASSERT_TRUE(Compile(Silu(12.5, /*background=*/true), &first, std::chrono::seconds(60)).ok());
+  ASSERT_TRUE(WaitForTuningToEnd(1));
+  absl::StatusOr<std::vector<Store::Refusal>> kept = store_->Refusals();
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_TRUE(kept->empty());  // Its write failed.
+  ASSERT_TRUE(store_->PollInvalidations().ok());  // The withdrawal's delete moved the counter.
+  absl::StatusOr<Prepared> p = pipeline_->Prepare(Silu(12.5));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(pipeline_->MeasuredWrong(*p).code(), absl::StatusCode::kInternal);
 }
 
 // The seed is wrong but another candidate is right: the tuned kernel serves

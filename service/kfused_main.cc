@@ -358,8 +358,9 @@ int main(int argc, char** argv) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus("kfuse.v1.KernelService", true);
   kfuse::Metrics* metrics = &(*node)->metrics();
+  kfuse::ServiceNode* service_node = node->get();
   kfuse::TuningHealth tuning_health(
-      (*node)->runner(),
+      [service_node] { return service_node->TuningUnavailable(); },
       [health, metrics](bool serving) {
         health->SetServingStatus("kfuse.v1.Tuning", serving);
         metrics->SetTuningAvailable(serving);

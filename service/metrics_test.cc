@@ -90,13 +90,17 @@ TEST(MetricsTest, EveryFamilyHasItsLabelsAndValues) {
   EXPECT_TRUE(HasLine(text, "# TYPE kfuse_requests_total counter")) << text;
 }
 
-TEST(MetricsTest, FleetUpIsAbsentUntilSet) {
+TEST(MetricsTest, TuningAvailableIsZeroUntilSet) {
   auto m = Unserved();
   EXPECT_TRUE(HasLine(m->Text(), "kfuse_tuning_available 0")) << m->Text();  // Until a GPU can tune.
   m->SetTuningAvailable(true);
   EXPECT_TRUE(HasLine(m->Text(), "kfuse_tuning_available 1")) << m->Text();
   m->SetTuningAvailable(false);
   EXPECT_TRUE(HasLine(m->Text(), "kfuse_tuning_available 0")) << m->Text();
+}
+
+TEST(MetricsTest, FleetUpIsAbsentUntilSet) {
+  auto m = Unserved();
   EXPECT_EQ(m->Text().find("kfuse_fleet_up"), std::string::npos) << m->Text();
   m->SetFleetUp(true);
   EXPECT_TRUE(HasLine(m->Text(), "kfuse_fleet_up 1")) << m->Text();

@@ -191,4 +191,9 @@ std::string ServiceNode::device_name() const {
 
 std::string ServiceNode::no_gpu_reason() const { return pipeline_->no_gpu_reason(); }
 
+std::optional<std::string> ServiceNode::TuningUnavailable() const {
+  if (pipeline_->gpu() == nullptr) return pipeline_->no_gpu_reason();
+  return runner_->Unavailable();
+}
+
 }  // namespace kfuse

@@ -74,12 +74,14 @@ class ServiceNode {
   // A GPU tunes now. A node whose GPU's worker did not start with it tries
   // again (60 s, doubling, up to an hour) and tunes once one starts.
   bool can_tune() const;
-  // What tuning runs on, or will once its worker starts (its Unavailable()
-  // says why not yet); null without a GPU or with --no_gpu.
-  const Runner* runner() const { return runner_.get(); }
   const std::string& store_path() const { return store_path_; }
   std::string device_name() const;  // Empty while no GPU tunes.
   std::string no_gpu_reason() const;  // Empty while a GPU tunes.
+  // Why no tuning task can be taken now (no GPU; its worker not started,
+  // or started and its ceilings not yet measured; every GPU out of the
+  // rotation); nullopt when one can. What health kfuse.v1.Tuning and
+  // kfuse_tuning_available follow.
+  std::optional<std::string> TuningUnavailable() const;
   const SigningKey& signing_key() const { return signing_key_; }
   const std::string& signing_key_path() const { return signing_key_path_; }
   const TrustedKeys& trusted_keys() const { return trusted_keys_; }

@@ -244,24 +244,34 @@ Pipeline::Pipeline(PipelineDeps deps, PipelineOptions options)
   deps_.ceilings = Ceilings{};
   // The chains refused before a restart stay refused for what is left of
   // their hour.
-  absl::MutexLock lock(&wrong_mu_);
-  ReadRefusalsLocked();
+  ReadRefusals(/*always=*/true);
 }
 
-void Pipeline::ReadRefusalsLocked() const {
-  refusals_epoch_ = deps_.store->invalidations();
+void Pipeline::ReadRefusals(bool always) const {
+  const uint64_t epoch = deps_.store->invalidations();
+  if (!always) {
+    absl::MutexLock lock(&wrong_mu_);
+    if (epoch == refusals_epoch_) return;
+  }
+  // Outside the lock: a store read must not hold up every request's check.
   absl::StatusOr<std::vector<Store::Refusal>> kept = deps_.store->Refusals();
+  const double now = SteadySeconds();
+  const double wall_ms = absl::ToUnixMillis(absl::Now());
+  absl::MutexLock lock(&wrong_mu_);
+  if (!always && epoch == refusals_epoch_) return;  // Another request read them meanwhile.
+  refusals_epoch_ = epoch;
   if (!kept.ok()) {
     LogEvent(LogLevel::kWarning, "refusals_not_read", {{"error", kept.status().ToString()}});
     return;  // Those known stay.
   }
-  const double now = SteadySeconds();
-  const double wall_ms = absl::ToUnixMillis(absl::Now());
-  wrong_.clear();
+  absl::flat_hash_map<std::string, KnownWrong> fresh;
   for (const Store::Refusal& r : *kept) {
     const double left = std::min(kMeasuredWrongSeconds, (static_cast<double>(r.until_ms) - wall_ms) / 1000);
-    if (left > 0) wrong_[r.key] = KnownWrong{r.reason, now - (kMeasuredWrongSeconds - left)};
+    if (left > 0) fresh[r.key] = KnownWrong{r.reason, now - (kMeasuredWrongSeconds - left), true};
   }
+  for (const auto& [key, known] : wrong_)  // The store could not keep these: they stay.
+    if (!known.stored && now - known.at <= kMeasuredWrongSeconds) fresh.emplace(key, known);
+  wrong_ = std::move(fresh);
 }
 
 std::shared_ptr<const TuningGpu> Pipeline::gpu() const {
@@ -272,7 +282,8 @@ std::shared_ptr<const TuningGpu> Pipeline::gpu() const {
 std::string Pipeline::no_gpu_reason() const {
   if (gpu() != nullptr) return "";
   if (pending_runner_ != nullptr) {
-    if (std::optional<std::string> why = pending_runner_->Unavailable()) return *why;
+    std::optional<std::string> why = pending_runner_->Unavailable();
+    return why ? *why : "its tuning worker has started; the GPU tunes once its ceilings are measured";
   }
   return options_.no_gpu_reason;
 }
@@ -519,11 +530,11 @@ absl::Status Pipeline::MeasuredWrong(const Prepared& p) const {
   // Force lets a request tune again; one that would get the heuristic
   // kernel (MODE_HEURISTIC, a cold start's answer) gets that known wrong one.
   if (!p.can_tune || (p.request.policy().force() && p.mode != TuneMode::kHeuristic)) return absl::OkStatus();
-  const double now = SteadySeconds();
-  absl::MutexLock lock(&wrong_mu_);
   // Another process on the store refused a chain, or lifted a refusal
   // (either moves the store's invalidations): read them again.
-  if (deps_.store->invalidations() != refusals_epoch_) ReadRefusalsLocked();
+  ReadRefusals(/*always=*/false);
+  const double now = SteadySeconds();
+  absl::MutexLock lock(&wrong_mu_);
   auto it = wrong_.find(p.heuristic_key.ArtifactKey());
   if (it == wrong_.end()) return absl::OkStatus();
   if (now - it->second.at > kMeasuredWrongSeconds) {
@@ -552,7 +563,9 @@ void Pipeline::WithdrawHeuristic(const Prepared& p, const std::string& why, bool
       absl::erase_if(wrong_, [&](const auto& e) { return now - e.second.at > kMeasuredWrongSeconds; });
       if (wrong_.size() >= kMaxKnownWrong) wrong_.clear();
     }
-    wrong_[p.heuristic_key.ArtifactKey()] = KnownWrong{why, SteadySeconds()};
+    // Not stored until the Put below lands: a read of the store's refusals
+    // meanwhile keeps it.
+    wrong_[p.heuristic_key.ArtifactKey()] = KnownWrong{why, SteadySeconds(), /*stored=*/false};
   }
   if (no_other && !options_.read_only) {
     // Kept in the store too, so a restart does not serve it again.
@@ -562,6 +575,9 @@ void Pipeline::WithdrawHeuristic(const Prepared& p, const std::string& why, bool
       LogEvent(LogLevel::kWarning, "store_put_failed",
                {{"request_id", p.request.request_id()}, {"key", p.heuristic_key.ArtifactKey()},
                 {"error", s.ToString()}});
+    } else {
+      absl::MutexLock lock(&wrong_mu_);
+      if (auto it = wrong_.find(p.heuristic_key.ArtifactKey()); it != wrong_.end()) it->second.stored = true;
     }
   }
   CacheKey decision = p.heuristic_key;

@@ -208,15 +208,17 @@ class Pipeline {
   struct KnownWrong {
     std::string why;
     double at = 0;
+    bool stored = true;  // In the store's refusals (false: its Put failed).
   };
   mutable absl::Mutex wrong_mu_;
   mutable absl::flat_hash_map<std::string, KnownWrong> wrong_ ABSL_GUARDED_BY(wrong_mu_);
   // The store's invalidations() when its refusals were last read: every
   // process on the file refuses (and lifts) alike.
   mutable uint64_t refusals_epoch_ ABSL_GUARDED_BY(wrong_mu_) = 0;
-  // wrong_ := the store's unexpired refusals (kept as it is when they
-  // cannot be read).
-  void ReadRefusalsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(wrong_mu_);
+  // wrong_ := the store's unexpired refusals, and those of this process
+  // the store could not keep; as it is when they cannot be read. Reads the
+  // store without wrong_mu_; `always`: whatever invalidations() says.
+  void ReadRefusals(bool always) const ABSL_LOCKS_EXCLUDED(wrong_mu_);
   mutable absl::Mutex gpu_mu_;
   std::shared_ptr<const TuningGpu> gpu_ ABSL_GUARDED_BY(gpu_mu_);
   const Runner* pending_runner_ = nullptr;  // deps.runner given without a device.

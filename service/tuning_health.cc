@@ -7,14 +7,14 @@
 
 namespace kfuse {
 
-TuningHealth::TuningHealth(const Runner* runner, SetServing set_serving, double interval_seconds)
-    : runner_(runner), set_serving_(std::move(set_serving)), interval_(absl::Seconds(interval_seconds)) {}
+TuningHealth::TuningHealth(Unavailable unavailable, SetServing set_serving, double interval_seconds)
+    : unavailable_(std::move(unavailable)), set_serving_(std::move(set_serving)), interval_(absl::Seconds(interval_seconds)) {}
 
 TuningHealth::~TuningHealth() { Stop(); }
 
 void TuningHealth::Start() {
   Check();
-  if (runner_ != nullptr && !poller_.joinable()) poller_ = std::thread([this] { Poll(); });
+  if (unavailable_ && !poller_.joinable()) poller_ = std::thread([this] { Poll(); });
 }
 
 void TuningHealth::Stop() {
@@ -37,7 +37,7 @@ void TuningHealth::Poll() {
 
 void TuningHealth::CheckLocked() {
   const std::optional<std::string> why =
-      runner_ != nullptr ? runner_->Unavailable() : std::optional<std::string>("no GPU");
+      unavailable_ ? unavailable_() : std::optional<std::string>("no GPU");
   const bool serving = !why.has_value();
   if (serving_ == serving) return;
   const bool first = !serving_.has_value();

@@ -1,8 +1,8 @@
 // Keeps "kfuse.v1.Tuning" health in step with the tuning runner: a node whose
-// GPUs have all left the tuning pool says NOT_SERVING, so a load balancer
+// GPUs have all left the tuning pool (or whose GPU has not joined) says NOT_SERVING, so a load balancer
 // sends tuning work elsewhere until one of them is due back.
 //
-//   TuningHealth tuning(node->runner(), [health](bool serving) {
+//   TuningHealth tuning([&] { return node->TuningUnavailable(); }, [health](bool serving) {
 //     health->SetServingStatus("kfuse.v1.Tuning", serving);
 //   }, /*interval_seconds=*/5);
 //   tuning.Start();  // Sets the status now, then polls the runner.
@@ -17,15 +17,18 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "tuner/runner.h"
+#include <string>
 
 namespace kfuse {
 
 class TuningHealth {
  public:
   using SetServing = std::function<void(bool serving)>;
-  // `runner` (null: no GPU, never serving) must outlive this.
-  TuningHealth(const Runner* runner, SetServing set_serving, double interval_seconds);
+  // Why no tuning task can be taken now, or nullopt when one can (a
+  // Runner's Unavailable(), say); cheap and thread-safe. Empty: no GPU,
+  // never serving, not polled. What it reads must outlive this.
+  using Unavailable = std::function<std::optional<std::string>()>;
+  TuningHealth(Unavailable unavailable, SetServing set_serving, double interval_seconds);
   ~TuningHealth();  // Stops.
   TuningHealth(const TuningHealth&) = delete;
   TuningHealth& operator=(const TuningHealth&) = delete;
@@ -44,7 +47,7 @@ class TuningHealth {
   void Poll();
   void CheckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const Runner* const runner_;
+  const Unavailable unavailable_;
   const SetServing set_serving_;
   const absl::Duration interval_;
   absl::Mutex mu_;

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tuner/runner.h"
 
 namespace kfuse {
 namespace {
@@ -59,7 +60,7 @@ struct Statuses {
 TEST(TuningHealthTest, FollowsTheRunnerAndReportsEachChangeOnce) {
   FlippingRunner runner;
   Statuses statuses;
-  TuningHealth health(&runner, statuses.Callback(), 3600);  // Checks only when told.
+  TuningHealth health([&runner] { return runner.Unavailable(); }, statuses.Callback(), 3600);  // Checks only when told.
   ::testing::internal::CaptureStderr();
   health.Check();
   health.Check();
@@ -85,7 +86,7 @@ TEST(TuningHealthTest, FollowsTheRunnerAndReportsEachChangeOnce) {
 TEST(TuningHealthTest, StartSetsTheStatusAndThePollerFollowsUntilStopped) {
   FlippingRunner runner;
   Statuses statuses;
-  TuningHealth health(&runner, statuses.Callback(), 0.001);
+  TuningHealth health([&runner] { return runner.Unavailable(); }, statuses.Callback(), 0.001);
   health.Start();
   EXPECT_THAT(statuses.Get(), ElementsAre(true));  // At once, not after an interval.
   runner.Set("no GPU left for tuning");
@@ -101,7 +102,7 @@ TEST(TuningHealthTest, StartSetsTheStatusAndThePollerFollowsUntilStopped) {
 
 TEST(TuningHealthTest, WithoutAGpuItIsNeverServing) {
   Statuses statuses;
-  TuningHealth health(nullptr, statuses.Callback(), 0.001);
+  TuningHealth health({}, statuses.Callback(), 0.001);
   health.Start();
   health.Check();
   health.Stop();

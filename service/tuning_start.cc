@@ -58,6 +58,10 @@ TuningStarter::Result TuningStarter::TryNow() {
     }
     return again ? Result::kRetry : Result::kGaveUp;
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return Result::kGaveUp;  // Stopping: no ceilings to measure for it.
+  }
   TuningGpu gpu{runner_, *device, StoredOrMeasuredCeilings(*store_, *runner_, *device)};
   if (absl::Status s = pipeline_->AttachGpu(std::move(gpu)); !s.ok()) {
     LogEvent(LogLevel::kWarning, "tuning_start_failed", {{"error", s.ToString()}});

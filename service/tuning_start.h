@@ -50,8 +50,9 @@ class TuningStarter {
   // Tries at each of the runner's next_try() on a thread until the GPU is
   // attached or trying cannot help.
   void Start();
-  // Ends the thread, after the try in progress (a worker start: at most its
-  // start timeout).
+  // Ends the thread, after the try in progress: a worker start (at most its
+  // start timeout) and, when it started before Stop, the GPU's ceilings
+  // measured (seconds; once a device, as they are kept in the store).
   void Stop();
 
  private:

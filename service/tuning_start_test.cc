@@ -127,6 +127,41 @@ TEST_F(TuningStartTest, StopEndsAStarterWaitingOutTheBackoff) {
   EXPECT_EQ(pipeline_->gpu(), nullptr);
 }
 
+// Between its worker's start and its ceilings measured, the GPU does not
+// tune yet, and the node says so (health, GetDeviceInfo).
+TEST_F(TuningStartTest, AStartedGpuWhoseCeilingsAreBeingMeasuredIsNotYetTuning) {
+  struct SlowCeilings : FakeGpu {
+    absl::StatusOr<Ceilings> MeasureCeilings() override {
+      measuring = true;
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return NominalCeilings(90);
+    }
+    std::atomic<bool> measuring{false}, release{false};
+  };
+  std::atomic<SlowCeilings*> gpu{nullptr};
+  RetryStartRunner runner([&]() -> absl::StatusOr<std::unique_ptr<Runner>> {
+    auto made = std::make_unique<SlowCeilings>();
+    gpu = made.get();
+    return made;
+  });
+  PipelineDeps deps;
+  deps.compiler = &compiler_;
+  deps.store = store_.get();
+  deps.runner = &runner;
+  Pipeline pipeline(std::move(deps), PipelineOptions{});
+  TuningStarter starter(&runner, store_.get(), &pipeline);
+  std::thread start([&] { EXPECT_EQ(starter.TryNow(), TuningStarter::Result::kAttached); });
+  while (gpu.load() == nullptr || !gpu.load()->measuring.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(runner.Unavailable(), std::nullopt);  // The worker takes tasks...
+  EXPECT_EQ(pipeline.gpu(), nullptr);             // ...but the pipeline has no GPU yet,
+  EXPECT_THAT(pipeline.no_gpu_reason(), HasSubstr("once its ceilings are measured"));  // and says why.
+  gpu.load()->release = true;
+  start.join();
+  EXPECT_NE(pipeline.gpu(), nullptr);
+  EXPECT_EQ(pipeline.no_gpu_reason(), "");
+}
+
 TEST_F(TuningStartTest, AFailureTryingCannotHelpGivesUp) {
   RetryStartRunner missing([]() -> absl::StatusOr<std::unique_ptr<Runner>> {
     return absl::NotFoundError("tuning worker /opt/kfuse/kfuse-worker: no such file");
