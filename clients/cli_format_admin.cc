@@ -189,6 +189,8 @@ std::string FormatProgressLine(const kfuse::v1::TuneProgress& p,
   const int w = static_cast<int>(absl::StrCat(p.total()).size());
   std::string line =
       absl::StrFormat("[%*u/%u] %-7s", w, p.done(), p.total(), p.phase());
+  // A plan of several kernels tunes each in turn: say which.
+  if (p.kernels() > 1) line = absl::StrCat("kernel ", p.kernel() + 1, "/", p.kernels(), " ", line);
   if (p.has_trial()) {
     const auto& t = p.trial();
     absl::StrAppend(&line, " ", FormatVariant(t.variant()), "  ");

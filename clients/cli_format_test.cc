@@ -273,6 +273,10 @@ TEST(FormatProgressTest, LineAndBar) {
   p.mutable_trial()->set_outcome(kfuse::v1::Trial::OUTCOME_FAULT);
   p.mutable_trial()->set_message("illegal address");
   EXPECT_THAT(FormatProgressLine(p, 0), HasSubstr("fault: illegal address"));
+  p.set_kernel(1);
+  p.set_kernels(2);
+  p.mutable_trial()->set_outcome(kfuse::v1::Trial::OUTCOME_OK);
+  EXPECT_EQ(FormatProgressLine(p, 3.9e-6), "kernel 2/2 [ 3/12] time    pointwise{}  4.1 us  best 3.9 us");
   EXPECT_EQ(FormatProgressBar(3, 12, 8), "[##......]");
   EXPECT_EQ(FormatProgressBar(0, 0, 4), "[....]");
   EXPECT_EQ(FormatProgressBar(20, 10, 4), "[####]");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -52,15 +53,16 @@ int RunTune(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   auto client = ConnectFromFlags(g);
   if (!client.ok()) return ReportUsageError(g, client.status(), io);
   const bool bar = io.out_is_tty && !g.json;
-  // The time of each variant that passed so far: one that fails the check
-  // at another size later ("check") leaves, and with it maybe the best.
-  std::map<std::string, double> passed;
+  // The time of each variant of the kernel being tuned that passed so far:
+  // one that fails the check at another size later ("check") leaves, and
+  // with it maybe the best. Each kernel of a plan has its own.
+  std::map<std::pair<uint32_t, std::string>, double> passed;
   double best = 0;
   size_t last_width = 0;
   auto on_progress = [&](const kfuse::v1::TuneProgress& p) {
     if (p.has_trial()) {
       const auto& t = p.trial();
-      const std::string variant = FormatVariant(t.variant());
+      const std::pair<uint32_t, std::string> variant{p.kernel(), FormatVariant(t.variant())};
       if (t.outcome() == kfuse::v1::Trial::OUTCOME_OK && t.median_seconds() > 0) {
         passed[variant] = t.median_seconds();
       } else {
@@ -68,7 +70,7 @@ int RunTune(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
       }
       best = 0;
       for (const auto& [v, seconds] : passed)
-        if (best == 0 || seconds < best) best = seconds;
+        if (v.first == p.kernel() && (best == 0 || seconds < best)) best = seconds;
     }
     if (g.json) {
       kfuse::v1::TuneProgress copy = p;

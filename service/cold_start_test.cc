@@ -268,6 +268,42 @@ TEST_F(ColdStartTest, ARefusalTheStoreCouldNotKeepOutlastsARereadOfTheStore) {
   EXPECT_EQ(pipeline_->MeasuredWrong(*p).code(), absl::StatusCode::kInternal);
 }
 
+// A plan of several kernels tunes each in turn; every progress message says
+// which kernel of how many its trial is of, each counting its own trials.
+TEST(TuneProgressTest, EachKernelOfAPlanIsNamedInItsTrials) {
+  FakeCompiler compiler;
+  FakeGpu gpu;
+  std::unique_ptr<Store> store = *Store::Open({.path = TestStorePath()});
+  PipelineDeps deps;
+  deps.compiler = &compiler;
+  deps.store = store.get();
+  deps.runner = &gpu;
+  deps.device = FakeGpu::Fingerprint();
+  deps.ceilings = NominalCeilings(90);
+  Pipeline pipeline(std::move(deps), PipelineOptions{});
+  v1::CompileRequest req = service_testing::ColumnSoftmax();
+  req.mutable_policy()->set_mode(v1::TuningPolicy::MODE_QUICK);
+  absl::StatusOr<Prepared> p = pipeline.Prepare(req);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->partition.kernels.size(), 3u);
+  std::vector<v1::TuneProgress> seen;
+  auto built = pipeline.Build(*p, [&](const v1::TuneProgress& m) { seen.push_back(m); }, nullptr);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_FALSE(seen.empty());
+  std::vector<uint32_t> kernels;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].kernels(), 3u);
+    if (i > 0) {
+      EXPECT_GE(seen[i].kernel(), seen[i - 1].kernel());  // In turn.
+    }
+    if (kernels.empty() || kernels.back() != seen[i].kernel()) {
+      kernels.push_back(seen[i].kernel());
+      EXPECT_EQ(seen[i].done(), 1u);  // Each kernel counts its own.
+    }
+  }
+  EXPECT_EQ(kernels, (std::vector<uint32_t>{0, 1, 2}));
+}
+
 // The seed is wrong but another candidate is right: the tuned kernel serves
 // every request, a heuristic one too, and the heuristic answer is gone.
 TEST_F(ColdStartTest, AHeuristicAnswerWrongBesideARightKernelGivesWayToIt) {

@@ -744,6 +744,8 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
         if (!progress) return;
         v1::TuneProgress msg;
         msg.set_phase(t.symbol_values.empty() ? "tune" : "check");
+        msg.set_kernel(static_cast<uint32_t>(i));
+        msg.set_kernels(static_cast<uint32_t>(part.kernels.size()));
         msg.set_done(done);
         msg.set_total(total);
         *msg.mutable_trial() = ToProto(t);

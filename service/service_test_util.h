@@ -120,6 +120,43 @@ inline v1::CompileRequest ScaledActivation(v1::OpKind activation, double scale, 
   return r;
 }
 
+// softmax(x, axis=0) of x bf16 [n, 1000]: max, sub, exp, sum, div.
+inline v1::CompileRequest ColumnSoftmax() {
+  v1::CompileRequest r;
+  v1::Chain* c = r.mutable_chain();
+  v1::TensorSpec* in = c->add_inputs();
+  in->set_name("x");
+  in->set_dtype(v1::DTYPE_BF16);
+  in->add_shape()->set_symbol("n");
+  in->mutable_shape(0)->set_hint(4096);
+  in->add_shape()->set_size(1000);
+  auto op = [&](v1::OpKind kind, std::vector<int> args, bool reduce = false) {
+    v1::Op* o = c->add_ops();
+    o->set_kind(kind);
+    for (int a : args) {
+      if (a < 0) {
+        o->add_args()->set_input(0);
+      } else {
+        o->add_args()->set_op(a);
+      }
+    }
+    if (reduce) {
+      o->mutable_reduce()->add_axes(0);
+      o->mutable_reduce()->set_keepdim(true);
+    }
+  };
+  op(v1::OP_REDUCE_MAX, {-1}, true);  // 0
+  op(v1::OP_SUB, {-1, 0});            // 1
+  op(v1::OP_EXP, {1});                // 2
+  op(v1::OP_REDUCE_SUM, {2}, true);   // 3
+  op(v1::OP_DIV, {2, 3});             // 4
+  v1::Output* out = c->add_outputs();
+  out->set_name("y");
+  out->mutable_value()->set_op(4);
+  r.mutable_policy()->set_mode(v1::TuningPolicy::MODE_HEURISTIC);
+  return r;
+}
+
 // A store path unique to the running test (and `name`), removed first.
 inline std::string TestStorePath(const std::string& name = "") {
   // The pid too: two checkouts' test runs share the temporary folder.
