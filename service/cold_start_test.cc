@@ -44,15 +44,10 @@ class ColdStartTest : public ::testing::Test {
   }
   // A pipeline on this test's store and GPU: another one is a restart.
   std::unique_ptr<Pipeline> MakePipeline(Store* store = nullptr) {
-    PipelineDeps deps;
-    deps.compiler = &compiler_;
-    deps.store = store != nullptr ? store : store_.get();
-    deps.runner = &gpu_;
-    deps.device = FakeGpu::Fingerprint();
-    deps.ceilings = NominalCeilings(90);
     PipelineOptions po;
     po.quick_budget_seconds = 2.0;
-    return std::make_unique<Pipeline>(std::move(deps), po);
+    return std::make_unique<Pipeline>(
+        service_testing::FakeGpuDeps(&compiler_, store != nullptr ? store : store_.get(), &gpu_), po);
   }
   void Serve(const ServiceOptions& opts) {
     server_.reset();
@@ -274,13 +269,7 @@ TEST(TuneProgressTest, EachKernelOfAPlanIsNamedInItsTrials) {
   FakeCompiler compiler;
   FakeGpu gpu;
   std::unique_ptr<Store> store = *Store::Open({.path = TestStorePath()});
-  PipelineDeps deps;
-  deps.compiler = &compiler;
-  deps.store = store.get();
-  deps.runner = &gpu;
-  deps.device = FakeGpu::Fingerprint();
-  deps.ceilings = NominalCeilings(90);
-  Pipeline pipeline(std::move(deps), PipelineOptions{});
+  Pipeline pipeline(service_testing::FakeGpuDeps(&compiler, store.get(), &gpu), PipelineOptions{});
   v1::CompileRequest req = service_testing::ColumnSoftmax();
   req.mutable_policy()->set_mode(v1::TuningPolicy::MODE_QUICK);
   absl::StatusOr<Prepared> p = pipeline.Prepare(req);

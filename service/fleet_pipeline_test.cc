@@ -49,12 +49,7 @@ struct Node {
     FleetTierOptions to;
     to.origin = EntryOrigin{name, 0, "test"};
     fleet = std::make_unique<FleetTier>(FleetStore::Create(fo), &key, trusted, metrics.get(), to);
-    PipelineDeps deps;
-    deps.compiler = &compiler;
-    deps.store = store.get();
-    deps.runner = &gpu;
-    deps.device = FakeGpu::Fingerprint();
-    deps.ceilings = NominalCeilings(90);
+    PipelineDeps deps = service_testing::FakeGpuDeps(&compiler, store.get(), &gpu);
     deps.fleet = fleet.get();
     deps.metrics = metrics.get();
     PipelineOptions po;

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kfuse/v1/kfuse.grpc.pb.h"
+#include "service/pipeline.h"
 #include "tuner/compiler.h"
 #include "tuner/runner.h"
 
@@ -96,6 +97,17 @@ class FakeGpu : public Runner {
  private:
   std::chrono::milliseconds delay_;
 };
+
+// What a pipeline on `store` with `gpu` to tune on is given.
+inline PipelineDeps FakeGpuDeps(Compiler* compiler, Store* store, Runner* gpu) {
+  PipelineDeps deps;
+  deps.compiler = compiler;
+  deps.store = store;
+  deps.runner = gpu;
+  deps.device = FakeGpu::Fingerprint();
+  deps.ceilings = NominalCeilings(90);
+  return deps;
+}
 
 // activation(x * scale) over `elements` f32 values, output "y".
 inline v1::CompileRequest ScaledActivation(v1::OpKind activation, double scale, int64_t elements = 4096) {
