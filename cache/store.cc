@@ -47,6 +47,7 @@ absl::Status RenameIfPresent(const std::string& from, const std::string& to) {
 Store::Reader::~Reader() {
   if (db_ == nullptr) return;
   absl::MutexLock l(&store_->pool_mu_);
+  --store_->readers_out_;
   if (store_->idle_readers_.size() < kMaxIdleReaders) {
     store_->idle_readers_.push_back(std::move(db_));
   }
@@ -373,6 +374,7 @@ absl::StatusOr<Store::Reader> Store::AcquireReader() {
     if (!idle_readers_.empty()) {
       std::unique_ptr<Db> db = std::move(idle_readers_.back());
       idle_readers_.pop_back();
+      ++readers_out_;
       return Reader(this, std::move(db));
     }
   }
@@ -381,15 +383,17 @@ absl::StatusOr<Store::Reader> Store::AcquireReader() {
     // followed within a second, unless it cannot be read). A connection
     // opened by path would read that one: wait for one of the served file's.
     absl::MutexLock l(&pool_mu_);
-    auto idle = +[](std::vector<std::unique_ptr<Db>>* v) { return !v->empty(); };
-    if (!pool_mu_.AwaitWithTimeout(absl::Condition(idle, &idle_readers_),
-                                   absl::Milliseconds(opts_.busy_timeout_ms))) {
-      return absl::UnavailableError(absl::StrCat("cache ", opts_.path,
-                                                 ": its file was replaced and every connection to the one "
-                                                 "served is busy"));
+    const bool came = pool_mu_.AwaitWithTimeout(absl::Condition(this, &Store::ReaderIdleOrNoneOut),
+                                                absl::Milliseconds(opts_.busy_timeout_ms));
+    if (idle_readers_.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cache ", opts_.path, ": its file was replaced and ",
+          came ? "no connection to the one served is open (it is followed once the new one can be read)"
+               : "every connection to the one served is busy"));
     }
     std::unique_ptr<Db> db = std::move(idle_readers_.back());
     idle_readers_.pop_back();
+    ++readers_out_;
     return Reader(this, std::move(db));
   }
   int flags = opts_.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
@@ -397,6 +401,8 @@ absl::StatusOr<Store::Reader> Store::AcquireReader() {
   KFUSE_ASSIGN_OR_RETURN(
       auto db, Db::Open(reader_uri_.empty() ? opts_.path : reader_uri_, flags, opts_.busy_timeout_ms));
   KFUSE_RETURN_IF_ERROR(ConfigureReader(*db));
+  absl::MutexLock l(&pool_mu_);
+  ++readers_out_;
   return Reader(this, std::move(db));
 }
 

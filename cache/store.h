@@ -250,6 +250,11 @@ class Store {
   std::unique_ptr<cache::Db> writer_ ABSL_GUARDED_BY(writer_mu_);  // Null when read_only.
   absl::Mutex pool_mu_ ABSL_ACQUIRED_AFTER(db_mu_);
   std::vector<std::unique_ptr<cache::Db>> idle_readers_ ABSL_GUARDED_BY(pool_mu_);
+  int readers_out_ ABSL_GUARDED_BY(pool_mu_) = 0;  // Connections on loan (Reader).
+  // A connection is idle, or none is on loan to come back.
+  bool ReaderIdleOrNoneOut() const ABSL_SHARED_LOCKS_REQUIRED(pool_mu_) {
+    return !idle_readers_.empty() || readers_out_ == 0;
+  }
 
   absl::Mutex hits_mu_;
   PendingMap pending_ ABSL_GUARDED_BY(hits_mu_);

@@ -7,6 +7,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -334,11 +336,25 @@ TEST(StoreRecoveryTest, AReadOnlyStoreServesTheFilePutInPlaceOfItsOwn) {
   std::ofstream(broken, std::ios::binary) << "half a file";
   ASSERT_EQ(std::rename(broken.c_str(), path.c_str()), 0);
   for (int round = 0; round < 2; ++round) {  // Before it is looked at, and after.
-    std::vector<std::string> got(16);
+    constexpr int kThreads = 16, kReads = 50;
+    std::vector<std::string> wrong;
+    absl::Mutex mu;
+    std::atomic<int> ready{0};
     std::vector<std::thread> readers;
-    for (size_t i = 0; i < got.size(); ++i) readers.emplace_back([&, i] { got[i] = Read(*ro, TestKey("old")); });
+    for (int i = 0; i < kThreads; ++i) {
+      readers.emplace_back([&] {
+        ++ready;
+        while (ready.load() < kThreads) {  // All at once.
+        }
+        for (int k = 0; k < kReads; ++k) {
+          const std::string got = Read(*ro, TestKey("old"));
+          absl::MutexLock lock(&mu);
+          if (got != "old") wrong.push_back(got);
+        }
+      });
+    }
     for (std::thread& t : readers) t.join();
-    EXPECT_EQ(got, std::vector<std::string>(got.size(), "old")) << "round " << round;
+    EXPECT_TRUE(wrong.empty()) << "round " << round << ": " << wrong.size() << " reads, the first: " << wrong.front();
     absl::SleepFor(absl::Milliseconds(1500));
   }
   EXPECT_EQ(ro->invalidations(), before);
@@ -401,6 +417,27 @@ TEST(StoreRecoveryTest, AFileKfuseDidNotMakeIsRefusedAndLeftAsItIs) {
     EXPECT_EQ(contents(path), before);
     EXPECT_TRUE(CorruptAside(path).empty());
   }
+}
+
+// A read-only store that has no connection to the file it served (it found
+// that file corrupt) while another sits at the path that it cannot follow:
+// a read says so at once rather than waiting for a connection that will not
+// come back.
+TEST(StoreRecoveryTest, AReadOnlyStoreWithNothingToServeSaysSoAtOnce) {
+  const std::string path = FreshDbPath("ro-nothing");
+  {
+    auto made = OpenOrDie({.path = path});
+    ASSERT_TRUE(made->PutArtifact(TestKey("big"), TestBlob("big", 200000), TestMeta()).ok());
+  }
+  auto ro = OpenOrDie({.path = path, .busy_timeout_ms = 60000, .read_only = true});
+  Scribble(path, 8192, -4096);
+  EXPECT_THAT(Read(*ro, TestKey("big")), HasSubstr("DATA_LOSS"));  // Its connections are closed.
+  const std::string broken = path + ".broken";
+  std::ofstream(broken, std::ios::binary) << "half a file";
+  ASSERT_EQ(std::rename(broken.c_str(), path.c_str()), 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THAT(Read(*ro, TestKey("big")), HasSubstr("no connection to the one served is open"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));  // Not the 60 s wait.
 }
 
 TEST(StoreRecoveryTest, ReadOnlyStoreReportsCorruptFile) {

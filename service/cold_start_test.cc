@@ -251,13 +251,16 @@ TEST_F(ColdStartTest, ARefusalTheStoreCouldNotKeepOutlastsARereadOfTheStore) {
       << sqlite3_errmsg(db);
   sqlite3_close(db);
   gpu_.wrong = true;
+  ASSERT_TRUE(store_->PollInvalidations().ok());
+  const uint64_t before = store_->invalidations();
   v1::CompileResponse first;
   ASSERT_TRUE(Compile(Silu(12.5, /*background=*/true), &first, std::chrono::seconds(60)).ok());
   ASSERT_TRUE(WaitForTuningToEnd(1));
   absl::StatusOr<std::vector<Store::Refusal>> kept = store_->Refusals();
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_TRUE(kept->empty());  // Its write failed.
-  ASSERT_TRUE(store_->PollInvalidations().ok());  // The withdrawal's delete moved the counter.
+  ASSERT_TRUE(store_->PollInvalidations().ok());
+  ASSERT_GT(store_->invalidations(), before);  // The withdrawal's delete moved it: the next check reads again.
   absl::StatusOr<Prepared> p = pipeline_->Prepare(Silu(12.5));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(pipeline_->MeasuredWrong(*p).code(), absl::StatusCode::kInternal);

@@ -192,7 +192,10 @@ std::string ServiceNode::device_name() const {
 std::string ServiceNode::no_gpu_reason() const { return pipeline_->no_gpu_reason(); }
 
 std::optional<std::string> ServiceNode::TuningUnavailable() const {
-  if (pipeline_->gpu() == nullptr) return pipeline_->no_gpu_reason();
+  if (pipeline_->gpu() == nullptr) {
+    std::string why = pipeline_->no_gpu_reason();
+    if (!why.empty()) return why;  // Else a GPU was attached just now.
+  }
   return runner_->Unavailable();
 }
 

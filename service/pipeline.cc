@@ -249,16 +249,24 @@ Pipeline::Pipeline(PipelineDeps deps, PipelineOptions options)
 
 void Pipeline::ReadRefusals(bool always) const {
   const uint64_t epoch = deps_.store->invalidations();
-  if (!always) {
+  uint64_t changes = 0;
+  {
     absl::MutexLock lock(&wrong_mu_);
-    if (epoch == refusals_epoch_) return;
+    // invalidations() only grows; one request reads at a time, the others
+    // go on with what is known.
+    if (!always && (epoch <= refusals_epoch_ || refusals_reading_)) return;
+    refusals_reading_ = true;
+    changes = wrong_changes_;
   }
   // Outside the lock: a store read must not hold up every request's check.
   absl::StatusOr<std::vector<Store::Refusal>> kept = deps_.store->Refusals();
   const double now = SteadySeconds();
   const double wall_ms = absl::ToUnixMillis(absl::Now());
   absl::MutexLock lock(&wrong_mu_);
-  if (!always && epoch == refusals_epoch_) return;  // Another request read them meanwhile.
+  refusals_reading_ = false;
+  // This process refused or lifted a chain meanwhile: what was read may not
+  // show it. The next check reads again.
+  if (wrong_changes_ != changes) return;
   refusals_epoch_ = epoch;
   if (!kept.ok()) {
     LogEvent(LogLevel::kWarning, "refusals_not_read", {{"error", kept.status().ToString()}});
@@ -566,6 +574,7 @@ void Pipeline::WithdrawHeuristic(const Prepared& p, const std::string& why, bool
     // Not stored until the Put below lands: a read of the store's refusals
     // meanwhile keeps it.
     wrong_[p.heuristic_key.ArtifactKey()] = KnownWrong{why, SteadySeconds(), /*stored=*/false};
+    ++wrong_changes_;
   }
   if (no_other && !options_.read_only) {
     // Kept in the store too, so a restart does not serve it again.
@@ -578,6 +587,7 @@ void Pipeline::WithdrawHeuristic(const Prepared& p, const std::string& why, bool
     } else {
       absl::MutexLock lock(&wrong_mu_);
       if (auto it = wrong_.find(p.heuristic_key.ArtifactKey()); it != wrong_.end()) it->second.stored = true;
+      ++wrong_changes_;
     }
   }
   CacheKey decision = p.heuristic_key;
@@ -800,6 +810,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
     {
       absl::MutexLock lock(&wrong_mu_);
       was_refused = wrong_.erase(p.heuristic_key.ArtifactKey()) > 0;
+      ++wrong_changes_;
     }
     if (was_refused && !options_.read_only) {
       if (absl::Status s = deps_.store->DeleteRefusal(p.heuristic_key.ArtifactKey()); !s.ok())

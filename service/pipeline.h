@@ -215,6 +215,10 @@ class Pipeline {
   // The store's invalidations() when its refusals were last read: every
   // process on the file refuses (and lifts) alike.
   mutable uint64_t refusals_epoch_ ABSL_GUARDED_BY(wrong_mu_) = 0;
+  mutable bool refusals_reading_ ABSL_GUARDED_BY(wrong_mu_) = false;  // A request reads them now.
+  // Counts this process's own refusals and lifts: a read of the store
+  // begun before one is not swapped in over it.
+  mutable uint64_t wrong_changes_ ABSL_GUARDED_BY(wrong_mu_) = 0;
   // wrong_ := the store's unexpired refusals, and those of this process
   // the store could not keep; as it is when they cannot be read. Reads the
   // store without wrong_mu_; `always`: whatever invalidations() says.

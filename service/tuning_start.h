@@ -52,7 +52,8 @@ class TuningStarter {
   void Start();
   // Ends the thread, after the try in progress: a worker start (at most its
   // start timeout) and, when it started before Stop, the GPU's ceilings
-  // measured (seconds; once a device, as they are kept in the store).
+  // measured (a few seconds, at most the runner's 300 s; once a device, as
+  // they are kept in the store).
   void Stop();
 
  private:
