@@ -809,8 +809,10 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
     bool was_refused = false;
     {
       absl::MutexLock lock(&wrong_mu_);
-      was_refused = wrong_.erase(p.heuristic_key.ArtifactKey()) > 0;
-      ++wrong_changes_;
+      if (wrong_.erase(p.heuristic_key.ArtifactKey()) > 0) {
+        was_refused = true;
+        ++wrong_changes_;
+      }
     }
     if (was_refused && !options_.read_only) {
       if (absl::Status s = deps_.store->DeleteRefusal(p.heuristic_key.ArtifactKey()); !s.ok())
