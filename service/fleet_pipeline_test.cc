@@ -80,6 +80,11 @@ class FleetPipelineTest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(pg_->port(), 0) << pg_->error();
+    // Each case starts from an empty fleet store, whether or not the cases
+    // before it ran in this process.
+    if (pg_->Query("SELECT to_regclass('kfuse_entries') IS NOT NULL") == "t") {
+      ASSERT_EQ(pg_->Query("TRUNCATE kfuse_entries, kfuse_blobs, kfuse_leases"), "");
+    }
     trusted_ = TrustedKeys({KeyFrom(1).public_key, KeyFrom(2).public_key});
   }
   // A fleet tier alone (no pipeline) named `name`, signing with `key`,
