@@ -1,6 +1,5 @@
 #!/bin/bash
-# Not run yet: no GPU was available when it was written. Rebuild the bundle
-# at the commit to be tested (bench/gpu/prepare.sh) before running it.
+# Run at 5061fd7 (with run201 in the same call).
 # run200: to be built at the commit it runs on (written at 3944b41; since
 # then the GPU tests also hold RunnerGpuTest.ACancelledTaskStopsAndKeepsItsWorker,
 # worker protocol 4's cancel on the real worker). (1) kfuse_tuner_test's GPU tests: TuneKernelGpuTest
