@@ -13,8 +13,9 @@
 # checked before it serves (recheck.txt; the builds that reused a decision,
 # and any stored_decision_failed or _unchecked event).
 #
-#   [RECHECK=1] bash bench/gpu/tune_sweep.sh BUNDLE OUT_DIR [MODE]   # MODE: quick (default) or full;
-#                                                                    # paths absolute or from the repository root
+#   [RECHECK=1] [FAMILIES="row matmul"] bash bench/gpu/tune_sweep.sh BUNDLE OUT_DIR [MODE]
+#   # MODE: quick (default) or full; FAMILIES: the case folders (default: all five);
+#   # paths absolute or from the repository root
 set -u
 cd "$(dirname "$0")/../.."
 b=$1 out=$2 mode=${3:-quick}
@@ -30,7 +31,7 @@ start() {  # LOG
   for i in $(seq 1 100); do $c health >/dev/null 2>&1 && break; sleep 0.3; done
 }
 sweep() {
-  for f in bench/gpu/cases/{pointwise,row,reduce,matmul,attention}/*.json; do
+  for f in $(for fam in ${FAMILIES:-pointwise row reduce matmul attention}; do ls bench/gpu/cases/$fam/*.json; done); do
     s=$(date +%s%N)
     timeout 120 $c --timeout 120 tune --mode "$mode" "$f" > "$out/one.txt" 2>&1; rc=$?
     printf '%-62s rc=%d %6d ms  %s\n' "$f" $rc $(( ($(date +%s%N) - s) / 1000000 )) \
