@@ -142,6 +142,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   p.sq = sframe[sframe.size() - 2];
   p.sk = sframe.back();
   const Dim d = chain.nodes[qk.args[0]].type.shape.back();
+  if (p.sq.is_static() && p.sq.size < p.yard_rows) p.yard_rows = static_cast<int>(std::max<int64_t>(1, p.sq.size));
   KFUSE_ASSIGN_OR_RETURN(p.d, HeadDim(chain, m->qk, d, "head dim"));
   KFUSE_ASSIGN_OR_RETURN(p.dv, HeadDim(chain, m->pv, oframe.back(), "value head dim"));
 
@@ -247,7 +248,7 @@ absl::StatusOr<KernelSpec> EmitAttention(const Chain& chain, const KernelGroup& 
     k.block.x = SizeExpr::Const(32 * plan.warps);
     k.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
   } else {
-    k.grid.x = SizeExpr::Mul(sq, plan.batches);
+    k.grid.x = SizeExpr::Mul(SizeExpr::CeilDiv(sq, SizeExpr::Const(plan.yard_rows)), plan.batches);
     k.block.x = SizeExpr::Const(128);
   }
   for (int32_t s : plan.symbols) {

@@ -57,10 +57,13 @@
 // 2^31 - 256 (32-bit rows and keys in the score loops).
 //
 // Numerics::kReference64 and kEager ignore the schedule: a block of 128
-// threads per query row computes the row's scores three times (max, sum,
-// then P V in chunks of 128 keys through shared memory), every node as the
-// chain says: in double, or in f32 with each f16/bf16 node rounded (the
-// scores rounded to their dtype as a separate matmul would store them).
+// threads per 8 query rows (fewer when Sq is static and smaller; grid.x =
+// ceil(Sq / rows) * batches) computes each row's scores three times (max,
+// sum, then P V in chunks of 128 keys through shared memory), every node
+// as the chain says: in double, or in f32 with each f16/bf16 node rounded
+// (the scores rounded to their dtype as a separate matmul would store
+// them). A key's row of K is read once for the block's rows; each row's
+// arithmetic and its order are those of a block per row.
 #ifndef KFUSE_CODEGEN_ATTENTION_H_
 #define KFUSE_CODEGEN_ATTENTION_H_
 

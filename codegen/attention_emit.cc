@@ -489,8 +489,15 @@ class Writer {
     return absl::OkStatus();
   }
 
-  // A block of 128 threads per query row: the row's max, then its sum, then
-  // P V over chunks of 128 keys, every node under the yardstick's numerics.
+  // A block of 128 threads per kf_R query rows: the rows' maxes, then their
+  // sums, then P V over chunks of 128 keys, every node under the
+  // yardstick's numerics. Each key's row of K is read once for the block's
+  // rows (the yardsticks read K and V from L2 for every query row, so a
+  // block of one row was bound by those reads); each row's arithmetic, and
+  // its order, is a block-per-row kernel's: its scores' dot products in
+  // head-dim order, its max and sum by thread then by the tree, P V in key
+  // order. Rows past Sq compute row Sq - 1's values (every read in bounds)
+  // and store nothing.
   absl::Status Yardstick(std::string* out) {
     const std::string params = Params();
     const bool ref = p_.numerics == Numerics::kReference64;
@@ -511,94 +518,185 @@ class Writer {
     }
     if (m_.p != (m_.guard >= 0 ? m_.guard : m_.div)) soft.push_back(m_.p);
     std::sort(soft.begin(), soft.end());
-    KFUSE_ASSIGN_OR_RETURN(std::string sub_exp, Values({m_.sub, m_.exp}, {}, {}, {m_.x, m_.max}, ind));
-    KFUSE_ASSIGN_OR_RETURN(std::string probs, Values(soft, {}, {}, {m_.x, m_.max, m_.sum}, "      "));
-    KFUSE_ASSIGN_OR_RETURN(std::string epi, Values(m_.epilogue, p_.epilogue_reads, Frame("i", "d"), {m_.pv}, "      "));
-    KFUSE_ASSIGN_OR_RETURN(std::string lse, LseStores("    "));
+    KFUSE_ASSIGN_OR_RETURN(std::string sub_exp, Values({m_.sub, m_.exp}, {}, {}, {m_.x, m_.max}, "      "));
+    KFUSE_ASSIGN_OR_RETURN(std::string probs, Values(soft, {}, {}, {m_.x, m_.max, m_.sum}, "        "));
+    KFUSE_ASSIGN_OR_RETURN(std::string epi, Values(m_.epilogue, p_.epilogue_reads, Frame("i", "d"), {m_.pv}, "        "));
+    KFUSE_ASSIGN_OR_RETURN(std::string lse, LseStores("      "));
     const DType pt = c_.nodes[m_.p].type.dtype;
     const DType zt = c_.nodes[m_.sum].type.dtype;
     const std::string vt = Storage(p_.v.dtype);
+    const std::string qc = ComputeType(p_.q.dtype, p_.numerics);
     const std::string qload = LoadExpr("Q[dd]", p_.q.dtype, p_.numerics, &needs_);
-    const std::string kload = LoadExpr("K[j * ldk + dd]", p_.k.dtype, p_.numerics, &needs_);
+    const std::string kload = LoadExpr("kf_e", p_.k.dtype, p_.numerics, &needs_);
     const std::string vload = LoadExpr("V[(c0 + jj) * ldv + d]", p_.v.dtype, p_.numerics, &needs_);
+    const std::string zc = ComputeType(zt, p_.numerics);
     const int per = (p_.dv + 127) / 128;
+    // The rows' values the softmax's nodes name v<max> and v<sum>.
+    const std::string row_max = absl::StrCat("      const ", xc, " v", m_.max, " = kf_mx[r];\n");
+    const std::string row_sum = absl::StrCat("      const ", zc, " v", m_.sum, " = kf_zs[r];\n");
+    const std::string row_i = "      const long long i = min(i0 + r, Sq - 1);\n";
     std::string s = absl::StrCat(
-        "extern \"C\" __global__ void __launch_bounds__(128) ", kEntryPlaceholder, "(", params, ") {\n",
-        "  __shared__ ", acc, " kf_red[128];\n",
-        "  __shared__ ", ComputeType(pt, p_.numerics), " kf_p[128];\n",
+        // One block an SM at least: the rows' values held in registers
+        // rather than spilled for occupancy.
+        "extern \"C\" __global__ void __launch_bounds__(128, 1) ", kEntryPlaceholder, "(", params, ") {\n",
+        "  constexpr int kf_R = ", p_.yard_rows, ";\n",
+        "  __shared__ ", acc, " kf_red[kf_R][128];\n",
+        "  __shared__ ", ComputeType(pt, p_.numerics), " kf_p[kf_R][128];\n",
+        "  __shared__ ", qc, " kf_q[kf_R][", p_.d, "];\n",
         "  const int tid = threadIdx.x;\n", Sizes(),
-        "  const long long eb = blockIdx.x / Sq, i = blockIdx.x % Sq;\n", BatchDecomposition(p_.batch),
-        "  const ", Storage(p_.q.dtype), "* Q = ", Base(p_.q), " + i * ", RowStride(p_.q), ";\n",
+        "  const long long kf_nr = (Sq + kf_R - 1) / kf_R;\n",
+        "  const long long eb = blockIdx.x / kf_nr, i0 = (blockIdx.x % kf_nr) * kf_R;\n",
+        BatchDecomposition(p_.batch),
         "  const ", Storage(p_.k.dtype), "* K = ", Base(p_.k), ";\n",
         "  const ", vt, "* V = ", Base(p_.v), ";\n",
         "  const long long ldk = ", RowStride(p_.k), ", ldv = ", RowStride(p_.v), ";\n",
-        "  auto score = [&](long long j) {\n",
-        "    ", acc, " kf_dot = 0;\n",
-        "    for (int dd = 0; dd < ", p_.d, "; ++dd)\n",
-        ref ? absl::StrCat("      kf_dot += (double)(", qload, ") * (double)(", kload, ");\n")
-            : absl::StrCat("      kf_dot = fmaf(", qload, ", ", kload, ", kf_dot);\n"),
+        "  for (int e = tid; e < kf_R * ", p_.d, "; e += 128) {\n",
+        "    const int r = e / ", p_.d, ", dd = e % ", p_.d, ";\n",
+        "    const long long i = min(i0 + r, Sq - 1);\n",
+        "    const ", Storage(p_.q.dtype), "* Q = ", Base(p_.q), " + i * ", RowStride(p_.q), ";\n",
+        "    kf_q[r][dd] = ", qload, ";\n",
+        "  }\n",
+        "  __syncthreads();\n",
+        // Each row's product with key j, in head-dim order; K's row in
+        // 16-byte loads (its 16-bit elements, 16-byte aligned rows: the
+        // plan's preconditions).
+        "  auto dots = [&](long long j, ", acc, " (&kf_d)[kf_R]) {\n",
+        "#pragma unroll\n",
+        "    for (int r = 0; r < kf_R; ++r) kf_d[r] = 0;\n",
+        "    for (int dd = 0; dd < ", p_.d, "; dd += 8) {\n",
+        "      const uint4 kf_raw = *reinterpret_cast<const uint4*>(K + j * ldk + dd);\n",
+        "#pragma unroll\n",
+        "      for (int t = 0; t < 8; ++t) {\n",
+        "        const unsigned kf_w = t < 2 ? kf_raw.x : t < 4 ? kf_raw.y : t < 6 ? kf_raw.z : kf_raw.w;\n",
+        "        const ", Storage(p_.k.dtype), " kf_e{(unsigned short)(kf_w >> (16 * (t & 1)))};\n",
+        "        const auto kf_k = ", kload, ";\n",
+        "#pragma unroll\n",
+        "        for (int r = 0; r < kf_R; ++r)\n",
+        ref ? "          kf_d[r] += (double)(kf_q[r][dd + t]) * (double)(kf_k);\n"
+            : "          kf_d[r] = fmaf(kf_q[r][dd + t], kf_k, kf_d[r]);\n",
+        "      }\n",
+        "    }\n",
+        "  };\n",
+        "  auto score = [&](long long i, long long j, ", acc, " kf_dot) {\n",
         "    const ", ComputeType(st, p_.numerics), " v", m_.qk, " = ", prod, ";\n", score,
         "    return v", m_.x, ";\n",
         "  };\n",
         // The max propagates NaN, as torch.max.
-        "  ", xc, " mx = KF_NEG_INF;\n",
+        "  ", xc, " kf_m[kf_R];\n",
+        "#pragma unroll\n",
+        "  for (int r = 0; r < kf_R; ++r) kf_m[r] = KF_NEG_INF;\n",
         "  for (long long j = tid; j < Sk; j += 128) {\n",
-        "    const ", xc, " x = score(j);\n",
-        "    mx = (x != x || x > mx) ? x : mx;\n",
+        "    ", acc, " kf_d[kf_R];\n",
+        "    dots(j, kf_d);\n",
+        "#pragma unroll\n",
+        "    for (int r = 0; r < kf_R; ++r) {\n", row_i,
+        "      const ", xc, " x = score(i, j, kf_d[r]);\n",
+        "      kf_m[r] = (x != x || x > kf_m[r]) ? x : kf_m[r];\n",
+        "    }\n",
         "  }\n",
-        "  kf_red[tid] = mx;\n",
+        "#pragma unroll\n",
+        "  for (int r = 0; r < kf_R; ++r) kf_red[r][tid] = kf_m[r];\n",
         "  __syncthreads();\n",
         "  for (int w = 64; w > 0; w >>= 1) {\n",
         "    if (tid < w) {\n",
-        "      const ", acc, " a = kf_red[tid], b = kf_red[tid + w];\n",
-        "      kf_red[tid] = (b != b || b > a) ? b : a;\n",
+        "#pragma unroll\n",
+        "      for (int r = 0; r < kf_R; ++r) {\n",
+        "        const ", acc, " a = kf_red[r][tid], b = kf_red[r][tid + w];\n",
+        "        kf_red[r][tid] = (b != b || b > a) ? b : a;\n",
+        "      }\n",
         "    }\n",
         "    __syncthreads();\n",
         "  }\n",
-        "  const ", xc, " v", m_.max, " = kf_red[0];\n",
+        "  ", xc, " kf_mx[kf_R];\n",
+        "#pragma unroll\n",
+        "  for (int r = 0; r < kf_R; ++r) kf_mx[r] = kf_red[r][0];\n",
         "  __syncthreads();\n",
-        "  ", acc, " zs = 0;\n",
+        "  ", acc, " kf_s[kf_R];\n",
+        "#pragma unroll\n",
+        "  for (int r = 0; r < kf_R; ++r) kf_s[r] = 0;\n",
         "  for (long long j = tid; j < Sk; j += 128) {\n",
-        "    const ", xc, " v", m_.x, " = score(j);\n", sub_exp,
-        "    zs += v", m_.exp, ";\n",
+        "    ", acc, " kf_d[kf_R];\n",
+        "    dots(j, kf_d);\n",
+        "#pragma unroll\n",
+        "    for (int r = 0; r < kf_R; ++r) {\n", row_i, row_max,
+        "      const ", xc, " v", m_.x, " = score(i, j, kf_d[r]);\n", sub_exp,
+        "      kf_s[r] += v", m_.exp, ";\n",
+        "    }\n",
         "  }\n",
-        "  kf_red[tid] = zs;\n",
+        "#pragma unroll\n",
+        "  for (int r = 0; r < kf_R; ++r) kf_red[r][tid] = kf_s[r];\n",
         "  __syncthreads();\n",
         "  for (int w = 64; w > 0; w >>= 1) {\n",
-        "    if (tid < w) kf_red[tid] += kf_red[tid + w];\n",
+        "    if (tid < w) {\n",
+        "#pragma unroll\n",
+        "      for (int r = 0; r < kf_R; ++r) kf_red[r][tid] += kf_red[r][tid + w];\n",
+        "    }\n",
         "    __syncthreads();\n",
         "  }\n",
-        "  const ", ComputeType(zt, p_.numerics), " v", m_.sum, " = ",
-        ref ? "kf_red[0]" : CastExpr("kf_red[0]", DType::kF32, zt, p_.numerics, &needs_), ";\n",
-        "  ", acc, " kf_acc[", per, "];\n",
-        "  for (int u = 0; u < ", per, "; ++u) kf_acc[u] = 0;\n",
+        "  ", zc, " kf_zs[kf_R];\n",
+        "#pragma unroll\n",
+        "  for (int r = 0; r < kf_R; ++r) kf_zs[r] = ",
+        ref ? "kf_red[r][0]" : CastExpr("kf_red[r][0]", DType::kF32, zt, p_.numerics, &needs_), ";\n",
+        "  ", acc, " kf_acc[kf_R][", per, "];\n",
+        "#pragma unroll\n",
+        "  for (int r = 0; r < kf_R; ++r)\n",
+        "#pragma unroll\n",
+        "    for (int u = 0; u < ", per, "; ++u) kf_acc[r][u] = 0;\n",
         "  for (long long c0 = 0; c0 < Sk; c0 += 128) {\n",
         "    const long long j = c0 + tid;\n",
-        "    kf_p[tid] = 0;\n",
+        "#pragma unroll\n",
+        "    for (int r = 0; r < kf_R; ++r) kf_p[r][tid] = 0;\n",
         "    if (j < Sk) {\n",
-        "      const ", xc, " v", m_.x, " = score(j);\n", probs,
-        "      kf_p[tid] = v", m_.p, ";\n",
+        "      ", acc, " kf_d[kf_R];\n",
+        "      dots(j, kf_d);\n",
+        "#pragma unroll\n",
+        "      for (int r = 0; r < kf_R; ++r) {\n",
+        "  ", row_i, "  ", row_max, "  ", row_sum,
+        "        const ", xc, " v", m_.x, " = score(i, j, kf_d[r]);\n", probs,
+        "        kf_p[r][tid] = v", m_.p, ";\n",
+        "      }\n",
         "    }\n",
         "    __syncthreads();\n",
         "    const int n = (int)min(128LL, Sk - c0);\n",
+        "#pragma unroll\n",
         "    for (int u = 0; u < ", per, "; ++u) {\n",
         "      const long long d = tid + 128 * u;\n",
         "      if (d >= ", p_.dv, ") break;\n",
-        "      for (int jj = 0; jj < n; ++jj)\n",
-        ref ? absl::StrCat("        kf_acc[u] += (double)kf_p[jj] * (double)(", vload, ");\n")
-            : absl::StrCat("        kf_acc[u] = fmaf(kf_p[jj], ", vload, ", kf_acc[u]);\n"),
+        "      for (int jj = 0; jj < n; ++jj) {\n",
+        "        const auto kf_v = ", vload, ";\n",
+        "#pragma unroll\n",
+        "        for (int r = 0; r < kf_R; ++r)\n",
+        ref ? "          kf_acc[r][u] += (double)kf_p[r][jj] * (double)(kf_v);\n"
+            : "          kf_acc[r][u] = fmaf(kf_p[r][jj], kf_v, kf_acc[r][u]);\n",
+        "      }\n",
         "    }\n",
         "    __syncthreads();\n",
         "  }\n",
-        "  for (int u = 0; u < ", per, "; ++u) {\n",
-        "    const long long d = tid + 128 * u;\n",
-        "    if (d >= ", p_.dv, ") break;\n",
-        "    const ", ComputeType(c_.nodes[m_.pv].type.dtype, p_.numerics), " v", m_.pv, " = ",
-        ref ? "kf_acc[u]" : CastExpr("kf_acc[u]", DType::kF32, c_.nodes[m_.pv].type.dtype, p_.numerics, &needs_),
+        "#pragma unroll\n",
+        "  for (int r = 0; r < kf_R; ++r) {\n",
+        "    const long long i = i0 + r;\n",
+        "    if (i >= Sq) break;\n",
+        "#pragma unroll\n",
+        "    for (int u = 0; u < ", per, "; ++u) {\n",
+        "      const long long d = tid + 128 * u;\n",
+        "      if (d >= ", p_.dv, ") break;\n",
+        "      const ", ComputeType(c_.nodes[m_.pv].type.dtype, p_.numerics), " v", m_.pv, " = ",
+        ref ? "kf_acc[r][u]"
+            : CastExpr("kf_acc[r][u]", DType::kF32, c_.nodes[m_.pv].type.dtype, p_.numerics, &needs_),
         ";\n", epi,
-        "    const long long kf_o = (eb * Sq + i) * ", p_.dv, "LL + d;\n", OutputStores(false, "    "),
+        "      const long long kf_o = (eb * Sq + i) * ", p_.dv, "LL + d;\n", OutputStores(false, "      "),
+        "    }\n",
         "  }\n");
-    if (m_.lse >= 0) absl::StrAppend(&s, "  if (tid == 0) {\n", lse, "  }\n");
+    if (m_.lse >= 0) {
+      absl::StrAppend(&s, "  if (tid == 0) {\n",
+                      "#pragma unroll\n",
+                      "    for (int r = 0; r < kf_R; ++r) {\n",
+                      "      const long long i = i0 + r;\n",
+                      "      if (i >= Sq) break;\n",
+                      "  ", row_max, "  ", row_sum, lse,
+                      "    }\n",
+                      "  }\n");
+    }
     absl::StrAppend(&s, "}\n");
     *out = std::move(s);
     return absl::OkStatus();

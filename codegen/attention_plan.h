@@ -31,6 +31,9 @@ struct Plan {
   std::vector<Precondition> preconditions;
   // Schedule (kFast only).
   int bq = 128, bkv = 64, warps = 4, order = 0;
+  // Query rows a yardstick block takes (kReference64, kEager): 8, or Sq
+  // when it is static and smaller.
+  int yard_rows = 8;
   int smem_bytes = 0;
 };
 

@@ -230,10 +230,22 @@ TEST(AttentionTest, LaunchContractAndSchedule) {
   absl::StatusOr<KernelSpec> again = EmitAttention(c, g, AttentionHeuristic(c, g));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->source, k->source);
-  // The yardsticks: a block of 128 threads per query row.
+  // The yardsticks: a block of 128 threads per 8 query rows.
   absl::StatusOr<KernelSpec> ref = EmitAttention(c, g, AttentionHeuristic(c, g), Numerics::kReference64);
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(ref->block.x.value(), 128);
+  EXPECT_TRUE(absl::StrContains(ref->source, "constexpr int kf_R = 8;"));
+  // ceil(300 / 8) blocks of rows for each of the 2 x 4 heads.
+  EXPECT_EQ(*ref->grid.x.Eval({300}), 38 * 8);
+  // A static query length under 8 is one block of that many rows a head.
+  Options few = Opts(false, false, false, false);
+  few.sq = 3;
+  const Chain fc = Attention(few);
+  const KernelGroup fg = OnlyKernel(fc);
+  absl::StatusOr<KernelSpec> eager = EmitAttention(fc, fg, AttentionHeuristic(fc, fg), Numerics::kEager);
+  ASSERT_TRUE(eager.ok()) << eager.status();
+  EXPECT_TRUE(absl::StrContains(eager->source, "constexpr int kf_R = 3;"));
+  EXPECT_EQ(*eager->grid.x.Eval({}), few.batch * few.heads);
   EXPECT_TRUE(absl::StrContains(ref->source, "double"));
 }
 

@@ -70,6 +70,9 @@ TEST(AttentionCompileTest, EverySpaceVariantAndBothYardsticksCompile) {
       absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
       ASSERT_TRUE(k.ok()) << tc.name << " " << NumericsName(n) << ": " << k.status() << "\n"
                           << spec->source;
+      // A yardstick's rows (kf_R of them a block) stay in registers.
+      EXPECT_EQ(k->resources.spill_bytes, 0u)
+          << tc.name << " " << NumericsName(n) << ": " << k->resources.registers << " registers";
     }
   }
 }

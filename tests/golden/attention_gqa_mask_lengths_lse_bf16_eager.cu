@@ -10,26 +10,48 @@ __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
 #define KF_NEG_INF (-__int_as_float(0x7f800000))
-extern "C" __global__ void __launch_bounds__(128) kf_attn_22d36a365076(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, const unsigned char* __restrict__ in3, const int* __restrict__ in4, __kf_bf16* __restrict__ out0, float* __restrict__ out1) {
-  __shared__ float kf_red[128];
-  __shared__ float kf_p[128];
+extern "C" __global__ void __launch_bounds__(128, 1) kf_attn_7dac94deffda(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, const unsigned char* __restrict__ in3, const int* __restrict__ in4, __kf_bf16* __restrict__ out0, float* __restrict__ out1) {
+  constexpr int kf_R = 8;
+  __shared__ float kf_red[kf_R][128];
+  __shared__ float kf_p[kf_R][128];
+  __shared__ float kf_q[kf_R][64];
   const int tid = threadIdx.x;
   const long long Sq = 128LL, Sk = 128LL;
-  const long long eb = blockIdx.x / Sq, i = blockIdx.x % Sq;
+  const long long kf_nr = (Sq + kf_R - 1) / kf_R;
+  const long long eb = blockIdx.x / kf_nr, i0 = (blockIdx.x % kf_nr) * kf_R;
   long long kf_rem = eb;
   const long long kf_b2 = kf_rem % 2LL;
   kf_rem /= 2LL;
   const long long kf_b1 = kf_rem % 2LL;
   kf_rem /= 2LL;
   const long long kf_b0 = kf_rem % 2LL;
-  const __kf_bf16* Q = in0 + kf_b0 * 32768LL + kf_b1 * 16384LL + kf_b2 * 8192LL + i * 64LL;
   const __kf_bf16* K = in1 + kf_b0 * 16384LL + kf_b1 * 8192LL;
   const __kf_bf16* V = in2 + kf_b0 * 16384LL + kf_b1 * 8192LL;
   const long long ldk = 64LL, ldv = 64LL;
-  auto score = [&](long long j) {
-    float kf_dot = 0;
-    for (int dd = 0; dd < 64; ++dd)
-      kf_dot = fmaf(kf_bf2f(Q[dd]), kf_bf2f(K[j * ldk + dd]), kf_dot);
+  for (int e = tid; e < kf_R * 64; e += 128) {
+    const int r = e / 64, dd = e % 64;
+    const long long i = min(i0 + r, Sq - 1);
+    const __kf_bf16* Q = in0 + kf_b0 * 32768LL + kf_b1 * 16384LL + kf_b2 * 8192LL + i * 64LL;
+    kf_q[r][dd] = kf_bf2f(Q[dd]);
+  }
+  __syncthreads();
+  auto dots = [&](long long j, float (&kf_d)[kf_R]) {
+#pragma unroll
+    for (int r = 0; r < kf_R; ++r) kf_d[r] = 0;
+    for (int dd = 0; dd < 64; dd += 8) {
+      const uint4 kf_raw = *reinterpret_cast<const uint4*>(K + j * ldk + dd);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const unsigned kf_w = t < 2 ? kf_raw.x : t < 4 ? kf_raw.y : t < 6 ? kf_raw.z : kf_raw.w;
+        const __kf_bf16 kf_e{(unsigned short)(kf_w >> (16 * (t & 1)))};
+        const auto kf_k = kf_bf2f(kf_e);
+#pragma unroll
+        for (int r = 0; r < kf_R; ++r)
+          kf_d[r] = fmaf(kf_q[r][dd + t], kf_k, kf_d[r]);
+      }
+    }
+  };
+  auto score = [&](long long i, long long j, float kf_dot) {
     const float v13 = kf_rbf(kf_dot);
     const int v5 = (int)(j);
     const int r6 = in4[kf_b0];
@@ -40,73 +62,132 @@ extern "C" __global__ void __launch_bounds__(128) kf_attn_22d36a365076(const __k
     const float v17 = kf_rbf((v9 ? v15 : (-__int_as_float(0x7f800000))));
     return v17;
   };
-  float mx = KF_NEG_INF;
+  float kf_m[kf_R];
+#pragma unroll
+  for (int r = 0; r < kf_R; ++r) kf_m[r] = KF_NEG_INF;
   for (long long j = tid; j < Sk; j += 128) {
-    const float x = score(j);
-    mx = (x != x || x > mx) ? x : mx;
+    float kf_d[kf_R];
+    dots(j, kf_d);
+#pragma unroll
+    for (int r = 0; r < kf_R; ++r) {
+      const long long i = min(i0 + r, Sq - 1);
+      const float x = score(i, j, kf_d[r]);
+      kf_m[r] = (x != x || x > kf_m[r]) ? x : kf_m[r];
+    }
   }
-  kf_red[tid] = mx;
+#pragma unroll
+  for (int r = 0; r < kf_R; ++r) kf_red[r][tid] = kf_m[r];
   __syncthreads();
   for (int w = 64; w > 0; w >>= 1) {
     if (tid < w) {
-      const float a = kf_red[tid], b = kf_red[tid + w];
-      kf_red[tid] = (b != b || b > a) ? b : a;
+#pragma unroll
+      for (int r = 0; r < kf_R; ++r) {
+        const float a = kf_red[r][tid], b = kf_red[r][tid + w];
+        kf_red[r][tid] = (b != b || b > a) ? b : a;
+      }
     }
     __syncthreads();
   }
-  const float v18 = kf_red[0];
+  float kf_mx[kf_R];
+#pragma unroll
+  for (int r = 0; r < kf_R; ++r) kf_mx[r] = kf_red[r][0];
   __syncthreads();
-  float zs = 0;
+  float kf_s[kf_R];
+#pragma unroll
+  for (int r = 0; r < kf_R; ++r) kf_s[r] = 0;
   for (long long j = tid; j < Sk; j += 128) {
-    const float v17 = score(j);
-    const float v21 = kf_rbf(__fsub_rn(v17, v18));
-    const float v22 = kf_rbf(expf(v21));
-    zs += v22;
-  }
-  kf_red[tid] = zs;
-  __syncthreads();
-  for (int w = 64; w > 0; w >>= 1) {
-    if (tid < w) kf_red[tid] += kf_red[tid + w];
-    __syncthreads();
-  }
-  const float v23 = kf_rbf(kf_red[0]);
-  float kf_acc[1];
-  for (int u = 0; u < 1; ++u) kf_acc[u] = 0;
-  for (long long c0 = 0; c0 < Sk; c0 += 128) {
-    const long long j = c0 + tid;
-    kf_p[tid] = 0;
-    if (j < Sk) {
-      const float v17 = score(j);
-      const bool v19 = (v18 == (-__int_as_float(0x7f800000)));
+    float kf_d[kf_R];
+    dots(j, kf_d);
+#pragma unroll
+    for (int r = 0; r < kf_R; ++r) {
+      const long long i = min(i0 + r, Sq - 1);
+      const float v18 = kf_mx[r];
+      const float v17 = score(i, j, kf_d[r]);
       const float v21 = kf_rbf(__fsub_rn(v17, v18));
       const float v22 = kf_rbf(expf(v21));
-      const float v24 = kf_rbf((v22 / v23));
-      const float v25 = kf_rbf((v19 ? ((float)0) : v24));
-      kf_p[tid] = v25;
+      kf_s[r] += v22;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kf_R; ++r) kf_red[r][tid] = kf_s[r];
+  __syncthreads();
+  for (int w = 64; w > 0; w >>= 1) {
+    if (tid < w) {
+#pragma unroll
+      for (int r = 0; r < kf_R; ++r) kf_red[r][tid] += kf_red[r][tid + w];
+    }
+    __syncthreads();
+  }
+  float kf_zs[kf_R];
+#pragma unroll
+  for (int r = 0; r < kf_R; ++r) kf_zs[r] = kf_rbf(kf_red[r][0]);
+  float kf_acc[kf_R][1];
+#pragma unroll
+  for (int r = 0; r < kf_R; ++r)
+#pragma unroll
+    for (int u = 0; u < 1; ++u) kf_acc[r][u] = 0;
+  for (long long c0 = 0; c0 < Sk; c0 += 128) {
+    const long long j = c0 + tid;
+#pragma unroll
+    for (int r = 0; r < kf_R; ++r) kf_p[r][tid] = 0;
+    if (j < Sk) {
+      float kf_d[kf_R];
+      dots(j, kf_d);
+#pragma unroll
+      for (int r = 0; r < kf_R; ++r) {
+        const long long i = min(i0 + r, Sq - 1);
+        const float v18 = kf_mx[r];
+        const float v23 = kf_zs[r];
+        const float v17 = score(i, j, kf_d[r]);
+        const bool v19 = (v18 == (-__int_as_float(0x7f800000)));
+        const float v21 = kf_rbf(__fsub_rn(v17, v18));
+        const float v22 = kf_rbf(expf(v21));
+        const float v24 = kf_rbf((v22 / v23));
+        const float v25 = kf_rbf((v19 ? ((float)0) : v24));
+        kf_p[r][tid] = v25;
+      }
     }
     __syncthreads();
     const int n = (int)min(128LL, Sk - c0);
+#pragma unroll
     for (int u = 0; u < 1; ++u) {
       const long long d = tid + 128 * u;
       if (d >= 64) break;
-      for (int jj = 0; jj < n; ++jj)
-        kf_acc[u] = fmaf(kf_p[jj], kf_bf2f(V[(c0 + jj) * ldv + d]), kf_acc[u]);
+      for (int jj = 0; jj < n; ++jj) {
+        const auto kf_v = kf_bf2f(V[(c0 + jj) * ldv + d]);
+#pragma unroll
+        for (int r = 0; r < kf_R; ++r)
+          kf_acc[r][u] = fmaf(kf_p[r][jj], kf_v, kf_acc[r][u]);
+      }
     }
     __syncthreads();
   }
-  for (int u = 0; u < 1; ++u) {
-    const long long d = tid + 128 * u;
-    if (d >= 64) break;
-    const float v27 = kf_rbf(kf_acc[u]);
-      const float v28 = v27;
-    const long long kf_o = (eb * Sq + i) * 64LL + d;
-    out0[kf_o] = kf_f2bf(v28);
+#pragma unroll
+  for (int r = 0; r < kf_R; ++r) {
+    const long long i = i0 + r;
+    if (i >= Sq) break;
+#pragma unroll
+    for (int u = 0; u < 1; ++u) {
+      const long long d = tid + 128 * u;
+      if (d >= 64) break;
+      const float v27 = kf_rbf(kf_acc[r][u]);
+        const float v28 = v27;
+      const long long kf_o = (eb * Sq + i) * 64LL + d;
+      out0[kf_o] = kf_f2bf(v28);
+    }
   }
   if (tid == 0) {
-    const float v29 = kf_rbf(logf(v23));
-    const float v30 = kf_rbf(__fadd_rn(v18, v29));
-    const float v31 = v30;
-    const float v32 = v31;
-    out1[eb * Sq + i] = v32;
+#pragma unroll
+    for (int r = 0; r < kf_R; ++r) {
+      const long long i = i0 + r;
+      if (i >= Sq) break;
+        const float v18 = kf_mx[r];
+        const float v23 = kf_zs[r];
+      const float v29 = kf_rbf(logf(v23));
+      const float v30 = kf_rbf(__fadd_rn(v18, v29));
+      const float v31 = v30;
+      const float v32 = v31;
+      out1[eb * Sq + i] = v32;
+    }
   }
 }
