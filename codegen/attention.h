@@ -62,7 +62,8 @@
 // sum, then P V in chunks of 128 keys through shared memory), every node
 // as the chain says: in double, or in f32 with each f16/bf16 node rounded
 // (the scores rounded to their dtype as a separate matmul would store
-// them). A key's row of K is read once for the block's rows; each row's
+// them). A key's row of K is read once for the block's rows, in 16-byte
+// loads, so the yardsticks hold to the preconditions above too; each row's
 // arithmetic and its order are those of a block per row.
 #ifndef KFUSE_CODEGEN_ATTENTION_H_
 #define KFUSE_CODEGEN_ATTENTION_H_

@@ -1,5 +1,5 @@
 // The attention family's source writer: the FlashAttention-2 schedule on
-// mma.sync, or the row-per-block yardsticks. The score function, the
+// mma.sync, or the yardsticks (a block per 8 query rows). The score function, the
 // softmax's element-wise nodes (yardsticks) and the epilogue are written per
 // element by EmitOpExpr, so their numerics are the other families'.
 #include <algorithm>

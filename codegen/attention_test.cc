@@ -246,6 +246,13 @@ TEST(AttentionTest, LaunchContractAndSchedule) {
   ASSERT_TRUE(eager.ok()) << eager.status();
   EXPECT_TRUE(absl::StrContains(eager->source, "constexpr int kf_R = 3;"));
   EXPECT_EQ(*eager->grid.x.Eval({}), few.batch * few.heads);
+  few.sq = 9;  // Two blocks of 8 rows a head, the second of one row.
+  const Chain nc = Attention(few);
+  const KernelGroup ng = OnlyKernel(nc);
+  absl::StatusOr<KernelSpec> nine = EmitAttention(nc, ng, AttentionHeuristic(nc, ng), Numerics::kEager);
+  ASSERT_TRUE(nine.ok()) << nine.status();
+  EXPECT_TRUE(absl::StrContains(nine->source, "constexpr int kf_R = 8;"));
+  EXPECT_EQ(*nine->grid.x.Eval({}), 2 * few.batch * few.heads);
   EXPECT_TRUE(absl::StrContains(ref->source, "double"));
 }
 

@@ -38,6 +38,19 @@ std::vector<Case> Cases() {
   sym.bias = true;
   sym.dtype = DType::kF16;
   out.push_back({"f16_bias_symbolic_seq", sym});
+  // Fewer query rows than a yardstick block takes; value heads wider and
+  // narrower than the query's.
+  attention_test::Options few;
+  few.sq = 3;
+  few.d = 64;
+  few.dv = 256;
+  out.push_back({"three_queries_d64_dv256", few});
+  attention_test::Options one;
+  one.sq = 1;
+  one.d = 256;
+  one.dv = 64;
+  one.dtype = DType::kF16;
+  out.push_back({"one_query_f16_d256_dv64", one});
   return out;
 }
 
@@ -73,6 +86,7 @@ TEST(AttentionCompileTest, EverySpaceVariantAndBothYardsticksCompile) {
       // A yardstick's rows (kf_R of them a block) stay in registers.
       EXPECT_EQ(k->resources.spill_bytes, 0u)
           << tc.name << " " << NumericsName(n) << ": " << k->resources.registers << " registers";
+      EXPECT_EQ(k->resources.local_bytes, 0u) << tc.name << " " << NumericsName(n);
     }
   }
 }

@@ -66,6 +66,15 @@ std::vector<Case> Cases() {
   s.batch = 2, s.heads = 2, s.kv_heads = 2, s.sq = s.sk = 256, s.d = s.dv = 128;
   s.symbolic_seq = s.bias = s.causal = true;
   out.push_back({"bias_causal_symbolic_seq", s, 190});
+  // Fewer query rows than a yardstick block takes (kf_R = 3, then 1), value
+  // heads wider and narrower than the query's.
+  attention_test::Options f;
+  f.batch = 2, f.heads = 4, f.kv_heads = 2, f.sq = 3, f.sk = 333, f.d = 64, f.dv = 256;
+  out.push_back({"gqa_three_queries_d64_dv256", f});
+  attention_test::Options one;
+  one.dtype = DType::kF16;
+  one.batch = 2, one.heads = 2, one.kv_heads = 2, one.sq = 1, one.sk = 517, one.d = 256, one.dv = 64;
+  out.push_back({"one_query_f16_d256_dv64", one});
   return out;
 }
 

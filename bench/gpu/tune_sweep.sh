@@ -19,6 +19,10 @@
 set -u
 cd "$(dirname "$0")/../.."
 b=$1 out=$2 mode=${3:-quick}
+families=${FAMILIES:-pointwise row reduce matmul attention}
+for fam in $families; do
+  [ -d "bench/gpu/cases/$fam" ] || { echo "tune_sweep.sh: no bench/gpu/cases/$fam (FAMILIES)" >&2; exit 2; }
+done
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 store=$(mktemp -d)/sweep.db
@@ -31,7 +35,7 @@ start() {  # LOG
   for i in $(seq 1 100); do $c health >/dev/null 2>&1 && break; sleep 0.3; done
 }
 sweep() {
-  for f in $(for fam in ${FAMILIES:-pointwise row reduce matmul attention}; do ls bench/gpu/cases/$fam/*.json; done); do
+  for f in $(for fam in $families; do ls bench/gpu/cases/$fam/*.json; done); do
     s=$(date +%s%N)
     timeout 120 $c --timeout 120 tune --mode "$mode" "$f" > "$out/one.txt" 2>&1; rc=$?
     printf '%-62s rc=%d %6d ms  %s\n' "$f" $rc $(( ($(date +%s%N) - s) / 1000000 )) \

@@ -5,7 +5,9 @@
 # spent 27 s of each S = 16384 case in them). Made here from the working
 # tree after d0334de: .gpu/yard/yard (nvcc -O3 -std=c++17 -arch=sm_90a,
 # yard.cu; the sources it includes written by gen.cc linked against the
-# codegen library before (old_*) and after (new_*) the change); and
+# codegen library before (old_*) and after (new_*) the change; r8_* from a
+# draft of it with 2-byte loads of K and __launch_bounds__(128), v16_* by
+# hand from new_* with kf_R = 16; all kept here beside yard.cu); and
 # build/gpu-run202.tar.xz (bench/gpu/prepare.sh, the bundle less
 # kfuse_client_test, kfuse_cuda_test, kfuse_tuner_test and
 # kfuse-plan-manifest).
