@@ -147,7 +147,9 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   // The yardsticks' rows a block: no more than Sq, and their static shared
   // memory (a reduction slot and a probability per thread and row, each
   // row's Q) within 48 KB. In double, 8 rows at D 256 take 32 KB.
-  if (p.sq.is_static() && p.sq.size < p.yard_rows) p.yard_rows = static_cast<int>(std::max<int64_t>(1, p.sq.size));
+  if (p.sq.is_static() && p.sq.size < p.yard_rows) {
+    p.yard_rows = static_cast<int>(std::max<int64_t>(1, p.sq.size));
+  }
   const int value_bytes = numerics == Numerics::kReference64 ? 8 : 4;
   while (p.yard_rows > 1 && p.yard_rows * (2 * 128 + p.d) * value_bytes > 48 * 1024) p.yard_rows /= 2;
 

@@ -6,8 +6,9 @@
 # tree after d0334de: .gpu/yard/yard (nvcc -O3 -std=c++17 -arch=sm_90a,
 # yard.cu; the sources it includes written by gen.cc linked against the
 # codegen library before (old_*) and after (new_*) the change; r8_* from a
-# draft of it with 2-byte loads of K and __launch_bounds__(128), v16_* by
-# hand from new_* with kf_R = 16; all kept here beside yard.cu); and
+# draft of it with 2-byte loads of K and __launch_bounds__(128); all kept
+# here beside yard.cu; v16_X.cu, for X in ref_big and eager_big, is
+#   sed 's/new_X/v16_X/; s/kf_R = 8;/kf_R = 16;/' new_X.cu); and
 # build/gpu-run202.tar.xz (bench/gpu/prepare.sh, the bundle less
 # kfuse_client_test, kfuse_cuda_test, kfuse_tuner_test and
 # kfuse-plan-manifest).
