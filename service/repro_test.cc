@@ -326,7 +326,7 @@ class FakeRunner : public Runner {
     return trials;
   }
   absl::StatusOr<DeviceFingerprint> Device() override { return Fingerprint(); }
-  absl::StatusOr<Ceilings> MeasureCeilings() override { return NominalCeilings(90); }
+  absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* /*cancel*/) override { return NominalCeilings(90); }
   static DeviceFingerprint Fingerprint() {
     DeviceFingerprint d;
     d.name = "Fake GPU";

@@ -26,7 +26,7 @@ class FlippingRunner : public Runner {
     return absl::UnimplementedError("not in this test");
   }
   absl::StatusOr<DeviceFingerprint> Device() override { return absl::UnimplementedError("not in this test"); }
-  absl::StatusOr<Ceilings> MeasureCeilings() override { return absl::UnimplementedError("not in this test"); }
+  absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* /*cancel*/) override { return absl::UnimplementedError("not in this test"); }
   std::optional<std::string> Unavailable() const override {
     absl::MutexLock lock(&mu_);
     return why_;

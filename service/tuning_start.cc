@@ -14,7 +14,9 @@
 namespace kfuse {
 
 // Ceilings are measured once per device and kept in the store.
-Ceilings StoredOrMeasuredCeilings(Store& store, Runner& runner, const DeviceFingerprint& device) {
+absl::StatusOr<Ceilings> StoredOrMeasuredCeilings(Store& store, Runner& runner,
+                                                  const DeviceFingerprint& device,
+                                                  const std::atomic<bool>* cancel) {
   CacheKey key{"ceilings", "v1", device.Digest(), "", "ceilings/1"};
   auto blob = store.GetDecision(key);
   v1::Ceilings stored;
@@ -23,7 +25,8 @@ Ceilings StoredOrMeasuredCeilings(Store& store, Runner& runner, const DeviceFing
     c.source = absl::StrCat("measured on ", device.name);
     return c;
   }
-  absl::StatusOr<Ceilings> measured = runner.MeasureCeilings();
+  absl::StatusOr<Ceilings> measured = runner.MeasureCeilings(cancel);
+  if (absl::IsCancelled(measured.status())) return measured.status();
   if (!measured.ok()) {
     LogEvent(LogLevel::kWarning, "ceilings_not_measured",
              {{"error", measured.status().ToString()}, {"now", "using nominal figures"}});
@@ -62,7 +65,9 @@ TuningStarter::Result TuningStarter::TryNow() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return Result::kGaveUp;  // Stopping: no ceilings to measure for it.
   }
-  TuningGpu gpu{runner_, *device, StoredOrMeasuredCeilings(*store_, *runner_, *device)};
+  absl::StatusOr<Ceilings> ceilings = StoredOrMeasuredCeilings(*store_, *runner_, *device, &cancel_);
+  if (!ceilings.ok()) return Result::kGaveUp;  // Cancelled: stopping.
+  TuningGpu gpu{runner_, *device, *std::move(ceilings)};
   if (absl::Status s = pipeline_->AttachGpu(std::move(gpu)); !s.ok()) {
     LogEvent(LogLevel::kWarning, "tuning_start_failed", {{"error", s.ToString()}});
     return Result::kGaveUp;
@@ -82,6 +87,7 @@ void TuningStarter::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  cancel_ = true;
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }

@@ -12,6 +12,7 @@
 #ifndef KFUSE_SERVICE_TUNING_START_H_
 #define KFUSE_SERVICE_TUNING_START_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -26,8 +27,11 @@ namespace kfuse {
 
 // The device's ceilings from the store, else measured on `runner` and kept
 // there; the nominal figures of its architecture when they cannot be
-// measured (logged as ceilings_not_measured).
-Ceilings StoredOrMeasuredCeilings(Store& store, Runner& runner, const DeviceFingerprint& device);
+// measured (logged as ceilings_not_measured). Cancelled, with nothing
+// logged or stored, when `cancel` (may be null) is raised first.
+absl::StatusOr<Ceilings> StoredOrMeasuredCeilings(Store& store, Runner& runner,
+                                                  const DeviceFingerprint& device,
+                                                  const std::atomic<bool>* cancel);
 
 class TuningStarter {
  public:
@@ -51,9 +55,9 @@ class TuningStarter {
   // attached or trying cannot help.
   void Start();
   // Ends the thread, after the try in progress: a worker start (at most its
-  // start timeout) and, when it started before Stop, the GPU's ceilings
-  // measured (a few seconds, at most the runner's 300 s; once a device, as
-  // they are kept in the store).
+  // start timeout) runs to its end, a measurement of the GPU's ceilings is
+  // cancelled (within a quarter second; its worker is stopped) and the GPU
+  // is not attached.
   void Stop();
 
  private:
@@ -67,6 +71,7 @@ class TuningStarter {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::atomic<bool> cancel_{false};  // stop_, for the runner to look at.
   std::thread thread_;
 };
 

@@ -91,7 +91,7 @@ TEST_F(TuningStartTest, AGpuWhoseWorkerStartsLaterIsAttachedWithItsCeilings) {
   EXPECT_TRUE(CanTune());
   EXPECT_NE(pipeline_->AnswersEpoch(), epoch);  // What was remembered without the GPU goes.
   // The ceilings were kept: a later start of this node reads them.
-  EXPECT_EQ(StoredOrMeasuredCeilings(*store_, *runner_, gpu->device).source, "measured on Fake GPU");
+  EXPECT_EQ(StoredOrMeasuredCeilings(*store_, *runner_, gpu->device, nullptr)->source, "measured on Fake GPU");
   EXPECT_EQ(late_.starts(), 2);
 }
 
@@ -127,39 +127,82 @@ TEST_F(TuningStartTest, StopEndsAStarterWaitingOutTheBackoff) {
   EXPECT_EQ(pipeline_->gpu(), nullptr);
 }
 
-// Between its worker's start and its ceilings measured, the GPU does not
-// tune yet, and the node says so (health, GetDeviceInfo).
-TEST_F(TuningStartTest, AStartedGpuWhoseCeilingsAreBeingMeasuredIsNotYetTuning) {
-  struct SlowCeilings : FakeGpu {
-    absl::StatusOr<Ceilings> MeasureCeilings() override {
+// A GPU whose worker starts at once and whose ceilings take until the test
+// releases them (or the caller cancels: Cancelled; 30 s at most), with the
+// pipeline and starter of a node around it.
+class HeldCeilingsNode {
+ public:
+  struct Gpu : FakeGpu {
+    absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* cancel) override {
       measuring = true;
-      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      for (int i = 0; i < 30'000 && !release.load(); ++i) {
+        if (cancel != nullptr && cancel->load()) return absl::CancelledError("measuring ceilings: cancelled");
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
       return NominalCeilings(90);
     }
     std::atomic<bool> measuring{false}, release{false};
   };
-  std::atomic<SlowCeilings*> gpu{nullptr};
-  RetryStartRunner runner([&]() -> absl::StatusOr<std::unique_ptr<Runner>> {
-    auto made = std::make_unique<SlowCeilings>();
-    gpu = made.get();
-    return made;
-  });
-  PipelineDeps deps;
-  deps.compiler = &compiler_;
-  deps.store = store_.get();
-  deps.runner = &runner;
-  Pipeline pipeline(std::move(deps), PipelineOptions{});
-  TuningStarter starter(&runner, store_.get(), &pipeline);
-  std::thread start([&] { EXPECT_EQ(starter.TryNow(), TuningStarter::Result::kAttached); });
-  while (gpu.load() == nullptr || !gpu.load()->measuring.load())
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  EXPECT_EQ(runner.Unavailable(), std::nullopt);  // The worker takes tasks...
-  EXPECT_EQ(pipeline.gpu(), nullptr);             // ...but the pipeline has no GPU yet,
-  EXPECT_THAT(pipeline.no_gpu_reason(), HasSubstr("once its ceilings are measured"));  // and says why.
-  gpu.load()->release = true;
+
+  HeldCeilingsNode(Compiler* compiler, Store* store)
+      : runner([this]() -> absl::StatusOr<std::unique_ptr<Runner>> {
+          auto made = std::make_unique<Gpu>();
+          gpu = made.get();
+          return made;
+        }),
+        pipeline(Deps(compiler, store, &runner), PipelineOptions{}),
+        starter(&runner, store, &pipeline) {}
+  // The GPU, once its ceilings are being measured.
+  Gpu& Measuring() {
+    while (gpu.load() == nullptr || !gpu.load()->measuring.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return *gpu.load();
+  }
+
+  std::atomic<Gpu*> gpu{nullptr};
+  RetryStartRunner runner;
+  Pipeline pipeline;
+  TuningStarter starter;
+
+ private:
+  static PipelineDeps Deps(Compiler* compiler, Store* store, Runner* runner) {
+    PipelineDeps deps;
+    deps.compiler = compiler;
+    deps.store = store;
+    deps.runner = runner;
+    return deps;
+  }
+};
+
+// Between its worker's start and its ceilings measured, the GPU does not
+// tune yet, and the node says so (health, GetDeviceInfo).
+TEST_F(TuningStartTest, AStartedGpuWhoseCeilingsAreBeingMeasuredIsNotYetTuning) {
+  HeldCeilingsNode node(&compiler_, store_.get());
+  std::thread start([&] { EXPECT_EQ(node.starter.TryNow(), TuningStarter::Result::kAttached); });
+  HeldCeilingsNode::Gpu& gpu = node.Measuring();
+  EXPECT_EQ(node.runner.Unavailable(), std::nullopt);  // The worker takes tasks...
+  EXPECT_EQ(node.pipeline.gpu(), nullptr);             // ...but the pipeline has no GPU yet,
+  EXPECT_THAT(node.pipeline.no_gpu_reason(), HasSubstr("once its ceilings are measured"));  // and says why.
+  gpu.release = true;
   start.join();
-  EXPECT_NE(pipeline.gpu(), nullptr);
-  EXPECT_EQ(pipeline.no_gpu_reason(), "");
+  EXPECT_NE(node.pipeline.gpu(), nullptr);
+  EXPECT_EQ(node.pipeline.no_gpu_reason(), "");
+}
+
+// kfused stopping while a late GPU's ceilings are measured does not wait
+// for them: the measurement is cancelled, the GPU not attached, nothing kept.
+TEST_F(TuningStartTest, StopCancelsTheCeilingsBeingMeasured) {
+  HeldCeilingsNode node(&compiler_, store_.get());
+  node.starter.Start();
+  node.Measuring();
+  const auto start = std::chrono::steady_clock::now();
+  node.starter.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(node.pipeline.gpu(), nullptr);
+  CacheKey key{"ceilings", "v1", FakeGpu::Fingerprint().Digest(), "", "ceilings/1"};
+  absl::StatusOr<std::optional<std::string>> kept = store_->GetDecision(key);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_FALSE(kept->has_value());
 }
 
 TEST_F(TuningStartTest, AFailureTryingCannotHelpGivesUp) {

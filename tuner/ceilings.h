@@ -1,7 +1,7 @@
 // Measures a device's roofline ceilings with micro-kernels, once per device
 // (the service stores them): read, write and copy bandwidth; FMA,
 // special-function (ex2) and tensor-core (mma.sync bf16) rates. Runs inside
-// kfuse-worker; callers use Runner::MeasureCeilings().
+// kfuse-worker; callers use Runner::MeasureCeilings.
 //
 //   KFUSE_ASSIGN_OR_RETURN(Ceilings c, MeasureCeilingsOnDevice(fp, stream));
 #ifndef KFUSE_TUNER_CEILINGS_H_

@@ -106,6 +106,7 @@ int Serve(int fd, const std::string& mode) {
     absl::StatusOr<Frame> f = RecvFrame(fd, -1, kMaxFrameBytes);
     if (!f.ok()) return 0;  // Parent gone.
     if (f->type == kMsgCeilings) {
+      if (mode == "slow_ceilings") sleep(30);
       CeilingsReply c;
       c.ceilings.source = "kfuse-fake-worker";
       if (!Send(fd, kMsgCeilingsReply, EncodeCeilingsReply(c))) return 0;

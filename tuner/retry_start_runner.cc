@@ -64,8 +64,8 @@ absl::StatusOr<std::vector<Trial>> RetryStartRunner::Run(
   return absl::UnavailableError(NotStartedLocked(now_()).message());
 }
 
-absl::StatusOr<Ceilings> RetryStartRunner::MeasureCeilings() {
-  if (Runner* r = started_.load()) return r->MeasureCeilings();
+absl::StatusOr<Ceilings> RetryStartRunner::MeasureCeilings(const std::atomic<bool>* cancel) {
+  if (Runner* r = started_.load()) return r->MeasureCeilings(cancel);
   std::lock_guard<std::mutex> lock(mu_);
   return absl::UnavailableError(NotStartedLocked(now_()).message());
 }

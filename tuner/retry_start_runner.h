@@ -45,7 +45,7 @@ class RetryStartRunner : public Runner {
   // The started runner's; Unavailable (never a start) before one started.
   absl::StatusOr<std::vector<Trial>> Run(
       const CheckTask& task, const std::function<void(const Trial&)>& on_trial) override;
-  absl::StatusOr<Ceilings> MeasureCeilings() override;
+  absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* cancel) override;
   // The started runner's; before: the last start's error and "; tried again
   // in N s" (without it when trying cannot help). Never waits on a start.
   std::optional<std::string> Unavailable() const override;

@@ -29,7 +29,7 @@ class StartedRunner : public Runner {
     d.cc_major = 9;
     return d;
   }
-  absl::StatusOr<Ceilings> MeasureCeilings() override { return NominalCeilings(90); }
+  absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* /*cancel*/) override { return NominalCeilings(90); }
   std::optional<std::string> Unavailable() const override { return why; }
   std::atomic<int> runs{0};
   std::optional<std::string> why;
@@ -74,7 +74,7 @@ TEST(RetryStartRunnerTest, AStartThatFailsIsTriedAgainAfterTheBackoffAndThenIsTh
   // Within the backoff nothing is started: not by Device, Run or the ceilings.
   EXPECT_FALSE(runner.Device().ok());
   EXPECT_EQ(runner.Run(AnyTask(), nullptr).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(runner.MeasureCeilings().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(runner.MeasureCeilings(nullptr).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(starts.calls.load(), 1);
 
   now = 1060;
@@ -88,7 +88,7 @@ TEST(RetryStartRunnerTest, AStartThatFailsIsTriedAgainAfterTheBackoffAndThenIsTh
   // Now it is that runner: its tasks, its ceilings, its availability.
   EXPECT_TRUE(runner.Run(AnyTask(), nullptr).ok());
   EXPECT_EQ(starts.made->runs.load(), 1);
-  EXPECT_TRUE(runner.MeasureCeilings().ok());
+  EXPECT_TRUE(runner.MeasureCeilings(nullptr).ok());
   EXPECT_EQ(runner.Unavailable(), std::nullopt);
   starts.made->why = "GPU 0 busy";
   EXPECT_EQ(runner.Unavailable(), "GPU 0 busy");

@@ -42,6 +42,20 @@ absl::Status ValidateKernel(const CompiledKernel& k, const std::string& name, co
   return absl::OkStatus();
 }
 
+// Waits for the worker's next frame, up to *timeout_seconds, looking at
+// `cancel` (may be null) a quarter second at a time. False when it was
+// raised first; *timeout_seconds becomes what is left of the wait.
+bool AwaitFrame(WorkerProcess& worker, const std::atomic<bool>* cancel, double* timeout_seconds) {
+  if (cancel == nullptr) return true;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(*timeout_seconds);
+  while (!worker.WaitReadable(0.25) && std::chrono::steady_clock::now() < until) {
+    if (cancel->load()) return false;
+  }
+  *timeout_seconds =
+      std::max(0.0, std::chrono::duration<double>(until - std::chrono::steady_clock::now()).count());
+  return true;
+}
+
 }  // namespace
 
 absl::Status ValidateTask(const CheckTask& t) {
@@ -197,10 +211,17 @@ absl::StatusOr<DeviceFingerprint> WorkerRunner::Device() {
   return device_;
 }
 
-absl::StatusOr<Ceilings> WorkerRunner::MeasureCeilings() {
+absl::StatusOr<Ceilings> WorkerRunner::MeasureCeilings(const std::atomic<bool>* cancel) {
   std::lock_guard<std::mutex> lock(mu_);
+  const absl::Status cancelled = absl::CancelledError("measuring ceilings: cancelled");
+  if (cancel != nullptr && cancel->load()) return cancelled;
   KFUSE_RETURN_IF_ERROR(SendLocked(kMsgCeilings, ""));
-  absl::StatusOr<Frame> f = worker_->Recv(/*timeout_seconds=*/300);
+  double timeout = 300;
+  if (!AwaitFrame(*worker_, cancel, &timeout)) {
+    worker_.reset();  // Kills it mid-measurement; the next call starts a fresh one.
+    return cancelled;
+  }
+  absl::StatusOr<Frame> f = worker_->Recv(timeout);
   if (!f.ok() || f->type != kMsgCeilingsReply) {
     std::string why = f.ok() ? "unexpected reply" : std::string(f.status().message());
     worker_.reset();  // Kills it; the next call starts a fresh one.
@@ -268,17 +289,11 @@ absl::StatusOr<std::vector<Trial>> WorkerRunner::Run(
         StopTaskLocked();  // Trials may come faster than the wait below looks.
         return absl::CancelledError("tuning cancelled: no caller waits");
       }
-      if (task_in.cancel != nullptr) {
-        // Between frames, a quarter second at a time: a caller gone stops
-        // the run without waiting out the budget on the GPU.
-        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-        while (!worker_->WaitReadable(0.25) && std::chrono::steady_clock::now() < until) {
-          if (task_in.cancel->load()) {
-            StopTaskLocked();
-            return absl::CancelledError("tuning cancelled: no caller waits");
-          }
-        }
-        timeout = std::max(0.0, std::chrono::duration<double>(until - std::chrono::steady_clock::now()).count());
+      // Between frames: a caller gone stops the run without waiting out the
+      // budget on the GPU.
+      if (!AwaitFrame(*worker_, task_in.cancel, &timeout)) {
+        StopTaskLocked();
+        return absl::CancelledError("tuning cancelled: no caller waits");
       }
       absl::StatusOr<Frame> f = worker_->Recv(timeout);
       if (absl::IsDataLoss(f.status())) {

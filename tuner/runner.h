@@ -113,7 +113,11 @@ class Runner {
       const CheckTask& task, const std::function<void(const Trial&)>& on_trial) = 0;
   virtual absl::StatusOr<DeviceFingerprint> Device() = 0;
   // Read, write and copy bandwidth; FMA, special-function and tensor rates.
-  virtual absl::StatusOr<Ceilings> MeasureCeilings() = 0;
+  // `cancel` (may be null) raised, as at shutdown, it stops within a quarter
+  // second with Cancelled; a measurement in progress is killed with its
+  // worker (the protocol has no cancel for it; it takes seconds, and the
+  // next task starts a fresh worker).
+  virtual absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* cancel) = 0;
   // Why the next Run would be Unavailable without trying a GPU, or nullopt
   // when some GPU would take it; what tuning health reports. Cheap and
   // thread-safe: it is polled beside running tasks. A runner that restarts
@@ -169,7 +173,7 @@ class WorkerRunner : public Runner {
   absl::StatusOr<std::vector<Trial>> Run(
       const CheckTask& task, const std::function<void(const Trial&)>& on_trial) override;
   absl::StatusOr<DeviceFingerprint> Device() override;
-  absl::StatusOr<Ceilings> MeasureCeilings() override;
+  absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* cancel) override;
   std::optional<std::string> Unavailable() const override;
 
   // Worker processes started so far (1 + restarts); for tests and metrics.

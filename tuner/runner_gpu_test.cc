@@ -450,7 +450,7 @@ TEST(RunnerGpuTest, MeasureCeilings) {
   REQUIRE_GPU();
   auto r = MakeRunner();
   ASSERT_NE(r, nullptr);
-  absl::StatusOr<Ceilings> c = r->MeasureCeilings();
+  absl::StatusOr<Ceilings> c = r->MeasureCeilings(nullptr);
   ASSERT_TRUE(c.ok()) << c.status();
   std::printf(
       "ceilings: read %.0f GB/s, write %.0f GB/s, copy %.0f GB/s, fma %.1f TFLOP/s, "

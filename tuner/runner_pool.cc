@@ -361,11 +361,12 @@ absl::StatusOr<std::vector<Trial>> RunnerPool::Run(
 
 absl::StatusOr<DeviceFingerprint> RunnerPool::Device() { return device_; }
 
-absl::StatusOr<Ceilings> RunnerPool::MeasureCeilings() {
+absl::StatusOr<Ceilings> RunnerPool::MeasureCeilings(const std::atomic<bool>* cancel) {
   size_t i = 0;
   {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
+      if (cancel != nullptr && cancel->load()) return absl::CancelledError("measuring ceilings: cancelled");
       ReadmitLocked();
       auto first = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) {
         return s.stats.in_rotation && s.stats.joined;
@@ -373,11 +374,11 @@ absl::StatusOr<Ceilings> RunnerPool::MeasureCeilings() {
       if (first == slots_.end()) return absl::UnavailableError(GoneLocked());
       i = static_cast<size_t>(first - slots_.begin());
       if (!first->stats.running) break;
-      cv_.wait(lock);
+      cv_.wait_for(lock, std::chrono::milliseconds(250));  // Looks at cancel between waits.
     }
     slots_[i].stats.running = true;
   }
-  absl::StatusOr<Ceilings> c = slots_[i].m.runner->MeasureCeilings();
+  absl::StatusOr<Ceilings> c = slots_[i].m.runner->MeasureCeilings(cancel);
   std::lock_guard<std::mutex> lock(mu_);
   slots_[i].stats.running = false;
   slots_[i].idle_since = -1;

@@ -102,7 +102,7 @@ class RunnerPool : public Runner {
   // The fingerprint every member shares.
   absl::StatusOr<DeviceFingerprint> Device() override;
   // On the first member in rotation, once it is free (not idle-gated).
-  absl::StatusOr<Ceilings> MeasureCeilings() override;
+  absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* cancel) override;
   // "no GPU left for tuning (...)" while every member is out of the rotation
   // and none is due back by options.now; nullopt otherwise, busy or
   // idle-gated members included (a task waits for those).

@@ -118,7 +118,7 @@ class FakeRunner : public Runner {
     if (!device_status_.ok()) return device_status_;
     return fp_;
   }
-  absl::StatusOr<Ceilings> MeasureCeilings() override {
+  absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* /*cancel*/) override {
     Ceilings c;
     c.source = absl::StrCat("fake GPU ", device_);
     return c;
@@ -637,7 +637,7 @@ TEST(RunnerPoolTest, UnavailableTakesTheMemberOutOfRotation) {
   EXPECT_THAT(r.status().message(), HasSubstr("no GPU left for tuning"));
   EXPECT_THAT(r.status().message(), HasSubstr("GPU 1: GPU fell off the bus"));
   EXPECT_EQ(log.started.size(), 4u);
-  EXPECT_EQ(b.pool->MeasureCeilings().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(b.pool->MeasureCeilings(nullptr).status().code(), absl::StatusCode::kUnavailable);
 }
 
 // Unavailable may be a worker that failed once (no answer to its hello in
@@ -737,7 +737,7 @@ TEST(RunnerPoolTest, MalformedTaskIsRejectedWithoutAMember) {
 TEST(RunnerPoolTest, CeilingsComeFromTheFirstMember) {
   Log log;
   Built b = Build(&log, {H200(), H200()}, {}, {});
-  absl::StatusOr<Ceilings> c = b.pool->MeasureCeilings();
+  absl::StatusOr<Ceilings> c = b.pool->MeasureCeilings(nullptr);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->source, "fake GPU 0");
   EXPECT_FALSE(b.pool->stats()[0].running);

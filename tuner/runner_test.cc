@@ -433,10 +433,36 @@ TEST(RunnerTest, CeilingsRestartAWorkerThatDiedWhileIdle) {
   siginfo_t info;
   ASSERT_EQ(waitid(P_PID, pid, &info, WEXITED | WNOWAIT), 0);  // Dead, left for the runner.
   for (int call = 0; call < 2; ++call) {
-    absl::StatusOr<Ceilings> c = (*r)->MeasureCeilings();
+    absl::StatusOr<Ceilings> c = (*r)->MeasureCeilings(nullptr);
     ASSERT_TRUE(c.ok()) << call << ": " << c.status();
     EXPECT_EQ(c->source, "kfuse-fake-worker");
   }
+  EXPECT_EQ((*r)->starts(), 2);
+}
+
+// A measurement of the ceilings stops when its caller cancels (kfused
+// stopping while a late GPU's are measured): its worker is killed at once,
+// not waited for, and the next call starts a fresh one.
+TEST(RunnerTest, CancelledCeilingsStopAtOnceAndTheNextCallStartsAFreshWorker) {
+  FakeWorker fake("slow_ceilings");  // Answers ceilings after 30 s.
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const pid_t pid = (*r)->pid();
+  std::atomic<bool> cancel{false};
+  std::thread raise([&cancel] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cancel = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ((*r)->MeasureCeilings(&cancel).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  raise.join();
+  EXPECT_NE(kill(pid, 0), 0);  // Killed and reaped.
+  EXPECT_EQ((*r)->MeasureCeilings(&cancel).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ((*r)->starts(), 1);  // Raised before the call: no worker started for it.
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MODE", "ok", 1), 0);
+  absl::StatusOr<Ceilings> c = (*r)->MeasureCeilings(nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ((*r)->starts(), 2);
 }
 
@@ -465,7 +491,7 @@ TEST(RunnerTest, AWorkerThatFailsToStartIsTriedAgainOnlyAfterABackoff) {
   now += 59;
   ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MODE", "ok", 1), 0);
   EXPECT_EQ((*r)->Run(QuickTask(), nullptr).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ((*r)->MeasureCeilings().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*r)->MeasureCeilings(nullptr).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ((*r)->starts(), starts);  // Not tried within the backoff.
   now += 2;
   EXPECT_FALSE((*r)->Unavailable().has_value());

@@ -114,7 +114,7 @@ class FakeRunner : public Runner {
     return out;
   }
   absl::StatusOr<DeviceFingerprint> Device() override { return DeviceFingerprint{}; }
-  absl::StatusOr<Ceilings> MeasureCeilings() override { return NominalCeilings(90); }
+  absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* /*cancel*/) override { return NominalCeilings(90); }
 
   std::map<std::string, Script> script_;
   std::map<std::pair<std::string, std::vector<int64_t>>, Script> sized_script_;
