@@ -234,7 +234,11 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     const int64_t vectors = r.width.size / vec;
     const int64_t share = (vectors + split - 1) / split;  // A block's vectors.
     const int64_t items = (share + threads - 1) / threads;
-    const int64_t held = (items * vec + (p.peel ? 1 : 0)) * static_cast<int64_t>(p.held_inputs.size());
+    // At least one value a slot: a row no input of which varies by row (one
+    // row, or inputs broadcast over rows) still keeps its computed values
+    // there (h<id>[slots]).
+    const int64_t held = (items * vec + (p.peel ? 1 : 0)) *
+                         std::max<int64_t>(1, static_cast<int64_t>(p.held_inputs.size()));
     // Fewer registers per thread in bigger blocks (NVRTC spilled 72 held
     // elements at 256 threads).
     const int64_t budget = std::min<int64_t>(kMaxResidentElements, 16384 / (threads * rows));
@@ -552,7 +556,7 @@ std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
         // in their storage type; MakePlan's budget counts every input held):
         // NVRTC spilled an f32 LayerNorm's 99 elements.
         absl::StatusOr<Plan> p = MakePlan(chain, group, v, Numerics::kFast);
-        if (p.ok() && p->items * p->vec * s.widest <= 256) add(std::move(v));
+        if (p.ok() && int64_t{p->items} * p->vec * s.widest <= 256) add(std::move(v));
       }
     }
   }

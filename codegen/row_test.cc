@@ -586,6 +586,33 @@ TEST(RowEmitTest, ResidentRowsLoadUnderThePolicy) {
   EXPECT_THAT(std::string(CanGenerateRow(c, g, two).message()), HasSubstr("policy must be 0 or 1"));
 }
 
+// A row no input of which varies by row (one row here) still keeps its
+// computed values in registers: its resident variants stay within the
+// register budget a thread, and a row of 2^40 elements sizes none of them
+// by an overflowing product (a fuzzer finding).
+TEST(RowVariantTest, ResidentVariantsOfASingleRowStayWithinTheRegisterBudget) {
+  for (int64_t width : {int64_t{1024}, int64_t{8192}, int64_t{50257}, int64_t{1} << 40}) {
+    SCOPED_TRACE(width);
+    Chain c = row_test::Softmax(DType::kF32, 1, width);
+    KernelGroup g = Group(c);
+    EXPECT_TRUE(CanGenerateRow(c, g, RowHeuristic(c, g)).ok()) << RowHeuristic(c, g).ToString();
+    int resident = 0;
+    for (const Variant& v : RowSpace(c, g)) {
+      if (v.params.at("resident") != 1) continue;
+      ++resident;
+      auto param = [&](const char* name) {
+        auto it = v.params.find(name);
+        return it == v.params.end() ? int64_t{1} : int64_t{it->second};
+      };
+      const int64_t vec = param("vec"), threads = param("threads"), rows = param("rows");
+      const int64_t share = ((width / vec) + param("split") - 1) / param("split");
+      const int64_t slots = (share + threads - 1) / threads * vec;
+      EXPECT_LE(slots, std::min<int64_t>(128, 16384 / (threads * rows))) << v.ToString();
+    }
+    EXPECT_EQ(resident > 0, width < (int64_t{1} << 40));
+  }
+}
+
 TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
   for (const Named& n : Chains()) {
     SCOPED_TRACE(n.name);
