@@ -1,5 +1,6 @@
-// Fuzzes source generation: every pointwise and reduction kernel of an
-// accepted chain goes through its family's heuristic, two of its space's
+// Fuzzes source generation: every kernel of an accepted chain (each
+// family: pointwise, row reductions, outer reductions, matmul, attention)
+// goes through its family's heuristic, two of its space's
 // variants and its emitter in all three Numerics, with the checks of
 // GenerateChecked (fuzz_codegen.h).
 #include <cstddef>

@@ -100,16 +100,17 @@ void CheckSpec(const KernelSpec& spec, const Chain& chain, const KernelGroup& gr
                "param " << i << " is not the next intermediate the kernel writes");
     last = node;
   }
-  // Workspaces (a reduction's slices, matmul's split K) come before the
-  // symbols, each sized by an expression the launcher evaluates.
-  for (; i < spec.params.size() && spec.params[i].kind == KernelParam::Kind::kWorkspace; ++i) {
-    FUZZ_CHECK(spec.params[i].workspace_bytes.Eval(std::vector<int64_t>(chain.symbols.size(), 7))
-                   .ok(),
-               "param " << i << ": a workspace whose size does not evaluate");
-  }
+  // Then symbols, ascending, and workspaces (a reduction's slices, matmul's
+  // split K, the row family's row counter), each sized by an expression the
+  // launcher evaluates, in the order the family's contract puts them.
   last = -1;
   for (; i < spec.params.size(); ++i) {
     const KernelParam& p = spec.params[i];
+    if (p.kind == KernelParam::Kind::kWorkspace) {
+      FUZZ_CHECK(p.workspace_bytes.Eval(std::vector<int64_t>(chain.symbols.size(), 7)).ok(),
+                 "param " << i << ": a workspace whose size does not evaluate");
+      continue;
+    }
     FUZZ_CHECK(p.kind == KernelParam::Kind::kScalar && p.value.kind() == SizeExpr::Kind::kSymbol &&
                    p.value.value() > last &&
                    p.value.value() < static_cast<int64_t>(chain.symbols.size()),
@@ -145,7 +146,6 @@ std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, C
              "no kernels for a chain that computes\n" << ToString(chain));
   const std::vector<std::string> client = MarkedClientStrings(proto);
   for (const KernelGroup& group : partition->kernels) {
-    if (group.family != Family::kPointwise && group.family != Family::kReduction) continue;
     std::vector<Variant> variants = {FamilyHeuristic(chain, group)};
     absl::Status can = CanGenerateFamily(chain, group, variants[0]);
     if (!can.ok()) {
@@ -156,7 +156,10 @@ std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, C
     const std::vector<Numerics> numerics = {Numerics::kFast, Numerics::kReference64, Numerics::kEager};
     if (coverage == Coverage::kAll) {
       std::vector<Variant> space = FamilySpace(chain, group);
-      FUZZ_CHECK(!space.empty() && space.size() <= 64, space.size() << " variants");
+      // A few dozen variants a family (the tuner searches them within its
+      // budget); far more would be a runaway space.
+      FUZZ_CHECK(!space.empty() && space.size() <= 128,
+                 space.size() << " " << FamilyName(group.family) << " variants\n" << ToString(chain));
       variants.push_back(space[pick % space.size()]);
       variants.push_back(space[(pick / 64 + space.size() / 2) % space.size()]);
     }

@@ -20,14 +20,13 @@ enum class Coverage {
 };
 
 // Translates, canonicalises and partitions `proto`, then emits every
-// pointwise and reduction kernel. Traps on a broken invariant: a refusal that is not
+// kernel of every family. Traps on a broken invariant: a refusal that is not
 // InvalidArgument/Unimplemented; a heuristic or space variant CanGenerate
 // refuses; an emit failure for a generatable variant; "#include" in source;
 // an entry that is not [A-Za-z_][A-Za-z0-9_]* or missing from the source;
 // client text (kClientMarker strings) in source; a params list that is not
-// every input, then the outputs the kernel writes, then its workspaces, then
-// ascending symbols,
-// or that disagrees with the entry's signature.
+// every input, then the outputs the kernel writes, then ascending symbols
+// and its workspaces, or that disagrees with the entry's signature.
 std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, Coverage coverage);
 
 }  // namespace kfuse::fuzz
