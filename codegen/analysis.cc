@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "codegen/validate.h"
 #include "core/dtype.h"
 
 namespace kfuse {
@@ -259,6 +260,25 @@ std::vector<int64_t> SymbolValuesForTuning(const Chain& c) {
     }
     if (s.max > 0) v = std::min(v, s.max);
     out.push_back(v);
+  }
+  // Validation holds every tensor within the element limit at the hints
+  // (a symbol without one counting 1); a hint rounded up, or 1 << 20 where
+  // there is none, can take a tensor past it, and no task that large can
+  // be run. The largest symbol of such a tensor is halved until it fits
+  // (halving never takes another tensor past the limit).
+  const int64_t limit = Limits{}.max_elements;
+  for (const Node& n : c.nodes) {
+    while (true) {
+      int64_t elements = 1;
+      int32_t largest = -1;
+      for (const Dim& d : n.type.shape) {
+        const int64_t size = d.is_static() ? d.size : out[d.symbol];
+        if (!d.is_static() && size > 1 && (largest < 0 || size > out[largest])) largest = d.symbol;
+        elements = size > 0 && elements > limit / size ? limit + 1 : elements * size;
+      }
+      if (elements <= limit || largest < 0) break;
+      out[largest] /= 2;
+    }
   }
   return out;
 }

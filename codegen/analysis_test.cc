@@ -111,6 +111,28 @@ TEST(AnalysisTest, SymbolValuesForTuning) {
   EXPECT_EQ(SymbolValuesForTuning(c), (std::vector<int64_t>{1024, 1 << 20, 4096, 500, 1024}));
 }
 
+// A tensor the symbols' defaults would take past the element limit (a
+// tuning task that large cannot run; a fuzzer finding): its largest symbol
+// is halved until it fits, and symbols elsewhere keep their buckets.
+TEST(AnalysisTest, SymbolValuesForTuningKeepEveryTensorWithinTheElementLimit) {
+  Chain c;
+  c.symbols = {{"n", 0, 0}, {"m", 3000, 0}, {"k", 0, 0}, {"r", 100, 0}};
+  const Dim n = Dim::Sym(0), m = Dim::Sym(1), k = Dim::Sym(2), r = Dim::Sym(3);
+  // Within the limit at the hints (n and k count 1), past it at 2^20.
+  c.AddInput(TensorType{DType::kF16, {Dim::Static(320'000'000), n}});
+  c.AddInput(TensorType{DType::kF16, {m, Dim::Static(int64_t{1} << 28), k}});
+  c.AddInput(TensorType{DType::kF16, {r, Dim::Static(4096)}});
+  std::vector<int64_t> v = SymbolValuesForTuning(c);
+  // n: 2^20 halved to 2048 (320M x 2048 < 2^40); k halved to m's 4096,
+  // then the two in turn down to 2^6 each; r keeps its bucket.
+  EXPECT_EQ(v, (std::vector<int64_t>{2048, 64, 64, 128}));
+  for (const Node& node : c.nodes) {
+    double elements = 1;
+    for (const Dim& d : node.type.shape) elements *= d.is_static() ? d.size : v[d.symbol];
+    EXPECT_LE(elements, std::ldexp(1.0, 40));
+  }
+}
+
 TEST(AnalysisTest, SymbolValuesForCheckAreOddAndFewBesideTheBucket) {
   using Sizes = std::vector<std::vector<int64_t>>;
   EXPECT_EQ(SymbolValuesForCheck({1024, 1 << 20, 500, 8, 5, 1}),
