@@ -21,6 +21,7 @@
 #include "kfuse/v1/kfuse.pb.h"
 #include "service/translate.h"
 #include "tests/fuzz/chain_mutator.h"
+#include "tests/fuzz/chain_target.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace kfuse::fuzz {
@@ -93,19 +94,4 @@ void Check(const v1::Chain& proto) {
 }  // namespace
 }  // namespace kfuse::fuzz
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  kfuse::fuzz::SilenceProtobufLogs();
-  return 0;
-}
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kfuse::v1::Chain proto;
-  if (!proto.ParseFromArray(data, static_cast<int>(size))) return 0;
-  kfuse::fuzz::Check(proto);
-  return 0;
-}
-
-extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
-                                          unsigned int seed) {
-  return kfuse::fuzz::MutateSerializedChain(data, size, max_size, seed);
-}
+KFUSE_CHAIN_FUZZ_TARGET([](const kfuse::v1::Chain& proto, uint64_t) { kfuse::fuzz::Check(proto); })
