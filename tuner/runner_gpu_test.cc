@@ -446,6 +446,34 @@ TEST(RunnerGpuTest, ACancelledTaskStopsAndKeepsItsWorker) {
   EXPECT_EQ(r->pid(), pid);
 }
 
+// A measurement cancelled while its micro-kernels run (kfused stopping)
+// ends at once with its worker killed; the GPU is left usable, and the next
+// measurement starts a fresh worker.
+TEST(RunnerGpuTest, ACancelledCeilingsMeasurementStopsAndTheGpuMeasuresAgain) {
+  REQUIRE_GPU();
+  auto r = MakeRunner();
+  ASSERT_NE(r, nullptr);
+  std::atomic<bool> cancel{false};
+  std::thread raise([&cancel] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<Ceilings> cancelled = r->MeasureCeilings(&cancel);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  raise.join();
+  // It may have finished first on a fast GPU; a cancel must not wait it out.
+  if (!cancelled.ok()) {
+    EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled) << cancelled.status();
+    EXPECT_LT(seconds, 2.0);
+  }
+  std::printf("first measurement: %s after %.2f s\n", cancelled.ok() ? "finished" : "cancelled", seconds);
+  absl::StatusOr<Ceilings> c = r->MeasureCeilings(nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->measured);
+  EXPECT_EQ(r->starts(), cancelled.ok() ? 1 : 2);
+}
+
 TEST(RunnerGpuTest, MeasureCeilings) {
   REQUIRE_GPU();
   auto r = MakeRunner();

@@ -1,8 +1,11 @@
 #!/bin/bash
-# Not run: no machine could be started in the rest of the stop (refused starts).
-# run203: HEAD (c6adb6b) as a whole on the H200: kfuse_cuda_test,
-# kfuse_client_test, the GPU tests of kfuse_tuner_test (the real worker's
-# cancel among them), then the Python client's tests with torch against a
+# Not run yet: no GPU machine was available since it was written. Run it at
+# the HEAD of the day it runs.
+# run203: HEAD as a whole on the H200: kfuse_cuda_test, kfuse_client_test,
+# the GPU tests of kfuse_tuner_test (the real worker's cancel among them,
+# and a ceilings measurement cancelled mid-run,
+# RunnerGpuTest.ACancelledCeilingsMeasurementStopsAndTheGpuMeasuresAgain),
+# then the Python client's tests with torch against a
 # kfused that tunes (kfuse.torch, the CLI, the tune stream's kernel fields,
 # health while tuning); and GpuAttentionTest with the review's chains of 3
 # and 1 query rows (yardsticks of fewer rows a block, Dv != D).
