@@ -262,22 +262,29 @@ std::vector<int64_t> SymbolValuesForTuning(const Chain& c) {
     out.push_back(v);
   }
   // Validation holds every tensor within the element limit at the hints
-  // (a symbol without one counting 1); a hint rounded up, or 1 << 20 where
-  // there is none, can take a tensor past it, and no task that large can
-  // be run. The largest symbol of such a tensor is halved until it fits
-  // (halving never takes another tensor past the limit).
+  // (a symbol without one counting 1); 1 << 20 where there is no hint, or a
+  // hint rounded up, can take one past it: no task with such a buffer can
+  // run, and no kernel should index such a tensor, materialised or not. A
+  // symbol of such a tensor is halved until it fits: those without a hint
+  // first (down to 1, where validation counted them), then the largest
+  // (one halving takes a rounded hint below the hint). Halving never takes
+  // another tensor past the limit.
   const int64_t limit = Limits{}.max_elements;
+  auto before = [&](int32_t a, int32_t b) {  // Whether to halve a before b.
+    const bool a_free = c.symbols[a].hint <= 0, b_free = c.symbols[b].hint <= 0;
+    return a_free != b_free ? a_free : out[a] > out[b];
+  };
   for (const Node& n : c.nodes) {
     while (true) {
       int64_t elements = 1;
-      int32_t largest = -1;
+      int32_t next = -1;
       for (const Dim& d : n.type.shape) {
         const int64_t size = d.is_static() ? d.size : out[d.symbol];
-        if (!d.is_static() && size > 1 && (largest < 0 || size > out[largest])) largest = d.symbol;
-        elements = size > 0 && elements > limit / size ? limit + 1 : elements * size;
+        if (!d.is_static() && size > 1 && (next < 0 || before(d.symbol, next))) next = d.symbol;
+        elements = (size > 0 && elements > limit / size) ? limit + 1 : elements * size;
       }
-      if (elements <= limit || largest < 0) break;
-      out[largest] /= 2;
+      if (elements <= limit || next < 0) break;
+      out[next] /= 2;
     }
   }
   return out;

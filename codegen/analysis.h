@@ -57,9 +57,11 @@ struct IndexDomain {
 };
 std::vector<IndexDomain> NodeIndexDomains(const Chain& c, absl::Span<const int64_t> symbol_values);
 
-// Per symbol: its hint rounded up to a power of two (the shape bucket), or
-// 1 << 20 without a hint, clamped to the symbol's max when it has one, then
-// halved while a tensor of the chain would pass Limits::max_elements there.
+// Per symbol of validated `c`: its hint rounded up to a power of two (the
+// shape bucket), or 1 << 20 without a hint, clamped to the symbol's max when
+// it has one; then, where a tensor of the chain (an intermediate too) would
+// pass Limits::max_elements there, its symbols without a hint are halved
+// first, then its largest, until it fits.
 std::vector<int64_t> SymbolValuesForTuning(const Chain& c);
 
 // The other symbol values a kernel tuned at `tuned` (SymbolValuesForTuning's)

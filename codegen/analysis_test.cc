@@ -123,9 +123,15 @@ TEST(AnalysisTest, SymbolValuesForTuningKeepEveryTensorWithinTheElementLimit) {
   c.AddInput(TensorType{DType::kF16, {m, Dim::Static(int64_t{1} << 28), k}});
   c.AddInput(TensorType{DType::kF16, {r, Dim::Static(4096)}});
   std::vector<int64_t> v = SymbolValuesForTuning(c);
-  // n: 2^20 halved to 2048 (320M x 2048 < 2^40); k halved to m's 4096,
-  // then the two in turn down to 2^6 each; r keeps its bucket.
-  EXPECT_EQ(v, (std::vector<int64_t>{2048, 64, 64, 128}));
+  // n: 2^20 halved to 2048 (320M x 2048 < 2^40); k, without a hint, down
+  // to 1 before m leaves its bucket; r keeps its bucket.
+  EXPECT_EQ(v, (std::vector<int64_t>{2048, 4096, 1, 128}));
+  // Two hinted symbols rounded up past the limit together: the larger is
+  // halved, below its hint.
+  Chain h;
+  h.symbols = {{"a", 600'000, 0}, {"b", 1'500'000, 0}};
+  h.AddInput(TensorType{DType::kF16, {Dim::Sym(0), Dim::Sym(1)}});  // 9e11 at the hints.
+  EXPECT_EQ(SymbolValuesForTuning(h), (std::vector<int64_t>{1 << 20, 1 << 20}));
   for (const Node& node : c.nodes) {
     double elements = 1;
     for (const Dim& d : node.type.shape) elements *= d.is_static() ? d.size : v[d.symbol];

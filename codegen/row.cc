@@ -234,9 +234,10 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     const int64_t vectors = r.width.size / vec;
     const int64_t share = (vectors + split - 1) / split;  // A block's vectors.
     const int64_t items = (share + threads - 1) / threads;
-    // At least one value a slot: a row no input of which varies by row (one
-    // row, or inputs broadcast over rows) still keeps its computed values
-    // there (h<id>[slots]).
+    // At least one array of slots: a row no input of which varies by row
+    // (one row, or inputs broadcast over rows) holds no input, but keeps
+    // what it computes in arrays of that size (h<id>[slots]), which this
+    // budget does not count otherwise.
     const int64_t held = (items * vec + (p.peel ? 1 : 0)) *
                          std::max<int64_t>(1, static_cast<int64_t>(p.held_inputs.size()));
     // Fewer registers per thread in bigger blocks (NVRTC spilled 72 held
