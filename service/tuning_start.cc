@@ -26,7 +26,7 @@ absl::StatusOr<Ceilings> StoredOrMeasuredCeilings(Store& store, Runner& runner,
     return c;
   }
   absl::StatusOr<Ceilings> measured = runner.MeasureCeilings(cancel);
-  if (absl::IsCancelled(measured.status())) return measured.status();
+  if (cancel != nullptr && cancel->load()) return absl::CancelledError("measuring ceilings: stopping");
   if (!measured.ok()) {
     LogEvent(LogLevel::kWarning, "ceilings_not_measured",
              {{"error", measured.status().ToString()}, {"now", "using nominal figures"}});
@@ -66,7 +66,8 @@ TuningStarter::Result TuningStarter::TryNow() {
     if (stop_) return Result::kGaveUp;  // Stopping: no ceilings to measure for it.
   }
   absl::StatusOr<Ceilings> ceilings = StoredOrMeasuredCeilings(*store_, *runner_, *device, &cancel_);
-  if (!ceilings.ok()) return Result::kGaveUp;  // Cancelled: stopping.
+  // Stopping (the measurement cancelled, or done as Stop came): not attached.
+  if (!ceilings.ok() || cancel_.load()) return Result::kGaveUp;
   TuningGpu gpu{runner_, *device, *std::move(ceilings)};
   if (absl::Status s = pipeline_->AttachGpu(std::move(gpu)); !s.ok()) {
     LogEvent(LogLevel::kWarning, "tuning_start_failed", {{"error", s.ToString()}});

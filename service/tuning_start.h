@@ -28,7 +28,8 @@ namespace kfuse {
 // The device's ceilings from the store, else measured on `runner` and kept
 // there; the nominal figures of its architecture when they cannot be
 // measured (logged as ceilings_not_measured). Cancelled, with nothing
-// logged or stored, when `cancel` (may be null) is raised first.
+// logged or stored, when `cancel` (may be null) is raised by the time the
+// measurement ends.
 absl::StatusOr<Ceilings> StoredOrMeasuredCeilings(Store& store, Runner& runner,
                                                   const DeviceFingerprint& device,
                                                   const std::atomic<bool>* cancel);
@@ -56,8 +57,8 @@ class TuningStarter {
   void Start();
   // Ends the thread, after the try in progress: a worker start (at most its
   // start timeout) runs to its end, a measurement of the GPU's ceilings is
-  // cancelled (within a quarter second; its worker is stopped) and the GPU
-  // is not attached.
+  // cancelled (within a quarter second, plus its worker's kill: 3 s at most
+  // for one stuck in the driver), and the GPU is not attached.
   void Stop();
 
  private:

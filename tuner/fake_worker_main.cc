@@ -27,8 +27,12 @@
 //   traced       as ok, but traced by a child of its own that never waits for
 //                it, so once killed it cannot be reaped for 10 s; hello says
 //                Unavailable where ptrace is refused
+//   slow_ceilings  as ok, but answers ceilings 30 s after the request, once
+//                it has created the file $KFUSE_FAKE_WORKER_MARK (if set), so
+//                a test knows the measurement is under way
 //
 //   kfuse-fake-worker --fd=3 --device=0 --parent-pid=1234
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
@@ -106,7 +110,10 @@ int Serve(int fd, const std::string& mode) {
     absl::StatusOr<Frame> f = RecvFrame(fd, -1, kMaxFrameBytes);
     if (!f.ok()) return 0;  // Parent gone.
     if (f->type == kMsgCeilings) {
-      if (mode == "slow_ceilings") sleep(30);
+      if (mode == "slow_ceilings") {
+        if (const char* mark = std::getenv("KFUSE_FAKE_WORKER_MARK")) close(creat(mark, 0600));
+        sleep(30);
+      }
       CeilingsReply c;
       c.ceilings.source = "kfuse-fake-worker";
       if (!Send(fd, kMsgCeilingsReply, EncodeCeilingsReply(c))) return 0;

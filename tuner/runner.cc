@@ -213,13 +213,12 @@ absl::StatusOr<DeviceFingerprint> WorkerRunner::Device() {
 
 absl::StatusOr<Ceilings> WorkerRunner::MeasureCeilings(const std::atomic<bool>* cancel) {
   std::lock_guard<std::mutex> lock(mu_);
-  const absl::Status cancelled = absl::CancelledError("measuring ceilings: cancelled");
-  if (cancel != nullptr && cancel->load()) return cancelled;
+  if (cancel != nullptr && cancel->load()) return absl::CancelledError("measuring ceilings: cancelled");
   KFUSE_RETURN_IF_ERROR(SendLocked(kMsgCeilings, ""));
   double timeout = 300;
   if (!AwaitFrame(*worker_, cancel, &timeout)) {
     worker_.reset();  // Kills it mid-measurement; the next call starts a fresh one.
-    return cancelled;
+    return absl::CancelledError("measuring ceilings: cancelled; its worker was stopped");
   }
   absl::StatusOr<Frame> f = worker_->Recv(timeout);
   if (!f.ok() || f->type != kMsgCeilingsReply) {

@@ -113,10 +113,11 @@ class Runner {
       const CheckTask& task, const std::function<void(const Trial&)>& on_trial) = 0;
   virtual absl::StatusOr<DeviceFingerprint> Device() = 0;
   // Read, write and copy bandwidth; FMA, special-function and tensor rates.
-  // `cancel` (may be null) raised, as at shutdown, it stops within a quarter
-  // second with Cancelled; a measurement in progress is killed with its
-  // worker (the protocol has no cancel for it; it takes seconds, and the
-  // next task starts a fresh worker).
+  // `cancel` (may be null) raised, as at shutdown, it stops with Cancelled
+  // within a quarter second of the request being sent (a worker that had to
+  // be started first is waited for), plus the kill of a measurement in
+  // progress with its worker (3 s at most for one stuck in the driver; the
+  // protocol has no cancel for it, and the next call starts a fresh worker).
   virtual absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* cancel) = 0;
   // Why the next Run would be Unavailable without trying a GPU, or nullopt
   // when some GPU would take it; what tuning health reports. Cheap and

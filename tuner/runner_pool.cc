@@ -374,7 +374,11 @@ absl::StatusOr<Ceilings> RunnerPool::MeasureCeilings(const std::atomic<bool>* ca
       if (first == slots_.end()) return absl::UnavailableError(GoneLocked());
       i = static_cast<size_t>(first - slots_.begin());
       if (!first->stats.running) break;
-      cv_.wait_for(lock, std::chrono::milliseconds(250));  // Looks at cancel between waits.
+      if (cancel == nullptr) {
+        cv_.wait(lock);
+      } else {
+        cv_.wait_for(lock, std::chrono::milliseconds(250));  // Looks at cancel between waits.
+      }
     }
     slots_[i].stats.running = true;
   }

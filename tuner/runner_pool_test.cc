@@ -743,6 +743,34 @@ TEST(RunnerPoolTest, CeilingsComeFromTheFirstMember) {
   EXPECT_FALSE(b.pool->stats()[0].running);
 }
 
+// Ceilings wait for their member's task; a cancel (kfused stopping) ends
+// that wait, and the member is left to its task.
+TEST(RunnerPoolTest, ACancelledCeilingsMeasurementStopsWaitingForItsMember) {
+  Log log;
+  Gate gate;
+  Built b = Build(&log, {H200()}, {}, {});
+  b.runners[0]->gate_ = &gate;
+  std::thread run([&] { EXPECT_TRUE(b.pool->Run(Task(1), {}).ok()); });
+  ASSERT_TRUE(WaitUntil([&] { return log.running == 1; }));
+  std::atomic<bool> cancel{false};
+  std::atomic<bool> returned{false};
+  absl::Status measured;
+  std::thread measure([&] {
+    measured = b.pool->MeasureCeilings(&cancel).status();
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(returned.load());  // Waiting for the member.
+  cancel = true;
+  EXPECT_TRUE(WaitUntil([&] { return returned.load(); }));
+  measure.join();
+  EXPECT_EQ(measured.code(), absl::StatusCode::kCancelled) << measured;
+  EXPECT_TRUE(b.pool->stats()[0].running);  // Still its task's.
+  gate.Let();
+  run.join();
+  EXPECT_FALSE(b.pool->stats()[0].running);
+}
+
 TEST(RunnerPoolTest, BusySecondsAreCounted) {
   Log log;
   FakeClock clock;

@@ -445,18 +445,25 @@ TEST(RunnerTest, CeilingsRestartAWorkerThatDiedWhileIdle) {
 // not waited for, and the next call starts a fresh one.
 TEST(RunnerTest, CancelledCeilingsStopAtOnceAndTheNextCallStartsAFreshWorker) {
   FakeWorker fake("slow_ceilings");  // Answers ceilings after 30 s.
+  const std::string mark = absl::StrCat(::testing::TempDir(), "kfuse_ceilings_mark_", getpid());
+  unlink(mark.c_str());
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MARK", mark.c_str(), 1), 0);
   absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
   ASSERT_TRUE(r.ok()) << r.status();
   const pid_t pid = (*r)->pid();
   std::atomic<bool> cancel{false};
-  std::thread raise([&cancel] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::thread raise([&cancel, &mark] {  // Once the worker is measuring.
+    for (int i = 0; i < 1000 && access(mark.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     cancel = true;
   });
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ((*r)->MeasureCeilings(&cancel).status().code(), absl::StatusCode::kCancelled);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   raise.join();
+  unsetenv("KFUSE_FAKE_WORKER_MARK");
+  EXPECT_EQ(access(mark.c_str(), F_OK), 0);  // It was measuring when cancelled.
+  unlink(mark.c_str());
   EXPECT_NE(kill(pid, 0), 0);  // Killed and reaped.
   EXPECT_EQ((*r)->MeasureCeilings(&cancel).status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ((*r)->starts(), 1);  // Raised before the call: no worker started for it.

@@ -89,7 +89,8 @@ absl::StatusOr<Frame> WorkerProcess::Recv(double timeout_seconds) {
 bool WorkerProcess::WaitReadable(double seconds) {
   pollfd pfd{fd_, POLLIN, 0};
   const int r = poll(&pfd, 1, static_cast<int>(seconds * 1000));
-  return r != 0;  // Readable, closed, or an error Recv reports.
+  // Readable, closed, or an error Recv reports; a signal is only a wake-up.
+  return r > 0 || (r < 0 && errno != EINTR);
 }
 
 bool WorkerProcess::Reap(std::chrono::milliseconds wait) {

@@ -32,7 +32,8 @@ class WorkerProcess {
   // A frame of at most kMaxWorkerReplyBytes; a longer one is DataLoss.
   absl::StatusOr<Frame> Recv(double timeout_seconds);
   // Whether the child has written something (or closed its end) within
-  // `seconds`; Recv then does not wait for the start of a frame.
+  // `seconds`; Recv then does not wait for the start of a frame. False on
+  // a timeout, and early when a signal interrupts the wait.
   bool WaitReadable(double seconds);
   // SIGKILL, then reap. Idempotent. Waits a few seconds at most: a child
   // still not reapable then (in uninterruptible sleep in the driver) is left
