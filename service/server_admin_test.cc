@@ -12,6 +12,7 @@
 
 #include <sqlite3.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -592,6 +593,13 @@ TEST(ServerAdminTest, AdminCallsPastTheQueueBoundAreRefused) {
   // more than one of the four waits beyond an idle thread when it comes.)
   std::vector<std::thread> deletes;
   std::atomic<int> deleted_ok{0};
+  // The lock let go and the deletes joined however the test ends (an
+  // ASSERT below must not leave joinable threads behind).
+  absl::Cleanup release = [&] {
+    sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+    for (std::thread& t : deletes) t.join();
+  };
   for (int i = 0; i < 4; ++i) {
     deletes.emplace_back([&] {
       v1::DeleteKernelsRequest req;
@@ -600,7 +608,8 @@ TEST(ServerAdminTest, AdminCallsPastTheQueueBoundAreRefused) {
       if (a.stub->DeleteKernels(a.Ctx().get(), req, &resp).ok()) ++deleted_ok;
     });
   }
-  for (int i = 0; i < 200 && a.service->queued_admin_calls() < 2; ++i) absl::SleepFor(absl::Milliseconds(10));
+  // Up to 20 s: four calls reach a sanitized build slowly on a busy machine.
+  for (int i = 0; i < 2000 && a.service->queued_admin_calls() < 2; ++i) absl::SleepFor(absl::Milliseconds(10));
   ASSERT_EQ(a.service->queued_admin_calls(), 2);
   v1::ExplainResponse explained;
   grpc::Status refused = a.stub->Explain(a.Ctx().get(), Relu(2.0), &explained);
@@ -610,9 +619,7 @@ TEST(ServerAdminTest, AdminCallsPastTheQueueBoundAreRefused) {
   v1::ImportKernelsResponse imported;
   EXPECT_EQ(a.stub->ImportKernels(a.Ctx().get(), import, &imported).error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
-  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
-  sqlite3_close(other);
-  for (std::thread& t : deletes) t.join();
+  std::move(release).Invoke();
   EXPECT_EQ(deleted_ok.load(), 4);
   EXPECT_TRUE(a.stub->Explain(a.Ctx().get(), Relu(2.0), &explained).ok());
 }
