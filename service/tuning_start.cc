@@ -13,11 +13,15 @@
 
 namespace kfuse {
 
+CacheKey CeilingsKey(const DeviceFingerprint& device) {
+  return CacheKey{"ceilings", "v1", device.Digest(), "", "ceilings/1"};
+}
+
 // Ceilings are measured once per device and kept in the store.
 absl::StatusOr<Ceilings> StoredOrMeasuredCeilings(Store& store, Runner& runner,
                                                   const DeviceFingerprint& device,
                                                   const std::atomic<bool>* cancel) {
-  CacheKey key{"ceilings", "v1", device.Digest(), "", "ceilings/1"};
+  const CacheKey key = CeilingsKey(device);
   auto blob = store.GetDecision(key);
   v1::Ceilings stored;
   if (blob.ok() && blob->has_value() && stored.ParseFromString(**blob) && stored.measured()) {

@@ -19,11 +19,15 @@
 #include <thread>
 
 #include "cache/store.h"
+#include "core/key.h"
 #include "core/roofline.h"
 #include "service/pipeline.h"
 #include "tuner/retry_start_runner.h"
 
 namespace kfuse {
+
+// Where a device's measured ceilings are kept in the store.
+CacheKey CeilingsKey(const DeviceFingerprint& device);
 
 // The device's ceilings from the store, else measured on `runner` and kept
 // there; the nominal figures of its architecture when they cannot be

@@ -199,8 +199,7 @@ TEST_F(TuningStartTest, StopCancelsTheCeilingsBeingMeasured) {
   node.starter.Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_EQ(node.pipeline.gpu(), nullptr);
-  CacheKey key{"ceilings", "v1", FakeGpu::Fingerprint().Digest(), "", "ceilings/1"};
-  absl::StatusOr<std::optional<std::string>> kept = store_->GetDecision(key);
+  absl::StatusOr<std::optional<std::string>> kept = store_->GetDecision(CeilingsKey(FakeGpu::Fingerprint()));
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_FALSE(kept->has_value());
 }
