@@ -430,6 +430,7 @@ int main(int argc, char** argv) {
   // kernel boundary instead of running out the service manager's timeout.
   const int building = service->building();
   const int jobs = service->CancelJobs();
+  (*node)->StopWorkerStarts();  // A late GPU's worker, or a restart, is not waited for.
   if (jobs > 0 || building > 0) {
     Say(kfuse::LogLevel::kWarning, "shutdown_jobs_cancelled",
         absl::StrCat("cancelled at shutdown: ", building, " build(s) running, ", jobs,

@@ -142,6 +142,7 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
     wpo.devices = devices;
     wpo.worker.memory_budget_bytes = o.gpu_memory_budget;
     wpo.worker.worker_path = o.worker_path.empty() ? DefaultWorkerPath() : o.worker_path;
+    wpo.worker.stop = &n->stopping_;
     wpo.pci_bus_id = PciBusId;
     if (o.tune_max_gpu_busy < 1.0) {
       IdlePolicy idle = o.idle;
@@ -179,6 +180,7 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
 }
 
 ServiceNode::~ServiceNode() {
+  StopWorkerStarts();                          // So the starter's try ends soon.
   if (starter_ != nullptr) starter_->Stop();  // Before what it attaches to goes.
 }
 

@@ -8,6 +8,7 @@
 #ifndef KFUSE_SERVICE_NODE_H_
 #define KFUSE_SERVICE_NODE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -87,6 +88,11 @@ class ServiceNode {
   const TrustedKeys& trusted_keys() const { return trusted_keys_; }
   Metrics& metrics() { return *metrics_; }
   FleetTier* fleet() { return fleet_.get(); }
+  // At shutdown, once no call is left: a tuning worker's start in progress
+  // (a late GPU's, or a restart after a fault) gives up within a quarter
+  // second instead of waiting up to its start timeout for the driver, and
+  // none begins. The destructor does this first too.
+  void StopWorkerStarts() { stopping_ = true; }
 
  private:
   ServiceNode() = default;
@@ -99,6 +105,7 @@ class ServiceNode {
   std::unique_ptr<Store> store_;
   std::unique_ptr<FleetTier> fleet_;
   std::unique_ptr<Compiler> compiler_;
+  std::atomic<bool> stopping_{false};  // WorkerOptions::stop of every worker; outlives them.
   std::unique_ptr<RetryStartRunner> runner_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<TuningStarter> starter_;  // With runner_; stopped first.

@@ -57,6 +57,8 @@ TuningStarter::Result TuningStarter::TryNow() {
   const bool first = tries_++ == 0;
   absl::StatusOr<DeviceFingerprint> device = runner_->Device();
   if (!device.ok()) {
+    // Stopping: the start was given up, not failed.
+    if (absl::IsCancelled(device.status()) || cancel_.load()) return Result::kGaveUp;
     const bool again = runner_->retrying();
     if (!first) {
       LogEvent(LogLevel::kWarning, "tuning_start_failed",

@@ -59,10 +59,11 @@ class TuningStarter {
   // Tries at each of the runner's next_try() on a thread until the GPU is
   // attached or trying cannot help.
   void Start();
-  // Ends the thread, after the try in progress: a worker start (at most its
-  // start timeout) runs to its end, a measurement of the GPU's ceilings is
-  // cancelled (within a quarter second, plus its worker's kill: 3 s at most
-  // for one stuck in the driver), and the GPU is not attached.
+  // Ends the thread, after the try in progress: a worker start runs to its
+  // end (at most its start timeout, unless its WorkerOptions::stop is
+  // raised, as ServiceNode does first), a measurement of the GPU's ceilings
+  // is cancelled (within a quarter second, plus its worker's kill: 3 s at
+  // most for one stuck in the driver), and the GPU is not attached.
   void Stop();
 
  private:

@@ -30,6 +30,9 @@
 //   slow_ceilings  as ok, but answers ceilings 30 s after the request, once
 //                it has created the file $KFUSE_FAKE_WORKER_MARK (if set), so
 //                a test knows the measurement is under way
+//   slow_hello   as ok, but answers hello 30 s after it came (a driver slow
+//                to initialise), once it has written its process id to
+//                $KFUSE_FAKE_WORKER_MARK (if set)
 //
 //   kfuse-fake-worker --fd=3 --device=0 --parent-pid=1234
 #include <fcntl.h>
@@ -38,6 +41,7 @@
 #include <sys/ptrace.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -94,6 +98,17 @@ bool HideExitFromParent(int fd, int seconds) {
 int Serve(int fd, const std::string& mode) {
   absl::StatusOr<Frame> hello = RecvFrame(fd, 10.0, kMaxFrameBytes);
   if (!hello.ok() || hello->type != kMsgHello) return 2;
+  if (mode == "slow_hello") {
+    if (const char* mark = std::getenv("KFUSE_FAKE_WORKER_MARK")) {
+      const std::string pid = std::to_string(getpid());
+      const std::string tmp = std::string(mark) + ".tmp";  // Whole, or not there.
+      const int out = creat(tmp.c_str(), 0600);
+      if (out < 0 || write(out, pid.data(), pid.size()) != static_cast<ssize_t>(pid.size())) return 2;
+      close(out);
+      if (rename(tmp.c_str(), mark) != 0) return 2;
+    }
+    sleep(30);
+  }
   HelloReply reply;
   reply.device.name = "kfuse-fake-worker";
   if (mode == "traced" && !HideExitFromParent(fd, 10)) {

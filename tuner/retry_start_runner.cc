@@ -43,6 +43,7 @@ absl::StatusOr<DeviceFingerprint> RetryStartRunner::Device() {
   }
   absl::StatusOr<std::unique_ptr<Runner>> made = start_();
   if (made.ok() && *made == nullptr) made = absl::InternalError("the start gave no runner");
+  if (absl::IsCancelled(made.status())) return made.status();  // Stopping: not a failure.
   std::lock_guard<std::mutex> lock(mu_);
   if (made.ok()) {
     runner_ = *std::move(made);

@@ -40,7 +40,10 @@ class RetryStartRunner : public Runner {
 
   // The started runner's. Before one started: starts it on the caller's
   // thread when no failed start's backoff lasts (one start at a time; a
-  // second caller waits for it), else the last failure, Unavailable.
+  // second caller waits for it), else the last failure, Unavailable. A
+  // start that ends Cancelled (WorkerOptions::stop: the server stopping)
+  // is answered as it is, and neither counts as a failure nor begins a
+  // backoff.
   absl::StatusOr<DeviceFingerprint> Device() override;
   // The started runner's; Unavailable (never a start) before one started.
   absl::StatusOr<std::vector<Trial>> Run(

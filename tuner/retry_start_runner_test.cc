@@ -96,6 +96,21 @@ TEST(RetryStartRunnerTest, AStartThatFailsIsTriedAgainAfterTheBackoffAndThenIsTh
   EXPECT_EQ(starts.calls.load(), 2);
 }
 
+// A start given up because the server is stopping is not a failed GPU: it
+// is answered as Cancelled and begins no backoff.
+TEST(RetryStartRunnerTest, ACancelledStartIsNotAFailureAndBeginsNoBackoff) {
+  Starts starts{{absl::CancelledError("tuning worker: start cancelled, the server is stopping")}};
+  double now = 1000;
+  RetryStartRunner runner(starts.Fn(), [&] { return now; });
+  absl::StatusOr<DeviceFingerprint> d = runner.Device();
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kCancelled) << d.status();
+  EXPECT_TRUE(runner.retrying());
+  EXPECT_EQ(runner.next_try(), 0);  // No backoff: the next Device() may start at once.
+  EXPECT_THAT(runner.Unavailable().value_or(""), HasSubstr("no tuning worker started yet"));
+  EXPECT_TRUE(runner.Device().ok());
+  EXPECT_EQ(starts.calls.load(), 2);
+}
+
 TEST(RetryStartRunnerTest, TheBackoffDoublesWhileStartsKeepFailing) {
   Starts starts{{absl::InternalError("cuInit: CUDA_ERROR_DEVICE_UNAVAILABLE"),
                  absl::InternalError("cuInit: CUDA_ERROR_DEVICE_UNAVAILABLE"),

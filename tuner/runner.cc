@@ -141,6 +141,7 @@ absl::Status WorkerRunner::EnsureStartedLocked() {
   if (worker_ != nullptr) return absl::OkStatus();
   if (std::optional<std::string> down = Unavailable()) return absl::UnavailableError(*down);
   absl::Status started = StartLocked();
+  if (absl::IsCancelled(started)) return started;  // Stopping: no backoff, nothing to report.
   std::lock_guard<std::mutex> lock(down_mu_);
   if (started.ok()) {
     down_seconds_ = 0;  // A later failure starts the backoff afresh.
@@ -158,11 +159,20 @@ absl::Status WorkerRunner::EnsureStartedLocked() {
 }
 
 absl::Status WorkerRunner::StartLocked() {
+  if (opts_.stop != nullptr && opts_.stop->load()) {
+    return absl::CancelledError(
+        absl::StrCat("tuning worker ", opts_.worker_path, ": not started, the server is stopping"));
+  }
   KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<WorkerProcess> w,
                          WorkerProcess::Start(opts_.worker_path, opts_.device));
   ++starts_;
   KFUSE_RETURN_IF_ERROR(w->Send(kMsgHello, EncodeHello(), opts_.send_timeout_seconds));
-  absl::StatusOr<Frame> f = w->Recv(opts_.start_timeout_seconds);
+  double timeout = opts_.start_timeout_seconds;
+  if (!AwaitFrame(*w, opts_.stop, &timeout)) {
+    return absl::CancelledError(  // `w` goes with the return: killed.
+        absl::StrCat("tuning worker ", opts_.worker_path, ": start cancelled, the server is stopping"));
+  }
+  absl::StatusOr<Frame> f = w->Recv(timeout);
   if (!f.ok()) {
     std::string how = f.status().code() == absl::StatusCode::kDeadlineExceeded
                           ? "did not answer in time"

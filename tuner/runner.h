@@ -115,7 +115,8 @@ class Runner {
   // Read, write and copy bandwidth; FMA, special-function and tensor rates.
   // `cancel` (may be null) raised, as at shutdown, it stops with Cancelled
   // within a quarter second of the request being sent (a worker that had to
-  // be started first is waited for), plus the kill of a measurement in
+  // be started first is waited for, unless WorkerOptions::stop is raised),
+  // plus the kill of a measurement in
   // progress with its worker (3 s at most for one stuck in the driver; the
   // protocol has no cancel for it, and the next call starts a fresh worker).
   virtual absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* cancel) = 0;
@@ -139,6 +140,11 @@ struct WorkerOptions {
   // A cancelled task (CheckTask::cancel) is given this long to stop after
   // its candidate on the GPU; then its worker is killed. 0: killed at once.
   double cancel_drain_seconds = 3;
+  // Not owned; may be null. Raised when the server is stopping: a worker
+  // start waiting for its hello gives up within a quarter second (the
+  // worker killed, the start Cancelled, no backoff), so shutdown does not
+  // wait out start_timeout_seconds for a GPU slow to come up.
+  const std::atomic<bool>* stop = nullptr;
   // Monotonic seconds; empty: steady_clock. Tests inject it to pass a
   // start's backoff without waiting.
   std::function<double()> now;

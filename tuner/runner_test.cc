@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -471,6 +472,44 @@ TEST(RunnerTest, CancelledCeilingsStopAtOnceAndTheNextCallStartsAFreshWorker) {
   absl::StatusOr<Ceilings> c = (*r)->MeasureCeilings(nullptr);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ((*r)->starts(), 2);
+}
+
+// A worker start waiting for its hello (a driver slow to come up) gives up
+// when the server stops, instead of waiting out the start timeout: the
+// worker is killed, no backoff begins, and no start begins after it.
+TEST(RunnerTest, AStartWaitingForItsHelloGivesUpWhenTheServerStops) {
+  FakeWorker fake("slow_hello");  // Answers hello after 30 s.
+  fake.opts.start_timeout_seconds = 60;
+  std::atomic<bool> stop{false};
+  fake.opts.stop = &stop;
+  const std::string mark = absl::StrCat(::testing::TempDir(), "kfuse_hello_mark_", getpid());
+  unlink(mark.c_str());
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MARK", mark.c_str(), 1), 0);
+  std::thread raise([&stop, &mark] {  // Once the worker waits to answer.
+    for (int i = 0; i < 1000 && access(mark.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stop = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status started;
+  std::unique_ptr<WorkerRunner> r = WorkerRunner::CreateEvenIfDown(fake.opts, &started);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  raise.join();
+  unsetenv("KFUSE_FAKE_WORKER_MARK");
+  EXPECT_EQ(started.code(), absl::StatusCode::kCancelled) << started;
+  EXPECT_THAT(started.message(), HasSubstr("the server is stopping"));
+  std::ifstream in(mark);
+  pid_t pid = 0;
+  EXPECT_TRUE(in >> pid) << "the worker never wrote " << mark;
+  unlink(mark.c_str());
+  if (pid > 0) {
+    EXPECT_NE(kill(pid, 0), 0);  // Killed and reaped.
+  }
+  EXPECT_EQ(r->starts(), 1);
+  EXPECT_FALSE(r->Unavailable().has_value());  // Stopping is not a failed GPU.
+  EXPECT_EQ(r->Device().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(r->MeasureCeilings(nullptr).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(r->starts(), 1);  // None begins once stopping.
 }
 
 // A worker that no longer starts (the GPU gone) is not started again for
