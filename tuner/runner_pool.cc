@@ -368,12 +368,15 @@ absl::StatusOr<Ceilings> RunnerPool::MeasureCeilings(const std::atomic<bool>* ca
     while (true) {
       if (cancel != nullptr && cancel->load()) return absl::CancelledError("measuring ceilings: cancelled");
       ReadmitLocked();
-      auto first = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) {
-        return s.stats.in_rotation && s.stats.joined;
-      });
-      if (first == slots_.end()) return absl::UnavailableError(GoneLocked());
-      i = static_cast<size_t>(first - slots_.begin());
-      if (!first->stats.running) break;
+      auto usable = [](const Slot& s) { return s.stats.in_rotation && s.stats.joined; };
+      if (std::none_of(slots_.begin(), slots_.end(), usable)) return absl::UnavailableError(GoneLocked());
+      // Every member is the same model: the first free one measures.
+      auto free = std::find_if(slots_.begin(), slots_.end(),
+                               [&](const Slot& s) { return usable(s) && !s.stats.running; });
+      if (free != slots_.end()) {
+        i = static_cast<size_t>(free - slots_.begin());
+        break;
+      }
       if (cancel == nullptr) {
         cv_.wait(lock);
       } else {

@@ -101,7 +101,8 @@ class RunnerPool : public Runner {
       const CheckTask& task, const std::function<void(const Trial&)>& on_trial) override;
   // The fingerprint every member shares.
   absl::StatusOr<DeviceFingerprint> Device() override;
-  // On the first member in rotation, once it is free (not idle-gated).
+  // On the first member in rotation that is free (not idle-gated); while
+  // every one runs a task, on the first that ends.
   absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* cancel) override;
   // "no GPU left for tuning (...)" while every member is out of the rotation
   // and none is due back by options.now; nullopt otherwise, busy or

@@ -743,6 +743,31 @@ TEST(RunnerPoolTest, CeilingsComeFromTheFirstMember) {
   EXPECT_FALSE(b.pool->stats()[0].running);
 }
 
+// Every member is the same model, so a task on the first does not hold the
+// ceilings back while another is free.
+TEST(RunnerPoolTest, CeilingsComeFromAFreeMemberWhileTheFirstRunsATask) {
+  Log log;
+  Gate gate;
+  Built b = Build(&log, {H200(), H200()}, {}, {});
+  b.runners[0]->gate_ = &gate;
+  std::thread run([&] { EXPECT_TRUE(b.pool->Run(Task(1), {}).ok()); });
+  ASSERT_TRUE(WaitUntil([&] { return log.running == 1; }));
+  ASSERT_TRUE(b.pool->stats()[0].running);
+  std::atomic<bool> returned{false};
+  absl::StatusOr<Ceilings> c;
+  std::thread measure([&] {
+    c = b.pool->MeasureCeilings(nullptr);
+    returned = true;
+  });
+  EXPECT_TRUE(WaitUntil([&] { return returned.load(); }));  // Not waiting for member 0's task.
+  gate.Let();
+  measure.join();
+  run.join();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->source, "fake GPU 1");
+  EXPECT_FALSE(b.pool->stats()[1].running);
+}
+
 // Ceilings wait for their member's task; a cancel (kfused stopping) ends
 // that wait, and the member is left to its task.
 TEST(RunnerPoolTest, ACancelledCeilingsMeasurementStopsWaitingForItsMember) {
