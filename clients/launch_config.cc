@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/launch.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -279,12 +280,13 @@ class Resolver {
     l.kernel = k;
     std::string where = absl::StrCat("kernel ", k);
     KFUSE_RETURN_IF_ERROR(EvalDim3(kernel.grid(), 1, where + " grid", l.grid,
-                                   {std::numeric_limits<int32_t>::max(), 65535, 65535}));
-    KFUSE_RETURN_IF_ERROR(EvalDim3(kernel.block(), 1, where + " block", l.block, {1024, 1024, 64}));
+                                   {kMaxGridDims[0], kMaxGridDims[1], kMaxGridDims[2]}));
+    KFUSE_RETURN_IF_ERROR(EvalDim3(kernel.block(), 1, where + " block", l.block,
+                                   {kMaxBlockDims[0], kMaxBlockDims[1], kMaxBlockDims[2]}));
     if (kernel.has_cluster())
       KFUSE_RETURN_IF_ERROR(
           EvalDim3(kernel.cluster(), 1, where + " cluster", l.cluster, {16, 16, 16}));
-    if (static_cast<int64_t>(l.block[0]) * l.block[1] * l.block[2] > 1024 ||
+    if (static_cast<int64_t>(l.block[0]) * l.block[1] * l.block[2] > kMaxBlockThreads ||
         l.block[0] * l.block[1] * l.block[2] == 0)
       return absl::InvalidArgumentError(absl::StrCat(
           where, " block has ", l.block[0] * l.block[1] * l.block[2], " threads; 1..1024 allowed"));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/pointwise_views.h"
 #include "codegen/validate.h"
+#include "codegen/validate_internal.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -93,21 +94,7 @@ std::vector<Mono> DenseStrides(const std::vector<Mono>& sizes) {
 
 // numpy broadcasting; false when the shapes do not broadcast.
 bool BroadcastInto(const std::vector<Dim>& a, std::vector<Dim>* acc) {
-  size_t rank = std::max(a.size(), acc->size());
-  std::vector<Dim> r(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    Dim da = i < rank - a.size() ? Dim::Static(1) : a[i - (rank - a.size())];
-    Dim db = i < rank - acc->size() ? Dim::Static(1) : (*acc)[i - (rank - acc->size())];
-    if (da == db || db == Dim::Static(1)) {
-      r[i] = da;
-    } else if (da == Dim::Static(1)) {
-      r[i] = db;
-    } else {
-      return false;
-    }
-  }
-  *acc = std::move(r);
-  return true;
+  return validate_internal::Broadcast(a, *acc, acc);
 }
 
 // The strides of a value of `shape` with element strides `own` over the

@@ -14,6 +14,12 @@
 
 namespace kfuse {
 
+// CUDA's launch limits (every GPU kfuse targets): grid x, y, z; block x,
+// y, z; threads a block.
+inline constexpr int64_t kMaxGridDims[3] = {(int64_t{1} << 31) - 1, 65535, 65535};
+inline constexpr int64_t kMaxBlockDims[3] = {1024, 1024, 64};
+inline constexpr int64_t kMaxBlockThreads = 1024;
+
 struct BufferRef {
   enum class Kind : uint8_t { kInput, kOutput, kIntermediate };
   Kind kind = Kind::kInput;

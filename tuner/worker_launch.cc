@@ -74,20 +74,26 @@ LoadedKernel::~LoadedKernel() {
   module_ = nullptr;
 }
 
+absl::StatusOr<LaunchDims> EvalLaunchDims(const KernelSpec& spec, absl::Span<const int64_t> symbols) {
+  LaunchDims l;
+  const SizeExpr* g[3] = {&spec.grid.x, &spec.grid.y, &spec.grid.z};
+  const SizeExpr* b[3] = {&spec.block.x, &spec.block.y, &spec.block.z};
+  for (int i = 0; i < 3; ++i) {
+    KFUSE_ASSIGN_OR_RETURN(l.grid[i], EvalDim(*g[i], symbols, kMaxGridDims[i], "grid"));
+    KFUSE_ASSIGN_OR_RETURN(l.block[i], EvalDim(*b[i], symbols, kMaxBlockDims[i], "block"));
+  }
+  if (int64_t{l.block[0]} * l.block[1] * l.block[2] > kMaxBlockThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("block has more than ", kMaxBlockThreads, " threads"));
+  }
+  return l;
+}
+
 absl::StatusOr<BoundLaunch> BindLaunch(const KernelSpec& spec, absl::Span<const int64_t> symbols,
                                        const LaunchBuffers& buffers) {
   BoundLaunch l;
-  const SizeExpr* g[3] = {&spec.grid.x, &spec.grid.y, &spec.grid.z};
-  const SizeExpr* b[3] = {&spec.block.x, &spec.block.y, &spec.block.z};
-  const int64_t gmax[3] = {(int64_t{1} << 31) - 1, 65535, 65535};
-  const int64_t bmax[3] = {1024, 1024, 64};
-  for (int i = 0; i < 3; ++i) {
-    KFUSE_ASSIGN_OR_RETURN(l.grid[i], EvalDim(*g[i], symbols, gmax[i], "grid"));
-    KFUSE_ASSIGN_OR_RETURN(l.block[i], EvalDim(*b[i], symbols, bmax[i], "block"));
-  }
-  if (int64_t{l.block[0]} * l.block[1] * l.block[2] > 1024) {
-    return absl::InvalidArgumentError("block has more than 1024 threads");
-  }
+  KFUSE_ASSIGN_OR_RETURN(LaunchDims dims, EvalLaunchDims(spec, symbols));
+  std::copy(dims.grid, dims.grid + 3, l.grid);
+  std::copy(dims.block, dims.block + 3, l.block);
   l.dynamic_smem = spec.dynamic_smem_bytes;
   if (spec.cluster_x > 0) {
     l.cluster[0] = spec.cluster_x;

@@ -56,6 +56,16 @@ struct BoundLaunch {
   std::vector<size_t> zeroed_workspaces;  // Indices into workspaces.
 };
 
+struct LaunchDims {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+};
+
+// The grid and block at `symbols`, each within CUDA's limits (core/launch.h)
+// and at least 1; InvalidArgument naming the dimension otherwise. No GPU
+// needed.
+absl::StatusOr<LaunchDims> EvalLaunchDims(const KernelSpec& spec, absl::Span<const int64_t> symbols);
+
 // InvalidArgument for an unevaluable or out-of-range dimension, a buffer param
 // naming a missing buffer, an intermediate buffer, or a tensor-map param (not
 // supported by the runner yet).
