@@ -264,6 +264,19 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// A worker runs in a process group of its own: a terminal's Ctrl-C (or any
+// signal to kfused's group) stops kfused, which lets its tasks finish
+// within the grace, and does not kill the workers under them.
+TEST(RunnerTest, AWorkerRunsInAProcessGroupOfItsOwn) {
+  FakeWorker fake("ok");
+  absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const pid_t pid = (*r)->pid();
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(getpgid(pid), pid);
+  EXPECT_NE(getpgid(pid), getpgrp());
+}
+
 TEST(RunnerTest, ATrialPastTheLastCandidateIsDataLoss) {
   FakeWorker fake("extra_trial");
   absl::StatusOr<std::unique_ptr<WorkerRunner>> r = WorkerRunner::Create(fake.opts);

@@ -54,13 +54,17 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const std::s
   argv.push_back(nullptr);
   pid_t pid = 0;
   // kfused blocks SIGTERM and SIGINT for sigwait; the worker must not
-  // inherit that mask, or it could not be stopped.
+  // inherit that mask, or it could not be stopped. It runs in a process
+  // group of its own, so a terminal's Ctrl-C (SIGINT to the foreground
+  // group) stops kfused, which lets the tasks in flight finish within its
+  // grace, and not the workers under them; they end with kfused.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   int rc = posix_spawn(&pid, path.c_str(), &fa, &attr, argv.data(), environ);
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);

@@ -21,7 +21,8 @@ namespace kfuse {
 class WorkerProcess {
  public:
   // Spawns `path --fd=3 --device=N --parent-pid=P` with a socketpair end on
-  // fd 3 (a socket, not pipes, so a dead peer never raises SIGPIPE).
+  // fd 3 (a socket, not pipes, so a dead peer never raises SIGPIPE), in a
+  // process group of its own (a signal to this one's group spares it).
   // NotFound when `path` is not an executable file.
   static absl::StatusOr<std::unique_ptr<WorkerProcess>> Start(const std::string& path, int device);
   ~WorkerProcess();  // Kills and reaps the child if it is still there.
