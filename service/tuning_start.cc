@@ -30,7 +30,11 @@ absl::StatusOr<Ceilings> StoredOrMeasuredCeilings(Store& store, Runner& runner,
     return c;
   }
   absl::StatusOr<Ceilings> measured = runner.MeasureCeilings(cancel);
-  if (cancel != nullptr && cancel->load()) return absl::CancelledError("measuring ceilings: stopping");
+  // Stopping: `cancel` raised, or the worker's start given up for the
+  // server's stop (WorkerOptions::stop).
+  if ((cancel != nullptr && cancel->load()) || absl::IsCancelled(measured.status())) {
+    return absl::CancelledError("measuring ceilings: stopping");
+  }
   if (!measured.ok()) {
     LogEvent(LogLevel::kWarning, "ceilings_not_measured",
              {{"error", measured.status().ToString()}, {"now", "using nominal figures"}});

@@ -33,7 +33,8 @@ CacheKey CeilingsKey(const DeviceFingerprint& device);
 // there; the nominal figures of its architecture when they cannot be
 // measured (logged as ceilings_not_measured). Cancelled, with nothing
 // logged or stored, when `cancel` (may be null) is raised by the time the
-// measurement ends.
+// measurement ends, or it ended Cancelled (its worker's start given up for
+// the server's stop).
 absl::StatusOr<Ceilings> StoredOrMeasuredCeilings(Store& store, Runner& runner,
                                                   const DeviceFingerprint& device,
                                                   const std::atomic<bool>* cancel);
@@ -50,7 +51,7 @@ class TuningStarter {
   enum class Result {
     kAttached,  // The GPU tunes now.
     kRetry,     // Not started; the runner tries again at next_try().
-    kGaveUp,    // Not started, and trying again cannot help.
+    kGaveUp,    // Not started, and trying again cannot help (or the node is stopping).
   };
   // One try, on the caller's thread. A try after the first logs its outcome
   // (tuning_started, tuning_start_failed); the first is kfused's start-up

@@ -204,6 +204,26 @@ TEST_F(TuningStartTest, StopCancelsTheCeilingsBeingMeasured) {
   EXPECT_FALSE(kept->has_value());
 }
 
+// A measurement that ends Cancelled though the starter was not stopped (its
+// worker's start given up for the server's stop, WorkerOptions::stop) is a
+// stop too: the GPU is not attached with nominal ceilings, nothing is kept.
+TEST_F(TuningStartTest, CeilingsCancelledByTheServersStopAttachNothing) {
+  struct StoppingGpu : FakeGpu {
+    absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>*) override {
+      return absl::CancelledError("tuning worker: start cancelled, the server is stopping");
+    }
+  };
+  RetryStartRunner runner([]() -> absl::StatusOr<std::unique_ptr<Runner>> {
+    return std::make_unique<StoppingGpu>();
+  });
+  TuningStarter starter(&runner, store_.get(), pipeline_.get());
+  EXPECT_EQ(starter.TryNow(), TuningStarter::Result::kGaveUp);
+  EXPECT_EQ(pipeline_->gpu(), nullptr);
+  absl::StatusOr<std::optional<std::string>> kept = store_->GetDecision(CeilingsKey(FakeGpu::Fingerprint()));
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_FALSE(kept->has_value());
+}
+
 TEST_F(TuningStartTest, AFailureTryingCannotHelpGivesUp) {
   RetryStartRunner missing([]() -> absl::StatusOr<std::unique_ptr<Runner>> {
     return absl::NotFoundError("tuning worker /opt/kfuse/kfuse-worker: no such file");

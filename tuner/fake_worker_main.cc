@@ -34,6 +34,9 @@
 //                to initialise), once it has written its process id to
 //                $KFUSE_FAKE_WORKER_MARK (if set)
 //
+// $KFUSE_FAKE_WORKER_MODE_<N>, where set, is the mode of the worker for
+// --device=N instead.
+//
 //   kfuse-fake-worker --fd=3 --device=0 --parent-pid=1234
 #include <fcntl.h>
 #include <poll.h>
@@ -186,12 +189,15 @@ int Serve(int fd, const std::string& mode) {
 
 int main(int argc, char** argv) {
   int fd = -1;
+  const char* device = "0";
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--fd=", 5) == 0 && !absl::SimpleAtoi(argv[i] + 5, &fd)) return 2;
+    if (std::strncmp(argv[i], "--device=", 9) == 0) device = argv[i] + 9;
   }
   uint32_t version = kfuse::kWorkerProtocolVersion;
   const char* v = std::getenv("KFUSE_FAKE_WORKER_VERSION");
   if (fd < 0 || (v != nullptr && !absl::SimpleAtoi(v, &version))) return 2;
-  const char* mode = std::getenv("KFUSE_FAKE_WORKER_MODE");
+  const char* mode = std::getenv((std::string("KFUSE_FAKE_WORKER_MODE_") + device).c_str());
+  if (mode == nullptr) mode = std::getenv("KFUSE_FAKE_WORKER_MODE");
   return mode == nullptr ? kfuse::AnswerHelloAsVersion(fd, version) : kfuse::Serve(fd, mode);
 }

@@ -173,6 +173,12 @@ absl::Status WorkerRunner::StartLocked() {
         absl::StrCat("tuning worker ", opts_.worker_path, ": start cancelled, the server is stopping"));
   }
   absl::StatusOr<Frame> f = w->Recv(timeout);
+  if (!f.ok() && opts_.stop != nullptr && opts_.stop->load()) {
+    // Raised in the wait's last quarter second, or the worker gone as the
+    // server stops: a stop, not a failed start.
+    return absl::CancelledError(
+        absl::StrCat("tuning worker ", opts_.worker_path, ": start cancelled, the server is stopping"));
+  }
   if (!f.ok()) {
     std::string how = f.status().code() == absl::StatusCode::kDeadlineExceeded
                           ? "did not answer in time"

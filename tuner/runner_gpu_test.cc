@@ -465,7 +465,7 @@ TEST(RunnerGpuTest, ACancelledCeilingsMeasurementStopsAndTheGpuMeasuresAgain) {
   // It may have finished first on a fast GPU; a cancel must not wait it out.
   if (!cancelled.ok()) {
     EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled) << cancelled.status();
-    EXPECT_LT(seconds, 2.0);
+    EXPECT_LT(seconds, 4.0);  // 0.3 s, a quarter second's poll, 3 s at most to reap it.
   }
   std::printf("first measurement: %s after %.2f s\n", cancelled.ok() ? "finished" : "cancelled", seconds);
   absl::StatusOr<Ceilings> c = r->MeasureCeilings(nullptr);

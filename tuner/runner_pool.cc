@@ -128,6 +128,7 @@ void RunnerPool::StartPending(size_t i) {
   const absl::StatusOr<DeviceFingerprint> fp = s.m.runner->Device();  // Starts its worker.
   std::lock_guard<std::mutex> lock(mu_);
   s.stats.starting = false;
+  if (absl::IsCancelled(fp.status())) return;  // The server stopping: not a failure.
   if (!fp.ok()) {
     s.backoff_seconds = NextRetryBackoff(s.backoff_seconds);
     s.readmit_at = options_.now() + s.backoff_seconds;
@@ -467,6 +468,10 @@ absl::StatusOr<WorkerPool> CreateWorkerPool(const WorkerPoolOptions& o) {
       });
     }
     for (std::thread& t : threads) t.join();
+  }
+  // The server stopping (WorkerOptions::stop): no pool, and no failure.
+  for (const absl::Status& s : started) {
+    if (absl::IsCancelled(s)) return s;
   }
   // The model a GPU whose worker did not start must turn out to be, for its
   // load probe: the first started one's (the pool's reference).

@@ -102,7 +102,8 @@ class RunnerPool : public Runner {
   // The fingerprint every member shares.
   absl::StatusOr<DeviceFingerprint> Device() override;
   // On the first member in rotation that is free (not idle-gated); while
-  // every one runs a task, on the first that ends.
+  // every one runs a task, on one that ends (a waiting task may take the
+  // first to end).
   absl::StatusOr<Ceilings> MeasureCeilings(const std::atomic<bool>* cancel) override;
   // "no GPU left for tuning (...)" while every member is out of the rotation
   // and none is due back by options.now; nullopt otherwise, busy or

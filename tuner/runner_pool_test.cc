@@ -1,5 +1,7 @@
 #include "tuner/runner_pool.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -9,8 +11,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tuner/worker_process.h"
 
 namespace kfuse {
 namespace {
@@ -788,6 +792,7 @@ TEST(RunnerPoolTest, ACancelledCeilingsMeasurementStopsWaitingForItsMember) {
   EXPECT_FALSE(returned.load());  // Waiting for the member.
   cancel = true;
   EXPECT_TRUE(WaitUntil([&] { return returned.load(); }));
+  if (!returned.load()) gate.Let();  // Failed: let it end rather than hang.
   measure.join();
   EXPECT_EQ(measured.code(), absl::StatusCode::kCancelled) << measured;
   EXPECT_TRUE(b.pool->stats()[0].running);  // Still its task's.
@@ -838,6 +843,36 @@ TEST(CreateWorkerPoolTest, NoWorkerBinaryOnAnyGpuIsNotFoundNamingEach) {
   EXPECT_EQ(wp.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(wp.status().message(), ::testing::HasSubstr("GPU 0: tuning worker /nonexistent/kfuse-worker"));
   EXPECT_THAT(wp.status().message(), ::testing::HasSubstr("GPU 1: tuning worker /nonexistent/kfuse-worker"));
+}
+
+// The server stopping while a pool starts (WorkerOptions::stop raised as
+// GPU 1's worker waits to answer) is not a failed GPU, even beside a GPU
+// that did fail: no pool, Cancelled, so no backoff follows.
+TEST(CreateWorkerPoolTest, AStartGivenUpForTheServersStopIsCancelled) {
+  const std::string worker = DefaultWorkerPath();
+  WorkerPoolOptions o;
+  o.devices = {0, 1};
+  o.worker.worker_path = worker.substr(0, worker.rfind('/') + 1) + "kfuse-fake-worker";
+  std::atomic<bool> stop{false};
+  o.worker.stop = &stop;
+  const std::string mark = absl::StrCat(::testing::TempDir(), "kfuse_pool_hello_mark_", getpid());
+  unlink(mark.c_str());
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MODE_0", "no_gpu", 1), 0);
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MODE_1", "slow_hello", 1), 0);
+  ASSERT_EQ(setenv("KFUSE_FAKE_WORKER_MARK", mark.c_str(), 1), 0);
+  std::thread raise([&stop, &mark] {  // Once GPU 1's worker waits to answer.
+    for (int i = 0; i < 1000 && access(mark.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stop = true;
+  });
+  absl::StatusOr<WorkerPool> wp = CreateWorkerPool(o);
+  raise.join();
+  unsetenv("KFUSE_FAKE_WORKER_MODE_0");
+  unsetenv("KFUSE_FAKE_WORKER_MODE_1");
+  unsetenv("KFUSE_FAKE_WORKER_MARK");
+  unlink(mark.c_str());
+  EXPECT_EQ(wp.status().code(), absl::StatusCode::kCancelled) << wp.status();
+  EXPECT_THAT(wp.status().message(), ::testing::HasSubstr("the server is stopping"));
 }
 
 }  // namespace
