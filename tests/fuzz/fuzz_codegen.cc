@@ -153,15 +153,20 @@ std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, C
       FUZZ_CHECK(can.code() == absl::StatusCode::kUnimplemented, can << "\n" << ToString(chain));
       continue;
     }
-    const std::vector<Numerics> numerics = {Numerics::kFast, Numerics::kReference64, Numerics::kEager};
-    if (coverage == Coverage::kAll) {
+    std::vector<Numerics> numerics = {Numerics::kFast, Numerics::kReference64, Numerics::kEager};
+    if (coverage != Coverage::kHeuristic) {
       std::vector<Variant> space = FamilySpace(chain, group);
       // A few dozen variants a family (the tuner searches them within its
       // budget); far more would be a runaway space.
       FUZZ_CHECK(!space.empty() && space.size() <= 128,
                  space.size() << " " << FamilyName(group.family) << " variants\n" << ToString(chain));
-      variants.push_back(space[pick % space.size()]);
-      variants.push_back(space[(pick / 64 + space.size() / 2) % space.size()]);
+      if (coverage == Coverage::kSpace) {
+        variants = std::move(space);
+        numerics = {Numerics::kFast};
+      } else {
+        variants.push_back(space[pick % space.size()]);
+        variants.push_back(space[(pick / 64 + space.size() / 2) % space.size()]);
+      }
     }
     for (const Variant& v : variants) {
       absl::Status ok = CanGenerateFamily(chain, group, v);

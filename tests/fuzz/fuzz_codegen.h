@@ -17,6 +17,7 @@ namespace kfuse::fuzz {
 enum class Coverage {
   kHeuristic,  // The heuristic variant (what a cache miss serves), all three Numerics.
   kAll,        // Heuristic and two space variants (chosen by `pick`), all three Numerics.
+  kSpace,      // Every space variant, as the tuner compiles them (Numerics::kFast only).
 };
 
 // Translates, canonicalises and partitions `proto`, then emits every
