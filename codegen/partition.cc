@@ -118,6 +118,105 @@ absl::Status OutputsShareOneIterationSpace(const Chain& c) {
   return OutputsShareOneIterationSpace(c, all);
 }
 
+// The outputs (indices into c.outputs) each pointwise kernel writes: one
+// kernel iterates over the broadcast of its outputs' shapes, so outputs
+// whose shapes nest (one's broadcast into the other's is the larger) share
+// one, and others get one each. Outputs [R, 1] and [1, C] written by one
+// kernel would have it iterate over R x C elements, writing each output
+// element C or R times; shapes that do not broadcast at all could not be
+// one kernel's. Largest first (elements at the hints), so a smaller shape
+// joins the kernel of a larger one it nests in; each list ascending, the
+// lists by their first output.
+std::vector<std::vector<size_t>> OutputKernels(const Chain& c) {
+  const int64_t limit = Limits{}.max_elements;
+  std::vector<size_t> order(c.outputs.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+  auto shape = [&](size_t j) -> const std::vector<Dim>& { return c.nodes[c.outputs[j]].type.shape; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return CountElements(c, shape(a), limit) > CountElements(c, shape(b), limit);
+  });
+  // Leading unit dims change no iteration space.
+  auto squeezed = [](std::vector<Dim> d) {
+    while (!d.empty() && d.front() == Dim::Static(1)) d.erase(d.begin());
+    return d;
+  };
+  // The larger of two shapes when one nests in the other.
+  auto nest = [&](const std::vector<Dim>& a, const std::vector<Dim>& b) -> std::optional<std::vector<Dim>> {
+    std::vector<Dim> both;
+    if (!validate_internal::Broadcast(a, b, &both)) return std::nullopt;
+    both = squeezed(std::move(both));
+    if (both != a && both != b) return std::nullopt;
+    return both;
+  };
+  std::vector<std::pair<std::vector<Dim>, std::vector<size_t>>> kernels;  // Space, outputs.
+  for (size_t j : order) {
+    const std::vector<Dim> mine = squeezed(shape(j));
+    bool placed = false;
+    for (auto& [space, outputs] : kernels) {
+      std::optional<std::vector<Dim>> both = nest(space, mine);
+      if (!both) continue;
+      space = *std::move(both);
+      outputs.push_back(j);
+      placed = true;
+      break;
+    }
+    if (!placed) kernels.push_back({mine, {j}});
+  }
+  // A space that grew may now hold another kernel's (symbolic dims count
+  // as 1 above, so [R, 1] and [1, S] can come before [R, S]).
+  for (size_t a = 0; a < kernels.size(); ++a) {
+    for (size_t b = a + 1; b < kernels.size();) {
+      std::optional<std::vector<Dim>> both = nest(kernels[a].first, kernels[b].first);
+      if (!both) {
+        ++b;
+        continue;
+      }
+      kernels[a].first = *std::move(both);
+      kernels[a].second.insert(kernels[a].second.end(), kernels[b].second.begin(), kernels[b].second.end());
+      kernels.erase(kernels.begin() + static_cast<std::ptrdiff_t>(b));
+      b = a + 1;
+    }
+  }
+  std::vector<std::vector<size_t>> out;
+  for (auto& [space, outputs] : kernels) {
+    std::sort(outputs.begin(), outputs.end());
+    out.push_back(std::move(outputs));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// An element-wise chain (no views) whose outputs' shapes do not all nest:
+// a pointwise kernel for each group of OutputKernels, each computing what
+// its outputs need (work they share is computed by each). Unimplemented
+// when a group would compute nothing (its outputs are chain inputs or
+// constants) or its kernel does not generate: then one kernel, as before.
+absl::StatusOr<Partition> KernelPerOutputShape(const Chain& c,
+                                               const std::vector<std::vector<size_t>>& groups) {
+  Partition p;
+  for (const std::vector<size_t>& outputs : groups) {
+    std::vector<int32_t> roots;
+    for (size_t j : outputs) roots.push_back(c.outputs[j]);
+    const std::set<int32_t> nodes = partition_internal::ElementwiseClosure(c, roots, {});
+    if (nodes.empty()) return absl::UnimplementedError("an output group computes nothing");
+    KernelGroup k;
+    k.family = Family::kPointwise;
+    k.nodes.assign(nodes.begin(), nodes.end());
+    const std::set<int32_t> results(roots.begin(), roots.end());
+    k.results.assign(results.begin(), results.end());
+    std::vector<std::string> names;
+    for (size_t j : outputs) names.push_back(absl::StrCat("outputs[", j, "]"));
+    k.reason = absl::StrCat(
+        "element-wise chain fused into one pass for ", absl::StrJoin(names, ", "), " (",
+        validate_internal::ShapeString(c, c.nodes[c.outputs[outputs[0]]].type.shape),
+        "); outputs of shapes that do not nest in it get kernels of their own, as one kernel "
+        "iterates over the broadcast of the shapes it writes");
+    KFUSE_RETURN_IF_ERROR(CanGenerateFamily(c, k, FamilyHeuristic(c, k)));
+    p.kernels.push_back(std::move(k));
+  }
+  return p;
+}
+
 // A chain whose reductions all run along rows: one row kernel.
 absl::StatusOr<Partition> RowPartition(const Chain& c) {
   KFUSE_RETURN_IF_ERROR(AnalyzeRows(c).status());
@@ -532,6 +631,13 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
   if (k.nodes.empty()) {
     return absl::InvalidArgumentError(
         "outputs: every output is a chain input or a constant: there is nothing to compute");
+  }
+  if (first_view < 0) {
+    const std::vector<std::vector<size_t>> groups = OutputKernels(c);
+    if (groups.size() > 1) {
+      absl::StatusOr<Partition> apart = KernelPerOutputShape(c, groups);
+      if (apart.ok()) return apart;
+    }
   }
   KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c));
   Partition p = OneKernel(c, std::move(k));

@@ -53,7 +53,12 @@ struct Partition {
 //    a head dim past 256, say) is partitioned as the rules below say when
 //    every kernel of that generates, else it is that Unimplemented;
 //  - inputs, constants and element-wise ops (casts, where, comparisons
-//    included): one pointwise kernel;
+//    included): one pointwise kernel, which iterates over the broadcast of
+//    its outputs' shapes; where those shapes do not all nest ([R, 1] and
+//    [1, C], whose broadcast is R x C; or shapes that do not broadcast at
+//    all), and the chain has no layout view, a pointwise kernel for each
+//    group of outputs whose shapes nest, each computing what its outputs
+//    need (work they share is computed by each), no intermediates;
 //  - reductions all along the innermost axis of one row shape, with
 //    element-wise work around them: one row kernel (see AnalyzeRows for what
 //    answers Unimplemented);

@@ -56,30 +56,87 @@ TEST(PartitionTest, ElementwiseChainIsOnePointwiseKernel) {
   EXPECT_TRUE(p->intermediates.empty());
 }
 
+// Outputs whose shapes do not nest, [R, 1] and [1, C]: one kernel would
+// iterate over R x C to write R + C elements, so each is a pointwise kernel
+// of its own, computing what it needs (the scale both read is computed by
+// each), writing its output and no intermediate.
+TEST(PartitionTest, OutputsWhoseShapesDoNotNestAreAKernelEach) {
+  Chain c;
+  c.symbols = {{"R", 4096, 0}};
+  const int x = c.AddInput(TensorType{DType::kF32, {Dim::Sym(0), Dim::Static(1)}});
+  const int y = c.AddInput(TensorType{DType::kF32, {Dim::Static(1), Dim::Static(4096)}});
+  const int k = c.AddInput(TensorType{DType::kF32, {Dim::Static(1)}});
+  const int scale = c.AddOp(OpKind::kExp, {k});
+  c.outputs = {c.AddOp(OpKind::kMul, {x, scale}), c.AddOp(OpKind::kMul, {y, scale})};
+  const Chain t = Typed(c);
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  EXPECT_TRUE(p->intermediates.empty());
+  ExpectEveryKernelGenerates(t, *p);
+  for (size_t i = 0; i < 2; ++i) {
+    const KernelGroup& g = p->kernels[i];
+    SCOPED_TRACE(g.reason);
+    EXPECT_EQ(g.family, Family::kPointwise);
+    EXPECT_EQ(g.results, std::vector<int32_t>{t.outputs[i]});
+    EXPECT_EQ(g.nodes.size(), 2u);  // exp and its own mul.
+    EXPECT_THAT(g.reason, HasSubstr(absl::StrCat("for outputs[", i, "] (")));
+    EXPECT_THAT(g.reason, HasSubstr("do not nest"));
+    absl::StatusOr<KernelSpec> spec = EmitFamily(t, g, FamilyHeuristic(t, g), Numerics::kFast);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    int outputs = 0;
+    for (const KernelParam& param : spec->params) {
+      if (param.kind != KernelParam::Kind::kBuffer) continue;
+      EXPECT_NE(param.buffer.kind, BufferRef::Kind::kIntermediate);
+      if (param.buffer.kind == BufferRef::Kind::kOutput) {
+        EXPECT_EQ(param.buffer.index, i);
+        ++outputs;
+      }
+    }
+    EXPECT_EQ(outputs, 1);
+  }
+}
+
+// Shapes that nest share one kernel whatever their order: [R, C] with
+// [R, 1] and [1, C] iterates over [R, C], as the last needs anyway, with
+// R and C static or symbolic (symbols without a max count as 1, so the
+// largest shape need not come first).
+TEST(PartitionTest, OutputsWhoseShapesNestShareOneKernel) {
+  for (bool symbolic : {false, true}) {
+    SCOPED_TRACE(symbolic ? "symbolic" : "static");
+    Chain c;
+    c.symbols = {{"R", 64, 0}, {"C", 128, 0}};
+    const Dim rows = symbolic ? Dim::Sym(0) : Dim::Static(64);
+    const Dim cols = symbolic ? Dim::Sym(1) : Dim::Static(128);
+    const int x = c.AddInput(TensorType{DType::kF32, {rows, Dim::Static(1)}});
+    const int y = c.AddInput(TensorType{DType::kF32, {Dim::Static(1), cols}});
+    const int r = c.AddOp(OpKind::kRelu, {x});
+    const int e = c.AddOp(OpKind::kExp, {y});
+    c.outputs = {r, e, c.AddOp(OpKind::kAdd, {r, e})};
+    absl::StatusOr<Partition> p = PartitionChain(Typed(c));
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), 1u);
+    EXPECT_EQ(p->kernels[0].reason, "element-wise chain fused into one pass");
+    EXPECT_EQ(p->kernels[0].results.size(), 3u);
+  }
+}
+
 // Each output within the element limit, their broadcast far past it: [N,
 // 2^32, 1] (N unbounded counts as 1) and [2^32] make [N, 2^32, 2^32], whose
-// dense strides overflowed int64 in the pointwise kernel (a fuzz finding).
-TEST(PartitionTest, OutputsWhoseBroadcastPassesTheElementLimitAreRefused) {
+// dense strides overflowed int64 in one pointwise kernel (a fuzz finding).
+// They do not nest, so each is a kernel of its own, within the limit.
+TEST(PartitionTest, OutputsWhoseBroadcastPassesTheElementLimitAreAKernelEach) {
   Chain c;
   c.symbols = {{"N", 0, 0}};
   const int64_t big = int64_t{1} << 32;
   int a = c.AddInput(TensorType{DType::kBF16, {Dim::Sym(0), Dim::Static(big), Dim::Static(1)}});
   int b = c.AddInput(TensorType{DType::kBF16, {Dim::Static(big)}});
   c.outputs = {c.AddOp(OpKind::kRelu, {a}), c.AddOp(OpKind::kRelu, {b})};
-  auto p = PartitionChain(Typed(c));
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
-  EXPECT_THAT(std::string(p.status().message()),
-              HasSubstr("outputs[1]: broadcast with the earlier outputs, one kernel would "
-                        "iterate over more than 1099511627776 elements"));
-  // Within the limit, the same two outputs are one kernel.
-  Chain ok;
-  ok.symbols = {{"N", 0, 0}};
-  a = ok.AddInput(TensorType{DType::kBF16, {Dim::Sym(0), Dim::Static(1024), Dim::Static(1)}});
-  b = ok.AddInput(TensorType{DType::kBF16, {Dim::Static(1024)}});
-  ok.outputs = {ok.AddOp(OpKind::kRelu, {a}), ok.AddOp(OpKind::kRelu, {b})};
-  auto q = PartitionChain(Typed(ok));
-  ASSERT_TRUE(q.ok()) << q.status();
-  EXPECT_EQ(q->kernels.size(), 1u);
+  const Chain t = Typed(c);
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kernels.size(), 2u);
+  ExpectEveryKernelGenerates(t, *p);
 }
 
 // Canonicalize splits a reduction over every axis (a mean squared error):
@@ -161,16 +218,29 @@ TEST(PartitionRegressionTest, NothingToComputeIsInvalidArgument) {
   EXPECT_NE(p.status().message().find("outputs"), std::string::npos) << p.status();
 }
 
-TEST(PartitionRegressionTest, OutputsThatDoNotBroadcastTogetherAreUnimplemented) {
+// Element-wise outputs that do not broadcast together at all are a kernel
+// each (they reached the generator as INTERNAL once, then were refused).
+// Where one of them computes nothing (a chain input as an output), they
+// stay one kernel's, which cannot write them: Unimplemented, naming the
+// output.
+TEST(PartitionRegressionTest, OutputsThatDoNotBroadcastTogetherAreAKernelEach) {
   Chain c;
   int a = c.AddInput(TensorType{DType::kF32, {Dim::Static(33)}});
   int b = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(128)}});
   c.outputs = {c.AddOp(OpKind::kRelu, {a}), c.AddOp(OpKind::kExp, {b})};
-  auto v = Validate(c);
-  ASSERT_TRUE(v.ok()) << v.status();
-  absl::StatusOr<Partition> p = PartitionChain(Canonicalize(*v));
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(p.status().message().find("outputs[1]"), std::string::npos) << p.status();
+  const Chain t = Typed(c);
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kernels.size(), 2u);
+  ExpectEveryKernelGenerates(t, *p);
+
+  Chain passed;
+  a = passed.AddInput(TensorType{DType::kF32, {Dim::Static(33)}});
+  b = passed.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(128)}});
+  passed.outputs = {a, passed.AddOp(OpKind::kExp, {b})};
+  absl::StatusOr<Partition> q = PartitionChain(Typed(passed));
+  EXPECT_EQ(q.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(q.status().message().find("outputs[1]"), std::string::npos) << q.status();
 }
 
 }  // namespace

@@ -419,8 +419,11 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
   Metrics& m = counted ? metrics() : NullMetrics();
   if (honour_force && p.request.policy().force()) return std::nullopt;
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
+  // A plan of another partition (stored before the partitioner drew this
+  // chain's kernels otherwise) is rebuilt, not served.
   auto usable = [&](const v1::KernelPlan& plan) {
-    return (!wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED) && !RefusedHeuristic(p, plan);
+    return (!wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED) && !RefusedHeuristic(p, plan) &&
+           plan.kernels_size() == static_cast<int>(p.partition.kernels.size());
   };
   const uint64_t generation = hot_->generation();
   for (const CacheKey& candidate : p.lookup_keys) {
@@ -457,9 +460,13 @@ namespace {
 
 // `entry`'s artifact, parsed into *artifact, serves `p`: its plan is the one
 // the entry names (a trusted signer's misfiled plan is a miss, as an import
-// would refuse it), tuned if the request wants tuning.
+// would refuse it), of as many kernels as this node's partition of the
+// chain, tuned if the request wants tuning.
 bool ArtifactServes(const Prepared& p, const v1::StoreEntry& entry, storage::v1::Artifact* artifact) {
-  if (!artifact->ParseFromString(entry.blob()) || artifact->plan().key() != entry.key()) return false;
+  if (!artifact->ParseFromString(entry.blob()) || artifact->plan().key() != entry.key() ||
+      artifact->plan().kernels_size() != static_cast<int>(p.partition.kernels.size())) {
+    return false;
+  }
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   return !wants_tuning || artifact->plan().provenance().state() == v1::TUNE_STATE_TUNED;
 }

@@ -13,12 +13,14 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kfuse/storage/v1/storage.pb.h"
 #include "service/service_test_util.h"
 
 namespace kfuse {
@@ -622,6 +624,62 @@ TEST_F(ServerTest, SoftmaxOverAnOuterAxisIsAPlanOfThreeKernels) {
   EXPECT_EQ(k1[2].rfind("intermediate ", 0), 0u);
   EXPECT_EQ(k2, (std::vector<std::string>{"input 0", k0[1], k1[2], "output 0"}));
   EXPECT_EQ(plan.outputs(0).name(), "y");
+}
+
+// exp(rows) [4096, 1] and exp(cols) [1, 4096] as two outputs: their shapes
+// do not nest, so each is a pointwise kernel of its own (one kernel would
+// iterate over 4096 x 4096 to write 8192 values), and no intermediate
+// passes between them.
+v1::CompileRequest RowAndColumnScales() {
+  v1::CompileRequest r;
+  v1::Chain* c = r.mutable_chain();
+  for (const char* name : {"rows", "cols"}) {
+    v1::TensorSpec* in = c->add_inputs();
+    in->set_name(name);
+    in->set_dtype(v1::DTYPE_F32);
+    const bool rows = std::string(name) == "rows";
+    in->add_shape()->set_size(rows ? 4096 : 1);
+    in->add_shape()->set_size(rows ? 1 : 4096);
+  }
+  for (int i = 0; i < 2; ++i) {
+    v1::Op* e = c->add_ops();
+    e->set_kind(v1::OP_EXP);
+    e->add_args()->set_input(i);
+    v1::Output* out = c->add_outputs();
+    out->set_name(i == 0 ? "row_scale" : "col_scale");
+    out->mutable_value()->set_op(i);
+  }
+  return r;
+}
+
+TEST_F(ServerTest, OutputsWhoseShapesDoNotNestAreAKernelEach) {
+  Start(std::chrono::milliseconds(0));
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(RowAndColumnScales(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const v1::KernelPlan& plan = resp.plan();
+  ASSERT_EQ(plan.kernels_size(), 2);
+  EXPECT_EQ(plan.intermediates_size(), 0);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(Buffers(plan.kernels(k)),
+              (std::vector<std::string>{"input 0", "input 1", absl::StrCat("output ", k)}));
+    EXPECT_EQ(std::vector<uint32_t>(plan.kernels(k).ops().begin(), plan.kernels(k).ops().end()),
+              std::vector<uint32_t>{static_cast<uint32_t>(k)});
+    EXPECT_NE(plan.kernels(k).partition_reason().find("do not nest"), std::string::npos)
+        << plan.kernels(k).partition_reason();
+  }
+  // A plan of one kernel stored under the same key (as a node whose
+  // partitioner drew one kernel for these outputs stored it) is not served.
+  absl::StatusOr<Prepared> p = pipeline_->Prepare(RowAndColumnScales());
+  ASSERT_TRUE(p.ok()) << p.status();
+  storage::v1::Artifact one;
+  *one.mutable_plan() = plan;
+  one.mutable_plan()->mutable_kernels()->RemoveLast();
+  ASSERT_TRUE(store_->PutArtifact(p->key, one.SerializeAsString(), EntryMeta{}).ok());
+  pipeline_->ClearHot();
+  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_FALSE(hit->has_value());
 }
 
 // Needs service/pipeline.cc to list Partition::intermediates in the plan

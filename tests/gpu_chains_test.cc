@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "clients/launcher.h"
 #include "codegen/evaluate.h"
+#include "codegen/generators.h"
 #include "codegen/partition.h"
 #include "codegen/pointwise.h"
 #include "gtest/gtest.h"
@@ -106,35 +107,56 @@ std::string ToBytes(DType t, const std::vector<double>& v) {
   return out;
 }
 
-// The CPU half: every random chain validates, partitions into one pointwise
-// kernel, generates under every variant tried, compiles (heuristic) and
-// evaluates. Runs without a GPU.
+// A random chain's pointwise kernels: one, or one for each group of outputs
+// whose shapes nest (PartitionChain).
+std::vector<KernelGroup> PointwiseGroups(const Chain& c) {
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  KFUSE_CHECK(p.ok() && !p->kernels.empty() && p->intermediates.empty());
+  for (const KernelGroup& g : p->kernels) KFUSE_CHECK(g.family == Family::kPointwise);
+  return p->kernels;
+}
+
+// The i-th variant tried for `g` (its last one past the end of its list).
+const Variant& VariantAt(const std::vector<Variant>& variants, size_t i) {
+  return variants[std::min(i, variants.size() - 1)];
+}
+
+// The CPU half: every random chain validates, partitions into pointwise
+// kernels (one, or one per group of outputs whose shapes nest), each of
+// which generates under every variant tried and compiles (heuristic); the
+// chain evaluates. Runs without a GPU.
 TEST(RandomChainsTest, GenerateCompileAndEvaluateOnCpu) {
   NvrtcCompiler nvrtc;
+  int split = 0;
   for (int i = 0; i < kChains; ++i) {
     RandomChain rc = ChainAt(i);
     SCOPED_TRACE(rc.name + "\n" + ToString(rc.chain));
-    KernelGroup g = OnlyGroup(rc.chain);
-    std::vector<Variant> variants = SpreadVariants(rc.chain, g);
-    EXPECT_GE(variants.size(), 1u);
-    for (const Variant& v : variants) {
-      absl::StatusOr<KernelSpec> spec = EmitPointwise(rc.chain, g, v);
-      ASSERT_TRUE(spec.ok()) << v.ToString() << ": " << spec.status();
-      // A long chain's element function is called, not inlined nine times.
-      EXPECT_EQ(spec->source.find("__noinline__ void kf_elem") != std::string::npos, i >= kFirstLong);
-      // f32 sins are the accurate ones (16-bit ones keep kf_sin's MUFU path).
-      EXPECT_EQ(spec->source.find("kf_sinf_ol(") != std::string::npos, i >= kFirstLong && i % 3 == 0);
+    const std::vector<KernelGroup> groups = PointwiseGroups(rc.chain);
+    split += groups.size() > 1;
+    for (const KernelGroup& g : groups) {
+      std::vector<Variant> variants = SpreadVariants(rc.chain, g);
+      EXPECT_GE(variants.size(), 1u);
+      for (const Variant& v : variants) {
+        absl::StatusOr<KernelSpec> spec = EmitFamily(rc.chain, g, v, Numerics::kFast);
+        ASSERT_TRUE(spec.ok()) << v.ToString() << ": " << spec.status();
+        // A long chain's element function is called, not inlined nine times.
+        EXPECT_EQ(spec->source.find("__noinline__ void kf_elem") != std::string::npos, i >= kFirstLong);
+        // f32 sins are the accurate ones (16-bit ones keep kf_sin's MUFU path).
+        EXPECT_EQ(spec->source.find("kf_sinf_ol(") != std::string::npos, i >= kFirstLong && i % 3 == 0);
+      }
+      CompileOptions opts;
+      opts.arch = "sm_90";
+      absl::StatusOr<CompiledKernel> k =
+          nvrtc.Compile(*EmitFamily(rc.chain, g, variants[0], Numerics::kFast), opts);
+      EXPECT_TRUE(k.ok()) << k.status();
     }
-    CompileOptions opts;
-    opts.arch = "sm_90";
-    absl::StatusOr<CompiledKernel> k =
-        nvrtc.Compile(*EmitPointwise(rc.chain, g, variants[0]), opts);
-    EXPECT_TRUE(k.ok()) << k.status();
     auto in = RandomInputs(rc, 1000 + i);
     auto exact = Evaluate(rc.chain, in, rc.symbol_values, EvalMode::kExact64);
     ASSERT_TRUE(exact.ok()) << exact.status();
     EXPECT_EQ(exact->size(), rc.chain.outputs.size());
   }
+  std::printf("%d of %d random chains are several kernels (outputs whose shapes do not nest)\n",
+              split, kChains);
 }
 
 using gpu_test::DeviceMemory;
@@ -156,7 +178,7 @@ TEST(GpuChainsTest, RandomChainsMatchReference) {
     RandomChain rc = ChainAt(i);
     SCOPED_TRACE(rc.name + "\n" + ToString(rc.chain));
     const Chain& c = rc.chain;
-    KernelGroup g = OnlyGroup(c);
+    const std::vector<KernelGroup> groups = PointwiseGroups(c);
     auto in = RandomInputs(rc, 2000 + i);
     auto exact = Evaluate(c, in, rc.symbol_values, EvalMode::kExact64);
     auto eager = Evaluate(c, in, rc.symbol_values, EvalMode::kEager);
@@ -171,24 +193,37 @@ TEST(GpuChainsTest, RandomChainsMatchReference) {
                                     n.type.dtype});
     }
     v1::KernelPlan plan = PlanFor(c);
-    for (const Variant& v : SpreadVariants(c, g)) {
-      absl::StatusOr<KernelSpec> spec = EmitPointwise(c, g, v);
-      ASSERT_TRUE(spec.ok()) << spec.status();
-      absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
-      ASSERT_TRUE(k.ok()) << k.status();
+    // Every kernel of the plan at its i-th variant, for as many rounds as
+    // the longest list.
+    std::vector<std::vector<Variant>> spread;
+    size_t rounds = 0;
+    for (const KernelGroup& g : groups) {
+      spread.push_back(SpreadVariants(c, g));
+      rounds = std::max(rounds, spread.back().size());
+    }
+    for (size_t round = 0; round < rounds; ++round) {
       plan.clear_kernels();
-      *plan.add_kernels() = ToProto(*k, /*include_source=*/false);
+      std::string variant_names;
+      for (size_t gi = 0; gi < groups.size(); ++gi) {
+        const Variant& v = VariantAt(spread[gi], round);
+        absl::StrAppend(&variant_names, gi == 0 ? "" : " + ", v.ToString());
+        absl::StatusOr<KernelSpec> spec = EmitFamily(c, groups[gi], v, Numerics::kFast);
+        ASSERT_TRUE(spec.ok()) << spec.status();
+        absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+        ASSERT_TRUE(k.ok()) << k.status();
+        *plan.add_kernels() = ToProto(*k, /*include_source=*/false);
+      }
       std::vector<DeviceBuffer> outputs = gpu_test::PoisonedOutputs(*gpu, mem, c, rc.symbol_values);
       absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
-      ASSERT_TRUE(s.ok()) << v.ToString() << ": " << s;
-      ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();
+      ASSERT_TRUE(s.ok()) << variant_names << ": " << s;
+      ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << variant_names;
       std::vector<gpu_test::CheckedOutput> checked = gpu_test::CheckOutputs(mem, outputs, *exact, *eager, kSlack);
       for (size_t j = 0; j < checked.size(); ++j) {
         const OutputCheck& check = checked[j].check;
         std::printf("%-60s %-44s %-4zu %-10.3g %-10.3g %s\n", rc.name.substr(0, 60).c_str(),
-                    v.ToString().c_str(), j, check.max_abs_err, checked[j].eager_err,
+                    variant_names.c_str(), j, check.max_abs_err, checked[j].eager_err,
                     check.ok ? "ok" : check.message.c_str());
-        EXPECT_TRUE(check.ok) << v.ToString() << ": " << check.message;
+        EXPECT_TRUE(check.ok) << variant_names << ": " << check.message;
       }
     }
   }
