@@ -118,16 +118,25 @@ absl::Status OutputsShareOneIterationSpace(const Chain& c) {
   return OutputsShareOneIterationSpace(c, all);
 }
 
-// The outputs (indices into c.outputs) each pointwise kernel writes: one
-// kernel iterates over the broadcast of its outputs' shapes, so outputs
-// whose shapes nest (one's broadcast into the other's is the larger) share
-// one, and others get one each. Outputs [R, 1] and [1, C] written by one
-// kernel would have it iterate over R x C elements, writing each output
-// element C or R times; shapes that do not broadcast at all could not be
-// one kernel's. Largest first (elements at the hints), so a smaller shape
-// joins the kernel of a larger one it nests in; each list ascending, the
-// lists by their first output.
-std::vector<std::vector<size_t>> OutputKernels(const Chain& c) {
+// A pointwise kernel's outputs (indices into c.outputs, ascending) and the
+// space it iterates over (their broadcast, leading unit dims dropped).
+struct OutputGroup {
+  std::vector<Dim> space;
+  std::vector<size_t> outputs;
+};
+
+// The outputs each pointwise kernel writes: one kernel iterates over the
+// broadcast of its outputs' shapes, so outputs whose shapes nest (one's
+// broadcast into the other's is the larger) share one, and others get one
+// each. Outputs [R, 1] and [1, C] written by one kernel would have it
+// iterate over R x C elements, writing each output element C or R times;
+// shapes that do not broadcast at all could not be one kernel's. Largest
+// first (CountElements: symbols at their max, 1 without one), so a smaller
+// shape joins the kernel of a larger one it nests in, then groups whose
+// spaces nest are merged. Outputs naming one node are one group's. The
+// groups are ordered by their first output; all of it depends on the
+// canonical chain alone (its hash keys the plan).
+std::vector<OutputGroup> OutputKernels(const Chain& c) {
   const int64_t limit = Limits{}.max_elements;
   std::vector<size_t> order(c.outputs.size());
   for (size_t j = 0; j < order.size(); ++j) order[j] = j;
@@ -148,55 +157,60 @@ std::vector<std::vector<size_t>> OutputKernels(const Chain& c) {
     if (both != a && both != b) return std::nullopt;
     return both;
   };
-  std::vector<std::pair<std::vector<Dim>, std::vector<size_t>>> kernels;  // Space, outputs.
+  std::vector<OutputGroup> groups;
   for (size_t j : order) {
     const std::vector<Dim> mine = squeezed(shape(j));
-    bool placed = false;
-    for (auto& [space, outputs] : kernels) {
-      std::optional<std::vector<Dim>> both = nest(space, mine);
-      if (!both) continue;
-      space = *std::move(both);
-      outputs.push_back(j);
-      placed = true;
-      break;
+    // The group of an earlier output naming the same node, else the first
+    // whose space nests with this shape.
+    auto fits = std::find_if(groups.begin(), groups.end(), [&](const OutputGroup& g) {
+      return std::any_of(g.outputs.begin(), g.outputs.end(),
+                         [&](size_t k) { return c.outputs[k] == c.outputs[j]; });
+    });
+    if (fits == groups.end()) {
+      fits = std::find_if(groups.begin(), groups.end(), [&](OutputGroup& g) {
+        std::optional<std::vector<Dim>> both = nest(g.space, mine);
+        if (both) g.space = *std::move(both);
+        return both.has_value();
+      });
     }
-    if (!placed) kernels.push_back({mine, {j}});
+    if (fits == groups.end()) {
+      groups.push_back({mine, {j}});
+    } else {
+      fits->outputs.push_back(j);
+    }
   }
-  // A space that grew may now hold another kernel's (symbolic dims count
-  // as 1 above, so [R, 1] and [1, S] can come before [R, S]).
-  for (size_t a = 0; a < kernels.size(); ++a) {
-    for (size_t b = a + 1; b < kernels.size();) {
-      std::optional<std::vector<Dim>> both = nest(kernels[a].first, kernels[b].first);
+  // A space that grew may now hold another group's (symbols without a max
+  // count as 1 above, so [R, 1] and [1, S] can come before [R, S]).
+  for (size_t a = 0; a < groups.size(); ++a) {
+    for (size_t b = a + 1; b < groups.size();) {
+      std::optional<std::vector<Dim>> both = nest(groups[a].space, groups[b].space);
       if (!both) {
         ++b;
         continue;
       }
-      kernels[a].first = *std::move(both);
-      kernels[a].second.insert(kernels[a].second.end(), kernels[b].second.begin(), kernels[b].second.end());
-      kernels.erase(kernels.begin() + static_cast<std::ptrdiff_t>(b));
+      groups[a].space = *std::move(both);
+      groups[a].outputs.insert(groups[a].outputs.end(), groups[b].outputs.begin(), groups[b].outputs.end());
+      groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(b));
       b = a + 1;
     }
   }
-  std::vector<std::vector<size_t>> out;
-  for (auto& [space, outputs] : kernels) {
-    std::sort(outputs.begin(), outputs.end());
-    out.push_back(std::move(outputs));
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  for (OutputGroup& g : groups) std::sort(g.outputs.begin(), g.outputs.end());
+  std::sort(groups.begin(), groups.end(),
+            [](const OutputGroup& a, const OutputGroup& b) { return a.outputs < b.outputs; });
+  return groups;
 }
 
 // An element-wise chain (no views) whose outputs' shapes do not all nest:
-// a pointwise kernel for each group of OutputKernels, each computing what
+// a pointwise kernel for each of OutputKernels' groups, each computing what
 // its outputs need (work they share is computed by each). Unimplemented
 // when a group would compute nothing (its outputs are chain inputs or
-// constants) or its kernel does not generate: then one kernel, as before.
-absl::StatusOr<Partition> KernelPerOutputShape(const Chain& c,
-                                               const std::vector<std::vector<size_t>>& groups) {
+// constants) or its kernel is not generated: the caller then keeps one
+// kernel, as before.
+absl::StatusOr<Partition> KernelPerOutputShape(const Chain& c, const std::vector<OutputGroup>& groups) {
   Partition p;
-  for (const std::vector<size_t>& outputs : groups) {
+  for (const OutputGroup& g : groups) {
     std::vector<int32_t> roots;
-    for (size_t j : outputs) roots.push_back(c.outputs[j]);
+    for (size_t j : g.outputs) roots.push_back(c.outputs[j]);
     const std::set<int32_t> nodes = partition_internal::ElementwiseClosure(c, roots, {});
     if (nodes.empty()) return absl::UnimplementedError("an output group computes nothing");
     KernelGroup k;
@@ -205,12 +219,11 @@ absl::StatusOr<Partition> KernelPerOutputShape(const Chain& c,
     const std::set<int32_t> results(roots.begin(), roots.end());
     k.results.assign(results.begin(), results.end());
     std::vector<std::string> names;
-    for (size_t j : outputs) names.push_back(absl::StrCat("outputs[", j, "]"));
-    k.reason = absl::StrCat(
-        "element-wise chain fused into one pass for ", absl::StrJoin(names, ", "), " (",
-        validate_internal::ShapeString(c, c.nodes[c.outputs[outputs[0]]].type.shape),
-        "); outputs of shapes that do not nest in it get kernels of their own, as one kernel "
-        "iterates over the broadcast of the shapes it writes");
+    for (size_t j : g.outputs) names.push_back(absl::StrCat("outputs[", j, "]"));
+    k.reason = absl::StrCat("element-wise chain fused into one pass over ",
+                            validate_internal::ShapeString(c, g.space), " for ", absl::StrJoin(names, ", "),
+                            "; outputs of shapes that do not nest in it get kernels of their own, as "
+                            "one kernel iterates over the broadcast of the shapes it writes");
     KFUSE_RETURN_IF_ERROR(CanGenerateFamily(c, k, FamilyHeuristic(c, k)));
     p.kernels.push_back(std::move(k));
   }
@@ -633,10 +646,10 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
         "outputs: every output is a chain input or a constant: there is nothing to compute");
   }
   if (first_view < 0) {
-    const std::vector<std::vector<size_t>> groups = OutputKernels(c);
+    const std::vector<OutputGroup> groups = OutputKernels(c);
     if (groups.size() > 1) {
       absl::StatusOr<Partition> apart = KernelPerOutputShape(c, groups);
-      if (apart.ok()) return apart;
+      if (apart.ok() || !absl::IsUnimplemented(apart.status())) return apart;
     }
   }
   KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c));

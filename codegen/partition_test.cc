@@ -80,7 +80,7 @@ TEST(PartitionTest, OutputsWhoseShapesDoNotNestAreAKernelEach) {
     EXPECT_EQ(g.family, Family::kPointwise);
     EXPECT_EQ(g.results, std::vector<int32_t>{t.outputs[i]});
     EXPECT_EQ(g.nodes.size(), 2u);  // exp and its own mul.
-    EXPECT_THAT(g.reason, HasSubstr(absl::StrCat("for outputs[", i, "] (")));
+    EXPECT_THAT(g.reason, HasSubstr(i == 0 ? "over [\"R\",1] for outputs[0];" : "over [4096] for outputs[1];"));
     EXPECT_THAT(g.reason, HasSubstr("do not nest"));
     absl::StatusOr<KernelSpec> spec = EmitFamily(t, g, FamilyHeuristic(t, g), Numerics::kFast);
     ASSERT_TRUE(spec.ok()) << spec.status();
@@ -95,6 +95,33 @@ TEST(PartitionTest, OutputsWhoseShapesDoNotNestAreAKernelEach) {
     }
     EXPECT_EQ(outputs, 1);
   }
+}
+
+// Two outputs naming one node are one kernel's, wherever the grouping would
+// put each by its order: no output is written by two kernels. R, S and U
+// have no max, so every output counts as one element and keeps its place:
+// [1, S], [R, U], n [R, 1], [R, S], n.
+TEST(PartitionTest, OutputsNamingOneNodeAreOneKernels) {
+  Chain c;
+  c.symbols = {{"R", 0, 0}, {"S", 0, 0}, {"U", 0, 0}};
+  const Dim r = Dim::Sym(0), sd = Dim::Sym(1), u = Dim::Sym(2);
+  const int a = c.AddInput(TensorType{DType::kF32, {Dim::Static(1), sd}});
+  const int b = c.AddInput(TensorType{DType::kF32, {r, u}});
+  const int x = c.AddInput(TensorType{DType::kF32, {r, Dim::Static(1)}});
+  const int n = c.AddOp(OpKind::kExp, {x});
+  c.outputs = {c.AddOp(OpKind::kRelu, {a}), c.AddOp(OpKind::kRelu, {b}), n,
+               c.AddOp(OpKind::kAdd, {a, x}), n};
+  const Chain t = Typed(c);
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  std::map<int32_t, int> writers;
+  for (const KernelGroup& g : p->kernels) {
+    for (int32_t id : g.results) ++writers[id];
+  }
+  for (const auto& [id, kernels] : writers) EXPECT_EQ(kernels, 1) << "node " << id;
+  EXPECT_EQ(writers.size(), 4u);  // relu(a), relu(b), n, a + x.
+  ExpectEveryKernelGenerates(t, *p);
 }
 
 // Shapes that nest share one kernel whatever their order: [R, C] with

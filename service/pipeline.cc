@@ -106,27 +106,30 @@ std::vector<uint32_t> WireOps(const Chain& c, const std::vector<int32_t>& nodes)
   return ops;
 }
 
-// Every family's generator version in the plan, in kernel order:
-// "pointwise/1" or "pointwise/1+row/1".
-std::string GeneratorVersions(const Partition& part) {
+// `version` of each family in the plan, in kernel order, each once:
+// "pointwise/1" or "pointwise/1+row/1". A plan of several pointwise kernels
+// alone (element-wise outputs whose shapes do not nest) names each kernel,
+// "pointwise/1+pointwise/1": such chains were one kernel before, kept under
+// "pointwise/1", and neither that plan nor its decision (one variant) may
+// be found under the key of the other partition, locally or in the fleet.
+std::string FamilyVersions(const Partition& part, std::string (*version)(Family)) {
+  const bool pointwise_only =
+      std::all_of(part.kernels.begin(), part.kernels.end(),
+                  [](const KernelGroup& g) { return g.family == Family::kPointwise; });
   std::vector<std::string> versions;
   for (const KernelGroup& g : part.kernels) {
-    std::string v = GeneratorVersion(g.family);
-    if (std::find(versions.begin(), versions.end(), v) == versions.end()) versions.push_back(v);
+    std::string v = version(g.family);
+    if (pointwise_only || std::find(versions.begin(), versions.end(), v) == versions.end()) versions.push_back(v);
   }
   return absl::StrJoin(versions, "+");
 }
 
-// The variant schemas of the plan's families, in kernel order: what a
+// Every family's generator version in the plan (FamilyVersions).
+std::string GeneratorVersions(const Partition& part) { return FamilyVersions(part, GeneratorVersion); }
+
+// The variant schemas of the plan's families (FamilyVersions): what a
 // stored decision's variants mean.
-std::string VariantSchemas(const Partition& part) {
-  std::vector<std::string> versions;
-  for (const KernelGroup& g : part.kernels) {
-    std::string v = VariantSchemaVersion(g.family);
-    if (std::find(versions.begin(), versions.end(), v) == versions.end()) versions.push_back(v);
-  }
-  return absl::StrJoin(versions, "+");
-}
+std::string VariantSchemas(const Partition& part) { return FamilyVersions(part, VariantSchemaVersion); }
 
 // One line for listings: the ops in order and the outputs' types.
 std::string ShortDescription(const Chain& c) {
@@ -419,11 +422,8 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
   Metrics& m = counted ? metrics() : NullMetrics();
   if (honour_force && p.request.policy().force()) return std::nullopt;
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
-  // A plan of another partition (stored before the partitioner drew this
-  // chain's kernels otherwise) is rebuilt, not served.
   auto usable = [&](const v1::KernelPlan& plan) {
-    return (!wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED) && !RefusedHeuristic(p, plan) &&
-           plan.kernels_size() == static_cast<int>(p.partition.kernels.size());
+    return (!wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED) && !RefusedHeuristic(p, plan);
   };
   const uint64_t generation = hot_->generation();
   for (const CacheKey& candidate : p.lookup_keys) {
@@ -460,13 +460,9 @@ namespace {
 
 // `entry`'s artifact, parsed into *artifact, serves `p`: its plan is the one
 // the entry names (a trusted signer's misfiled plan is a miss, as an import
-// would refuse it), of as many kernels as this node's partition of the
-// chain, tuned if the request wants tuning.
+// would refuse it), tuned if the request wants tuning.
 bool ArtifactServes(const Prepared& p, const v1::StoreEntry& entry, storage::v1::Artifact* artifact) {
-  if (!artifact->ParseFromString(entry.blob()) || artifact->plan().key() != entry.key() ||
-      artifact->plan().kernels_size() != static_cast<int>(p.partition.kernels.size())) {
-    return false;
-  }
+  if (!artifact->ParseFromString(entry.blob()) || artifact->plan().key() != entry.key()) return false;
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   return !wants_tuning || artifact->plan().provenance().state() == v1::TUNE_STATE_TUNED;
 }

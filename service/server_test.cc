@@ -20,7 +20,6 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kfuse/storage/v1/storage.pb.h"
 #include "service/service_test_util.h"
 
 namespace kfuse {
@@ -668,18 +667,13 @@ TEST_F(ServerTest, OutputsWhoseShapesDoNotNestAreAKernelEach) {
     EXPECT_NE(plan.kernels(k).partition_reason().find("do not nest"), std::string::npos)
         << plan.kernels(k).partition_reason();
   }
-  // A plan of one kernel stored under the same key (as a node whose
-  // partitioner drew one kernel for these outputs stored it) is not served.
+  // Its own key: a node whose partitioner drew one kernel for these
+  // outputs stored that plan under "pointwise/1".
+  EXPECT_EQ(plan.provenance().generator_version(), "pointwise/1+pointwise/1");
   absl::StatusOr<Prepared> p = pipeline_->Prepare(RowAndColumnScales());
   ASSERT_TRUE(p.ok()) << p.status();
-  storage::v1::Artifact one;
-  *one.mutable_plan() = plan;
-  one.mutable_plan()->mutable_kernels()->RemoveLast();
-  ASSERT_TRUE(store_->PutArtifact(p->key, one.SerializeAsString(), EntryMeta{}).ok());
-  pipeline_->ClearHot();
-  absl::StatusOr<std::optional<v1::CompileResponse>> hit = pipeline_->Lookup(*p);
-  ASSERT_TRUE(hit.ok()) << hit.status();
-  EXPECT_FALSE(hit->has_value());
+  EXPECT_EQ(p->key.generator, "pointwise/1+pointwise/1");
+  EXPECT_EQ(p->decision_key.generator, "pointwise-variants/1+pointwise-variants/1");
 }
 
 // Needs service/pipeline.cc to list Partition::intermediates in the plan
