@@ -288,7 +288,10 @@ std::optional<Chain> SplitMixedReductions(const Chain& c) {
 
 }  // namespace
 
-Chain Canonicalize(const Chain& validated) {
+namespace {
+
+// One round of canonicalization: splits, then the rewrites below.
+Chain CanonicalizeRound(const Chain& validated) {
   Chain c = validated;
   while (HasMixed(c)) {
     std::optional<Chain> split = SplitMixedReductions(c);
@@ -398,6 +401,21 @@ Chain Canonicalize(const Chain& validated) {
     renumber(m.shape);
   }
   return out;
+}
+
+}  // namespace
+
+Chain Canonicalize(const Chain& validated) {
+  Chain c = CanonicalizeRound(validated);
+  // A mixed reduction whose split did not validate beside ops the round
+  // then removed (dead or folded) splits in a later round; to a fixed
+  // point, so that canonicalizing again changes nothing. Each such round
+  // splits one level of every mixed reduction; a rank bounds the levels.
+  for (int round = 0; round < Limits{}.max_rank && HasMixed(c) && SplitMixedReductions(c).has_value();
+       ++round) {
+    c = CanonicalizeRound(c);
+  }
+  return c;
 }
 
 std::string ChainHash(const Chain& c) {

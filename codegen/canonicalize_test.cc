@@ -395,5 +395,34 @@ TEST(CanonicalizeRegressionTest, SymbolNumbersDoNotOrderCommutativeOperands) {
   }
 }
 
+// Finding 14 (tests/fuzz/regressions/mixed_reduction_split_after_dead_ops
+// .txtpb): a reduction over every axis beside a dead mean of a scalar
+// constant was left whole by the first canonicalization (its split did not
+// validate beside the dead op) and split by the second, once the dead op
+// was gone: canonicalizing twice changed the chain and its hash.
+TEST(CanonicalizeRegressionTest, ASplitThatValidatesOnceDeadOpsAreGoneIsMadeTheFirstTime) {
+  Chain c;
+  const int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(16), Dim::Static(5), Dim::Static(7)}});
+  const int k = c.AddConstant(2.1548532870588486e-308);
+  const int sum = c.AddOp(OpKind::kReduceSum, {x});
+  c.nodes[sum].axes = {0, 1, 2};
+  const int dead = c.AddOp(OpKind::kReduceMean, {k});
+  (void)dead;
+  c.outputs = {c.AddOp(OpKind::kNe, {sum, sum}), c.AddOp(OpKind::kRsqrt, {x})};
+  for (size_t i = 0, w = 0; i < c.nodes.size(); ++i) {
+    if (c.nodes[i].kind != OpKind::kInput) c.nodes[i].wire_index = static_cast<int32_t>(w++);
+  }
+  absl::StatusOr<Chain> v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  const Chain once = Canonicalize(*v);
+  absl::StatusOr<Chain> again = Validate(once);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ToString(Canonicalize(*again)), ToString(once));
+  for (const Node& n : once.nodes) {
+    if (n.kind != OpKind::kReduceSum) continue;
+    EXPECT_EQ(n.axes.size(), 1u) << ToString(once);
+  }
+}
+
 }  // namespace
 }  // namespace kfuse
