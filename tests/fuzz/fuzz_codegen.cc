@@ -145,12 +145,17 @@ std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, C
                                                      chain.nodes[o].kind == OpKind::kConstant; }),
              "no kernels for a chain that computes\n" << ToString(chain));
   const std::vector<std::string> client = MarkedClientStrings(proto);
+  // How many kernels write each chain output (the heuristic's fast kernel
+  // of each group), when every group generates.
+  std::vector<int> writers(chain.outputs.size(), 0);
+  bool every_group = true;
   for (const KernelGroup& group : partition->kernels) {
     std::vector<Variant> variants = {FamilyHeuristic(chain, group)};
     absl::Status can = CanGenerateFamily(chain, group, variants[0]);
     if (!can.ok()) {
       // Groups the family does not cover; never a bad heuristic variant.
       FUZZ_CHECK(can.code() == absl::StatusCode::kUnimplemented, can << "\n" << ToString(chain));
+      every_group = false;
       continue;
     }
     std::vector<Numerics> numerics = {Numerics::kFast, Numerics::kReference64, Numerics::kEager};
@@ -176,9 +181,29 @@ std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, C
         FUZZ_CHECK(spec.ok(), spec.status() << "\n" << ToString(chain));
         CheckSpec(*spec, chain, group, partition->intermediates, partition->kernels.size() == 1,
                   client);
+        if (&v == &variants.front() && n == Numerics::kFast) {
+          std::set<uint32_t> mine;
+          for (const KernelParam& p : spec->params) {
+            if (p.kind == KernelParam::Kind::kBuffer && p.buffer.kind == BufferRef::Kind::kOutput)
+              mine.insert(p.buffer.index);
+          }
+          for (uint32_t j : mine) ++writers[j];
+        }
         specs.push_back(*std::move(spec));
       }
     }
+  }
+  // A plan writes every output; a plan of pointwise kernels alone writes
+  // each once (its kernels write disjoint groups of outputs). Staged plans
+  // may write an output twice, the same values, in the row kernel that
+  // computes it and in one storing it for a later reduction
+  // (regressions/open/staged_output_written_twice.txtpb).
+  const bool pointwise_only =
+      std::all_of(partition->kernels.begin(), partition->kernels.end(),
+                  [](const KernelGroup& g) { return g.family == Family::kPointwise; });
+  for (size_t j = 0; every_group && j < writers.size(); ++j) {
+    FUZZ_CHECK(writers[j] >= 1 && (writers[j] == 1 || !pointwise_only),
+               "outputs[" << j << "] is written by " << writers[j] << " kernels\n" << ToString(chain));
   }
   return specs;
 }

@@ -27,7 +27,10 @@ enum class Coverage {
 // an entry that is not [A-Za-z_][A-Za-z0-9_]* or missing from the source;
 // client text (kClientMarker strings) in source; a params list that is not
 // every input, then the outputs the kernel writes, then ascending symbols
-// and its workspaces, or that disagrees with the entry's signature.
+// and its workspaces, or that disagrees with the entry's signature; a chain
+// output that the plan's kernels (their heuristic fast kernels, when every
+// group generates) do not write, or, in a plan of pointwise kernels alone,
+// write more than once.
 std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, Coverage coverage);
 
 }  // namespace kfuse::fuzz
