@@ -275,15 +275,12 @@ std::vector<int64_t> SymbolValuesForTuning(const Chain& c) {
     return a_free != b_free ? a_free : out[a] > out[b];
   };
   for (const Node& n : c.nodes) {
-    while (true) {
-      int64_t elements = 1;
+    while (CountElementsAt(n.type.shape, out, limit) > limit) {
       int32_t next = -1;
       for (const Dim& d : n.type.shape) {
-        const int64_t size = d.is_static() ? d.size : out[d.symbol];
-        if (!d.is_static() && size > 1 && (next < 0 || before(d.symbol, next))) next = d.symbol;
-        elements = (size > 0 && elements > limit / size) ? limit + 1 : elements * size;
+        if (!d.is_static() && out[d.symbol] > 1 && (next < 0 || before(d.symbol, next))) next = d.symbol;
       }
-      if (elements <= limit || next < 0) break;
+      if (next < 0) break;
       out[next] /= 2;
     }
   }

@@ -133,14 +133,20 @@ absl::Status CheckDims(const Chain& c, int32_t id, absl::string_view field,
 
 }  // namespace validate_internal
 
-int64_t CountElements(const Chain& c, const std::vector<Dim>& dims, int64_t limit) {
+int64_t CountElementsAt(const std::vector<Dim>& dims, const std::vector<int64_t>& sizes, int64_t limit) {
   int64_t n = 1;
   for (const Dim& d : dims) {
-    int64_t s = d.is_static() ? d.size : std::max<int64_t>(c.symbols[d.symbol].max, 1);
+    const int64_t s = d.is_static() ? d.size : sizes[d.symbol];
     if (s > 0 && n > limit / s) return limit + 1;
     n *= s;
   }
   return n;
+}
+
+int64_t CountElements(const Chain& c, const std::vector<Dim>& dims, int64_t limit) {
+  std::vector<int64_t> at_max;
+  for (const SymbolInfo& s : c.symbols) at_max.push_back(std::max<int64_t>(s.max, 1));
+  return CountElementsAt(dims, at_max, limit);
 }
 
 namespace {

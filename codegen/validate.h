@@ -47,6 +47,8 @@ absl::StatusOr<Chain> Validate(Chain raw, const Limits& limits = {});
 // Elements of `dims` with symbolic dims at their max (1 when unbounded),
 // saturating at limit + 1: no product overflows.
 int64_t CountElements(const Chain& c, const std::vector<Dim>& dims, int64_t limit);
+// The same with symbol s at sizes[s].
+int64_t CountElementsAt(const std::vector<Dim>& dims, const std::vector<int64_t>& sizes, int64_t limit);
 
 // For a validated chain: true when `node` is a weak (Python) scalar.
 bool IsWeakScalar(const Chain& validated, int32_t node);
