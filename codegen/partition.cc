@@ -397,32 +397,62 @@ class StagedPartition {
     k.family = Family::kRowReduction;
     std::set<int32_t> nodes = Work(rows);
     std::set<int32_t> results(rows.begin(), rows.end());
-    k.intermediates.assign(results.begin(), results.end());
+    std::set<int32_t> kept = results;  // The results later kernels read.
+    // Whether reduction `id` reduces the elements of the rows `rows` do.
+    auto here = [&](int32_t id) {
+      return AlongRows(c_.nodes[id]) && OperandShape(c_, id) == OperandShape(c_, rows[0]) &&
+             ReadsRowElements(c_, id);
+    };
+    // Adds the nodes `work` needs and the result `r` (stored for later
+    // kernels if `keep`) where the row generator can take them.
+    auto add = [&](const std::set<int32_t>& work, int32_t r, bool keep) {
+      KernelGroup with = k;
+      std::set<int32_t> n = nodes, out = results, stored = kept;
+      n.insert(work.begin(), work.end());
+      out.insert(r);
+      if (keep) stored.insert(r);
+      with.nodes.assign(n.begin(), n.end());
+      with.results.assign(out.begin(), out.end());
+      with.intermediates.assign(stored.begin(), stored.end());
+      if (!CheckRows(with).ok()) return false;
+      nodes = std::move(n);
+      results = std::move(out);
+      kept = std::move(stored);
+      return true;
+    };
+    // Results of the same rows that later reductions need stored: stored
+    // here, where the rows are read anyway, rather than by a later kernel
+    // reading them again (and writing again a chain output this one writes).
+    std::vector<std::string> also;
+    for (int32_t later = 0; later < static_cast<int32_t>(c_.nodes.size()); ++later) {
+      if (!IsReduction(c_.nodes[later].kind) || later == consumer || stored_.count(later)) continue;
+      for (int32_t a : RowResultsToStore(c_, later, stored_)) {
+        if (results.count(a) || !here(a)) continue;
+        const std::set<int32_t> work = Work({a});
+        if (!std::all_of(work.begin(), work.end(),
+                         [&](int32_t id) { return !IsReduction(c_.nodes[id].kind) || here(id); }) ||
+            !add(work, a, /*keep=*/true)) {
+          continue;
+        }
+        also.push_back(absl::StrCat(OpLabel(c_, a), " for ", OpLabel(c_, later)));
+      }
+    }
     for (int32_t o : c_.outputs) {
       if (IsLeaf(c_, o) || results.count(o) || Written(o)) continue;
       const std::set<int32_t> work = Work({o});
       bool same_rows = false, other = false;
       for (int32_t id : work) {
         if (!IsReduction(c_.nodes[id].kind)) continue;
-        const bool here = AlongRows(c_.nodes[id]) && OperandShape(c_, id) == OperandShape(c_, rows[0]) &&
-                          ReadsRowElements(c_, id);
-        same_rows = same_rows || here;
-        other = other || !here;
+        same_rows = same_rows || here(id);
+        other = other || !here(id);
       }
       const bool elementwise_here = !same_rows && c_.nodes[o].type.shape == OperandShape(c_, rows[0]);
       if (other || (!same_rows && !elementwise_here)) continue;
-      KernelGroup with = k;
-      std::set<int32_t> more = nodes, out = results;
-      more.insert(work.begin(), work.end());
-      out.insert(o);
-      with.nodes.assign(more.begin(), more.end());
-      with.results.assign(out.begin(), out.end());
-      if (!CheckRows(with).ok()) continue;  // Left to the last kernel.
-      nodes = std::move(more);
-      results = std::move(out);
+      add(work, o, /*keep=*/false);  // Where it cannot, left to the last kernel.
     }
     k.nodes.assign(nodes.begin(), nodes.end());
     k.results.assign(results.begin(), results.end());
+    k.intermediates.assign(kept.begin(), kept.end());
     const std::set<int32_t> read = StoredRead(k.nodes);
     // One client op that Canonicalize split (a mean over every axis).
     bool split = c_.nodes[consumer].wire_index >= 0;
@@ -439,10 +469,13 @@ class StagedPartition {
           : OperandShape(c_, consumer) == OperandShape(c_, rows[0]) ? "as its rows"
                                                                      : "along rows of another shape");
     }
+    if (!also.empty()) {
+      absl::StrAppend(&k.reason, "; storing ", absl::StrJoin(also, ", "), " too, from the same rows");
+    }
     if (!read.empty()) absl::StrAppend(&k.reason, "; reading ", Labels(read), " from memory");
     KFUSE_RETURN_IF_ERROR(CheckRows(k));
-    stored_.insert(rows.begin(), rows.end());
-    p_.intermediates.insert(p_.intermediates.end(), rows.begin(), rows.end());
+    stored_.insert(kept.begin(), kept.end());
+    p_.intermediates.insert(p_.intermediates.end(), kept.begin(), kept.end());
     p_.kernels.push_back(std::move(k));
     return absl::OkStatus();
   }

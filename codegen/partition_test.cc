@@ -731,6 +731,45 @@ int32_t Iota(Chain* c, std::vector<int64_t> dims, int64_t axis) {
   return i;
 }
 
+// A row reduction that a later kernel needs stored is stored by the kernel
+// that already reads those rows (for another reduction's sake), not by a
+// kernel of its own reading them again. Found by fuzzing where it is a chain
+// output too: two kernels wrote it
+// (tests/fuzz/regressions/staged_output_written_twice.txtpb).
+TEST(OuterReductionPartitionTest, RowResultsOfTheSameRowsAreStoredByOneKernel) {
+  for (bool keepdim : {false, true}) {
+    SCOPED_TRACE(keepdim);
+    Chain c;
+    const int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(8), Dim::Static(16)}});
+    const int32_t row_min = reduce_test::Reduce(&c, OpKind::kReduceMin, x, {2}, keepdim);
+    c.outputs = {row_min, reduce_test::Reduce(&c, OpKind::kReduceSum, x, {0, 1, 2}, false),
+                 reduce_test::Reduce(&c, OpKind::kReduceMin, x, {0, 1, 2}, false)};
+    const Chain t = Typed(c);
+    absl::StatusOr<Partition> p = PartitionChain(t);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ExpectEveryKernelGenerates(t, *p);
+    // The first kernel alone reads x's rows: it stores their sums and
+    // minima; the second reduces both over the middle axis, the last over
+    // the first.
+    ASSERT_EQ(p->kernels.size(), 3u);
+    int readers = 0, writers = 0;
+    for (const KernelGroup& k : p->kernels) {
+      for (int32_t id : k.nodes) {
+        if (IsReduction(t.nodes[id].kind) && t.nodes[t.nodes[id].args[0]].kind == OpKind::kInput) {
+          ++readers;
+          break;
+        }
+      }
+      writers += std::count(k.results.begin(), k.results.end(), t.outputs[0]);
+    }
+    EXPECT_EQ(readers, 1);
+    EXPECT_EQ(writers, 1);
+    EXPECT_EQ(p->kernels[0].intermediates.size(), 2u);
+    EXPECT_THAT(p->kernels[0].reason, HasSubstr("(reduce_min) for op"));
+    EXPECT_THAT(p->kernels[0].reason, HasSubstr("too, from the same rows"));
+  }
+}
+
 TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
   struct Case {
     const char* name;

@@ -193,17 +193,9 @@ std::vector<KernelSpec> GenerateChecked(const v1::Chain& proto, uint64_t pick, C
       }
     }
   }
-  // A plan writes every output; a plan of pointwise kernels alone writes
-  // each once (its kernels write disjoint groups of outputs). Staged plans
-  // may write an output twice, the same values, in the row kernel that
-  // computes it and in one storing it for a later reduction
-  // (regressions/open/staged_output_written_twice.txtpb).
-  const bool pointwise_only =
-      std::all_of(partition->kernels.begin(), partition->kernels.end(),
-                  [](const KernelGroup& g) { return g.family == Family::kPointwise; });
+  // A plan writes every output, each in one kernel.
   for (size_t j = 0; every_group && j < writers.size(); ++j) {
-    FUZZ_CHECK(writers[j] >= 1 && (writers[j] == 1 || !pointwise_only),
-               "outputs[" << j << "] is written by " << writers[j] << " kernels\n" << ToString(chain));
+    FUZZ_CHECK(writers[j] == 1, "outputs[" << j << "] is written by " << writers[j] << " kernels\n" << ToString(chain));
   }
   return specs;
 }
