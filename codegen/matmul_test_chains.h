@@ -94,9 +94,10 @@ inline Chain SoftmaxOfProduct(DType t, int64_t m, int64_t n, int64_t k) {
 
 // softmax(x @ w1) @ w2 over batches (x [B, M, K], w1 [K, N], w2 [N, N2]):
 // with N at most kMaxEpilogueRow the first product's kernel reduces its rows
-// and stores the probabilities the second product streams.
+// and stores the probabilities the second product streams. With `probs_out`,
+// the probabilities p and (s - max) - p are outputs too.
 inline Chain SoftmaxThenProduct(DType t, int64_t batch, int64_t m, int64_t n, int64_t k,
-                                int64_t n2) {
+                                int64_t n2, bool probs_out = false) {
   Chain c;
   const Dim B = Dim::Static(batch), M = Dim::Static(m), N = Dim::Static(n), K = Dim::Static(k);
   const int32_t x = c.AddInput(TensorType{t, {B, M, K}});
@@ -109,9 +110,11 @@ inline Chain SoftmaxThenProduct(DType t, int64_t batch, int64_t m, int64_t n, in
   };
   const int32_t s = c.AddOp(OpKind::kMatmul, {x, expand(w1, K, N)});
   const int32_t mx = row_test::Reduce(&c, OpKind::kReduceMax, s, 2);
-  const int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, mx})});
+  const int32_t shifted = c.AddOp(OpKind::kSub, {s, mx});
+  const int32_t e = c.AddOp(OpKind::kExp, {shifted});
   const int32_t p = c.AddOp(OpKind::kDiv, {e, row_test::Reduce(&c, OpKind::kReduceSum, e, 2)});
   c.outputs = {c.AddOp(OpKind::kMatmul, {p, expand(w2, N, Dim::Static(n2))})};
+  if (probs_out) c.outputs = {c.outputs[0], p, c.AddOp(OpKind::kSub, {shifted, p})};
   return row_test::Finish(std::move(c));
 }
 

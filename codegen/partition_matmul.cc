@@ -385,6 +385,40 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     p.nodes = WorkClosure(c, {o}, stored);
     p.k.family = FamilyOf(c, p.nodes);
     p.stores = {o};
+    // Outputs of the same rows (a softmax's probabilities beside what a
+    // product reads of them) or, for a pointwise kernel, of its shape are
+    // written here too, rather than by the trailing kernel reading the
+    // products' rows again. Only where what they read is stored before o.
+    for (int32_t out : c.outputs) {
+      if (IsLeaf(c, out) || stored.count(out) || written.count(out) || p.nodes.count(out)) continue;
+      std::set<int32_t> more = p.nodes;
+      const std::set<int32_t> work = WorkClosure(c, {out}, stored);
+      more.insert(work.begin(), work.end());
+      bool earlier = FamilyOf(c, more) == p.k.family;
+      for (int32_t id : more) {
+        for (int32_t a : c.nodes[id].args) {
+          earlier = earlier && (IsLeaf(c, a) || role[a] == Role::kView || more.count(a) ||
+                                plan[kernel_of[a]].anchor < o);
+        }
+      }
+      if (!earlier) continue;
+      if (p.k.family == Family::kPointwise) {
+        if (c.nodes[out].type.shape != c.nodes[o].type.shape) continue;
+      } else {
+        KernelGroup k;
+        k.family = Family::kRowReduction;
+        k.nodes.assign(more.begin(), more.end());
+        std::set<int32_t> results = {o};
+        for (int32_t id : more) {
+          if (is_output[id]) results.insert(id);
+        }
+        k.results.assign(results.begin(), results.end());
+        k.intermediates = {o};
+        absl::StatusOr<SubChain> sub = Isolate(c, k);
+        if (!sub.ok() || !AnalyzeRows(sub->chain).ok()) continue;
+      }
+      p.nodes = std::move(more);
+    }
     for (int32_t id : p.nodes) {
       if (is_output[id]) written.insert(id);
     }
@@ -431,17 +465,19 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
   std::sort(plan.begin(), plan.end(),
             [](const Planned& a, const Planned& b) { return a.anchor < b.anchor; });
   Partition out;
+  std::set<int32_t> claimed;  // Outputs the kernels so far write.
   for (Planned& p : plan) {
     KernelGroup& k = p.k;
     k.nodes.assign(p.nodes.begin(), p.nodes.end());
     k.intermediates.assign(p.shared.begin(), p.shared.end());
     out.intermediates.insert(out.intermediates.end(), p.shared.begin(), p.shared.end());
-    // A matmul kernel writes its product and epilogue nodes; a pointwise one
-    // every output it computes.
+    // A matmul kernel writes its product and epilogue nodes; a pointwise or
+    // row one every output it computes that no earlier kernel writes (the
+    // trailing kernel may recompute an operand kernel's output).
     const std::set<int32_t>& writable = k.family == Family::kMatmul ? p.stores : p.nodes;
     std::set<int32_t> results(p.shared.begin(), p.shared.end());
     for (int32_t id : writable) {
-      if (is_output[id]) results.insert(id);
+      if (is_output[id] && claimed.insert(id).second) results.insert(id);
     }
     k.results.assign(results.begin(), results.end());
     k.reason = k.family == Family::kMatmul ? MatmulReason(c, p, role, is_output)

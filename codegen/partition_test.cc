@@ -1199,34 +1199,68 @@ TEST(MatmulPartitionTest, EpilogueBroadcastToALargerShapeGoesToATrailingPointwis
 
 // A product's broadcast result feeding another product: the broadcast is an
 // operand, stored by a pointwise kernel between the two matmul kernels. An
-// element-wise output of leaves beside them gets the trailing kernel.
+// element-wise output of leaves beside them, of the operand's shape, is
+// written by that kernel too (it reads r once for both); of another shape,
+// it gets a trailing kernel.
 TEST(MatmulPartitionTest, WorkBetweenTwoProductsAndBesideThem) {
-  Chain c;
-  int32_t x = c.AddInput(BF16({kM, kK}));
-  int32_t w1 = c.AddInput(BF16({kK, kN}));
-  int32_t r = c.AddInput(BF16({kB, kM, kN}));
-  int32_t w2 = c.AddInput(BF16({kN, kK}));
-  int32_t m1 = c.AddOp(OpKind::kMatmul, {x, w1});
-  int32_t wide = c.AddOp(OpKind::kAdd, {m1, r});  // [B, M, N]: not m1's shape.
-  c.outputs = {c.AddOp(OpKind::kMatmul, {wide, w2}), c.AddOp(OpKind::kExp, {r})};
-  c = reduce_test::Finish(std::move(c));
+  for (bool same_shape : {true, false}) {
+    SCOPED_TRACE(same_shape);
+    Chain c;
+    int32_t x = c.AddInput(BF16({kM, kK}));
+    int32_t w1 = c.AddInput(BF16({kK, kN}));
+    int32_t r = c.AddInput(BF16({kB, kM, kN}));
+    int32_t w2 = c.AddInput(BF16({kN, kK}));
+    int32_t beside = same_shape ? r : c.AddInput(BF16({kM, kK}));
+    int32_t m1 = c.AddOp(OpKind::kMatmul, {x, w1});
+    int32_t wide = c.AddOp(OpKind::kAdd, {m1, r});  // [B, M, N]: not m1's shape.
+    c.outputs = {c.AddOp(OpKind::kMatmul, {wide, w2}), c.AddOp(OpKind::kExp, {beside})};
+    c = reduce_test::Finish(std::move(c));
+    auto p = PartitionValid(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), same_shape ? 3u : 4u);
+    const std::vector<int32_t> mm = NodesOf(c, OpKind::kMatmul);
+    const int32_t add = The(c, OpKind::kAdd), exp = The(c, OpKind::kExp);
+    std::vector<Family> families;
+    for (const KernelGroup& k : p->kernels) families.push_back(k.family);
+    std::vector<Family> expected = {Family::kMatmul, Family::kPointwise, Family::kMatmul};
+    if (!same_shape) expected.push_back(Family::kPointwise);
+    EXPECT_EQ(families, expected);
+    EXPECT_THAT(p->kernels[0].nodes, ElementsAre(mm[0]));
+    EXPECT_THAT(p->kernels[0].intermediates, ElementsAre(mm[0]));
+    EXPECT_THAT(p->kernels[1].intermediates, ElementsAre(add));
+    EXPECT_THAT(p->kernels[2].nodes, ElementsAre(mm[1]));
+    if (same_shape) {
+      EXPECT_THAT(p->kernels[1].nodes, ElementsAre(add, exp));
+      EXPECT_THAT(p->kernels[1].results, ElementsAre(add, exp));
+    } else {
+      EXPECT_THAT(p->kernels[1].nodes, ElementsAre(add));
+      EXPECT_THAT(p->kernels[3].nodes, ElementsAre(exp));
+      EXPECT_THAT(p->kernels[3].reason, HasSubstr("no matmul kernel takes as its epilogue"));
+    }
+    EXPECT_THAT(p->intermediates, ElementsAre(mm[0], add));
+  }
+}
+
+// A softmax whose probabilities are an output and a product's operand, with
+// a second output of the same rows: one row kernel reads the scores once and
+// writes both outputs and the operand (two row kernels read the scores, and
+// wrote the probabilities twice, before; found by codegen_fuzz).
+TEST(MatmulPartitionTest, OutputsOfAnOperandsRowsAreWrittenByItsRowKernel) {
+  const Chain c = matmul_test::SoftmaxThenProduct(DType::kBF16, kB, kM, 4096, kK, kN, /*probs_out=*/true);
+  const int32_t probs = The(c, OpKind::kDiv);
+  ASSERT_EQ(c.outputs[1], probs);
   auto p = PartitionValid(c);
   ASSERT_TRUE(p.ok()) << p.status();
-  ASSERT_EQ(p->kernels.size(), 4u);
-  const std::vector<int32_t> mm = NodesOf(c, OpKind::kMatmul);
-  const int32_t add = The(c, OpKind::kAdd), exp = The(c, OpKind::kExp);
   std::vector<Family> families;
   for (const KernelGroup& k : p->kernels) families.push_back(k.family);
-  EXPECT_THAT(families, ::testing::ElementsAre(Family::kMatmul, Family::kPointwise, Family::kMatmul,
-                                    Family::kPointwise));
-  EXPECT_THAT(p->kernels[0].nodes, ElementsAre(mm[0]));
-  EXPECT_THAT(p->kernels[0].intermediates, ElementsAre(mm[0]));
-  EXPECT_THAT(p->kernels[1].nodes, ElementsAre(add));
-  EXPECT_THAT(p->kernels[1].intermediates, ElementsAre(add));
-  EXPECT_THAT(p->kernels[2].nodes, ElementsAre(mm[1]));
-  EXPECT_THAT(p->kernels[3].nodes, ElementsAre(exp));
-  EXPECT_THAT(p->kernels[3].reason, HasSubstr("no matmul kernel takes as its epilogue"));
-  EXPECT_THAT(p->intermediates, ElementsAre(mm[0], add));
+  EXPECT_THAT(families, ElementsAre(Family::kMatmul, Family::kRowReduction, Family::kMatmul));
+  EXPECT_THAT(p->kernels[1].results, ElementsAre(probs, c.outputs[2]));
+  EXPECT_THAT(p->kernels[1].intermediates, ElementsAre(probs));
+  for (int32_t o : c.outputs) {
+    int writers = 0;
+    for (const KernelGroup& k : p->kernels) writers += std::count(k.results.begin(), k.results.end(), o);
+    EXPECT_EQ(writers, 1) << OpLabel(c, o);
+  }
 }
 
 TEST(MatmulPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {

@@ -116,8 +116,10 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
 // next product's epilogue), a softmax of a product (a row kernel reading it),
 // LayerNorm before a linear layer (a row kernel storing the operand) and,
 // batched, a softmax in one product's epilogue whose probabilities the next
-// product streams,
-// every kernel at its heuristic variant, against the CPU fp64 evaluator.
+// product streams, and a softmax of rows too wide for an epilogue whose
+// probabilities are outputs beside the next product's operand (one row kernel
+// writes both), every kernel at its heuristic variant, each output against
+// the CPU fp64 evaluator.
 TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
   absl::StatusOr<Gpu> gpu = OpenGpu();
   if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
@@ -132,6 +134,8 @@ TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
       {"layer_norm_linear_bf16", matmul_test::LayerNormLinear(DType::kBF16, 100, 392, 256)},
       {"batched_softmax_in_epilogue_then_product_bf16",
        matmul_test::SoftmaxThenProduct(DType::kBF16, 3, 72, 136, 264, 96)},
+      {"softmax_probs_out_and_into_a_product_bf16",
+       matmul_test::SoftmaxThenProduct(DType::kBF16, 3, 72, 520, 264, 96, /*probs_out=*/true)},
   };
   for (const auto& [name, c] : cases) {
     SCOPED_TRACE(name);
@@ -154,18 +158,24 @@ TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
     ASSERT_TRUE(plan.ok()) << plan.status();
     DeviceMemory mem(gpu->cu);
     std::vector<DeviceBuffer> inputs = gpu_test::UploadInputs(mem, c, in, {}), outputs;
-    const TensorType& t = c.nodes[c.outputs[0]].type;
-    const size_t bytes = static_cast<size_t>(Elements(t, {})) * DTypeBytes(t.dtype);
-    CUdeviceptr out = mem.Alloc(bytes);
-    ASSERT_EQ(gpu->cu->cuMemsetD8(out, kPoisonByte, bytes), CUDA_SUCCESS);
-    outputs.push_back(DeviceBuffer{out, ShapeOf(t, {}), {}, t.dtype});
+    for (int32_t o : c.outputs) {
+      const TensorType& t = c.nodes[o].type;
+      const size_t bytes = static_cast<size_t>(Elements(t, {})) * DTypeBytes(t.dtype);
+      CUdeviceptr out = mem.Alloc(bytes);
+      ASSERT_EQ(gpu->cu->cuMemsetD8(out, kPoisonByte, bytes), CUDA_SUCCESS);
+      outputs.push_back(DeviceBuffer{out, ShapeOf(t, {}), {}, t.dtype});
+    }
     absl::Status s = launcher.Launch(*plan, inputs, outputs, nullptr);
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);
-    std::string got = mem.Download(out, bytes);
-    OutputCheck check = CheckOutput(t.dtype, got.data(), (*exact)[0],
-                                    EagerError(t.dtype, (*eager)[0], (*exact)[0]), kSlack, "output 0");
-    EXPECT_TRUE(check.ok) << check.message;
+    for (size_t j = 0; j < c.outputs.size(); ++j) {
+      const DType dtype = c.nodes[c.outputs[j]].type.dtype;
+      const size_t bytes = static_cast<size_t>(Elements(c.nodes[c.outputs[j]].type, {})) * DTypeBytes(dtype);
+      std::string got = mem.Download(outputs[j].ptr, bytes);
+      OutputCheck check = CheckOutput(dtype, got.data(), (*exact)[j], EagerError(dtype, (*eager)[j], (*exact)[j]),
+                                      kSlack, absl::StrCat("output ", j));
+      EXPECT_TRUE(check.ok) << check.message;
+    }
   }
 }
 
