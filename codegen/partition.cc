@@ -424,9 +424,9 @@ class StagedPartition {
     // here, where the rows are read anyway, rather than by a later kernel
     // reading them again (and writing again a chain output this one writes).
     std::vector<std::string> also;
-    for (int32_t later = 0; later < static_cast<int32_t>(c_.nodes.size()); ++later) {
-      if (!IsReduction(c_.nodes[later].kind) || later == consumer || stored_.count(later)) continue;
-      for (int32_t a : RowResultsToStore(c_, later, stored_)) {
+    for (int32_t reader = 0; reader < static_cast<int32_t>(c_.nodes.size()); ++reader) {
+      if (!IsReduction(c_.nodes[reader].kind) || reader == consumer || stored_.count(reader)) continue;
+      for (int32_t a : RowResultsToStore(c_, reader, stored_)) {
         if (results.count(a) || !here(a)) continue;
         const std::set<int32_t> work = Work({a});
         if (!std::all_of(work.begin(), work.end(),
@@ -434,7 +434,9 @@ class StagedPartition {
             !add(work, a, /*keep=*/true)) {
           continue;
         }
-        also.push_back(absl::StrCat(OpLabel(c_, a), " for ", OpLabel(c_, later)));
+        const bool split = c_.nodes[a].wire_index >= 0 && c_.nodes[a].wire_index == c_.nodes[reader].wire_index;
+        also.push_back(split ? absl::StrCat(OpLabel(c_, a), "'s reductions along rows")
+                             : absl::StrCat(OpLabel(c_, a), " for ", OpLabel(c_, reader)));
       }
     }
     for (int32_t o : c_.outputs) {

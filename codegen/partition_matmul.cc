@@ -94,6 +94,7 @@ struct Planned {
   std::set<int32_t> stores;  // Nodes it writes when other kernels read them.
   std::set<int32_t> reads;   // Nodes of other kernels it reads from memory.
   std::set<int32_t> shared;  // Its nodes other kernels read.
+  std::set<int32_t> writes;  // The chain outputs it writes (pointwise and row kernels).
   // A matmul kernel's nodes with one value per row of the product: its row
   // reductions and what is computed from them alone.
   std::set<int32_t> per_row;
@@ -245,9 +246,12 @@ std::string RowReason(const Chain& c, const Planned& p,
 //    own kernel.
 //    The only pointwise kernels it reads store its own product's operands
 //    (a node reading other loose work is loose itself).
-//  - A pointwise kernel reads product kernels' nodes that come before its
-//    roots (the operand it is anchored at, or outputs no larger than its
-//    anchor), so their kernels' anchors are smaller.
+//  - A pointwise or row kernel storing an operand reads product kernels'
+//    nodes that come before the operand it is anchored at, so their
+//    kernels' anchors are smaller; the outputs it also writes are taken only
+//    where all they read is stored by kernels anchored before it.
+//  - The trailing kernel reads product nodes and stored operands that come
+//    before its roots, the largest of which is its anchor.
 // Anchors are distinct: products and element-wise nodes differ, each operand
 // gets one kernel, and the trailing kernel's outputs are no other kernel's.
 absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
@@ -420,7 +424,7 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
       p.nodes = std::move(more);
     }
     for (int32_t id : p.nodes) {
-      if (is_output[id]) written.insert(id);
+      if (is_output[id] && written.insert(id).second) p.writes.insert(id);
     }
     kernel_of[o] = static_cast<int32_t>(plan.size());
     plan.push_back(std::move(p));
@@ -437,13 +441,18 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     if (!written.count(o)) roots.push_back(o);
   }
   if (!roots.empty()) {
+    // Reading the operands earlier kernels store (each comes before the
+    // root that reaches it) rather than computing them again.
+    std::set<int32_t> readable = stored;
+    readable.insert(operands.begin(), operands.end());
     Planned p;
     p.anchor = *std::max_element(roots.begin(), roots.end());
-    p.nodes = WorkClosure(c, roots, stored);
+    p.nodes = WorkClosure(c, roots, readable);
     p.k.family = FamilyOf(c, p.nodes);
+    p.writes.insert(roots.begin(), roots.end());
     std::vector<size_t> which;  // The outputs the kernel writes.
     for (size_t j = 0; j < c.outputs.size(); ++j) {
-      if (p.nodes.count(c.outputs[j])) which.push_back(j);
+      if (p.writes.count(c.outputs[j])) which.push_back(j);
     }
     KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c, which));
     plan.push_back(std::move(p));
@@ -465,19 +474,18 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
   std::sort(plan.begin(), plan.end(),
             [](const Planned& a, const Planned& b) { return a.anchor < b.anchor; });
   Partition out;
-  std::set<int32_t> claimed;  // Outputs the kernels so far write.
   for (Planned& p : plan) {
     KernelGroup& k = p.k;
     k.nodes.assign(p.nodes.begin(), p.nodes.end());
     k.intermediates.assign(p.shared.begin(), p.shared.end());
     out.intermediates.insert(out.intermediates.end(), p.shared.begin(), p.shared.end());
-    // A matmul kernel writes its product and epilogue nodes; a pointwise or
-    // row one every output it computes that no earlier kernel writes (the
-    // trailing kernel may recompute an operand kernel's output).
-    const std::set<int32_t>& writable = k.family == Family::kMatmul ? p.stores : p.nodes;
+    // A matmul kernel writes its product and epilogue nodes that are
+    // outputs; a pointwise or row one the outputs planned for it (each
+    // output one kernel's, though several may compute it).
     std::set<int32_t> results(p.shared.begin(), p.shared.end());
-    for (int32_t id : writable) {
-      if (is_output[id] && claimed.insert(id).second) results.insert(id);
+    results.insert(p.writes.begin(), p.writes.end());
+    for (int32_t id : p.stores) {
+      if (k.family == Family::kMatmul && is_output[id]) results.insert(id);
     }
     k.results.assign(results.begin(), results.end());
     k.reason = k.family == Family::kMatmul ? MatmulReason(c, p, role, is_output)

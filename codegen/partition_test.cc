@@ -1263,6 +1263,37 @@ TEST(MatmulPartitionTest, OutputsOfAnOperandsRowsAreWrittenByItsRowKernel) {
   }
 }
 
+// Probabilities that are an output and a product's operand, and an output
+// reading both: the row kernel storing the operand writes the probabilities,
+// in either output order; the trailing kernel reads them from memory rather
+// than computing the softmax again, and writes only its own output.
+TEST(MatmulPartitionTest, TheTrailingKernelReadsAStoredOperandAndWritesOnlyItsOwnOutputs) {
+  for (bool probs_first : {true, false}) {
+    SCOPED_TRACE(probs_first);
+    Chain c;
+    int32_t x = c.AddInput(BF16({kM, kK}));
+    int32_t w1 = c.AddInput(BF16({kK, 2 * kN}));
+    int32_t w2 = c.AddInput(BF16({2 * kN, 2 * kN}));
+    int32_t s = c.AddOp(OpKind::kMatmul, {x, w1});
+    int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, reduce_test::Reduce(&c, OpKind::kReduceMax, s, {1}, true)})});
+    int32_t probs = c.AddOp(OpKind::kDiv, {e, reduce_test::Reduce(&c, OpKind::kReduceSum, e, {1}, true)});
+    int32_t both = c.AddOp(OpKind::kAdd, {probs, c.AddOp(OpKind::kMatmul, {probs, w2})});
+    c.outputs = probs_first ? std::vector<int32_t>{probs, both} : std::vector<int32_t>{both, probs};
+    c = reduce_test::Finish(std::move(c));
+    auto p = PartitionValid(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<Family> families;
+    for (const KernelGroup& k : p->kernels) families.push_back(k.family);
+    EXPECT_THAT(families, ElementsAre(Family::kMatmul, Family::kRowReduction, Family::kMatmul,
+                                      Family::kPointwise));
+    const int32_t div = The(c, OpKind::kDiv), add = The(c, OpKind::kAdd);
+    EXPECT_THAT(p->kernels[1].results, ElementsAre(div));
+    EXPECT_THAT(p->kernels[3].nodes, ElementsAre(add));
+    EXPECT_THAT(p->kernels[3].results, ElementsAre(add));
+    EXPECT_THAT(p->kernels[3].reason, HasSubstr(absl::StrCat("reads ", OpLabel(c, div))));
+  }
+}
+
 TEST(MatmulPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
   struct Case {
     const char* name;
