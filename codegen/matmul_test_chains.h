@@ -118,6 +118,22 @@ inline Chain SoftmaxThenProduct(DType t, int64_t batch, int64_t m, int64_t n, in
   return row_test::Finish(std::move(c));
 }
 
+// p = softmax(x @ w1) over rows (x [M, K], w1 [K, N]) and p + p @ w2 (w2
+// [N, N]); outputs p and the sum, p first or last.
+inline Chain ProbsBesideTheirProduct(DType t, int64_t m, int64_t n, int64_t k, bool probs_first) {
+  Chain c;
+  const int32_t x = c.AddInput(TensorType{t, {Dim::Static(m), Dim::Static(k)}});
+  const int32_t w1 = c.AddInput(TensorType{t, {Dim::Static(k), Dim::Static(n)}});
+  const int32_t w2 = c.AddInput(TensorType{t, {Dim::Static(n), Dim::Static(n)}});
+  const int32_t s = c.AddOp(OpKind::kMatmul, {x, w1});
+  const int32_t e =
+      c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, row_test::Reduce(&c, OpKind::kReduceMax, s, 1)})});
+  const int32_t p = c.AddOp(OpKind::kDiv, {e, row_test::Reduce(&c, OpKind::kReduceSum, e, 1)});
+  const int32_t sum = c.AddOp(OpKind::kAdd, {p, c.AddOp(OpKind::kMatmul, {p, w2})});
+  c.outputs = probs_first ? std::vector<int32_t>{p, sum} : std::vector<int32_t>{sum, p};
+  return row_test::Finish(std::move(c));
+}
+
 // LayerNorm over the rows of x @ w + b (weight g, bias beta, eps 1e-5), the
 // weight [K, N] or as nn.Linear keeps it; outputs the normalised rows and
 // each row's 1 / std ([M, 1]). With N at most kMaxEpilogueRow, one kernel.

@@ -1270,16 +1270,7 @@ TEST(MatmulPartitionTest, OutputsOfAnOperandsRowsAreWrittenByItsRowKernel) {
 TEST(MatmulPartitionTest, TheTrailingKernelReadsAStoredOperandAndWritesOnlyItsOwnOutputs) {
   for (bool probs_first : {true, false}) {
     SCOPED_TRACE(probs_first);
-    Chain c;
-    int32_t x = c.AddInput(BF16({kM, kK}));
-    int32_t w1 = c.AddInput(BF16({kK, 2 * kN}));
-    int32_t w2 = c.AddInput(BF16({2 * kN, 2 * kN}));
-    int32_t s = c.AddOp(OpKind::kMatmul, {x, w1});
-    int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, reduce_test::Reduce(&c, OpKind::kReduceMax, s, {1}, true)})});
-    int32_t probs = c.AddOp(OpKind::kDiv, {e, reduce_test::Reduce(&c, OpKind::kReduceSum, e, {1}, true)});
-    int32_t both = c.AddOp(OpKind::kAdd, {probs, c.AddOp(OpKind::kMatmul, {probs, w2})});
-    c.outputs = probs_first ? std::vector<int32_t>{probs, both} : std::vector<int32_t>{both, probs};
-    c = reduce_test::Finish(std::move(c));
+    const Chain c = matmul_test::ProbsBesideTheirProduct(DType::kBF16, kM, 2 * kN, kK, probs_first);
     auto p = PartitionValid(c);
     ASSERT_TRUE(p.ok()) << p.status();
     std::vector<Family> families;

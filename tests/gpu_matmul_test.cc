@@ -118,8 +118,9 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
 // batched, a softmax in one product's epilogue whose probabilities the next
 // product streams, and a softmax of rows too wide for an epilogue whose
 // probabilities are outputs beside the next product's operand (one row kernel
-// writes both), every kernel at its heuristic variant, each output against
-// the CPU fp64 evaluator.
+// writes both) or read beside that product by a trailing pointwise kernel,
+// every kernel at its heuristic variant, each output against the CPU fp64
+// evaluator.
 TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
   absl::StatusOr<Gpu> gpu = OpenGpu();
   if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
@@ -136,6 +137,8 @@ TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
        matmul_test::SoftmaxThenProduct(DType::kBF16, 3, 72, 136, 264, 96)},
       {"softmax_probs_out_and_into_a_product_bf16",
        matmul_test::SoftmaxThenProduct(DType::kBF16, 3, 72, 520, 264, 96, /*probs_out=*/true)},
+      {"softmax_probs_beside_their_product_bf16",
+       matmul_test::ProbsBesideTheirProduct(DType::kBF16, 72, 520, 264, /*probs_first=*/false)},
   };
   for (const auto& [name, c] : cases) {
     SCOPED_TRACE(name);
