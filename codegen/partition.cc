@@ -82,49 +82,6 @@ absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<siz
   return absl::OkStatus();
 }
 
-}  // namespace partition_internal
-
-namespace {
-
-using partition_internal::ElementwiseClosure;
-using partition_internal::OutputsShareOneIterationSpace;
-
-std::string NotYet(OpKind k) {
-  if (k == OpKind::kIota) return "iota is generated along the rows of a row reduction only";
-  if (IsLayout(k)) {
-    return "layout views are generated in element-wise chains only; beside a reduction they are "
-           "not generated yet";
-  }
-  return "this op is not generated yet";
-}
-
-// A plan of the one kernel `k`, which writes every chain output.
-Partition OneKernel(const Chain& c, KernelGroup k) {
-  std::vector<bool> is_result(c.nodes.size(), false);
-  for (int32_t o : c.outputs) is_result[o] = true;
-  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
-    if (is_result[id]) k.results.push_back(id);
-  }
-  Partition p;
-  p.kernels.push_back(std::move(k));
-  return p;
-}
-
-// One pointwise kernel iterates over the broadcast of its outputs' shapes;
-// outputs that do not broadcast together would need a kernel each.
-absl::Status OutputsShareOneIterationSpace(const Chain& c) {
-  std::vector<size_t> all(c.outputs.size());
-  for (size_t j = 0; j < all.size(); ++j) all[j] = j;
-  return OutputsShareOneIterationSpace(c, all);
-}
-
-// A pointwise kernel's outputs (indices into c.outputs, ascending) and the
-// space it iterates over (their broadcast, leading unit dims dropped).
-struct OutputGroup {
-  std::vector<Dim> space;
-  std::vector<size_t> outputs;
-};
-
 // The outputs each pointwise kernel writes: one kernel iterates over the
 // broadcast of its outputs' shapes, so outputs whose shapes nest (one's
 // broadcast into the other's is the larger) share one, and others get one
@@ -136,10 +93,9 @@ struct OutputGroup {
 // spaces nest are merged. Outputs naming one node are one group's. The
 // groups are ordered by their first output; all of it depends on the
 // canonical chain alone (its hash keys the plan).
-std::vector<OutputGroup> OutputKernels(const Chain& c) {
+std::vector<OutputGroup> OutputKernels(const Chain& c, std::vector<size_t> which) {
   const int64_t limit = Limits{}.max_elements;
-  std::vector<size_t> order(c.outputs.size());
-  for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::vector<size_t> order = std::move(which);
   auto shape = [&](size_t j) -> const std::vector<Dim>& { return c.nodes[c.outputs[j]].type.shape; };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return CountElements(c, shape(a), limit) > CountElements(c, shape(b), limit);
@@ -200,6 +156,44 @@ std::vector<OutputGroup> OutputKernels(const Chain& c) {
   return groups;
 }
 
+}  // namespace partition_internal
+
+namespace {
+
+using partition_internal::ElementwiseClosure;
+using partition_internal::OutputGroup;
+using partition_internal::OutputKernels;
+using partition_internal::OutputsShareOneIterationSpace;
+
+std::string NotYet(OpKind k) {
+  if (k == OpKind::kIota) return "iota is generated along the rows of a row reduction only";
+  if (IsLayout(k)) {
+    return "layout views are generated in element-wise chains only; beside a reduction they are "
+           "not generated yet";
+  }
+  return "this op is not generated yet";
+}
+
+// A plan of the one kernel `k`, which writes every chain output.
+Partition OneKernel(const Chain& c, KernelGroup k) {
+  std::vector<bool> is_result(c.nodes.size(), false);
+  for (int32_t o : c.outputs) is_result[o] = true;
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    if (is_result[id]) k.results.push_back(id);
+  }
+  Partition p;
+  p.kernels.push_back(std::move(k));
+  return p;
+}
+
+// One pointwise kernel iterates over the broadcast of its outputs' shapes;
+// outputs that do not broadcast together would need a kernel each.
+absl::Status OutputsShareOneIterationSpace(const Chain& c) {
+  std::vector<size_t> all(c.outputs.size());
+  for (size_t j = 0; j < all.size(); ++j) all[j] = j;
+  return OutputsShareOneIterationSpace(c, all);
+}
+
 // An element-wise chain (no views) whose outputs' shapes do not all nest:
 // a pointwise kernel for each of OutputKernels' groups, each computing what
 // its outputs need (work they share is computed by each). Unimplemented
@@ -221,9 +215,8 @@ absl::StatusOr<Partition> KernelPerOutputShape(const Chain& c, const std::vector
     std::vector<std::string> names;
     for (size_t j : g.outputs) names.push_back(absl::StrCat("outputs[", j, "]"));
     k.reason = absl::StrCat("element-wise chain fused into one pass over ",
-                            validate_internal::ShapeString(c, g.space), " for ", absl::StrJoin(names, ", "),
-                            "; outputs of shapes that do not nest in it get kernels of their own, as "
-                            "one kernel iterates over the broadcast of the shapes it writes");
+                            validate_internal::ShapeString(c, g.space), " for ", absl::StrJoin(names, ", "), "; ",
+                            partition_internal::kOutputsApart);
     KFUSE_RETURN_IF_ERROR(CanGenerateFamily(c, k, FamilyHeuristic(c, k)));
     p.kernels.push_back(std::move(k));
   }
@@ -535,16 +528,21 @@ class StagedPartition {
       if (!reduces) plain.push_back(j);
     }
     if (rest.empty()) return absl::OkStatus();
+    if (plain.size() == rest.size()) {
+      KFUSE_ASSIGN_OR_RETURN(std::vector<KernelGroup> pointwise, PointwiseKernels(plain));
+      for (KernelGroup& k : pointwise) p_.kernels.push_back(std::move(k));
+      return absl::OkStatus();
+    }
     absl::StatusOr<KernelGroup> one = LastKernel(rest);
-    if (!one.ok() && !plain.empty() && plain.size() < rest.size()) {
+    if (!one.ok() && !plain.empty()) {
       std::vector<size_t> reducing;
       for (size_t j : rest) {
         if (std::find(plain.begin(), plain.end(), j) == plain.end()) reducing.push_back(j);
       }
       absl::StatusOr<KernelGroup> rows = LastKernel(reducing);
-      absl::StatusOr<KernelGroup> pointwise = LastKernel(plain);
+      absl::StatusOr<std::vector<KernelGroup>> pointwise = PointwiseKernels(plain);
       if (rows.ok() && pointwise.ok()) {
-        p_.kernels.push_back(*std::move(pointwise));
+        for (KernelGroup& k : *pointwise) p_.kernels.push_back(std::move(k));
         p_.kernels.push_back(*std::move(rows));
         return absl::OkStatus();
       }
@@ -552,6 +550,19 @@ class StagedPartition {
     if (!one.ok()) return one.status();
     p_.kernels.push_back(*std::move(one));
     return absl::OkStatus();
+  }
+
+  // Pointwise kernels for the outputs `which` (indices into c_.outputs, none
+  // reducing): one for each group whose shapes nest (OutputKernels).
+  absl::StatusOr<std::vector<KernelGroup>> PointwiseKernels(const std::vector<size_t>& which) const {
+    const std::vector<OutputGroup> groups = OutputKernels(c_, which);
+    std::vector<KernelGroup> out;
+    for (const OutputGroup& g : groups) {
+      KFUSE_ASSIGN_OR_RETURN(KernelGroup k, LastKernel(g.outputs));
+      if (groups.size() > 1) absl::StrAppend(&k.reason, "; ", partition_internal::kOutputsApart);
+      out.push_back(std::move(k));
+    }
+    return out;
   }
 
   // One kernel computing the outputs `which` (indices into c_.outputs).
@@ -681,7 +692,9 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
         "outputs: every output is a chain input or a constant: there is nothing to compute");
   }
   if (first_view < 0) {
-    const std::vector<OutputGroup> groups = OutputKernels(c);
+    std::vector<size_t> all(c.outputs.size());
+    for (size_t j = 0; j < all.size(); ++j) all[j] = j;
+    const std::vector<OutputGroup> groups = OutputKernels(c, std::move(all));
     if (groups.size() > 1) {
       absl::StatusOr<Partition> apart = KernelPerOutputShape(c, groups);
       if (apart.ok() || !absl::IsUnimplemented(apart.status())) return apart;

@@ -174,6 +174,22 @@ std::set<int32_t> ElementwiseClosure(const Chain& c, std::vector<int32_t> roots,
 // it).
 absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<size_t>& which);
 
+// A pointwise kernel's outputs (indices into c.outputs, ascending) and the
+// space it iterates over (their broadcast, leading unit dims dropped).
+struct OutputGroup {
+  std::vector<Dim> space;
+  std::vector<size_t> outputs;
+};
+
+// The outputs at positions `which` of c.outputs grouped by the pointwise
+// kernels that write them: outputs whose shapes nest share one.
+std::vector<OutputGroup> OutputKernels(const Chain& c, std::vector<size_t> which);
+
+// Said by each of such kernels' reasons.
+inline constexpr char kOutputsApart[] =
+    "outputs of shapes that do not nest in its own get kernels of their own, as one kernel iterates over "
+    "the broadcast of the shapes it writes";
+
 // PartitionChain for a chain with some matmul and no iota.
 absl::StatusOr<Partition> MatmulPartition(const Chain& canonical);
 

@@ -95,6 +95,7 @@ struct Planned {
   std::set<int32_t> reads;   // Nodes of other kernels it reads from memory.
   std::set<int32_t> shared;  // Its nodes other kernels read.
   std::set<int32_t> writes;  // The chain outputs it writes (pointwise and row kernels).
+  bool apart = false;        // A trailing kernel of several, one per nesting output shape.
   // A matmul kernel's nodes with one value per row of the product: its row
   // reductions and what is computed from them alone.
   std::set<int32_t> per_row;
@@ -177,6 +178,7 @@ std::string PointwiseReason(const Chain& c, const Planned& p,
                      ", stored first, as a matmul kernel streams its operands from memory");
   } else {
     out = "element-wise outputs that no matmul kernel takes as its epilogue, in one pass";
+    if (p.apart) absl::StrAppend(&out, "; ", kOutputsApart);
   }
   if (!p.reads.empty()) {
     absl::StrAppend(&out, "; reads ", Labels(c, p.reads), " from memory, broadcast");
@@ -445,17 +447,38 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     // root that reaches it) rather than computing them again.
     std::set<int32_t> readable = stored;
     readable.insert(operands.begin(), operands.end());
-    Planned p;
-    p.anchor = *std::max_element(roots.begin(), roots.end());
-    p.nodes = WorkClosure(c, roots, readable);
-    p.k.family = FamilyOf(c, p.nodes);
-    p.writes.insert(roots.begin(), roots.end());
-    std::vector<size_t> which;  // The outputs the kernel writes.
-    for (size_t j = 0; j < c.outputs.size(); ++j) {
-      if (p.writes.count(c.outputs[j])) which.push_back(j);
+    // Element-wise outputs whose shapes do not nest get a pointwise kernel
+    // each (one iterates over the broadcast of the shapes it writes).
+    std::vector<std::vector<int32_t>> parts = {roots};
+    if (FamilyOf(c, WorkClosure(c, roots, readable)) == Family::kPointwise) {
+      std::vector<size_t> which;
+      for (size_t j = 0; j < c.outputs.size(); ++j) {
+        if (std::find(roots.begin(), roots.end(), c.outputs[j]) != roots.end()) which.push_back(j);
+      }
+      const std::vector<OutputGroup> groups = OutputKernels(c, std::move(which));
+      if (groups.size() > 1) {
+        parts.clear();
+        for (const OutputGroup& g : groups) {
+          std::set<int32_t> part;
+          for (size_t j : g.outputs) part.insert(c.outputs[j]);
+          parts.emplace_back(part.begin(), part.end());
+        }
+      }
     }
-    KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c, which));
-    plan.push_back(std::move(p));
+    for (const std::vector<int32_t>& part : parts) {
+      Planned p;
+      p.anchor = *std::max_element(part.begin(), part.end());
+      p.nodes = WorkClosure(c, part, readable);
+      p.k.family = FamilyOf(c, p.nodes);
+      p.writes.insert(part.begin(), part.end());
+      p.apart = parts.size() > 1;
+      std::vector<size_t> which;  // The outputs the kernel writes.
+      for (size_t j = 0; j < c.outputs.size(); ++j) {
+        if (p.writes.count(c.outputs[j])) which.push_back(j);
+      }
+      KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c, which));
+      plan.push_back(std::move(p));
+    }
   }
 
   // What each kernel reads from which (operand views are read as strides).

@@ -770,6 +770,31 @@ TEST(OuterReductionPartitionTest, RowResultsOfTheSameRowsAreStoredByOneKernel) {
   }
 }
 
+// Element-wise outputs after a reduction over outer axes whose shapes do not
+// nest ([C] read from the column sums, and [R, 1]) are a pointwise kernel
+// each, not one over R x C; shapes that nest share one.
+TEST(OuterReductionPartitionTest, OutputsAfterTheReductionsWhoseShapesDoNotNestAreAKernelEach) {
+  for (bool nest : {false, true}) {
+    SCOPED_TRACE(nest);
+    Chain c;
+    const int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(8), Dim::Static(16)}});
+    const int32_t b = c.AddInput(TensorType{DType::kF32, {Dim::Static(nest ? 1 : 8), Dim::Static(nest ? 16 : 1)}});
+    const int32_t sums = reduce_test::Reduce(&c, OpKind::kReduceSum, x, {0}, false);
+    c.outputs = {c.AddOp(OpKind::kExp, {sums}), c.AddOp(OpKind::kRelu, {b})};
+    const Chain t = Typed(c);
+    absl::StatusOr<Partition> p = PartitionChain(t);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ExpectEveryKernelGenerates(t, *p);
+    ASSERT_EQ(p->kernels.size(), nest ? 2u : 3u);
+    EXPECT_EQ(p->kernels[0].family, Family::kReduction);
+    for (size_t i = 1; i < p->kernels.size(); ++i) {
+      EXPECT_EQ(p->kernels[i].family, Family::kPointwise);
+      EXPECT_EQ(p->kernels[i].results.size(), nest ? 2u : 1u);
+      EXPECT_EQ(p->kernels[i].reason.find("get kernels of their own") != std::string::npos, !nest);
+    }
+  }
+}
+
 TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
   struct Case {
     const char* name;
@@ -1285,6 +1310,38 @@ TEST(MatmulPartitionTest, TheTrailingKernelReadsAStoredOperandAndWritesOnlyItsOw
   }
 }
 
+// Element-wise outputs beside a product whose shapes do not nest (or do not
+// broadcast at all, which was refused) get a trailing pointwise kernel each:
+// [M, 1] and [1, N] in one kernel would iterate over M x N elements.
+TEST(MatmulPartitionTest, OutputsBesideAProductWhoseShapesDoNotNestAreAKernelEach) {
+  struct Case {
+    const char* name;
+    std::vector<int64_t> a, b;  // The shapes of two inputs whose exp are outputs.
+    size_t trailing;            // Trailing kernels.
+  } cases[] = {{"do not broadcast", {kM, kK}, {kK, kN}, 2},
+               {"broadcast without nesting", {kM, 1}, {1, kN}, 2},
+               {"nest", {kM, kN}, {1, kN}, 1}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    Chain c;
+    int32_t x = c.AddInput(BF16({kM, kK}));
+    int32_t w = c.AddInput(BF16({kK, kN}));
+    int32_t a = c.AddInput(BF16(k.a)), b = c.AddInput(BF16(k.b));
+    c.outputs = {c.AddOp(OpKind::kMatmul, {x, w}), c.AddOp(OpKind::kExp, {a}), c.AddOp(OpKind::kExp, {b})};
+    c = reduce_test::Finish(std::move(c));
+    auto p = PartitionValid(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ExpectEveryKernelGenerates(c, *p);
+    ASSERT_EQ(p->kernels.size(), 1 + k.trailing);
+    EXPECT_EQ(p->kernels[0].family, Family::kMatmul);
+    for (size_t i = 1; i < p->kernels.size(); ++i) {
+      EXPECT_EQ(p->kernels[i].family, Family::kPointwise);
+      EXPECT_EQ(p->kernels[i].results.size(), 3 - k.trailing);
+      EXPECT_EQ(p->kernels[i].reason.find("get kernels of their own") != std::string::npos, k.trailing > 1);
+    }
+  }
+}
+
 TEST(MatmulPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
   struct Case {
     const char* name;
@@ -1327,12 +1384,6 @@ TEST(MatmulPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
        },
        "op 0 (permute): a layout view in a chain with a matmul is generated only as a matmul "
        "operand"},
-      {"outputs beside the product that do not broadcast together",
-       [](Chain* c, int32_t x, int32_t w) {
-         c->outputs = {c->AddOp(OpKind::kMatmul, {x, w}), c->AddOp(OpKind::kExp, {w}),
-                       c->AddOp(OpKind::kRelu, {x})};
-       },
-       "outputs[2]: its shape [64,128] does not broadcast with the earlier outputs' [128,256]"},
       {"a chain input as an output",
        [](Chain* c, int32_t x, int32_t w) {
          c->outputs = {c->AddOp(OpKind::kMatmul, {x, w}), x};
