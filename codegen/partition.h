@@ -39,6 +39,13 @@ struct KernelGroup {
   std::vector<int32_t> intermediates;
 };
 
+// The partitioner's version, part of the cache keys of plans of several
+// kernels (a one-kernel plan is its family's). Bump it when the partitioner
+// changes the kernels of some plan of several: 2 when a kernel storing
+// results or operands began writing the outputs of the same rows, each output
+// once, and outputs whose shapes do not nest got kernels of their own.
+inline constexpr int kPartitionVersion = 2;
+
 struct Partition {
   std::vector<KernelGroup> kernels;  // In launch order.
   // Node ids materialised in HBM between kernels, ascending (empty with one

@@ -106,21 +106,19 @@ std::vector<uint32_t> WireOps(const Chain& c, const std::vector<int32_t>& nodes)
   return ops;
 }
 
-// `version` of each family in the plan, in kernel order, each once:
-// "pointwise/1" or "pointwise/1+row/1". A plan of several pointwise kernels
-// alone (element-wise outputs whose shapes do not nest) names each kernel,
-// "pointwise/1+pointwise/1": such chains were one kernel before, kept under
-// "pointwise/1", and neither that plan nor its decision (one variant) may
-// be found under the key of the other partition, locally or in the fleet.
+// `version` of each family in the plan, in kernel order, each once, then
+// for a plan of several kernels the partitioner's version: "pointwise/1",
+// "matmul/7+row/14+plan/2". A plan of several kernels is the partitioner's
+// as much as the generators': when it changes (kPartitionVersion), no plan
+// or decision of its earlier partitions is found under the new keys, locally
+// or in the fleet, though each family's version stays.
 std::string FamilyVersions(const Partition& part, std::string (*version)(Family)) {
-  const bool pointwise_only =
-      std::all_of(part.kernels.begin(), part.kernels.end(),
-                  [](const KernelGroup& g) { return g.family == Family::kPointwise; });
   std::vector<std::string> versions;
   for (const KernelGroup& g : part.kernels) {
     std::string v = version(g.family);
-    if (pointwise_only || std::find(versions.begin(), versions.end(), v) == versions.end()) versions.push_back(v);
+    if (std::find(versions.begin(), versions.end(), v) == versions.end()) versions.push_back(v);
   }
+  if (part.kernels.size() > 1) versions.push_back(absl::StrCat("plan/", kPartitionVersion));
   return absl::StrJoin(versions, "+");
 }
 
