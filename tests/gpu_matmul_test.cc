@@ -119,6 +119,7 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
 // product streams, and a softmax of rows too wide for an epilogue whose
 // probabilities are outputs beside the next product's operand (one row kernel
 // writes both) or read beside that product by a trailing pointwise kernel,
+// and outputs [M, 1] and [1, N] beside a product (a trailing kernel each),
 // every kernel at its heuristic variant, each output against the CPU fp64
 // evaluator.
 TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
@@ -139,6 +140,14 @@ TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
        matmul_test::SoftmaxThenProduct(DType::kBF16, 3, 72, 520, 264, 96, /*probs_out=*/true)},
       {"softmax_probs_beside_their_product_bf16",
        matmul_test::ProbsBesideTheirProduct(DType::kBF16, 72, 520, 264, /*probs_first=*/false)},
+      {"outputs_of_shapes_that_do_not_nest_beside_a_product_bf16", [] {
+         Chain c;
+         auto bf16 = [](int64_t r, int64_t k) { return TensorType{DType::kBF16, {Dim::Static(r), Dim::Static(k)}}; };
+         const int32_t x = c.AddInput(bf16(72, 264)), w = c.AddInput(bf16(264, 136));
+         const int32_t a = c.AddInput(bf16(72, 1)), b = c.AddInput(bf16(1, 136));
+         c.outputs = {c.AddOp(OpKind::kMatmul, {x, w}), c.AddOp(OpKind::kExp, {a}), c.AddOp(OpKind::kSilu, {b})};
+         return row_test::Finish(std::move(c));
+       }()},
   };
   for (const auto& [name, c] : cases) {
     SCOPED_TRACE(name);
