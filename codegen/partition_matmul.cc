@@ -396,7 +396,11 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     // written here too, rather than by the trailing kernel reading the
     // products' rows again. Only where what they read is stored before o.
     for (int32_t out : c.outputs) {
-      if (IsLeaf(c, out) || stored.count(out) || written.count(out) || p.nodes.count(out)) continue;
+      // An output that is a product's operand is its own kernel's to write.
+      if (IsLeaf(c, out) || stored.count(out) || operands.count(out) || written.count(out) ||
+          p.nodes.count(out)) {
+        continue;
+      }
       std::set<int32_t> more = p.nodes;
       const std::set<int32_t> work = WorkClosure(c, {out}, stored);
       more.insert(work.begin(), work.end());

@@ -138,6 +138,30 @@ inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {
   return Finish(std::move(c));
 }
 
+// Of x [B, R, W]: each row's min (keepdim or not) beside the sum and the
+// min over every axis. One row kernel stores the row sums and the row minima
+// for the reductions over the rest.
+inline Chain RowMinBesideTotals(DType t, int64_t b, int64_t r, int64_t w, bool keepdim = false) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Dim::Static(b), Size(&c, r, "r"), Dim::Static(w)}});
+  c.outputs = {Reduce(&c, OpKind::kReduceMin, x, {2}, keepdim), Reduce(&c, OpKind::kReduceSum, x, {0, 1, 2}, false),
+               Reduce(&c, OpKind::kReduceMin, x, {0, 1, 2}, false)};
+  return Finish(std::move(c));
+}
+
+// Of x [N, M] and y [N, 1] (or [1, M] when `nest`): exp(sum(x, axis=0)) [M]
+// beside relu(y). [M] and [N, 1] do not nest: a pointwise kernel each after
+// the reduction kernel; [M] and [1, M] share one.
+inline Chain ColumnSumsBesideScale(DType t, int64_t n, int64_t m, bool nest = false) {
+  Chain c;
+  const Dim rows = Size(&c, n, "n");
+  int32_t x = c.AddInput(TensorType{t, {rows, Dim::Static(m)}});
+  int32_t y = c.AddInput(TensorType{t, {nest ? Dim::Static(1) : rows, Dim::Static(nest ? m : 1)}});
+  c.outputs = {c.AddOp(OpKind::kExp, {Reduce(&c, OpKind::kReduceSum, x, {0}, false)}),
+               c.AddOp(OpKind::kRelu, {y})};
+  return Finish(std::move(c));
+}
+
 // Of x [B, S, H]: each token's root mean square over H (keepdim), then its
 // mean over the sequence axis: [B, 1]. Two kernels: a row kernel storing
 // the per-token mean squares, then a reduction over S of their square roots.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "codegen/generators.h"
+#include "codegen/partition.h"
 #include "core/key.h"
 #include "service/convert.h"
 #include "tuner/nvrtc_compiler.h"
@@ -616,7 +617,8 @@ grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerC
                                            GeneratorVersion(Family::kRowReduction), "+",
                                            GeneratorVersion(Family::kReduction), "+",
                                            GeneratorVersion(Family::kMatmul), "+",
-                                           GeneratorVersion(Family::kAttention)));
+                                           GeneratorVersion(Family::kAttention), "+plan/",
+                                           kPartitionVersion));
   resp->set_server_version(options_.server_version);
   return Answer(ctx, absl::OkStatus());
 }

@@ -100,9 +100,15 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"nll_vocab_bf16", reduce_test::NllLoss(DType::kBF16, 333, 50257)},
       {"nll_log_softmax_vocab_bf16", reduce_test::NllLoss(DType::kBF16, 333, 50257, true)},
       {"nll_log_softmax_f32", reduce_test::NllLoss(DType::kF32, -1027, 1003, true)},
+      {"row_min_beside_totals_f32", reduce_test::RowMinBesideTotals(DType::kF32, 3, -1027, 1000)},
+      {"row_min_keep_beside_totals_bf16", reduce_test::RowMinBesideTotals(DType::kBF16, 3, -1027, 1000, true)},
+      {"column_sums_beside_scale_f32", reduce_test::ColumnSumsBesideScale(DType::kF32, -1027, 1000)},
   };
+  // KFUSE_GPU_CASES: only the cases whose names hold it.
+  const char* only = std::getenv("KFUSE_GPU_CASES");
   unsigned seed = 1;
   for (const auto& [name, c] : chains) {
+    if (only != nullptr && name.find(only) == std::string::npos) continue;
     SCOPED_TRACE(name);
     std::vector<int64_t> syms;
     for (const SymbolInfo& s : c.symbols) syms.push_back(s.hint == 37 ? 37 : 1027);
