@@ -96,6 +96,7 @@ absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<siz
 std::vector<OutputGroup> OutputKernels(const Chain& c, std::vector<size_t> which) {
   const int64_t limit = Limits{}.max_elements;
   std::vector<size_t> order = std::move(which);
+  std::sort(order.begin(), order.end());  // The stable sort below keeps output order on ties.
   auto shape = [&](size_t j) -> const std::vector<Dim>& { return c.nodes[c.outputs[j]].type.shape; };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return CountElements(c, shape(a), limit) > CountElements(c, shape(b), limit);

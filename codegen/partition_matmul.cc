@@ -452,21 +452,35 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     std::set<int32_t> readable = stored;
     readable.insert(operands.begin(), operands.end());
     // Element-wise outputs whose shapes do not nest get a pointwise kernel
-    // each (one iterates over the broadcast of the shapes it writes).
+    // each (one iterates over the broadcast of the shapes it writes). Beside
+    // outputs that reduce rows, they stay in the row kernel where it can
+    // write them, and are pointwise kernels of their own where it cannot.
+    std::vector<int32_t> reducing, plain;
+    for (int32_t o : roots) {
+      (FamilyOf(c, WorkClosure(c, {o}, readable)) == Family::kPointwise ? plain : reducing).push_back(o);
+    }
+    auto row_kernel_takes = [&](const std::vector<int32_t>& outs) {
+      KernelGroup k;
+      k.family = Family::kRowReduction;
+      const std::set<int32_t> nodes = WorkClosure(c, outs, readable);
+      k.nodes.assign(nodes.begin(), nodes.end());
+      const std::set<int32_t> results(outs.begin(), outs.end());
+      k.results.assign(results.begin(), results.end());
+      absl::StatusOr<SubChain> sub = Isolate(c, k);
+      return sub.ok() && AnalyzeRows(sub->chain).ok();
+    };
     std::vector<std::vector<int32_t>> parts = {roots};
-    if (FamilyOf(c, WorkClosure(c, roots, readable)) == Family::kPointwise) {
+    if (!plain.empty() && (reducing.empty() || !row_kernel_takes(roots))) {
+      parts.clear();
+      if (!reducing.empty()) parts.push_back(reducing);
       std::vector<size_t> which;
       for (size_t j = 0; j < c.outputs.size(); ++j) {
-        if (std::find(roots.begin(), roots.end(), c.outputs[j]) != roots.end()) which.push_back(j);
+        if (std::find(plain.begin(), plain.end(), c.outputs[j]) != plain.end()) which.push_back(j);
       }
-      const std::vector<OutputGroup> groups = OutputKernels(c, std::move(which));
-      if (groups.size() > 1) {
-        parts.clear();
-        for (const OutputGroup& g : groups) {
-          std::set<int32_t> part;
-          for (size_t j : g.outputs) part.insert(c.outputs[j]);
-          parts.emplace_back(part.begin(), part.end());
-        }
+      for (const OutputGroup& g : OutputKernels(c, std::move(which))) {
+        std::set<int32_t> part;
+        for (size_t j : g.outputs) part.insert(c.outputs[j]);
+        parts.emplace_back(part.begin(), part.end());
       }
     }
     for (const std::vector<int32_t>& part : parts) {
@@ -475,7 +489,7 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
       p.nodes = WorkClosure(c, part, readable);
       p.k.family = FamilyOf(c, p.nodes);
       p.writes.insert(part.begin(), part.end());
-      p.apart = parts.size() > 1;
+      p.apart = parts.size() > 1 + (reducing.empty() ? 0 : 1);
       std::vector<size_t> which;  // The outputs the kernel writes.
       for (size_t j = 0; j < c.outputs.size(); ++j) {
         if (p.writes.count(c.outputs[j])) which.push_back(j);

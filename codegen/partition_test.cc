@@ -1353,6 +1353,38 @@ TEST(MatmulPartitionTest, AnOutputThatIsAnOperandIsWrittenByItsOwnKernel) {
   }
 }
 
+// Beside a product, a row sum of another input and an element-wise output of
+// a shape the row kernel cannot write (it does not broadcast with the sums'
+// [M, 1] rows, which was refused; or [1, N], which fails the row analysis):
+// a row kernel and a pointwise kernel. An output of the rows' own shape
+// stays in the row kernel.
+TEST(MatmulPartitionTest, ElementwiseOutputsTheTrailingRowKernelCannotWriteAreAKernelOfTheirOwn) {
+  struct Case {
+    const char* name;
+    std::vector<int64_t> b;
+    size_t kernels;
+  } cases[] = {{"does not broadcast", {kK, kN}, 3}, {"a row", {1, kN}, 3}, {"the rows' shape", {kM, 4 * kN}, 2}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    Chain c;
+    int32_t x = c.AddInput(BF16({kM, kK}));
+    int32_t w = c.AddInput(BF16({kK, kN}));
+    int32_t y = c.AddInput(BF16({kM, 4 * kN}));
+    int32_t b = c.AddInput(BF16(k.b));
+    c.outputs = {c.AddOp(OpKind::kMatmul, {x, w}), reduce_test::Reduce(&c, OpKind::kReduceSum, y, {1}, true),
+                 c.AddOp(OpKind::kExp, {b})};
+    c = reduce_test::Finish(std::move(c));
+    auto p = PartitionValid(c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->kernels.size(), k.kernels);
+    std::vector<Family> families;
+    for (const KernelGroup& g : p->kernels) families.push_back(g.family);
+    std::vector<Family> expected = {Family::kMatmul, Family::kRowReduction};
+    if (k.kernels == 3) expected.push_back(Family::kPointwise);
+    EXPECT_EQ(families, expected);
+  }
+}
+
 TEST(MatmulPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheOp) {
   struct Case {
     const char* name;
