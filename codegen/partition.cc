@@ -49,6 +49,11 @@ std::set<int32_t> ElementwiseClosure(const Chain& c, std::vector<int32_t> roots,
                  [&](int32_t id) { return IsReduction(c.nodes[id].kind) || stored.count(id) > 0; });
 }
 
+absl::Status CheckRowKernel(const Chain& c, const KernelGroup& k) {
+  KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(c, k));
+  return AnalyzeRows(sub.chain).status();
+}
+
 absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<size_t>& which) {
   std::vector<Dim> space;
   for (size_t j : which) {
@@ -377,8 +382,7 @@ class StagedPartition {
 
   // A row kernel: the row generator sees the group as a chain of its own.
   absl::Status CheckRows(const KernelGroup& k) const {
-    KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(c_, k));
-    return AnalyzeRows(sub.chain).status();
+    return partition_internal::CheckRowKernel(c_, k);
   }
 
   // A row kernel storing `rows` (reductions over one row shape) for

@@ -74,14 +74,16 @@ struct Partition {
 //    rows of another shape (a loss's mean over the batch): a staged plan.
 //    Walking the reductions in chain order: the per-row results such a
 //    reduction reads are stored first, by a row kernel per row shape (which
-//    also writes the chain outputs it can compute over the same rows, so
+//    also writes the chain outputs it can compute over the same rows, and
+//    stores every other result of those rows a later reduction needs, so
 //    they are read once); each reduction over outer axes is a reduction
 //    kernel of its own, computing its operand inline from chain inputs,
 //    constants and what earlier kernels stored. Then one kernel for the
 //    outputs left, reading the stored results: a row kernel where
 //    reductions along rows remain (standardized columns, then a softmax
-//    along rows), else a pointwise kernel (x - mean(x, axis=0) is two
-//    kernels; softmax over axis 0 is three). Results of reductions over
+//    along rows), else a pointwise kernel for each group of outputs whose
+//    shapes nest (x - mean(x, axis=0) is two kernels; softmax over axis 0
+//    is three). Results of reductions over
 //    outer axes that later kernels read are intermediates, as are the
 //    stored per-row results. Unimplemented, naming the op: one over the
 //    innermost and outer axes together (Canonicalize splits those, so only
@@ -117,9 +119,15 @@ struct Partition {
 //    norm's rsqrt(var + eps)): softmax or LayerNorm of a narrow product is
 //    one kernel. Wider rows span several CTAs' tiles: such reductions (and
 //    those of integer or bool rows) and what reads them join those
-//    closures. The outputs no kernel writes get one kernel anchored
-//    at the largest of them, likewise reading product kernels' nodes: a row
-//    kernel when it reduces (softmax of a product), else pointwise. Row
+//    closures. A kernel storing an operand also writes the outputs it can
+//    compute from its rows (a row kernel) or of the operand's shape (a
+//    pointwise one) from what kernels anchored before it store, but for
+//    other products' operands, which their own kernels write. The outputs
+//    no kernel writes then get a trailing kernel anchored at the largest of
+//    them, reading product kernels' nodes and stored operands: a row kernel
+//    when they reduce (softmax of a product), with the element-wise outputs
+//    it can write; the element-wise outputs left, a pointwise kernel for each
+//    group whose shapes nest. Each output is one kernel's result. Row
 //    kernels are generated from their group as a chain of its own
 //    (codegen/subchain.h). Kernels launch in anchor order (see
 //    MatmulPartition for why that is a valid order). A product kernel's
@@ -175,6 +183,10 @@ namespace partition_internal {
 // included when they are element-wise and not stored.
 std::set<int32_t> ElementwiseClosure(const Chain& c, std::vector<int32_t> roots,
                                      const std::set<int32_t>& stored = {});
+
+// OK when the row generator takes group `k` (a row kernel), seen as a chain
+// of its own (Isolate, AnalyzeRows).
+absl::Status CheckRowKernel(const Chain& c, const KernelGroup& k);
 
 // Unimplemented, naming the output, when the outputs at positions `which` of
 // c.outputs do not broadcast to one shape (one pointwise kernel iterates over

@@ -9,8 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/partition.h"
-#include "codegen/row_analysis.h"
-#include "codegen/subchain.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -397,8 +395,7 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     // products' rows again. Only where what they read is stored before o.
     for (int32_t out : c.outputs) {
       // An output that is a product's operand is its own kernel's to write.
-      if (IsLeaf(c, out) || stored.count(out) || operands.count(out) || written.count(out) ||
-          p.nodes.count(out)) {
+      if (IsLeaf(c, out) || stored.count(out) || operands.count(out) || written.count(out) || p.nodes.count(out)) {
         continue;
       }
       std::set<int32_t> more = p.nodes;
@@ -424,13 +421,14 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
         }
         k.results.assign(results.begin(), results.end());
         k.intermediates = {o};
-        absl::StatusOr<SubChain> sub = Isolate(c, k);
-        if (!sub.ok() || !AnalyzeRows(sub->chain).ok()) continue;
+        if (!CheckRowKernel(c, k).ok()) continue;
       }
       p.nodes = std::move(more);
     }
+    // The outputs it computes, but for other products' operands: the kernel
+    // storing each of those writes it.
     for (int32_t id : p.nodes) {
-      if (is_output[id] && written.insert(id).second) p.writes.insert(id);
+      if (is_output[id] && (id == o || !operands.count(id)) && written.insert(id).second) p.writes.insert(id);
     }
     kernel_of[o] = static_cast<int32_t>(plan.size());
     plan.push_back(std::move(p));
@@ -466,10 +464,10 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
       k.nodes.assign(nodes.begin(), nodes.end());
       const std::set<int32_t> results(outs.begin(), outs.end());
       k.results.assign(results.begin(), results.end());
-      absl::StatusOr<SubChain> sub = Isolate(c, k);
-      return sub.ok() && AnalyzeRows(sub->chain).ok();
+      return CheckRowKernel(c, k).ok();
     };
     std::vector<std::vector<int32_t>> parts = {roots};
+    bool apart = false;  // Pointwise kernels, one per group of nesting output shapes.
     if (!plain.empty() && (reducing.empty() || !row_kernel_takes(roots))) {
       parts.clear();
       if (!reducing.empty()) parts.push_back(reducing);
@@ -477,7 +475,9 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
       for (size_t j = 0; j < c.outputs.size(); ++j) {
         if (std::find(plain.begin(), plain.end(), c.outputs[j]) != plain.end()) which.push_back(j);
       }
-      for (const OutputGroup& g : OutputKernels(c, std::move(which))) {
+      const std::vector<OutputGroup> groups = OutputKernels(c, std::move(which));
+      apart = groups.size() > 1;
+      for (const OutputGroup& g : groups) {
         std::set<int32_t> part;
         for (size_t j : g.outputs) part.insert(c.outputs[j]);
         parts.emplace_back(part.begin(), part.end());
@@ -489,7 +489,7 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
       p.nodes = WorkClosure(c, part, readable);
       p.k.family = FamilyOf(c, p.nodes);
       p.writes.insert(part.begin(), part.end());
-      p.apart = parts.size() > 1 + (reducing.empty() ? 0 : 1);
+      p.apart = apart && p.k.family == Family::kPointwise;
       std::vector<size_t> which;  // The outputs the kernel writes.
       for (size_t j = 0; j < c.outputs.size(); ++j) {
         if (p.writes.count(c.outputs[j])) which.push_back(j);
@@ -534,8 +534,7 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
                                                     : PointwiseReason(c, p, users);
     if (k.family == Family::kRowReduction) {
       // The row generator sees the group as a chain of its own.
-      KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(c, k));
-      KFUSE_RETURN_IF_ERROR(AnalyzeRows(sub.chain).status());
+      KFUSE_RETURN_IF_ERROR(CheckRowKernel(c, k));
     }
     out.kernels.push_back(std::move(k));
   }

@@ -1341,7 +1341,9 @@ TEST(MatmulPartitionTest, AnOutputThatIsAnOperandIsWrittenByItsOwnKernel) {
   int32_t w1 = c.AddInput(BF16({kK, kN}));
   int32_t w2 = c.AddInput(BF16({kK, kN}));
   int32_t e = c.AddOp(OpKind::kExp, {x});
-  c.outputs = {c.AddOp(OpKind::kMatmul, {c.AddOp(OpKind::kRelu, {x}), w1}), c.AddOp(OpKind::kMatmul, {e, w2}), e};
+  // -exp(x) joins relu(x)'s kernel, which then computes exp(x) as well.
+  c.outputs = {c.AddOp(OpKind::kMatmul, {c.AddOp(OpKind::kRelu, {x}), w1}), c.AddOp(OpKind::kMatmul, {e, w2}), e,
+               c.AddOp(OpKind::kNeg, {e})};
   c = reduce_test::Finish(std::move(c));
   auto p = PartitionValid(c);  // Each output one kernel's result.
   ASSERT_TRUE(p.ok()) << p.status();

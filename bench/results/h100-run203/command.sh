@@ -1,5 +1,5 @@
 #!/bin/bash
-# Ran at 6163abc on an NVIDIA H100 (80 GB HBM3), not the H200: all passed
+# Ran at 6163abc on an NVIDIA H100 (80 GB HBM3): all passed
 # (cuda 6, client 244, tuner GPU 42, GpuReduce* 2 in 260 s, GpuChains* +
 # GpuMatmulTest.Plans* + GpuAttention* 5 in 154 s, Python 276 passed and
 # 3 skipped in 77 s). Since 52d77ba: staged plans store every result of the same
@@ -26,9 +26,8 @@
 b=/tmp/k/gpu-run203
 export LD_LIBRARY_PATH=$b/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib
 # The service-side GPU tests alone (some time a hang or measure the GPU),
-# then three groups at once, each within its own limit, so the whole fits
-# one short call: the reduction tests; the chains, matmul plans and
-# attention; the Python tests.
+# then three groups at once, each within its own limit: the reduction
+# tests; the chains, matmul plans and attention; the Python tests.
 start=$SECONDS
 { $b/bin/kfuse_cuda_test; echo "cuda_test rc=$?"
   $b/bin/kfuse_client_test; echo "client_test rc=$?"
