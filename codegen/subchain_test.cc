@@ -71,5 +71,29 @@ TEST(SubChainTest, ARowGroupReadsTheProductAsAnInputAndIsRenumberedBack) {
   EXPECT_EQ(s->Restore(&bad).code(), absl::StatusCode::kInternal);
 }
 
+// A chain at the input limit whose plan's second kernel reads the first's
+// result besides every input: the kernel's own chain has one input more than
+// a client may send, and is planned all the same.
+TEST(SubChainTest, AKernelOfAChainAtTheInputLimitMayReadMoreBuffers) {
+  const TensorType t{DType::kF32, {Dim::Static(256), Dim::Static(64)}};
+  Chain c;
+  for (int i = 0; i < Limits{}.max_inputs; ++i) c.AddInput(t);
+  int32_t s = 0;
+  for (int i = 1; i < Limits{}.max_inputs; ++i) s = c.AddOp(OpKind::kAdd, {s, i});
+  const int32_t mean = reduce_test::Reduce(&c, OpKind::kReduceMean, s, {0}, true);
+  c.outputs = {c.AddOp(OpKind::kSub, {s, mean})};
+  const Chain chain = reduce_test::Finish(std::move(c));
+  absl::StatusOr<Partition> p = PartitionChain(chain);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_GE(p->kernels.size(), 2u);
+  for (const KernelGroup& k : p->kernels) {
+    absl::StatusOr<SubChain> sub = Isolate(chain, k);
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    absl::StatusOr<KernelSpec> spec = EmitFamily(chain, k, FamilyHeuristic(chain, k));
+    ASSERT_TRUE(spec.ok()) << spec.status();
+  }
+  EXPECT_GT(Isolate(chain, p->kernels.back())->chain.num_inputs(), Limits{}.max_inputs);
+}
+
 }  // namespace
 }  // namespace kfuse
