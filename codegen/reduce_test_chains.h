@@ -126,6 +126,21 @@ inline Chain StandardizeThenRowSoftmax(DType t, int64_t n, int64_t m) {
   return Finish(std::move(c));
 }
 
+// Of `inputs` tensors [N, M]: their sum s centred by its column mean, then a
+// softmax along rows of it. At the input limit (64), the row kernel reads
+// every input and the column mean: more buffers than a client may send.
+inline Chain ManyInputsThenRowSoftmax(DType t, int inputs, int64_t n, int64_t m) {
+  Chain c;
+  const Dim rows = Size(&c, n, "n");
+  for (int i = 0; i < inputs; ++i) c.AddInput(TensorType{t, {rows, Dim::Static(m)}});
+  int32_t s = 0;
+  for (int i = 1; i < inputs; ++i) s = c.AddOp(OpKind::kAdd, {s, i});
+  int32_t d = c.AddOp(OpKind::kSub, {s, Reduce(&c, OpKind::kReduceMean, s, {0}, true)});
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {d, Reduce(&c, OpKind::kReduceMax, d, {1}, true)})});
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, Reduce(&c, OpKind::kReduceSum, e, {1}, true)})};
+  return Finish(std::move(c));
+}
+
 // Of x [N, M]: sum(x, axis=0) beside softmax(x, axis=1), which do not read
 // each other: a reduction kernel and a row kernel.
 inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {

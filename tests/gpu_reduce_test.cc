@@ -102,6 +102,7 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"nll_log_softmax_f32", reduce_test::NllLoss(DType::kF32, -1027, 1003, true)},
       {"row_min_beside_totals_f32", reduce_test::RowMinBesideTotals(DType::kF32, 3, -1027, 1000)},
       {"row_min_keep_beside_totals_bf16", reduce_test::RowMinBesideTotals(DType::kBF16, 3, -1027, 1000, true)},
+      {"inputs64_beside_row_softmax_f32", reduce_test::ManyInputsThenRowSoftmax(DType::kF32, 64, -1027, 1000)},
       {"column_sums_beside_scale_f32", reduce_test::ColumnSumsBesideScale(DType::kF32, -1027, 1000)},
   };
   // KFUSE_GPU_CASES: only the cases whose names hold it.
