@@ -18,6 +18,7 @@
 // with eager PyTorch's error (the CPU kEager evaluator) as the yardstick.
 // Skips without a GPU.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
@@ -134,6 +135,7 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       }
     }
     runs.push_back(PlanRun{seeds, Numerics::kReference64, "reference64"});
+    std::printf("%s: %zu kernels, %zu plans\n", name.c_str(), part->kernels.size(), runs.size());
     std::map<std::pair<size_t, std::pair<Variant, int>>, CompiledKernel> compiled;
     for (const PlanRun& run : runs) {
       SCOPED_TRACE(run.label);
