@@ -16,6 +16,7 @@
 #include "codegen/subchain.h"
 #include "codegen/validate.h"
 #include "codegen/validate_internal.h"
+#include "core/key.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -753,6 +754,23 @@ std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& c, const Partit
     out.push_back(std::move(b));
   }
   return out;
+}
+
+std::string PartitionDigest(const Chain& c, const Partition& p) {
+  std::string s;
+  for (const KernelGroup& k : p.kernels) {
+    absl::StrAppend(&s, std::string(FamilyName(k.family)), " nodes ", absl::StrJoin(k.nodes, ","),
+                    " results ", absl::StrJoin(k.results, ","), " intermediates ",
+                    absl::StrJoin(k.intermediates, ","), "\n");
+  }
+  const std::vector<IntermediateBuffer> buffers = IntermediateBuffers(c, p);
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::vector<std::string> shape;
+    for (const SizeExpr& d : buffers[i].shape) shape.push_back(d.ToString());
+    absl::StrAppend(&s, "buffer ", p.intermediates[i], " ", std::string(DTypeName(buffers[i].dtype)),
+                    "[", absl::StrJoin(shape, ","), "]\n");
+  }
+  return Sha256Hex(s).substr(0, 16);
 }
 
 absl::Status NumberIntermediates(const Partition& p, KernelSpec* spec) {

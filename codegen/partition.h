@@ -39,12 +39,6 @@ struct KernelGroup {
   std::vector<int32_t> intermediates;
 };
 
-// The partitioner's version, part of the cache keys of plans of several
-// kernels (a one-kernel plan is its family's). Bump it when the partitioner
-// changes the kernels of some plan of several: 2 when a kernel storing
-// results or operands began writing the outputs of the same rows, each output
-// once, and outputs whose shapes do not nest got kernels of their own.
-inline constexpr int kPartitionVersion = 2;
 
 struct Partition {
   std::vector<KernelGroup> kernels;  // In launch order.
@@ -142,6 +136,14 @@ absl::StatusOr<Partition> PartitionChain(const Chain& canonical);
 // The buffers of p.intermediates in order, as a plan lists them: each in its
 // node's dtype and shape, dense.
 std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& canonical, const Partition& p);
+
+// What the generators read of `p` besides the chain, hashed: each kernel's
+// family, nodes, results and intermediates, and each intermediate's buffer
+// (node, dtype, shape); not the reasons, which only explain. 16 hex digits.
+// A plan of several kernels keys by it (`plan/<digest>` in the generator
+// part), so a change to the partitioner re-keys exactly the plans whose
+// kernels it changes, with no version to remember.
+std::string PartitionDigest(const Chain& canonical, const Partition& p);
 
 // Generators name an intermediate by its node id (BufferRef{kIntermediate,
 // node}); a plan names it by its position in Partition::intermediates.

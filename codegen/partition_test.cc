@@ -226,6 +226,42 @@ TEST(PartitionTest, RowReductionChainIsOneRowKernel) {
   EXPECT_EQ(p->kernels[0].results.size(), 2u);
 }
 
+// A plan of several kernels keys by PartitionDigest: the same for the same
+// partition, another where any kernel or buffer differs, the same where only
+// the reasons do.
+TEST(PartitionTest, TheDigestFollowsTheKernelsAndBuffersNotTheReasons) {
+  const Chain c = reduce_test::ColumnSoftmax(DType::kBF16, -4096, 1000);
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 3u);
+  const std::string digest = PartitionDigest(c, *p);
+  EXPECT_EQ(digest.size(), 16u);
+  EXPECT_EQ(PartitionDigest(c, *PartitionChain(c)), digest);
+
+  Partition reworded = *p;
+  reworded.kernels[0].reason = "another explanation";
+  EXPECT_EQ(PartitionDigest(c, reworded), digest);
+
+  std::vector<std::function<void(Partition*)>> changes = {
+      [](Partition* q) { q->kernels[2].family = Family::kRowReduction; },
+      [](Partition* q) { q->kernels[2].nodes.pop_back(); },
+      [](Partition* q) { q->kernels[0].results.push_back(q->kernels[2].results.back()); },
+      [](Partition* q) { q->kernels[1].intermediates.clear(); },
+      [](Partition* q) { std::swap(q->kernels[0], q->kernels[1]); },
+      [](Partition* q) { q->intermediates.pop_back(); },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    Partition changed = *p;
+    changes[i](&changed);
+    EXPECT_NE(PartitionDigest(c, changed), digest) << "change " << i;
+  }
+  // The same kernels at another width: the buffers' shapes differ.
+  const Chain wider = reduce_test::ColumnSoftmax(DType::kBF16, -4096, 1024);
+  absl::StatusOr<Partition> w = PartitionChain(wider);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_NE(PartitionDigest(wider, *w), digest);
+}
+
 }  // namespace
 }  // namespace kfuse
 

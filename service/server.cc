@@ -617,8 +617,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::GetDeviceInfo(grpc::CallbackServerC
                                            GeneratorVersion(Family::kRowReduction), "+",
                                            GeneratorVersion(Family::kReduction), "+",
                                            GeneratorVersion(Family::kMatmul), "+",
-                                           GeneratorVersion(Family::kAttention), "+plan/",
-                                           kPartitionVersion));
+                                           GeneratorVersion(Family::kAttention), "+plan/digest"));
   resp->set_server_version(options_.server_version);
   return Answer(ctx, absl::OkStatus());
 }

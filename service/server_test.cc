@@ -596,7 +596,10 @@ TEST_F(ServerTest, SoftmaxOverAnOuterAxisIsAPlanOfThreeKernels) {
   EXPECT_EQ(plan.kernels(1).variant().family(), v1::FAMILY_REDUCTION);
   EXPECT_EQ(plan.kernels(2).variant().family(), v1::FAMILY_POINTWISE);
   EXPECT_EQ(plan.kernels(0).variant().params().at("block"), 256);
-  EXPECT_EQ(plan.provenance().generator_version(), absl::StrCat("reduce/5+pointwise/1+plan/", kPartitionVersion));
+  absl::StatusOr<Prepared> p = pipeline_->Prepare(ColumnSoftmax());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(plan.provenance().generator_version(),
+            "reduce/5+pointwise/1+plan/" + PartitionDigest(p->chain, p->partition));
   EXPECT_EQ(plan.provenance().state(), v1::TUNE_STATE_HEURISTIC);
   EXPECT_EQ(compiler_->calls.load(), 3);
   // Ops as the client numbered them, and why each boundary is there.
@@ -669,10 +672,11 @@ TEST_F(ServerTest, OutputsWhoseShapesDoNotNestAreAKernelEach) {
   }
   // Its own key: a node whose partitioner drew one kernel for these
   // outputs stored that plan under "pointwise/1".
-  const std::string plan_version = absl::StrCat("+plan/", kPartitionVersion);
-  EXPECT_EQ(plan.provenance().generator_version(), "pointwise/1" + plan_version);
   absl::StatusOr<Prepared> p = pipeline_->Prepare(RowAndColumnScales());
   ASSERT_TRUE(p.ok()) << p.status();
+  const std::string plan_version = "+plan/" + PartitionDigest(p->chain, p->partition);
+  EXPECT_EQ(plan_version.size(), 6u + 16u);
+  EXPECT_EQ(plan.provenance().generator_version(), "pointwise/1" + plan_version);
   EXPECT_EQ(p->key.generator, "pointwise/1" + plan_version);
   EXPECT_EQ(p->decision_key.generator, "pointwise-variants/1" + plan_version);
 }
