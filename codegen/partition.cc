@@ -757,18 +757,21 @@ std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& c, const Partit
 }
 
 std::string PartitionDigest(const Chain& c, const Partition& p) {
-  std::string s;
+  // Numbers only (enum values, node ids, sizes, symbol indices), never
+  // display names, so rewording a message re-keys nothing.
+  std::string s = absl::StrCat("assembly ", kPlanAssemblyVersion, "\n");
   for (const KernelGroup& k : p.kernels) {
-    absl::StrAppend(&s, std::string(FamilyName(k.family)), " nodes ", absl::StrJoin(k.nodes, ","),
+    absl::StrAppend(&s, "kernel ", static_cast<int>(k.family), " nodes ", absl::StrJoin(k.nodes, ","),
                     " results ", absl::StrJoin(k.results, ","), " intermediates ",
                     absl::StrJoin(k.intermediates, ","), "\n");
   }
-  const std::vector<IntermediateBuffer> buffers = IntermediateBuffers(c, p);
-  for (size_t i = 0; i < buffers.size(); ++i) {
+  for (int32_t id : p.intermediates) {
     std::vector<std::string> shape;
-    for (const SizeExpr& d : buffers[i].shape) shape.push_back(d.ToString());
-    absl::StrAppend(&s, "buffer ", p.intermediates[i], " ", std::string(DTypeName(buffers[i].dtype)),
-                    "[", absl::StrJoin(shape, ","), "]\n");
+    for (const Dim& d : c.nodes[id].type.shape) {
+      shape.push_back(d.is_static() ? absl::StrCat(d.size) : absl::StrCat("s", d.symbol));
+    }
+    absl::StrAppend(&s, "buffer ", id, " ", static_cast<int>(IntermediateDType(c, id)), " ",
+                    absl::StrJoin(shape, ","), "\n");
   }
   return Sha256Hex(s).substr(0, 16);
 }

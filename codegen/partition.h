@@ -137,12 +137,20 @@ absl::StatusOr<Partition> PartitionChain(const Chain& canonical);
 // node's dtype and shape, dense.
 std::vector<IntermediateBuffer> IntermediateBuffers(const Chain& canonical, const Partition& p);
 
-// What the generators read of `p` besides the chain, hashed: each kernel's
-// family, nodes, results and intermediates, and each intermediate's buffer
-// (node, dtype, shape); not the reasons, which only explain. 16 hex digits.
-// A plan of several kernels keys by it (`plan/<digest>` in the generator
-// part), so a change to the partitioner re-keys exactly the plans whose
-// kernels it changes, with no version to remember.
+// The version of what turns a partition's kernels into a plan besides
+// the generators: a kernel group's own chain and its renumbering
+// (codegen/subchain.cc, PointwiseView in generators.cc), the intermediates'
+// numbering and preconditions (NumberIntermediates, RenameBuffer) and the
+// plan's assembly (service/pipeline.cc). Bump it when one of those changes
+// what a plan of several kernels holds for the same partition.
+inline constexpr int kPlanAssemblyVersion = 1;
+
+// What the generators read of `p` besides the chain, hashed with
+// kPlanAssemblyVersion: each kernel's family, nodes, results and
+// intermediates, and each intermediate's buffer (node, dtype, shape); not
+// the reasons, which only explain. 16 hex digits. A plan of several kernels
+// keys by it (`plan/<digest>` in the generator part), so a change to the
+// partitioner re-keys exactly the plans whose kernels it changes.
 std::string PartitionDigest(const Chain& canonical, const Partition& p);
 
 // Generators name an intermediate by its node id (BufferRef{kIntermediate,

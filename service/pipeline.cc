@@ -113,25 +113,16 @@ std::vector<uint32_t> WireOps(const Chain& c, const std::vector<int32_t>& nodes)
 // (PartitionDigest), no plan or decision of the earlier partition is found
 // under the new key, locally or in the fleet, though each family's version
 // stays; plans the change leaves alone keep their keys.
-std::string FamilyVersions(const Chain& chain, const Partition& part, std::string (*version)(Family)) {
+// `digest` is PartitionDigest's, for plans of several kernels.
+std::string FamilyVersions(const Partition& part, const std::string& digest,
+                           std::string (*version)(Family)) {
   std::vector<std::string> versions;
   for (const KernelGroup& g : part.kernels) {
     std::string v = version(g.family);
     if (std::find(versions.begin(), versions.end(), v) == versions.end()) versions.push_back(v);
   }
-  if (part.kernels.size() > 1) versions.push_back(absl::StrCat("plan/", PartitionDigest(chain, part)));
+  if (part.kernels.size() > 1) versions.push_back(absl::StrCat("plan/", digest));
   return absl::StrJoin(versions, "+");
-}
-
-// Every family's generator version in the plan (FamilyVersions).
-std::string GeneratorVersions(const Chain& chain, const Partition& part) {
-  return FamilyVersions(chain, part, GeneratorVersion);
-}
-
-// The variant schemas of the plan's families (FamilyVersions): what a
-// stored decision's variants mean.
-std::string VariantSchemas(const Chain& chain, const Partition& part) {
-  return FamilyVersions(chain, part, VariantSchemaVersion);
 }
 
 // One line for listings: the ops in order and the outputs' types.
@@ -379,7 +370,11 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   p.key.spec = absl::StrCat("sizes=", absl::StrJoin(p.symbol_values, ","));
   p.key.device = p.can_tune ? absl::StrCat("gpu:", p.gpu->device.Digest()) : absl::StrCat("untuned:", p.arch);
   p.key.toolchain = absl::StrCat(deps_.compiler->Version(), "/", p.arch);
-  p.key.generator = GeneratorVersions(p.chain, p.partition);
+  // Every family's generator version (artifacts), and below every family's
+  // variant schema (decisions: what a stored decision's variants mean).
+  const std::string digest =
+      p.partition.kernels.size() > 1 ? PartitionDigest(p.chain, p.partition) : std::string();
+  p.key.generator = FamilyVersions(p.partition, digest, GeneratorVersion);
   // On a server that tunes, each search depth has its own entry, so a
   // heuristic answer never replaces a tuned one and FULL is not served a
   // QUICK result; a request is served by its own depth or a deeper one.
@@ -397,7 +392,7 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
     p.key = p.lookup_keys.back();
   }
   p.decision_key = p.key;
-  p.decision_key.generator = VariantSchemas(p.chain, p.partition);
+  p.decision_key.generator = FamilyVersions(p.partition, digest, VariantSchemaVersion);
   p.request = request;
   if (p.request.request_id().empty()) p.request.set_request_id(NewRequestId());
   return p;
