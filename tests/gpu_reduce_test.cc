@@ -106,11 +106,15 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"inputs64_beside_row_softmax_f32", reduce_test::ManyInputsThenRowSoftmax(DType::kF32, 64, -1027, 1000)},
       {"column_sums_beside_scale_f32", reduce_test::ColumnSumsBesideScale(DType::kF32, -1027, 1000)},
   };
-  // KFUSE_GPU_CASES: only the cases whose names hold it.
+  // KFUSE_GPU_CASES: only the cases whose names hold it (each case keeps
+  // its inputs: the seed is its place in the list). KFUSE_GPU_VERBOSE:
+  // every run's error on every output.
   const char* only = std::getenv("KFUSE_GPU_CASES");
-  unsigned seed = 1;
+  const bool verbose = std::getenv("KFUSE_GPU_VERBOSE") != nullptr;
+  unsigned seed = 0;
   int ran = 0;
   for (const auto& [name, c] : chains) {
+    ++seed;
     if (only != nullptr && name.find(only) == std::string::npos) continue;
     ++ran;
     SCOPED_TRACE(name);
@@ -118,7 +122,7 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
     for (const SymbolInfo& s : c.symbols) syms.push_back(s.hint == 37 ? 37 : 1027);
     absl::StatusOr<Partition> part = PartitionChain(c);
     ASSERT_TRUE(part.ok()) << part.status();
-    auto in = Inputs(c, syms, seed++);
+    auto in = Inputs(c, syms, seed);
     auto exact = Evaluate(c, in, syms, EvalMode::kExact64);
     auto eager = Evaluate(c, in, syms, EvalMode::kEager);
     ASSERT_TRUE(exact.ok() && eager.ok());
@@ -166,6 +170,9 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS);
       for (const auto& out : gpu_test::CheckOutputs(mem, outputs, *exact, *eager, kSlack, yardstick)) {
         EXPECT_TRUE(out.check.ok) << out.check.message;
+        if (verbose) {
+          std::printf("  %s: %s (eager %.3g)\n", run.label.c_str(), out.check.message.c_str(), out.eager_err);
+        }
       }
     }
   }
