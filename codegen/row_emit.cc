@@ -933,6 +933,18 @@ class Writer {
            c_.nodes[red].type.dtype == DType::kF32 && p_.numerics != Numerics::kEager;
   }
 
+  // The type a thread accumulates `red` in: double for a widened sum the
+  // kernel writes as it is (a chain output, or a row result a later kernel
+  // sums again) that is not compensated, as a resident row's of at most 64
+  // terms a thread is not. Its float partials were several ulps off, and a
+  // reduction over the stored rows adds those errors up: a total over
+  // [3, 1027, 1000] reached 2.6x eager's error (H100, run208). Sums used
+  // only inside the row (a softmax's, a norm's) keep float partials.
+  std::string AccumulatorType(int32_t red) const {
+    const bool written = std::find(c_.outputs.begin(), c_.outputs.end(), red) != c_.outputs.end();
+    return Widened(red) && written && !Compensated(red) ? "double" : CT(red);
+  }
+
   std::string Identity(OpKind k, int32_t id) const {
     const std::string t = CT(id);
     if (k == OpKind::kReduceMax || k == OpKind::kReduceMin) {
@@ -1419,7 +1431,7 @@ class Writer {
       for (int32_t red : own) {
         const std::string dims = lanes > 1 ? absl::StrCat("[", lanes, "]") : "";
         const std::string id = Identity(c_.nodes[red].kind, red);
-        absl::StrAppend(s, "  ", CT(red), " a", red, dims, lanes > 1 ? ";\n" : "",
+        absl::StrAppend(s, "  ", AccumulatorType(red), " a", red, dims, lanes > 1 ? ";\n" : "",
                         lanes > 1 ? absl::StrCat("#pragma unroll\n  for (int kf_e = 0; kf_e < ",
                                                  lanes, "; ++kf_e) a", red, "[kf_e]")
                                   : "",

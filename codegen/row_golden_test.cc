@@ -1,5 +1,6 @@
 // Golden tests of the row family: the emitted source of softmax (bf16,
-// W=4096), LayerNorm (f32; f32 and bf16 looped) and residual RMSNorm (bf16),
+// W=4096), LayerNorm (f32; f32 and bf16 looped), residual RMSNorm (bf16) and
+// an f32 row sum beside a row min,
 // byte for byte, under the heuristic and the looped schedule. After an intended change run with
 // KFUSE_UPDATE_GOLDEN=1 (from the repository root) and review the diff of
 // tests/golden/row_*.cu.
@@ -9,12 +10,22 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/golden_test_util.h"
 #include "codegen/partition.h"
+#include "codegen/reduce_test_chains.h"
 #include "codegen/row.h"
 #include "codegen/row_test_chains.h"
 #include "gtest/gtest.h"
 
 namespace kfuse {
 namespace {
+
+// sum(x, -1) and min(x, -1) of x [R, W]: row results written as they are.
+Chain RowSumAndMin(DType t, int64_t r, int64_t w) {
+  Chain c;
+  const int32_t x = c.AddInput(TensorType{t, {reduce_test::Size(&c, r, "r"), Dim::Static(w)}});
+  c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceSum, x, {1}, false),
+               reduce_test::Reduce(&c, OpKind::kReduceMin, x, {1}, false)};
+  return reduce_test::Finish(std::move(c));
+}
 
 TEST(RowGolden, Chains) {
   struct Case {
@@ -35,6 +46,9 @@ TEST(RowGolden, Chains) {
       // The online pass's f32 lane sums compensated: 99 terms a lane.
       {"softmax_f32_50257_looped", row_test::Softmax(DType::kF32, -4096, 50257), 0, 1, 128},
       {"softmax_bf16_50257_split", row_test::Softmax(DType::kBF16, -4096, 50257), 1, 8},
+      // An f32 row sum written as it is, register-resident: its threads
+      // accumulate in double.
+      {"sum_min_f32_1000", RowSumAndMin(DType::kF32, -4096, 1000), -1},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);

@@ -631,7 +631,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/14");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/15");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
