@@ -273,6 +273,22 @@ namespace {
 
 // Found by fuzzing: an identity chain reached the generator as an empty
 // kernel; outputs that do not broadcast together reached it as INTERNAL.
+// A row kernel reading an earlier kernel's result that it cannot take: the
+// message names the op the client sent, not the kernel's own input for it
+// (it said `inputs[1] ("intermediate 2")` of a chain with one input).
+TEST(PartitionRegressionTest, AnEarlierKernelsResultIsNamedAsItsOp) {
+  Chain c;
+  const int32_t x = c.AddInput(TensorType{DType::kF32, {reduce_test::Size(&c, -64, "r"), Dim::Static(1)}});
+  const int32_t row_min = reduce_test::Reduce(&c, OpKind::kReduceMin, x, {1}, false);
+  const int32_t column_min = reduce_test::Reduce(&c, OpKind::kReduceMin, x, {0}, true);
+  c.outputs = {c.AddOp(OpKind::kDiv, {row_min, column_min})};
+  absl::StatusOr<Partition> p = PartitionChain(reduce_test::Finish(std::move(c)));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(p.status().message()), ::testing::StartsWith("op 1 (reduce_min): "));
+  EXPECT_THAT(std::string(p.status().message()), ::testing::Not(HasSubstr("intermediate")));
+}
+
 TEST(PartitionRegressionTest, NothingToComputeIsInvalidArgument) {
   Chain c;
   int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(8)}});

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/validate.h"
+#include "codegen/validate_internal.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -51,7 +52,9 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
   for (int32_t id : read) {
     to[id] = c.AddInput(TensorType{chain.nodes[id].type.dtype, chain.nodes[id].type.shape});
     c.nodes[to[id]].storage = IntermediateDType(chain, id);
-    c.input_names.push_back(absl::StrCat("intermediate ", id));
+    // Named as the op it is, so that messages about it name the client's op
+    // (NodeLabel), not an input the client never sent.
+    c.input_names.push_back(validate_internal::NodeLabel(chain, id));
     s.inputs.push_back(BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)});
   }
   for (int32_t id = 0; id < static_cast<int32_t>(chain.nodes.size()); ++id) {

@@ -47,7 +47,7 @@ TEST(SubChainTest, ARowGroupReadsTheProductAsAnInputAndIsRenumberedBack) {
   // input, not on x's.
   ASSERT_EQ(s->chain.input_names.size(), 3u);
   EXPECT_EQ(s->chain.input_names[0], "");
-  EXPECT_EQ(s->chain.input_names[2], absl::StrCat("intermediate ", product));
+  EXPECT_EQ(s->chain.input_names[2], "op 0 (matmul)");
   ASSERT_EQ(s->outputs.size(), 1u);
   EXPECT_EQ(s->outputs[0], (BufferRef{BufferRef::Kind::kOutput, 1}));
   EXPECT_TRUE(CoversChain(s->chain, s->group));

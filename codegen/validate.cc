@@ -37,6 +37,12 @@ std::string Quote(absl::string_view s) {
 std::string NodeLabel(const Chain& c, int32_t id) {
   const Node& n = c.nodes[id];
   if (n.kind == OpKind::kInput) {
+    // An earlier kernel's result, in a kernel's own chain (Isolate): its name
+    // is the label of the op it is.
+    if (n.storage != DType::kInvalid && n.input_index >= 0 &&
+        n.input_index < static_cast<int>(c.input_names.size())) {
+      return c.input_names[n.input_index];
+    }
     std::string label = absl::StrCat("inputs[", n.input_index, "]");
     if (n.input_index >= 0 && n.input_index < static_cast<int>(c.input_names.size()) &&
         !c.input_names[n.input_index].empty()) {
