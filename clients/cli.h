@@ -270,6 +270,9 @@ absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch, const char*
 // "heuristic" | "quick" | "full" | "default"; an error names `flag`.
 absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
     const std::string& mode, const char* flag = "--policy");
+// --budget: a finite number of seconds >= 0 (0: the server's default);
+// INVALID_ARGUMENT otherwise, NaN included.
+absl::Status CheckBudget(double seconds);
 // A kernel entry name safe to use as a file name ([A-Za-z0-9_]+).
 bool IsSafeFileStem(const std::string& s);
 // Prints `status` with a hint where one helps (on io.err, or as a JSON

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -39,6 +40,12 @@ absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
   if (m == "default") return kfuse::v1::TuningPolicy::MODE_UNSPECIFIED;
   return absl::InvalidArgumentError(absl::StrCat(
       flag, " '", mode, "': expected heuristic, quick or full"));
+}
+
+absl::Status CheckBudget(double seconds) {
+  if (std::isfinite(seconds) && seconds >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--budget ", seconds, ": expected a number of seconds >= 0"));
 }
 
 bool IsSafeFileStem(const std::string& s) {

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <sstream>
 
 #include "clients/cli.h"
@@ -45,6 +46,16 @@ TEST(ParsePolicyModeTest, Table) {
   EXPECT_EQ(bad.status().message(), "--policy 'fast': expected heuristic, quick or full");
   EXPECT_THAT(std::string(ParsePolicyMode("fast", "--mode").status().message()),
               HasSubstr("--mode 'fast'"));
+}
+
+TEST(CheckBudgetTest, RefusesNegativeNanAndInfinite) {
+  EXPECT_TRUE(CheckBudget(0).ok());
+  EXPECT_TRUE(CheckBudget(2.5).ok());
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL}) {
+    absl::Status s = CheckBudget(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("--budget")) << bad;
+  }
 }
 
 TEST(IsSafeFileStemTest, RejectsPathsAndDots) {

@@ -25,9 +25,7 @@ absl::StatusOr<kfuse::v1::CompileRequest> BuildRequest(
                            ParsePolicyMode(o.policy));
     request.mutable_policy()->set_mode(mode);
   }
-  if (o.budget_seconds < 0) {
-    return absl::InvalidArgumentError("--budget must be >= 0 seconds");
-  }
+  KFUSE_RETURN_IF_ERROR(CheckBudget(o.budget_seconds));
   if (o.budget_seconds > 0) {
     request.mutable_policy()->set_budget_seconds(o.budget_seconds);
   }

@@ -32,9 +32,7 @@ absl::StatusOr<kfuse::v1::CompileRequest> BuildRequest(const TuneOptions& o) {
   }
   KFUSE_ASSIGN_OR_RETURN(kfuse::v1::TuningPolicy::Mode mode,
                          ParsePolicyMode(o.mode, "--mode"));
-  if (o.budget_seconds < 0) {
-    return absl::InvalidArgumentError("--budget must be >= 0 seconds");
-  }
+  KFUSE_RETURN_IF_ERROR(CheckBudget(o.budget_seconds));
   auto& policy = *request.mutable_policy();
   policy.set_mode(mode);
   if (o.budget_seconds > 0) policy.set_budget_seconds(o.budget_seconds);
