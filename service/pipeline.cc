@@ -406,6 +406,19 @@ void Pipeline::NoteReadFailure(const Prepared& p, const std::string& key, const 
            {{"request_id", p.request.request_id()}, {"key", key}, {"error", why.ToString()}});
 }
 
+namespace {
+
+// A stored plan has a kernel for each of the request's partition's kernels
+// and a buffer for each intermediate. One that does not (a plan emptied or
+// cut short, imported under a trusted key) is a miss, never a hit that
+// launches too little and leaves outputs unwritten.
+bool FitsPartition(const Prepared& p, const v1::KernelPlan& plan) {
+  return plan.kernels_size() == static_cast<int>(p.partition.kernels.size()) &&
+         plan.intermediates_size() == static_cast<int>(p.partition.intermediates.size());
+}
+
+}  // namespace
+
 std::optional<v1::CompileResponse> Pipeline::LookupOrMiss(const Prepared& p, bool counted) const {
   absl::StatusOr<std::optional<v1::CompileResponse>> hit = Lookup(p, /*honour_force=*/true, counted);
   if (hit.ok()) return *std::move(hit);
@@ -421,7 +434,8 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
   if (honour_force && p.request.policy().force()) return std::nullopt;
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   auto usable = [&](const v1::KernelPlan& plan) {
-    return (!wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED) && !RefusedHeuristic(p, plan);
+    return (!wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED) && FitsPartition(p, plan) &&
+           !RefusedHeuristic(p, plan);
   };
   const uint64_t generation = hot_->generation();
   for (const CacheKey& candidate : p.lookup_keys) {
@@ -460,7 +474,10 @@ namespace {
 // the entry names (a trusted signer's misfiled plan is a miss, as an import
 // would refuse it), tuned if the request wants tuning.
 bool ArtifactServes(const Prepared& p, const v1::StoreEntry& entry, storage::v1::Artifact* artifact) {
-  if (!artifact->ParseFromString(entry.blob()) || artifact->plan().key() != entry.key()) return false;
+  if (!artifact->ParseFromString(entry.blob()) || artifact->plan().key() != entry.key() ||
+      !FitsPartition(p, artifact->plan())) {
+    return false;
+  }
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   return !wants_tuning || artifact->plan().provenance().state() == v1::TUNE_STATE_TUNED;
 }

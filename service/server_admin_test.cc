@@ -460,6 +460,32 @@ TEST(ServerAdminTest, TamperedOrMiskeyedEntriesAreRejectedAndTheStoreIsUnchanged
   EXPECT_EQ(b.Keys(), std::set<std::string>{"decision/" + mixed[1].key()});
 }
 
+// A trusted signer's plan with its kernels removed (key, hash and signature
+// all in order) goes in, but is never served: a hit would launch nothing and
+// leave the outputs unwritten. The request is compiled again instead.
+TEST(ServerAdminTest, AStoredPlanWithoutItsKernelsIsAMiss) {
+  Node a({.name = "node-a", .key_seed = 1});
+  Node b({.name = "node-b", .key_seed = 2, .trusted = {KeyFrom(1).public_key}});
+  const v1::CompileResponse built = a.Compile(Relu(2.0));
+  ASSERT_GT(built.plan().kernels_size(), 0);
+  std::vector<v1::StoreEntry> entries;
+  ASSERT_TRUE(a.Export(All(), &entries).ok());
+  v1::StoreEntry emptied = FirstOfKind(entries, "artifact");
+  storage::v1::Artifact artifact;
+  ASSERT_TRUE(artifact.ParseFromString(emptied.blob()));
+  artifact.mutable_plan()->clear_kernels();
+  emptied.set_blob(artifact.SerializeAsString());
+  emptied.set_blob_sha256(Sha256Hex(emptied.blob()));
+  SignStoreEntry(a.key, &emptied);
+  v1::ImportKernelsResponse resp;
+  ASSERT_TRUE(b.Import({emptied}, &resp).ok());
+  ASSERT_EQ(resp.imported(), 1u) << (resp.rejected_size() > 0 ? resp.rejected(0) : "");
+
+  const v1::CompileResponse served = b.Compile(Relu(2.0));
+  EXPECT_EQ(served.cache(), v1::CACHE_OUTCOME_MISS);
+  EXPECT_EQ(served.plan().kernels_size(), built.plan().kernels_size());
+}
+
 TEST(ServerAdminTest, ImportIsRefusedByAReadOnlyServerAndCapped) {
   Node a({.name = "node-a", .key_seed = 1});
   Node ro({.name = "node-ro", .key_seed = 1, .read_only = true});
