@@ -270,9 +270,10 @@ absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch, const char*
 // "heuristic" | "quick" | "full" | "default"; an error names `flag`.
 absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
     const std::string& mode, const char* flag = "--policy");
-// --budget: a finite number of seconds >= 0 (0: the server's default);
-// INVALID_ARGUMENT otherwise, NaN included.
-absl::Status CheckBudget(double seconds);
+// --budget (or `flag`): a finite number of seconds >= 0 (0: the server's
+// default, or no limit); INVALID_ARGUMENT naming the flag otherwise, NaN
+// included.
+absl::Status CheckBudget(double seconds, const char* flag = "--budget");
 // A kernel entry name safe to use as a file name ([A-Za-z0-9_]+).
 bool IsSafeFileStem(const std::string& s);
 // Prints `status` with a hint where one helps (on io.err, or as a JSON

@@ -42,10 +42,10 @@ absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
       flag, " '", mode, "': expected heuristic, quick or full"));
 }
 
-absl::Status CheckBudget(double seconds) {
+absl::Status CheckBudget(double seconds, const char* flag) {
   if (std::isfinite(seconds) && seconds >= 0) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("--budget ", seconds, ": expected a number of seconds >= 0"));
+      absl::StrCat(flag, " ", seconds, ": expected a number of seconds >= 0"));
 }
 
 bool IsSafeFileStem(const std::string& s) {

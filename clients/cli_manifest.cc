@@ -314,8 +314,10 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   };
   if (!o.chain_path.empty()) return usage("tune: give a chain or --manifest, not both");
   if (o.force) return usage("tune --manifest: --force is not supported; remove the state file to retune");
-  if (o.budget_total_seconds < 0) return usage("--budget-total must be >= 0 seconds");
-  if (o.budget_seconds < 0) return usage("--budget must be >= 0 seconds");
+  for (const auto& [seconds, flag] : {std::pair<double, const char*>{o.budget_total_seconds, "--budget-total"},
+                                      {o.budget_seconds, "--budget"}}) {
+    if (absl::Status s = CheckBudget(seconds, flag); !s.ok()) return usage(std::string(s.message()));
+  }
   absl::StatusOr<std::vector<ManifestItem>> items =
       LoadManifest(o.manifest, ManifestDefaults{o.mode, o.arch, o.budget_seconds});
   // A file that is not there is NOT_FOUND, as for a chain; exit 2 either way.

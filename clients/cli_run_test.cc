@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -77,6 +78,21 @@ TEST_F(CliRunTest, CompileRefusesUnsafeEntryName) {
   o.cubin_dir = (dir_ / "cubins").string();
   EXPECT_EQ(RunCompile(g_, o, io_), kExitFailed);
   EXPECT_THAT(err_.str(), HasSubstr("not a safe file name"));
+}
+
+TEST_F(CliRunTest, CompileAndTuneRefuseABudgetThatIsNotANumber) {
+  CompileOptions c;
+  c.chain_path = "examples/relu_fma_f32.json";
+  c.budget_seconds = std::nan("");
+  EXPECT_NE(RunCompile(g_, c, io_), kExitOk);
+  EXPECT_THAT(err_.str(), HasSubstr("--budget nan: expected a number of seconds >= 0"));
+  err_.str("");
+  TuneOptions t;
+  t.chain_path = "examples/relu_fma_f32.json";
+  t.mode = "full";
+  t.budget_seconds = -HUGE_VAL;
+  EXPECT_NE(RunTune(g_, t, io_), kExitOk);
+  EXPECT_THAT(err_.str(), HasSubstr("--budget -inf: expected a number of seconds >= 0"));
 }
 
 TEST_F(CliRunTest, CompileJsonOmitsCubin) {

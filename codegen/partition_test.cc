@@ -271,8 +271,6 @@ TEST(PartitionTest, TheDigestFollowsTheKernelsAndBuffersNotTheReasons) {
 namespace kfuse {
 namespace {
 
-// Found by fuzzing: an identity chain reached the generator as an empty
-// kernel; outputs that do not broadcast together reached it as INTERNAL.
 // A row kernel reading an earlier kernel's result that it cannot take: the
 // message names the op the client sent, not the kernel's own input for it
 // (it said `inputs[1] ("intermediate 2")` of a chain with one input).
@@ -289,6 +287,8 @@ TEST(PartitionRegressionTest, AnEarlierKernelsResultIsNamedAsItsOp) {
   EXPECT_THAT(std::string(p.status().message()), ::testing::Not(HasSubstr("intermediate")));
 }
 
+// Found by fuzzing: an identity chain reached the generator as an empty
+// kernel; outputs that do not broadcast together reached it as INTERNAL.
 TEST(PartitionRegressionTest, NothingToComputeIsInvalidArgument) {
   Chain c;
   int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(8)}});

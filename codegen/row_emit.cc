@@ -935,13 +935,16 @@ class Writer {
 
   // The type a thread accumulates `red` in: double for a widened sum the
   // kernel writes as it is (a chain output, or a row result a later kernel
-  // sums again) that is not compensated, as a resident row's of at most 64
-  // terms a thread is not. Its float partials were several ulps off, and a
-  // reduction over the stored rows adds those errors up: a total over
-  // [3, 1027, 1000] reached 2.6x eager's error (H100, run208). Sums used
-  // only inside the row (a softmax's, a norm's) keep float partials.
+  // sums again; itself or a twin that repeats it) that is not compensated,
+  // as a resident row's of at most 64 terms a thread is not. Its float
+  // partials were several ulps off, and a reduction over the stored rows
+  // adds those errors up: a total over [3, 1027, 1000] reached 2.6x eager's
+  // error (H100, run208). Sums used only inside the row (a softmax's, a
+  // norm's) keep float partials, as does the online pass's sum (OnlinePass:
+  // a log-sum-exp's, compensated past 64 terms a lane).
   std::string AccumulatorType(int32_t red) const {
-    const bool written = std::find(c_.outputs.begin(), c_.outputs.end(), red) != c_.outputs.end();
+    bool written = false;
+    for (int32_t o : c_.outputs) written |= o == red || Twin(o) == red;
     return Widened(red) && written && !Compensated(red) ? "double" : CT(red);
   }
 

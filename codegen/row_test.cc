@@ -767,5 +767,34 @@ TEST(RowEmitTest, LaunchContract) {
   EXPECT_EQ(aligned, 5);  // x, w, residual, both outputs.
 }
 
+// f32 row sums a kernel writes as they are accumulate in double in each
+// thread of a register-resident row (their float partials added up to 3.2x
+// eager's error over stored row sums, run208); sums used only inside the
+// row keep float partials. The written sum may be the twin of a kept one.
+TEST(RowEmitTest, WrittenF32SumsAccumulateInDouble) {
+  Chain stats = row_test::RowStats(DType::kF32, -4096, 1024);
+  Chain twin;
+  {
+    Chain& c = twin;
+    const int32_t x = c.AddInput(TensorType{DType::kF32, {row_test::Rows(&c, -4096), Dim::Static(1024)}});
+    const int32_t kept = row_test::Reduce(&c, OpKind::kReduceSum, x, 1, true);
+    c.outputs = {c.AddOp(OpKind::kDiv, {x, kept}), row_test::Reduce(&c, OpKind::kReduceSum, x, 1, false)};
+    twin = row_test::Finish(std::move(c));
+  }
+  for (const Chain* c : {&stats, &twin}) {
+    const KernelGroup g = PartitionChain(*c)->kernels[0];
+    Variant v = RowHeuristic(*c, g);
+    ASSERT_EQ(v.Get("resident"), 1) << v.ToString();
+    absl::StatusOr<KernelSpec> k = EmitRow(*c, g, v);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_THAT(k->source, HasSubstr("  double a")) << v.ToString();
+  }
+  const Chain softmax = row_test::Softmax(DType::kF32, -4096, 1024);
+  const KernelGroup g = PartitionChain(softmax)->kernels[0];
+  absl::StatusOr<KernelSpec> k = EmitRow(softmax, g, RowHeuristic(softmax, g));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_THAT(k->source, ::testing::Not(HasSubstr("  double a")));
+}
+
 }  // namespace
 }  // namespace kfuse

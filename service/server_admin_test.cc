@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -464,26 +465,40 @@ TEST(ServerAdminTest, TamperedOrMiskeyedEntriesAreRejectedAndTheStoreIsUnchanged
 // all in order) goes in, but is never served: a hit would launch nothing and
 // leave the outputs unwritten. The request is compiled again instead.
 TEST(ServerAdminTest, AStoredPlanWithoutItsKernelsIsAMiss) {
-  Node a({.name = "node-a", .key_seed = 1});
-  Node b({.name = "node-b", .key_seed = 2, .trusted = {KeyFrom(1).public_key}});
-  const v1::CompileResponse built = a.Compile(Relu(2.0));
-  ASSERT_GT(built.plan().kernels_size(), 0);
-  std::vector<v1::StoreEntry> entries;
-  ASSERT_TRUE(a.Export(All(), &entries).ok());
-  v1::StoreEntry emptied = FirstOfKind(entries, "artifact");
-  storage::v1::Artifact artifact;
-  ASSERT_TRUE(artifact.ParseFromString(emptied.blob()));
-  artifact.mutable_plan()->clear_kernels();
-  emptied.set_blob(artifact.SerializeAsString());
-  emptied.set_blob_sha256(Sha256Hex(emptied.blob()));
-  SignStoreEntry(a.key, &emptied);
-  v1::ImportKernelsResponse resp;
-  ASSERT_TRUE(b.Import({emptied}, &resp).ok());
-  ASSERT_EQ(resp.imported(), 1u) << (resp.rejected_size() > 0 ? resp.rejected(0) : "");
+  // A plan of one kernel emptied; a plan of three (a column softmax) short
+  // of its last kernel, and short of one intermediate.
+  const std::vector<std::pair<v1::CompileRequest, std::function<void(v1::KernelPlan*)>>> cuts = {
+      {Relu(2.0), [](v1::KernelPlan* p) { p->clear_kernels(); }},
+      {service_testing::ColumnSoftmax(), [](v1::KernelPlan* p) { p->mutable_kernels()->RemoveLast(); }},
+      {service_testing::ColumnSoftmax(), [](v1::KernelPlan* p) { p->mutable_intermediates()->RemoveLast(); }},
+  };
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    SCOPED_TRACE(i);
+    const auto& [request, cut] = cuts[i];
+    Node a({.name = "node-a", .key_seed = 1});
+    Node b({.name = "node-b", .key_seed = 2, .trusted = {KeyFrom(1).public_key}});
+    const v1::CompileResponse built = a.Compile(request);
+    ASSERT_GT(built.plan().kernels_size(), 0);
+    std::vector<v1::StoreEntry> entries;
+    ASSERT_TRUE(a.Export(All(), &entries).ok());
+    v1::StoreEntry emptied = FirstOfKind(entries, "artifact");
+    storage::v1::Artifact artifact;
+    ASSERT_TRUE(artifact.ParseFromString(emptied.blob()));
+    cut(artifact.mutable_plan());
+    emptied.set_blob(artifact.SerializeAsString());
+    emptied.set_blob_sha256(Sha256Hex(emptied.blob()));
+    SignStoreEntry(a.key, &emptied);
+    v1::ImportKernelsResponse resp;
+    ASSERT_TRUE(b.Import({emptied}, &resp).ok());
+    ASSERT_EQ(resp.imported(), 1u) << (resp.rejected_size() > 0 ? resp.rejected(0) : "");
 
-  const v1::CompileResponse served = b.Compile(Relu(2.0));
-  EXPECT_EQ(served.cache(), v1::CACHE_OUTCOME_MISS);
-  EXPECT_EQ(served.plan().kernels_size(), built.plan().kernels_size());
+    const v1::CompileResponse served = b.Compile(request);
+    EXPECT_EQ(served.cache(), v1::CACHE_OUTCOME_MISS);
+    EXPECT_EQ(served.plan().kernels_size(), built.plan().kernels_size());
+    EXPECT_EQ(served.plan().intermediates_size(), built.plan().intermediates_size());
+    // The plan built again replaced the cut one: a hit now.
+    EXPECT_EQ(b.Compile(request).cache(), v1::CACHE_OUTCOME_HIT);
+  }
 }
 
 TEST(ServerAdminTest, ImportIsRefusedByAReadOnlyServerAndCapped) {

@@ -26,6 +26,10 @@ TEST(RowCompileTest, EverySpaceVariantCompiles) {
         {"layer_norm_f32", row_test::LayerNorm(DType::kF32, 64, w)},
         {"rms_residual_bf16", row_test::RmsNormResidual(DType::kBF16, -64, w)},
     };
+    // Written f32 sums, accumulated in double in resident rows.
+    if (w == 1024 || w == 4096 || w == 50257) {
+      chains.push_back({"row_stats_f32", row_test::RowStats(DType::kF32, -4096, w)});
+    }
     // Element functions out of line (past 64 ops), the sins too.
     if (w == 1001 || w == 50257) {
       chains.push_back({"long_chain_softmax_f32", row_test::LongChainSoftmax(DType::kF32, -4096, w)});
