@@ -39,7 +39,6 @@ struct KernelGroup {
   std::vector<int32_t> intermediates;
 };
 
-
 struct Partition {
   std::vector<KernelGroup> kernels;  // In launch order.
   // Node ids materialised in HBM between kernels, ascending (empty with one
