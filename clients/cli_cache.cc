@@ -308,7 +308,12 @@ absl::StatusOr<std::string> CopyToTemporaryFile(const std::string& in_path) {
   if (fd < 0) return FileError("cannot make a temporary copy of the bundle", errno);
   ::close(fd);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << in->rdbuf();
+  // Not `out << in->rdbuf()`: that fails an empty input (/dev/null), which
+  // should reach the bundle check and be named as no bundle.
+  std::vector<char> chunk(1 << 16);
+  while (in->read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in->gcount() > 0) {
+    out.write(chunk.data(), in->gcount());
+  }
   out.close();
   if (!out || in->bad()) {
     std::remove(path.c_str());

@@ -200,6 +200,7 @@ absl::StatusOr<std::vector<ManifestItem>> ParseManifest(const std::string& json,
     std::string arch = defaults.arch;
     if (auto a = fields.find("arch"); a != fields.end()) {
       KFUSE_ASSIGN_OR_RETURN(arch, String(a->second, absl::StrCat(where, ".arch")));
+      if (arch.empty()) return Bad(absl::StrCat(where, ".arch"), "must name a target (sm_90, sm_90a, ..., or native)");
     }
     if (!arch.empty()) {
       absl::StatusOr<kfuse::v1::Target> target = ParseArch(arch, "");

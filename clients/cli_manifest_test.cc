@@ -145,6 +145,8 @@ TEST_F(ManifestTest, BadManifestsNameTheEntryAndField) {
        "entries[0].budget_seconds"},
       {R"({"entries": [{"chain": "chains/static.json", "arch": "sm_9000"}]})",
        "entries[0].arch: 'sm_9000': expected sm_XY or sm_XYa"},
+      {R"({"entries": [{"chain": "chains/static.json", "arch": ""}]})",
+       "entries[0].arch: must name a target"},
       {R"({"entries": [{"chain": "chains/static.json", "buket": []}]})", "entries[0]: unknown field 'buket'"},
       {R"({"entries": [{"chain": "chains/static.json"})", "m.json"},
   };

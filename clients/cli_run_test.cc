@@ -377,6 +377,13 @@ TEST_F(CliRunTest, BadGlobalFlagsAndDirectoriesAreUsageErrors) {
   EXPECT_EQ(RunCacheImport(g_, dir_.string(), io_), kExitUsage);
 }
 
+// An empty pipe is no bundle, as an empty file is; not a failed read.
+TEST_F(CliRunTest, CacheImportOfDevNullIsNoBundle) {
+  EXPECT_EQ(RunCacheImport(g_, "/dev/null", io_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("/dev/null: not a kfuse bundle"));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("temporary file")));
+}
+
 // A symbolic link (as /dev/stdout is) is written through, not renamed over.
 TEST_F(CliRunTest, CacheExportWritesThroughASymbolicLink) {
   fake_.service().entries = {Entry("artifact", "a1")};

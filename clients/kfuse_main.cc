@@ -32,6 +32,13 @@ int main(int argc, char** argv) {
                  "kfused's public key (hex or file): refuse plans it did not sign")
       ->envname("KFUSE_VERIFY_KEY");
 
+  // An empty --arch would read as the flag not given (the file's target, else
+  // the server's GPU); "native" says that on purpose.
+  const CLI::Validator an_arch(
+      [](const std::string& s) {
+        return s.empty() ? std::string("must name a target (sm_90, sm_90a, ..., or native)") : std::string();
+      },
+      "ARCH");
   CompileOptions compile;
   auto* c = app.add_subcommand("compile", "compile a chain, print its plan");
   c->add_option("chain", compile.chain_path,
@@ -42,7 +49,7 @@ int main(int argc, char** argv) {
                 "write the KernelPlan (JSON)");
   c->add_option("--cubin-dir", compile.cubin_dir,
                 "write each kernel as DIR/<entry>.cubin");
-  c->add_option("--arch", compile.arch, "target: sm_80, sm_90, sm_90a, ...");
+  c->add_option("--arch", compile.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
   c->add_option("--policy", compile.policy, "heuristic|quick|full");
   c->add_option("--budget", compile.budget_seconds, "tuning budget, seconds");
   c->add_flag("--source", compile.source,
@@ -53,7 +60,7 @@ int main(int argc, char** argv) {
   t->add_option("chain", tune.chain_path, "kfuse.v1.Chain (or CompileRequest) in JSON");
   t->add_option("--budget", tune.budget_seconds, "tuning budget, seconds");
   t->add_option("--mode", tune.mode, "quick|full");
-  t->add_option("--arch", tune.arch, "target: sm_80, sm_90, sm_90a, ...");
+  t->add_option("--arch", tune.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
   t->add_flag("--force", tune.force, "retune even if a decision is stored");
   auto* manifest = t->add_option(
       "--manifest", tune.manifest,
@@ -89,8 +96,7 @@ int main(int argc, char** argv) {
       ->add_option("chain", explain.chain_path,
                    "kfuse.v1.Chain (or CompileRequest) in JSON")
       ->required();
-  cexplain->add_option("--arch", explain.arch,
-                       "target: sm_80, sm_90, sm_90a, ...");
+  cexplain->add_option("--arch", explain.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
   cexplain->add_option("--policy", explain.policy, "heuristic|quick|full");
   CacheExportOptions exp;
   auto* cexport = cache->add_subcommand(

@@ -200,6 +200,10 @@ out=$("$kfuse" chain softmax --width 64 --rows-symbol "" -o "$tmp/empty_symbol.j
 rc=$?
 [[ $rc == 2 && $out == *"--rows-symbol: must name a symbol"* && ! -e $tmp/empty_symbol.json ]]
 check "kfuse chain refuses an empty --rows-symbol (exit 2)" $? "rc=$rc $out"
+out=$("$kfuse" compile --arch "" examples/relu_fma_f32.json 2>&1)
+rc=$?
+[[ $rc == 2 && $out == *"--arch: must name a target"* ]]
+check "kfuse compile refuses an empty --arch (exit 2)" $? "rc=$rc $out"
 # Attention, as the CLI's composite writes it: one kernel, the scores never
 # stored; grouped heads with the log-sum-exp too.
 out=$("$kfuse" chain attention --dtype bf16 --heads 4 --seq 256 --head-dim 64 --causal -o "$tmp/attn.json" 2>&1 &&
