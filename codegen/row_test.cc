@@ -773,14 +773,7 @@ TEST(RowEmitTest, LaunchContract) {
 // row keep float partials. The written sum may be the twin of a kept one.
 TEST(RowEmitTest, WrittenF32SumsAccumulateInDouble) {
   Chain stats = row_test::RowStats(DType::kF32, -4096, 1024);
-  Chain twin;
-  {
-    Chain& c = twin;
-    const int32_t x = c.AddInput(TensorType{DType::kF32, {row_test::Rows(&c, -4096), Dim::Static(1024)}});
-    const int32_t kept = row_test::Reduce(&c, OpKind::kReduceSum, x, 1, true);
-    c.outputs = {c.AddOp(OpKind::kDiv, {x, kept}), row_test::Reduce(&c, OpKind::kReduceSum, x, 1, false)};
-    twin = row_test::Finish(std::move(c));
-  }
+  Chain twin = row_test::SumNormalized(DType::kF32, -4096, 1024);
   for (const Chain* c : {&stats, &twin}) {
     const KernelGroup g = PartitionChain(*c)->kernels[0];
     Variant v = RowHeuristic(*c, g);

@@ -137,6 +137,18 @@ inline Chain RmsNormResidual(DType t, int64_t rows, int64_t width, bool residual
   return Finish(std::move(c));
 }
 
+// e = exp(x); outputs e / e.sum(-1, keepdim) and its keepdim-less twin
+// e.sum(-1) [R]: one sum used in the row and written too.
+inline Chain SumNormalized(DType t, int64_t rows, int64_t width) {
+  Chain c;
+  Dim r = Rows(&c, rows);
+  int32_t x = c.AddInput(TensorType{t, {r, Dim::Static(width)}});
+  int32_t e = c.AddOp(OpKind::kExp, {x});
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, Reduce(&c, OpKind::kReduceSum, e, 1, true)}),
+               Reduce(&c, OpKind::kReduceSum, e, 1, false)};
+  return Finish(std::move(c));
+}
+
 // Per-row statistics without keepdim: max [R] and sum [R] of x [R, W].
 inline Chain RowStats(DType t, int64_t rows, int64_t width) {
   Chain c;

@@ -34,6 +34,7 @@
 #include "codegen/numeric.h"
 #include "codegen/partition.h"
 #include "codegen/reduce_test_chains.h"
+#include "codegen/row_test_chains.h"
 #include "gtest/gtest.h"
 #include "tests/gpu_test_util.h"
 #include "tuner/check.h"
@@ -105,6 +106,9 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"row_min_keep_beside_totals_bf16", reduce_test::RowMinBesideTotals(DType::kBF16, 3, -1027, 1000, true)},
       {"inputs64_beside_row_softmax_f32", reduce_test::ManyInputsThenRowSoftmax(DType::kF32, 64, -1027, 1000)},
       {"column_sums_beside_scale_f32", reduce_test::ColumnSumsBesideScale(DType::kF32, -1027, 1000)},
+      // A row sum used in the row and written as its keepdim-less twin.
+      {"sum_normalized_twin_f32", row_test::SumNormalized(DType::kF32, -1027, 1000)},
+      {"sum_normalized_twin_wide_f32", row_test::SumNormalized(DType::kF32, 333, 50257)},
   };
   // KFUSE_GPU_CASES: only the cases whose names hold it (each case keeps
   // its inputs: the seed is its place in the list). KFUSE_GPU_VERBOSE:
