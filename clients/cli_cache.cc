@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -30,8 +31,9 @@ namespace {
 
 // The one entry whose key is `key` or starts with it.
 absl::StatusOr<kfuse::v1::KernelSummary> Resolve(Client& client,
-                                                 const std::string& key) {
-  if (key.empty()) return absl::InvalidArgumentError("empty key");
+                                                 const std::string& given) {
+  if (given.empty()) return absl::InvalidArgumentError("empty key");
+  const std::string key = absl::AsciiStrToLower(given);  // Keys are lowercase hex.
   kfuse::v1::ListKernelsRequest req;
   req.set_key_prefix(key);
   req.set_limit(10);
@@ -64,7 +66,7 @@ int RunCacheLs(const GlobalOptions& g, const CacheLsOptions& o, CliIo& io) {
   auto client = ConnectFromFlags(g);
   if (!client.ok()) return ReportUsageError(g, client.status(), io);
   kfuse::v1::ListKernelsRequest req;
-  req.set_key_prefix(o.prefix);
+  req.set_key_prefix(absl::AsciiStrToLower(o.prefix));
   req.set_limit(o.limit);
   auto resp = (*client)->ListKernels(req);
   if (!resp.ok()) return ReportError(g, resp.status(), io);
@@ -122,17 +124,27 @@ int RunCacheRm(const GlobalOptions& g, const CacheRmOptions& o, CliIo& io) {
 
 // --- Bundles.
 
-absl::StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(
-    const std::string& path) {
-  KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<std::ifstream> in, OpenForReading(path));
+namespace {
+
+// Reads kBundleMagic's bytes from `in`; DATA_LOSS naming `path` if they differ.
+absl::Status ReadBundleMagic(const std::string& path, std::istream& in) {
   std::string magic(kBundleMagicSize, '\0');
-  in->read(magic.data(), static_cast<std::streamsize>(magic.size()));
-  if (in->gcount() != static_cast<std::streamsize>(magic.size()) ||
+  in.read(magic.data(), static_cast<std::streamsize>(magic.size()));
+  if (in.gcount() != static_cast<std::streamsize>(magic.size()) ||
       magic != std::string(kBundleMagic, kBundleMagicSize)) {
     return absl::DataLossError(absl::StrCat(
         path,
         ": not a kfuse bundle (offset 0: expected \"KFUSE-BUNDLE-v1\\n\")"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(
+    const std::string& path) {
+  KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<std::ifstream> in, OpenForReading(path));
+  KFUSE_RETURN_IF_ERROR(ReadBundleMagic(path, *in));
   std::unique_ptr<BundleReader> r(new BundleReader(path, std::move(in)));
   r->offset_ = static_cast<int64_t>(kBundleMagicSize);
   return r;
@@ -247,8 +259,8 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
   auto client = ConnectFromFlags(g);
   if (!client.ok()) return ReportUsageError(g, client.status(), said);
   kfuse::v1::ExportKernelsRequest req;
-  for (const std::string& k : o.keys) req.add_keys(k);
-  req.set_key_prefix(o.prefix);
+  for (const std::string& k : o.keys) req.add_keys(absl::AsciiStrToLower(k));
+  req.set_key_prefix(absl::AsciiStrToLower(o.prefix));
   req.set_all(o.all);
 
   const std::string target = in_place ? o.out : o.out + ".partial";
@@ -302,14 +314,16 @@ namespace {
 // `in`'s bytes in a new temporary file (under $TMPDIR, else /tmp); its path.
 absl::StatusOr<std::string> CopyToTemporaryFile(const std::string& in_path) {
   KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<std::ifstream> in, OpenForReading(in_path));
+  // The magic first: what is no bundle (/dev/zero) is not copied to its end.
+  KFUSE_RETURN_IF_ERROR(ReadBundleMagic(in_path, *in));
   const char* dir = std::getenv("TMPDIR");
   std::string path = absl::StrCat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/kfuse-import-XXXXXX");
   const int fd = ::mkstemp(path.data());
   if (fd < 0) return FileError("cannot make a temporary copy of the bundle", errno);
   ::close(fd);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  // Not `out << in->rdbuf()`: that fails an empty input (/dev/null), which
-  // should reach the bundle check and be named as no bundle.
+  out.write(kBundleMagic, kBundleMagicSize);
+  // Not `out << in->rdbuf()`, which fails when nothing follows.
   std::vector<char> chunk(1 << 16);
   while (in->read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in->gcount() > 0) {
     out.write(chunk.data(), in->gcount());

@@ -189,6 +189,9 @@ TEST_F(CliRunTest, CacheShowAndRmResolvePrefixes) {
   fake_.service().keys = {"abc123", "abd456"};
   EXPECT_EQ(RunCacheShow(g_, "abc", io_), kExitOk) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("abc123"));
+  out_.str("");
+  EXPECT_EQ(RunCacheShow(g_, "ABC", io_), kExitOk) << err_.str();  // Hex in either case.
+  EXPECT_THAT(out_.str(), HasSubstr("abc123"));
   EXPECT_EQ(RunCacheShow(g_, "ab", io_), kExitFailed);
   EXPECT_THAT(err_.str(), HasSubstr("ambiguous"));
   EXPECT_EQ(RunCacheShow(g_, "zz", io_), kExitFailed);
@@ -377,11 +380,14 @@ TEST_F(CliRunTest, BadGlobalFlagsAndDirectoriesAreUsageErrors) {
   EXPECT_EQ(RunCacheImport(g_, dir_.string(), io_), kExitUsage);
 }
 
-// An empty pipe is no bundle, as an empty file is; not a failed read.
-TEST_F(CliRunTest, CacheImportOfDevNullIsNoBundle) {
+// An empty pipe is no bundle, as an empty file is, not a failed read.
+TEST_F(CliRunTest, CacheImportOfAPipeThatIsNoBundle) {
   EXPECT_EQ(RunCacheImport(g_, "/dev/null", io_), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("/dev/null: not a kfuse bundle"));
   EXPECT_THAT(err_.str(), Not(HasSubstr("temporary file")));
+  // An endless pipe that is no bundle is refused at its first bytes.
+  EXPECT_EQ(RunCacheImport(g_, "/dev/zero", io_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("/dev/zero: not a kfuse bundle"));
 }
 
 // A symbolic link (as /dev/stdout is) is written through, not renamed over.

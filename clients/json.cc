@@ -187,10 +187,19 @@ absl::StatusOr<std::unique_ptr<std::ifstream>> OpenForReading(const std::string&
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<std::ifstream> in, OpenForReading(path));
-  std::ostringstream ss;
-  ss << in->rdbuf();
+  // Read in pieces up to the cap, so an endless input (/dev/zero, a pipe
+  // that never closes its end) is refused rather than held in memory.
+  std::string text;
+  std::string chunk(1 << 16, '\0');
+  while (in->read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in->gcount() > 0) {
+    if (text.size() + static_cast<size_t>(in->gcount()) > kMaxReadFileBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": larger than ", kMaxReadFileBytes >> 20, " MiB, which no chain, manifest or key file is"));
+    }
+    text.append(chunk.data(), static_cast<size_t>(in->gcount()));
+  }
   if (in->bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
-  return ss.str();
+  return text;
 }
 
 absl::Status WriteFile(const std::string& path, const std::string& contents) {

@@ -7,6 +7,7 @@
 #ifndef KFUSE_CLIENTS_JSON_H_
 #define KFUSE_CLIENTS_JSON_H_
 
+#include <cstddef>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -39,7 +40,9 @@ absl::Status FileError(const std::string& what, int err);
 // `path` opened for reading, binary; a directory is refused as EISDIR (an
 // ifstream opens one and reads it as empty). Errors as FileError(path, ...).
 absl::StatusOr<std::unique_ptr<std::ifstream>> OpenForReading(const std::string& path);
-// Whole file contents; NOT_FOUND / PERMISSION_DENIED name the path.
+// Whole file contents; NOT_FOUND / PERMISSION_DENIED name the path; one
+// longer than kMaxReadFileBytes is INVALID_ARGUMENT.
+inline constexpr size_t kMaxReadFileBytes = size_t{256} << 20;
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 // Writes (truncates) `path`; the error names the path.
 absl::Status WriteFile(const std::string& path, const std::string& contents);

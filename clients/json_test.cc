@@ -116,4 +116,15 @@ TEST(JsonTest, WritingIntoAMissingDirectoryIsNotFoundNotPermission) {
 }
 
 }  // namespace
+// An endless input is refused at the cap, not held in memory.
+TEST(JsonTest, ReadFileRefusesAnEndlessInput) {
+  absl::StatusOr<std::string> text = ReadFile("/dev/zero");
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(text.status().message()), HasSubstr("/dev/zero: larger than 256 MiB"));
+  absl::StatusOr<std::string> empty = ReadFile("/dev/null");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(*empty, "");
+}
+
 }  // namespace kfuse::client

@@ -1,11 +1,14 @@
 // The `kfuse` command line: CLI11 wiring only; the subcommands are in cli_*.cc.
 #include <unistd.h>
 
+#include <cstdint>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "clients/cli.h"
 
@@ -32,39 +35,50 @@ int main(int argc, char** argv) {
                  "kfused's public key (hex or file): refuse plans it did not sign")
       ->envname("KFUSE_VERIFY_KEY");
 
-  // An empty --arch would read as the flag not given (the file's target, else
-  // the server's GPU); "native" says that on purpose.
-  const CLI::Validator an_arch(
+  // An empty value would read as the option not given (a default, or the
+  // file's own): refused, naming the option. --arch "native" asks for the
+  // server's GPU on purpose.
+  const auto naming = [](const char* what) {
+    return CLI::Validator(
+        [what](const std::string& s) { return s.empty() ? absl::StrCat("must name ", what) : std::string(); },
+        "");
+  };
+  const CLI::Validator an_arch = naming("a target (sm_90, sm_90a, ..., or native)");
+  const CLI::Validator a_file = naming("a file");
+  const CLI::Validator a_folder = naming("a folder");
+  // A whole number beyond int64 would be clamped to its limit.
+  const CLI::Validator whole(
       [](const std::string& s) {
-        return s.empty() ? std::string("must name a target (sm_90, sm_90a, ..., or native)") : std::string();
+        int64_t v = 0;
+        return absl::SimpleAtoi(s, &v) ? std::string() : std::string("expected a whole number within int64");
       },
-      "ARCH");
+      "");
   CompileOptions compile;
   auto* c = app.add_subcommand("compile", "compile a chain, print its plan");
   c->add_option("chain", compile.chain_path,
                 "kfuse.v1.Chain (or CompileRequest) in JSON")
-      ->required();
-  c->add_option("-o,--out", compile.plan_out, "write the KernelPlan (binary)");
-  c->add_option("--plan-json", compile.plan_json_out,
-                "write the KernelPlan (JSON)");
-  c->add_option("--cubin-dir", compile.cubin_dir,
-                "write each kernel as DIR/<entry>.cubin");
+      ->required()
+      ->check(a_file);
+  c->add_option("-o,--out", compile.plan_out, "write the KernelPlan (binary)")->check(a_file);
+  c->add_option("--plan-json", compile.plan_json_out, "write the KernelPlan (JSON)")->check(a_file);
+  c->add_option("--cubin-dir", compile.cubin_dir, "write each kernel as DIR/<entry>.cubin")->check(a_folder);
   c->add_option("--arch", compile.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
-  c->add_option("--policy", compile.policy, "heuristic|quick|full");
+  c->add_option("--policy", compile.policy, "heuristic|quick|full")->check(naming("heuristic, quick or full"));
   c->add_option("--budget", compile.budget_seconds, "tuning budget, seconds");
   c->add_flag("--source", compile.source,
               "ask for the CUDA C++ (written beside the cubins, or printed)");
 
   TuneOptions tune;
   auto* t = app.add_subcommand("tune", "tune a chain, showing progress");
-  t->add_option("chain", tune.chain_path, "kfuse.v1.Chain (or CompileRequest) in JSON");
+  t->add_option("chain", tune.chain_path, "kfuse.v1.Chain (or CompileRequest) in JSON")->check(a_file);
   t->add_option("--budget", tune.budget_seconds, "tuning budget, seconds");
-  t->add_option("--mode", tune.mode, "quick|full");
+  t->add_option("--mode", tune.mode, "quick|full")->check(naming("quick or full"));
   t->add_option("--arch", tune.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
   t->add_flag("--force", tune.force, "retune even if a decision is stored");
   auto* manifest = t->add_option(
       "--manifest", tune.manifest,
-      "tune every chain and shape bucket a manifest lists (docs/api.md)");
+      "tune every chain and shape bucket a manifest lists (docs/api.md)")
+      ->check(a_file);
   // Without a manifest they would do nothing: refused as usage errors.
   t->add_option("--budget-total", tune.budget_total_seconds,
                 "with --manifest: start no item after this many seconds")
@@ -72,7 +86,8 @@ int main(int argc, char** argv) {
   t->add_option("--state", tune.state,
                 "with --manifest: finished items (default MANIFEST.state); a "
                 "rerun skips them")
-      ->needs(manifest);
+      ->needs(manifest)
+      ->check(a_file);
 
   auto* cache = app.add_subcommand(
       "cache", "list, show, remove, explain, export, import stored kernels");
@@ -95,17 +110,19 @@ int main(int argc, char** argv) {
   cexplain
       ->add_option("chain", explain.chain_path,
                    "kfuse.v1.Chain (or CompileRequest) in JSON")
-      ->required();
+      ->required()
+      ->check(a_file);
   cexplain->add_option("--arch", explain.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
-  cexplain->add_option("--policy", explain.policy, "heuristic|quick|full");
+  cexplain->add_option("--policy", explain.policy, "heuristic|quick|full")->check(naming("heuristic, quick or full"));
   CacheExportOptions exp;
   auto* cexport = cache->add_subcommand(
       "export", "write stored kernels (signed by the server) to a bundle file");
   cexport->add_option("keys", exp.keys, "artifact keys or unique key prefixes");
   cexport->add_option("--prefix", exp.prefix,
-                      "every artifact whose key starts with this");
+                      "every artifact whose key starts with this")
+      ->check(naming("a key prefix (--all: every entry)"));
   cexport->add_flag("--all", exp.all, "every stored entry");
-  cexport->add_option("-o,--out", exp.out, "the bundle file")->required();
+  cexport->add_option("-o,--out", exp.out, "the bundle file")->required()->check(a_file);
   std::string import_path;
   auto* cimport =
       cache->add_subcommand("import",
@@ -113,7 +130,8 @@ int main(int argc, char** argv) {
                             "those signed by a key it trusts)");
   cimport
       ->add_option("bundle", import_path, "a file `kfuse cache export` wrote")
-      ->required();
+      ->required()
+      ->check(a_file);
 
   auto* device = app.add_subcommand("device", "the server's GPU, or why none");
   std::string health_service;
@@ -130,17 +148,14 @@ int main(int argc, char** argv) {
       ->required();
   ch->add_option("--dtype", chain.dtype, "f32|bf16|f16 (attention: bf16|f16)");
   ch->add_option("--width", chain.width,
-                 "the normalised (last) dim; linear: in-features (all but attention)");
-  ch->add_option("--rows", chain.rows, "a static row count");
-  // A symbol is named: an empty one would read as the flag not given.
-  const CLI::Validator named(
-      [](const std::string& s) { return s.empty() ? std::string("must name a symbol") : std::string(); },
-      "NAME");
+                 "the normalised (last) dim; linear: in-features (all but attention)")->check(whole);
+  ch->add_option("--rows", chain.rows, "a static row count")->check(whole);
+  const CLI::Validator named = naming("a symbol");
   ch->add_option("--rows-symbol", chain.rows_symbol,
                  "a runtime row count of this symbol (instead of --rows)")
       ->check(named);
   ch->add_option("--rows-hint", chain.rows_hint,
-                 "the rows to tune for (with --rows-symbol; 0: the server tunes for 1048576)");
+                 "the rows to tune for (with --rows-symbol; 0: the server tunes for 1048576)")->check(whole);
   ch->add_option("--eps", chain.eps, "norms: 1e-5 (layer), 1e-6 (RMS)");
   ch->add_option("--scale", chain.scale,
                  "softmax: x * scale first; attention: the scores' (default 1/sqrt(head dim))");
@@ -150,45 +165,45 @@ int main(int argc, char** argv) {
                "softmax: an additive input of x's shape; layer norms: [W]; linear: [out]; "
                "attention: [B, H, Sq, Sk]");
   ch->add_option("--out-features", chain.out_features,
-                 "linear: out-features (the weight is [out, width])");
+                 "linear: out-features (the weight is [out, width])")->check(whole);
   ch->add_option("--activation", chain.activation,
-                 "linear: none|relu|silu|gelu|gelu_tanh|sigmoid|tanh");
+                 "linear: none|relu|silu|gelu|gelu_tanh|sigmoid|tanh")->check(naming("none, relu, silu, gelu, gelu_tanh, sigmoid or tanh"));
   ch->add_flag("--no-weight", chain.no_weight, "norms: no weight input");
   ch->add_option("--labels-dtype", chain.labels_dtype,
-                 "cross_entropy, nll_loss: the labels' i32|i64 (default i64)");
+                 "cross_entropy, nll_loss: the labels' i32|i64 (default i64)")->check(naming("i32 or i64"));
   ch->add_option("--ignore-index", chain.ignore_index,
-                 "cross_entropy, nll_loss: the label that loses nothing (default -100)");
+                 "cross_entropy, nll_loss: the label that loses nothing (default -100)")->check(whole);
   ch->add_option("--reduction", chain.reduction,
-                 "cross_entropy, nll_loss: none|sum|mean (default mean)");
-  ch->add_option("--batch", chain.batch, "attention: the batch (default 1)");
-  ch->add_option("--heads", chain.heads, "attention: query heads");
+                 "cross_entropy, nll_loss: none|sum|mean (default mean)")->check(naming("none, sum or mean"));
+  ch->add_option("--batch", chain.batch, "attention: the batch (default 1)")->check(whole);
+  ch->add_option("--heads", chain.heads, "attention: query heads")->check(whole);
   ch->add_option("--kv-heads", chain.kv_heads,
-                 "attention: key/value heads, dividing --heads (default --heads)");
-  ch->add_option("--seq", chain.seq, "attention: both sequence lengths");
+                 "attention: key/value heads, dividing --heads (default --heads)")->check(whole);
+  ch->add_option("--seq", chain.seq, "attention: both sequence lengths")->check(whole);
   ch->add_option("--seq-symbol", chain.seq_symbol,
                  "attention: both sequences of this runtime length (instead of --seq)")
       ->check(named);
   ch->add_option("--seq-hint", chain.seq_hint,
-                 "attention: the length to tune for (with --seq-symbol)");
-  ch->add_option("--seq-q", chain.seq_q, "attention: the query length (over --seq)");
-  ch->add_option("--seq-k", chain.seq_k, "attention: the key length (over --seq)");
-  ch->add_option("--head-dim", chain.head_dim, "attention: q's and k's last dim");
+                 "attention: the length to tune for (with --seq-symbol)")->check(whole);
+  ch->add_option("--seq-q", chain.seq_q, "attention: the query length (over --seq)")->check(whole);
+  ch->add_option("--seq-k", chain.seq_k, "attention: the key length (over --seq)")->check(whole);
+  ch->add_option("--head-dim", chain.head_dim, "attention: q's and k's last dim")->check(whole);
   ch->add_option("--value-dim", chain.value_dim,
-                 "attention: v's last dim (default --head-dim)");
+                 "attention: v's last dim (default --head-dim)")->check(whole);
   ch->add_flag("--causal", chain.causal, "attention: key j <= query i");
   ch->add_flag("--lengths", chain.lengths,
                "attention: an i32 input [B]; keys at or past a sequence's length are masked");
   ch->add_flag("--lse", chain.lse,
                "attention: the f32 log-sum-exp output \"lse\" [B, H, Sq] too");
-  ch->add_option("-o,--out", chain.out, "write the JSON to FILE");
+  ch->add_option("-o,--out", chain.out, "write the JSON to FILE")->check(a_file);
 
   ReproOptions repro;
   auto* rp = app.add_subcommand(
       "repro", "replay a repro bundle kfused left: regenerate, compile, run (no server)");
-  rp->add_option("bundle", repro.bundle_dir, "the bundle's directory")->required();
+  rp->add_option("bundle", repro.bundle_dir, "the bundle's directory")->required()->check(a_folder);
   rp->add_flag("--regenerated", repro.regenerated,
                "judge this build's generated source, not the recorded kernel.cu");
-  rp->add_option("--worker", repro.worker, "path of kfuse-worker");
+  rp->add_option("--worker", repro.worker, "path of kfuse-worker")->check(a_file);
   rp->add_option("--device", repro.device, "CUDA device to run on");
 
   try {

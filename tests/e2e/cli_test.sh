@@ -204,6 +204,20 @@ out=$("$kfuse" compile --arch "" examples/relu_fma_f32.json 2>&1)
 rc=$?
 [[ $rc == 2 && $out == *"--arch: must name a target"* ]]
 check "kfuse compile refuses an empty --arch (exit 2)" $? "rc=$rc $out"
+# Other empty values and clamped numbers are refused the same way.
+for bad in "compile examples/relu_fma_f32.json --policy ''|--policy: must name heuristic, quick or full" \
+           "compile examples/relu_fma_f32.json -o ''|--out: must name a file" \
+           "chain softmax --width 99999999999999999999 --rows 2|--width: expected a whole number within int64" \
+           "chain cross_entropy --width 8 --rows 2 --reduction ''|--reduction: must name none, sum or mean"; do
+  out=$(eval "\"\$kfuse\" ${bad%%|*}" 2>&1)
+  rc=$?
+  [[ $rc == 2 && $out == *"${bad#*|}"* ]]
+  check "kfuse ${bad%%|*}: refused (exit 2)" $? "rc=$rc $out"
+done
+out=$(timeout 60 "$kfuse" compile /dev/zero 2>&1)
+rc=$?
+[[ $rc == 2 && $out == *"/dev/zero: larger than 256 MiB"* ]]
+check "kfuse compile /dev/zero is refused at the size cap (exit 2)" $? "rc=$rc $out"
 # Attention, as the CLI's composite writes it: one kernel, the scores never
 # stored; grouped heads with the log-sum-exp too.
 out=$("$kfuse" chain attention --dtype bf16 --heads 4 --seq 256 --head-dim 64 --causal -o "$tmp/attn.json" 2>&1 &&
