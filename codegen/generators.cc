@@ -1,5 +1,6 @@
 #include "codegen/generators.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -62,10 +63,57 @@ absl::StatusOr<KernelSpec> EmitRowGroup(const Chain& chain, const KernelGroup& g
   return k;
 }
 
-}  // namespace
+// The most `e` can be with each symbol at most its declared max (sizes are
+// not negative, so a difference is at most its first term); -1: unbounded.
+int64_t Bound(const SizeExpr& e, const Chain& chain) {
+  using K = SizeExpr::Kind;
+  if (e.kind() == K::kConst) return e.value();
+  if (e.kind() == K::kSymbol) {
+    const int64_t max = e.value() < static_cast<int64_t>(chain.symbols.size()) ? chain.symbols[e.value()].max : 0;
+    return max > 0 ? max : -1;
+  }
+  const int64_t a = Bound(e.lhs(), chain), b = Bound(e.rhs(), chain);
+  constexpr int64_t kBig = int64_t{1} << 62;
+  switch (e.kind()) {
+    case K::kMin: return a < 0 ? b : b < 0 ? a : std::min(a, b);
+    case K::kSub: return a;
+    case K::kCeilDiv: return a < 0 || !e.rhs().is_const() || e.rhs().value() <= 0 ? -1 : (a + e.rhs().value() - 1) / e.rhs().value();
+    case K::kAdd: return a < 0 || b < 0 || a > kBig - b ? -1 : a + b;
+    case K::kMax: return a < 0 || b < 0 ? -1 : std::max(a, b);
+    case K::kMul: return a < 0 || b < 0 || (b != 0 && a > kBig / b) ? -1 : a * b;
+    default: return -1;
+  }
+}
 
-absl::StatusOr<KernelSpec> EmitFamily(const Chain& chain, const KernelGroup& group,
-                                      const Variant& variant, Numerics numerics) {
+// A grid past what a launch takes (kMaxGridDims) is refused where its size
+// is static, naming the kernel's last op, and is a precondition where it
+// follows symbols and is not bounded below the limit: no plan is stored
+// that no GPU could launch.
+absl::Status BoundGrid(const Chain& chain, const KernelGroup& group, KernelSpec* k) {
+  const SizeExpr* dims[3] = {&k->grid.x, &k->grid.y, &k->grid.z};
+  for (int i = 0; i < 3; ++i) {
+    const char* axis = i == 0 ? "x" : i == 1 ? "y" : "z";
+    if (dims[i]->is_const()) {
+      if (dims[i]->value() <= kMaxGridDims[i]) continue;
+      const std::string what = group.nodes.empty() ? "the kernel" : OpLabel(chain, group.nodes.back());
+      return absl::UnimplementedError(absl::StrCat(what, ": its kernel would launch ", dims[i]->value(),
+                                                   " blocks along ", axis, ", past a grid's ",
+                                                   kMaxGridDims[i], " (the tensor is too large for it)"));
+    }
+    const int64_t bound = Bound(*dims[i], chain);
+    if (bound >= 0 && bound <= kMaxGridDims[i]) continue;
+    Precondition c;
+    c.kind = Precondition::Kind::kAtMost;
+    c.expr = *dims[i];
+    c.value = kMaxGridDims[i];
+    c.description = absl::StrCat("the grid is at most ", kMaxGridDims[i], " blocks along ", axis);
+    k->preconditions.push_back(std::move(c));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KernelSpec> EmitUnbounded(const Chain& chain, const KernelGroup& group,
+                                         const Variant& variant, Numerics numerics) {
   Chain view;
   switch (group.family) {
     case Family::kPointwise:
@@ -76,6 +124,15 @@ absl::StatusOr<KernelSpec> EmitFamily(const Chain& chain, const KernelGroup& gro
     case Family::kAttention: return EmitAttention(chain, group, variant, numerics);
     default: return NoGenerator(group.family);
   }
+}
+
+}  // namespace
+
+absl::StatusOr<KernelSpec> EmitFamily(const Chain& chain, const KernelGroup& group,
+                                      const Variant& variant, Numerics numerics) {
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec k, EmitUnbounded(chain, group, variant, numerics));
+  KFUSE_RETURN_IF_ERROR(BoundGrid(chain, group, &k));
+  return k;
 }
 
 absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,

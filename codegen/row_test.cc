@@ -789,5 +789,34 @@ TEST(RowEmitTest, WrittenF32SumsAccumulateInDouble) {
   EXPECT_THAT(k->source, ::testing::Not(HasSubstr("  double a")));
 }
 
+// A grid no launch takes: refused for static rows, a precondition for
+// symbolic ones unless their declared max keeps it in bounds.
+TEST(RowEmitTest, AGridPastTheLaunchLimitIsRefusedOrAPrecondition) {
+  const Chain huge = row_test::RowStats(DType::kF32, int64_t{1} << 37, 2);
+  const KernelGroup g = PartitionChain(huge)->kernels[0];
+  absl::StatusOr<KernelSpec> k = EmitFamily(huge, g, FamilyHeuristic(huge, g));
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(k.status().message()), HasSubstr("blocks along x, past a grid's 2147483647"));
+
+  Chain sym = row_test::RowStats(DType::kF32, -4096, 2);
+  const KernelGroup gs = PartitionChain(sym)->kernels[0];
+  const auto grid_bound = [](const KernelSpec& spec) {
+    return std::count_if(spec.preconditions.begin(), spec.preconditions.end(), [](const Precondition& c) {
+      return c.description == "the grid is at most 2147483647 blocks along x";
+    });
+  };
+  k = EmitFamily(sym, gs, FamilyHeuristic(sym, gs));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(grid_bound(*k), 1);
+  absl::StatusOr<int64_t> blocks = k->grid.x.Eval({int64_t{1} << 37});
+  ASSERT_TRUE(blocks.ok());
+  EXPECT_GT(*blocks, kMaxGridDims[0]);  // What the precondition stops at launch.
+  sym.symbols[0].max = int64_t{1} << 20;
+  k = EmitFamily(sym, gs, FamilyHeuristic(sym, gs));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(grid_bound(*k), 0);
+}
+
 }  // namespace
 }  // namespace kfuse
