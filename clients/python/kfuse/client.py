@@ -14,6 +14,7 @@ Admin calls (list, delete, device_info) always raise.
 """
 import ctypes
 import functools
+import os
 import threading
 import uuid
 import warnings
@@ -63,18 +64,20 @@ def _health_status(data):
 class Client:
     """One channel to kfused; thread safe (gRPC channels are).
 
-    address: "host:port" or "unix:/path". timeout: default deadline in
+    address: "host:port" or "unix:/path"; default $KFUSE_SERVER, as for the
+    CLI, else 127.0.0.1:7420. timeout: default deadline in
     seconds per call (tune adds its budget). tls / root_certs / cert_chain /
     private_key: TLS and mutual TLS (PEM bytes). token: bearer token sent as `authorization`.
     verify_key: 64 hex digits; plans that do not verify are refused
     (PERMISSION_DENIED) before they are returned. on_unavailable: "eager"
     or "raise"."""
 
-    def __init__(self, address="127.0.0.1:7420", *, timeout=30.0, tls=False, root_certs=None,
+    def __init__(self, address=None, *, timeout=30.0, tls=False, root_certs=None,
                  cert_chain=None, private_key=None, token=None, verify_key=None,
                  on_unavailable="eager", options=None):
         if on_unavailable not in ("eager", "raise"):
             raise ValueError("on_unavailable must be 'eager' or 'raise'")
+        address = address or os.environ.get("KFUSE_SERVER") or "127.0.0.1:7420"
         opts = [("grpc.max_receive_message_length", 256 << 20)] + list(options or [])
         if tls or root_certs or cert_chain:
             creds = grpc.ssl_channel_credentials(root_certs, private_key, cert_chain)

@@ -121,8 +121,9 @@ _shared_lock = threading.Lock()
 def _default_client():
     with _shared_lock:
         if "client" not in _shared:
-            # KFUSE_SERVER as for the CLI; KFUSE_ADDRESS, its earlier name, still read.
-            address = os.environ.get("KFUSE_SERVER") or os.environ.get("KFUSE_ADDRESS") or "127.0.0.1:7420"
+            # Client's default ($KFUSE_SERVER, as for the CLI); KFUSE_ADDRESS,
+            # its earlier name, still read here.
+            address = os.environ.get("KFUSE_SERVER") or os.environ.get("KFUSE_ADDRESS")
             _shared["client"] = Client(address, timeout=120, on_unavailable="raise")
         return _shared["client"]
 

@@ -351,3 +351,11 @@ def test_slice_to_the_end_is_accepted(client):
     back.output("z", z * 2)
     plan = client.compile(back, mode="heuristic").plan
     assert [d.size for d in plan.outputs[0].shape] == [8, 56]
+
+
+def test_the_default_address_is_kfuse_server_as_for_the_cli(monkeypatch):
+    monkeypatch.setenv("KFUSE_SERVER", "127.0.0.1:7499")
+    assert kfuse.Client().address == "127.0.0.1:7499"
+    assert kfuse.Client("127.0.0.1:7001").address == "127.0.0.1:7001"
+    monkeypatch.delenv("KFUSE_SERVER")
+    assert kfuse.Client().address == "127.0.0.1:7420"
