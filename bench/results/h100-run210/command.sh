@@ -1,5 +1,5 @@
 #!/bin/bash
-# run210: at 692b16b+1 (HEAD of this stop), first the new GpuReduceTest cases
+# run210: at 1bf5b2f, first the new GpuReduceTest cases
 # (a row sum used in its row and written as its keepdim-less twin, 1000 and
 # 50257 wide, f32: row/15's twin case on a GPU), then the matmul suite as
 # run149 ran it (every case beside cuBLASLt and torch.compile in one run),
