@@ -42,6 +42,8 @@ constexpr int64_t kUnrolledSteps = 8;
 
 constexpr char kTeamReduce[] = R"(struct kf_sum_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
+  // i32 sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
+  __device__ __forceinline__ int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }
 };
 struct kf_max_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return kf_max(a, b); }
@@ -948,6 +950,13 @@ class Writer {
     return Widened(red) && written && !Compensated(red) ? "double" : CT(red);
   }
 
+  // a + b in reduction `red`'s accumulator: integers add as unsigned, so a
+  // sum that wraps (as torch's does) is no signed overflow.
+  std::string Sum(int32_t red, const std::string& a, const std::string& b) const {
+    if (AccumulatorType(red) == "int") return absl::StrCat("(int)((unsigned)", a, " + (unsigned)", b, ")");
+    return absl::StrCat(a, " + ", b);
+  }
+
   std::string Identity(OpKind k, int32_t id) const {
     const std::string t = CT(id);
     if (k == OpKind::kReduceMax || k == OpKind::kReduceMin) {
@@ -1471,7 +1480,9 @@ class Writer {
                           "; const ", CT(red), " kf_s = ", a, " + kf_d; ", e, " = (kf_s - ", a,
                           ") - kf_d; ", a, " = kf_s; }\n");
         } else {
-          absl::StrAppend(&inner, "        ", a, " += kf_y", t, ";\n");
+          const std::string y = absl::StrCat("kf_y", t);
+          absl::StrAppend(&inner, "        ", a, AccumulatorType(red) == "int" ? absl::StrCat(" = ", Sum(red, a, y))
+                                                                            : absl::StrCat(" += ", y), ";\n");
         }
       }
       pass_ = Hinted() ? pass_ + 1 : -1;
@@ -1499,7 +1510,7 @@ class Writer {
         const std::string combine =
             kind == OpKind::kReduceMax   ? absl::StrCat("kf_max(a", red, "[0], a", red, "[kf_e])")
             : kind == OpKind::kReduceMin ? absl::StrCat("kf_min(a", red, "[0], a", red, "[kf_e])")
-                                         : absl::StrCat("a", red, "[0] + a", red, "[kf_e]");
+                                         : Sum(red, absl::StrCat("a", red, "[0]"), absl::StrCat("a", red, "[kf_e]"));
         if (Compensated(red)) {
           absl::StrAppend(s, "#pragma unroll\n  for (int kf_e = 0; kf_e < ", lanes,
                           "; ++kf_e) a", red, "[kf_e] -= e", red, "[kf_e];\n");

@@ -631,7 +631,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/15");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/16");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
@@ -816,6 +816,20 @@ TEST(RowEmitTest, AGridPastTheLaunchLimitIsRefusedOrAPrecondition) {
   k = EmitFamily(sym, gs, FamilyHeuristic(sym, gs));
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_EQ(grid_bound(*k), 0);
+}
+
+// An i32 row sum adds as unsigned (it wraps; no signed overflow) in each
+// thread, across its lanes and across the team.
+TEST(RowEmitTest, IntegerSumsAddAsUnsigned) {
+  const Chain c = row_test::IntRowSum(-4096, 1000);
+  const KernelGroup g = PartitionChain(c)->kernels[0];
+  for (const Variant& v : RowSpace(c, g)) {
+    absl::StatusOr<KernelSpec> k = EmitRow(c, g, v);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_THAT(k->source, HasSubstr("(int)((unsigned)a")) << v.ToString();
+    EXPECT_THAT(k->source, ::testing::Not(::testing::ContainsRegex("a[0-9]+ \\+= kf_y"))) << v.ToString();
+    EXPECT_THAT(k->source, HasSubstr("int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }"));
+  }
 }
 
 }  // namespace

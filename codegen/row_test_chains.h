@@ -149,6 +149,15 @@ inline Chain SumNormalized(DType t, int64_t rows, int64_t width) {
   return Finish(std::move(c));
 }
 
+// The per-row sum [R] of an i32 x [R, W] (it wraps).
+inline Chain IntRowSum(int64_t rows, int64_t width) {
+  Chain c;
+  Dim r = Rows(&c, rows);
+  int32_t x = c.AddInput(TensorType{DType::kI32, {r, Dim::Static(width)}});
+  c.outputs = {Reduce(&c, OpKind::kReduceSum, x, 1, false)};
+  return Finish(std::move(c));
+}
+
 // Per-row statistics without keepdim: max [R] and sum [R] of x [R, W].
 inline Chain RowStats(DType t, int64_t rows, int64_t width) {
   Chain c;

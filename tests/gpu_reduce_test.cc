@@ -109,6 +109,8 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       // A row sum used in the row and written as its keepdim-less twin.
       {"sum_normalized_twin_f32", row_test::SumNormalized(DType::kF32, -1027, 1000)},
       {"sum_normalized_twin_wide_f32", row_test::SumNormalized(DType::kF32, 333, 50257)},
+      {"int_row_sum", row_test::IntRowSum(-1027, 1000)},
+      {"int_row_sum_wide", row_test::IntRowSum(333, 50257)},
   };
   // KFUSE_GPU_CASES: only the cases whose names hold it (each case keeps
   // its inputs: the seed is its place in the list). KFUSE_GPU_VERBOSE:

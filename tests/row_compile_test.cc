@@ -29,6 +29,7 @@ TEST(RowCompileTest, EverySpaceVariantCompiles) {
     // Written f32 sums, accumulated in double in resident rows.
     if (w == 1024 || w == 4096 || w == 50257) {
       chains.push_back({"row_stats_f32", row_test::RowStats(DType::kF32, -4096, w)});
+      chains.push_back({"int_row_sum", row_test::IntRowSum(-4096, w)});  // Unsigned adds.
     }
     // Element functions out of line (past 64 ops), the sins too.
     if (w == 1001 || w == 50257) {
