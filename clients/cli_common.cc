@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -141,6 +142,14 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(
     const GlobalOptions& g) {
   if (!(g.timeout_seconds > 0)) {
     return absl::InvalidArgumentError("--timeout must be positive (seconds)");
+  }
+  // gRPC would take port 99999 as 34463 (mod 2^16) and fail to connect there.
+  if (const size_t colon = g.server.rfind(':'); colon != std::string::npos && !absl::StartsWith(g.server, "unix:")) {
+    uint32_t port = 0;
+    const std::string digits = g.server.substr(colon + 1);
+    if (!digits.empty() && absl::SimpleAtoi(digits, &port) && port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("--server ", g.server, ": port ", digits, " is past 65535"));
+    }
   }
   ClientOptions options;
   options.address = g.server;

@@ -38,8 +38,11 @@ absl::Status Bad(const std::string& where, const std::string& why) {
 // A whole number in (0, 2^53]: JSON numbers are doubles.
 absl::StatusOr<int64_t> PositiveInt(const Value& v, const std::string& where) {
   if (v.kind_case() != Value::kNumberValue || !(v.number_value() > 0) ||
-      v.number_value() > 9007199254740992.0 || std::floor(v.number_value()) != v.number_value()) {
+      std::floor(v.number_value()) != v.number_value()) {
     return Bad(where, "expected a positive whole number");
+  }
+  if (v.number_value() > 9007199254740992.0) {
+    return Bad(where, "past 2^53, beyond what a JSON number holds exactly (a chain holds at most 2^40 elements)");
   }
   return static_cast<int64_t>(v.number_value());
 }

@@ -131,6 +131,8 @@ TEST_F(ManifestTest, BadManifestsNameTheEntryAndField) {
        "entries[0].buckets[0].N: expected a positive whole number"},
       {R"({"entries": [{"chain": "chains/sym.json", "buckets": [{"N": 1.5}]}]})",
        "entries[0].buckets[0].N: expected a positive whole number"},
+      {R"({"entries": [{"chain": "chains/sym.json", "buckets": [{"N": 9223372036854775807}]}]})",
+       "entries[0].buckets[0].N: past 2^53"},
       {R"({"entries": [{"chain": "chains/sym.json", "buckets": [{"M": 64}]}]})",
        "entries[0].buckets[0]: 'M' is not a symbol of the chain (it has N)"},
       {R"({"entries": [{"chain": "chains/static.json", "buckets": [{"N": 64}]}]})",

@@ -367,6 +367,10 @@ TEST_F(CliRunTest, BadGlobalFlagsAndDirectoriesAreUsageErrors) {
   EXPECT_EQ(RunDevice(g, io_), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("--timeout must be positive"));
   g = g_;
+  g.server = "127.0.0.1:99999";  // Not port 34463, as gRPC would take it.
+  EXPECT_EQ(RunDevice(g, io_), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--server 127.0.0.1:99999: port 99999 is past 65535"));
+  g = g_;
   g.token_file = dir_.string();
   EXPECT_EQ(RunDevice(g, io_), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat("--token-file ", dir_.string(), ": Is a directory")));

@@ -1,7 +1,9 @@
 // The `kfuse` command line: CLI11 wiring only; the subcommands are in cli_*.cc.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,26 +17,6 @@
 int main(int argc, char** argv) {
   using namespace kfuse::client;  // NOLINT: a main's wiring.
   GlobalOptions g;
-  CLI::App app{"kfuse: compile, tune and manage fused GPU kernels on kfused"};
-  app.require_subcommand(1);
-  app.fallthrough();  // Global flags may follow the subcommand too.
-  app.option_defaults()->always_capture_default();
-  app.add_option("--server", g.server, "kfused address HOST:PORT")
-      ->envname("KFUSE_SERVER");
-  app.add_flag("--json", g.json, "machine output: the proto JSON mapping");
-  app.add_option("--timeout", g.timeout_seconds,
-                 "seconds per call (tuning adds its budget)");
-  app.add_flag("--tls", g.tls, "TLS with the system roots (implied by --tls-ca)");
-  app.add_option("--tls-ca", g.tls_ca, "PEM CA that signs the server's certificate")->envname("KFUSE_TLS_CA");
-  app.add_option("--tls-cert", g.tls_cert, "PEM client certificate (mutual TLS)")->envname("KFUSE_TLS_CERT");
-  app.add_option("--tls-key", g.tls_key, "PEM key of --tls-cert")->envname("KFUSE_TLS_KEY");
-  app.add_option("--token-file", g.token_file, "file whose first line is the bearer token");
-  app.add_option("--token", g.token, "bearer token (prefer --token-file: argv is visible to others)")
-      ->envname("KFUSE_TOKEN");
-  app.add_option("--verify-key", g.verify_key,
-                 "kfused's public key (hex or file): refuse plans it did not sign")
-      ->envname("KFUSE_VERIFY_KEY");
-
   // An empty value would read as the option not given (a default, or the
   // file's own): refused, naming the option. --arch "native" asks for the
   // server's GPU on purpose.
@@ -46,6 +28,16 @@ int main(int argc, char** argv) {
   const CLI::Validator an_arch = naming("a target (sm_90, sm_90a, ..., or native)");
   const CLI::Validator a_file = naming("a file");
   const CLI::Validator a_folder = naming("a folder");
+  // A number past a double's range would be read as 0 or its limit (--scale
+  // 1e-400 as 0).
+  const CLI::Validator real(
+      [](const std::string& s) {
+        errno = 0;
+        char* end = nullptr;
+        std::strtod(s.c_str(), &end);
+        return errno == ERANGE ? std::string("out of a double's range") : std::string();
+      },
+      "");
   // A whole number beyond int64 would be clamped to its limit.
   const CLI::Validator whole(
       [](const std::string& s) {
@@ -53,6 +45,26 @@ int main(int argc, char** argv) {
         return absl::SimpleAtoi(s, &v) ? std::string() : std::string("expected a whole number within int64");
       },
       "");
+  CLI::App app{"kfuse: compile, tune and manage fused GPU kernels on kfused"};
+  app.require_subcommand(1);
+  app.fallthrough();  // Global flags may follow the subcommand too.
+  app.option_defaults()->always_capture_default();
+  app.add_option("--server", g.server, "kfused address HOST:PORT")
+      ->envname("KFUSE_SERVER");
+  app.add_flag("--json", g.json, "machine output: the proto JSON mapping");
+  app.add_option("--timeout", g.timeout_seconds,
+                 "seconds per call (tuning adds its budget)")->check(real);
+  app.add_flag("--tls", g.tls, "TLS with the system roots (implied by --tls-ca)");
+  app.add_option("--tls-ca", g.tls_ca, "PEM CA that signs the server's certificate")->envname("KFUSE_TLS_CA");
+  app.add_option("--tls-cert", g.tls_cert, "PEM client certificate (mutual TLS)")->envname("KFUSE_TLS_CERT");
+  app.add_option("--tls-key", g.tls_key, "PEM key of --tls-cert")->envname("KFUSE_TLS_KEY");
+  app.add_option("--token-file", g.token_file, "file whose first line is the bearer token");
+  app.add_option("--token", g.token, "bearer token (prefer --token-file: argv is visible to others)")
+      ->envname("KFUSE_TOKEN");
+  app.add_option("--verify-key", g.verify_key,
+                 "kfused's public key (hex or file): refuse plans it did not sign")
+      ->envname("KFUSE_VERIFY_KEY");
+
   CompileOptions compile;
   auto* c = app.add_subcommand("compile", "compile a chain, print its plan");
   c->add_option("chain", compile.chain_path,
@@ -64,14 +76,14 @@ int main(int argc, char** argv) {
   c->add_option("--cubin-dir", compile.cubin_dir, "write each kernel as DIR/<entry>.cubin")->check(a_folder);
   c->add_option("--arch", compile.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
   c->add_option("--policy", compile.policy, "heuristic|quick|full")->check(naming("heuristic, quick or full"));
-  c->add_option("--budget", compile.budget_seconds, "tuning budget, seconds");
+  c->add_option("--budget", compile.budget_seconds, "tuning budget, seconds")->check(real);
   c->add_flag("--source", compile.source,
               "ask for the CUDA C++ (written beside the cubins, or printed)");
 
   TuneOptions tune;
   auto* t = app.add_subcommand("tune", "tune a chain, showing progress");
   t->add_option("chain", tune.chain_path, "kfuse.v1.Chain (or CompileRequest) in JSON")->check(a_file);
-  t->add_option("--budget", tune.budget_seconds, "tuning budget, seconds");
+  t->add_option("--budget", tune.budget_seconds, "tuning budget, seconds")->check(real);
   t->add_option("--mode", tune.mode, "quick|full")->check(naming("quick or full"));
   t->add_option("--arch", tune.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
   t->add_flag("--force", tune.force, "retune even if a decision is stored");
@@ -82,7 +94,7 @@ int main(int argc, char** argv) {
   // Without a manifest they would do nothing: refused as usage errors.
   t->add_option("--budget-total", tune.budget_total_seconds,
                 "with --manifest: start no item after this many seconds")
-      ->needs(manifest);
+      ->needs(manifest)->check(real);
   t->add_option("--state", tune.state,
                 "with --manifest: finished items (default MANIFEST.state); a "
                 "rerun skips them")
@@ -156,9 +168,10 @@ int main(int argc, char** argv) {
       ->check(named);
   ch->add_option("--rows-hint", chain.rows_hint,
                  "the rows to tune for (with --rows-symbol; 0: the server tunes for 1048576)")->check(whole);
-  ch->add_option("--eps", chain.eps, "norms: 1e-5 (layer), 1e-6 (RMS)");
+  ch->add_option("--eps", chain.eps, "norms: 1e-5 (layer), 1e-6 (RMS)")->check(real);
   ch->add_option("--scale", chain.scale,
-                 "softmax: x * scale first; attention: the scores' (default 1/sqrt(head dim))");
+                 "softmax: x * scale first; attention: the scores' (default 1/sqrt(head dim))")
+      ->check(real);
   ch->add_flag("--mask", chain.mask,
                "softmax: a bool input of x's shape; attention: bool [B, H, Sq, Sk]");
   ch->add_flag("--bias", chain.bias,

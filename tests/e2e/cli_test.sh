@@ -208,7 +208,8 @@ check "kfuse compile refuses an empty --arch (exit 2)" $? "rc=$rc $out"
 for bad in "compile examples/relu_fma_f32.json --policy ''|--policy: must name heuristic, quick or full" \
            "compile examples/relu_fma_f32.json -o ''|--out: must name a file" \
            "chain softmax --width 99999999999999999999 --rows 2|--width: expected a whole number within int64" \
-           "chain cross_entropy --width 8 --rows 2 --reduction ''|--reduction: must name none, sum or mean"; do
+           "chain cross_entropy --width 8 --rows 2 --reduction ''|--reduction: must name none, sum or mean" \
+           "chain softmax --width 8 --rows 2 --scale 1e-400|--scale: out of a double's range"; do
   out=$(eval "\"\$kfuse\" ${bad%%|*}" 2>&1)
   rc=$?
   [[ $rc == 2 && $out == *"${bad#*|}"* ]]
