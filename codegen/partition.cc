@@ -59,21 +59,12 @@ absl::Status OutputsShareOneIterationSpace(const Chain& c, const std::vector<siz
   std::vector<Dim> space;
   for (size_t j : which) {
     const std::vector<Dim>& shape = c.nodes[c.outputs[j]].type.shape;
-    std::vector<Dim> merged(std::max(space.size(), shape.size()), Dim::Static(1));
-    for (size_t i = 0; i < merged.size(); ++i) {
-      const Dim* a = i < space.size() ? &space[space.size() - 1 - i] : nullptr;
-      const Dim* b = i < shape.size() ? &shape[shape.size() - 1 - i] : nullptr;
-      auto is_one = [](const Dim* d) { return d == nullptr || (d->is_static() && d->size == 1); };
-      Dim& out = merged[merged.size() - 1 - i];
-      if (is_one(a)) {
-        out = b != nullptr ? *b : Dim::Static(1);
-      } else if (is_one(b) || *a == *b) {
-        out = *a;
-      } else {
-        return absl::UnimplementedError(absl::StrCat(
-            "outputs[", j, "]: its shape ", validate_internal::ShapeString(c, shape),
-            " does not broadcast with the earlier outputs' ", validate_internal::ShapeString(c, space), "; one kernel cannot write them all yet (ask for them in separate chains)"));
-      }
+    std::vector<Dim> merged;
+    if (!validate_internal::Broadcast(space, shape, &merged)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "outputs[", j, "]: its shape ", validate_internal::ShapeString(c, shape),
+          " does not broadcast with the earlier outputs' ", validate_internal::ShapeString(c, space),
+          "; one kernel cannot write them all yet (ask for them in separate chains)"));
     }
     space = std::move(merged);
     // Each output is within the element limit, but a broadcast of several
