@@ -149,12 +149,14 @@ inline Chain SumNormalized(DType t, int64_t rows, int64_t width) {
   return Finish(std::move(c));
 }
 
-// The per-row sum [R] of an i32 x [R, W] (it wraps).
+// The per-row sum [R] of x * 2^29, x an i32 [R, W]: the products reach
+// +-2^31 for |x| up to 4 (the test inputs'), so the sums wrap.
 inline Chain IntRowSum(int64_t rows, int64_t width) {
   Chain c;
   Dim r = Rows(&c, rows);
   int32_t x = c.AddInput(TensorType{DType::kI32, {r, Dim::Static(width)}});
-  c.outputs = {Reduce(&c, OpKind::kReduceSum, x, 1, false)};
+  int32_t big = c.AddOp(OpKind::kMul, {x, c.AddConstant(0x1p29)});
+  c.outputs = {Reduce(&c, OpKind::kReduceSum, big, 1, false)};
   return Finish(std::move(c));
 }
 

@@ -44,14 +44,15 @@ struct FamilyGenerator {
 // searched whole.
 std::vector<Variant> KeepAll(const std::vector<Variant>& space, Bound) { return space; }
 
-// Pointwise and row groups go through codegen/generators.h, which shows a
-// group of a plan of several kernels only what it reads and writes.
+// Every family emits through codegen/generators.h, which shows a pointwise
+// or row group of a plan of several kernels only what it reads and writes,
+// and bounds each kernel's grid by what a launch takes.
 const FamilyGenerator kFamilies[] = {
     {Family::kPointwise, &FamilyHeuristic, &FamilySpace, &EmitFamily, &PrunePointwise},
     {Family::kRowReduction, &FamilyHeuristic, &FamilySpace, &EmitFamily, &KeepAll},
-    {Family::kReduction, &ReduceHeuristic, &ReduceSpace, &EmitReduce, &KeepAll},
-    {Family::kMatmul, &MatmulHeuristic, &MatmulSpace, &EmitMatmul, &KeepAll},
-    {Family::kAttention, &AttentionHeuristic, &AttentionSpace, &EmitAttention, &KeepAll},
+    {Family::kReduction, &ReduceHeuristic, &ReduceSpace, &EmitFamily, &KeepAll},
+    {Family::kMatmul, &MatmulHeuristic, &MatmulSpace, &EmitFamily, &KeepAll},
+    {Family::kAttention, &AttentionHeuristic, &AttentionSpace, &EmitFamily, &KeepAll},
 };
 
 absl::StatusOr<const FamilyGenerator*> FindFamily(Family f) {
@@ -246,12 +247,17 @@ std::vector<Variant> PrunePointwise(const std::vector<Variant>& space, Bound bou
 namespace {
 
 // The family's heuristic, or, where that needs a later GPU than compute
-// capability `cc` (0: any), the first variant of its space that runs there.
+// capability `cc` (0: any) or cannot be emitted (a grid past the launch
+// limit, for one), the first variant of its space that runs there and can.
+// Where none can, the heuristic: its error is the one reported.
 Variant Seed(const FamilyGenerator& gen, const Chain& chain, const KernelGroup& group, int cc) {
   Variant seed = gen.heuristic(chain, group);
-  if (cc <= 0 || VariantMinComputeCapability(seed) <= cc) return seed;
+  auto serves = [&](const Variant& v) {
+    return (cc <= 0 || VariantMinComputeCapability(v) <= cc) && gen.emit(chain, group, v, Numerics::kFast).ok();
+  };
+  if (serves(seed)) return seed;
   for (const Variant& v : gen.space(chain, group)) {
-    if (VariantMinComputeCapability(v) <= cc) return v;
+    if (serves(v)) return v;
   }
   return seed;
 }

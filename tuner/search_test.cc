@@ -987,5 +987,22 @@ TEST(ComputeCapabilityOfTest, Parses) {
   EXPECT_EQ(ComputeCapabilityOf("sm_"), 0);
 }
 
+// A heuristic whose grid no launch takes (a softmax over 2^33 rows of width
+// 2 in blocks of four rows: 2^31 blocks) gives way to the first variant of
+// the space whose grid fits.
+TEST(SearchTest, AHeuristicWhoseGridNoLaunchTakesSeedsWithOneThatFits) {
+  const Chain c = row_test::Softmax(DType::kF32, int64_t{1} << 33, 2);
+  const KernelGroup g = PartitionChain(c)->kernels[0];
+  const absl::StatusOr<KernelSpec> heuristic = EmitFamily(c, g, FamilyHeuristic(c, g));
+  ASSERT_FALSE(heuristic.ok());
+  EXPECT_THAT(std::string(heuristic.status().message()), HasSubstr("past a grid's 2147483647"));
+  absl::StatusOr<Variant> seed = SeedVariant(c, g, 90);
+  ASSERT_TRUE(seed.ok()) << seed.status();
+  absl::StatusOr<KernelSpec> k = EmitFamily(c, g, *seed);
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_TRUE(k->grid.x.is_const());
+  EXPECT_LE(k->grid.x.value(), kMaxGridDims[0]);
+}
+
 }  // namespace
 }  // namespace kfuse
