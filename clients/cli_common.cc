@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "clients/cli.h"
@@ -138,19 +139,49 @@ absl::Status ApplySecurityFlags(const GlobalOptions& g, ClientOptions& options) 
   return absl::OkStatus();
 }
 
+namespace {
+
+// gRPC reduces a TCP port mod 2^16 (HOST:99999 connects to 34463, HOST:-1 to
+// 65535): a port past 65535 or with a sign is refused. Targets of other
+// schemes (unix:, unix-abstract:, vsock:) end in what is no TCP port; a
+// bare IPv6 address has none; a service name (HOST:https) is left to gRPC.
+absl::Status CheckPort(const std::string& server) {
+  absl::string_view t = server;
+  for (absl::string_view other : {"unix:", "unix-abstract:", "vsock:"}) {
+    if (absl::StartsWith(t, other)) return absl::OkStatus();
+  }
+  for (absl::string_view scheme : {"dns:", "ipv4:", "ipv6:"}) {
+    if (!absl::ConsumePrefix(&t, scheme)) continue;
+    if (absl::ConsumePrefix(&t, "//")) {  // dns://AUTHORITY/HOST:PORT
+      const size_t slash = t.find('/');
+      t = slash == absl::string_view::npos ? absl::string_view() : t.substr(slash + 1);
+    }
+    break;
+  }
+  for (absl::string_view a : absl::StrSplit(t, ',')) {  // ipv4: and ipv6: may list several.
+    const size_t colon = a.rfind(':');
+    if (colon == absl::string_view::npos) continue;
+    if (!absl::StartsWith(a, "[") && a.find(':') != colon) continue;  // A bare IPv6 address.
+    if (absl::StartsWith(a, "[") && a.rfind(']') > colon) continue;     // [IPv6] without a port.
+    absl::string_view port = a.substr(colon + 1);
+    const bool sign = !port.empty() && (port[0] == '-' || port[0] == '+');
+    if (sign) port.remove_prefix(1);
+    if (port.empty() || port.find_first_not_of("0123456789") != absl::string_view::npos) continue;
+    if (sign || port.size() > 5 || std::stoi(std::string(port)) > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("--server ", server, ": the port must be 0 to 65535"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(
     const GlobalOptions& g) {
   if (!(g.timeout_seconds > 0)) {
     return absl::InvalidArgumentError("--timeout must be positive (seconds)");
   }
-  // gRPC would take port 99999 as 34463 (mod 2^16) and fail to connect there.
-  if (const size_t colon = g.server.rfind(':'); colon != std::string::npos && !absl::StartsWith(g.server, "unix:")) {
-    uint32_t port = 0;
-    const std::string digits = g.server.substr(colon + 1);
-    if (!digits.empty() && absl::SimpleAtoi(digits, &port) && port > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat("--server ", g.server, ": port ", digits, " is past 65535"));
-    }
-  }
+  KFUSE_RETURN_IF_ERROR(CheckPort(g.server));
   ClientOptions options;
   options.address = g.server;
   options.deadline = absl::Seconds(g.timeout_seconds);

@@ -367,9 +367,12 @@ TEST_F(CliRunTest, BadGlobalFlagsAndDirectoriesAreUsageErrors) {
   EXPECT_EQ(RunDevice(g, io_), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("--timeout must be positive"));
   g = g_;
-  g.server = "127.0.0.1:99999";  // Not port 34463, as gRPC would take it.
-  EXPECT_EQ(RunDevice(g, io_), kExitUsage);
-  EXPECT_THAT(err_.str(), HasSubstr("--server 127.0.0.1:99999: port 99999 is past 65535"));
+  // Not port 34463, 0 or 65535, as gRPC would take them.
+  for (const char* server : {"127.0.0.1:99999", "127.0.0.1:4294967296", "[::1]:-1", "dns:///h:70000"}) {
+    g.server = server;
+    EXPECT_EQ(RunDevice(g, io_), kExitUsage) << server;
+    EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat("--server ", server, ": the port must be 0 to 65535")));
+  }
   g = g_;
   g.token_file = dir_.string();
   EXPECT_EQ(RunDevice(g, io_), kExitUsage);

@@ -188,7 +188,7 @@ absl::StatusOr<std::unique_ptr<std::ifstream>> OpenForReading(const std::string&
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<std::ifstream> in, OpenForReading(path));
   // Read in pieces up to the cap, so an endless input (/dev/zero, a pipe
-  // that never closes its end) is refused rather than held in memory.
+  // that keeps writing) is refused rather than held in memory.
   std::string text;
   std::string chunk(1 << 16, '\0');
   while (in->read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in->gcount() > 0) {

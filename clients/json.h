@@ -40,9 +40,10 @@ absl::Status FileError(const std::string& what, int err);
 // `path` opened for reading, binary; a directory is refused as EISDIR (an
 // ifstream opens one and reads it as empty). Errors as FileError(path, ...).
 absl::StatusOr<std::unique_ptr<std::ifstream>> OpenForReading(const std::string& path);
+// The most ReadFile reads: far past any chain, manifest or key file.
+inline constexpr size_t kMaxReadFileBytes = size_t{256} << 20;
 // Whole file contents; NOT_FOUND / PERMISSION_DENIED name the path; one
 // longer than kMaxReadFileBytes is INVALID_ARGUMENT.
-inline constexpr size_t kMaxReadFileBytes = size_t{256} << 20;
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 // Writes (truncates) `path`; the error names the path.
 absl::Status WriteFile(const std::string& path, const std::string& contents);

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -28,21 +29,26 @@ int main(int argc, char** argv) {
   const CLI::Validator an_arch = naming("a target (sm_90, sm_90a, ..., or native)");
   const CLI::Validator a_file = naming("a file");
   const CLI::Validator a_folder = naming("a folder");
-  // A number past a double's range would be read as 0 or its limit (--scale
-  // 1e-400 as 0).
+  // A finite number: one past a double's range would be read as 0 or
+  // infinity (--scale 1e-400 as 0, --timeout 1e999 as no deadline), and
+  // inf or nan mean no number. Subnormals are numbers.
   const CLI::Validator real(
       [](const std::string& s) {
         errno = 0;
         char* end = nullptr;
-        std::strtod(s.c_str(), &end);
-        return errno == ERANGE ? std::string("out of a double's range") : std::string();
+        const double v = std::strtod(s.c_str(), &end);
+        if (!std::isfinite(v) || (errno == ERANGE && v == 0)) return std::string("expected a finite number within a double's range");
+        return std::string();
       },
       "");
-  // A whole number beyond int64 would be clamped to its limit.
+  // A whole number in base 10 within int64, written back as such: CLI11
+  // would clamp one past int64 to its limit and read 0100 as octal.
   const CLI::Validator whole(
-      [](const std::string& s) {
+      [](std::string& s) {
         int64_t v = 0;
-        return absl::SimpleAtoi(s, &v) ? std::string() : std::string("expected a whole number within int64");
+        if (!absl::SimpleAtoi(s, &v)) return std::string("expected a whole number (base 10) within int64");
+        s = absl::StrCat(v);
+        return std::string();
       },
       "");
   CLI::App app{"kfuse: compile, tune and manage fused GPU kernels on kfused"};
@@ -55,15 +61,19 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", g.timeout_seconds,
                  "seconds per call (tuning adds its budget)")->check(real);
   app.add_flag("--tls", g.tls, "TLS with the system roots (implied by --tls-ca)");
-  app.add_option("--tls-ca", g.tls_ca, "PEM CA that signs the server's certificate")->envname("KFUSE_TLS_CA");
-  app.add_option("--tls-cert", g.tls_cert, "PEM client certificate (mutual TLS)")->envname("KFUSE_TLS_CERT");
-  app.add_option("--tls-key", g.tls_key, "PEM key of --tls-cert")->envname("KFUSE_TLS_KEY");
-  app.add_option("--token-file", g.token_file, "file whose first line is the bearer token");
+  // Empty, these would silently drop TLS, a client certificate or plan
+  // verification (--verify-key "$UNSET"); an empty variable is ignored.
+  app.add_option("--tls-ca", g.tls_ca, "PEM CA that signs the server's certificate")->envname("KFUSE_TLS_CA")->check(a_file);
+  app.add_option("--tls-cert", g.tls_cert, "PEM client certificate (mutual TLS)")->envname("KFUSE_TLS_CERT")->check(a_file);
+  app.add_option("--tls-key", g.tls_key, "PEM key of --tls-cert")->envname("KFUSE_TLS_KEY")->check(a_file);
+  app.add_option("--token-file", g.token_file, "file whose first line is the bearer token")->check(a_file);
   app.add_option("--token", g.token, "bearer token (prefer --token-file: argv is visible to others)")
-      ->envname("KFUSE_TOKEN");
+      ->envname("KFUSE_TOKEN")
+      ->check(naming("a token"));
   app.add_option("--verify-key", g.verify_key,
                  "kfused's public key (hex or file): refuse plans it did not sign")
-      ->envname("KFUSE_VERIFY_KEY");
+      ->envname("KFUSE_VERIFY_KEY")
+      ->check(naming("a key (64 hex digits, or a file)"));
 
   CompileOptions compile;
   auto* c = app.add_subcommand("compile", "compile a chain, print its plan");
@@ -160,14 +170,14 @@ int main(int argc, char** argv) {
       ->required();
   ch->add_option("--dtype", chain.dtype, "f32|bf16|f16 (attention: bf16|f16)");
   ch->add_option("--width", chain.width,
-                 "the normalised (last) dim; linear: in-features (all but attention)")->check(whole);
-  ch->add_option("--rows", chain.rows, "a static row count")->check(whole);
+                 "the normalised (last) dim; linear: in-features (all but attention)")->transform(whole);
+  ch->add_option("--rows", chain.rows, "a static row count")->transform(whole);
   const CLI::Validator named = naming("a symbol");
   ch->add_option("--rows-symbol", chain.rows_symbol,
                  "a runtime row count of this symbol (instead of --rows)")
       ->check(named);
   ch->add_option("--rows-hint", chain.rows_hint,
-                 "the rows to tune for (with --rows-symbol; 0: the server tunes for 1048576)")->check(whole);
+                 "the rows to tune for (with --rows-symbol; 0: the server tunes for 1048576)")->transform(whole);
   ch->add_option("--eps", chain.eps, "norms: 1e-5 (layer), 1e-6 (RMS)")->check(real);
   ch->add_option("--scale", chain.scale,
                  "softmax: x * scale first; attention: the scores' (default 1/sqrt(head dim))")
@@ -178,31 +188,31 @@ int main(int argc, char** argv) {
                "softmax: an additive input of x's shape; layer norms: [W]; linear: [out]; "
                "attention: [B, H, Sq, Sk]");
   ch->add_option("--out-features", chain.out_features,
-                 "linear: out-features (the weight is [out, width])")->check(whole);
+                 "linear: out-features (the weight is [out, width])")->transform(whole);
   ch->add_option("--activation", chain.activation,
                  "linear: none|relu|silu|gelu|gelu_tanh|sigmoid|tanh")->check(naming("none, relu, silu, gelu, gelu_tanh, sigmoid or tanh"));
   ch->add_flag("--no-weight", chain.no_weight, "norms: no weight input");
   ch->add_option("--labels-dtype", chain.labels_dtype,
                  "cross_entropy, nll_loss: the labels' i32|i64 (default i64)")->check(naming("i32 or i64"));
   ch->add_option("--ignore-index", chain.ignore_index,
-                 "cross_entropy, nll_loss: the label that loses nothing (default -100)")->check(whole);
+                 "cross_entropy, nll_loss: the label that loses nothing (default -100)")->transform(whole);
   ch->add_option("--reduction", chain.reduction,
                  "cross_entropy, nll_loss: none|sum|mean (default mean)")->check(naming("none, sum or mean"));
-  ch->add_option("--batch", chain.batch, "attention: the batch (default 1)")->check(whole);
-  ch->add_option("--heads", chain.heads, "attention: query heads")->check(whole);
+  ch->add_option("--batch", chain.batch, "attention: the batch (default 1)")->transform(whole);
+  ch->add_option("--heads", chain.heads, "attention: query heads")->transform(whole);
   ch->add_option("--kv-heads", chain.kv_heads,
-                 "attention: key/value heads, dividing --heads (default --heads)")->check(whole);
-  ch->add_option("--seq", chain.seq, "attention: both sequence lengths")->check(whole);
+                 "attention: key/value heads, dividing --heads (default --heads)")->transform(whole);
+  ch->add_option("--seq", chain.seq, "attention: both sequence lengths")->transform(whole);
   ch->add_option("--seq-symbol", chain.seq_symbol,
                  "attention: both sequences of this runtime length (instead of --seq)")
       ->check(named);
   ch->add_option("--seq-hint", chain.seq_hint,
-                 "attention: the length to tune for (with --seq-symbol)")->check(whole);
-  ch->add_option("--seq-q", chain.seq_q, "attention: the query length (over --seq)")->check(whole);
-  ch->add_option("--seq-k", chain.seq_k, "attention: the key length (over --seq)")->check(whole);
-  ch->add_option("--head-dim", chain.head_dim, "attention: q's and k's last dim")->check(whole);
+                 "attention: the length to tune for (with --seq-symbol)")->transform(whole);
+  ch->add_option("--seq-q", chain.seq_q, "attention: the query length (over --seq)")->transform(whole);
+  ch->add_option("--seq-k", chain.seq_k, "attention: the key length (over --seq)")->transform(whole);
+  ch->add_option("--head-dim", chain.head_dim, "attention: q's and k's last dim")->transform(whole);
   ch->add_option("--value-dim", chain.value_dim,
-                 "attention: v's last dim (default --head-dim)")->check(whole);
+                 "attention: v's last dim (default --head-dim)")->transform(whole);
   ch->add_flag("--causal", chain.causal, "attention: key j <= query i");
   ch->add_flag("--lengths", chain.lengths,
                "attention: an i32 input [B]; keys at or past a sequence's length are masked");

@@ -207,14 +207,20 @@ check "kfuse compile refuses an empty --arch (exit 2)" $? "rc=$rc $out"
 # Other empty values and clamped numbers are refused the same way.
 for bad in "compile examples/relu_fma_f32.json --policy ''|--policy: must name heuristic, quick or full" \
            "compile examples/relu_fma_f32.json -o ''|--out: must name a file" \
-           "chain softmax --width 99999999999999999999 --rows 2|--width: expected a whole number within int64" \
+           "chain softmax --width 99999999999999999999 --rows 2|--width: expected a whole number (base 10) within int64" \
            "chain cross_entropy --width 8 --rows 2 --reduction ''|--reduction: must name none, sum or mean" \
-           "chain softmax --width 8 --rows 2 --scale 1e-400|--scale: out of a double's range"; do
+           "chain softmax --width 8 --rows 2 --scale 1e-400|--scale: expected a finite number" \
+           "--timeout inf device|--timeout: expected a finite number" \
+           "chain softmax --width 0x10 --rows 2|--width: expected a whole number (base 10)" \
+           "--verify-key '' device|--verify-key: must name a key"; do
   out=$(eval "\"\$kfuse\" ${bad%%|*}" 2>&1)
   rc=$?
   [[ $rc == 2 && $out == *"${bad#*|}"* ]]
   check "kfuse ${bad%%|*}: refused (exit 2)" $? "rc=$rc $out"
 done
+out=$("$kfuse" chain softmax --width 0100 --rows 2 2>&1)
+[[ $out == *'"size": "100"'* ]]
+check "kfuse chain reads --width 0100 as 100, not octal" $? "$out"
 out=$(timeout 60 "$kfuse" compile /dev/zero 2>&1)
 rc=$?
 [[ $rc == 2 && $out == *"/dev/zero: larger than 256 MiB"* ]]
