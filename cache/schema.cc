@@ -144,11 +144,18 @@ absl::Status NewerThanKnown(const std::string& path, int64_t version) {
                                                     "); upgrade kfuse, or point it at another cache file"));
 }
 
+// A negative user_version is none kfuse wrote (it indexes no migration).
+absl::Status NoVersion(const std::string& path, int64_t version) {
+  return absl::FailedPreconditionError(absl::StrCat("cache database ", path, " has schema version ", version,
+                                                    ", which no kfuse writes; point kfuse at another cache file"));
+}
+
 }  // namespace
 
 absl::Status CheckOwnFile(Db& db, const std::string& path) {
   KFUSE_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
   if (version > SchemaVersion()) return NewerThanKnown(path, version);
+  if (version < 0) return NoVersion(path, version);
   KFUSE_ASSIGN_OR_RETURN(int64_t tables, db.QueryInt("SELECT count(*) FROM sqlite_master"));
   KFUSE_ASSIGN_OR_RETURN(int64_t ours,
                          db.QueryInt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'artifacts'"));
@@ -196,6 +203,7 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* o
   KFUSE_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
   if (opened != nullptr) *opened = version;
   if (version > known) return NewerThanKnown(path, version);
+  if (version < 0) return NoVersion(path, version);
   if (version == known) return absl::OkStatus();
   bool readable = version >= 1;
   for (int64_t v = version; v < known && readable; ++v) readable = Migrations()[v].read_compatible;
@@ -209,6 +217,7 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* o
     // Re-read under the write lock: another process may have migrated.
     KFUSE_ASSIGN_OR_RETURN(int64_t v, db.QueryInt("PRAGMA user_version"));
     if (v > known) return absl::FailedPreconditionError("cache schema changed during open");
+    if (v < 0) return NoVersion(path, v);
     for (; v < known; ++v) {
       const Migration& m = Migrations()[v];
       absl::Status st = m.apply(db);

@@ -367,6 +367,23 @@ TEST(StoreTest, NewerSchemaIsFailedPrecondition) {
 
 // A version-1 file (as an older kfuse wrote it) migrates to version 2 on a
 // read-write open, keeping its entries, and counts deletes from then on.
+// A negative schema version indexes no migration: refused, the file kept.
+TEST(StoreTest, ANegativeSchemaVersionIsRefused) {
+  const std::string path = FreshDbPath("negative");
+  { OpenOrDie({.path = path}); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=-1;", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  for (bool read_only : {false, true}) {
+    auto store = Store::Open({.path = path, .read_only = read_only});
+    ASSERT_FALSE(store.ok());
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(store.status().message()), HasSubstr("schema version -1, which no kfuse writes"));
+  }
+  EXPECT_TRUE(std::filesystem::exists(path));
+}
+
 TEST(StoreTest, VersionOneMigratesToTheInvalidationCounter) {
   const std::string path = FreshDbPath("v1");
   {
