@@ -452,7 +452,15 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
     KFUSE_ASSIGN_OR_RETURN(std::optional<std::string> blob, deps_.store->GetArtifact(candidate));
     if (!blob) continue;
     storage::v1::Artifact artifact;
-    if (!artifact.ParseFromString(*blob)) continue;  // sha256 matched: a schema bug.
+    // The blob matched its sha256, but a row may name another entry's blob
+    // (the file edited by hand, or damaged in a way the hashes agree with):
+    // a plan whose key is not the one asked for is another chain's. A miss,
+    // which the compile's Put then replaces.
+    if (!artifact.ParseFromString(*blob) || artifact.plan().key() != key) {
+      LogEvent(LogLevel::kWarning, "store_entry_misfiled",
+               {{"request_id", p.request.request_id()}, {"key", key}, {"holds", artifact.plan().key()}});
+      continue;
+    }
     if (!usable(artifact.plan())) continue;
     v1::CompileResponse stored;
     *stored.mutable_plan() = std::move(*artifact.mutable_plan());

@@ -501,6 +501,32 @@ TEST(ServerAdminTest, AStoredPlanWithoutItsKernelsIsAMiss) {
   }
 }
 
+// A row naming another entry's blob (its sha256 intact: the file edited by
+// hand) serves that entry's plan under this key unless the plan's own key
+// is checked: a miss, then built and stored again.
+TEST(ServerAdminTest, AStoredRowNamingAnotherEntrysBlobIsAMiss) {
+  Node a({.name = "misfiled"});
+  const v1::CompileResponse two = a.Compile(Relu(2.0));
+  const v1::CompileResponse three = a.Compile(Relu(3.0));
+  ASSERT_NE(two.plan().key(), three.plan().key());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(a.store_path.c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      absl::StrCat("UPDATE artifacts SET blob_sha256 = (SELECT blob_sha256 FROM artifacts WHERE key = '",
+                   three.plan().key(), "') WHERE key = '", two.plan().key(), "';");
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  ASSERT_EQ(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+  v1::CompileRequest again = Relu(2.0);
+  again.set_include_source(true);  // Read from the store, not from memory.
+  const v1::CompileResponse served = a.Compile(again);
+  EXPECT_EQ(served.cache(), v1::CACHE_OUTCOME_MISS);
+  EXPECT_EQ(served.plan().key(), two.plan().key());
+  const v1::CompileResponse rebuilt = a.Compile(again);
+  EXPECT_EQ(rebuilt.cache(), v1::CACHE_OUTCOME_HIT);
+  EXPECT_EQ(rebuilt.plan().key(), two.plan().key());
+}
+
 TEST(ServerAdminTest, ImportIsRefusedByAReadOnlyServerAndCapped) {
   Node a({.name = "node-a", .key_seed = 1});
   Node ro({.name = "node-ro", .key_seed = 1, .read_only = true});
