@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/status.h"
 
 namespace kfuse::cache {
@@ -156,12 +158,16 @@ absl::Status CheckOwnFile(Db& db, const std::string& path) {
   KFUSE_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
   if (version > SchemaVersion()) return NewerThanKnown(path, version);
   if (version < 0) return NoVersion(path, version);
-  KFUSE_ASSIGN_OR_RETURN(int64_t tables, db.QueryInt("SELECT count(*) FROM sqlite_master"));
-  KFUSE_ASSIGN_OR_RETURN(int64_t ours,
-                         db.QueryInt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'artifacts'"));
   // A store is made in one transaction with its version: version 0 is an
-  // empty file, and a versioned one has kfuse's tables.
-  if ((version == 0 && tables > 0) || (version > 0 && ours == 0)) {
+  // empty file, and a versioned one has kfuse's tables. Read in one
+  // statement, one snapshot: read apart, another process making the store
+  // between the reads would show version 0 beside its tables.
+  KFUSE_ASSIGN_OR_RETURN(
+      int64_t foreign,
+      db.QueryInt("SELECT (v = 0 AND t > 0) OR (v > 0 AND o = 0) FROM (SELECT "
+                  "(SELECT user_version FROM pragma_user_version) AS v, (SELECT count(*) FROM sqlite_master) AS t, "
+                  "(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'artifacts') AS o)"));
+  if (foreign != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("cache database ", path,
                      " is not a kfuse store (an SQLite database with other tables); kfuse left it as it "
@@ -185,10 +191,13 @@ bool LooksLikeKfuseStore(const std::string& path) {
 absl::Status ConfigureWriter(Db& db) {
   // journal_mode=WAL persists in the file; setting it needs a brief lock, so
   // BUSY here (another process opening the same new file) is retried.
+  // SQLite answers that BUSY at once, without its busy handler, so the
+  // retries wait (about 2.5 s in all).
   absl::Status st;
   for (int attempt = 0; attempt < 50; ++attempt) {
     st = db.Exec("PRAGMA journal_mode=WAL");
     if (!absl::IsUnavailable(st)) break;
+    absl::SleepFor(absl::Milliseconds(50));
   }
   KFUSE_RETURN_IF_ERROR(st);
   return db.Exec(

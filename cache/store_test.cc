@@ -367,6 +367,25 @@ TEST(StoreTest, NewerSchemaIsFailedPrecondition) {
 
 // A version-1 file (as an older kfuse wrote it) migrates to version 2 on a
 // read-write open, keeping its entries, and counts deletes from then on.
+// Switching a new file to WAL needs a moment alone with it: while another
+// process holds a write lock SQLite answers BUSY at once, without waiting,
+// and the open retries until the lock goes (two kfused starting on one new
+// store failed so).
+TEST(StoreTest, AnOpenWaitsOutAnotherWritersLockToSetWal) {
+  const std::string path = FreshDbPath("wal_busy");
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE; CREATE TABLE scratch(x);", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::thread release([other] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  });
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = path});
+  release.join();
+  sqlite3_close(other);
+  EXPECT_TRUE(store.ok()) << store.status();
+}
+
 // A negative schema version indexes no migration: refused, the file kept.
 TEST(StoreTest, ANegativeSchemaVersionIsRefused) {
   const std::string path = FreshDbPath("negative");
