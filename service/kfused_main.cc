@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -34,6 +36,7 @@
 #include "service/interceptors.h"
 #include "service/library_logs.h"
 #include "service/node.h"
+#include "tuner/runner_pool.h"
 #include "service/server.h"
 #include "service/tuning_health.h"
 #include "tuner/nvrtc_compiler.h"
@@ -260,11 +263,32 @@ int main(int argc, char** argv) {
   opts.devices = absl::GetFlag(FLAGS_devices);
   opts.tune_max_gpu_busy = absl::GetFlag(FLAGS_tune_max_gpu_busy);
   opts.idle.max_wait_seconds = absl::GetFlag(FLAGS_tune_max_wait_seconds);
-  if (opts.tune_max_gpu_busy < 0 || opts.tune_max_gpu_busy > 1) {
+  if (!(opts.tune_max_gpu_busy >= 0 && opts.tune_max_gpu_busy <= 1)) {  // NaN too.
     Refuse("--tune_max_gpu_busy must be between 0 and 1");
     return 2;
   }
+  if (!(opts.idle.max_wait_seconds >= 0 && std::isfinite(opts.idle.max_wait_seconds))) {
+    Refuse("--tune_max_wait_seconds must be a finite number of seconds, at least 0");
+    return 2;
+  }
+  // The list's form here, before the store is made; its ordinals against
+  // the GPUs there are once the driver is loaded.
+  if (!opts.devices.empty() && opts.devices != "all") {
+    if (absl::StatusOr<std::vector<int>> d = kfuse::ParseDeviceList(opts.devices, std::numeric_limits<int>::max());
+        !d.ok()) {
+      Refuse(absl::StrCat("--", d.status().message()));
+      return 2;
+    }
+  }
+  if (opts.device < 0) {
+    Refuse("--device must be a GPU ordinal (0, 1, ...)");
+    return 2;
+  }
   opts.gpu_memory_budget = absl::GetFlag(FLAGS_gpu_memory_budget);
+  if (opts.gpu_memory_budget <= 0) {
+    Refuse("--gpu_memory_budget must be a positive number of bytes");
+    return 2;
+  }
   opts.worker_path = absl::GetFlag(FLAGS_worker);
   opts.node = absl::GetFlag(FLAGS_node);
   opts.signing_key_path = absl::GetFlag(FLAGS_signing_key);

@@ -115,6 +115,15 @@ out=$("$kfused" --address=127.0.0.1:1 --store="$tmp/refused.db" --threads=0 --no
 rc=$?
 [[ $rc == 2 && ! -e $tmp/refused.db && ! -e $tmp/refused.db.signing-key ]]
 check "kfused refuses --threads=0 and leaves no files (exit 2)" $? "rc=$rc $out"
+for bad in "--devices=0,,1|--devices: \"\" is not a GPU ordinal" "--device=-1|--device must be a GPU ordinal" \
+           "--gpu_memory_budget=0|--gpu_memory_budget must be a positive" \
+           "--tune_max_wait_seconds=nan|--tune_max_wait_seconds must be a finite" \
+           "--tune_max_gpu_busy=nan|--tune_max_gpu_busy must be between 0 and 1"; do
+  out=$("$kfused" --address=127.0.0.1:1 --store="$tmp/refused.db" "${bad%%|*}" --no_gpu 2>&1)
+  rc=$?
+  [[ $rc == 2 && $out == *"${bad#*|}"* && ! -e $tmp/refused.db && ! -e $tmp/refused.db.signing-key ]]
+  check "kfused refuses ${bad%%|*} and leaves no files (exit 2)" $? "rc=$rc $out"
+done
 # Under --log_format=json every line is an event, kfused's and gRPC's own.
 out=$(timeout 20 "$kfused" --address="$KFUSE_SERVER" --store="$tmp/second.db" --no_gpu --log_format=json 2>&1)
 python3 -c 'import json, sys
