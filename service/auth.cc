@@ -4,6 +4,7 @@
 #include <sodium.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -104,8 +105,37 @@ absl::Status CheckListenAddress(absl::string_view flag, absl::string_view addres
   return absl::OkStatus();
 }
 
+namespace {
+
+// A socket at unix:PATH that answers a connect is another server's: gRPC
+// would unlink it and listen in its place, leaving that server orphaned. A
+// stale socket (refused) is gRPC's to replace.
+absl::Status CheckUnixSocketFree(absl::string_view flag, absl::string_view address) {
+  absl::string_view path = address;
+  if (!absl::ConsumePrefix(&path, "unix:")) return absl::OkStatus();  // unix-abstract: has no file.
+  if (absl::StartsWith(path, "//")) path.remove_prefix(2);            // unix:///abs/path
+  sockaddr_un sun{};
+  struct stat st;
+  if (path.empty() || path.size() >= sizeof(sun.sun_path) || ::stat(std::string(path).c_str(), &st) != 0 ||
+      !S_ISSOCK(st.st_mode)) {
+    return absl::OkStatus();
+  }
+  sun.sun_family = AF_UNIX;
+  std::memcpy(sun.sun_path, path.data(), path.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::OkStatus();
+  const bool answered = connect(fd, reinterpret_cast<const sockaddr*>(&sun), sizeof(sun)) == 0;
+  close(fd);
+  if (!answered) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot listen on ", address, " (", flag, "): a server answers on that socket (another kfused?)"));
+}
+
+}  // namespace
+
 absl::Status CheckAddressFree(absl::string_view flag, absl::string_view address) {
-  if (IsUnixSocketAddress(address) || !CheckListenAddress(flag, address).ok()) return absl::OkStatus();
+  if (IsUnixSocketAddress(address)) return CheckUnixSocketFree(flag, address);
+  if (!CheckListenAddress(flag, address).ok()) return absl::OkStatus();
   const size_t colon = address.rfind(':');
   std::string host(address.substr(0, colon));
   const std::string port(address.substr(colon + 1));

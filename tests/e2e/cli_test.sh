@@ -135,6 +135,11 @@ check "--log_format=json: a refused start is JSON lines only" $? "$out"
   2> "$tmp/json.log" &
 jpid=$!
 for _ in $(seq 50); do [[ -S $tmp/json.sock ]] && break; sleep 0.1; done
+# A second kfused on that socket would unlink it and orphan the first.
+out=$(timeout 10 "$kfused" --address="unix:$tmp/json.sock" --store="$tmp/json2.db" --no_gpu 2>&1)
+rc=$?
+[[ $rc == 1 && $out == *"a server answers on that socket (another kfused?)"* && ! -e $tmp/json2.db ]]
+check "a second kfused on a served unix socket is refused (exit 1)" $? "rc=$rc $out"
 kill -TERM $jpid; wait $jpid
 python3 -c 'import json, sys
 events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
