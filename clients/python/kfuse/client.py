@@ -78,6 +78,27 @@ class Client:
         if on_unavailable not in ("eager", "raise"):
             raise ValueError("on_unavailable must be 'eager' or 'raise'")
         address = address or os.environ.get("KFUSE_SERVER") or "127.0.0.1:7420"
+        # Checked here, not at the first call: a timeout of inf or 0 fails
+        # every call as "did not answer in time", which eager mode turns into
+        # a silent None; an empty verify_key would turn verification off.
+        if not isinstance(address, str):
+            raise TypeError(f"address must be a str such as '127.0.0.1:7420', not {type(address).__name__}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+        if not (0 < timeout <= 86400 * 365):
+            raise ValueError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
+        if token is not None and (not isinstance(token, str) or not token or not token.isascii()
+                                  or not token.isprintable()):
+            raise ValueError("token must be a non-empty str of printable ASCII (it travels as a header)")
+        if verify_key is not None:
+            if not isinstance(verify_key, str):
+                raise TypeError(f"verify_key must be a str of 64 hex digits, not {type(verify_key).__name__}")
+            try:
+                ok = len(bytes.fromhex(verify_key.strip())) == 32
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError("verify_key must be 64 hex digits (Ed25519, as kfused --print_public_key prints)")
         opts = [("grpc.max_receive_message_length", 256 << 20)] + list(options or [])
         if tls or root_certs or cert_chain:
             creds = grpc.ssl_channel_credentials(root_certs, private_key, cert_chain)

@@ -359,3 +359,19 @@ def test_the_default_address_is_kfuse_server_as_for_the_cli(monkeypatch):
     assert kfuse.Client("127.0.0.1:7001").address == "127.0.0.1:7001"
     monkeypatch.delenv("KFUSE_SERVER")
     assert kfuse.Client().address == "127.0.0.1:7420"
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"timeout": float("inf")}, ValueError, "timeout must be a positive, finite"),
+    ({"timeout": float("nan")}, ValueError, "timeout must be a positive, finite"),
+    ({"timeout": -1}, ValueError, "timeout must be a positive, finite"),
+    ({"timeout": "5"}, TypeError, "timeout must be a number"),
+    ({"verify_key": ""}, ValueError, "verify_key must be 64 hex digits"),
+    ({"verify_key": "ab" * 31}, ValueError, "verify_key must be 64 hex digits"),
+    ({"verify_key": 7}, TypeError, "verify_key must be a str"),
+    ({"token": "a\nb"}, ValueError, "token must be a non-empty str of printable ASCII"),
+    ({"address": 5}, TypeError, "address must be a str"),
+])
+def test_bad_arguments_are_refused_by_the_constructor(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        kfuse.Client(**kwargs)
