@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -254,6 +255,10 @@ absl::StatusOr<TrustedKeys> TrustedKeys::Parse(const std::string& text) {
 }
 
 absl::StatusOr<TrustedKeys> TrustedKeys::Load(const std::string& path) {
+  // An ifstream opens a directory and reads it as empty: no keys, silently.
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat("trusted keys file ", path, " is a directory"));
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read trusted keys file ", path));
   std::stringstream text;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "core/key.h"
 #include "plan/signing.h"
@@ -113,6 +114,10 @@ TEST(TrustedKeysFile, ParsesKeysCommentsAndBlankLinesAndNamesBadLines) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status();
   EXPECT_EQ(TrustedKeys::Load("/nonexistent/keys").status().code(), absl::StatusCode::kNotFound);
+  // A directory reads as empty through an ifstream: no keys, silently.
+  absl::StatusOr<TrustedKeys> dir = TrustedKeys::Load(::testing::TempDir());
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(dir.status().message()), ::testing::HasSubstr("is a directory"));
 }
 
 }  // namespace

@@ -79,8 +79,12 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
   if (n->store_path_.empty()) {
     KFUSE_ASSIGN_OR_RETURN(n->store_path_, DefaultStorePath());
   }
-  // The metrics listener and the store first: a refusal there must not
-  // leave a new signing key (the node's identity) behind.
+  // The trusted keys, the metrics listener and the store first: a refusal
+  // there must not leave a new store or signing key (the node's identity)
+  // behind.
+  if (!o.trusted_keys_path.empty()) {
+    KFUSE_ASSIGN_OR_RETURN(n->trusted_keys_, TrustedKeys::Load(o.trusted_keys_path));
+  }
   KFUSE_ASSIGN_OR_RETURN(n->metrics_, Metrics::Create(o.metrics_address));
   StoreOptions so;
   so.path = n->store_path_;
@@ -90,9 +94,6 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
   NodeOptions key_options = o;
   key_options.store_path = n->store_path_;
   KFUSE_ASSIGN_OR_RETURN(n->signing_key_, LoadNodeSigningKey(key_options, &n->signing_key_path_));
-  if (!o.trusted_keys_path.empty()) {
-    KFUSE_ASSIGN_OR_RETURN(n->trusted_keys_, TrustedKeys::Load(o.trusted_keys_path));
-  }
   n->trusted_keys_.Add(n->signing_key_.public_key);
   n->compiler_ = std::make_unique<NvrtcCompiler>();
 
