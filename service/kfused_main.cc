@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -101,12 +102,27 @@ ABSL_FLAG(bool, allow_insecure_remote, false,
 
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
-  std::ifstream in(path);
+// A PEM file's text. A directory (which an ifstream reads as empty), an
+// empty file, one past 1 MiB (/dev/zero would never end) or one without a
+// PEM block is refused here, naming the flag, rather than by the TLS
+// library's raw errors once the store is made.
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  constexpr size_t kMaxPemBytes = 1 << 20;
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is a directory"));
+  }
+  std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::string text(kMaxPemBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxPemBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is larger than 1 MiB: not a PEM file"));
+  }
+  if (!absl::StrContains(text, "-----BEGIN ")) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " holds no PEM block (-----BEGIN ...)"));
+  }
+  return text;
 }
 
 // TLS from the flags, or insecure credentials where that is allowed.
@@ -128,16 +144,16 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(std::
   }
   grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  auto key_pem = ReadFile(key, "--tls_key");
+  auto key_pem = ReadPem(key, "--tls_key");
   if (!key_pem.ok()) return key_pem.status();
-  auto cert_pem = ReadFile(cert, "--tls_cert");
+  auto cert_pem = ReadPem(cert, "--tls_cert");
   if (!cert_pem.ok()) return cert_pem.status();
   pair.private_key = *key_pem;
   pair.cert_chain = *cert_pem;
   ssl.pem_key_cert_pairs.push_back(pair);
   *mode = "TLS";
   if (!ca.empty()) {
-    auto ca_pem = ReadFile(ca, "--tls_client_ca");
+    auto ca_pem = ReadPem(ca, "--tls_client_ca");
     if (!ca_pem.ok()) return ca_pem.status();
     ssl.pem_root_certs = *ca_pem;
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;

@@ -60,6 +60,18 @@ printf 'wrong-token-0123456789abcdef\n' >"$tmp/wrong-token"
 
 mtls=(--tls-ca "$pki/ca.pem" --tls-cert "$pki/client.pem" --tls-key "$pki/client.key")
 
+# TLS files that are no PEM are refused naming the flag, before a store is
+# made: /dev/zero (which never ends), a directory, an empty client CA.
+for bad in "--tls_cert=/dev/zero|--tls_cert /dev/zero is larger than 1 MiB" \
+           "--tls_cert=$tmp|--tls_cert $tmp is a directory" \
+           "--tls_client_ca=/dev/null|--tls_client_ca /dev/null holds no PEM block"; do
+  flags=(--tls_cert="$pki/server.pem" --tls_key="$pki/server.key" "${bad%%|*}")
+  out=$(timeout 10 "$kfused" --address=127.0.0.1:1 --store="$tmp/refused.db" --no_gpu "${flags[@]}" 2>&1)
+  rc=$?
+  [[ $rc == 1 && $out == *"${bad#*|}"* && ! -e $tmp/refused.db ]]
+  check "kfused refuses ${bad%%|*} before making a store" $? "rc=$rc $out"
+done
+
 # start_server EXTRA_FLAGS...: kfused with TLS + mTLS + tokens, waits for SERVING.
 start_server() {
   local attempt i port
