@@ -57,6 +57,17 @@ Store::Store(const StoreOptions& options) : opts_(options) {}
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (options.path.empty()) return absl::InvalidArgumentError("cache: StoreOptions.path is empty");
+  // SQLite reads ":memory:" (and names starting with ':') as a database in
+  // memory, and opens a device as a file, leaving a journal beside it in
+  // /dev: a store is a regular file, or none yet.
+  if (options.path[0] == ':') {
+    return absl::InvalidArgumentError(absl::StrCat("cache database ", options.path,
+                                                   ": a store is a file; give a path (./", options.path, ")"));
+  }
+  if (struct stat st; ::stat(options.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache database ", options.path, " is not a regular file (a device, socket or pipe)"));
+  }
   if (options.max_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("cache: max_bytes must be positive, got ", options.max_bytes));

@@ -386,6 +386,17 @@ TEST(StoreTest, AnOpenWaitsOutAnotherWritersLockToSetWal) {
   EXPECT_TRUE(store.ok()) << store.status();
 }
 
+// A device (SQLite would open it and leave a journal beside it in /dev) and
+// SQLite's ":memory:" are no store.
+TEST(StoreTest, ADeviceOrAnInMemoryNameIsNoStore) {
+  for (const char* path : {"/dev/null", ":memory:"}) {
+    auto store = Store::Open({.path = path});
+    ASSERT_FALSE(store.ok()) << path;
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument) << path;
+  }
+  EXPECT_FALSE(std::filesystem::exists("/dev/null-journal"));
+}
+
 // A negative schema version indexes no migration: refused, the file kept.
 TEST(StoreTest, ANegativeSchemaVersionIsRefused) {
   const std::string path = FreshDbPath("negative");
