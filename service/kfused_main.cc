@@ -188,6 +188,16 @@ std::string MetricsListenAddress(const std::string& flag) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Signals are taken by sigwait below, never by a handler on a random
+  // thread, and blocked before any thread starts (gRPC's, once credentials
+  // are made): a thread that did not block them would take a SIGTERM sent
+  // during the drain and end the process on the spot. A second SIGTERM
+  // waits for the drain, which --shutdown_grace_seconds bounds.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   absl::SetProgramUsageMessage("the kfuse kernel-fusion service. kfused --address=127.0.0.1:7420");
   {
     // --help names this file without the build's directories; --version
@@ -258,12 +268,6 @@ int main(int argc, char** argv) {
   // so); the kernel would then reap the GPU workers itself, and a worker's
   // exit status could not be read.
   signal(SIGCHLD, SIG_DFL);
-  // Signals are taken by sigwait below, never by a handler on a random thread.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   if (absl::GetFlag(FLAGS_nvrtc_max_concurrent) < 1) {
     Refuse("--nvrtc_max_concurrent must be at least 1");
