@@ -241,6 +241,20 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* o
   });
 }
 
+absl::Status ReconcileTotal(Db& db) {
+  constexpr char kSum[] = "(SELECT coalesce(sum(bytes), 0) FROM blobs)";
+  KFUSE_ASSIGN_OR_RETURN(int64_t right,
+                         db.QueryInt(absl::StrCat("SELECT (SELECT total_bytes FROM stats WHERE id = 1) IS ", kSum)));
+  if (right != 0) return absl::OkStatus();
+  return db.Transaction([&]() -> absl::Status {
+    // An upsert: a present row keeps its invalidation counter. A row made
+    // again starts it at 0, which other processes read as a change (they
+    // compare for inequality) and so drop what they hold in memory.
+    return db.Exec(absl::StrCat("INSERT INTO stats(id, total_bytes) VALUES (1, ", kSum,
+                                ") ON CONFLICT(id) DO UPDATE SET total_bytes = excluded.total_bytes"));
+  });
+}
+
 absl::Status Probe(Db& db) {
   for (const char* table : {"blobs", "stats", "decisions", "artifacts", "quarantine"}) {
     KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare(absl::StrCat("SELECT 1 FROM ", table, " LIMIT 1")));

@@ -46,6 +46,10 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* o
 // Touches the root page of every table, so that a file whose pages are
 // garbage is found at open (DataLoss) rather than at the first hit.
 absl::Status Probe(Db& db);
+// Rewrites the stats row's byte total where it is missing or is not the
+// blobs' sum (the file edited by hand): every Put reads it, and a missing
+// row failed them all.
+absl::Status ReconcileTotal(Db& db);
 
 }  // namespace kfuse::cache
 

@@ -182,6 +182,7 @@ absl::Status Store::OpenFile() {
   KFUSE_RETURN_IF_ERROR(ConfigureWriter(*db));
   KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/false, &schema_version_));
   KFUSE_RETURN_IF_ERROR(Probe(*db));
+  KFUSE_RETURN_IF_ERROR(cache::ReconcileTotal(*db));
   writer_ = std::move(db);
   RememberFile();
   return absl::OkStatus();

@@ -386,6 +386,31 @@ TEST(StoreTest, AnOpenWaitsOutAnotherWritersLockToSetWal) {
   EXPECT_TRUE(store.ok()) << store.status();
 }
 
+// The stats row's byte total, which every Put reads, deleted or wrong: set
+// again from the blobs when the store opens.
+TEST(StoreTest, AMissingOrWrongByteTotalIsRecountedAtOpen) {
+  for (const char* damage : {"DELETE FROM stats;", "UPDATE stats SET total_bytes = -5;"}) {
+    SCOPED_TRACE(damage);
+    const std::string path = FreshDbPath("total");
+    int64_t bytes = 0;
+    {
+      auto store = OpenOrDie({.path = path});
+      ASSERT_TRUE(store->PutArtifact(TestKey("a"), "cubin a", TestMeta()).ok());
+      bytes = *store->TotalBytes();
+      ASSERT_GT(bytes, 0);
+    }
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, damage, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    auto store = OpenOrDie({.path = path});
+    absl::StatusOr<int64_t> total = store->TotalBytes();
+    ASSERT_TRUE(total.ok()) << total.status();
+    EXPECT_EQ(*total, bytes);
+    EXPECT_TRUE(store->PutArtifact(TestKey("b"), "cubin b", TestMeta()).ok());
+  }
+}
+
 // A device (SQLite would open it and leave a journal beside it in /dev) and
 // SQLite's ":memory:" are no store.
 TEST(StoreTest, ADeviceOrAnInMemoryNameIsNoStore) {
