@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
         errno = 0;
         char* end = nullptr;
         const double v = std::strtod(s.c_str(), &end);
-        if (!std::isfinite(v) || (errno == ERANGE && v == 0)) return std::string("expected a finite number within a double's range");
+        if (!std::isfinite(v) || (errno == ERANGE && v == 0)) {
+          return std::string("expected a finite number within a double's range");
+        }
         return std::string();
       },
       "");
@@ -63,8 +65,12 @@ int main(int argc, char** argv) {
   app.add_flag("--tls", g.tls, "TLS with the system roots (implied by --tls-ca)");
   // Empty, these would silently drop TLS, a client certificate or plan
   // verification (--verify-key "$UNSET"); an empty variable is ignored.
-  app.add_option("--tls-ca", g.tls_ca, "PEM CA that signs the server's certificate")->envname("KFUSE_TLS_CA")->check(a_file);
-  app.add_option("--tls-cert", g.tls_cert, "PEM client certificate (mutual TLS)")->envname("KFUSE_TLS_CERT")->check(a_file);
+  app.add_option("--tls-ca", g.tls_ca, "PEM CA that signs the server's certificate")
+      ->envname("KFUSE_TLS_CA")
+      ->check(a_file);
+  app.add_option("--tls-cert", g.tls_cert, "PEM client certificate (mutual TLS)")
+      ->envname("KFUSE_TLS_CERT")
+      ->check(a_file);
   app.add_option("--tls-key", g.tls_key, "PEM key of --tls-cert")->envname("KFUSE_TLS_KEY")->check(a_file);
   app.add_option("--token-file", g.token_file, "file whose first line is the bearer token")->check(a_file);
   app.add_option("--token", g.token, "bearer token (prefer --token-file: argv is visible to others)")
@@ -190,7 +196,8 @@ int main(int argc, char** argv) {
   ch->add_option("--out-features", chain.out_features,
                  "linear: out-features (the weight is [out, width])")->transform(whole);
   ch->add_option("--activation", chain.activation,
-                 "linear: none|relu|silu|gelu|gelu_tanh|sigmoid|tanh")->check(naming("none, relu, silu, gelu, gelu_tanh, sigmoid or tanh"));
+                 "linear: none|relu|silu|gelu|gelu_tanh|sigmoid|tanh")
+      ->check(naming("none, relu, silu, gelu, gelu_tanh, sigmoid or tanh"));
   ch->add_flag("--no-weight", chain.no_weight, "norms: no weight input");
   ch->add_option("--labels-dtype", chain.labels_dtype,
                  "cross_entropy, nll_loss: the labels' i32|i64 (default i64)")->check(naming("i32 or i64"));

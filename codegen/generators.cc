@@ -77,7 +77,10 @@ int64_t Bound(const SizeExpr& e, const Chain& chain) {
   switch (e.kind()) {
     case K::kMin: return a < 0 ? b : b < 0 ? a : std::min(a, b);
     case K::kSub: return a;
-    case K::kCeilDiv: return a < 0 || !e.rhs().is_const() || e.rhs().value() <= 0 ? -1 : (a + e.rhs().value() - 1) / e.rhs().value();
+    case K::kCeilDiv: {
+      const int64_t d = e.rhs().is_const() ? e.rhs().value() : 0;
+      return a < 0 || d <= 0 ? -1 : (a + d - 1) / d;
+    }
     case K::kAdd: return a < 0 || b < 0 || a > kBig - b ? -1 : a + b;
     case K::kMax: return a < 0 || b < 0 ? -1 : std::max(a, b);
     case K::kMul: return a < 0 || b < 0 || (b != 0 && a > kBig / b) ? -1 : a * b;

@@ -37,10 +37,10 @@
 #include "service/interceptors.h"
 #include "service/library_logs.h"
 #include "service/node.h"
-#include "tuner/runner_pool.h"
 #include "service/server.h"
 #include "service/tuning_health.h"
 #include "tuner/nvrtc_compiler.h"
+#include "tuner/runner_pool.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:7420", "host:port to listen on (loopback by default)");
 ABSL_FLAG(std::string, store, "", "SQLite store path (default: $XDG_CACHE_HOME/kfuse/kfuse.db or ~/.cache/kfuse/kfuse.db)");
