@@ -951,7 +951,7 @@ class Writer {
   }
 
   // a + b in reduction `red`'s accumulator: integers add as unsigned, so a
-  // sum that wraps (as torch's does) is no signed overflow.
+  // sum that wraps (docs/architecture.md) is no signed overflow.
   std::string Sum(int32_t red, const std::string& a, const std::string& b) const {
     if (AccumulatorType(red) == "int") return absl::StrCat("(int)((unsigned)", a, " + (unsigned)", b, ")");
     return absl::StrCat(a, " + ", b);

@@ -23,6 +23,7 @@ import grpc
 
 from kfuse.chain import Chain
 from kfuse.errors import FallbackWarning, KfuseError, ServerUnavailable, from_rpc_error
+from kfuse.signing import public_key_bytes
 from kfuse.v1 import kfuse_pb2 as pb
 from kfuse.v1 import kfuse_pb2_grpc as pb_grpc
 
@@ -94,11 +95,10 @@ class Client:
             if not isinstance(verify_key, str):
                 raise TypeError(f"verify_key must be a str of 64 hex digits, not {type(verify_key).__name__}")
             try:
-                ok = len(bytes.fromhex(verify_key.strip())) == 32
+                public_key_bytes(verify_key)
             except ValueError:
-                ok = False
-            if not ok:
-                raise ValueError("verify_key must be 64 hex digits (Ed25519, as kfused --print_public_key prints)")
+                raise ValueError("verify_key must be 64 hex digits (Ed25519, as kfused "
+                                 "--print_public_key prints)") from None
         opts = [("grpc.max_receive_message_length", 256 << 20)] + list(options or [])
         if tls or root_certs or cert_chain:
             creds = grpc.ssl_channel_credentials(root_certs, private_key, cert_chain)

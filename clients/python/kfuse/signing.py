@@ -38,6 +38,18 @@ def signing_payload(plan):
     return b"".join(out)
 
 
+def public_key_bytes(public_key_hex):
+    """The 32 bytes of an Ed25519 public key given as 64 hex digits (as
+    `kfused --print_public_key` prints); ValueError for anything else."""
+    try:
+        key = bytes.fromhex(public_key_hex.strip())
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise ValueError("a public key is 64 hex digits (Ed25519, as kfused --print_public_key prints)")
+    return key
+
+
 def verify_plan(plan, public_key_hex):
     """Raises KfuseError(PERMISSION_DENIED) unless `plan` is signed by the
     key (64 hex digits, as `kfused --print_public_key` prints)."""
@@ -46,12 +58,8 @@ def verify_plan(plan, public_key_hex):
         from nacl.signing import SigningKey, VerifyKey
     except ImportError as e:
         raise ImportError("verifying plan signatures needs PyNaCl: pip install 'kfuse[verify]'") from e
-    hexkey = public_key_hex.strip()
-    try:
-        key = VerifyKey(bytes.fromhex(hexkey))
-    except ValueError as e:
-        raise ValueError("a public key is 64 hex digits (Ed25519, as kfused --print_public_key "
-                         "prints)") from e
+    raw = public_key_bytes(public_key_hex)
+    key = VerifyKey(raw)
     if not plan.signature:
         raise KfuseError("PERMISSION_DENIED",
                          "plan is unsigned (the server has no signing key, or is not kfused)")
@@ -66,7 +74,7 @@ def verify_plan(plan, public_key_hex):
     # easy slip, as both are 64 hex digits: say so, and never echo the pinned
     # digits, which would print part of a secret.
     try:
-        SigningKey(bytes.fromhex(hexkey)).verify_key.verify(payload, plan.signature)
+        SigningKey(raw).verify_key.verify(payload, plan.signature)
     except (BadSignatureError, ValueError):
         raise KfuseError("PERMISSION_DENIED", "plan signature does not verify against the pinned "
                          "key (compare it with `kfused --print_public_key`)") from None
