@@ -231,8 +231,12 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* o
       const Migration& m = Migrations()[v];
       absl::Status st = m.apply(db);
       if (!st.ok()) {
-        return absl::Status(st.code(), absl::StrCat("cache migration to version ", v + 1, " (",
-                                                    m.what, ") failed: ", st.message()));
+        // A step fails on SQL alone (INTERNAL) only where the tables are not
+        // those of the file's version: a damaged file. A full disk, a lock
+        // keep their codes.
+        const absl::StatusCode code = absl::IsInternal(st) ? absl::StatusCode::kDataLoss : st.code();
+        return absl::Status(code, absl::StrCat("cache database ", path, ": migration to version ", v + 1, " (",
+                                               m.what, ") failed: ", st.message()));
       }
       KFUSE_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", v + 1)));
     }
@@ -255,9 +259,24 @@ absl::Status ReconcileTotal(Db& db) {
   });
 }
 
-absl::Status Probe(Db& db) {
-  for (const char* table : {"blobs", "stats", "decisions", "artifacts", "quarantine"}) {
-    KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare(absl::StrCat("SELECT 1 FROM ", table, " LIMIT 1")));
+absl::Status Probe(Db& db, const std::string& path, int64_t version) {
+  struct Table {
+    const char* name;
+    int64_t since;  // The schema version that made it.
+  };
+  for (const Table& table : {Table{"blobs", 1}, Table{"stats", 1}, Table{"decisions", 1}, Table{"artifacts", 1},
+                             Table{"quarantine", 1}, Table{"refusals", 4}}) {
+    if (version < table.since) continue;
+    // A file whose tables do not match its version (one dropped, its version
+    // set back by hand) is damaged as a garbage page is: moved aside.
+    KFUSE_ASSIGN_OR_RETURN(int64_t present,
+                           db.QueryInt(absl::StrCat("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                                    "AND name = '", table.name, "'")));
+    if (present == 0) {
+      return absl::DataLossError(absl::StrCat("cache database ", path, " is damaged: schema version ", version,
+                                              " has no table ", table.name));
+    }
+    KFUSE_ASSIGN_OR_RETURN(Stmt s, db.Prepare(absl::StrCat("SELECT 1 FROM ", table.name, " LIMIT 1")));
     KFUSE_RETURN_IF_ERROR(s.Step().status());
   }
   return absl::OkStatus();

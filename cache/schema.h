@@ -43,9 +43,10 @@ absl::Status ConfigureReader(Db& db);
 // read as it is.
 absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* opened = nullptr);
 
-// Touches the root page of every table, so that a file whose pages are
-// garbage is found at open (DataLoss) rather than at the first hit.
-absl::Status Probe(Db& db);
+// Touches the root page of every table the file's schema `version` has, so
+// that a file whose pages are garbage, or that lacks one of those tables, is
+// found at open (DataLoss) rather than at the first hit.
+absl::Status Probe(Db& db, const std::string& path, int64_t version);
 // Rewrites the stats row's byte total where it is missing or is not the
 // blobs' sum (the file edited by hand): every Put reads it, and a missing
 // row failed them all.

@@ -181,7 +181,7 @@ absl::Status Store::OpenFile() {
   KFUSE_RETURN_IF_ERROR(cache::CheckOwnFile(*db, opts_.path));  // Before the first write.
   KFUSE_RETURN_IF_ERROR(ConfigureWriter(*db));
   KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/false, &schema_version_));
-  KFUSE_RETURN_IF_ERROR(Probe(*db));
+  KFUSE_RETURN_IF_ERROR(Probe(*db, opts_.path, schema_version_));
   KFUSE_RETURN_IF_ERROR(cache::ReconcileTotal(*db));
   writer_ = std::move(db);
   RememberFile();
@@ -201,18 +201,31 @@ bool Store::PathWasReplaced() {
   return static_cast<uint64_t>(st.st_dev) != file_dev_ || static_cast<uint64_t>(st.st_ino) != file_ino_;
 }
 
+bool Store::PathWasDeleted() {
+  struct stat st;
+  return file_ino_ != 0 && lost_.ok() && ::stat(opts_.path.c_str(), &st) != 0 && errno == ENOENT;
+}
+
 void Store::FollowReplacedFile() {
+  // A writer follows a deleted file too: what it wrote there after the
+  // deletion would be gone at the next start.
+  const auto moved = [this]() ABSL_SHARED_LOCKS_REQUIRED(db_mu_) {
+    return PathWasReplaced() || (!opts_.read_only && PathWasDeleted());
+  };
   {
     absl::ReaderMutexLock l(&db_mu_);
-    if (!PathWasReplaced()) return;
+    if (!moved()) return;
   }
   absl::MutexLock l(&db_mu_);
-  if (!PathWasReplaced()) return;
+  if (!moved()) return;
   if (opts_.read_only) {
     FollowReplacedReadOnlyFile();
     return;
   }
+  const bool deleted = PathWasDeleted();
   CloseFile();
+  // A new file at the path: SQLite drops the deleted file's log beside an
+  // empty database rather than replaying it.
   absl::Status st = OpenFile();
   ++generation_;
   lost_ = st;  // OK: open again, whatever failed before.
@@ -220,9 +233,16 @@ void Store::FollowReplacedFile() {
     CloseFile();
     reopen_at_ = absl::Now() + absl::Seconds(1);
   }
+  if (deleted) {
+    // The store was cleared by hand: what callers keep of it in memory goes
+    // too, as after `kfuse cache rm --all`.
+    invalidations_seen_ = -1;
+    ++invalidations_;
+  }
   LogEvent(st.ok() ? LogLevel::kInfo : LogLevel::kWarning, "store_reopened",
            {{"store", opts_.path},
-            {"why", "the file at the path was replaced (another process moved a corrupt store aside)"},
+            {"why", deleted ? "the file at the path was deleted: a new store is made there"
+                            : "the file at the path was replaced (another process moved a corrupt store aside)"},
             {"error", st.ok() ? "" : st.ToString()}});
 }
 
@@ -277,7 +297,7 @@ absl::Status Store::OpenReader() {
   KFUSE_RETURN_IF_ERROR(ConfigureReader(*db));
   KFUSE_RETURN_IF_ERROR(cache::CheckOwnFile(*db, opts_.path));
   KFUSE_RETURN_IF_ERROR(Migrate(*db, opts_.path, /*read_only=*/true, &schema_version_));
-  KFUSE_RETURN_IF_ERROR(Probe(*db));
+  KFUSE_RETURN_IF_ERROR(Probe(*db, opts_.path, schema_version_));
   idle_readers_.push_back(std::move(db));
   return absl::OkStatus();
 }
@@ -377,7 +397,8 @@ absl::Status Store::Guarded(const std::function<absl::Status()>& op) {
 absl::Status Store::LostStatus() const {
   if (lost_.ok()) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat(
-      "cache ", opts_.path, " was moved aside as corrupt and a fresh one could not be made yet: ", lost_.message()));
+      "cache ", opts_.path, " has no file open (it was moved aside as corrupt, replaced or deleted) and a fresh one "
+      "could not be made yet: ", lost_.message()));
 }
 
 absl::StatusOr<Store::Reader> Store::AcquireReader() {

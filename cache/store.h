@@ -195,9 +195,12 @@ class Store {
   // Whether the path names a file other than the one this store opened (a
   // process sharing it moved it aside as corrupt and made a fresh one).
   bool PathWasReplaced() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Whether the file this store opened is no longer at the path and nothing
+  // is there (deleted by hand), while the store has a file.
+  bool PathWasDeleted() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Reopens the path when it was replaced, so that this process writes where
-  // the others read, or (read-only) serves the file put there; called once a
-  // second.
+  // the others read, or (read-only) serves the file put there; a writer also
+  // makes a new store where its file was deleted. Called once a second.
   void FollowReplacedFile();
   void FollowReplacedReadOnlyFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   // Notes the device and inode at the path: the file opened.

@@ -191,6 +191,52 @@ TEST(StoreRecoveryTest, CorruptFileIsMovedAsideAndServingContinues) {
   }
 }
 
+// A store whose tables do not match its schema version (a table dropped by
+// hand; the version set back, so a migration step finds its table made) is
+// damaged as a garbage page is: moved aside at open, a new store made, and
+// a read-only open says what is wrong (not an SQL error).
+TEST(StoreRecoveryTest, AFileWhoseTablesDoNotMatchItsVersionIsMovedAside) {
+  struct Case {
+    const char* name;
+    const char* edit;
+    const char* said;
+  };
+  const Case cases[] = {
+      {"no-quarantine", "DROP TABLE quarantine", "has no table quarantine"},
+      {"no-refusals", "DROP TABLE refusals", "has no table refusals"},
+      {"version-set-back", "PRAGMA user_version=3", "migration to version 4"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = FreshDbPath(c.name);
+    {
+      auto store = OpenOrDie({.path = path});
+      ASSERT_TRUE(store->PutArtifact(TestKey("old"), "old", TestMeta()).ok());
+    }
+    RawExec(path, c.edit);
+    auto ro = Store::Open({.path = path, .read_only = true});
+    if (std::string(c.name) != "version-set-back") {  // A reader reads a version-3 file as it is.
+      ASSERT_FALSE(ro.ok());
+      EXPECT_TRUE(absl::IsDataLoss(ro.status())) << ro.status();
+      EXPECT_THAT(ro.status().message(), HasSubstr(c.said));
+    }
+    ::testing::internal::CaptureStderr();
+    auto store = Store::Open({.path = path});
+    const std::string logged = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_THAT(logged, HasSubstr(c.said));
+    const std::vector<std::string> aside = CorruptAside(path);  // The file, and its log where one was left.
+    EXPECT_EQ(std::count_if(aside.begin(), aside.end(),
+                            [](const std::string& name) { return !absl::EndsWith(name, "-wal"); }),
+              1);
+    auto old = (*store)->GetArtifact(TestKey("old"));
+    ASSERT_TRUE(old.ok()) << old.status();
+    EXPECT_FALSE(old->has_value());
+    ASSERT_TRUE((*store)->PutArtifact(TestKey("new"), "new", TestMeta()).ok());
+    EXPECT_TRUE((*store)->IntegrityCheck().ok());
+  }
+}
+
 // Runs `body` in a child process (a file size limit is process-wide) and
 // returns the child's exit status: 0, or the step `body` failed at (Step).
 // `body` gets `limit(bytes)`: no file may grow past `bytes` from then on, as
@@ -314,6 +360,39 @@ TEST(StoreRecoveryTest, ProcessesSharingACorruptFileEndOnOneFreshFile) {
   ASSERT_TRUE(c->PutArtifact(TestKey("y"), "y", TestMeta()).ok());
   EXPECT_EQ(Read(*a, TestKey("y")), "y");
   EXPECT_TRUE(a->IntegrityCheck().ok());
+}
+
+// The store deleted by hand while a process writes it (`rm kfuse.db*`, to
+// clear it): within a second the writer makes a new store at the path, so
+// what it writes from then on is there at the next start, and callers are
+// told to drop what they hold of the old one. A reader keeps serving the
+// file it has open.
+TEST(StoreRecoveryTest, AWriterMakesANewStoreWhereItsFileWasDeleted) {
+  for (const bool with_log : {false, true}) {
+    SCOPED_TRACE(with_log ? "the log deleted too" : "the database file alone");
+    const std::string path = FreshDbPath(with_log ? "deleted-all" : "deleted");
+    auto store = OpenOrDie({.path = path});
+    auto ro = OpenOrDie({.path = path, .read_only = true});
+    ASSERT_TRUE(store->PutArtifact(TestKey("old"), "old", TestMeta()).ok());
+    ASSERT_EQ(Read(*ro, TestKey("old")), "old");
+    const uint64_t before = store->invalidations();
+    ASSERT_EQ(std::remove(path.c_str()), 0);
+    if (with_log) {
+      for (const char* suffix : {"-wal", "-shm"}) std::remove((path + suffix).c_str());
+    }
+    absl::SleepFor(absl::Milliseconds(1500));
+    EXPECT_GT(store->invalidations(), before);
+    EXPECT_EQ(Read(*store, TestKey("old")), "(missing)");
+    ASSERT_TRUE(store->PutArtifact(TestKey("new"), "new", TestMeta()).ok());
+    EXPECT_EQ(Read(*ro, TestKey("old")), "old");
+    store.reset();
+    ro.reset();
+    auto again = OpenOrDie({.path = path});
+    EXPECT_EQ(Read(*again, TestKey("new")), "new");
+    EXPECT_EQ(Read(*again, TestKey("old")), "(missing)");
+    EXPECT_TRUE(again->IntegrityCheck().ok());
+    EXPECT_TRUE(CorruptAside(path).empty());
+  }
 }
 
 // A serving-only node (read-only store) whose file is replaced by a new one
