@@ -1,6 +1,11 @@
 #include "service/auth.h"
 
 #include <netdb.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <sodium.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,6 +16,7 @@
 #include <cstring>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "absl/algorithm/container.h"
@@ -219,6 +225,35 @@ bool IsLoopbackAddress(absl::string_view address) {
     }
   }
   return dots == 3;
+}
+
+absl::Status CheckTlsKeyPair(const std::string& key_pem, const std::string& cert_pem) {
+  // Parsed as gRPC's TLS will, so that a pair it cannot use is named here,
+  // before the store is made, not as an address the listener could not bind.
+  const auto bio = [](const std::string& pem) {
+    return std::unique_ptr<BIO, decltype(&BIO_free)>(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())),
+                                                      &BIO_free);
+  };
+  auto key_bio = bio(key_pem), cert_bio = bio(cert_pem);
+  if (key_bio == nullptr || cert_bio == nullptr) return absl::ResourceExhaustedError("out of memory reading PEM");
+  // No passphrase: OpenSSL's default would ask the terminal for one.
+  pem_password_cb* no_passphrase = [](char*, int, int, void*) { return 0; };
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, no_passphrase, nullptr), &EVP_PKEY_free);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr),
+                                                   &X509_free);
+  const bool key_read = key != nullptr, cert_read = cert != nullptr;
+  const bool match = key_read && cert_read && X509_check_private_key(cert.get(), key.get()) == 1;
+  ERR_clear_error();  // What failed is said below; nothing is left for gRPC's TLS to report.
+  if (!key_read) {
+    return absl::InvalidArgumentError(
+        "--tls_key holds no private key this build can read (a certificate, or a key protected by a passphrase?)");
+  }
+  if (!cert_read) return absl::InvalidArgumentError("--tls_cert holds no certificate");
+  if (!match) {
+    return absl::InvalidArgumentError("--tls_key is not the key of the first certificate in --tls_cert");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kfuse

@@ -59,6 +59,11 @@ absl::Status CheckMetricsAddress(absl::string_view flag, absl::string_view addre
 // unix: addresses as they are.
 std::string WithPort(absl::string_view address, int port);
 
+// OK when `key_pem` holds a private key and `cert_pem` a certificate (its
+// first: the server's own, before any chain) of that key; otherwise
+// InvalidArgument naming --tls_key or --tls_cert.
+absl::Status CheckTlsKeyPair(const std::string& key_pem, const std::string& cert_pem);
+
 // True for addresses only this host can reach: 127.0.0.0/8, [::1],
 // localhost, unix: sockets. kfused refuses others without TLS.
 bool IsLoopbackAddress(absl::string_view address);

@@ -18,14 +18,17 @@
 
 #include <grpcpp/support/server_interceptor.h>
 
+#include "service/auth.h"
 #include "service/metrics.h"
 
 namespace kfuse {
 
 // The malformed-request interceptor, then `metrics`' own (not owned; it
-// must outlive the server).
+// must outlive the server). With `tokens` (not owned; null: none needed), a
+// malformed KernelService request without a valid token is UNAUTHENTICATED,
+// as a well-formed one is, rather than INVALID_ARGUMENT.
 std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> ServerInterceptors(
-    Metrics* metrics);
+    Metrics* metrics, const TokenSet* tokens = nullptr);
 
 // The INVALID_ARGUMENT message for a request to `method` ("/pkg.Service/M")
 // that is missing or did not parse: names the method and, where the

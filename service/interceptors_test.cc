@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -58,7 +59,9 @@ class DrainingGenericService : public grpc::CallbackGenericService {
 // over a fake compiler, spoken to with raw bytes.
 class InterceptorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Build(nullptr); }
+  // The server, requiring `tokens` where not null.
+  void Build(const TokenSet* tokens) {
     metrics_ = *Metrics::Create("");
     compiler_ = std::make_unique<FakeCompiler>(std::chrono::milliseconds(0));
     StoreOptions so;
@@ -71,10 +74,12 @@ class InterceptorsTest : public ::testing::Test {
     pipeline_ = std::make_unique<Pipeline>(std::move(deps), PipelineOptions{});
     ServiceOptions opts;
     opts.metrics = metrics_.get();
+    opts.tokens = tokens;
     service_ = std::make_unique<KernelServiceImpl>(pipeline_.get(), opts);
     service_testing::LoopbackExtras extras;
-    extras.generic = &generic_;
-    extras.interceptors = ServerInterceptors(metrics_.get());
+    // One server a generic service: each Build registers its own.
+    extras.generic = generics_.emplace_back(std::make_unique<DrainingGenericService>()).get();
+    extras.interceptors = ServerInterceptors(metrics_.get(), tokens);
     server_ = std::make_unique<service_testing::LoopbackServer>(service_.get(), std::move(extras));
     stub_ = std::make_unique<grpc::GenericStub>(server_->channel());
   }
@@ -83,8 +88,10 @@ class InterceptorsTest : public ::testing::Test {
     if (service_) service_->Drain();
   }
 
-  grpc::Status Unary(const std::string& method, const std::string& bytes, grpc::ByteBuffer* response) {
+  grpc::Status Unary(const std::string& method, const std::string& bytes, grpc::ByteBuffer* response,
+                     const std::string& authorization = "") {
     grpc::ClientContext ctx;
+    if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
     grpc::ByteBuffer request = Bytes(bytes);
     grpc::Status status;
     absl::Notification done;
@@ -147,7 +154,8 @@ class InterceptorsTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<KernelServiceImpl> service_;
-  DrainingGenericService generic_;  // Registered services outlive the server.
+  // Registered services outlive their server.
+  std::vector<std::unique_ptr<DrainingGenericService>> generics_;
   std::unique_ptr<service_testing::LoopbackServer> server_;
   std::unique_ptr<grpc::GenericStub> stub_;
 };
@@ -226,6 +234,29 @@ TEST_F(InterceptorsTest, ParseableRequestsAreUntouched) {
   s = Stream("/test.Drain/Bidi", &truncated, &messages);
   EXPECT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
   EXPECT_EQ(Requests("ListKernels", "OK"), 1);
+}
+
+// With tokens required, a caller without a valid one is UNAUTHENTICATED
+// whatever it sends: a message that does not parse tells it no more than
+// one that does. With the token, the parse failure is named as before.
+TEST_F(InterceptorsTest, AMalformedRequestWithoutAValidTokenIsUnauthenticated) {
+  TearDown();
+  absl::StatusOr<TokenSet> tokens = TokenSet::FromText("interceptor-test-token-0123\n");
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  Build(&*tokens);
+  const std::string truncated(kTruncated, sizeof(kTruncated) - 1);
+  grpc::ByteBuffer response;
+  for (const std::string& bytes : {truncated, std::string()}) {
+    for (const char* authorization : {"", "Bearer wrong-token-0123456789abcdef"}) {
+      grpc::Status s = Unary("ImportKernels", bytes, &response, authorization);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+      EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("parse")));
+    }
+  }
+  grpc::Status s = Unary("Compile", truncated, &response, "Bearer interceptor-test-token-0123");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("does not parse as a kfuse.v1.CompileRequest"));
+  EXPECT_EQ(Requests("ImportKernels", "UNAUTHENTICATED"), 4);
 }
 
 TEST(MalformedRequestMessageTest, NamesTheTypeWhereKnown) {

@@ -148,6 +148,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(std::
   if (!key_pem.ok()) return key_pem.status();
   auto cert_pem = ReadPem(cert, "--tls_cert");
   if (!cert_pem.ok()) return cert_pem.status();
+  if (absl::Status s = kfuse::CheckTlsKeyPair(*key_pem, *cert_pem); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(s.message(), " (--tls_key ", key, ", --tls_cert ", cert, ")"));
+  }
   pair.private_key = *key_pem;
   pair.cert_chain = *cert_pem;
   ssl.pem_key_cert_pairs.push_back(pair);
@@ -391,7 +394,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.RegisterService(service.get());
-  builder.experimental().SetInterceptorCreators(kfuse::ServerInterceptors(&(*node)->metrics()));
+  builder.experimental().SetInterceptorCreators(kfuse::ServerInterceptors(&(*node)->metrics(), sopts.tokens));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     Refuse(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_address),
