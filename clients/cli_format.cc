@@ -305,13 +305,9 @@ std::string FormatPlanSummary(const kfuse::v1::CompileResponse& r) {
   return out;
 }
 
-namespace {
-
-// `cell` with control characters escaped (\n, \x1b, ...): a name a client
-// chose must not break a table's lines or drive the terminal.
-std::string Printable(const std::string& cell) {
+std::string Printable(absl::string_view text) {
   std::string out;
-  for (char ch : cell) {
+  for (char ch : text) {
     const auto u = static_cast<unsigned char>(ch);
     if (u < 0x20 || u == 0x7f) {
       out += absl::CHexEscape(std::string(1, ch));
@@ -321,8 +317,6 @@ std::string Printable(const std::string& cell) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string FormatTable(const std::vector<std::vector<std::string>>& raw) {
   std::vector<std::vector<std::string>> rows;

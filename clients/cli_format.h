@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "kfuse/v1/kfuse.pb.h"
 
 namespace kfuse::client {
@@ -49,6 +50,11 @@ std::string FormatKernelTable(const kfuse::v1::ListKernelsResponse& r,
                               const std::string& prefix = "");
 // Rows of cells, columns padded to their widest cell, two spaces apart.
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
+
+// `text` with control characters escaped (\n, \x1b, ...): a name a client
+// chose, or a file's text, must not break a table's lines or drive the
+// terminal.
+std::string Printable(absl::string_view text);
 // `kfuse cache show`: every summary field of one entry.
 std::string FormatKernelSummary(const kfuse::v1::KernelSummary& k);
 // `kfuse cache explain`: key, stored or not, the nearest entry, a table of

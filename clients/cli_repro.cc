@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "clients/cli.h"
+#include "clients/cli_format.h"
 #include "codegen/analysis.h"
 #include "codegen/generators.h"
 #include "core/status.h"
@@ -27,12 +28,12 @@ namespace kfuse::client {
 namespace {
 
 int Reproduces(CliIo& io, const std::string& why) {
-  io.out << "reproduces: " << why << "\n";
+  io.out << "reproduces: " << Printable(why) << "\n";
   return kExitFailed;
 }
 
 int NoLongerReproduces(CliIo& io, const std::string& why) {
-  io.out << "no longer reproduces: " << why << "\n";
+  io.out << "no longer reproduces: " << Printable(why) << "\n";
   return kExitOk;
 }
 
@@ -42,7 +43,7 @@ std::string Indented(const std::string& text, size_t max_lines = 40) {
   while (!lines.empty() && lines.back().empty()) lines.pop_back();
   std::string out;
   for (size_t i = 0; i < lines.size() && i < max_lines; ++i)
-    absl::StrAppend(&out, "    | ", lines[i], "\n");
+    absl::StrAppend(&out, "    | ", Printable(lines[i]), "\n");
   if (lines.size() > max_lines)
     absl::StrAppend(&out, "    | ... (", lines.size() - max_lines,
                     " more lines)\n");
@@ -58,20 +59,26 @@ size_t FirstDifferentLine(const std::string& a, const std::string& b) {
 }
 
 void PrintRecorded(const std::string& dir, const ReproInfo& info, CliIo& io) {
-  io.out << "bundle     " << dir << "\n"
+  // A bundle's text is printed escaped: a hostile one must not forge lines
+  // or drive the terminal.
+  io.out << "bundle     " << Printable(dir) << "\n"
          << "kind       " << ReproKindName(info.kind) << "\n"
-         << "key        " << info.key << "\n"
+         << "key        " << Printable(info.key) << "\n"
          << "kernel     " << info.kernel_index << "  "
-         << info.variant.ToString() << " (" << NumericsName(info.numerics)
-         << ")\n"
-         << "recorded   kfuse " << info.kfuse_version << ", generator "
-         << info.generator_version << ", " << info.nvrtc_version << ", "
-         << info.arch << ", "
-         << (info.driver_version ? absl::StrCat("driver ", info.driver_version)
-                                 : "no driver")
-         << ", " << (info.device ? info.device->name : "no GPU") << "\n";
+         << Printable(info.variant.ToString()) << " ("
+         << NumericsName(info.numerics) << ")\n"
+         << "recorded   "
+         << Printable(absl::StrCat(
+                "kfuse ", info.kfuse_version, ", generator ",
+                info.generator_version, ", ", info.nvrtc_version, ", ",
+                info.arch, ", ",
+                info.driver_version
+                    ? absl::StrCat("driver ", info.driver_version)
+                    : "no driver",
+                ", ", info.device ? info.device->name : "no GPU"))
+         << "\n";
   for (const std::string& o : info.omitted)
-    io.out << "omitted    " << o << "\n";
+    io.out << "omitted    " << Printable(o) << "\n";
   if (!info.message.empty()) {
     io.out << "message" << (info.message_truncated ? " (truncated)" : "")
            << "\n"

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/json_depth.h"
 #include "core/status.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -116,6 +117,7 @@ size_t FirstSyntaxError(const std::string& s) {
 absl::Status ParseJson(const std::string& json, const std::string& what,
                        google::protobuf::Message* msg) {
   msg->Clear();
+  KFUSE_RETURN_IF_ERROR(CheckJsonDepth(json, what));
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   const auto status =
@@ -213,6 +215,7 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
 
 absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequest(
     const std::string& json, const std::string& what) {
+  KFUSE_RETURN_IF_ERROR(CheckJsonDepth(json, what));
   google::protobuf::Struct top;
   google::protobuf::util::JsonParseOptions options;
   if (!google::protobuf::util::JsonStringToMessage(json, &top, options).ok()) {

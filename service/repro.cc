@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "codegen/canonicalize.h"
+#include "core/json_depth.h"
 #include "core/status.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -466,6 +467,7 @@ absl::StatusOr<ReproInfo> ReadReproBundle(const std::string& dir) {
   }
   ReproInfo info;
   KFUSE_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(dir + "/info.json"));
+  KFUSE_RETURN_IF_ERROR(CheckJsonDepth(text, "info.json"));
   Struct s;
   google::protobuf::util::JsonParseOptions strict;
   if (auto st = google::protobuf::util::JsonStringToMessage(text, &s, strict); !st.ok()) {
@@ -481,6 +483,7 @@ absl::StatusOr<ReproInfo> ReadReproBundle(const std::string& dir) {
 
   if (fs::exists(dir + "/chain.json", ec)) {
     KFUSE_ASSIGN_OR_RETURN(std::string chain, ReadSmallFile(dir + "/chain.json"));
+    KFUSE_RETURN_IF_ERROR(CheckJsonDepth(chain, "chain.json"));
     if (auto st = google::protobuf::util::JsonStringToMessage(chain, &info.chain, strict); !st.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("chain.json: ", std::string(st.message())));
     }

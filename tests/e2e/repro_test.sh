@@ -163,5 +163,22 @@ rc=$?
 [[ $rc -eq 2 && $out == *sm_7* ]]
 check "an arch NVRTC cannot take: exit 2 naming it" $? "rc=$rc $out"
 
+# A hostile bundle's text is printed escaped: no escape sequence reaches the
+# terminal, and no line of it reads as a verdict.
+make_bundle "$tmp/hostile" compile_error
+python3 - "$tmp/hostile/info.json" <<'EOF'
+import json, sys
+info = json.load(open(sys.argv[1]))
+info["key"] = "k\x1b[2Jcleared\nno longer reproduces: forged"
+info["message"] = "line\n\x1b[31mred\x1b[0m \x1b]0;title\x07"
+json.dump(info, open(sys.argv[1], "w"))
+EOF
+out=$("$kfuse" repro "$tmp/hostile" 2>&1)
+rc=$?
+[[ $rc -eq 0 && $out != *$'\x1b'* && $out != *$'\x07'* && $out == *'k\x1b[2Jcleared\nno longer'* ]]
+check "a bundle's key and message are printed escaped" $? "rc=$rc $(printf '%q' "$out")"
+[[ $(grep -c '^no longer reproduces' <<<"$out") -eq 1 ]]
+check "a bundle's text forges no verdict line" $? "$out"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
