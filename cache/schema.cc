@@ -1,8 +1,11 @@
 #include "cache/schema.h"
 
+#include <sqlite3.h>
+
 #include <fstream>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -222,7 +225,7 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* o
         "cache database ", path, " has schema version ", version, " and needs migrating to ", known,
         ", which a read-only open cannot do; open it read-write once"));
   }
-  return db.Transaction([&]() -> absl::Status {
+  absl::Status migrated = db.Transaction([&]() -> absl::Status {
     // Re-read under the write lock: another process may have migrated.
     KFUSE_ASSIGN_OR_RETURN(int64_t v, db.QueryInt("PRAGMA user_version"));
     if (v > known) return absl::FailedPreconditionError("cache schema changed during open");
@@ -231,10 +234,12 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* o
       const Migration& m = Migrations()[v];
       absl::Status st = m.apply(db);
       if (!st.ok()) {
-        // A step fails on SQL alone (INTERNAL) only where the tables are not
-        // those of the file's version: a damaged file. A full disk, a lock
-        // keep their codes.
-        const absl::StatusCode code = absl::IsInternal(st) ? absl::StatusCode::kDataLoss : st.code();
+        // A step's SQL fails as such (SQLITE_ERROR: a table it makes is
+        // there, one it alters is not) only where the tables are not those
+        // of the file's version: a damaged file. Anything else (a full disk,
+        // an I/O error, a lock) keeps its code, and the file stays.
+        const bool damaged = sqlite3_extended_errcode(db.raw()) == SQLITE_ERROR;
+        const absl::StatusCode code = damaged ? absl::StatusCode::kDataLoss : st.code();
         return absl::Status(code, absl::StrCat("cache database ", path, ": migration to version ", v + 1, " (",
                                                m.what, ") failed: ", st.message()));
       }
@@ -243,6 +248,10 @@ absl::Status Migrate(Db& db, const std::string& path, bool read_only, int64_t* o
     if (opened != nullptr) *opened = known;
     return absl::OkStatus();
   });
+  if (migrated.ok() || absl::StrContains(migrated.message(), "cache database ")) return migrated;
+  // The commit's write, say, on a full disk.
+  return absl::Status(migrated.code(), absl::StrCat("cache database ", path, ": migration from version ", version,
+                                                    " to ", known, " failed: ", migrated.message()));
 }
 
 absl::Status ReconcileTotal(Db& db) {

@@ -203,29 +203,35 @@ bool Store::PathWasReplaced() {
 
 bool Store::PathWasDeleted() {
   struct stat st;
-  return file_ino_ != 0 && lost_.ok() && ::stat(opts_.path.c_str(), &st) != 0 && errno == ENOENT;
+  return file_ino_ != 0 && ::stat(opts_.path.c_str(), &st) != 0 && errno == ENOENT;
 }
 
 void Store::FollowReplacedFile() {
-  // A writer follows a deleted file too: what it wrote there after the
-  // deletion would be gone at the next start.
-  const auto moved = [this]() ABSL_SHARED_LOCKS_REQUIRED(db_mu_) {
-    return PathWasReplaced() || (!opts_.read_only && PathWasDeleted());
-  };
   {
     absl::ReaderMutexLock l(&db_mu_);
-    if (!moved()) return;
+    if (!PathWasReplaced()) {
+      if (!opts_.read_only && lost_.ok() && PathWasDeleted() && deleted_said_ino_ != file_ino_) {
+        // A store deleted by hand while this process writes it (rm
+        // kfuse.db*, to clear it). A new file is not made here: another
+        // process still on the deleted one keeps its -shm and -wal at the
+        // path, and a new database would share them with the old. What is
+        // built from now on lasts until this process stops.
+        deleted_said_ino_ = file_ino_;
+        LogEvent(LogLevel::kWarning, "store_file_deleted",
+                 {{"store", opts_.path},
+                  {"now", "writing on into the deleted file: what is built is lost when kfused stops; restart "
+                          "it for a new store (kfuse cache rm --all clears a store in use)"}});
+      }
+      return;
+    }
   }
   absl::MutexLock l(&db_mu_);
-  if (!moved()) return;
+  if (!PathWasReplaced()) return;
   if (opts_.read_only) {
     FollowReplacedReadOnlyFile();
     return;
   }
-  const bool deleted = PathWasDeleted();
   CloseFile();
-  // A new file at the path: SQLite drops the deleted file's log beside an
-  // empty database rather than replaying it.
   absl::Status st = OpenFile();
   ++generation_;
   lost_ = st;  // OK: open again, whatever failed before.
@@ -233,16 +239,9 @@ void Store::FollowReplacedFile() {
     CloseFile();
     reopen_at_ = absl::Now() + absl::Seconds(1);
   }
-  if (deleted) {
-    // The store was cleared by hand: what callers keep of it in memory goes
-    // too, as after `kfuse cache rm --all`.
-    invalidations_seen_ = -1;
-    ++invalidations_;
-  }
   LogEvent(st.ok() ? LogLevel::kInfo : LogLevel::kWarning, "store_reopened",
            {{"store", opts_.path},
-            {"why", deleted ? "the file at the path was deleted: a new store is made there"
-                            : "the file at the path was replaced (another process moved a corrupt store aside)"},
+            {"why", "the file at the path was replaced (another process moved a corrupt store aside)"},
             {"error", st.ok() ? "" : st.ToString()}});
 }
 
@@ -397,7 +396,7 @@ absl::Status Store::Guarded(const std::function<absl::Status()>& op) {
 absl::Status Store::LostStatus() const {
   if (lost_.ok()) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat(
-      "cache ", opts_.path, " has no file open (it was moved aside as corrupt, replaced or deleted) and a fresh one "
+      "cache ", opts_.path, " has no file open (it was moved aside as corrupt, or replaced) and a fresh one "
       "could not be made yet: ", lost_.message()));
 }
 

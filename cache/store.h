@@ -196,11 +196,11 @@ class Store {
   // process sharing it moved it aside as corrupt and made a fresh one).
   bool PathWasReplaced() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Whether the file this store opened is no longer at the path and nothing
-  // is there (deleted by hand), while the store has a file.
+  // is there (deleted by hand).
   bool PathWasDeleted() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Reopens the path when it was replaced, so that this process writes where
-  // the others read, or (read-only) serves the file put there; a writer also
-  // makes a new store where its file was deleted. Called once a second.
+  // the others read, or (read-only) serves the file put there; a writer
+  // whose file was deleted says so, once. Called once a second.
   void FollowReplacedFile();
   void FollowReplacedReadOnlyFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   // Notes the device and inode at the path: the file opened.
@@ -242,6 +242,9 @@ class Store {
   // A read-only store: the inode of a replacing file that could not be
   // opened, said once (0: none).
   uint64_t refused_ino_ ABSL_GUARDED_BY(db_mu_) = 0;
+  // A writer: the inode of the open file whose deletion was said (0: none).
+  // Atomic: set under the shared lock, by the one thread that polls.
+  std::atomic<uint64_t> deleted_said_ino_{0};
   // Read-only opens of a file in a folder this process cannot write: the
   // immutable URI every connection opens; empty otherwise.
   std::string reader_uri_ ABSL_GUARDED_BY(db_mu_);
