@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "clients/cli.h"
+#include "clients/cli_format.h"
 #include "clients/json.h"
 #include "clients/verify.h"
 #include "core/status.h"
@@ -90,8 +91,10 @@ int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io) {
     fields["message"].set_string_value(std::string(status.message()));
     io.out << ToJson(error, /*pretty=*/false) << "\n";
   }
+  // Escaped: the text may come from a server or a file, and must not drive
+  // the terminal.
   io.err << "kfuse: " << absl::StatusCodeToString(status.code()) << ": "
-         << status.message() << "\n";
+         << PrintableLines(status.message()) << "\n";
   if (!hint.empty()) io.err << "kfuse: " << hint << "\n";
   return ExitCodeFor(status);
 }

@@ -305,18 +305,35 @@ std::string FormatPlanSummary(const kfuse::v1::CompileResponse& r) {
   return out;
 }
 
-std::string Printable(absl::string_view text) {
+namespace {
+
+// `text` with C0 controls, DEL and the C1 controls' UTF-8 forms (U+0080 to
+// U+009F, which some terminals act on as escapes) written as \x escapes;
+// newlines and tabs kept where `keep_lines`.
+std::string Escaped(absl::string_view text, bool keep_lines) {
   std::string out;
-  for (char ch : text) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (u < 0x20 || u == 0x7f) {
-      out += absl::CHexEscape(std::string(1, ch));
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    const bool c1 = u == 0xc2 && i + 1 < text.size() && (static_cast<unsigned char>(text[i + 1]) & 0xe0) == 0x80;
+    if (keep_lines && (u == '\n' || u == '\t')) {
+      out += text[i];
+    } else if (u < 0x20 || u == 0x7f) {
+      out += absl::CHexEscape(text.substr(i, 1));
+    } else if (c1) {
+      out += absl::CHexEscape(text.substr(i, 2));
+      ++i;
     } else {
-      out += ch;
+      out += text[i];
     }
   }
   return out;
 }
+
+}  // namespace
+
+std::string Printable(absl::string_view text) { return Escaped(text, /*keep_lines=*/false); }
+
+std::string PrintableLines(absl::string_view text) { return Escaped(text, /*keep_lines=*/true); }
 
 std::string FormatTable(const std::vector<std::vector<std::string>>& raw) {
   std::vector<std::vector<std::string>> rows;

@@ -55,6 +55,9 @@ std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
 // chose, or a file's text, must not break a table's lines or drive the
 // terminal.
 std::string Printable(absl::string_view text);
+// As Printable, keeping newlines and tabs: a message of several lines (an
+// error from a server, a compiler's log).
+std::string PrintableLines(absl::string_view text);
 // `kfuse cache show`: every summary field of one entry.
 std::string FormatKernelSummary(const kfuse::v1::KernelSummary& k);
 // `kfuse cache explain`: key, stored or not, the nearest entry, a table of

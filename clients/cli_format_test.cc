@@ -202,6 +202,16 @@ TEST(FormatTableTest, EscapesControlCharacters) {
             "name     \\x1b[31mred\n");
 }
 
+// C1 controls in UTF-8 (U+009B is the 8-bit CSI some terminals act on)
+// are escaped too; other text outside ASCII is kept. PrintableLines keeps a
+// message's lines and tabs.
+TEST(PrintableTest, EscapesC1ControlsAndKeepsLinesWhereAsked) {
+  EXPECT_EQ(Printable("a\xc2\x9b" "31m \xc2\xa0 \xc3\xa9"), "a\\xc2\\x9b" "31m \xc2\xa0 \xc3\xa9");
+  EXPECT_EQ(Printable("a\nb\tc\x7f"), "a\\nb\\tc\\x7f");
+  EXPECT_EQ(PrintableLines("a\nb\tc\x1b]0;t\x07"), "a\nb\tc\\x1b]0;t\\x07");
+  EXPECT_EQ(Printable("ends in \xc2"), "ends in \xc2");
+}
+
 TEST(FormatTableTest, AlignsColumns) {
   EXPECT_EQ(FormatTable({{"a", "bb", "c"}, {"ddd", "e", "f"}}),
             "a    bb  c\nddd  e   f\n");

@@ -43,7 +43,7 @@ std::string Indented(const std::string& text, size_t max_lines = 40) {
   while (!lines.empty() && lines.back().empty()) lines.pop_back();
   std::string out;
   for (size_t i = 0; i < lines.size() && i < max_lines; ++i)
-    absl::StrAppend(&out, "    | ", Printable(lines[i]), "\n");
+    absl::StrAppend(&out, "    | ", Printable(lines[i]), "\n");  // A tab too.
   if (lines.size() > max_lines)
     absl::StrAppend(&out, "    | ... (", lines.size() - max_lines,
                     " more lines)\n");
@@ -168,12 +168,12 @@ absl::Status CompileAndPrint(const char* what, const std::string& entry,
   absl::StatusOr<CompiledKernel> k = nvrtc.Compile(spec, copts);
   if (k.ok()) {
     io.out << "compile    " << what << ": OK with " << nvrtc.Version()
-           << " for " << arch << " (" << k->resources.registers
+           << " for " << Printable(arch) << " (" << k->resources.registers
            << " registers, " << k->resources.spill_bytes << " bytes spilled)\n";
     return absl::OkStatus();
   }
   io.out << "compile    " << what << ": FAILED with " << nvrtc.Version()
-         << " for " << arch << " ("
+         << " for " << Printable(arch) << " ("
          << absl::StatusCodeToString(k.status().code()) << ")\n"
          << Indented(std::string(k.status().message()));
   return k.status();
@@ -203,7 +203,7 @@ int RunRepro(const GlobalOptions& g, const ReproOptions& o, CliIo& io) {
                   : kernel.status();
   if (!regenerated.ok()) {
     io.out << "generator  cannot regenerate with this build: "
-           << regenerated.status() << "\n";
+           << Printable(regenerated.status().ToString()) << "\n";
   } else if (info->source.empty()) {
     io.out << "generator  regenerated; the bundle has no kernel.cu to compare "
               "with\n";

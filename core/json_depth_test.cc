@@ -27,6 +27,11 @@ TEST(JsonDepthTest, BracketsInsideStringsDoNotCount) {
   EXPECT_TRUE(CheckJsonDepth(R"({"name": "[[[[[[", "x": "\"[[[[["})", "c.json", 2).ok());
   EXPECT_TRUE(CheckJsonDepth(R"(["a\\", [[]]])", "c.json", 3).ok());  // The string ends at its quote.
   EXPECT_FALSE(CheckJsonDepth(R"(["a\\", [[[]]]])", "c.json", 3).ok());
+  // A string opened by one quote ends only at the same quote: protobuf's
+  // parser takes single-quoted strings, and a lone " inside one must not
+  // hide the nesting after it.
+  EXPECT_FALSE(CheckJsonDepth(R"({"x": '"', "ops": [[[[]]]]})", "c.json", 3).ok());
+  EXPECT_TRUE(CheckJsonDepth(R"({"x": "'", "ops": [[]]})", "c.json", 3).ok());
 }
 
 TEST(JsonDepthTest, AChainNestsFarBelowTheDefault) {

@@ -179,6 +179,24 @@ rc=$?
 check "a bundle's key and message are printed escaped" $? "rc=$rc $(printf '%q' "$out")"
 [[ $(grep -c '^no longer reproduces' <<<"$out") -eq 1 ]]
 check "a bundle's text forges no verdict line" $? "$out"
+# The same through the arch NVRTC is given and a variant.txt that does not
+# parse: both end in errors, printed escaped.
+make_bundle "$tmp/hostile_arch" compile_error
+python3 - "$tmp/hostile_arch/info.json" <<'EOF'
+import json, sys
+info = json.load(open(sys.argv[1]))
+info["compile"]["arch"] = "sm_90\x1b]0;pwned\x07\nno longer reproduces: forged"
+json.dump(info, open(sys.argv[1], "w"))
+EOF
+make_bundle "$tmp/hostile_variant" compile_error
+printf 'pointwise{a\033[31m=1}\n' >"$tmp/hostile_variant/variant.txt"
+for bundle in hostile_arch hostile_variant; do
+  out=$("$kfuse" repro "$tmp/$bundle" 2>&1)
+  rc=$?
+  [[ $rc -eq 2 && $out != *$'\x1b'* && $out != *$'\x07'* && $out == *'\x1b'* ]] &&
+    ! grep -q '^no longer reproduces' <<<"$out"
+  check "$bundle: refused (exit 2), its text escaped" $? "rc=$rc $(printf '%q' "$out")"
+done
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
