@@ -253,6 +253,14 @@ TEST_F(InterceptorsTest, AMalformedRequestWithoutAValidTokenIsUnauthenticated) {
       EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("parse")));
     }
   }
+  // No message at all, on server-streaming methods: the interceptor's case.
+  for (const char* method : {"Tune", "ExportKernels"}) {
+    int messages = -1;
+    grpc::Status s = Stream(absl::StrCat("/kfuse.v1.KernelService/", method), nullptr, &messages);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method << ": " << s.error_message();
+    grpc::Status t = Stream(absl::StrCat("/kfuse.v1.KernelService/", method), &truncated, &messages);
+    EXPECT_EQ(t.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method << ": " << t.error_message();
+  }
   grpc::Status s = Unary("Compile", truncated, &response, "Bearer interceptor-test-token-0123");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_THAT(s.error_message(), HasSubstr("does not parse as a kfuse.v1.CompileRequest"));

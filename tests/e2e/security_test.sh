@@ -62,13 +62,14 @@ mtls=(--tls-ca "$pki/ca.pem" --tls-cert "$pki/client.pem" --tls-key "$pki/client
 
 # TLS files that are no PEM are refused naming the flag, before a store is
 # made: /dev/zero (which never ends), a directory, an empty client CA; so
-# are a key that is not the certificate's and a key file holding a
-# certificate.
+# are a key that is not the certificate's, a key file holding a certificate
+# and a certificate file holding a key.
 for bad in "--tls_cert=/dev/zero|--tls_cert /dev/zero is larger than 1 MiB" \
            "--tls_cert=$tmp|--tls_cert $tmp is a directory" \
            "--tls_client_ca=/dev/null|--tls_client_ca /dev/null holds no PEM block" \
            "--tls_key=$pki/client.key|--tls_key is not the key of the first certificate in --tls_cert" \
-           "--tls_key=$pki/ca.pem|--tls_key holds no private key"; do
+           "--tls_key=$pki/ca.pem|--tls_key holds no private key" \
+           "--tls_cert=$pki/server.key|--tls_cert holds no certificate"; do
   flags=(--tls_cert="$pki/server.pem" --tls_key="$pki/server.key" "${bad%%|*}")
   out=$(timeout 10 "$kfused" --address=127.0.0.1:1 --store="$tmp/refused.db" --no_gpu "${flags[@]}" 2>&1)
   rc=$?
