@@ -1,0 +1,75 @@
+"""Every CASES entry of test_torch_fuse.py fused and launched on a CUDA GPU
+(marked gpu; skips without one): fresh random inputs of the cases' dtypes,
+the batch dim scaled up, the outputs compared with the function in float64.
+A fused output passes when its largest error is at most twice eager
+PyTorch's plus 2 eps of the output dtype (times the largest |reference|),
+with NaN and inf where the reference has them. Run with -s for one line
+per output: the case, its input shapes and both errors."""
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+
+import kfuse  # noqa: E402
+import kfuse.torch as kt  # noqa: E402
+from test_torch_fuse import CASES, _TORCH, _gpu  # noqa: E402
+
+SCALE = 256  # Times the leading dim of the activations.
+UNSCALED = {"reshape_unsqueeze_expand"}  # Its x.view(4, 2, 32) fixes x's shape.
+
+
+def _scaled(specs):
+    """specs with dim 0 times SCALE for the inputs shaped as the first input
+    of the highest rank (the activations); the others (weights, biases,
+    rotary tables) keep their shapes, so contractions and broadcasts stay
+    valid."""
+    rank = max(len(shape) for _, shape in specs)
+    lead = next(shape for _, shape in specs if len(shape) == rank)
+    return [(dt, (shape[0] * SCALE, *shape[1:]) if shape == lead else shape) for dt, shape in specs]
+
+
+def _outputs(result):
+    return result if isinstance(result, tuple) else (result,)
+
+
+def _max_err(got, ref, finite):
+    err = (got.double() - ref)[finite].abs()
+    return err.max().item() if err.numel() else 0.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gpu_case_matches_float64(client, name):
+    _gpu()
+    fn, specs, kinds = CASES[name]
+    if "OP_MATMUL" in kinds and torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("matrix products need sm_80 or newer")
+    if name not in UNSCALED:
+        specs = _scaled(specs)
+    seed = int.from_bytes(os.urandom(4), "little")  # Fresh inputs each run; printed to replay one.
+    torch.manual_seed(seed)
+    xs = [torch.randn(shape, dtype=_TORCH[dt], device="cuda") for dt, shape in specs]
+    # Launches through a launcher of its own, whose binds count says that the
+    # plan ran: fallback="raise" alone lets a plan whose outputs differ from
+    # torch's run eagerly (with a warning).
+    with kfuse.Launcher() as launcher, torch.inference_mode():
+        fused = _outputs(kt.fuse(fn, client=client, fallback="raise", launcher=launcher)(*xs))
+        eager = _outputs(fn(*xs))
+        refs = _outputs(fn(*[x.double() for x in xs]))
+        torch.cuda.synchronize()
+        assert launcher.binds == 1, "the plan was not launched"
+    assert len(fused) == len(eager) == len(refs)
+    shapes = [tuple(x.shape) for x in xs]
+    for i, (got, want, ref) in enumerate(zip(fused, eager, refs)):
+        assert got.dtype == want.dtype and got.shape == want.shape, (i, got.dtype, got.shape)
+        ref = ref.double()
+        for where in (torch.isnan, torch.isposinf, torch.isneginf):
+            assert torch.equal(where(got.double()), where(ref)), (i, where.__name__)
+        finite = ref.isfinite()
+        top = ref[finite].abs().max().item() if finite.any() else 0.0
+        atol = 2 * torch.finfo(got.dtype).eps * max(1.0, top)
+        err_fused, err_eager = _max_err(got, ref, finite), _max_err(want, ref, finite)
+        print(f"\n{name} {shapes} seed {seed} output {i} {tuple(got.shape)} {got.dtype}: "
+              f"err_fused {err_fused:.3e} err_eager {err_eager:.3e} atol {atol:.3e}")
+        assert err_fused <= 2 * err_eager + atol, (name, i, err_fused, err_eager, atol)
