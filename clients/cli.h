@@ -84,10 +84,12 @@ struct ChainOptions {
   // linear|attention|cross_entropy|nll_loss.
   std::string composite;
   std::string dtype = "f32";    // f32|bf16|f16 (attention: bf16|f16).
-  int64_t width = 0;            // x's last dim (linear: in-features); required but by attention.
+  // x's last dim (linear: in-features); required but by attention. Unset,
+  // not 0, where not given: a flag given is checked whatever its value.
+  std::optional<int64_t> width;
   std::optional<int64_t> rows;  // A static row count, or:
   std::string rows_symbol;      // a runtime row count of this symbol,
-  int64_t rows_hint = 0;        // tuned for this many rows.
+  std::optional<int64_t> rows_hint;  // tuned for this many rows (0: the server's default).
   std::optional<double> eps;    // Norms; default 1e-5 (layer) or 1e-6 (RMS).
   // softmax: x * scale first; attention: the scores', default 1/sqrt(head_dim).
   std::optional<double> scale;
@@ -106,7 +108,7 @@ struct ChainOptions {
   // lengths, --seq-symbol makes them one runtime size (tuned at seq_hint).
   std::optional<int64_t> batch, heads, kv_heads, seq, seq_q, seq_k, head_dim, value_dim;
   std::string seq_symbol;
-  int64_t seq_hint = 0;
+  std::optional<int64_t> seq_hint;
   bool causal = false;   // attention: key j <= query i.
   bool lengths = false;  // attention: an i32 input "lengths" [batch].
   bool lse = false;      // attention: the log-sum-exp output too.
@@ -276,6 +278,9 @@ absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
 absl::Status CheckBudget(double seconds, const char* flag = "--budget");
 // A kernel entry name safe to use as a file name ([A-Za-z0-9_]+).
 bool IsSafeFileStem(const std::string& s);
+// `{"error": {"code": ..., "message": ...}}` and a newline: what --json
+// prints for an error.
+void PrintJsonError(const absl::Status& status, std::ostream& out);
 // Prints `status` with a hint where one helps (on io.err, or as a JSON
 // object on io.out with --json) and returns the exit code for it.
 int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io);
@@ -284,6 +289,9 @@ int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io);
 int ReportUsageError(const GlobalOptions& g, const absl::Status& status, CliIo& io);
 // The exit code for a status coming back from the server.
 int ExitCodeFor(const absl::Status& status);
+// Whether `s` is well-formed UTF-8 (no overlong forms or surrogates): what
+// a string field of a request must be.
+bool IsUtf8(absl::string_view s);
 // TLS files, token and verify key from the flags into `options`;
 // INVALID_ARGUMENT naming the flag for an unreadable file or a bad key.
 absl::Status ApplySecurityFlags(const GlobalOptions& g, ClientOptions& options);

@@ -2,6 +2,7 @@
 // linear layer, the class losses for a row shape; attention for its heads and
 // sequences), built locally with the ChainBuilder; no server involved.
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -88,17 +89,17 @@ absl::StatusOr<v1::Dim> RowsDim(const ChainOptions& o) {
       return absl::InvalidArgumentError(
           absl::StrCat("--rows ", *o.rows, ": must be >= 1"));
     }
-    if (o.rows_hint != 0) {
+    if (o.rows_hint.has_value()) {
       return absl::InvalidArgumentError(
           "--rows-hint goes with --rows-symbol, not --rows");
     }
     return StaticDim(*o.rows);
   }
-  if (o.rows_hint < 0) {
+  if (o.rows_hint.value_or(0) < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--rows-hint ", o.rows_hint, ": must be >= 0"));
+        absl::StrCat("--rows-hint ", *o.rows_hint, ": must be >= 0"));
   }
-  return SymbolDim(o.rows_symbol, o.rows_hint);
+  return SymbolDim(o.rows_symbol, o.rows_hint.value_or(0));
 }
 
 // Refuses flags the composite would ignore, naming them.
@@ -126,12 +127,14 @@ absl::Status CheckFlags(Composite c, const ChainOptions& o) {
                   "softmax, layer_norm, add_layer_norm, linear and attention");
   }
   if (attention) {
-    if (o.width != 0) return refuse("--width", "the row composites");
+    if (o.width.has_value()) return refuse("--width", "the row composites");
     if (o.rows.has_value()) return refuse("--rows", "the row composites");
     if (!o.rows_symbol.empty()) {
       return refuse("--rows-symbol", "the row composites");
     }
-    if (o.rows_hint != 0) return refuse("--rows-hint", "the row composites");
+    if (o.rows_hint.has_value()) {
+      return refuse("--rows-hint", "the row composites");
+    }
   } else {
     const std::pair<bool, const char*> attention_flags[] = {
         {o.batch.has_value(), "--batch"},
@@ -139,7 +142,7 @@ absl::Status CheckFlags(Composite c, const ChainOptions& o) {
         {o.kv_heads.has_value(), "--kv-heads"},
         {o.seq.has_value(), "--seq"},
         {!o.seq_symbol.empty(), "--seq-symbol"},
-        {o.seq_hint != 0, "--seq-hint"},
+        {o.seq_hint.has_value(), "--seq-hint"},
         {o.seq_q.has_value(), "--seq-q"},
         {o.seq_k.has_value(), "--seq-k"},
         {o.head_dim.has_value(), "--head-dim"},
@@ -202,19 +205,21 @@ absl::StatusOr<std::pair<v1::Dim, v1::Dim>> SequenceDims(
     return absl::InvalidArgumentError(
         "--seq N (static) or --seq-symbol NAME (runtime): not both");
   }
-  if (o.seq_hint != 0 && o.seq_symbol.empty()) {
+  if (o.seq_hint.has_value() && o.seq_symbol.empty()) {
     return absl::InvalidArgumentError("--seq-hint goes with --seq-symbol");
   }
-  if (o.seq_hint < 0) {
+  if (o.seq_hint.value_or(0) < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--seq-hint ", o.seq_hint, ": must be >= 0"));
+        absl::StrCat("--seq-hint ", *o.seq_hint, ": must be >= 0"));
   }
   KFUSE_RETURN_IF_ERROR(CheckAtLeastOne(o.seq, "--seq"));
   KFUSE_RETURN_IF_ERROR(CheckAtLeastOne(o.seq_q, "--seq-q"));
   KFUSE_RETURN_IF_ERROR(CheckAtLeastOne(o.seq_k, "--seq-k"));
   std::optional<v1::Dim> both;
   if (o.seq.has_value()) both = StaticDim(*o.seq);
-  if (!o.seq_symbol.empty()) both = SymbolDim(o.seq_symbol, o.seq_hint);
+  if (!o.seq_symbol.empty()) {
+    both = SymbolDim(o.seq_symbol, o.seq_hint.value_or(0));
+  }
   auto side = [&](const std::optional<int64_t>& n,
                   const char* flag) -> absl::StatusOr<v1::Dim> {
     if (n.has_value()) return StaticDim(*n);
@@ -309,6 +314,12 @@ absl::StatusOr<v1::Chain> LossChain(Composite c, v1::DType dtype,
   }
   ClassLossOptions lo;
   lo.ignore_index = o.ignore_index.value_or(-100);
+  // Labels are compared as i32 (the builder refuses, without naming the flag).
+  if (lo.ignore_index < INT32_MIN || lo.ignore_index > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ignore-index ", lo.ignore_index,
+        ": outside i32 (labels are compared as i32)"));
+  }
   const std::pair<const char*, LossReduction> kReductions[] = {
       {"none", LossReduction::kNone},
       {"sum", LossReduction::kSum},
@@ -340,13 +351,17 @@ absl::StatusOr<v1::Chain> CompositeChain(const ChainOptions& o) {
   KFUSE_RETURN_IF_ERROR(CheckFlags(c, o));
   if (c == Composite::kAttention) return AttentionChain(o);
   KFUSE_ASSIGN_OR_RETURN(v1::DType dtype, ParseFloatDType(o.dtype));
-  if (o.width < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--width ", o.width, ": required, a size >= 1"));
+  if (!o.width.has_value()) {
+    return absl::InvalidArgumentError("--width: required, a size >= 1");
   }
+  if (*o.width < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--width ", *o.width, ": required, a size >= 1"));
+  }
+  const int64_t width = *o.width;
   KFUSE_ASSIGN_OR_RETURN(v1::Dim rows, RowsDim(o));
-  const std::vector<v1::Dim> row_shape = {rows, StaticDim(o.width)};
-  const std::vector<v1::Dim> width_shape = {StaticDim(o.width)};
+  const std::vector<v1::Dim> row_shape = {rows, StaticDim(width)};
+  const std::vector<v1::Dim> width_shape = {StaticDim(width)};
 
   if (c == Composite::kCrossEntropy || c == Composite::kNllLoss) {
     return LossChain(c, dtype, row_shape, o);
@@ -357,7 +372,7 @@ absl::StatusOr<v1::Chain> CompositeChain(const ChainOptions& o) {
     KFUSE_ASSIGN_OR_RETURN(Activation act, ParseActivation(o.activation));
     const int64_t out = *o.out_features;
     Value weight =
-        b.Input("weight", dtype, {StaticDim(out), StaticDim(o.width)});
+        b.Input("weight", dtype, {StaticDim(out), StaticDim(width)});
     std::optional<Value> bias;
     if (o.bias) bias = b.Input("bias", dtype, {StaticDim(out)});
     b.Output("y", Linear(b, x, weight, bias, act));

@@ -76,7 +76,7 @@ TEST_F(CliChainTest, SoftmaxWithEveryOption) {
   ChainOptions o = Options("softmax");
   o.dtype = "f16";
   o.rows_symbol.clear();
-  o.rows_hint = 0;
+  o.rows_hint.reset();
   o.rows = 128;
   o.scale = 0.125;
   o.mask = true;
@@ -162,7 +162,7 @@ TEST_F(CliChainTest, LinearDefaultsToNoBiasNoActivation) {
   ChainOptions o = Options("linear");
   o.dtype = "f16";
   o.rows_symbol.clear();
-  o.rows_hint = 0;
+  o.rows_hint.reset();
   o.rows = 16;
   o.width = 512;
   o.out_features = 256;
@@ -221,9 +221,9 @@ TEST_F(CliChainTest, WritesTheFile) {
 // A valid attention command line over Options()'s row flags.
 void AttentionFlags(ChainOptions& o) {
   o.composite = "attention";
-  o.width = 0;
+  o.width.reset();
   o.rows_symbol.clear();
-  o.rows_hint = 0;
+  o.rows_hint.reset();
   o.heads = 8;
   o.seq = 128;
   o.head_dim = 64;
@@ -412,7 +412,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlags{"ZeroRows",
                  [](ChainOptions& o) {
                    o.rows_symbol.clear();
-                   o.rows_hint = 0;
+                   o.rows_hint.reset();
                    o.rows = 0;
                  },
                  "--rows 0"},
@@ -679,7 +679,37 @@ INSTANTIATE_TEST_SUITE_P(
                  "--lse: applies to attention, not rms_norm"},
         BadFlags{"SeqSymbolOnSoftmax",
                  [](ChainOptions& o) { o.seq_symbol = "S"; },
-                 "--seq-symbol: applies to attention, not softmax"}),
+                 "--seq-symbol: applies to attention, not softmax"},
+        BadFlags{"IgnoreIndexPastI32",
+                 [](ChainOptions& o) {
+                   o.composite = "cross_entropy";
+                   o.ignore_index = int64_t{3000000000};
+                 },
+                 "--ignore-index 3000000000: outside i32"},
+        // A flag the composite does not take is refused whatever its value,
+        // 0 included (it once read as not given).
+        BadFlags{"ZeroSeqHintOnSoftmax",
+                 [](ChainOptions& o) { o.seq_hint = 0; },
+                 "--seq-hint: applies to attention, not softmax"},
+        BadFlags{"ZeroWidthOnAttention",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.width = 0;
+                 },
+                 "--width: applies to the row composites"},
+        BadFlags{"ZeroRowsHintOnAttention",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.rows_hint = 0;
+                 },
+                 "--rows-hint: applies to the row composites"},
+        BadFlags{"ZeroRowsHintWithStaticRows",
+                 [](ChainOptions& o) {
+                   o.rows_symbol.clear();
+                   o.rows = 8;
+                   o.rows_hint = 0;
+                 },
+                 "--rows-hint goes with --rows-symbol"}),
     [](const ::testing::TestParamInfo<BadFlags>& info) {
       return std::string(info.param.name);
     });

@@ -14,6 +14,7 @@
 #include "clients/cli_format.h"
 #include "clients/json.h"
 #include "clients/verify.h"
+#include "core/limits.h"
 #include "core/status.h"
 #include "google/protobuf/struct.pb.h"
 
@@ -46,9 +47,9 @@ absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
 }
 
 absl::Status CheckBudget(double seconds, const char* flag) {
-  if (std::isfinite(seconds) && seconds >= 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(flag, " ", seconds, ": expected a number of seconds >= 0"));
+  if (std::isfinite(seconds) && seconds >= 0 && seconds <= kMaxBudgetSeconds) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(flag, " ", seconds, ": expected a number of seconds from 0 to ",
+                                                 kMaxBudgetSeconds, " (0: the server's default)"));
 }
 
 bool IsSafeFileStem(const std::string& s) {
@@ -57,6 +58,37 @@ bool IsSafeFileStem(const std::string& s) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') {
       return false;
     }
+  }
+  return true;
+}
+
+bool IsUtf8(absl::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto lead = static_cast<unsigned char>(s[i]);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t more;  // Continuation bytes.
+    uint32_t code, least;
+    if ((lead & 0xe0) == 0xc0) {
+      more = 1, code = lead & 0x1f, least = 0x80;
+    } else if ((lead & 0xf0) == 0xe0) {
+      more = 2, code = lead & 0x0f, least = 0x800;
+    } else if ((lead & 0xf8) == 0xf0) {
+      more = 3, code = lead & 0x07, least = 0x10000;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= more) return false;
+    for (size_t k = 1; k <= more; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xc0) != 0x80) return false;
+      code = code << 6 | (b & 0x3f);
+    }
+    // No overlong forms, surrogates or code points past U+10FFFF.
+    if (code < least || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
+    i += more + 1;
   }
   return true;
 }
@@ -73,6 +105,14 @@ int ExitCodeFor(const absl::Status& status) {
   }
 }
 
+void PrintJsonError(const absl::Status& status, std::ostream& out) {
+  google::protobuf::Struct error;
+  auto& fields = *(*error.mutable_fields())["error"].mutable_struct_value()->mutable_fields();
+  fields["code"].set_string_value(absl::StatusCodeToString(status.code()));
+  fields["message"].set_string_value(std::string(status.message()));
+  out << ToJson(error, /*pretty=*/false) << "\n";
+}
+
 int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io) {
   std::string hint;
   if (status.code() == absl::StatusCode::kUnavailable) {
@@ -82,15 +122,7 @@ int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io) {
     hint = absl::StrCat("no answer within ", g.timeout_seconds,
                         " s; raise --timeout");
   }
-  if (g.json) {
-    google::protobuf::Struct error;
-    auto& fields = *(*error.mutable_fields())["error"]
-                        .mutable_struct_value()
-                        ->mutable_fields();
-    fields["code"].set_string_value(absl::StatusCodeToString(status.code()));
-    fields["message"].set_string_value(std::string(status.message()));
-    io.out << ToJson(error, /*pretty=*/false) << "\n";
-  }
+  if (g.json) PrintJsonError(status, io.out);
   // Escaped: the text may come from a server or a file, and must not drive
   // the terminal.
   io.err << "kfuse: " << absl::StatusCodeToString(status.code()) << ": "

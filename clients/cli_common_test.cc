@@ -51,7 +51,8 @@ TEST(ParsePolicyModeTest, Table) {
 TEST(CheckBudgetTest, RefusesNegativeNanAndInfinite) {
   EXPECT_TRUE(CheckBudget(0).ok());
   EXPECT_TRUE(CheckBudget(2.5).ok());
-  for (double bad : {-1.0, std::nan(""), HUGE_VAL}) {
+  EXPECT_TRUE(CheckBudget(3600).ok());
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL, 3600.5, 1e9}) {  // Past the server's 3600 s too.
     absl::Status s = CheckBudget(bad);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(std::string(s.message()), HasSubstr("--budget")) << bad;
@@ -137,6 +138,19 @@ TEST(WithoutBinariesTest, StripsCubinAndPtxOnly) {
   EXPECT_TRUE(stripped.plan().kernels(0).cubin().empty());
   EXPECT_TRUE(stripped.plan().kernels(0).ptx().empty());
   EXPECT_EQ(stripped.plan().kernels(0).entry(), "e");
+}
+
+// Text a request carries must be UTF-8; protobuf drops what is not.
+TEST(IsUtf8Test, AcceptsWellFormedTextAndRefusesTheRest) {
+  EXPECT_TRUE(IsUtf8(""));
+  EXPECT_TRUE(IsUtf8("tokens"));
+  EXPECT_TRUE(IsUtf8("\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));  // é € and an emoji.
+  EXPECT_FALSE(IsUtf8("r\xff"));
+  EXPECT_FALSE(IsUtf8("\xc3"));              // Cut short.
+  EXPECT_FALSE(IsUtf8("\xc3\x28"));          // Not a continuation byte.
+  EXPECT_FALSE(IsUtf8("\xc0\xaf"));          // Overlong '/'.
+  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));      // A surrogate.
+  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));  // Past U+10FFFF.
 }
 
 }  // namespace

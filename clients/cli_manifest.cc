@@ -17,6 +17,7 @@
 #include "clients/cli_format.h"
 #include "clients/json.h"
 #include "core/key.h"
+#include "core/limits.h"
 #include "core/status.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -194,8 +195,10 @@ absl::StatusOr<std::vector<ManifestItem>> ParseManifest(const std::string& json,
     request.mutable_policy()->set_mode(mode);
     double budget = defaults.budget_seconds;
     if (auto b = fields.find("budget_seconds"); b != fields.end()) {
-      if (b->second.kind_case() != Value::kNumberValue || !(b->second.number_value() >= 0)) {
-        return Bad(absl::StrCat(where, ".budget_seconds"), "expected a number of seconds >= 0");
+      if (b->second.kind_case() != Value::kNumberValue || !(b->second.number_value() >= 0) ||
+          b->second.number_value() > kMaxBudgetSeconds) {
+        return Bad(absl::StrCat(where, ".budget_seconds"),
+                   absl::StrCat("expected a number of seconds from 0 to ", kMaxBudgetSeconds));
       }
       budget = b->second.number_value();
     }
@@ -267,8 +270,14 @@ absl::Status AppendTuneState(const std::string& path, const ManifestItem& item, 
   f["outcome"].set_string_value(outcome);
   f["key"].set_string_value(key);
   f["unix_ms"].set_number_value(static_cast<double>(absl::ToUnixMillis(absl::Now())));
+  // A line torn by a run killed mid-write is ended first, so that this
+  // record starts a line of its own (torn lines are skipped when read).
+  bool at_line_start = true;
+  if (std::ifstream in(path, std::ios::binary); in && in.seekg(-1, std::ios::end)) {
+    at_line_start = in.get() == '\n';
+  }
   std::ofstream out(path, std::ios::app);
-  out << ToJson(record, /*pretty=*/false) << "\n";
+  out << (at_line_start ? "" : "\n") << ToJson(record, /*pretty=*/false) << "\n";
   out.flush();
   if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot append to the state file ", path));
   return absl::OkStatus();

@@ -145,6 +145,8 @@ TEST_F(ManifestTest, BadManifestsNameTheEntryAndField) {
        "entries[0].mode: 'heuristic': expected quick or full"},
       {R"({"entries": [{"chain": "chains/static.json", "budget_seconds": -1}]})",
        "entries[0].budget_seconds"},
+      {R"({"entries": [{"chain": "chains/static.json", "budget_seconds": 1e9}]})",
+       "entries[0].budget_seconds: expected a number of seconds from 0 to 3600"},
       {R"({"entries": [{"chain": "chains/static.json", "arch": "sm_9000"}]})",
        "entries[0].arch: 'sm_9000': expected sm_XY or sm_XYa"},
       {R"({"entries": [{"chain": "chains/static.json", "arch": ""}]})",
@@ -189,6 +191,11 @@ TEST_F(ManifestTest, StateSkipsFinishedItemsAndToleratesATornLine) {
   auto done = LoadTuneState(state);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(*done, (std::set<std::string>{(*items)[0].id, (*items)[2].id}));
+  // The next run's record after the torn line is a line of its own.
+  ASSERT_TRUE(AppendTuneState(state, (*items)[1], "tuned", "k1").ok());
+  done = LoadTuneState(state);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->size(), 3u);
   std::ifstream in(state);
   std::string first;
   std::getline(in, first);

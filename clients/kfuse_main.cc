@@ -1,10 +1,12 @@
 // The `kfuse` command line: CLI11 wiring only; the subcommands are in cli_*.cc.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "clients/cli.h"
+#include "clients/cli_format.h"
 
 int main(int argc, char** argv) {
   using namespace kfuse::client;  // NOLINT: a main's wiring.
@@ -21,14 +24,27 @@ int main(int argc, char** argv) {
   // An empty value would read as the option not given (a default, or the
   // file's own): refused, naming the option. --arch "native" asks for the
   // server's GPU on purpose.
+  // Text sent in a request must be UTF-8: protobuf drops what is not, with a
+  // log line, and the request would name something else.
+  const CLI::Validator utf8(
+      [](const std::string& s) { return IsUtf8(s) ? std::string() : std::string("is not valid UTF-8"); }, "");
   const auto naming = [](const char* what) {
+    return CLI::Validator(
+        [what](const std::string& s) {
+          if (s.empty()) return absl::StrCat("must name ", what);
+          return IsUtf8(s) ? std::string() : std::string("is not valid UTF-8");
+        },
+        "");
+  };
+  // Paths stay on this machine: any bytes but none.
+  const auto a_path = [](const char* what) {
     return CLI::Validator(
         [what](const std::string& s) { return s.empty() ? absl::StrCat("must name ", what) : std::string(); },
         "");
   };
   const CLI::Validator an_arch = naming("a target (sm_90, sm_90a, ..., or native)");
-  const CLI::Validator a_file = naming("a file");
-  const CLI::Validator a_folder = naming("a folder");
+  const CLI::Validator a_file = a_path("a file");
+  const CLI::Validator a_folder = a_path("a folder");
   // A finite number: one past a double's range would be read as 0 or
   // infinity (--scale 1e-400 as 0, --timeout 1e999 as no deadline), and
   // inf or nan mean no number. Subnormals are numbers.
@@ -122,14 +138,14 @@ int main(int argc, char** argv) {
   cache->require_subcommand(1);
   CacheLsOptions ls;
   auto* cls = cache->add_subcommand("ls", "list stored kernels");
-  cls->add_option("--prefix", ls.prefix, "only keys starting with this");
+  cls->add_option("--prefix", ls.prefix, "only keys starting with this")->check(utf8);
   cls->add_option("--limit", ls.limit, "at most this many (0: server default)");
   std::string show_key;
   auto* cshow = cache->add_subcommand("show", "one stored kernel's summary");
-  cshow->add_option("key", show_key, "key or unique key prefix")->required();
+  cshow->add_option("key", show_key, "key or unique key prefix")->required()->check(naming("a key"));
   CacheRmOptions rm;
   auto* crm = cache->add_subcommand("rm", "remove stored kernels");
-  crm->add_option("keys", rm.keys, "keys or unique key prefixes");
+  crm->add_option("keys", rm.keys, "keys or unique key prefixes")->check(naming("a key"));
   crm->add_flag("--all", rm.all, "remove every stored kernel");
   CacheExplainOptions explain;
   auto* cexplain = cache->add_subcommand(
@@ -145,7 +161,7 @@ int main(int argc, char** argv) {
   CacheExportOptions exp;
   auto* cexport = cache->add_subcommand(
       "export", "write stored kernels (signed by the server) to a bundle file");
-  cexport->add_option("keys", exp.keys, "artifact keys or unique key prefixes");
+  cexport->add_option("keys", exp.keys, "artifact keys or unique key prefixes")->check(naming("a key"));
   cexport->add_option("--prefix", exp.prefix,
                       "every artifact whose key starts with this")
       ->check(naming("a key prefix (--all: every entry)"));
@@ -165,7 +181,7 @@ int main(int argc, char** argv) {
   std::string health_service;
   auto* health = app.add_subcommand("health", "grpc.health.v1 check");
   health->add_option("--service", health_service,
-                     "service name (default: the whole server)");
+                     "service name (default: the whole server)")->check(utf8);
   auto* version = app.add_subcommand("version", "client and API version");
 
   ChainOptions chain;
@@ -173,8 +189,9 @@ int main(int argc, char** argv) {
   ch->add_option("composite", chain.composite,
                  "softmax|log_softmax|layer_norm|rms_norm|add_rms_norm|"
                  "add_layer_norm|linear|attention|cross_entropy|nll_loss")
-      ->required();
-  ch->add_option("--dtype", chain.dtype, "f32|bf16|f16 (attention: bf16|f16)");
+      ->required()
+      ->check(utf8);
+  ch->add_option("--dtype", chain.dtype, "f32|bf16|f16 (attention: bf16|f16)")->check(utf8);
   ch->add_option("--width", chain.width,
                  "the normalised (last) dim; linear: in-features (all but attention)")->transform(whole);
   ch->add_option("--rows", chain.rows, "a static row count")->transform(whole);
@@ -236,6 +253,9 @@ int main(int argc, char** argv) {
   rp->add_option("--worker", repro.worker, "path of kfuse-worker")->check(a_file);
   rp->add_option("--device", repro.device, "CUDA device to run on");
 
+  // Under --json a usage error is a JSON object on standard output too, as
+  // every other error is, even where the parse stopped before the flag.
+  const bool json = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--json") == 0; });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -258,12 +278,16 @@ int main(int argc, char** argv) {
         rest.front()[0] != '-') {
       std::vector<std::string> names;
       for (const CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
-      std::cerr << path << ": unknown command '" << rest.front() << "' (one of " << absl::StrJoin(names, ", ")
-                << "; see " << path << " --help)\n";
+      const std::string message = absl::StrCat(path, ": unknown command '", rest.front(), "' (one of ",
+                                               absl::StrJoin(names, ", "), "; see ", path, " --help)");
+      std::cerr << PrintableLines(message) << "\n";
+      if (json) PrintJsonError(absl::InvalidArgumentError(message), std::cout);
       return kExitUsage;
     }
     const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    if (code == 0) return kExitOk;  // --help, --version.
+    if (json) PrintJsonError(absl::InvalidArgumentError(e.what()), std::cout);
+    return kExitUsage;
   }
 
   CliIo io{std::cout, std::cerr, isatty(STDOUT_FILENO) != 0};
@@ -272,8 +296,7 @@ int main(int argc, char** argv) {
     if (t->parsed()) {
       if (!tune.manifest.empty()) return RunTuneManifest(g, tune, io);
       if (tune.chain_path.empty()) {
-        std::cerr << "kfuse tune: give a chain file or --manifest FILE\n";
-        return kExitUsage;
+        return ReportUsageError(g, absl::InvalidArgumentError("tune: give a chain file or --manifest FILE"), io);
       }
       return RunTune(g, tune, io);
     }

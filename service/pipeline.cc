@@ -21,6 +21,7 @@
 #include "codegen/generators.h"
 #include "codegen/pointwise.h"
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/status.h"
 #include "kfuse/storage/v1/storage.pb.h"
 #include "core/log.h"
@@ -314,10 +315,6 @@ uint64_t Pipeline::AnswersEpoch() const {
 }
 
 namespace {
-
-// A tuning budget a request may ask for: a client's typo (1e308, NaN) must
-// not hold a GPU for ever.
-constexpr double kMaxBudgetSeconds = 3600;
 
 absl::Status CheckPolicy(const v1::TuningPolicy& policy) {
   if (!v1::TuningPolicy::Mode_IsValid(policy.mode())) {
