@@ -1,8 +1,10 @@
 #include "cache/fleet.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -63,10 +65,13 @@ class Params {
   std::vector<int> lengths_, formats_;
 };
 
-// The status a failed result stands for. Connection trouble and shutdowns
-// are Unavailable (the store pauses); a statement timeout DeadlineExceeded
-// (that call only); a missing privilege is
-// PermissionDenied (a reader role asked to write); the rest Internal.
+// The status a failed result stands for. Connection trouble, shutdowns and
+// a server out of connections are Unavailable (the store pauses); a
+// statement timeout DeadlineExceeded and a server out of disk or memory
+// ResourceExhausted (that call only: the server answers, so it is no
+// outage); a missing privilege, or a read-only session (a reader role, whose
+// transactions are read-only by default), is PermissionDenied; the rest
+// Internal.
 absl::Status ResultStatus(PGconn* c, const PGresult* r, absl::string_view what) {
   const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   std::string sqlstate = state != nullptr ? state : "";
@@ -76,16 +81,68 @@ absl::Status ResultStatus(PGconn* c, const PGresult* r, absl::string_view what) 
   // does not take the whole tier down.
   if (sqlstate == "57014" && PQstatus(c) == CONNECTION_OK) return absl::DeadlineExceededError(message);
   if (PQstatus(c) == CONNECTION_BAD || sqlstate.empty() || absl::StartsWith(sqlstate, "08") ||
-      absl::StartsWith(sqlstate, "57") || absl::StartsWith(sqlstate, "53")) {
+      absl::StartsWith(sqlstate, "57") || sqlstate == "53300") {
     return absl::UnavailableError(message);
   }
-  if (sqlstate == "42501") return absl::PermissionDeniedError(message);
+  if (absl::StartsWith(sqlstate, "53")) {  // 53100 disk full, 53200 out of memory.
+    return absl::ResourceExhaustedError(absl::StrCat(message, " (SQLSTATE ", sqlstate, ")"));
+  }
+  if (sqlstate == "42501" || sqlstate == "25006") return absl::PermissionDeniedError(message);
   return absl::InternalError(absl::StrCat(message, " (SQLSTATE ", sqlstate, ")"));
 }
 
-absl::StatusOr<std::unique_ptr<Result>> Exec(PGconn* c, const char* sql, Params& p, absl::string_view what) {
-  auto r = std::make_unique<Result>(PQexecParams(c, sql, p.size(), nullptr, p.values(), p.lengths(),
-                                                 p.formats(), /*resultFormat=*/1));
+// Waits until `c`'s socket is ready for `events` or `deadline` passes
+// (false then).
+bool AwaitSocket(PGconn* c, short events, absl::Time deadline) {
+  for (;;) {
+    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left_ms <= 0) return false;
+    pollfd fd{PQsocket(c), events, 0};
+    const int n = poll(&fd, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return true;  // Let libpq's next call report it.
+  }
+}
+
+// Runs one statement on `c` (nonblocking: Connect sets it) and waits at most
+// `timeout_ms` for its answer. The server's statement_timeout bounds a slow
+// statement; this bounds a server that does not answer at all (stopped,
+// swapped out, a partition the kernel still ACKs), which no keepalive
+// notices. Past it the call is Unavailable and the connection, its
+// statement still in flight, is never reused (Release takes only idle ones).
+absl::StatusOr<std::unique_ptr<Result>> Exec(PGconn* c, const char* sql, Params& p, absl::string_view what,
+                                             int timeout_ms) {
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
+  const auto no_answer = [&] {
+    return absl::UnavailableError(
+        absl::StrCat("fleet store: ", what, ": no answer within ", timeout_ms, " ms (the server is not responding)"));
+  };
+  if (PQsendQueryParams(c, sql, p.size(), nullptr, p.values(), p.lengths(), p.formats(), /*resultFormat=*/1) != 1) {
+    return ResultStatus(c, nullptr, what);
+  }
+  for (int f; (f = PQflush(c)) != 0;) {  // A large blob goes out as the server takes it.
+    if (f < 0) return ResultStatus(c, nullptr, what);
+    if (!AwaitSocket(c, POLLIN | POLLOUT, deadline)) return no_answer();
+    if (PQconsumeInput(c) != 1) return ResultStatus(c, nullptr, what);
+  }
+  while (PQisBusy(c) == 1) {
+    if (!AwaitSocket(c, POLLIN, deadline)) return no_answer();
+    if (PQconsumeInput(c) != 1) return ResultStatus(c, nullptr, what);
+  }
+  // One statement: its result, then the null that ends the query.
+  std::unique_ptr<Result> r;
+  for (PGresult* next; (next = PQgetResult(c)) != nullptr;) {
+    if (r == nullptr) {
+      r = std::make_unique<Result>(next);
+    } else {
+      PQclear(next);
+    }
+    while (PQisBusy(c) == 1) {
+      if (!AwaitSocket(c, POLLIN, deadline)) return no_answer();
+      if (PQconsumeInput(c) != 1) return ResultStatus(c, nullptr, what);
+    }
+  }
+  if (r == nullptr) return ResultStatus(c, nullptr, what);
   ExecStatusType s = PQresultStatus(r->r);
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) return ResultStatus(c, r->r, what);
   return r;
@@ -237,9 +294,14 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
                                                absl::StripTrailingAsciiWhitespace(
                                                    conn->c != nullptr ? PQerrorMessage(conn->c) : "out of memory")));
   }
+  // Nonblocking, so that a statement's wait is bounded (Exec).
+  if (PQsetnonblocking(conn->c, 1) != 0) {
+    return absl::UnavailableError(absl::StrCat("fleet store ", DisplayDsn(), ": cannot make the connection nonblocking"));
+  }
   Params none;
   absl::StatusOr<std::unique_ptr<Result>> r =
-      Exec(conn->c, "SELECT schema_version FROM kfuse_fleet_meta", none, "reading the schema version");
+      Exec(conn->c, "SELECT schema_version FROM kfuse_fleet_meta", none, "reading the schema version",
+           AnswerTimeoutMs());
   if (!r.ok()) {
     if (absl::IsUnavailable(r.status())) return r.status();
     return absl::FailedPreconditionError(absl::StrCat(
@@ -367,7 +429,7 @@ absl::StatusOr<std::vector<v1::StoreEntry>> FleetStore::Get(Store::Kind kind, co
     std::vector<std::string> hex;
     for (const std::string& s : signers) hex.push_back(absl::BytesToHexString(s));
     p.Text(TextArray(hex));
-    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kGetSql, p, "reading an entry"));
+    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kGetSql, p, "reading an entry", AnswerTimeoutMs()));
     const PGresult* res = r->r;
     out.clear();  // A retried call starts again.
     for (int row = 0; row < PQntuples(res); ++row) {
@@ -404,7 +466,7 @@ absl::StatusOr<int64_t> FleetStore::Count(Store::Kind kind, const std::string& k
     Params p;
     p.Bytes(kind == Store::Kind::kDecision ? "decision" : "artifact");
     p.Bytes(key);
-    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kCountSql, p, "counting entries"));
+    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kCountSql, p, "counting entries", AnswerTimeoutMs()));
     n = PQntuples(r->r) == 1 ? Int8Field(r->r, 0, 0) : 0;
     return absl::OkStatus();
   }));
@@ -428,7 +490,7 @@ absl::StatusOr<bool> FleetStore::Publish(const v1::StoreEntry& e) {
     p.Bytes(e.kfuse_version());
     p.Bytes(e.signer());
     p.Bytes(e.signature());
-    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kPublishSql, p, "publishing an entry"));
+    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kPublishSql, p, "publishing an entry", AnswerTimeoutMs()));
     published = PQntuples(r->r) == 1 && Int8Field(r->r, 0, 0) == 1;
     return absl::OkStatus();
   }));
@@ -443,7 +505,7 @@ absl::StatusOr<bool> FleetStore::TryLease(const std::string& key, double ttl_sec
     p.Bytes(key);
     p.Bytes(opts_.holder);
     p.Double(ttl_seconds);
-    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kLeaseSql, p, "taking a tuning lease"));
+    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kLeaseSql, p, "taking a tuning lease", AnswerTimeoutMs()));
     ours = PQntuples(r->r) == 1;
     return absl::OkStatus();
   }));
@@ -460,7 +522,7 @@ absl::StatusOr<std::vector<std::string>> FleetStore::RenewLeases(const std::vect
     p.Bytes(opts_.holder);
     p.Text(TextArray(keys));
     p.Double(ttl_seconds);
-    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kRenewSql, p, "renewing tuning leases"));
+    KFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Result> r, Exec(c, kRenewSql, p, "renewing tuning leases", AnswerTimeoutMs()));
     renewed.clear();  // A retried call starts again.
     for (int i = 0; i < PQntuples(r->r); ++i) {
       renewed.emplace_back(PQgetvalue(r->r, i, 0), PQgetlength(r->r, i, 0));
@@ -476,7 +538,7 @@ absl::Status FleetStore::ReleaseLease(const std::string& key) {
     Params p;
     p.Bytes(key);
     p.Bytes(opts_.holder);
-    return Exec(c, kReleaseSql, p, "releasing a tuning lease").status();
+    return Exec(c, kReleaseSql, p, "releasing a tuning lease", AnswerTimeoutMs()).status();
   });
 }
 

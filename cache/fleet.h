@@ -49,6 +49,9 @@ struct FleetOptions {
   bool read_only = false;  // A reader role: never publishes, never leases.
   std::string holder;      // This node in leases: name and process.
   int connect_timeout_seconds = 2;
+  // The server's statement_timeout; a statement whose answer has not come
+  // this long plus 2 s after it was sent (a server stopped or swapped out,
+  // which keepalives do not notice) is given up as an outage.
   int statement_timeout_ms = 5000;
   // After a failure, calls fail fast for this long, doubling up to the max.
   double retry_min_seconds = 1;
@@ -114,6 +117,8 @@ class FleetStore {
   // Back to the pool when healthy; dropped otherwise.
   void Release(std::unique_ptr<Conn> conn);
   absl::StatusOr<std::unique_ptr<Conn>> Connect();
+  // How long a statement's answer is awaited: the server's timeout, then 2 s.
+  int AnswerTimeoutMs() const { return opts_.statement_timeout_ms + 2000; }
   // Records the outcome of a call: a connection-level failure starts (or
   // lengthens) the pause and marks the store down.
   void NoteSuccess();

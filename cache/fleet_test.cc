@@ -1,5 +1,6 @@
 #include "cache/fleet.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/fleet_test_util.h"
 #include "cache/store_entry.h"
@@ -333,10 +336,46 @@ TEST_F(FleetTest, ReaderRoleReadsButCannotWrite) {
   absl::Status s = reader->Publish(Entry("reader-role-2", "r2")).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_TRUE(reader->up());  // A refused write is not an outage.
+  // A reader role as deploy/postgres/roles.sql makes it (its transactions
+  // read-only by default) is refused by the read-only check, not the
+  // privileges: the same answer.
+  ASSERT_EQ(pg_->Query("ALTER ROLE kfuse_reader SET default_transaction_read_only = on"), "");
+  auto read_only_role = Open("kfuse_reader", "ro-role");
+  absl::Status ro = read_only_role->Publish(Entry("reader-role-3", "r3")).status();
+  pg_->Query("ALTER ROLE kfuse_reader RESET default_transaction_read_only");
+  EXPECT_EQ(ro.code(), absl::StatusCode::kPermissionDenied) << ro;
+  EXPECT_TRUE(read_only_role->up());
   // A node configured read-only never tries.
   auto read_only = Open("kfuse_reader", "ro", /*read_only=*/true);
   EXPECT_EQ(read_only->Publish(e).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(read_only->TryLease("k", 1).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A server out of disk answers: the write fails (ResourceExhausted, that
+// call only), the store stays up, and reads go on.
+TEST_F(FleetTest, AServerOutOfDiskRefusesTheWriteAndIsNoOutage) {
+  std::vector<bool> states;
+  FleetOptions o;
+  o.dsn = pg_->Dsn();
+  o.holder = "disk";
+  o.on_state_change = [&](bool up, const absl::Status&) { states.push_back(up); };
+  auto fleet = FleetStore::Create(o);
+  v1::StoreEntry kept = Entry("disk-kept", "d");
+  ASSERT_TRUE(fleet->Publish(kept).ok());
+  ASSERT_EQ(pg_->Query("CREATE FUNCTION kfuse_test_disk_full() RETURNS trigger LANGUAGE plpgsql AS"
+                       " 'BEGIN RAISE EXCEPTION ''could not extend file'' USING ERRCODE = ''disk_full''; END';"
+                       " CREATE TRIGGER kfuse_test_disk_full BEFORE INSERT ON kfuse_entries"
+                       " FOR EACH ROW EXECUTE FUNCTION kfuse_test_disk_full()"),
+            "");
+  absl::Status full = fleet->Publish(Entry("disk-full", "f")).status();
+  auto read = Rows(*fleet, Store::Kind::kArtifact, kept.key());
+  pg_->Query("DROP TRIGGER kfuse_test_disk_full ON kfuse_entries; DROP FUNCTION kfuse_test_disk_full()");
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_TRUE(absl::StrContains(full.message(), "53100")) << full;
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->size(), 1u);
+  EXPECT_TRUE(fleet->up());
+  EXPECT_EQ(states, (std::vector<bool>{true}));
 }
 
 TEST_F(FleetTest, DatabaseWithoutSchemaIsNamed) {
@@ -406,6 +445,48 @@ TEST_F(FleetTest, PooledConnectionClosedByTheServerIsNoOutage) {
   EXPECT_EQ(got->size(), 1u);
   EXPECT_TRUE(fleet->up());
   EXPECT_EQ(states, (std::vector<bool>{true}));
+}
+
+// A server that stops answering without closing (stopped, swapped out, a
+// partition the kernel still ACKs: no keepalive notices) holds a call only
+// until its answer is overdue: Unavailable, an outage, and the connection
+// with the statement in flight is not reused.
+TEST_F(FleetTest, AServerThatStopsAnsweringIsAnOutageNotAHang) {
+  std::vector<bool> states;
+  FleetOptions o;
+  o.dsn = pg_->Dsn() + " application_name=kfuse-hung-test";
+  o.holder = "hung";
+  o.statement_timeout_ms = 500;  // The answer is given up 2.5 s after the statement.
+  o.retry_min_seconds = 0.2;
+  o.on_state_change = [&](bool up, const absl::Status&) { states.push_back(up); };
+  auto fleet = FleetStore::Create(o);
+  v1::StoreEntry e = Entry("hung", "h");
+  ASSERT_TRUE(fleet->Publish(e).ok());  // Its connection is now idle in the pool.
+  int64_t pid = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      pg_->Query("SELECT pid FROM pg_stat_activity WHERE application_name = 'kfuse-hung-test'"), &pid));
+  ASSERT_EQ(kill(static_cast<pid_t>(pid), SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{static_cast<pid_t>(pid)};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto hung = Rows(*fleet, Store::Kind::kArtifact, e.key());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(hung.status().code(), absl::StatusCode::kUnavailable) << hung.status();
+  EXPECT_TRUE(absl::StrContains(hung.status().message(), "no answer within 2500 ms")) << hung.status();
+  EXPECT_GE(took, std::chrono::milliseconds(2400));
+  EXPECT_LT(took, std::chrono::seconds(6));
+  EXPECT_FALSE(fleet->up());
+  // After the pause, a new connection serves; the stopped one is never used.
+  absl::StatusOr<std::vector<v1::StoreEntry>> back = absl::UnavailableError("not yet");
+  for (int i = 0; i < 30 && !back.ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    back = Rows(*fleet, Store::Kind::kArtifact, e.key());
+  }
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->size(), 1u);
+  EXPECT_EQ(states, (std::vector<bool>{true, false, true}));
 }
 
 TEST_F(FleetTest, UnreachableServerIsUnavailableNotAnError) {

@@ -89,12 +89,14 @@ class FleetPipelineTest : public ::testing::Test {
   }
   // A fleet tier alone (no pipeline) named `name`, signing with `key`,
   // trusting trusted_, with leases of `lease_seconds`.
-  std::unique_ptr<FleetTier> Tier(const std::string& name, const SigningKey* key, double lease_seconds) {
+  std::unique_ptr<FleetTier> Tier(const std::string& name, const SigningKey* key, double lease_seconds,
+                                  double untuned_wait_seconds = 10) {
     FleetOptions fo;
     fo.dsn = pg_->Dsn();
     fo.holder = name;
     FleetTierOptions to;
     to.lease_seconds = lease_seconds;
+    to.untuned_wait_seconds = untuned_wait_seconds;
     to.origin = EntryOrigin{name, 0, "test"};
     return std::make_unique<FleetTier>(FleetStore::Create(fo), key, trusted_, metrics_.get(), to);
   }
@@ -226,6 +228,25 @@ TEST_F(FleetPipelineTest, AWaiterWaitsOutARenewedLeaseUpToTheBuildsBudget) {
   EXPECT_TRUE(waited.leased);
   EXPECT_FALSE(waited.arrived.has_value());
   b->EndTurn(k, waited);
+}
+
+// A build that does not tune (a server without a GPU) waits on another
+// node's lease only as long as such a build takes: a holder that died
+// leaves its lease for minutes, which would outlast the caller's deadline.
+TEST_F(FleetPipelineTest, ABuildThatDoesNotTuneWaitsOnALeaseOnlyBriefly) {
+  SigningKey key_a = KeyFrom(1), key_b = KeyFrom(2);
+  std::unique_ptr<FleetTier> a = Tier("dead-holder", &key_a, 60), b = Tier("untuned", &key_b, 60, 0.5);
+  const CacheKey k{"untuned-chain", "spec", "device", "toolchain", "generator"};
+  FleetTier::Turn held = a->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; });
+  ASSERT_TRUE(held.leased);  // Never given back while b waits: as if its node died.
+  const auto t0 = std::chrono::steady_clock::now();
+  FleetTier::Turn waited = b->AwaitTurn(k, nullptr, [](const v1::StoreEntry&) { return true; }, std::nullopt);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_FALSE(waited.leased);
+  EXPECT_FALSE(waited.arrived.has_value());
+  EXPECT_GE(took, std::chrono::milliseconds(450));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  a->EndTurn(k, held);
 }
 
 // `kfuse cache explain`'s fleet line says hit only for an entry this node

@@ -201,12 +201,13 @@ void FleetTier::CheckOwnSlot(Store::Kind kind, const v1::StoreEntry& mine) {
 }
 
 FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel, const Serves& serves,
-                                     double build_seconds) {
+                                     std::optional<double> tuning_seconds) {
   Turn turn;
   if (read_only()) return turn;
   const std::string lease_key = key.ArtifactKey();
-  const auto give_up = std::chrono::steady_clock::now() +
-                       std::chrono::duration<double>(options_.lease_seconds + std::max(build_seconds, 0.0));
+  const double wait = tuning_seconds ? options_.lease_seconds + std::max(*tuning_seconds, 0.0)
+                                     : std::min(options_.lease_seconds, options_.untuned_wait_seconds);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
   // An entry rejected here (a forged signature, say) does not stop another
   // signer's from arriving under the key, so the wait looks on; each such
   // entry is logged and counted once.

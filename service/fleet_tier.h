@@ -42,6 +42,11 @@ struct FleetTierOptions {
   // so a build may take longer than this.
   double lease_seconds = 120;
   double poll_seconds = 0.1;  // How often a waiting node looks for the result.
+  // The longest a build that does not tune waits on another node's lease:
+  // the holder's build takes what NVRTC takes, so an entry that has not come
+  // by then most likely will not (its node died), and waiting out the lease
+  // would outlast the caller's deadline.
+  double untuned_wait_seconds = 10;
   double watch_seconds = 1.0;  // How often a node looks for a database that went away.
   EntryOrigin origin;         // This node, for the entries it publishes.
 };
@@ -86,10 +91,11 @@ class FleetTier {
   // background until EndTurn, so a holder that dies lets it lapse within
   // lease_seconds. Returns to build locally when the fleet is read-only or
   // down, when `cancel` is set, and after waiting lease_seconds plus
-  // `build_seconds` (what the build may take: its tuning budget) by this
-  // node's clock, whatever the database says.
+  // `tuning_seconds` (what a tuning build may take: its budget) by this
+  // node's clock, whatever the database says; a build that does not tune
+  // (no `tuning_seconds`) waits untuned_wait_seconds at most.
   Turn AwaitTurn(const CacheKey& key, const std::atomic<bool>* cancel, const Serves& serves,
-                 double build_seconds = 0);
+                 std::optional<double> tuning_seconds = 0.0);
   void EndTurn(const CacheKey& key, const Turn& turn);
 
   ~FleetTier();

@@ -648,7 +648,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   const double build_seconds = wants_tuning ? p.budget_seconds * static_cast<double>(p.partition.kernels.size()) : 0;
   const uint64_t generation = hot_->generation();
   FleetTier::Turn turn = fleet->AwaitTurn(
-      p.key, cancel, FleetArtifactServes(p), build_seconds);
+      p.key, cancel, FleetArtifactServes(p), wants_tuning ? std::optional<double>(build_seconds) : std::nullopt);
   if (turn.arrived && !p.request.policy().force()) {
     std::optional<v1::CompileResponse> r = AnswerFromFleet(p, p.key, *turn.arrived, generation);
     if (r) {
