@@ -445,12 +445,13 @@ int main(int argc, char** argv) {
     Say(info, "serving", absl::StrCat("metrics on ", url), {{"metrics", url}});
   }
   if ((*node)->fleet() != nullptr) {
+    // A read-only node never publishes either (node.cc), whatever its login.
+    const char* fleet_mode = (*node)->fleet()->read_only() ? "read-only" : "read and publish";
     Say(info, "serving",
-        absl::StrCat("fleet store ", kfuse::RedactDsn(opts.fleet_dsn), " (",
-                     opts.fleet_read_only ? "read-only" : "read and publish", "), ",
+        absl::StrCat("fleet store ", kfuse::RedactDsn(opts.fleet_dsn), " (", fleet_mode, "), ",
                      (*node)->trusted_keys().size(), " trusted key(s)"),
         {{"fleet", kfuse::RedactDsn(opts.fleet_dsn)},
-         {"fleet_mode", opts.fleet_read_only ? "read-only" : "read and publish"},
+         {"fleet_mode", fleet_mode},
          {"trusted_keys", absl::StrCat((*node)->trusted_keys().size())}});
   }
   const kfuse::PipelineOptions& po = (*node)->pipeline()->options();

@@ -145,6 +145,15 @@ chain_with 1.375 "$tmp/c2.json"
 o=$(outcome r "$tmp/c2.json")
 [[ $o == CACHE_OUTCOME_MISS && $(psql_q "SELECT count(*) FROM kfuse_entries") == "$before" ]]
 check "reader node r builds a new chain locally and publishes nothing" $? "$o"
+grep -q '"fleet_mode":"read-only"' "$tmp/r.log"
+check "reader node r says it is a read-only fleet node" $? "$(grep fleet_mode "$tmp/r.log")"
+
+# --- a --read_only node with a writer's login publishes nothing, and says so
+start_node w --trusted_keys="$tmp/all.keys" || exit 1  # Makes its store.
+kill -TERM "$pid_w" && wait "$pid_w" 2>/dev/null
+start_node w --fleet_dsn="$writer" --read_only --trusted_keys="$tmp/all.keys" || exit 1
+grep -q '"fleet_mode":"read-only"' "$tmp/w.log"
+check "a --read_only node with a writer login says read-only" $? "$(grep fleet_mode "$tmp/w.log")"
 
 # --- ten nodes, one new chain, one build -----------------------------------
 for i in 0 1 2 3 4 5 6 7 8 9; do
