@@ -300,6 +300,23 @@ TEST_F(FleetPipelineTest, AnUntrustedSignersEntryDoesNotBlockTheKeyForTrustedNod
 // writer without that key) is counted once while a node waits, not at
 // every poll, and does not stop the wait: another trusted signer's entry
 // that arrives meanwhile is taken.
+// A forged row read by one request after another (a lookup, then the wait
+// for a lease) is counted and logged once, not on every read.
+TEST_F(FleetPipelineTest, AForgedEntryReadAgainIsReportedOnceAMinute) {
+  Node stranger("stranger", pg_->Dsn(), 3, TrustedKeys({KeyFrom(3).public_key}));
+  const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 11.5, 1 << 20);
+  ASSERT_TRUE(stranger.Compile(r).ok());
+  absl::StatusOr<Prepared> p = stranger.pipeline->Prepare(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ForgeUnder(p->key.ArtifactKey(), KeyFrom(1));
+  SigningKey key = KeyFrom(1);
+  std::unique_ptr<FleetTier> reader = Tier("reader", &key, 5);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(reader->Fetch(Store::Kind::kArtifact, p->key).has_value());
+  const std::string text = metrics_->Text();
+  EXPECT_NE(text.find("kfuse_verification_failures_total{what=\"fleet_signature\"} 1\n"), std::string::npos)
+      << text;
+}
+
 TEST_F(FleetPipelineTest, AForgedEntryIsCountedOnceAndTheWaitGoesOn) {
   Node stranger("stranger", pg_->Dsn(), 3, TrustedKeys({KeyFrom(3).public_key}));
   const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 10.5, 1 << 20);

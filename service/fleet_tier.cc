@@ -113,6 +113,21 @@ void FleetTier::RenewLeases() {
   }
 }
 
+bool FleetTier::ReportRejection(const std::string& id) {
+  constexpr size_t kMaxRemembered = 4096;
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&reported_mu_);
+  auto [it, fresh] = reported_.try_emplace(id, now);
+  if (!fresh && now - it->second < absl::Minutes(1)) return false;
+  if (fresh && reported_.size() > kMaxRemembered) {
+    reported_.clear();
+    reported_.emplace(id, now);
+  }
+  it = reported_.find(id);
+  it->second = now;
+  return true;
+}
+
 std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey& key, const Serves& serves,
                                                absl::flat_hash_set<std::string>* rejected) {
   const std::string k = KeyOf(kind, key);
@@ -130,12 +145,14 @@ std::optional<v1::StoreEntry> FleetTier::Fetch(Store::Kind kind, const CacheKey&
     const char* what = nullptr;
     if (absl::Status ok = Verify(kind, k, e, trusted_, &what); !ok.ok()) {
       if (rejected != nullptr) rejected->insert(id);
-      metrics_->VerificationFailure(what);
-      LogEvent(LogLevel::kWarning, "fleet_entry_rejected",
-               {{"key", k},
-                {"node", e.node()},
-                {"signer", absl::BytesToHexString(e.signer())},
-                {"error", ok.ToString()}});
+      if (ReportRejection(absl::StrCat(k, id))) {
+        metrics_->VerificationFailure(what);
+        LogEvent(LogLevel::kWarning, "fleet_entry_rejected",
+                 {{"key", k},
+                  {"node", e.node()},
+                  {"signer", absl::BytesToHexString(e.signer())},
+                  {"error", ok.ToString()}});
+      }
       continue;
     }
     if (serves && !serves(e)) continue;  // E.g. a heuristic entry for a request that wants tuning.

@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_set.h"
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 #include "cache/fleet.h"
 #include "cache/store.h"
@@ -62,10 +63,12 @@ class FleetTier {
   using Serves = std::function<bool(const v1::StoreEntry&)>;
   // The first published of the key's entries by a trusted signer that
   // verifies and `serves` (any, when empty), or nullopt: a miss, the
-  // database away, or entries that fail (each that fails verification
-  // counted and logged, never used). `rejected`, where given, holds the
-  // entries rejected before (by signer and signature): they are passed over
-  // without being counted again, and those rejected now are added.
+  // database away, or entries that fail (never used; each that fails
+  // verification counted and logged at most once a minute by this node, so
+  // a forged row read by every request floods neither). `rejected`, where
+  // given, holds the entries rejected before (by signer and signature): they
+  // are passed over without being verified again, and those rejected now
+  // are added.
   std::optional<v1::StoreEntry> Fetch(Store::Kind kind, const CacheKey& key, const Serves& serves = nullptr,
                                       absl::flat_hash_set<std::string>* rejected = nullptr);
   // "hit" | "miss" | "unavailable" | "rejected" (entries this node would
@@ -129,6 +132,11 @@ class FleetTier {
   };
   absl::Mutex held_mu_;
   absl::flat_hash_map<std::string, Held> held_ ABSL_GUARDED_BY(held_mu_);
+  // Whether the rejection of entry `id` is to be reported now: not within
+  // the last minute (a bounded map, cleared when full).
+  bool ReportRejection(const std::string& id);
+  absl::Mutex reported_mu_;
+  absl::flat_hash_map<std::string, absl::Time> reported_ ABSL_GUARDED_BY(reported_mu_);
   std::thread watcher_;
 };
 
