@@ -4,7 +4,7 @@
 #include <poll.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -91,17 +91,17 @@ absl::Status ResultStatus(PGconn* c, const PGresult* r, absl::string_view what) 
   return absl::InternalError(absl::StrCat(message, " (SQLSTATE ", sqlstate, ")"));
 }
 
-// Waits until `c`'s socket is ready for `events` or `deadline` passes
-// (false then).
-bool AwaitSocket(PGconn* c, short events, absl::Time deadline) {
-  for (;;) {
-    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left_ms <= 0) return false;
-    pollfd fd{PQsocket(c), events, 0};
-    const int n = poll(&fd, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) return true;  // Let libpq's next call report it.
-  }
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Waits until `c`'s socket is ready for `events`, or for 100 ms at most (so
+// that data TLS has buffered, which poll does not see, is read by the
+// caller's next PQconsumeInput all the same); false once `deadline` passed.
+bool AwaitSocket(PGconn* c, short events, SteadyTime deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  if (left.count() <= 0) return false;
+  pollfd fd{PQsocket(c), events, 0};
+  poll(&fd, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));  // EINTR and errors: libpq's next call.
+  return true;
 }
 
 // Runs one statement on `c` (nonblocking: Connect sets it) and waits at most
@@ -112,10 +112,19 @@ bool AwaitSocket(PGconn* c, short events, absl::Time deadline) {
 // statement still in flight, is never reused (Release takes only idle ones).
 absl::StatusOr<std::unique_ptr<Result>> Exec(PGconn* c, const char* sql, Params& p, absl::string_view what,
                                              int timeout_ms) {
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
+  const SteadyTime deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   const auto no_answer = [&] {
     return absl::UnavailableError(
         absl::StrCat("fleet store: ", what, ": no answer within ", timeout_ms, " ms (the server is not responding)"));
+  };
+  // Reads until a result can be taken without blocking (PQgetResult blocks
+  // while the connection is busy, nonblocking or not).
+  const auto await_result = [&]() -> absl::Status {
+    while (PQisBusy(c) == 1) {
+      if (!AwaitSocket(c, POLLIN, deadline)) return no_answer();
+      if (PQconsumeInput(c) != 1) return ResultStatus(c, nullptr, what);
+    }
+    return absl::OkStatus();
   };
   if (PQsendQueryParams(c, sql, p.size(), nullptr, p.values(), p.lengths(), p.formats(), /*resultFormat=*/1) != 1) {
     return ResultStatus(c, nullptr, what);
@@ -125,21 +134,18 @@ absl::StatusOr<std::unique_ptr<Result>> Exec(PGconn* c, const char* sql, Params&
     if (!AwaitSocket(c, POLLIN | POLLOUT, deadline)) return no_answer();
     if (PQconsumeInput(c) != 1) return ResultStatus(c, nullptr, what);
   }
-  while (PQisBusy(c) == 1) {
-    if (!AwaitSocket(c, POLLIN, deadline)) return no_answer();
-    if (PQconsumeInput(c) != 1) return ResultStatus(c, nullptr, what);
-  }
-  // One statement: its result, then the null that ends the query.
+  // Every result up to the null that ends the query, keeping the last, or
+  // the first error: an error at commit (a deferred trigger or constraint)
+  // follows the statement's own result, as PQexec reports it.
   std::unique_ptr<Result> r;
-  for (PGresult* next; (next = PQgetResult(c)) != nullptr;) {
-    if (r == nullptr) {
-      r = std::make_unique<Result>(next);
-    } else {
+  for (;;) {
+    KFUSE_RETURN_IF_ERROR(await_result());
+    PGresult* next = PQgetResult(c);
+    if (next == nullptr) break;
+    if (r != nullptr && PQresultStatus(r->r) == PGRES_FATAL_ERROR) {
       PQclear(next);
-    }
-    while (PQisBusy(c) == 1) {
-      if (!AwaitSocket(c, POLLIN, deadline)) return no_answer();
-      if (PQconsumeInput(c) != 1) return ResultStatus(c, nullptr, what);
+    } else {
+      r = std::make_unique<Result>(next);
     }
   }
   if (r == nullptr) return ResultStatus(c, nullptr, what);
@@ -298,21 +304,37 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
   if (PQsetnonblocking(conn->c, 1) != 0) {
     return absl::UnavailableError(absl::StrCat("fleet store ", DisplayDsn(), ": cannot make the connection nonblocking"));
   }
+  // The schema version, and the statement timeout the session got (a DSN's
+  // options may set another than ours): answers are awaited that long.
   Params none;
-  absl::StatusOr<std::unique_ptr<Result>> r =
-      Exec(conn->c, "SELECT schema_version FROM kfuse_fleet_meta", none, "reading the schema version",
-           AnswerTimeoutMs());
+  absl::StatusOr<std::unique_ptr<Result>> r = Exec(
+      conn->c,
+      "SELECT schema_version, (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::int8"
+      " FROM kfuse_fleet_meta",
+      none, "reading the schema version", AnswerTimeoutMs());
   if (!r.ok()) {
-    if (absl::IsUnavailable(r.status())) return r.status();
+    // Only a missing table (42P01) says the schema is not there; a server
+    // out of disk or a refused privilege keeps its own code and words.
+    if (!absl::IsInternal(r.status()) || !absl::StrContains(r.status().message(), "SQLSTATE 42P01")) {
+      return r.status();
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "fleet store ", DisplayDsn(), " has no kfuse schema (apply deploy/postgres/fleet.sql): ", r.status().message()));
   }
-  // Binary int4: 4 bytes, network order.
+  // Binary int4 and int8, network order.
   const PGresult* res = (*r)->r;
+  const auto big_endian = [res](int column) {
+    const auto* b = reinterpret_cast<const unsigned char*>(PQgetvalue(res, 0, column));
+    int64_t v = 0;
+    for (int i = 0; i < PQgetlength(res, 0, column); ++i) v = v << 8 | b[i];
+    return v;
+  };
   int version = -1;
-  if (PQntuples(res) == 1 && PQgetlength(res, 0, 0) == 4) {
-    const auto* b = reinterpret_cast<const unsigned char*>(PQgetvalue(res, 0, 0));
-    version = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
+  if (PQntuples(res) == 1 && PQnfields(res) == 2 && PQgetlength(res, 0, 0) == 4 && PQgetlength(res, 0, 1) == 8) {
+    version = static_cast<int>(static_cast<int32_t>(big_endian(0)));
+    // No statement timeout (0) bounds nothing on the server: a minute, then.
+    const int64_t session_ms = big_endian(1);
+    answer_timeout_ms_ = static_cast<int>(std::min<int64_t>(session_ms > 0 ? session_ms : 60000, 3600000) + 2000);
   }
   if (version < kFleetOldestSchemaVersion || version > kFleetSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat("fleet store ", DisplayDsn(), " has schema version ", version,

@@ -18,6 +18,7 @@
 #ifndef KFUSE_CACHE_FLEET_H_
 #define KFUSE_CACHE_FLEET_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,9 +50,10 @@ struct FleetOptions {
   bool read_only = false;  // A reader role: never publishes, never leases.
   std::string holder;      // This node in leases: name and process.
   int connect_timeout_seconds = 2;
-  // The server's statement_timeout; a statement whose answer has not come
-  // this long plus 2 s after it was sent (a server stopped or swapped out,
-  // which keepalives do not notice) is given up as an outage.
+  // The server's statement_timeout (a DSN's options may set another); a
+  // statement whose answer has not come the session's timeout plus 2 s
+  // after it was sent (a server stopped or swapped out, which keepalives do
+  // not notice) is given up as an outage.
   int statement_timeout_ms = 5000;
   // After a failure, calls fail fast for this long, doubling up to the max.
   double retry_min_seconds = 1;
@@ -117,8 +119,9 @@ class FleetStore {
   // Back to the pool when healthy; dropped otherwise.
   void Release(std::unique_ptr<Conn> conn);
   absl::StatusOr<std::unique_ptr<Conn>> Connect();
-  // How long a statement's answer is awaited: the server's timeout, then 2 s.
-  int AnswerTimeoutMs() const { return opts_.statement_timeout_ms + 2000; }
+  // How long a statement's answer is awaited: the session's statement
+  // timeout (ours, or what the DSN set; a minute where none), then 2 s.
+  int AnswerTimeoutMs() const { return answer_timeout_ms_.load(); }
   // Records the outcome of a call: a connection-level failure starts (or
   // lengthens) the pause and marks the store down.
   void NoteSuccess();
@@ -127,6 +130,7 @@ class FleetStore {
   absl::Status WithConnection(const std::function<absl::Status(PGconn*)>& body);
 
   const FleetOptions opts_;
+  std::atomic<int> answer_timeout_ms_{opts_.statement_timeout_ms + 2000};  // Read at each connect.
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_ ABSL_GUARDED_BY(mu_);
   bool up_ ABSL_GUARDED_BY(mu_) = false;

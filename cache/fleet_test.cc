@@ -378,6 +378,41 @@ TEST_F(FleetTest, AServerOutOfDiskRefusesTheWriteAndIsNoOutage) {
   EXPECT_EQ(states, (std::vector<bool>{true}));
 }
 
+// An error raised at commit (a deferred trigger or constraint) follows the
+// statement's own result: the publish fails, as PQexec would report it.
+TEST_F(FleetTest, AnErrorAtCommitFailsThePublish) {
+  auto fleet = Open("kfuse_writer", "commit");
+  ASSERT_EQ(pg_->Query("CREATE FUNCTION kfuse_test_refuse() RETURNS trigger LANGUAGE plpgsql AS"
+                       " 'BEGIN RAISE EXCEPTION ''refused at commit''; END';"
+                       " CREATE CONSTRAINT TRIGGER kfuse_test_refuse AFTER INSERT ON kfuse_entries"
+                       " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kfuse_test_refuse()"),
+            "");
+  absl::StatusOr<bool> published = fleet->Publish(Entry("commit-refused", "c"));
+  pg_->Query("DROP TRIGGER kfuse_test_refuse ON kfuse_entries; DROP FUNCTION kfuse_test_refuse()");
+  EXPECT_FALSE(published.ok());
+  EXPECT_TRUE(absl::StrContains(published.status().message(), "refused at commit")) << published.status();
+}
+
+// A statement timeout the DSN sets (longer than ours) is the one whose
+// answer is awaited: a slow statement within it is no outage.
+TEST_F(FleetTest, TheSessionsStatementTimeoutIsTheOneAwaited) {
+  FleetOptions o;
+  o.dsn = pg_->Dsn() + " options='-c statement_timeout=10000'";
+  o.holder = "slow";
+  o.statement_timeout_ms = 500;  // Ours would give up after 2.5 s.
+  auto fleet = FleetStore::Create(o);
+  ASSERT_TRUE(fleet->Publish(Entry("slow-first", "s")).ok());  // Connects: the session's timeout is read.
+  ASSERT_EQ(pg_->Query("CREATE FUNCTION kfuse_test_slow() RETURNS trigger LANGUAGE plpgsql AS"
+                       " 'BEGIN PERFORM pg_sleep(3); RETURN NEW; END';"
+                       " CREATE TRIGGER kfuse_test_slow BEFORE INSERT ON kfuse_entries"
+                       " FOR EACH ROW EXECUTE FUNCTION kfuse_test_slow()"),
+            "");
+  absl::StatusOr<bool> published = fleet->Publish(Entry("slow-second", "t"));
+  pg_->Query("DROP TRIGGER kfuse_test_slow ON kfuse_entries; DROP FUNCTION kfuse_test_slow()");
+  EXPECT_TRUE(published.ok()) << published.status();
+  EXPECT_TRUE(fleet->up());
+}
+
 TEST_F(FleetTest, DatabaseWithoutSchemaIsNamed) {
   ASSERT_EQ(pg_->Query("CREATE DATABASE empty_db", "postgres"), "");
   FleetOptions o;

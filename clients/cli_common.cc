@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -109,7 +110,10 @@ void PrintJsonError(const absl::Status& status, std::ostream& out) {
   google::protobuf::Struct error;
   auto& fields = *(*error.mutable_fields())["error"].mutable_struct_value()->mutable_fields();
   fields["code"].set_string_value(absl::StatusCodeToString(status.code()));
-  fields["message"].set_string_value(std::string(status.message()));
+  // A string field must be UTF-8 (protobuf drops what is not): bytes that
+  // are not, from a flag or a file, are written as \x escapes.
+  fields["message"].set_string_value(IsUtf8(status.message()) ? std::string(status.message())
+                                                                : absl::CHexEscape(status.message()));
   out << ToJson(error, /*pretty=*/false) << "\n";
 }
 

@@ -140,6 +140,17 @@ TEST(WithoutBinariesTest, StripsCubinAndPtxOnly) {
   EXPECT_EQ(stripped.plan().kernels(0).entry(), "e");
 }
 
+// --json's error object keeps bytes that are not UTF-8 (from a flag, a
+// file) as \x escapes; protobuf would drop them.
+TEST(PrintJsonErrorTest, KeepsBytesThatAreNotUtf8AsEscapes) {
+  std::ostringstream out;
+  PrintJsonError(absl::InvalidArgumentError("unknown command 'fr\xffob'"), out);
+  EXPECT_THAT(out.str(), HasSubstr("fr\\\\xffob"));
+  std::ostringstream plain;
+  PrintJsonError(absl::InvalidArgumentError("caf\xc3\xa9"), plain);
+  EXPECT_THAT(plain.str(), HasSubstr("caf\xc3\xa9"));
+}
+
 // Text a request carries must be UTF-8; protobuf drops what is not.
 TEST(IsUtf8Test, AcceptsWellFormedTextAndRefusesTheRest) {
   EXPECT_TRUE(IsUtf8(""));

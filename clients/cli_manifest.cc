@@ -2,6 +2,10 @@
 // buckets through the Tune stream, with a total budget and a state file so
 // that a rerun resumes where the last one stopped. Parsing and bookkeeping
 // are plain functions (cli.h), tested without a server.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -270,16 +274,25 @@ absl::Status AppendTuneState(const std::string& path, const ManifestItem& item, 
   f["outcome"].set_string_value(outcome);
   f["key"].set_string_value(key);
   f["unix_ms"].set_number_value(static_cast<double>(absl::ToUnixMillis(absl::Now())));
-  // A line torn by a run killed mid-write is ended first, so that this
-  // record starts a line of its own (torn lines are skipped when read).
+  // One write on an append descriptor: runs appending at once never mix
+  // their records. A line torn by a run killed mid-write is ended first, so
+  // that this record starts a line of its own (torn lines are skipped when
+  // read; an empty line a race may leave is too).
+  const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::PermissionDeniedError(absl::StrCat("cannot append to the state file ", path));
   bool at_line_start = true;
   if (std::ifstream in(path, std::ios::binary); in && in.seekg(-1, std::ios::end)) {
     at_line_start = in.get() == '\n';
   }
-  std::ofstream out(path, std::ios::app);
-  out << (at_line_start ? "" : "\n") << ToJson(record, /*pretty=*/false) << "\n";
-  out.flush();
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot append to the state file ", path));
+  const std::string line = absl::StrCat(at_line_start ? "" : "\n", ToJson(record, /*pretty=*/false), "\n");
+  ssize_t wrote;
+  do {
+    wrote = write(fd, line.data(), line.size());
+  } while (wrote < 0 && errno == EINTR);
+  const bool ok = wrote == static_cast<ssize_t>(line.size());
+  if (close(fd) != 0 || !ok) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot append to the state file ", path));
+  }
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -95,7 +96,7 @@ int main(int argc, char** argv) {
   app.add_option("--verify-key", g.verify_key,
                  "kfused's public key (hex or file): refuse plans it did not sign")
       ->envname("KFUSE_VERIFY_KEY")
-      ->check(naming("a key (64 hex digits, or a file)"));
+      ->check(a_path("a key (64 hex digits, or a file)"));  // A file's path: any bytes.
 
   CompileOptions compile;
   auto* c = app.add_subcommand("compile", "compile a chain, print its plan");
@@ -255,7 +256,12 @@ int main(int argc, char** argv) {
 
   // Under --json a usage error is a JSON object on standard output too, as
   // every other error is, even where the parse stopped before the flag.
-  const bool json = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--json") == 0; });
+  const bool json = std::any_of(argv + 1, argv + argc, [](const char* a) {
+    if (std::strcmp(a, "--json") == 0) return true;
+    if (std::strncmp(a, "--json=", 7) != 0) return false;
+    const std::string v = absl::AsciiStrToLower(a + 7);
+    return v != "false" && v != "0" && v != "off" && v != "no";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -296,10 +296,6 @@ TEST_F(FleetPipelineTest, AnUntrustedSignersEntryDoesNotBlockTheKeyForTrustedNod
   }
 }
 
-// An entry under a trusted signer's name whose signature does not verify (a
-// writer without that key) is counted once while a node waits, not at
-// every poll, and does not stop the wait: another trusted signer's entry
-// that arrives meanwhile is taken.
 // A forged row read by one request after another (a lookup, then the wait
 // for a lease) is counted and logged once, not on every read.
 TEST_F(FleetPipelineTest, AForgedEntryReadAgainIsReportedOnceAMinute) {
@@ -317,6 +313,10 @@ TEST_F(FleetPipelineTest, AForgedEntryReadAgainIsReportedOnceAMinute) {
       << text;
 }
 
+// An entry under a trusted signer's name whose signature does not verify (a
+// writer without that key) is counted once while a node waits, not at
+// every poll, and does not stop the wait: another trusted signer's entry
+// that arrives meanwhile is taken.
 TEST_F(FleetPipelineTest, AForgedEntryIsCountedOnceAndTheWaitGoesOn) {
   Node stranger("stranger", pg_->Dsn(), 3, TrustedKeys({KeyFrom(3).public_key}));
   const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 10.5, 1 << 20);

@@ -115,10 +115,10 @@ void FleetTier::RenewLeases() {
 
 bool FleetTier::ReportRejection(const std::string& id) {
   constexpr size_t kMaxRemembered = 4096;
-  const absl::Time now = absl::Now();
+  const auto now = std::chrono::steady_clock::now();
   absl::MutexLock lock(&reported_mu_);
   auto [it, fresh] = reported_.try_emplace(id, now);
-  if (!fresh && now - it->second < absl::Minutes(1)) return false;
+  if (!fresh && now - it->second < std::chrono::minutes(1)) return false;
   if (fresh && reported_.size() > kMaxRemembered) {
     reported_.clear();
     reported_.emplace(id, now);
@@ -227,15 +227,23 @@ FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
   // An entry rejected here (a forged signature, say) does not stop another
   // signer's from arriving under the key, so the wait looks on; each such
-  // entry is logged and counted once.
+  // entry is verified once a wait (and reported once a minute, Fetch).
   absl::flat_hash_set<std::string> rejected;
   auto fetch = [&] { return Fetch(Store::Kind::kArtifact, key, serves, &rejected); };
   bool waited = false;
   while ((cancel == nullptr || !cancel->load()) && std::chrono::steady_clock::now() < give_up) {
     absl::StatusOr<bool> ours = fleet_->TryLease(lease_key, options_.lease_seconds);
     if (!ours.ok()) {
-      // Down, or refused: build here rather than wait on a database.
-      if (!absl::IsUnavailable(ours.status())) metrics_->FleetError("lease");
+      // Down, or refused: build here rather than wait on a database. A
+      // refusal (out of disk, a read-only login) is said, once a minute at
+      // most: every key is then built on every node.
+      if (!absl::IsUnavailable(ours.status())) {
+        metrics_->FleetError("lease");
+        if (ReportRejection("lease-refused")) {
+          LogEvent(LogLevel::kWarning, "fleet_lease_failed",
+                   {{"key", lease_key}, {"error", ours.status().ToString()}, {"now", "building here without a lease"}});
+        }
+      }
       return turn;
     }
     if (*ours) {

@@ -15,6 +15,7 @@
 #define KFUSE_SERVICE_FLEET_TIER_H_
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -26,7 +27,6 @@
 #include "absl/container/flat_hash_set.h"
 
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 
 #include "cache/fleet.h"
 #include "cache/store.h"
@@ -132,11 +132,12 @@ class FleetTier {
   };
   absl::Mutex held_mu_;
   absl::flat_hash_map<std::string, Held> held_ ABSL_GUARDED_BY(held_mu_);
-  // Whether the rejection of entry `id` is to be reported now: not within
-  // the last minute (a bounded map, cleared when full).
+  // Whether the rejection of entry `id` (or the refusal `id` names) is to be
+  // reported now: not within the last minute (a bounded map, cleared when
+  // full).
   bool ReportRejection(const std::string& id);
   absl::Mutex reported_mu_;
-  absl::flat_hash_map<std::string, absl::Time> reported_ ABSL_GUARDED_BY(reported_mu_);
+  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> reported_ ABSL_GUARDED_BY(reported_mu_);
   std::thread watcher_;
 };
 
