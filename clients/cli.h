@@ -289,9 +289,6 @@ int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io);
 int ReportUsageError(const GlobalOptions& g, const absl::Status& status, CliIo& io);
 // The exit code for a status coming back from the server.
 int ExitCodeFor(const absl::Status& status);
-// Whether `s` is well-formed UTF-8 (no overlong forms or surrogates): what
-// a string field of a request must be.
-bool IsUtf8(absl::string_view s);
 // TLS files, token and verify key from the flags into `options`;
 // INVALID_ARGUMENT naming the flag for an unreadable file or a bad key.
 absl::Status ApplySecurityFlags(const GlobalOptions& g, ClientOptions& options);

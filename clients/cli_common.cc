@@ -17,6 +17,7 @@
 #include "clients/verify.h"
 #include "core/limits.h"
 #include "core/status.h"
+#include "core/utf8.h"
 #include "google/protobuf/struct.pb.h"
 
 namespace kfuse::client {
@@ -59,37 +60,6 @@ bool IsSafeFileStem(const std::string& s) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') {
       return false;
     }
-  }
-  return true;
-}
-
-bool IsUtf8(absl::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto lead = static_cast<unsigned char>(s[i]);
-    if (lead < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t more;  // Continuation bytes.
-    uint32_t code, least;
-    if ((lead & 0xe0) == 0xc0) {
-      more = 1, code = lead & 0x1f, least = 0x80;
-    } else if ((lead & 0xf0) == 0xe0) {
-      more = 2, code = lead & 0x0f, least = 0x800;
-    } else if ((lead & 0xf8) == 0xf0) {
-      more = 3, code = lead & 0x07, least = 0x10000;
-    } else {
-      return false;
-    }
-    if (s.size() - i <= more) return false;
-    for (size_t k = 1; k <= more; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xc0) != 0x80) return false;
-      code = code << 6 | (b & 0x3f);
-    }
-    // No overlong forms, surrogates or code points past U+10FFFF.
-    if (code < least || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
-    i += more + 1;
   }
   return true;
 }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "clients/cli.h"
 #include "clients/cli_format.h"
+#include "core/utf8.h"
 
 int main(int argc, char** argv) {
   using namespace kfuse::client;  // NOLINT: a main's wiring.
@@ -28,12 +29,12 @@ int main(int argc, char** argv) {
   // Text sent in a request must be UTF-8: protobuf drops what is not, with a
   // log line, and the request would name something else.
   const CLI::Validator utf8(
-      [](const std::string& s) { return IsUtf8(s) ? std::string() : std::string("is not valid UTF-8"); }, "");
+      [](const std::string& s) { return kfuse::IsUtf8(s) ? std::string() : std::string("is not valid UTF-8"); }, "");
   const auto naming = [](const char* what) {
     return CLI::Validator(
         [what](const std::string& s) {
           if (s.empty()) return absl::StrCat("must name ", what);
-          return IsUtf8(s) ? std::string() : std::string("is not valid UTF-8");
+          return kfuse::IsUtf8(s) ? std::string() : std::string("is not valid UTF-8");
         },
         "");
   };

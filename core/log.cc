@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/utf8.h"
 
 namespace kfuse {
 namespace {
@@ -41,29 +42,6 @@ char TextLevel(LogLevel level) {
       return 'E';
   }
   return 'I';
-}
-
-// The length of the well-formed UTF-8 sequence at the start of `s`, or 0
-// when it is not one (a stray byte, an overlong form, a surrogate).
-size_t Utf8SequenceLength(absl::string_view s) {
-  auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  auto cont = [&](size_t i) { return i < s.size() && (byte(i) & 0xC0) == 0x80; };
-  unsigned char b = byte(0);
-  if (b < 0x80) return 1;
-  if (b >= 0xC2 && b <= 0xDF) return cont(1) ? 2 : 0;
-  if (b >= 0xE0 && b <= 0xEF) {
-    if (!cont(1) || !cont(2)) return 0;
-    if (b == 0xE0 && byte(1) < 0xA0) return 0;   // Overlong.
-    if (b == 0xED && byte(1) >= 0xA0) return 0;  // Surrogate.
-    return 3;
-  }
-  if (b >= 0xF0 && b <= 0xF4) {
-    if (!cont(1) || !cont(2) || !cont(3)) return 0;
-    if (b == 0xF0 && byte(1) < 0x90) return 0;   // Overlong.
-    if (b == 0xF4 && byte(1) >= 0x90) return 0;  // Past U+10FFFF.
-    return 4;
-  }
-  return 0;
 }
 
 // A JSON string literal, quotes included. Control characters become
