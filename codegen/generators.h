@@ -36,7 +36,7 @@ std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group);
 // bulk copies).
 int VariantMinComputeCapability(const Variant& variant);
 
-// "pointwise/1", "row/16", "reduce/5"; "" for families without a generator. Part of the
+// "pointwise/1", "row/17", "reduce/5"; "" for families without a generator. Part of the
 // cache key: a generator change must not serve stale decisions.
 std::string GeneratorVersion(Family family);
 

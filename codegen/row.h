@@ -67,7 +67,7 @@
 
 namespace kfuse {
 
-inline constexpr char kRowGeneratorVersion[] = "row/16";
+inline constexpr char kRowGeneratorVersion[] = "row/17";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes, or a

@@ -937,17 +937,47 @@ class Writer {
 
   // The type a thread accumulates `red` in: double for a widened sum the
   // kernel writes as it is (a chain output, or a row result a later kernel
-  // sums again; itself or a twin that repeats it) that is not compensated,
-  // as a resident row's of at most 64 terms a thread is not. Its float
-  // partials were several ulps off, and a reduction over the stored rows
-  // adds those errors up: a total over [3, 1027, 1000] reached 2.6x eager's
-  // error (H100, run208). Sums used only inside the row (a softmax's, a
-  // norm's) keep float partials, as does the online pass's sum (OnlinePass:
-  // a log-sum-exp's, compensated past 64 terms a lane).
+  // sums again; itself or a twin that repeats it), or only plus or minus
+  // other values (AddedIntoAnOutput), that is not compensated, as a
+  // resident row's of at most 64 terms a thread is not. Its float partials
+  // were several ulps off, and a reduction over the stored rows adds those
+  // errors up: a total over [3, 1027, 1000] reached 2.6x eager's error
+  // (H100, run208). Sums used only inside the row (a softmax's divisor, a
+  // norm's mean) keep float partials, as does the online pass's sum
+  // (OnlinePass: a log-sum-exp's, compensated past 64 terms a lane).
   std::string AccumulatorType(int32_t red) const {
-    bool written = false;
-    for (int32_t o : c_.outputs) written |= o == red || Twin(o) == red;
-    return Widened(red) && written && !Compensated(red) ? "double" : CT(red);
+    return Widened(red) && AddedIntoAnOutput(red) && !Compensated(red) ? "double" : CT(red);
+  }
+
+  // Whether an output is `red` (or a twin that repeats it) plus or minus
+  // other values: reached from it by adds, subtractions, negations, casts
+  // to float types and views alone. There the output's error is the sum's
+  // own, and a difference that cancels (x.sum() - x.amax()) shows every ulp
+  // it lost: the second kernel of such a total, adding 1024 stored row sums
+  // in float partials, was 4.3x eager's error on an H200 (run214). A sum
+  // that scales or divides keeps its relative error, which float partials
+  // hold to a few ulps.
+  bool AddedIntoAnOutput(int32_t red) const {
+    std::vector<bool> reaches(c_.nodes.size(), false);
+    for (size_t id = 0; id < c_.nodes.size(); ++id) {
+      const Node& n = c_.nodes[id];
+      const int32_t i = static_cast<int32_t>(id);
+      if (i == red || Twin(i) == red) {
+        reaches[id] = true;
+        continue;
+      }
+      const OpKind k = n.kind;
+      const bool additive = k == OpKind::kAdd || k == OpKind::kSub || k == OpKind::kNeg ||
+                            k == OpKind::kReshape || k == OpKind::kExpand ||
+                            k == OpKind::kPermute ||
+                            (k == OpKind::kCast && IsFloat(n.type.dtype));
+      if (!additive) continue;
+      for (int32_t a : n.args) reaches[id] = reaches[id] || reaches[a];
+    }
+    for (int32_t o : c_.outputs) {
+      if (reaches[o]) return true;
+    }
+    return false;
   }
 
   // a + b in reduction `red`'s accumulator: integers add as unsigned, so a

@@ -631,7 +631,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/16");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/17");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {
@@ -787,6 +787,39 @@ TEST(RowEmitTest, WrittenF32SumsAccumulateInDouble) {
   absl::StatusOr<KernelSpec> k = EmitRow(softmax, g, RowHeuristic(softmax, g));
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_THAT(k->source, ::testing::Not(HasSubstr("  double a")));
+}
+
+// A sum an output adds or subtracts (x.sum(-1) + x.mean(-1) - x.amax(-1),
+// the last kernel of a total over stored row sums) accumulates in double
+// too: there the output's error is the sum's own, and float partials were
+// 4.3x eager's error on a GPU (run214). A sum that only scales (its
+// reciprocal times the row) keeps float partials.
+TEST(RowEmitTest, SumsAnOutputAddsAccumulateInDouble) {
+  auto chain = [](bool scaled) {
+    Chain c;
+    const Dim r = row_test::Rows(&c, -4096);
+    const int32_t x = c.AddInput(TensorType{DType::kF32, {r, Dim::Static(1024)}});
+    const int32_t sum = row_test::Reduce(&c, OpKind::kReduceSum, x, 1, false);
+    const int32_t mean = row_test::Reduce(&c, OpKind::kReduceMean, x, 1, false);
+    const int32_t mx = row_test::Reduce(&c, OpKind::kReduceMax, x, 1, false);
+    const int32_t total = c.AddOp(OpKind::kAdd, {sum, mean});
+    c.outputs = {scaled ? c.AddOp(OpKind::kDiv, {mx, total}) : c.AddOp(OpKind::kSub, {total, mx})};
+    return row_test::Finish(std::move(c));
+  };
+  for (bool scaled : {false, true}) {
+    SCOPED_TRACE(scaled ? "max / (sum + mean)" : "sum + mean - max");
+    const Chain c = chain(scaled);
+    const KernelGroup g = PartitionChain(c)->kernels[0];
+    const Variant v = RowHeuristic(c, g);
+    ASSERT_EQ(v.Get("resident"), 1) << v.ToString();
+    absl::StatusOr<KernelSpec> k = EmitRow(c, g, v);
+    ASSERT_TRUE(k.ok()) << k.status();
+    if (scaled) {
+      EXPECT_THAT(k->source, ::testing::Not(HasSubstr("  double a")));
+    } else {
+      EXPECT_THAT(k->source, HasSubstr("  double a")) << v.ToString();
+    }
+  }
 }
 
 // A grid no launch takes: refused for static rows, a precondition for
