@@ -71,9 +71,13 @@ TEST(StoreEntrySignature, SignedEntryVerifiesAndEveryTamperIsRefused) {
     tamper(bad);
     EXPECT_EQ(VerifyStoreEntry(bad, trusted).code(), absl::StatusCode::kPermissionDenied) << what;
   }
-  // The blob changed, the sha256 field not: the signature covers H(blob).
+  // The blob changed, the sha256 field not: damage, said as DataLoss
+  // before the signature (which covers H(blob) too) is checked.
   v1::StoreEntry blob = e;
   blob.set_blob("other bytes");
+  EXPECT_EQ(VerifyStoreEntry(blob, trusted).code(), absl::StatusCode::kDataLoss);
+  // Both changed to match each other: the signature refuses them.
+  blob.set_blob_sha256(Sha256Hex(blob.blob()));
   EXPECT_EQ(VerifyStoreEntry(blob, trusted).code(), absl::StatusCode::kPermissionDenied);
   // Signed over a blob that does not match its sha256 field: DataLoss.
   v1::StoreEntry mismatch = Entry();

@@ -313,6 +313,35 @@ TEST_F(FleetPipelineTest, AForgedEntryReadAgainIsReportedOnceAMinute) {
       << text;
 }
 
+// A signed entry whose blob's bytes are not the ones signed (the schema's
+// check keeps them out of the database as it makes it, so the check is
+// dropped here as an older or altered database lacks it) is refused and
+// counted as a blob that does not match, not as a forged signature: the
+// signer is not at fault.
+TEST_F(FleetPipelineTest, AnEntryWhoseBlobWasRewrittenIsCountedAsABadBlob) {
+  Node writer("writer", pg_->Dsn(), 1, TrustedKeys({KeyFrom(1).public_key}));
+  const v1::CompileRequest r = ScaledActivation(v1::OP_SILU, 12.5, 1 << 20);
+  ASSERT_TRUE(writer.Compile(r).ok());
+  absl::StatusOr<Prepared> p = writer.pipeline->Prepare(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string blob = "sha256 IN (SELECT blob_sha256 FROM kfuse_entries WHERE kind = 'artifact' AND key = '" +
+                           p->key.ArtifactKey() + "')";
+  const std::string check = "kfuse_blobs_sha256_matches";
+  ASSERT_EQ(pg_->Query("ALTER TABLE kfuse_blobs DROP CONSTRAINT " + check +
+                       "; UPDATE kfuse_blobs SET data = data || decode('00', 'hex') WHERE " + blob),
+            "");
+  SigningKey key = KeyFrom(1);
+  std::unique_ptr<FleetTier> reader = Tier("reader", &key, 5);
+  EXPECT_FALSE(reader->Fetch(Store::Kind::kArtifact, p->key).has_value());
+  const std::string text = metrics_->Text();
+  EXPECT_NE(text.find("kfuse_verification_failures_total{what=\"fleet_blob\"} 1\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("what=\"fleet_signature\""), std::string::npos) << text;
+  EXPECT_EQ(pg_->Query("UPDATE kfuse_blobs SET data = substring(data FROM 1 FOR length(data) - 1) WHERE " + blob +
+                       "; ALTER TABLE kfuse_blobs ADD CONSTRAINT " + check +
+                       " CHECK (sha256 = encode(sha256(data), 'hex'))"),
+            "");
+}
+
 // An entry under a trusted signer's name whose signature does not verify (a
 // writer without that key) is counted once while a node waits, not at
 // every poll, and does not stop the wait: another trusted signer's entry

@@ -21,7 +21,9 @@ std::string KeyOf(Store::Kind kind, const CacheKey& key) {
 // OK when `e`, read for (kind, k), may be used: the row asked for, its key
 // the hash of its parts, signed by a trusted key over a blob that matches
 // its sha256. Otherwise why not, with *what the check that failed (a
-// verification-failure metric label).
+// verification-failure metric label): "fleet_key", "fleet_signature", or
+// "fleet_blob" for a signed entry whose blob's bytes are not the ones
+// signed (damaged or rewritten in the shared database).
 absl::Status Verify(Store::Kind kind, const std::string& k, const v1::StoreEntry& e, const TrustedKeys& trusted,
                     const char** what) {
   *what = "fleet_key";
@@ -29,8 +31,9 @@ absl::Status Verify(Store::Kind kind, const std::string& k, const v1::StoreEntry
     return absl::InvalidArgumentError("entry filed under another key");
   }
   KFUSE_RETURN_IF_ERROR(CheckEntryKey(e));
-  *what = "fleet_signature";
-  return VerifyStoreEntry(e, trusted);
+  absl::Status verified = VerifyStoreEntry(e, trusted);
+  *what = absl::IsDataLoss(verified) ? "fleet_blob" : "fleet_signature";
+  return verified;
 }
 
 }  // namespace

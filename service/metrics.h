@@ -59,7 +59,7 @@ class Metrics {
   // are kfuse_queue_depth).
   void SetJobsRunning(int jobs);
   // kfuse_verification_failures_total{what}: entries refused by a
-  // signature, key or hash: "fleet_signature", "fleet_key", "import",
+  // signature, key or hash: "fleet_signature", "fleet_key", "fleet_blob", "import",
   // "blob_sha256" ... (what a tampered store or bundle sets off).
   void VerificationFailure(absl::string_view what);
   // kfuse_trials_total{outcome}: tuning trials by outcome (OutcomeName:
