@@ -309,7 +309,9 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
   Params none;
   absl::StatusOr<std::unique_ptr<Result>> r = Exec(
       conn->c,
-      "SELECT schema_version, (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::int8"
+      "SELECT schema_version, (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::int8,"
+      " has_table_privilege('kfuse_entries', 'INSERT') AND has_table_privilege('kfuse_blobs', 'INSERT')"
+      " AND NOT current_setting('transaction_read_only')::bool, current_user::text"
       " FROM kfuse_fleet_meta",
       none, "reading the schema version", AnswerTimeoutMs());
   if (!r.ok()) {
@@ -330,18 +332,43 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
     return v;
   };
   int version = -1;
-  if (PQntuples(res) == 1 && PQnfields(res) == 2 && PQgetlength(res, 0, 0) == 4 && PQgetlength(res, 0, 1) == 8) {
+  bool can_write = true;
+  std::string login;
+  if (PQntuples(res) == 1 && PQnfields(res) == 4 && PQgetlength(res, 0, 0) == 4 && PQgetlength(res, 0, 1) == 8 &&
+      PQgetlength(res, 0, 2) == 1) {
     version = static_cast<int>(static_cast<int32_t>(big_endian(0)));
     // No statement timeout (0) bounds nothing on the server: a minute, then.
     const int64_t session_ms = big_endian(1);
     answer_timeout_ms_ = static_cast<int>(std::min<int64_t>(session_ms > 0 ? session_ms : 60000, 3600000) + 2000);
+    can_write = big_endian(2) != 0;
+    login.assign(PQgetvalue(res, 0, 3), PQgetlength(res, 0, 3));
   }
   if (version < kFleetOldestSchemaVersion || version > kFleetSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat("fleet store ", DisplayDsn(), " has schema version ", version,
                                                       "; this kfused speaks ", kFleetOldestSchemaVersion, " to ",
                                                       kFleetSchemaVersion));
   }
+  // A login that cannot write (a reader role on a node not started with
+  // --fleet_read_only) would have every publish and lease refused by the
+  // database, each a warning: it reads only, said once, until a connection
+  // finds it can write again (a grant since).
+  if (!opts_.read_only && login_read_only_.exchange(!can_write) != !can_write) {
+    if (!can_write) {
+      LogEvent(LogLevel::kWarning, "fleet_login_read_only",
+               {{"dsn", DisplayDsn()},
+                {"login", login},
+                {"effect", "reading the fleet store only: no publishes, no tuning leases"},
+                {"fix", "start with --fleet_read_only to say so, or log in as a writer"}});
+    } else {
+      LogEvent(LogLevel::kInfo, "fleet_login_writable", {{"dsn", DisplayDsn()}, {"login", login}});
+    }
+  }
   return conn;
+}
+
+absl::Status FleetStore::WritesRefused() const {
+  return absl::FailedPreconditionError(opts_.read_only ? "fleet store is read-only on this node"
+                                                       : "fleet login cannot write (a reader role?): reading only");
 }
 
 absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Acquire(bool* reused) {
@@ -496,9 +523,10 @@ absl::StatusOr<int64_t> FleetStore::Count(Store::Kind kind, const std::string& k
 }
 
 absl::StatusOr<bool> FleetStore::Publish(const v1::StoreEntry& e) {
-  if (opts_.read_only) return absl::FailedPreconditionError("fleet store is read-only on this node");
+  if (read_only()) return WritesRefused();
   bool published = false;
   KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
+    if (read_only()) return WritesRefused();  // Found on this connection.
     Params p;
     p.Bytes(e.blob_sha256());
     p.Int(static_cast<int64_t>(e.blob().size()));
@@ -520,9 +548,10 @@ absl::StatusOr<bool> FleetStore::Publish(const v1::StoreEntry& e) {
 }
 
 absl::StatusOr<bool> FleetStore::TryLease(const std::string& key, double ttl_seconds) {
-  if (opts_.read_only) return absl::FailedPreconditionError("fleet store is read-only on this node");
+  if (read_only()) return WritesRefused();
   bool ours = false;
   KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
+    if (read_only()) return WritesRefused();
     Params p;
     p.Bytes(key);
     p.Bytes(opts_.holder);
@@ -536,10 +565,11 @@ absl::StatusOr<bool> FleetStore::TryLease(const std::string& key, double ttl_sec
 
 absl::StatusOr<std::vector<std::string>> FleetStore::RenewLeases(const std::vector<std::string>& keys,
                                                                  double ttl_seconds) {
-  if (opts_.read_only) return absl::FailedPreconditionError("fleet store is read-only on this node");
+  if (read_only()) return WritesRefused();
   std::vector<std::string> renewed;
   if (keys.empty()) return renewed;
   KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
+    if (read_only()) return WritesRefused();
     Params p;
     p.Bytes(opts_.holder);
     p.Text(TextArray(keys));
@@ -555,7 +585,7 @@ absl::StatusOr<std::vector<std::string>> FleetStore::RenewLeases(const std::vect
 }
 
 absl::Status FleetStore::ReleaseLease(const std::string& key) {
-  if (opts_.read_only) return absl::OkStatus();
+  if (read_only()) return absl::OkStatus();
   return WithConnection([&](PGconn* c) -> absl::Status {
     Params p;
     p.Bytes(key);

@@ -105,6 +105,11 @@ class FleetStore {
 
   // Whether the last call reached the database.
   bool up() const;
+  // Whether this node writes nothing: configured so (options().read_only),
+  // or its login could not write when it last connected (a reader role
+  // without --fleet_read_only: said once as `fleet_login_read_only`).
+  // Publishing and leasing then fail with FailedPrecondition, untried.
+  bool read_only() const { return opts_.read_only || login_read_only_.load(); }
   const FleetOptions& options() const { return opts_; }
   // The DSN without any password, for logs.
   std::string DisplayDsn() const { return RedactDsn(opts_.dsn); }
@@ -131,6 +136,9 @@ class FleetStore {
 
   const FleetOptions opts_;
   std::atomic<int> answer_timeout_ms_{opts_.statement_timeout_ms + 2000};  // Read at each connect.
+  std::atomic<bool> login_read_only_{false};                               // Read at each connect.
+  // FailedPrecondition for a write this node does not make (read_only()).
+  absl::Status WritesRefused() const;
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_ ABSL_GUARDED_BY(mu_);
   bool up_ ABSL_GUARDED_BY(mu_) = false;

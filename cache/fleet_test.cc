@@ -17,6 +17,7 @@
 #include "cache/fleet_test_util.h"
 #include "cache/store_entry.h"
 #include "cache/store_test_util.h"
+#include "core/log.h"
 #include "gtest/gtest.h"
 
 namespace kfuse {
@@ -325,30 +326,70 @@ TEST_F(FleetTest, ManyNodesRacingForOneLeaseGetExactlyOne) {
   EXPECT_EQ(winners.load(), 1);
 }
 
-TEST_F(FleetTest, ReaderRoleReadsButCannotWrite) {
+// A reader login on a node not told it is read-only: its first connection
+// finds the login cannot write, says so once, and the node reads only
+// (publishes and leases refused untried, each no warning of the
+// database's). Both ways a login may be unable to write: no INSERT grant,
+// and transactions read-only by default (as deploy/postgres/roles.sql makes
+// kfuse_reader). A grant since is seen at the next connection.
+TEST_F(FleetTest, AReaderLoginReadsOnlyAndSaysSoOnce) {
   auto writer = Open();
   v1::StoreEntry e = Entry("reader-role", "r");
   ASSERT_TRUE(writer->Publish(e).ok());
+  EXPECT_FALSE(writer->read_only());
+  SetLogFormat(LogFormat::kJson);
+  ::testing::internal::CaptureStderr();
   auto reader = Open("kfuse_reader");
+  EXPECT_FALSE(reader->read_only());  // Not known before it connects.
   auto got = Rows(*reader, Store::Kind::kArtifact, e.key());
   ASSERT_TRUE(got.ok() && got->size() == 1) << got.status();
-  // The database refuses, whatever the node believes it is.
-  absl::Status s = reader->Publish(Entry("reader-role-2", "r2")).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
-  EXPECT_TRUE(reader->up());  // A refused write is not an outage.
-  // A reader role as deploy/postgres/roles.sql makes it (its transactions
-  // read-only by default) is refused by the read-only check, not the
-  // privileges: the same answer.
+  EXPECT_TRUE(reader->read_only());
+  for (int i = 0; i < 3; ++i) {
+    absl::Status s = reader->Publish(Entry("reader-role-2", "r2")).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "login cannot write")) << s;
+    EXPECT_EQ(reader->TryLease("k", 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_TRUE(reader->up());  // Reading only is not an outage.
+  // Read-only transactions by default, the privileges granted.
   ASSERT_EQ(pg_->Query("ALTER ROLE kfuse_reader SET default_transaction_read_only = on"), "");
   auto read_only_role = Open("kfuse_reader", "ro-role");
   absl::Status ro = read_only_role->Publish(Entry("reader-role-3", "r3")).status();
   pg_->Query("ALTER ROLE kfuse_reader RESET default_transaction_read_only");
-  EXPECT_EQ(ro.code(), absl::StatusCode::kPermissionDenied) << ro;
-  EXPECT_TRUE(read_only_role->up());
-  // A node configured read-only never tries.
+  EXPECT_EQ(ro.code(), absl::StatusCode::kFailedPrecondition) << ro;
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  SetLogFormat(LogFormat::kText);
+  size_t said = 0;
+  for (size_t at = logged.find("\"event\":\"fleet_login_read_only\""); at != std::string::npos;
+       at = logged.find("\"event\":\"fleet_login_read_only\"", at + 1)) {
+    ++said;
+  }
+  EXPECT_EQ(said, 2u) << logged;  // Once a store.
+  EXPECT_TRUE(absl::StrContains(logged, "\"login\":\"kfuse_reader\"")) << logged;
+  EXPECT_TRUE(absl::StrContains(logged, "--fleet_read_only")) << logged;
+  // A node configured read-only never tries, and says nothing of its login.
+  ::testing::internal::CaptureStderr();
   auto read_only = Open("kfuse_reader", "ro", /*read_only=*/true);
   EXPECT_EQ(read_only->Publish(e).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(read_only->TryLease("k", 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Rows(*read_only, Store::Kind::kArtifact, e.key()).ok());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("fleet_login_read_only"), std::string::npos);
+}
+
+// The database's own refusal, should a login lose its grant while a node
+// holds a connection that found it could write: PermissionDenied, that
+// write only, and no outage.
+TEST_F(FleetTest, AWriteTheDatabaseRefusesIsPermissionDenied) {
+  ASSERT_EQ(pg_->Query("SET client_min_messages = warning; DROP ROLE IF EXISTS kfuse_revoked;"
+                       " CREATE ROLE kfuse_revoked LOGIN IN ROLE kfuse_fleet_writer"),
+            "");
+  auto node = Open("kfuse_revoked", "revoked");
+  ASSERT_TRUE(node->Publish(Entry("revoked-1", "v1")).ok());
+  ASSERT_EQ(pg_->Query("REVOKE kfuse_fleet_writer FROM kfuse_revoked; GRANT kfuse_fleet_reader TO kfuse_revoked"),
+            "");
+  absl::Status s = node->Publish(Entry("revoked-2", "v2")).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_TRUE(node->up());
 }
 
 // A server out of disk answers: the write fails (ResourceExhausted, that

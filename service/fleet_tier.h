@@ -103,7 +103,7 @@ class FleetTier {
 
   ~FleetTier();
 
-  bool read_only() const { return fleet_->options().read_only; }
+  bool read_only() const { return fleet_->read_only(); }
   FleetStore& store() { return *fleet_; }
 
  private:

@@ -445,8 +445,10 @@ int main(int argc, char** argv) {
     Say(info, "serving", absl::StrCat("metrics on ", url), {{"metrics", url}});
   }
   if ((*node)->fleet() != nullptr) {
-    // A read-only node never publishes either (node.cc), whatever its login.
-    const char* fleet_mode = (*node)->fleet()->read_only() ? "read-only" : "read and publish";
+    // A read-only node never publishes either (node.cc), whatever its login;
+    // a login that cannot write is said when the first connection finds it
+    // (fleet_login_read_only), which this line does not wait for.
+    const char* fleet_mode = (*node)->fleet()->store().options().read_only ? "read-only" : "read and publish";
     Say(info, "serving",
         absl::StrCat("fleet store ", kfuse::RedactDsn(opts.fleet_dsn), " (", fleet_mode, "), ",
                      (*node)->trusted_keys().size(), " trusted key(s)"),
