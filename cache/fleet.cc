@@ -311,7 +311,9 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
       conn->c,
       "SELECT schema_version, (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::int8,"
       " has_table_privilege('kfuse_entries', 'INSERT') AND has_table_privilege('kfuse_blobs', 'INSERT')"
-      " AND NOT current_setting('transaction_read_only')::bool, current_user::text"
+      " AND (CASE WHEN to_regclass('kfuse_leases') IS NULL THEN true"
+      " ELSE has_table_privilege(to_regclass('kfuse_leases'), 'INSERT') END),"
+      " current_setting('transaction_read_only')::bool, pg_is_in_recovery(), current_user::text"
       " FROM kfuse_fleet_meta",
       none, "reading the schema version", AnswerTimeoutMs());
   if (!r.ok()) {
@@ -332,38 +334,76 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
     return v;
   };
   int version = -1;
-  bool can_write = true;
-  std::string login;
-  if (PQntuples(res) == 1 && PQnfields(res) == 4 && PQgetlength(res, 0, 0) == 4 && PQgetlength(res, 0, 1) == 8 &&
-      PQgetlength(res, 0, 2) == 1) {
+  std::string cannot_write;  // Why this login cannot write; empty if it can.
+  if (PQntuples(res) == 1 && PQnfields(res) == 6 && PQgetlength(res, 0, 0) == 4 && PQgetlength(res, 0, 1) == 8 &&
+      PQgetlength(res, 0, 2) == 1 && PQgetlength(res, 0, 3) == 1 && PQgetlength(res, 0, 4) == 1) {
     version = static_cast<int>(static_cast<int32_t>(big_endian(0)));
     // No statement timeout (0) bounds nothing on the server: a minute, then.
     const int64_t session_ms = big_endian(1);
     answer_timeout_ms_ = static_cast<int>(std::min<int64_t>(session_ms > 0 ? session_ms : 60000, 3600000) + 2000);
-    can_write = big_endian(2) != 0;
-    login.assign(PQgetvalue(res, 0, 3), PQgetlength(res, 0, 3));
+    const std::string login(PQgetvalue(res, 0, 5), PQgetlength(res, 0, 5));
+    if (big_endian(4) != 0) {
+      cannot_write = "the server is a standby (in recovery)";
+    } else if (big_endian(3) != 0) {
+      cannot_write = absl::StrCat("login ", login, "'s transactions are read-only (default_transaction_read_only)");
+    } else if (big_endian(2) == 0) {
+      cannot_write = absl::StrCat("login ", login, " may not insert into the fleet's tables (a reader role?)");
+    }
   }
   if (version < kFleetOldestSchemaVersion || version > kFleetSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat("fleet store ", DisplayDsn(), " has schema version ", version,
                                                       "; this kfused speaks ", kFleetOldestSchemaVersion, " to ",
                                                       kFleetSchemaVersion));
   }
-  // A login that cannot write (a reader role on a node not started with
-  // --fleet_read_only) would have every publish and lease refused by the
-  // database, each a warning: it reads only, said once, until a connection
-  // finds it can write again (a grant since).
-  if (!opts_.read_only && login_read_only_.exchange(!can_write) != !can_write) {
-    if (!can_write) {
-      LogEvent(LogLevel::kWarning, "fleet_login_read_only",
-               {{"dsn", DisplayDsn()},
-                {"login", login},
-                {"effect", "reading the fleet store only: no publishes, no tuning leases"},
-                {"fix", "start with --fleet_read_only to say so, or log in as a writer"}});
+  if (!opts_.read_only) {
+    if (cannot_write.empty()) {
+      NoteCanWrite();
     } else {
-      LogEvent(LogLevel::kInfo, "fleet_login_writable", {{"dsn", DisplayDsn()}, {"login", login}});
+      NoteCannotWrite(cannot_write);
     }
   }
   return conn;
+}
+
+bool FleetStore::read_only() const {
+  return opts_.read_only || (login_read_only_.load() && NowMs() < writes_refused_until_ms_.load());
+}
+
+// A login that cannot write (a reader role on a node not started with
+// --fleet_read_only, a standby) would have every publish and lease refused
+// by the database, each a warning: the node reads only, said once, and
+// lets a write through now and then to see whether it may again.
+void FleetStore::NoteCannotWrite(const std::string& why) {
+  writes_refused_until_ms_ = NowMs() + static_cast<int64_t>(opts_.write_probe_seconds * 1000);
+  if (login_read_only_.exchange(true)) return;
+  LogEvent(LogLevel::kWarning, "fleet_login_read_only",
+           {{"dsn", DisplayDsn()},
+            {"why", why},
+            {"effect", "reading the fleet store only: no publishes, no tuning leases"},
+            {"fix", "start with --fleet_read_only to say so, or log in as a writer to a primary"}});
+  if (opts_.on_write_change) opts_.on_write_change(false, why);
+}
+
+void FleetStore::NoteCanWrite() {
+  writes_refused_until_ms_ = 0;
+  if (!login_read_only_.exchange(false)) return;
+  LogEvent(LogLevel::kInfo, "fleet_login_writable", {{"dsn", DisplayDsn()}});
+  if (opts_.on_write_change) opts_.on_write_change(true, "");
+}
+
+absl::Status FleetStore::Write(const std::function<absl::Status(PGconn*)>& body) {
+  if (read_only()) return WritesRefused();
+  absl::Status s = WithConnection([&](PGconn* c) -> absl::Status {
+    if (read_only()) return WritesRefused();  // Found as this connection was made.
+    return body(c);
+  });
+  if (opts_.read_only) return s;
+  if (s.ok()) {
+    NoteCanWrite();
+  } else if (absl::IsPermissionDenied(s)) {
+    NoteCannotWrite(std::string(s.message()));
+  }
+  return s;
 }
 
 absl::Status FleetStore::WritesRefused() const {
@@ -523,10 +563,8 @@ absl::StatusOr<int64_t> FleetStore::Count(Store::Kind kind, const std::string& k
 }
 
 absl::StatusOr<bool> FleetStore::Publish(const v1::StoreEntry& e) {
-  if (read_only()) return WritesRefused();
   bool published = false;
-  KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
-    if (read_only()) return WritesRefused();  // Found on this connection.
+  KFUSE_RETURN_IF_ERROR(Write([&](PGconn* c) -> absl::Status {
     Params p;
     p.Bytes(e.blob_sha256());
     p.Int(static_cast<int64_t>(e.blob().size()));
@@ -548,10 +586,8 @@ absl::StatusOr<bool> FleetStore::Publish(const v1::StoreEntry& e) {
 }
 
 absl::StatusOr<bool> FleetStore::TryLease(const std::string& key, double ttl_seconds) {
-  if (read_only()) return WritesRefused();
   bool ours = false;
-  KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
-    if (read_only()) return WritesRefused();
+  KFUSE_RETURN_IF_ERROR(Write([&](PGconn* c) -> absl::Status {
     Params p;
     p.Bytes(key);
     p.Bytes(opts_.holder);
@@ -565,11 +601,9 @@ absl::StatusOr<bool> FleetStore::TryLease(const std::string& key, double ttl_sec
 
 absl::StatusOr<std::vector<std::string>> FleetStore::RenewLeases(const std::vector<std::string>& keys,
                                                                  double ttl_seconds) {
-  if (read_only()) return WritesRefused();
   std::vector<std::string> renewed;
   if (keys.empty()) return renewed;
-  KFUSE_RETURN_IF_ERROR(WithConnection([&](PGconn* c) -> absl::Status {
-    if (read_only()) return WritesRefused();
+  KFUSE_RETURN_IF_ERROR(Write([&](PGconn* c) -> absl::Status {
     Params p;
     p.Bytes(opts_.holder);
     p.Text(TextArray(keys));
@@ -585,7 +619,9 @@ absl::StatusOr<std::vector<std::string>> FleetStore::RenewLeases(const std::vect
 }
 
 absl::Status FleetStore::ReleaseLease(const std::string& key) {
-  if (read_only()) return absl::OkStatus();
+  // A node configured read-only took none; one whose login was found
+  // unable to write since may hold one from before: it tries.
+  if (opts_.read_only) return absl::OkStatus();
   return WithConnection([&](PGconn* c) -> absl::Status {
     Params p;
     p.Bytes(key);

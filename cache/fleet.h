@@ -62,6 +62,13 @@ struct FleetOptions {
   // Called on every change between up and down (and on the first success),
   // with the error that took it down: for warnings and the metric.
   std::function<void(bool up, const absl::Status& why)> on_state_change;
+  // A node not configured read-only whose login cannot write (found at a
+  // connection, or told by the database refusing a write) reads only, and
+  // lets one write through every write_probe_seconds to find out whether
+  // it may again (a grant since, a standby promoted).
+  double write_probe_seconds = 60;
+  // Called when such a node stops or starts writing, with why.
+  std::function<void(bool writable, const std::string& why)> on_write_change;
 };
 
 // A libpq conninfo string or URI with any password replaced by ***.
@@ -105,11 +112,14 @@ class FleetStore {
 
   // Whether the last call reached the database.
   bool up() const;
-  // Whether this node writes nothing: configured so (options().read_only),
-  // or its login could not write when it last connected (a reader role
-  // without --fleet_read_only: said once as `fleet_login_read_only`).
-  // Publishing and leasing then fail with FailedPrecondition, untried.
-  bool read_only() const { return opts_.read_only || login_read_only_.load(); }
+  // Whether this node writes nothing now: configured so
+  // (options().read_only), or its login cannot write (a reader role without
+  // --fleet_read_only, a standby server, read-only transactions): found
+  // when a connection is made or a write refused, said once as
+  // `fleet_login_read_only`, and looked at again by one write every
+  // write_probe_seconds. Publishing and leasing then fail with
+  // FailedPrecondition, untried.
+  bool read_only() const;
   const FleetOptions& options() const { return opts_; }
   // The DSN without any password, for logs.
   std::string DisplayDsn() const { return RedactDsn(opts_.dsn); }
@@ -136,9 +146,19 @@ class FleetStore {
 
   const FleetOptions opts_;
   std::atomic<int> answer_timeout_ms_{opts_.statement_timeout_ms + 2000};  // Read at each connect.
-  std::atomic<bool> login_read_only_{false};                               // Read at each connect.
+  // Whether this login was last found unable to write, and until when
+  // writes are refused untried (ms, NowMs's clock).
+  std::atomic<bool> login_read_only_{false};
+  std::atomic<int64_t> writes_refused_until_ms_{0};
   // FailedPrecondition for a write this node does not make (read_only()).
   absl::Status WritesRefused() const;
+  // What a connection or a write found about this login's writing.
+  void NoteCannotWrite(const std::string& why);
+  void NoteCanWrite();
+  // Runs a write's statement: a refusal by the database (privileges, a
+  // read-only transaction) makes the node read only (NoteCannotWrite); a
+  // success ends that.
+  absl::Status Write(const std::function<absl::Status(PGconn*)>& body);
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_ ABSL_GUARDED_BY(mu_);
   bool up_ ABSL_GUARDED_BY(mu_) = false;

@@ -206,7 +206,11 @@ absl::Status VerifyPlanSignature(const v1::KernelPlan& plan, const PublicKey& pi
   return absl::OkStatus();
 }
 
-std::string StoreEntrySigningPayload(const v1::StoreEntry& e) {
+namespace {
+
+// The payload with `blob_hash` as the blob's hash (the bytes' own, or the
+// hash the entry claims for them).
+std::string PayloadWithBlobHash(const v1::StoreEntry& e, absl::string_view blob_hash) {
   std::string out = "kfuse.v1 store entry signature\n";
   AddString(out, "kind", e.kind());
   AddString(out, "key", e.key());
@@ -220,7 +224,7 @@ std::string StoreEntrySigningPayload(const v1::StoreEntry& e) {
   AddString(out, "device_name", e.device_name());
   AddString(out, "state", e.state());
   AddString(out, "description", e.description());
-  absl::StrAppend(&out, "blob ", Sha256Hex(e.blob()), "\n");
+  absl::StrAppend(&out, "blob ", blob_hash, "\n");
   AddString(out, "blob_sha256", e.blob_sha256());
   AddString(out, "node", e.node());
   absl::StrAppend(&out, "created_unix_ms ", e.created_unix_ms(), "\n");
@@ -228,6 +232,17 @@ std::string StoreEntrySigningPayload(const v1::StoreEntry& e) {
   AddString(out, "signer", e.signer());
   return out;
 }
+
+bool SignatureVerifies(const v1::StoreEntry& e, const std::string& payload, const PublicKey& signer) {
+  return e.signature().size() == crypto_sign_BYTES &&
+         crypto_sign_verify_detached(reinterpret_cast<const unsigned char*>(e.signature().data()),
+                                     reinterpret_cast<const unsigned char*>(payload.data()), payload.size(),
+                                     signer.bytes.data()) == 0;
+}
+
+}  // namespace
+
+std::string StoreEntrySigningPayload(const v1::StoreEntry& e) { return PayloadWithBlobHash(e, Sha256Hex(e.blob())); }
 
 void SignStoreEntry(const SigningKey& key, v1::StoreEntry* entry) {
   InitSodium();
@@ -293,21 +308,20 @@ absl::Status VerifyStoreEntry(const v1::StoreEntry& e, const TrustedKeys& truste
     return absl::PermissionDeniedError(
         absl::StrCat(name, ": signed by ", signer.Hex().substr(0, 16), "..., which is not a trusted key"));
   }
-  // The blob before the signature, which covers the blob's hash too: a
-  // signed entry whose bytes were changed after signing is damage (a
-  // database without the fleet schema's hash check, a bit flipped at rest),
-  // not a forgery, and is said so.
-  if (Sha256Hex(e.blob()) != e.blob_sha256()) {
-    return absl::DataLossError(absl::StrCat(name, ": blob does not match its sha256"));
+  const std::string blob_hash = Sha256Hex(e.blob());
+  if (SignatureVerifies(e, PayloadWithBlobHash(e, blob_hash), signer)) {
+    if (blob_hash != e.blob_sha256()) {
+      return absl::DataLossError(absl::StrCat(name, ": blob does not match its sha256"));
+    }
+    return absl::OkStatus();
   }
-  std::string payload = StoreEntrySigningPayload(e);
-  if (e.signature().size() != crypto_sign_BYTES ||
-      crypto_sign_verify_detached(reinterpret_cast<const unsigned char*>(e.signature().data()),
-                                  reinterpret_cast<const unsigned char*>(payload.data()), payload.size(),
-                                  signer.bytes.data()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat(name, ": signature does not verify"));
+  // The signer signed the hash the entry claims, but the bytes are others:
+  // they changed after signing (damage at rest, or rewritten where no hash
+  // check guards them), which the signer is not to blame for.
+  if (blob_hash != e.blob_sha256() && SignatureVerifies(e, PayloadWithBlobHash(e, e.blob_sha256()), signer)) {
+    return absl::DataLossError(absl::StrCat(name, ": blob is not the bytes signed (changed since)"));
   }
-  return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(name, ": signature does not verify"));
 }
 
 }  // namespace kfuse

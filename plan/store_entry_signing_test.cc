@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -71,14 +72,22 @@ TEST(StoreEntrySignature, SignedEntryVerifiesAndEveryTamperIsRefused) {
     tamper(bad);
     EXPECT_EQ(VerifyStoreEntry(bad, trusted).code(), absl::StatusCode::kPermissionDenied) << what;
   }
-  // The blob changed, the sha256 field not: damage, said as DataLoss
-  // before the signature (which covers H(blob) too) is checked.
+  // The blob changed, the sha256 field not: the signer signed that hash,
+  // so the bytes changed since: damage, DataLoss.
   v1::StoreEntry blob = e;
   blob.set_blob("other bytes");
-  EXPECT_EQ(VerifyStoreEntry(blob, trusted).code(), absl::StatusCode::kDataLoss);
+  absl::Status damaged = VerifyStoreEntry(blob, trusted);
+  EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss) << damaged;
+  EXPECT_TRUE(absl::StrContains(damaged.message(), "not the bytes signed")) << damaged;
   // Both changed to match each other: the signature refuses them.
   blob.set_blob_sha256(Sha256Hex(blob.blob()));
   EXPECT_EQ(VerifyStoreEntry(blob, trusted).code(), absl::StatusCode::kPermissionDenied);
+  // A forgery under a trusted name whose hash does not match its bytes
+  // either is a forgery, not damage: no signature covers it.
+  v1::StoreEntry forged = e;
+  forged.set_blob("other bytes");
+  forged.mutable_signature()->at(5) ^= 1;
+  EXPECT_EQ(VerifyStoreEntry(forged, trusted).code(), absl::StatusCode::kPermissionDenied);
   // Signed over a blob that does not match its sha256 field: DataLoss.
   v1::StoreEntry mismatch = Entry();
   mismatch.set_blob_sha256(Sha256Hex("something else"));

@@ -98,7 +98,9 @@ void FleetTier::RenewLeases() {
   if (keys.empty()) return;
   absl::StatusOr<std::vector<std::string>> renewed = fleet_->RenewLeases(keys, options_.lease_seconds);
   if (!renewed.ok()) {
-    if (!absl::IsUnavailable(renewed.status())) metrics_->FleetError("lease");
+    // An outage is kfuse_fleet_up; a login found unable to write was said
+    // once by the store (fleet_login_read_only).
+    if (!absl::IsUnavailable(renewed.status()) && !read_only()) metrics_->FleetError("lease");
     return;
   }
   absl::flat_hash_set<std::string> ours(renewed->begin(), renewed->end());
@@ -187,9 +189,10 @@ void FleetTier::Publish(Store::Kind kind, const CacheKey& key, const EntryMeta& 
   absl::StatusOr<bool> published = fleet_->Publish(e);
   // An outage was logged once when it began and is kfuse_fleet_up; each
   // entry it costs is neither an error event nor an error count, as for
-  // reads and leases.
+  // reads and leases. Nor is each entry a login that cannot write does not
+  // publish: the store said that once (fleet_login_read_only).
   if (!published.ok()) {
-    if (!absl::IsUnavailable(published.status())) {
+    if (!absl::IsUnavailable(published.status()) && !read_only()) {
       metrics_->FleetError("publish");
       LogEvent(LogLevel::kWarning, "fleet_publish_failed",
                {{"key", e.key()}, {"error", published.status().ToString()}});
@@ -238,9 +241,10 @@ FleetTier::Turn FleetTier::AwaitTurn(const CacheKey& key, const std::atomic<bool
     absl::StatusOr<bool> ours = fleet_->TryLease(lease_key, options_.lease_seconds);
     if (!ours.ok()) {
       // Down, or refused: build here rather than wait on a database. A
-      // refusal (out of disk, a read-only login) is said, once a minute at
-      // most: every key is then built on every node.
-      if (!absl::IsUnavailable(ours.status())) {
+      // refusal (out of disk, say) is said, once a minute at most: every
+      // key is then built on every node. A login found unable to write was
+      // said once by the store (fleet_login_read_only).
+      if (!absl::IsUnavailable(ours.status()) && !read_only()) {
         metrics_->FleetError("lease");
         if (ReportRejection("lease-refused")) {
           LogEvent(LogLevel::kWarning, "fleet_lease_failed",

@@ -32,6 +32,31 @@ constexpr size_t kMaxLabelValues = 64;
 constexpr size_t kMaxLabelValueBytes = 64;
 constexpr char kOther[] = "other";
 
+// A gauge without labels that exists only once set (a fleet gauge is absent
+// on a node without a fleet store).
+class LazyGauge {
+ public:
+  explicit LazyGauge(prometheus::Family<prometheus::Gauge>& family) : family_(family) {}
+
+  void Set(double v) {
+    prometheus::Gauge* gauge = gauge_.load(std::memory_order_acquire);
+    if (gauge == nullptr) {
+      absl::MutexLock lock(&mu_);
+      gauge = gauge_.load(std::memory_order_acquire);
+      if (gauge == nullptr) {
+        gauge = &family_.Add({});
+        gauge_.store(gauge, std::memory_order_release);
+      }
+    }
+    gauge->Set(v);
+  }
+
+ private:
+  prometheus::Family<prometheus::Gauge>& family_;
+  absl::Mutex mu_;
+  std::atomic<prometheus::Gauge*> gauge_{nullptr};
+};
+
 // One family's children by label values, so the hot path is a hash lookup
 // under a reader lock, with no label map built. One or two labels.
 template <typename T>
@@ -203,8 +228,9 @@ struct Metrics::Impl {
         tuning_available(GaugeFamily(*registry, "kfuse_tuning_available",
                                      "1 while a GPU of this node can take a tuning task, 0 otherwise.")
                              .Add({})),
-        fleet_up_family(GaugeFamily(*registry, "kfuse_fleet_up",
-                                    "1 while the fleet store answers, 0 while it does not.")),
+        fleet_up(GaugeFamily(*registry, "kfuse_fleet_up", "1 while the fleet store answers, 0 while it does not.")),
+        fleet_writable(GaugeFamily(*registry, "kfuse_fleet_writable",
+                                   "1 while this node publishes to the fleet store, 0 while it reads only.")),
         fleet_errors(CounterFamily(*registry, "kfuse_fleet_errors_total", "Failed fleet store operations."),
                      {"op"}, AddCounter),
         fleet_leases(CounterFamily(*registry, "kfuse_fleet_leases_total", "Fleet tuning leases by outcome."),
@@ -228,9 +254,8 @@ struct Metrics::Impl {
   Children<prometheus::Counter> verification_failures;
   Children<prometheus::Counter> trials;
   prometheus::Gauge& tuning_available;
-  prometheus::Family<prometheus::Gauge>& fleet_up_family;
-  absl::Mutex fleet_up_mu;
-  std::atomic<prometheus::Gauge*> fleet_up{nullptr};  // Added by the first SetFleetUp.
+  LazyGauge fleet_up;
+  LazyGauge fleet_writable;
   Children<prometheus::Counter> fleet_errors;
   Children<prometheus::Counter> fleet_leases;
   prometheus::Counter& background_tunes;
@@ -285,18 +310,9 @@ void Metrics::Trial(absl::string_view outcome) { impl_->trials.Get(outcome).Incr
 
 void Metrics::SetTuningAvailable(bool available) { impl_->tuning_available.Set(available ? 1 : 0); }
 
-void Metrics::SetFleetUp(bool up) {
-  prometheus::Gauge* gauge = impl_->fleet_up.load(std::memory_order_acquire);
-  if (gauge == nullptr) {
-    absl::MutexLock lock(&impl_->fleet_up_mu);
-    gauge = impl_->fleet_up.load(std::memory_order_acquire);
-    if (gauge == nullptr) {
-      gauge = &impl_->fleet_up_family.Add({});
-      impl_->fleet_up.store(gauge, std::memory_order_release);
-    }
-  }
-  gauge->Set(up ? 1 : 0);
-}
+void Metrics::SetFleetUp(bool up) { impl_->fleet_up.Set(up ? 1 : 0); }
+
+void Metrics::SetFleetWritable(bool writable) { impl_->fleet_writable.Set(writable ? 1 : 0); }
 
 void Metrics::FleetError(absl::string_view op) { impl_->fleet_errors.Get(op).Increment(); }
 

@@ -68,6 +68,10 @@ class Metrics {
   // kfuse_fleet_up (gauge): 1 while the fleet store answers, 0 while it
   // does not; absent when no fleet store is configured.
   void SetFleetUp(bool up);
+  // kfuse_fleet_writable (gauge): 1 while this node publishes to the fleet
+  // store, 0 while it reads only (--fleet_read_only, or a login found
+  // unable to write); absent when no fleet store is configured.
+  void SetFleetWritable(bool writable);
   // kfuse_tuning_available (gauge): 1 while a GPU of this node can take a
   // tuning task (health kfuse.v1.Tuning SERVING), 0 otherwise.
   void SetTuningAvailable(bool available);

@@ -106,6 +106,11 @@ TEST(MetricsTest, FleetUpIsAbsentUntilSet) {
   EXPECT_TRUE(HasLine(m->Text(), "kfuse_fleet_up 1")) << m->Text();
   m->SetFleetUp(false);
   EXPECT_TRUE(HasLine(m->Text(), "kfuse_fleet_up 0")) << m->Text();
+  EXPECT_EQ(m->Text().find("kfuse_fleet_writable"), std::string::npos) << m->Text();
+  m->SetFleetWritable(false);
+  EXPECT_TRUE(HasLine(m->Text(), "kfuse_fleet_writable 0")) << m->Text();
+  m->SetFleetWritable(true);
+  EXPECT_TRUE(HasLine(m->Text(), "kfuse_fleet_writable 1")) << m->Text();
 }
 
 TEST(MetricsTest, LabelValuesPastTheCapCountAsOther) {

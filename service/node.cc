@@ -121,6 +121,8 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
                  {{"dsn", shown}, {"error", why.ToString()}, {"effect", "serving from the local store only"}});
       }
     };
+    metrics->SetFleetWritable(!fo.read_only);
+    fo.on_write_change = [metrics](bool writable, const std::string&) { metrics->SetFleetWritable(writable); };
     FleetTierOptions to;
     to.lease_seconds = o.fleet_lease_seconds;
     to.origin = EntryOrigin{po.node, 0, kKfuseVersion};

@@ -443,7 +443,7 @@ TEST(ServerAdminTest, TamperedOrMiskeyedEntriesAreRejectedAndTheStoreIsUnchanged
   ASSERT_EQ(resp.rejected_size(), 7);
   const std::string name = absl::StrCat("artifact ", artifact.key().substr(0, 16), ": ");
   EXPECT_EQ(resp.rejected(0), name + "signature does not verify");
-  EXPECT_EQ(resp.rejected(1), name + "blob does not match its sha256");  // Damage, not a forgery.
+  EXPECT_EQ(resp.rejected(1), name + "blob is not the bytes signed (changed since)");  // Damage.
   EXPECT_THAT(resp.rejected(2), HasSubstr(absl::StrCat("artifact ", miskeyed.key().substr(0, 16),
                                                        ": key is not the hash of its parts")));
   EXPECT_THAT(resp.rejected(3), HasSubstr("the plan inside is keyed"));
