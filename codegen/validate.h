@@ -31,6 +31,9 @@ struct Limits {
   // select arm in one kernel, and NVRTC's time grows faster than their count
   // (64: 0.4 s, 256: 5 s, 1024: 104 s).
   int max_concat_operands = 128;
+  // Input, output and symbol names (client text, echoed in every plan and
+  // in errors): bytes each.
+  int max_name_bytes = 1024;
 };
 
 // Returns `raw` with every non-input node's `type` set, reduction and permute

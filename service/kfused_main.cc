@@ -280,6 +280,7 @@ int main(int argc, char** argv) {
   kfuse::NodeOptions opts;
   opts.store_path = absl::GetFlag(FLAGS_store);
   opts.store_max_bytes = absl::GetFlag(FLAGS_store_max_bytes);
+  opts.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   opts.no_gpu = absl::GetFlag(FLAGS_no_gpu);
   opts.read_only = absl::GetFlag(FLAGS_read_only);
   opts.device = absl::GetFlag(FLAGS_device);

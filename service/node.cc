@@ -104,6 +104,7 @@ absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptio
   PipelineOptions po;
   po.node = o.node.empty() ? Hostname() : o.node;
   po.read_only = o.read_only;
+  po.max_message_bytes = o.max_message_bytes;
   if (!o.fleet_dsn.empty()) {
     FleetOptions fo;
     fo.dsn = o.fleet_dsn;

@@ -28,6 +28,7 @@ namespace kfuse {
 
 struct NodeOptions {
   std::string store_path;  // Empty: the per-user default.
+  int64_t max_message_bytes = int64_t{64} << 20;  // gRPC's, both ways.
   int64_t store_max_bytes = int64_t{4} << 30;
   bool no_gpu = false;
   bool read_only = false;

@@ -338,6 +338,11 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   p.chain = Canonicalize(typed);
   // Unsupported ops are answered before a job starts.
   KFUSE_ASSIGN_OR_RETURN(p.partition, PartitionChain(p.chain));
+  if (p.partition.kernels.size() > kMaxPlanKernels) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the chain partitions into ", p.partition.kernels.size(), " kernels; a plan holds at most ", kMaxPlanKernels,
+        " (each reduction a later op broadcasts back starts one): send it as several chains"));
+  }
   p.chain_hash = ChainHash(p.chain);
 
   p.gpu = gpu();
@@ -891,6 +896,15 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   prov->set_trials(total_trials);
   prov->set_tuning_seconds(seconds);
   const uint32_t failed = SetFailedTrials(built, prov);
+  // An answer the server could not send would be stored and then fail at
+  // every hit: refused whole, nothing stored. A kilobyte is left for the
+  // rest of the response.
+  if (const int64_t bytes = static_cast<int64_t>(plan.ByteSizeLong()); bytes + 1024 > options_.max_message_bytes) {
+    return absl::UnimplementedError(absl::StrCat("the plan is ", bytes, " bytes (", built.size(),
+                                                 " kernels), past the ", options_.max_message_bytes,
+                                                 " an answer may take (kfused --max_message_bytes): send the "
+                                                 "chain as several chains"));
+  }
 
   // Store: the decision first (it survives toolchain changes), then the
   // artifact. A store failure is logged; the caller still gets its plan.

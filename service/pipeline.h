@@ -75,7 +75,16 @@ struct PipelineOptions {
   // answer, fault or time out. Empty: none.
   std::string repro_dir;
   ReproLimits repro_limits;
+  // The largest message the server sends (kfused --max_message_bytes): a
+  // plan that could not be answered in one is refused, not stored.
+  int64_t max_message_bytes = int64_t{64} << 20;
 };
+
+// Kernels a plan may hold: a chain that partitions into more (each
+// reduction broadcast back into the chain starts a kernel, and each kernel
+// recomputes its operands from the chain's inputs) takes minutes to build
+// and a plan larger than any answer; it is refused before a job starts.
+inline constexpr size_t kMaxPlanKernels = 64;
 
 // A validated request with its key: everything Lookup and Build need.
 struct Prepared {

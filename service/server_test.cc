@@ -42,7 +42,8 @@ v1::CompileRequest Relu(double scale, bool background = false) {
 class ServerTest : public ::testing::Test {
  protected:
   void Start(std::chrono::milliseconds delay, int max_queued = 64, bool metrics = false,
-             int64_t store_max_bytes = int64_t{1} << 30, int job_threads = 2) {
+             int64_t store_max_bytes = int64_t{1} << 30, int job_threads = 2,
+             int64_t max_message_bytes = int64_t{64} << 20) {
     if (metrics) metrics_ = *Metrics::Create("");
     compiler_ = std::make_unique<FakeCompiler>(delay);
     StoreOptions so;
@@ -54,7 +55,9 @@ class ServerTest : public ::testing::Test {
     deps.compiler = compiler_.get();
     deps.store = store_.get();
     deps.metrics = metrics_.get();
-    pipeline_ = std::make_unique<Pipeline>(std::move(deps), PipelineOptions{});
+    PipelineOptions po;
+    po.max_message_bytes = max_message_bytes;
+    pipeline_ = std::make_unique<Pipeline>(std::move(deps), po);
     ServiceOptions opts;
     opts.max_queued_jobs = max_queued;
     opts.job_threads = job_threads;
@@ -477,6 +480,62 @@ TEST_F(ServerTest, OpsWithoutAGeneratorAreUnimplementedNamingTheOp) {
   grpc::Status s = Compile(r, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
   EXPECT_NE(s.error_message().find("op 3 (permute)"), std::string::npos) << s.error_message();
+}
+
+// A chain of more kernels than a plan holds is refused before any is built
+// (a reduction broadcast back 65 times: one kernel each, each recomputing
+// its operands, took minutes and a 171 MB plan at 257 kernels).
+TEST_F(ServerTest, AChainOfMoreKernelsThanAPlanHoldsIsUnimplementedBeforeABuild) {
+  Start(std::chrono::milliseconds(0));
+  v1::CompileRequest r;
+  v1::Chain* c = r.mutable_chain();
+  v1::TensorSpec* in = c->add_inputs();
+  in->set_name("x");
+  in->set_dtype(v1::DTYPE_F32);
+  in->add_shape()->set_size(64);
+  in->add_shape()->set_size(1024);
+  c->add_ops()->set_kind(v1::OP_NEG);
+  c->mutable_ops(0)->add_args()->set_input(0);
+  c->add_outputs()->set_name("y");
+  int32_t y = 0;
+  for (int i = 0; i < 64; ++i) {
+    v1::Op* mx = c->add_ops();
+    mx->set_kind(v1::OP_REDUCE_MAX);
+    mx->add_args()->set_op(y);
+    mx->mutable_reduce()->add_axes(0);
+    mx->mutable_reduce()->set_keepdim(true);
+    v1::Op* sub = c->add_ops();
+    sub->set_kind(v1::OP_SUB);
+    sub->add_args()->set_op(y);
+    sub->add_args()->set_op(c->ops_size() - 2);
+    y = c->ops_size() - 1;
+  }
+  c->mutable_outputs(0)->mutable_value()->set_op(y);
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("partitions into 65 kernels; a plan holds at most 64"));
+  EXPECT_EQ(compiler_->calls.load(), 0);
+  // 63 reductions: 64 kernels, built.
+  c->mutable_ops()->RemoveLast();
+  c->mutable_ops()->RemoveLast();
+  c->mutable_outputs(0)->mutable_value()->set_op(y - 2);
+  s = Compile(r, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.plan().kernels_size(), 64);
+}
+
+// A plan larger than the server may send is refused whole and not stored:
+// stored, it would fail at every hit.
+TEST_F(ServerTest, APlanLargerThanAnAnswerMayBeIsUnimplementedAndNotStored) {
+  Start(std::chrono::milliseconds(0), 64, false, int64_t{1} << 30, 2, /*max_message_bytes=*/1500);
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(Relu(2.0), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("past the 1500 an answer may take (kfused --max_message_bytes)"));
+  absl::StatusOr<std::vector<EntrySummary>> stored = store_->List("", 10);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE(stored->empty());
 }
 
 TEST_F(ServerTest, ARowReductionChainIsOneRowKernel) {

@@ -18,6 +18,13 @@ absl::Status Bad(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
 }
 
+// Client text echoed in every plan and error: bounded, so a request's
+// answer stays near its size.
+absl::Status CheckNameLength(const std::string& field, const std::string& name) {
+  if (static_cast<int64_t>(name.size()) <= Limits{}.max_name_bytes) return absl::OkStatus();
+  return Bad(field, absl::StrCat("a name of ", name.size(), " bytes; at most ", Limits{}.max_name_bytes));
+}
+
 // Interns symbols by name; a later mention may add a hint or a max the
 // first did not give, but not contradict it.
 class SymbolTable {
@@ -35,6 +42,7 @@ class SymbolTable {
         return Bad(field, "a dim needs a size or a symbol");
     }
     if (d.symbol().empty()) return Bad(field, "symbol must not be empty");
+    KFUSE_RETURN_IF_ERROR(CheckNameLength(field, d.symbol()));
     auto [it, inserted] = index_.emplace(d.symbol(), static_cast<int32_t>(chain_->symbols.size()));
     if (inserted) {
       if (static_cast<int>(chain_->symbols.size()) >= max_symbols_) {
@@ -87,6 +95,7 @@ class SymbolTable {
 // errors: a non-empty one may appear once. Client text: quoted, cut.
 absl::Status CheckUniqueName(const std::vector<std::string>& earlier, const std::string& name,
                              absl::string_view list, int index) {
+  KFUSE_RETURN_IF_ERROR(CheckNameLength(absl::StrCat(list, "[", index, "].name"), name));
   if (name.empty()) return absl::OkStatus();
   for (size_t j = 0; j < earlier.size(); ++j) {
     if (earlier[j] == name) {

@@ -200,6 +200,17 @@ TEST(TranslateTest, RejectsBadRequests) {
       {"a repeated input name",
        [](v1::Chain& c) { AddInput(c, v1::DTYPE_F32, {4, 8}); },
        absl::StatusCode::kInvalidArgument, "inputs[1].name: name \"x\" repeats inputs[0].name"},
+      // Names come back in every plan and error: a 20 MB symbol name made an
+      // answer too large to send.
+      {"an input name past 1024 bytes",
+       [](v1::Chain& c) { c.mutable_inputs(0)->set_name(std::string(1025, 'n')); },
+       absl::StatusCode::kInvalidArgument, "inputs[0].name: a name of 1025 bytes; at most 1024"},
+      {"an output name past 1024 bytes",
+       [](v1::Chain& c) { c.mutable_outputs(0)->set_name(std::string(5000, 'y')); },
+       absl::StatusCode::kInvalidArgument, "outputs[0].name: a name of 5000 bytes; at most 1024"},
+      {"a symbol name past 1024 bytes",
+       [](v1::Chain& c) { c.mutable_inputs(0)->mutable_shape(0)->set_symbol(std::string(20 << 20, 'S')); },
+       absl::StatusCode::kInvalidArgument, "inputs[0].shape[0]: a name of 20971520 bytes; at most 1024"},
       {"bad constant",
        [](v1::Chain& c) {
          c.mutable_ops(1)->set_dtype(v1::DTYPE_I32);
