@@ -62,6 +62,15 @@ def _health_status(data):
     return "UNKNOWN"
 
 
+def _check_timeout(timeout):
+    """A deadline of inf, nan, 0 or less fails every call at once as "did not
+    answer in time", which eager mode turns into a silent None: refused."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+    if not (0 < timeout <= 86400 * 365):
+        raise ValueError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
+
+
 class Client:
     """One channel to kfused; thread safe (gRPC channels are).
 
@@ -84,10 +93,7 @@ class Client:
         # a silent None; an empty verify_key would turn verification off.
         if not isinstance(address, str):
             raise TypeError(f"address must be a str such as '127.0.0.1:7420', not {type(address).__name__}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
-        if not (0 < timeout <= 86400 * 365):
-            raise ValueError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
+        _check_timeout(timeout)
         if token is not None and (not isinstance(token, str) or not token or not token.isascii()
                                   or not token.isprintable()):
             raise ValueError("token must be a non-empty str of printable ASCII (it travels as a header)")
@@ -158,7 +164,9 @@ class Client:
         says."""
         req = self.request(chain, mode=mode, **kw)
         deadline = self._timeout(timeout)
-        if deadline is not None:
+        # A budget out of range (inf, nan) is the server's to refuse, naming
+        # the field; added to the deadline it would end the call first.
+        if 0 < req.policy.budget_seconds <= 86400:
             deadline += req.policy.budget_seconds
         answered = False
         try:
@@ -241,7 +249,10 @@ class Client:
         return req
 
     def _timeout(self, timeout):
-        return self.timeout if timeout is None else timeout
+        if timeout is None:
+            return self.timeout
+        _check_timeout(timeout)
+        return timeout
 
     def _call(self, method, req, timeout, fallback=False):
         try:

@@ -7,7 +7,10 @@
 """
 import re
 
-_OP_RE = re.compile(r"\bop (\d+) \(([^)]*)\)")
+_OP_RE = re.compile(r"\bop (\d+) \(([a-z0-9_]+)\)")
+# Client text (names) in the server's messages is quoted, with \" and \\
+# escaped: it is not looked into for an op, whatever it says.
+_QUOTED_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
 class KfuseError(Exception):
@@ -18,7 +21,7 @@ class KfuseError(Exception):
         self.code = code
         self.message = message
         if op is None:
-            m = _OP_RE.search(message or "")
+            m = _OP_RE.search(_QUOTED_RE.sub('""', message or ""))
             if m:
                 op, kind = int(m.group(1)), m.group(2)
         self.op = op

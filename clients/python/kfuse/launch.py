@@ -59,20 +59,49 @@ class Buffer:
 def as_buffer(t):
     """A Buffer from a Buffer, a torch tensor or a __cuda_array_interface__."""
     if isinstance(t, Buffer):
-        return Buffer(t.ptr, tuple(t.shape), tuple(t.strides), dtype_of(t.dtype))
+        return _checked(Buffer(t.ptr, tuple(t.shape), tuple(t.strides), dtype_of(t.dtype)))
     if hasattr(t, "data_ptr") and hasattr(t, "stride"):  # torch (bf16 has no array interface)
-        return Buffer(t.data_ptr(), tuple(t.shape), tuple(t.stride()), dtype_of(t.dtype))
+        return _checked(Buffer(t.data_ptr(), tuple(t.shape), tuple(t.stride()), dtype_of(t.dtype)))
     cai = getattr(t, "__cuda_array_interface__", None)
     if cai is None:
         raise TypeError(f"cannot launch on a {type(t).__name__}: pass a torch tensor, an object "
                         "with __cuda_array_interface__, or kfuse.Buffer")
-    if cai["typestr"] not in _TYPESTR:
-        raise TypeError(f"unsupported element type {cai['typestr']}")
+    if cai.get("typestr") not in _TYPESTR:
+        raise TypeError(f"unsupported element type {cai.get('typestr')}")
+    if not isinstance(cai.get("data"), tuple) or not cai["data"]:
+        raise TypeError("__cuda_array_interface__ has no data: (pointer, read_only)")
     dt = _TYPESTR[cai["typestr"]]
     strides = cai.get("strides")
     if strides:
-        strides = tuple(s // _DTYPE_BYTES[dt] for s in strides)
-    return Buffer(cai["data"][0], tuple(cai["shape"]), tuple(strides or ()), dt)
+        size = _DTYPE_BYTES[dt]
+        # Strides are in bytes there: one that is not whole elements has no
+        # element-stride form, and rounding it would read other elements.
+        if any(not _is_int(s) or s % size for s in strides):
+            raise _invalid(f"strides {list(strides)} (bytes) are not whole {cai['typestr']} elements of "
+                           f"{size} bytes")
+        strides = tuple(s // size for s in strides)
+    return _checked(Buffer(cai["data"][0], tuple(cai["shape"]), tuple(strides or ()), dt))
+
+
+def _is_int(v):
+    """A whole number (int, numpy's integers), not a bool or a float."""
+    if isinstance(v, bool):
+        return False
+    try:
+        operator.index(v)
+    except TypeError:
+        return False
+    return True
+
+
+def _checked(b):
+    """b, whose dims are whole and not negative and whose strides are whole
+    (a float or negative dim made a fractional grid or a skipped launch)."""
+    if any(not _is_int(d) or d < 0 for d in b.shape):
+        raise _invalid(f"shape {list(b.shape)} must hold whole numbers of at least 0")
+    if any(not _is_int(s) for s in b.strides):
+        raise _invalid(f"strides {list(b.strides)} must be whole numbers (elements)")
+    return b
 
 
 def eval_expr(e, symbols, _depth=0):

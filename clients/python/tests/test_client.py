@@ -375,3 +375,42 @@ def test_the_default_address_is_kfuse_server_as_for_the_cli(monkeypatch):
 def test_bad_arguments_are_refused_by_the_constructor(kwargs, error, message):
     with pytest.raises(error, match=message):
         kfuse.Client(**kwargs)
+
+
+@pytest.mark.parametrize("timeout, error", [
+    (float("inf"), ValueError), (float("nan"), ValueError), (-1, ValueError), (1e-9 * 0, ValueError),
+    ("5", TypeError),
+])
+def test_bad_per_call_timeouts_are_refused_as_the_constructor_does(timeout, error):
+    # Passed on, each failed the call at once as "did not answer in time":
+    # a silent None in eager mode.
+    c = kfuse.Client(_dead_address(), timeout=5)
+    chain = BUILDERS["relu_fma_f32.json"]()
+    with pytest.raises(error, match="timeout must be"):
+        c.compile(chain, timeout=timeout)
+    with pytest.raises(error, match="timeout must be"):
+        c.list(timeout=timeout)
+
+
+def test_a_budget_out_of_range_is_not_added_to_the_tune_deadline():
+    # The server refuses it naming policy.budget_seconds; added to the
+    # deadline, inf or nan ended the call first.
+    c = kfuse.Client(_dead_address(), timeout=30)
+    c._stub = _TuneStub([_done()])
+    chain = BUILDERS["relu_fma_f32.json"]()
+    for budget in (float("inf"), float("nan"), -3.0):
+        c.tune(chain, budget_seconds=budget)
+    assert c._stub.timeouts == [30, 30, 30]
+
+
+@pytest.mark.parametrize("message, op, kind", [
+    ("op 3 (exp): args[0]: f32 and i32 do not promote", 3, "exp"),
+    ("outputs[0].value: op 2 (add) is not an output", 2, "add"),
+    # A name is client text, quoted: what it says is not the op.
+    ('inputs[0] ("op 7 (exp)"): shape[0]: size must be positive', None, None),
+    ('symbol "op 3 (matmul) \\" op 9 (x)": hint conflicts', None, None),
+    ('inputs[1] ("x"): op 4 (relu) reads it', 4, "relu"),
+])
+def test_the_op_an_error_names_is_not_read_from_client_names(message, op, kind):
+    e = kfuse.KfuseError("INVALID_ARGUMENT", message)
+    assert (e.op, e.kind) == (op, kind)

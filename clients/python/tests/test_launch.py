@@ -115,6 +115,13 @@ def test_symbol_sources_must_agree():
     (lambda i, o: o.__setitem__(0, Buffer(o[0].ptr, (8,), (), "f32")), "INVALID_ARGUMENT",
      r"must have shape \[16\]; got \[8\]"),
     (lambda i, o: i.pop(), "INVALID_ARGUMENT", "plan has 3 inputs; got 2"),
+    # Dims that are not whole, or negative: a fractional grid, a skipped launch.
+    (lambda i, o: i.__setitem__(0, Buffer(i[0].ptr, (16.5,), (), "f32")), "INVALID_ARGUMENT",
+     r"shape \[16.5\] must hold whole numbers of at least 0"),
+    (lambda i, o: o.__setitem__(0, Buffer(o[0].ptr, (-16,), (), "f32")), "INVALID_ARGUMENT",
+     r"shape \[-16\] must hold whole numbers"),
+    (lambda i, o: o.__setitem__(0, Buffer(o[0].ptr, (16,), (1.0,), "f32")), "INVALID_ARGUMENT",
+     r"strides \[1.0\] must be whole numbers"),
 ])
 def test_tensor_and_precondition_refusals(mutate, code, msg):
     ins, outs = _bufs(16)
@@ -122,6 +129,29 @@ def test_tensor_and_precondition_refusals(mutate, code, msg):
     with pytest.raises(kfuse.LaunchError, match=msg) as e:
         resolve(_plan(), ins, outs)
     assert e.value.code == code
+
+
+class _Cai:
+    """An object with a __cuda_array_interface__ (strides in bytes)."""
+
+    def __init__(self, ptr, shape, strides, typestr="<f4"):
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape, "strides": strides,
+                                          "typestr": typestr, "version": 3}
+
+
+def test_array_interface_strides_in_bytes_must_be_whole_elements():
+    ins, outs = _bufs(16)
+    outs[0] = _Cai(outs[0].ptr, (16,), (4,))
+    assert resolve(_plan(), ins, outs).symbols == [16]
+    # 5 bytes is no f32 stride: rounded down, it would read element 1 as 1.25.
+    outs[0] = _Cai(outs[0].__cuda_array_interface__["data"][0], (16,), (5,))
+    with pytest.raises(kfuse.LaunchError, match=r"strides \[5\] \(bytes\) are not whole <f4 elements") as e:
+        resolve(_plan(), ins, outs)
+    assert e.value.code == "INVALID_ARGUMENT"
+    outs[0] = _Cai(0x400000, (16,), None)
+    del outs[0].__cuda_array_interface__["data"]
+    with pytest.raises(TypeError, match="has no data"):
+        resolve(_plan(), ins, outs)
 
 
 @pytest.mark.parametrize("n,msg", [(2, r"requires N >= 4 \(2 < 4\)"),
