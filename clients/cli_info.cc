@@ -1,4 +1,5 @@
 // `kfuse device`, `kfuse health`, `kfuse version`.
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "clients/cli.h"
 #include "clients/cli_format.h"
@@ -25,6 +26,14 @@ int RunHealth(const GlobalOptions& g, const std::string& service, CliIo& io) {
   auto client = ConnectFromFlags(g);
   if (!client.ok()) return ReportUsageError(g, client.status(), io);
   auto state = (*client)->Health(service);
+  if (absl::IsNotFound(state.status())) {
+    // The health service knows only its own names: say which.
+    return ReportError(g,
+                       absl::NotFoundError(absl::StrCat(state.status().message(),
+                                                        " (kfused reports \"\" (the server), "
+                                                        "kfuse.v1.KernelService and kfuse.v1.Tuning)")),
+                       io);
+  }
   if (!state.ok()) return ReportError(g, state.status(), io);
   const char* name = HealthStateName(*state);
   if (g.json) {

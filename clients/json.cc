@@ -7,10 +7,16 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/json_depth.h"
 #include "core/status.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -112,6 +118,35 @@ size_t FirstSyntaxError(const std::string& s) {
   return std::string::npos;
 }
 
+// protobuf's word on an enum value it does not know names the enum's type
+// URL but not how its values are spelt (OP_RELU, DTYPE_F32): a hint, the
+// value meant where one matches but for its prefix or case.
+std::string EnumHint(const std::string& why) {
+  const std::string value_mark = "invalid value \"", type_mark = "type.googleapis.com/";
+  const size_t v = why.find(value_mark), t = why.find(type_mark);
+  if (v == std::string::npos || t == std::string::npos) return "";
+  const size_t v_end = why.find('"', v + value_mark.size());
+  if (v_end == std::string::npos) return "";
+  const std::string value = absl::AsciiStrToUpper(why.substr(v + value_mark.size(), v_end - v - value_mark.size()));
+  size_t t_end = t + type_mark.size();
+  while (t_end < why.size() && (absl::ascii_isalnum(why[t_end]) || why[t_end] == '.' || why[t_end] == '_')) ++t_end;
+  const google::protobuf::EnumDescriptor* e = google::protobuf::DescriptorPool::generated_pool()->FindEnumTypeByName(
+      why.substr(t + type_mark.size(), t_end - t - type_mark.size()));
+  if (e == nullptr || e->value_count() == 0) return "";
+  for (int i = 0; i < e->value_count(); ++i) {
+    const std::string& name = e->value(i)->name();
+    if (!value.empty() && (name == value || absl::EndsWith(name, "_" + value))) {
+      return absl::StrCat(" (did you mean ", name, "?)");
+    }
+  }
+  std::vector<std::string> some;
+  for (int i = 0; i < e->value_count() && some.size() < 6; ++i) {
+    if (!absl::EndsWith(e->value(i)->name(), "_UNSPECIFIED")) some.push_back(e->value(i)->name());
+  }
+  return absl::StrCat(" (", e->name(), " values are written ", absl::StrJoin(some, ", "),
+                      e->value_count() > static_cast<int>(some.size()) + 1 ? ", ..." : "", ")");
+}
+
 }  // namespace
 
 absl::Status ParseJson(const std::string& json, const std::string& what,
@@ -127,6 +162,7 @@ absl::Status ParseJson(const std::string& json, const std::string& what,
   // source line instead, which editors and readers can follow.
   std::string why(status.message());
   why = why.substr(0, why.find('\n'));
+  why += EnumHint(why);
   std::string where;
   std::string excerpt;
   const size_t offset = FirstSyntaxError(json);

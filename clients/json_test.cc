@@ -86,6 +86,12 @@ TEST(JsonTest, BadInputIsInvalidArgumentWithUsefulMessage) {
        "t.json:1:27"},
       {"unknown field", "{\"opz\": []}", "opz"},
       {"bad enum", "{\"ops\": [{\"kind\": \"OP_FROB\"}]}", "OP_FROB"},
+      // An enum value spelt without its prefix, or in another case: the
+      // value meant; one nothing matches: how the values are written.
+      {"op kind without its prefix", "{\"ops\": [{\"kind\": \"relu\"}]}",
+       "\"relu\" for type type.googleapis.com/kfuse.v1.OpKind (did you mean OP_RELU?)"},
+      {"dtype in another spelling", "{\"inputs\": [{\"dtype\": \"float32\"}]}",
+       "(DType values are written DTYPE_F32, DTYPE_F16"},
       {"not an object", "[1, 2]", "t.json"},
       {"empty", "", "t.json"},
   };

@@ -109,7 +109,9 @@ int main(int argc, char** argv) {
   c->add_option("--plan-json", compile.plan_json_out, "write the KernelPlan (JSON)")->check(a_file);
   c->add_option("--cubin-dir", compile.cubin_dir, "write each kernel as DIR/<entry>.cubin")->check(a_folder);
   c->add_option("--arch", compile.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
-  c->add_option("--policy", compile.policy, "heuristic|quick|full")->check(naming("heuristic, quick or full"));
+  // --mode too: tune's name for it, and the Python client's.
+  c->add_option("--policy,--mode", compile.policy, "heuristic|quick|full")
+      ->check(naming("heuristic, quick or full"));
   c->add_option("--budget", compile.budget_seconds, "tuning budget, seconds")->check(real);
   c->add_flag("--source", compile.source,
               "ask for the CUDA C++ (written beside the cubins, or printed)");
@@ -118,7 +120,7 @@ int main(int argc, char** argv) {
   auto* t = app.add_subcommand("tune", "tune a chain, showing progress");
   t->add_option("chain", tune.chain_path, "kfuse.v1.Chain (or CompileRequest) in JSON")->check(a_file);
   t->add_option("--budget", tune.budget_seconds, "tuning budget, seconds")->check(real);
-  t->add_option("--mode", tune.mode, "quick|full")->check(naming("quick or full"));
+  t->add_option("--mode,--policy", tune.mode, "quick|full")->check(naming("quick or full"));
   t->add_option("--arch", tune.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
   t->add_flag("--force", tune.force, "retune even if a decision is stored");
   auto* manifest = t->add_option(
@@ -159,7 +161,8 @@ int main(int argc, char** argv) {
       ->required()
       ->check(a_file);
   cexplain->add_option("--arch", explain.arch, "target: sm_80, sm_90, sm_90a, ...")->check(an_arch);
-  cexplain->add_option("--policy", explain.policy, "heuristic|quick|full")->check(naming("heuristic, quick or full"));
+  cexplain->add_option("--policy,--mode", explain.policy, "heuristic|quick|full")
+      ->check(naming("heuristic, quick or full"));
   CacheExportOptions exp;
   auto* cexport = cache->add_subcommand(
       "export", "write stored kernels (signed by the server) to a bundle file");

@@ -40,8 +40,10 @@ absl::StatusOr<std::string> ArchFor(const v1::Target& t, uint32_t cc) {
   bool ok = false;
   for (int s : kSupportedCcs) ok |= static_cast<uint32_t>(s) == cc;
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat("target.compute_capability: ", cc, " is not supported (use ",
-                                                   absl::StrJoin(kSupportedCcs, ", "), ")"));
+    // Both spellings: the wire's number and the CLI's --arch.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target.compute_capability: ", cc, " (sm_", cc, ") is not supported (use ", absl::StrJoin(kSupportedCcs, ", "),
+        "; --arch sm_", absl::StrJoin(kSupportedCcs, ", sm_"), ")"));
   }
   return absl::StrCat("sm_", cc, t.arch_specific() && (cc == 90 || cc == 100) ? "a" : "");
 }

@@ -406,7 +406,8 @@ TEST_F(ServerTest, APolicyTargetOrLoggedTextOutOfRangeIsInvalidArgumentNamingThe
       {[](v1::CompileRequest& r) { r.mutable_policy()->set_budget_seconds(1e308); },
        "policy.budget_seconds: 1e+308 is not between 0 and 3600"},
       {[](v1::CompileRequest& r) { r.mutable_target()->set_compute_capability(4294967295u); },
-       "target.compute_capability: 4294967295 is not supported"},
+       "target.compute_capability: 4294967295 (sm_4294967295) is not supported (use 80, 86, 87, 89, 90, 100, 120; "
+       "--arch sm_80, sm_86"},
       {[](v1::CompileRequest& r) { r.set_request_id(std::string(257, 'r')); }, "request_id: 257 bytes; at most 256"},
       {[](v1::CompileRequest& r) { r.mutable_env()->set_client(std::string(1 << 20, 'c')); },
        "env.client: 1048576 bytes; at most 256"},

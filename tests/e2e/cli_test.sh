@@ -232,6 +232,19 @@ for bad in "compile examples/relu_fma_f32.json --policy ''|--policy: must name h
   [[ $rc == 2 && $out == *"${bad#*|}"* ]]
   check "kfuse ${bad%%|*}: refused (exit 2)" $? "rc=$rc $out"
 done
+out=$("$kfuse" health --service kfuse.v1.Kernels 2>&1)
+rc=$?
+[[ $rc != 0 && $out == *"NOT_FOUND"*"kfuse.v1.KernelService and kfuse.v1.Tuning"* ]]
+check "kfuse health names the services kfused reports" $? "rc=$rc $out"
+# compile takes tune's --mode for --policy, and tune compile's --policy.
+out=$("$kfuse" compile --mode quick examples/relu_fma_f32.json 2>&1)
+rc=$?
+[[ $rc == 0 && $out == *"state    heuristic"* ]]
+check "kfuse compile --mode quick is --policy quick" $? "rc=$rc $out"
+out=$("$kfuse" tune --policy bogus examples/relu_fma_f32.json 2>&1)
+rc=$?
+[[ $rc == 2 && $out == *"expected quick or full"* ]]
+check "kfuse tune --policy is --mode" $? "rc=$rc $out"
 out=$("$kfuse" chain softmax --width 0100 --rows 2 2>&1)
 [[ $out == *'"size": "100"'* ]]
 check "kfuse chain reads --width 0100 as 100, not octal" $? "$out"
