@@ -151,9 +151,13 @@ class Tensor:
     def __le__(self, o): return le(self, o)
     def __gt__(self, o): return gt(self, o)
     def __ge__(self, o): return ge(self, o)
-    def __and__(self, o): return logical_and(self, o)
-    def __or__(self, o): return logical_or(self, o)
-    def __invert__(self): return logical_not(self)
+    # Logical on bool tensors; on integers PyTorch's &, | and ~ are bitwise,
+    # which kfuse has not: refused rather than given another meaning.
+    def __and__(self, o): return logical_and(*_bools("&", self, o))
+    def __rand__(self, o): return logical_and(*_bools("&", o, self))
+    def __or__(self, o): return logical_or(*_bools("|", self, o))
+    def __ror__(self, o): return logical_or(*_bools("|", o, self))
+    def __invert__(self): return logical_not(*_bools("~", self))
     def __matmul__(self, o): return matmul(self, o)
 
     def sum(self, axis=-1, keepdim=False): return sum(self, axis, keepdim)
@@ -209,7 +213,7 @@ class Chain:
         dt = dtype_of(dtype)
         rank = len(shape)
         op = pb.Op(kind=pb.OP_IOTA, dtype=dt, shape=pb.ShapeAttrs(shape=[_dim_proto(d) for d in shape]),
-                   axis=pb.AxisAttrs(axis=axis % rank if rank else 0))
+                   axis=pb.AxisAttrs(axis=_axis(rank, axis) if rank else 0))
         return self._append(op, dt, tuple(d.name if isinstance(d, Sym) else d for d in shape))
 
     def _append(self, op, dtype, shape):
@@ -253,8 +257,13 @@ class Chain:
         """A Chain from the CLI's JSON: a Chain, or a CompileRequest's chain."""
         import json
 
-        doc = json.loads(text)
-        if isinstance(doc, dict) and "chain" in doc:
+        try:
+            doc = json.loads(text)
+        except RecursionError:
+            raise ValueError("the JSON nests too deeply for a chain") from None
+        if not isinstance(doc, dict):
+            raise ValueError(f"a chain's JSON is an object (a Chain or a CompileRequest), not {type(doc).__name__}")
+        if "chain" in doc:
             req = json_format.ParseDict(doc, pb.CompileRequest())
             return cls.from_proto(req.chain)
         return cls.from_proto(json_format.ParseDict(doc, pb.Chain()))
@@ -266,6 +275,15 @@ class Chain:
 
 # ---------------------------------------------------------------------------
 # Primitives.
+
+def _bools(op, *args):
+    """args, where each tensor of known dtype is bool (TypeError otherwise)."""
+    for a in args:
+        if isinstance(a, Tensor) and a.dtype is not None and a.dtype != pb.DTYPE_BOOL:
+            raise TypeError(f"{op} takes bool tensors (logical); on {pb.DType.Name(a.dtype)} PyTorch's {op} is "
+                            "bitwise, which kfuse does not have")
+    return args
+
 
 def _chain_of(args):
     chains = {id(a.chain): a.chain for a in args if isinstance(a, Tensor)}
@@ -384,15 +402,25 @@ def cast(x, dtype):
     return _emit(pb.OP_CAST, [x], out_dtype=dt, out_shape=x.shape, dtype=dt)
 
 
+def _axis(rank, a, what="axis"):
+    """`a` as an axis of a tensor of `rank` (negative counts from the
+    end): ValueError naming it where it is not one."""
+    if isinstance(a, bool) or not isinstance(a, int):
+        raise TypeError(f"{what} must be an int, not {type(a).__name__}")
+    if not -rank <= a < rank:
+        raise ValueError(f"{what} {a} is out of range for rank {rank}")
+    return a % rank
+
+
 def _axes(x, axis):
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = (axis,) if isinstance(axis, int) and not isinstance(axis, bool) else tuple(axis)
     if x.shape is None:
+        for a in axes:
+            if isinstance(a, bool) or not isinstance(a, int):
+                raise TypeError(f"axis must be an int, not {type(a).__name__}")
         return axes, None
     r = len(x.shape)
-    for a in axes:
-        if not -r <= a < r:
-            raise ValueError(f"axis {a} is out of range for rank {r}")
-    return axes, {a % r for a in axes}
+    return axes, {_axis(r, a) for a in axes}
 
 
 def _reduce(kind):
@@ -426,6 +454,7 @@ def permute(x, perm):
 
 def transpose(x, d0=-2, d1=-1):
     perm = list(range(x.rank))
+    d0, d1 = _axis(x.rank, d0, "d0"), _axis(x.rank, d1, "d1")
     perm[d0], perm[d1] = perm[d1], perm[d0]
     return permute(x, perm)
 
@@ -452,10 +481,11 @@ def slice(x, axis, start, stop, step=1):  # noqa: A001
     sent as its size, or, where that is not known here, as the largest
     int64, which the server clamps to the dim as Python does."""
     shape = None
-    size = x.shape[axis] if x.shape is not None else None
+    a = _axis(len(x.shape), axis) if x.shape is not None else axis  # The op keeps `axis` as given.
+    size = x.shape[a] if x.shape is not None else None
     if isinstance(size, int):
         shape = list(x.shape)
-        shape[axis] = len(range(*builtins.slice(start, stop, step).indices(size)))
+        shape[a] = len(range(*builtins.slice(start, stop, step).indices(size)))
         shape = tuple(shape)
     if stop is None:
         stop = size if isinstance(size, int) else (1 << 63) - 1
@@ -464,11 +494,18 @@ def slice(x, axis, start, stop, step=1):  # noqa: A001
 
 
 def concat(xs, axis=-1):
+    xs = list(xs)
+    if not xs:
+        raise ValueError("concat needs at least one tensor")
     shape = None
-    if all(t.shape is not None for t in xs):
+    if all(isinstance(t, Tensor) and t.shape is not None for t in xs):
+        ranks = {len(t.shape) for t in xs}
+        if len(ranks) != 1:
+            raise ValueError(f"concat's tensors must have one rank; got ranks {sorted(ranks)}")
+        a = _axis(ranks.pop(), axis)  # The op keeps `axis` as given.
         shape = list(xs[0].shape)
-        parts = [t.shape[axis] for t in xs]
-        shape[axis] = builtins.sum(parts) if all(isinstance(p, int) for p in parts) else None
+        parts = [t.shape[a] for t in xs]
+        shape[a] = builtins.sum(parts) if all(isinstance(p, int) for p in parts) else None
         shape = tuple(shape)
     return _emit(pb.OP_CONCAT, list(xs), out_shape=shape, axis=pb.AxisAttrs(axis=axis))
 
@@ -600,6 +637,8 @@ def linear(x, weight, bias=None, activation=None):
     sigmoid, tanh); weight is [out, in], as torch.nn.Linear's."""
     if activation not in _ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(str(k) for k in _ACTIVATIONS)}")
+    if weight.shape is not None and len(weight.shape) != 2:
+        raise ValueError(f"weight must be [out, in]; got shape {list(weight.shape)}")
     y = matmul(x, transpose(weight))
     if bias is not None:
         y = y + bias

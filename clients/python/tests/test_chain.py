@@ -232,3 +232,50 @@ def test_bad_dims_and_dtypes():
         c.input("x", "f8", [4])
     with pytest.raises(ValueError):
         c.input("x", "f32", [-1])
+
+
+def _x(shape=(4, 8), dtype="f32"):
+    c = kfuse.Chain()
+    return c, c.input("x", dtype, list(shape))
+
+
+@pytest.mark.parametrize("build, error, message", [
+    (lambda c, x: kfuse.transpose(c.input("v", "f32", [8])), ValueError, "d0 -2 is out of range for rank 1"),
+    (lambda c, x: kfuse.transpose(c.input("s", "f32", [])), ValueError, "out of range for rank 0"),
+    (lambda c, x: kfuse.concat([]), ValueError, "concat needs at least one tensor"),
+    (lambda c, x: kfuse.concat([x, x], axis=5), ValueError, "axis 5 is out of range for rank 2"),
+    (lambda c, x: kfuse.concat([x, c.input("v", "f32", [8])]), ValueError, "one rank; got ranks \\[1, 2\\]"),
+    (lambda c, x: kfuse.slice(x, 5, 0, 2), ValueError, "axis 5 is out of range for rank 2"),
+    (lambda c, x: kfuse.linear(x, c.input("w", "f32", [8])), ValueError, "weight must be \\[out, in\\]"),
+    (lambda c, x: kfuse.sum(x, "a"), TypeError, "axis must be an int"),
+    (lambda c, x: c.iota([4, 8], 100), ValueError, "axis 100 is out of range for rank 2"),
+    # PyTorch's & | ~ on integers are bitwise; kfuse's are logical.
+    (lambda c, x: c.input("i", "i32", [4]) & c.input("j", "i32", [4]), TypeError, "& takes bool tensors"),
+    (lambda c, x: ~c.input("i", "i32", [4]), TypeError, "~ takes bool tensors"),
+    (lambda c, x: True | c.input("i", "i32", [4]), TypeError, "\\| takes bool tensors"),
+])
+def test_builder_mistakes_are_named_not_index_errors(build, error, message):
+    c, x = _x()
+    with pytest.raises(error, match=message):
+        build(c, x)
+
+
+def test_bool_logic_and_negative_axes_build_as_before():
+    c, x = _x()
+    m = c.input("m", "bool", [4, 8])
+    assert (m & (x > 0)).dtype == pb.DTYPE_BOOL
+    assert (~m | m).dtype == pb.DTYPE_BOOL
+    y = kfuse.concat([x, x], axis=-1)
+    assert y.shape == (4, 16)
+    assert y.chain.to_proto().ops[-1].axis.axis == -1  # Sent as given.
+    assert kfuse.slice(x, -1, 2, None).shape == (4, 6)
+    assert c.iota([4, 8], -1).chain.to_proto().ops[-1].axis.axis == 1
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[]", "not list"), ('"x"', "not str"), ("null", "not NoneType"), ("1", "not int"),
+    ("[" * 5000 + "]" * 5000, "nests too deeply"),
+])
+def test_from_json_wants_an_object(text, message):
+    with pytest.raises(ValueError, match=message):
+        kfuse.Chain.from_json(text)
