@@ -382,6 +382,9 @@ TEST(ValidateTest, RejectsBadChains) {
        absl::StatusCode::kInvalidArgument, "not exactly representable in f16"},
       {"0.1 as f32", [&](Chain& c) { c.outputs.push_back(c.AddConstant(0.1, DType::kF32)); },
        absl::StatusCode::kInvalidArgument, "not exactly representable in f32"},
+      // Every digit needed to tell it from a representable neighbour.
+      {"2^24 + 1 as f32", [&](Chain& c) { c.outputs.push_back(c.AddConstant(16777217, DType::kF32)); },
+       absl::StatusCode::kInvalidArgument, "value: 16777217 is not exactly representable in f32"},
       {"2 as bool", [&](Chain& c) { c.outputs.push_back(c.AddConstant(2, DType::kBool)); },
        absl::StatusCode::kInvalidArgument, "not exactly representable in bool"},
       {"unknown dtype",

@@ -2,6 +2,7 @@
 // priorities (dimensioned tensors, zero-dim tensors, wrapped Python scalars),
 // constants, casts and where.
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,16 @@ bool IsFloatFunction(OpKind k) {
   }
 }
 
+// `v` in the fewest digits that read back as `v`: StrCat's six digits
+// showed 2^24 + 1 as 1.67772e+07, which reads as representable in f32.
+std::string Shortest(double v) {
+  for (int digits = 6; digits < 17; ++digits) {
+    const std::string s = absl::StrFormat("%.*g", digits, v);
+    if (std::strtod(s.c_str(), nullptr) == v) return s;
+  }
+  return absl::StrFormat("%.17g", v);
+}
+
 absl::Status TypeConstant(Chain& c, int32_t id) {
   Node& n = c.nodes[id];
   n.type.shape.clear();
@@ -73,7 +84,7 @@ absl::Status TypeConstant(Chain& c, int32_t id) {
     }
     if (!IsExactIn(n.dtype, n.value)) {
       return Bad(c, id, "value",
-                 absl::StrCat(n.value, " is not exactly representable in ",
+                 absl::StrCat(Shortest(n.value), " is not exactly representable in ",
                               std::string(DTypeName(n.dtype))));
     }
     n.type.dtype = n.dtype;
