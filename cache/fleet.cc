@@ -309,11 +309,7 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
   Params none;
   absl::StatusOr<std::unique_ptr<Result>> r = Exec(
       conn->c,
-      "SELECT schema_version, (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::int8,"
-      " has_table_privilege('kfuse_entries', 'INSERT') AND has_table_privilege('kfuse_blobs', 'INSERT')"
-      " AND (CASE WHEN to_regclass('kfuse_leases') IS NULL THEN true"
-      " ELSE has_table_privilege(to_regclass('kfuse_leases'), 'INSERT') END),"
-      " current_setting('transaction_read_only')::bool, pg_is_in_recovery(), current_user::text"
+      "SELECT schema_version, (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::int8"
       " FROM kfuse_fleet_meta",
       none, "reading the schema version", AnswerTimeoutMs());
   if (!r.ok()) {
@@ -334,21 +330,11 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
     return v;
   };
   int version = -1;
-  std::string cannot_write;  // Why this login cannot write; empty if it can.
-  if (PQntuples(res) == 1 && PQnfields(res) == 6 && PQgetlength(res, 0, 0) == 4 && PQgetlength(res, 0, 1) == 8 &&
-      PQgetlength(res, 0, 2) == 1 && PQgetlength(res, 0, 3) == 1 && PQgetlength(res, 0, 4) == 1) {
+  if (PQntuples(res) == 1 && PQnfields(res) == 2 && PQgetlength(res, 0, 0) == 4 && PQgetlength(res, 0, 1) == 8) {
     version = static_cast<int>(static_cast<int32_t>(big_endian(0)));
     // No statement timeout (0) bounds nothing on the server: a minute, then.
     const int64_t session_ms = big_endian(1);
     answer_timeout_ms_ = static_cast<int>(std::min<int64_t>(session_ms > 0 ? session_ms : 60000, 3600000) + 2000);
-    const std::string login(PQgetvalue(res, 0, 5), PQgetlength(res, 0, 5));
-    if (big_endian(4) != 0) {
-      cannot_write = "the server is a standby (in recovery)";
-    } else if (big_endian(3) != 0) {
-      cannot_write = absl::StrCat("login ", login, "'s transactions are read-only (default_transaction_read_only)");
-    } else if (big_endian(2) == 0) {
-      cannot_write = absl::StrCat("login ", login, " may not insert into the fleet's tables (a reader role?)");
-    }
   }
   if (version < kFleetOldestSchemaVersion || version > kFleetSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat("fleet store ", DisplayDsn(), " has schema version ", version,
@@ -356,6 +342,7 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
                                                       kFleetSchemaVersion));
   }
   if (!opts_.read_only) {
+    KFUSE_ASSIGN_OR_RETURN(std::string cannot_write, CannotWrite(conn->c));
     if (cannot_write.empty()) {
       NoteCanWrite();
     } else {
@@ -363,6 +350,33 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
     }
   }
   return conn;
+}
+
+absl::StatusOr<std::string> FleetStore::CannotWrite(PGconn* c) {
+  // has_table_privilege with several privileges is true if any is held:
+  // one call each.
+  Params none;
+  KFUSE_ASSIGN_OR_RETURN(
+      std::unique_ptr<Result> r,
+      Exec(c,
+           "SELECT has_table_privilege('kfuse_entries', 'INSERT') AND has_table_privilege('kfuse_blobs', 'INSERT')"
+           " AND (CASE WHEN to_regclass('kfuse_leases') IS NULL THEN true"
+           " ELSE has_table_privilege(to_regclass('kfuse_leases'), 'INSERT')"
+           " AND has_table_privilege(to_regclass('kfuse_leases'), 'UPDATE')"
+           " AND has_table_privilege(to_regclass('kfuse_leases'), 'DELETE') END),"
+           " current_setting('transaction_read_only')::bool, pg_is_in_recovery(), current_user::text",
+           none, "reading the login's privileges", AnswerTimeoutMs()));
+  const PGresult* res = r->r;
+  if (PQntuples(res) != 1 || PQnfields(res) != 4 || PQgetlength(res, 0, 0) != 1 || PQgetlength(res, 0, 1) != 1 ||
+      PQgetlength(res, 0, 2) != 1) {
+    return std::string();  // Unreadable: let the database judge each write.
+  }
+  const auto yes = [res](int column) { return *PQgetvalue(res, 0, column) != 0; };
+  const std::string login(PQgetvalue(res, 0, 3), PQgetlength(res, 0, 3));
+  if (yes(2)) return std::string("the server is a standby (in recovery)");
+  if (yes(1)) return absl::StrCat("login ", login, "'s transactions are read-only (default_transaction_read_only)");
+  if (!yes(0)) return absl::StrCat("login ", login, " may not write the fleet's tables (a reader role?)");
+  return std::string();
 }
 
 bool FleetStore::read_only() const {
@@ -374,6 +388,7 @@ bool FleetStore::read_only() const {
 // by the database, each a warning: the node reads only, said once, and
 // lets a write through now and then to see whether it may again.
 void FleetStore::NoteCannotWrite(const std::string& why) {
+  absl::MutexLock lock(&write_state_mu_);  // The change and its callback in one order.
   writes_refused_until_ms_ = NowMs() + static_cast<int64_t>(opts_.write_probe_seconds * 1000);
   if (login_read_only_.exchange(true)) return;
   LogEvent(LogLevel::kWarning, "fleet_login_read_only",
@@ -385,6 +400,7 @@ void FleetStore::NoteCannotWrite(const std::string& why) {
 }
 
 void FleetStore::NoteCanWrite() {
+  absl::MutexLock lock(&write_state_mu_);
   writes_refused_until_ms_ = 0;
   if (!login_read_only_.exchange(false)) return;
   LogEvent(LogLevel::kInfo, "fleet_login_writable", {{"dsn", DisplayDsn()}});
@@ -393,15 +409,24 @@ void FleetStore::NoteCanWrite() {
 
 absl::Status FleetStore::Write(const std::function<absl::Status(PGconn*)>& body) {
   if (read_only()) return WritesRefused();
+  // A refusal is the login's only if the login cannot write at all (a grant
+  // revoked under an open connection): one that can (refused by a row
+  // policy, a trigger, a column grant) fails that write alone.
+  std::string cannot_write;
   absl::Status s = WithConnection([&](PGconn* c) -> absl::Status {
     if (read_only()) return WritesRefused();  // Found as this connection was made.
-    return body(c);
+    absl::Status written = body(c);
+    if (absl::IsPermissionDenied(written) && !opts_.read_only) {
+      absl::StatusOr<std::string> why = CannotWrite(c);
+      if (why.ok()) cannot_write = *why;
+    }
+    return written;
   });
   if (opts_.read_only) return s;
   if (s.ok()) {
     NoteCanWrite();
-  } else if (absl::IsPermissionDenied(s)) {
-    NoteCannotWrite(std::string(s.message()));
+  } else if (!cannot_write.empty()) {
+    NoteCannotWrite(cannot_write);
   }
   return s;
 }

@@ -150,6 +150,10 @@ class FleetStore {
   // writes are refused untried (ms, NowMs's clock).
   std::atomic<bool> login_read_only_{false};
   std::atomic<int64_t> writes_refused_until_ms_{0};
+  absl::Mutex write_state_mu_;  // Orders NoteCannotWrite's and NoteCanWrite's changes and callbacks.
+  // Why this login cannot write (no grant, read-only transactions, a
+  // standby); empty if it can.
+  absl::StatusOr<std::string> CannotWrite(PGconn* c);
   // FailedPrecondition for a write this node does not make (read_only()).
   absl::Status WritesRefused() const;
   // What a connection or a write found about this login's writing.

@@ -380,7 +380,7 @@ TEST_F(FleetTest, AReaderLoginReadsOnlyAndSaysSoOnce) {
   EXPECT_TRUE(reader->up());  // Reading only is not an outage.
   const std::string& logged = log.Take();
   EXPECT_EQ(Events(logged, "fleet_login_read_only"), 1u) << logged;
-  EXPECT_TRUE(absl::StrContains(logged, "login kfuse_reader may not insert")) << logged;
+  EXPECT_TRUE(absl::StrContains(logged, "login kfuse_reader may not write the fleet's tables")) << logged;
   EXPECT_TRUE(absl::StrContains(logged, "--fleet_read_only")) << logged;
 
   CapturedLog quiet;
@@ -453,6 +453,34 @@ TEST_F(FleetTest, ARevokedGrantMakesTheNodeReadOnlyUntilAProbeFindsItBack) {
     EXPECT_EQ(changes, (std::vector<bool>{false, true}));
   }
   EXPECT_EQ(pg_->Query("DROP ROLE kfuse_flip"), "");
+}
+
+// A write refused for a reason of its own (a row-level security policy,
+// SQLSTATE 42501 as a revoked grant is) by a login that can write: that
+// write fails alone, PermissionDenied; the node keeps publishing.
+TEST_F(FleetTest, AWriteARowPolicyRefusesFailsAloneAndTheNodeStaysWritable) {
+  ASSERT_EQ(pg_->Query("SET client_min_messages = warning; DROP ROLE IF EXISTS kfuse_rls;"
+                       " CREATE ROLE kfuse_rls LOGIN IN ROLE kfuse_fleet_writer;"
+                       " ALTER TABLE kfuse_entries ENABLE ROW LEVEL SECURITY;"
+                       " CREATE POLICY kfuse_rls_decisions ON kfuse_entries TO kfuse_rls"
+                       " USING (true) WITH CHECK (kind = 'decision');"
+                       " CREATE POLICY kfuse_rls_others ON kfuse_entries TO PUBLIC"
+                       " USING (current_user <> 'kfuse_rls') WITH CHECK (current_user <> 'kfuse_rls')"),
+            "");
+  {
+    CapturedLog log;
+    auto node = Open("kfuse_rls", "rls");
+    absl::Status refused = node->Publish(Entry("rls-artifact", "a")).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+    EXPECT_FALSE(node->read_only());
+    absl::StatusOr<bool> decision = node->Publish(Entry("rls-decision", "d", Store::Kind::kDecision));
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    EXPECT_TRUE(*decision);
+    EXPECT_EQ(Events(log.Take(), "fleet_login_read_only"), 0u);
+  }
+  EXPECT_EQ(pg_->Query("DROP POLICY kfuse_rls_decisions ON kfuse_entries; DROP POLICY kfuse_rls_others ON kfuse_entries;"
+                       " ALTER TABLE kfuse_entries DISABLE ROW LEVEL SECURITY; DROP ROLE kfuse_rls"),
+            "");
 }
 
 // A server out of disk answers: the write fails (ResourceExhausted, that

@@ -123,7 +123,8 @@ size_t FirstSyntaxError(const std::string& s) {
 // value meant where one matches but for its prefix or case.
 std::string EnumHint(const std::string& why) {
   const std::string value_mark = "invalid value \"", type_mark = "type.googleapis.com/";
-  const size_t v = why.find(value_mark), t = why.find(type_mark);
+  // The type from the end: the value, client text, may hold the mark too.
+  const size_t v = why.find(value_mark), t = why.rfind(type_mark);
   if (v == std::string::npos || t == std::string::npos) return "";
   const size_t v_end = why.find('"', v + value_mark.size());
   if (v_end == std::string::npos) return "";
@@ -133,12 +134,18 @@ std::string EnumHint(const std::string& why) {
   const google::protobuf::EnumDescriptor* e = google::protobuf::DescriptorPool::generated_pool()->FindEnumTypeByName(
       why.substr(t + type_mark.size(), t_end - t - type_mark.size()));
   if (e == nullptr || e->value_count() == 0) return "";
+  // The value with the enum's prefix (OP_ERF for "erf", not OP_GELU_ERF),
+  // else the one value that ends in it.
+  const std::string& first = e->value(0)->name();
+  const std::string prefix = first.substr(0, first.find('_') + 1);
+  std::vector<std::string> ends;
   for (int i = 0; i < e->value_count(); ++i) {
     const std::string& name = e->value(i)->name();
-    if (!value.empty() && (name == value || absl::EndsWith(name, "_" + value))) {
-      return absl::StrCat(" (did you mean ", name, "?)");
-    }
+    if (value.empty() || absl::EndsWith(name, "_UNSPECIFIED")) continue;
+    if (name == value || name == prefix + value) return absl::StrCat(" (did you mean ", name, "?)");
+    if (absl::EndsWith(name, "_" + value)) ends.push_back(name);
   }
+  if (ends.size() == 1) return absl::StrCat(" (did you mean ", ends[0], "?)");
   std::vector<std::string> some;
   for (int i = 0; i < e->value_count() && some.size() < 6; ++i) {
     if (!absl::EndsWith(e->value(i)->name(), "_UNSPECIFIED")) some.push_back(e->value(i)->name());

@@ -90,6 +90,7 @@ TEST(JsonTest, BadInputIsInvalidArgumentWithUsefulMessage) {
       // value meant; one nothing matches: how the values are written.
       {"op kind without its prefix", "{\"ops\": [{\"kind\": \"relu\"}]}",
        "\"relu\" for type type.googleapis.com/kfuse.v1.OpKind (did you mean OP_RELU?)"},
+      {"an op kind that ends another's", "{\"ops\": [{\"kind\": \"erf\"}]}", "(did you mean OP_ERF?)"},
       {"dtype in another spelling", "{\"inputs\": [{\"dtype\": \"float32\"}]}",
        "(DType values are written DTYPE_F32, DTYPE_F16"},
       {"not an object", "[1, 2]", "t.json"},

@@ -343,7 +343,7 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   if (p.partition.kernels.size() > kMaxPlanKernels) {
     return absl::UnimplementedError(absl::StrCat(
         "the chain partitions into ", p.partition.kernels.size(), " kernels; a plan holds at most ", kMaxPlanKernels,
-        " (each reduction a later op broadcasts back starts one): send it as several chains"));
+        " (each matmul, and each reduction a later op broadcasts back, starts one): send it as several chains"));
   }
   p.chain_hash = ChainHash(p.chain);
 
@@ -439,7 +439,7 @@ absl::StatusOr<std::optional<v1::CompileResponse>> Pipeline::Lookup(const Prepar
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
   auto usable = [&](const v1::KernelPlan& plan) {
     return (!wants_tuning || plan.provenance().state() == v1::TUNE_STATE_TUNED) && FitsPartition(p, plan) &&
-           !RefusedHeuristic(p, plan);
+           !RefusedHeuristic(p, plan) && FitsAnAnswer(plan).ok();
   };
   const uint64_t generation = hot_->generation();
   for (const CacheKey& candidate : p.lookup_keys) {
@@ -527,7 +527,7 @@ std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, 
                                                              const v1::StoreEntry& entry,
                                                              uint64_t generation) const {
   storage::v1::Artifact artifact;
-  if (!ArtifactServes(p, entry, &artifact)) return std::nullopt;
+  if (!ArtifactServes(p, entry, &artifact) || !FitsAnAnswer(artifact.plan()).ok()) return std::nullopt;
 
   // Verified by the tier; the local copy makes later requests local hits
   // (memory serves them until it lands). A delete since this lookup began
@@ -551,6 +551,17 @@ std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, 
   LogEvent(LogLevel::kInfo, "fleet_hit",
            {{"request_id", p.request.request_id()}, {"key", entry.key()}, {"from_node", entry.node()}});
   return response;
+}
+
+absl::Status Pipeline::FitsAnAnswer(const v1::KernelPlan& plan) const {
+  // A sixteenth is left for the rest of the response and a joined caller's
+  // own names (renamed plans grow by them: 4 MiB of 64).
+  const int64_t bytes = static_cast<int64_t>(plan.ByteSizeLong());
+  if (bytes + options_.max_message_bytes / 16 <= options_.max_message_bytes) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat("the plan is ", bytes, " bytes (", plan.kernels_size(),
+                                               " kernels), past what an answer may take (kfused "
+                                               "--max_message_bytes ", options_.max_message_bytes,
+                                               "): send the chain as several chains"));
 }
 
 v1::CompileResponse Pipeline::Answer(const Prepared& p, const v1::CompileResponse& stored) const {
@@ -899,14 +910,8 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   prov->set_tuning_seconds(seconds);
   const uint32_t failed = SetFailedTrials(built, prov);
   // An answer the server could not send would be stored and then fail at
-  // every hit: refused whole, nothing stored. A kilobyte is left for the
-  // rest of the response.
-  if (const int64_t bytes = static_cast<int64_t>(plan.ByteSizeLong()); bytes + 1024 > options_.max_message_bytes) {
-    return absl::UnimplementedError(absl::StrCat("the plan is ", bytes, " bytes (", built.size(),
-                                                 " kernels), past the ", options_.max_message_bytes,
-                                                 " an answer may take (kfused --max_message_bytes): send the "
-                                                 "chain as several chains"));
-  }
+  // every hit: refused whole, nothing stored.
+  KFUSE_RETURN_IF_ERROR(FitsAnAnswer(plan));
 
   // Store: the decision first (it survives toolchain changes), then the
   // artifact. A store failure is logged; the caller still gets its plan.

@@ -80,11 +80,11 @@ struct PipelineOptions {
   int64_t max_message_bytes = int64_t{64} << 20;
 };
 
-// Kernels a plan may hold: a chain that partitions into more (each
-// reduction broadcast back into the chain starts a kernel, and each kernel
-// recomputes its operands from the chain's inputs) takes minutes to build
-// and a plan larger than any answer; it is refused before a job starts.
-inline constexpr size_t kMaxPlanKernels = 64;
+// Kernels a plan may hold: a chain that partitions into more (each matmul,
+// and each reduction a later op broadcasts back, starts a kernel, and each
+// kernel recomputes its operands from the chain's inputs) takes minutes to
+// build and may outgrow any answer; it is refused before a job starts.
+inline constexpr size_t kMaxPlanKernels = 128;
 
 // A validated request with its key: everything Lookup and Build need.
 struct Prepared {
@@ -181,6 +181,10 @@ class Pipeline {
   // on a miss: counted and logged as store_read_failed.
   void NoteReadFailure(const Prepared& p, const std::string& key, const absl::Status& why) const;
   // A hit's answer: the stored plan with this request's names.
+  // OK when `plan` fits in an answer of at most options().max_message_bytes;
+  // UNIMPLEMENTED naming its size otherwise. A hit on a larger one (stored
+  // by a node allowed larger messages) is a miss here.
+  absl::Status FitsAnAnswer(const v1::KernelPlan& plan) const;
   v1::CompileResponse Answer(const Prepared& p, const v1::CompileResponse& stored) const;
   // A verified fleet artifact for this request, copied into the local store
   // and memory unless memory was cleared (a delete) after `generation`, read

@@ -43,14 +43,16 @@ class ServerTest : public ::testing::Test {
  protected:
   void Start(std::chrono::milliseconds delay, int max_queued = 64, bool metrics = false,
              int64_t store_max_bytes = int64_t{1} << 30, int job_threads = 2,
-             int64_t max_message_bytes = int64_t{64} << 20) {
+             int64_t max_message_bytes = int64_t{64} << 20, bool keep_store = false) {
     if (metrics) metrics_ = *Metrics::Create("");
     compiler_ = std::make_unique<FakeCompiler>(delay);
-    StoreOptions so;
-    store_path_ = service_testing::TestStorePath();
-    so.path = store_path_;
-    so.max_bytes = store_max_bytes;
-    store_ = *Store::Open(so);
+    if (!keep_store) {
+      StoreOptions so;
+      store_path_ = service_testing::TestStorePath();
+      so.path = store_path_;
+      so.max_bytes = store_max_bytes;
+      store_ = *Store::Open(so);
+    }
     PipelineDeps deps;
     deps.compiler = compiler_.get();
     deps.store = store_.get();
@@ -484,7 +486,7 @@ TEST_F(ServerTest, OpsWithoutAGeneratorAreUnimplementedNamingTheOp) {
 }
 
 // A chain of more kernels than a plan holds is refused before any is built
-// (a reduction broadcast back 65 times: one kernel each, each recomputing
+// (a reduction broadcast back 256 times: one kernel each, each recomputing
 // its operands, took minutes and a 171 MB plan at 257 kernels).
 TEST_F(ServerTest, AChainOfMoreKernelsThanAPlanHoldsIsUnimplementedBeforeABuild) {
   Start(std::chrono::milliseconds(0));
@@ -499,7 +501,7 @@ TEST_F(ServerTest, AChainOfMoreKernelsThanAPlanHoldsIsUnimplementedBeforeABuild)
   c->mutable_ops(0)->add_args()->set_input(0);
   c->add_outputs()->set_name("y");
   int32_t y = 0;
-  for (int i = 0; i < 64; ++i) {
+  for (int i = 0; i < 128; ++i) {
     v1::Op* mx = c->add_ops();
     mx->set_kind(v1::OP_REDUCE_MAX);
     mx->add_args()->set_op(y);
@@ -515,28 +517,39 @@ TEST_F(ServerTest, AChainOfMoreKernelsThanAPlanHoldsIsUnimplementedBeforeABuild)
   v1::CompileResponse resp;
   grpc::Status s = Compile(r, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
-  EXPECT_THAT(s.error_message(), HasSubstr("partitions into 65 kernels; a plan holds at most 64"));
+  EXPECT_THAT(s.error_message(), HasSubstr("partitions into 129 kernels; a plan holds at most 128"));
   EXPECT_EQ(compiler_->calls.load(), 0);
-  // 63 reductions: 64 kernels, built.
+  // 127 reductions: 128 kernels, built.
   c->mutable_ops()->RemoveLast();
   c->mutable_ops()->RemoveLast();
   c->mutable_outputs(0)->mutable_value()->set_op(y - 2);
   s = Compile(r, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(resp.plan().kernels_size(), 64);
+  EXPECT_EQ(resp.plan().kernels_size(), 128);
 }
 
 // A plan larger than the server may send is refused whole and not stored:
-// stored, it would fail at every hit.
+// stored, it would fail at every hit. One stored by a node allowed larger
+// answers (sharing the store) is a miss, then refused the same way.
 TEST_F(ServerTest, APlanLargerThanAnAnswerMayBeIsUnimplementedAndNotStored) {
-  Start(std::chrono::milliseconds(0), 64, false, int64_t{1} << 30, 2, /*max_message_bytes=*/1500);
+  constexpr int64_t kSmall = 1500;
+  Start(std::chrono::milliseconds(0), 64, false, int64_t{1} << 30, 2, kSmall);
   v1::CompileResponse resp;
   grpc::Status s = Compile(Relu(2.0), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
-  EXPECT_THAT(s.error_message(), HasSubstr("past the 1500 an answer may take (kfused --max_message_bytes)"));
+  EXPECT_THAT(s.error_message(), HasSubstr("past what an answer may take (kfused --max_message_bytes 1500)"));
   absl::StatusOr<std::vector<EntrySummary>> stored = store_->List("", 10);
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_TRUE(stored->empty());
+
+  TearDown();
+  Start(std::chrono::milliseconds(0), 64, false, int64_t{1} << 30, 2, int64_t{64} << 20, /*keep_store=*/true);
+  ASSERT_TRUE(Compile(Relu(2.0), &resp).ok());
+  ASSERT_FALSE(store_->List("", 10)->empty());
+  TearDown();
+  Start(std::chrono::milliseconds(0), 64, false, int64_t{1} << 30, 2, kSmall, /*keep_store=*/true);
+  s = Compile(Relu(2.0), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
 }
 
 TEST_F(ServerTest, ARowReductionChainIsOneRowKernel) {

@@ -17,6 +17,7 @@ dtypes are tracked only as far as composites need them (ranks, head dims).
 """
 import builtins
 import math
+import operator
 
 from google.protobuf import json_format
 
@@ -405,22 +406,27 @@ def cast(x, dtype):
 def _axis(rank, a, what="axis"):
     """`a` as an axis of a tensor of `rank` (negative counts from the
     end): ValueError naming it where it is not one."""
-    if isinstance(a, bool) or not isinstance(a, int):
-        raise TypeError(f"{what} must be an int, not {type(a).__name__}")
+    if isinstance(a, bool):
+        raise TypeError(f"{what} must be an int, not bool")
+    try:
+        a = operator.index(a)  # numpy's integers too.
+    except TypeError:
+        raise TypeError(f"{what} must be an int, not {type(a).__name__}") from None
     if not -rank <= a < rank:
         raise ValueError(f"{what} {a} is out of range for rank {rank}")
     return a % rank
 
 
 def _axes(x, axis):
-    axes = (axis,) if isinstance(axis, int) and not isinstance(axis, bool) else tuple(axis)
+    axes = (axis,) if hasattr(axis, "__index__") else tuple(axis)
     if x.shape is None:
         for a in axes:
-            if isinstance(a, bool) or not isinstance(a, int):
+            if isinstance(a, bool) or not hasattr(a, "__index__"):
                 raise TypeError(f"axis must be an int, not {type(a).__name__}")
-        return axes, None
+        return tuple(operator.index(a) for a in axes), None
     r = len(x.shape)
-    return axes, {_axis(r, a) for a in axes}
+    norm = {_axis(r, a) for a in axes}
+    return tuple(operator.index(a) for a in axes), norm
 
 
 def _reduce(kind):

@@ -7,7 +7,7 @@
 """
 import re
 
-_OP_RE = re.compile(r"\bop (\d+) \(([a-z0-9_]+)\)")
+_OP_RE = re.compile(r"\bop (\d+) \(([a-z0-9_]+|kind -?\d+)\)")  # An older server's unknown kind too.
 # Client text (names) in the server's messages is quoted, with \" and \\
 # escaped: it is not looked into for an op, whatever it says.
 _QUOTED_RE = re.compile(r'"(?:[^"\\]|\\.)*"')

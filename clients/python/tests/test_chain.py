@@ -279,3 +279,18 @@ def test_bool_logic_and_negative_axes_build_as_before():
 def test_from_json_wants_an_object(text, message):
     with pytest.raises(ValueError, match=message):
         kfuse.Chain.from_json(text)
+
+
+def test_axes_may_be_numpy_style_integers():
+    class Index:  # What numpy's integers are to Python: __index__.
+        def __init__(self, v):
+            self.v = v
+
+        def __index__(self):
+            return self.v
+
+    c, x = _x()
+    assert kfuse.transpose(x, Index(0), Index(1)).shape == (8, 4)
+    assert kfuse.concat([x, x], axis=Index(0)).shape == (8, 8)
+    assert kfuse.slice(x, Index(1), 0, 2).shape == (4, 2)
+    assert kfuse.sum(x, Index(1)).shape == (4,)

@@ -414,3 +414,8 @@ def test_a_budget_out_of_range_is_not_added_to_the_tune_deadline():
 def test_the_op_an_error_names_is_not_read_from_client_names(message, op, kind):
     e = kfuse.KfuseError("INVALID_ARGUMENT", message)
     assert (e.op, e.kind) == (op, kind)
+
+
+def test_an_older_servers_unknown_kind_still_names_the_op():
+    e = kfuse.KfuseError("INVALID_ARGUMENT", "op 4 (kind 99): unknown op kind")
+    assert (e.op, e.kind) == (4, "kind 99")

@@ -45,7 +45,10 @@ def _seeds():
     KFUSE_TEST_DRAWS (default 1) draws that many fresh inputs a case."""
     if os.environ.get("KFUSE_TEST_SEED"):
         return [int(os.environ["KFUSE_TEST_SEED"])]
-    return [int.from_bytes(os.urandom(4), "little") for _ in range(int(os.environ.get("KFUSE_TEST_DRAWS", "1")))]
+    draws = int(os.environ.get("KFUSE_TEST_DRAWS", "1"))
+    if draws < 1:
+        raise ValueError(f"KFUSE_TEST_DRAWS must be at least 1, not {draws}")
+    return [int.from_bytes(os.urandom(4), "little") for _ in range(draws)]
 
 
 @pytest.mark.gpu
