@@ -341,13 +341,12 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
                                                       "; this kfused speaks ", kFleetOldestSchemaVersion, " to ",
                                                       kFleetSchemaVersion));
   }
+  // A check that fails (a server without one of its functions) says
+  // nothing: the database judges each write, as before the check.
   if (!opts_.read_only) {
-    KFUSE_ASSIGN_OR_RETURN(std::string cannot_write, CannotWrite(conn->c));
-    if (cannot_write.empty()) {
-      NoteCanWrite();
-    } else {
-      NoteCannotWrite(cannot_write);
-    }
+    const absl::StatusOr<std::string> cannot_write = CannotWrite(conn->c);
+    if (cannot_write.ok() && cannot_write->empty()) NoteCanWrite();
+    if (cannot_write.ok() && !cannot_write->empty()) NoteCannotWrite(*cannot_write);
   }
   return conn;
 }
