@@ -846,20 +846,6 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
 
   bool tuned = !built.empty();
   for (const BuiltKernel& b : built) tuned &= b.result.tuned;
-  if (tuned) {  // A forced retune found a kernel right: the chain serves again.
-    bool was_refused = false;
-    {
-      absl::MutexLock lock(&wrong_mu_);
-      if (wrong_.erase(p.heuristic_key.ArtifactKey()) > 0) {
-        was_refused = true;
-        ++wrong_changes_;
-      }
-    }
-    if (was_refused && !options_.read_only) {
-      if (absl::Status s = deps_.store->DeleteRefusal(p.heuristic_key.ArtifactKey()); !s.ok())
-        metrics().StoreError("delete");
-    }
-  }
   v1::KernelPlan plan;
   plan.set_api_version("kfuse.v1");
   plan.set_key(p.key.ArtifactKey());
@@ -910,8 +896,23 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   prov->set_tuning_seconds(seconds);
   const uint32_t failed = SetFailedTrials(built, prov);
   // An answer the server could not send would be stored and then fail at
-  // every hit: refused whole, nothing stored.
+  // every hit: refused whole, nothing stored, and nothing the build
+  // settles (below) changed.
   KFUSE_RETURN_IF_ERROR(FitsAnAnswer(plan));
+  if (tuned) {  // A forced retune found a kernel right: the chain serves again.
+    bool was_refused = false;
+    {
+      absl::MutexLock lock(&wrong_mu_);
+      if (wrong_.erase(p.heuristic_key.ArtifactKey()) > 0) {
+        was_refused = true;
+        ++wrong_changes_;
+      }
+    }
+    if (was_refused && !options_.read_only) {
+      if (absl::Status s = deps_.store->DeleteRefusal(p.heuristic_key.ArtifactKey()); !s.ok())
+        metrics().StoreError("delete");
+    }
+  }
 
   // Store: the decision first (it survives toolchain changes), then the
   // artifact. A store failure is logged; the caller still gets its plan.
