@@ -558,10 +558,31 @@ absl::Status Pipeline::FitsAnAnswer(const v1::KernelPlan& plan) const {
   // own names (renamed plans grow by them: 4 MiB of 64).
   const int64_t bytes = static_cast<int64_t>(plan.ByteSizeLong());
   if (bytes + options_.max_message_bytes / 16 <= options_.max_message_bytes) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat("the plan is ", bytes, " bytes (", plan.kernels_size(),
-                                               " kernels), past what an answer may take (kfused "
-                                               "--max_message_bytes ", options_.max_message_bytes,
-                                               "): send the chain as several chains"));
+  const size_t kernels = static_cast<size_t>(plan.kernels_size());
+  return TooLargeForAnAnswer(bytes, kernels, kernels);
+}
+
+absl::Status Pipeline::TooLargeForAnAnswer(int64_t bytes, size_t built, size_t kernels) const {
+  return absl::UnimplementedError(absl::StrCat(
+      "the plan is ", built < kernels ? "at least " : "", bytes, " bytes (", kernels, " kernels",
+      built < kernels ? absl::StrCat(", ", built, " built") : "", "), past what an answer may take (kfused "
+      "--max_message_bytes ", options_.max_message_bytes, "): send the chain as several chains"));
+}
+
+void Pipeline::NoteTooLarge(const Prepared& p, const absl::Status& why) const {
+  absl::MutexLock lock(&too_large_mu_);
+  constexpr size_t kMaxKnownTooLarge = 4096;  // Then it starts over.
+  if (too_large_.size() >= kMaxKnownTooLarge) too_large_.clear();
+  too_large_[p.key.ArtifactKey()] = why;
+}
+
+absl::Status Pipeline::KnownTooLarge(const Prepared& p) const {
+  if (p.request.policy().force()) return absl::OkStatus();
+  absl::MutexLock lock(&too_large_mu_);
+  auto it = too_large_.find(p.key.ArtifactKey());
+  if (it == too_large_.end()) return absl::OkStatus();
+  return absl::Status(it->second.code(),
+                      absl::StrCat(it->second.message(), " (found when it was built; a forced request builds again)"));
 }
 
 v1::CompileResponse Pipeline::Answer(const Prepared& p, const v1::CompileResponse& stored) const {
@@ -648,6 +669,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
                                                     const std::atomic<bool>* cancel) const {
   // Queued before the verdict, or a heuristic build the verdict covers.
   KFUSE_RETURN_IF_ERROR(MeasuredWrong(p));
+  KFUSE_RETURN_IF_ERROR(KnownTooLarge(p));
   FleetTier* fleet = deps_.fleet;
   if (fleet != nullptr && !p.request.policy().force()) {
     if (std::optional<v1::CompileResponse> hit = FleetLookup(p)) return *std::move(hit);
@@ -841,6 +863,19 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
     if (b.report.measured_seconds > 0) b.report.fraction_of_roofline = b.report.predicted_seconds / b.report.measured_seconds;
     total_trials += static_cast<int>(b.result.trials.size());
     built.push_back(std::move(b));
+    // The kernels' code alone (source, PTX and cubin, as the plan holds
+    // them) past what an answer may take: refused now, not after the rest
+    // is built.
+    int64_t code_bytes = 0;
+    for (const BuiltKernel& k : built) {
+      code_bytes += static_cast<int64_t>(k.result.kernel.spec.source.size() + k.result.kernel.ptx.size() +
+                                         k.result.kernel.cubin.size());
+    }
+    if (code_bytes + options_.max_message_bytes / 16 > options_.max_message_bytes) {
+      absl::Status too_large = TooLargeForAnAnswer(code_bytes, built.size(), part.kernels.size());
+      NoteTooLarge(p, too_large);
+      return too_large;
+    }
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -898,7 +933,10 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   // An answer the server could not send would be stored and then fail at
   // every hit: refused whole, nothing stored, and nothing the build
   // settles (below) changed.
-  KFUSE_RETURN_IF_ERROR(FitsAnAnswer(plan));
+  if (absl::Status fits = FitsAnAnswer(plan); !fits.ok()) {
+    NoteTooLarge(p, fits);
+    return fits;
+  }
   if (tuned) {  // A forced retune found a kernel right: the chain serves again.
     bool was_refused = false;
     {

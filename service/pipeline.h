@@ -180,11 +180,19 @@ class Pipeline {
   // A local store read of `key` that failed, for a caller that goes on as
   // on a miss: counted and logged as store_read_failed.
   void NoteReadFailure(const Prepared& p, const std::string& key, const absl::Status& why) const;
-  // A hit's answer: the stored plan with this request's names.
   // OK when `plan` fits in an answer of at most options().max_message_bytes;
   // UNIMPLEMENTED naming its size otherwise. A hit on a larger one (stored
   // by a node allowed larger messages) is a miss here.
   absl::Status FitsAnAnswer(const v1::KernelPlan& plan) const;
+  // FitsAnAnswer's refusal of a plan of `bytes` (at least that many where
+  // `built` of its `kernels` are built so far).
+  absl::Status TooLargeForAnAnswer(int64_t bytes, size_t built, size_t kernels) const;
+  // p's build was refused by FitsAnAnswer (`why`): remembered, so that a
+  // retry (a client's, or a fleet node's after the lease) is refused at
+  // once instead of rebuilding for as long. A forced request builds again.
+  void NoteTooLarge(const Prepared& p, const absl::Status& why) const;
+  absl::Status KnownTooLarge(const Prepared& p) const;
+  // A hit's answer: the stored plan with this request's names.
   v1::CompileResponse Answer(const Prepared& p, const v1::CompileResponse& stored) const;
   // A verified fleet artifact for this request, copied into the local store
   // and memory unless memory was cleared (a delete) after `generation`, read
@@ -236,6 +244,11 @@ class Pipeline {
   // the store could not keep; as it is when they cannot be read. Reads the
   // store without wrong_mu_; `always`: whatever invalidations() says.
   void ReadRefusals(bool always) const ABSL_LOCKS_EXCLUDED(wrong_mu_);
+  // Artifact keys whose plans were past what an answer may take, with
+  // FitsAnAnswer's refusal. Bounded, as wrong_ is; not stored (another
+  // --max_message_bytes may take them).
+  mutable absl::Mutex too_large_mu_;
+  mutable absl::flat_hash_map<std::string, absl::Status> too_large_ ABSL_GUARDED_BY(too_large_mu_);
   mutable absl::Mutex gpu_mu_;
   std::shared_ptr<const TuningGpu> gpu_ ABSL_GUARDED_BY(gpu_mu_);
   const Runner* pending_runner_ = nullptr;  // deps.runner given without a device.

@@ -33,6 +33,37 @@ using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// y = -x ([64, 1024] f32), then `n` times y = y - max(y, axis 0): a
+// reduction kernel for each max and one for the output.
+v1::CompileRequest MaxesBroadcastBack(int n) {
+  v1::CompileRequest r;
+  v1::Chain* c = r.mutable_chain();
+  v1::TensorSpec* in = c->add_inputs();
+  in->set_name("x");
+  in->set_dtype(v1::DTYPE_F32);
+  in->add_shape()->set_size(64);
+  in->add_shape()->set_size(1024);
+  c->add_ops()->set_kind(v1::OP_NEG);
+  c->mutable_ops(0)->add_args()->set_input(0);
+  int32_t y = 0;
+  for (int i = 0; i < n; ++i) {
+    v1::Op* mx = c->add_ops();
+    mx->set_kind(v1::OP_REDUCE_MAX);
+    mx->add_args()->set_op(y);
+    mx->mutable_reduce()->add_axes(0);
+    mx->mutable_reduce()->set_keepdim(true);
+    v1::Op* sub = c->add_ops();
+    sub->set_kind(v1::OP_SUB);
+    sub->add_args()->set_op(y);
+    sub->add_args()->set_op(c->ops_size() - 2);
+    y = c->ops_size() - 1;
+  }
+  v1::Output* out = c->add_outputs();
+  out->set_name("y");
+  out->mutable_value()->set_op(y);
+  return r;
+}
+
 v1::CompileRequest Relu(double scale, bool background = false) {
   v1::CompileRequest r = ScaledActivation(v1::OP_RELU, scale);
   r.mutable_policy()->set_background(background);
@@ -490,30 +521,9 @@ TEST_F(ServerTest, OpsWithoutAGeneratorAreUnimplementedNamingTheOp) {
 // its operands, took minutes and a 171 MB plan at 257 kernels).
 TEST_F(ServerTest, AChainOfMoreKernelsThanAPlanHoldsIsUnimplementedBeforeABuild) {
   Start(std::chrono::milliseconds(0));
-  v1::CompileRequest r;
+  v1::CompileRequest r = MaxesBroadcastBack(128);
   v1::Chain* c = r.mutable_chain();
-  v1::TensorSpec* in = c->add_inputs();
-  in->set_name("x");
-  in->set_dtype(v1::DTYPE_F32);
-  in->add_shape()->set_size(64);
-  in->add_shape()->set_size(1024);
-  c->add_ops()->set_kind(v1::OP_NEG);
-  c->mutable_ops(0)->add_args()->set_input(0);
-  c->add_outputs()->set_name("y");
-  int32_t y = 0;
-  for (int i = 0; i < 128; ++i) {
-    v1::Op* mx = c->add_ops();
-    mx->set_kind(v1::OP_REDUCE_MAX);
-    mx->add_args()->set_op(y);
-    mx->mutable_reduce()->add_axes(0);
-    mx->mutable_reduce()->set_keepdim(true);
-    v1::Op* sub = c->add_ops();
-    sub->set_kind(v1::OP_SUB);
-    sub->add_args()->set_op(y);
-    sub->add_args()->set_op(c->ops_size() - 2);
-    y = c->ops_size() - 1;
-  }
-  c->mutable_outputs(0)->mutable_value()->set_op(y);
+  const int32_t y = c->outputs(0).value().op();
   v1::CompileResponse resp;
   grpc::Status s = Compile(r, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
@@ -541,6 +551,19 @@ TEST_F(ServerTest, APlanLargerThanAnAnswerMayBeIsUnimplementedAndNotStored) {
   absl::StatusOr<std::vector<EntrySummary>> stored = store_->List("", 10);
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_TRUE(stored->empty());
+  // A retry is refused at once, not built again; a forced request builds.
+  const int calls = compiler_->calls.load();
+  s = Compile(Relu(2.0), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("past what an answer may take"));
+  EXPECT_THAT(s.error_message(), HasSubstr("found when it was built"));
+  EXPECT_EQ(compiler_->calls.load(), calls);
+  v1::CompileRequest forced = Relu(2.0);
+  forced.mutable_policy()->set_force(true);
+  s = Compile(forced, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), Not(HasSubstr("found when it was built")));
+  EXPECT_EQ(compiler_->calls.load(), calls + 1);
 
   TearDown();
   Start(std::chrono::milliseconds(0), 64, false, int64_t{1} << 30, 2, int64_t{64} << 20, /*keep_store=*/true);
@@ -550,6 +573,20 @@ TEST_F(ServerTest, APlanLargerThanAnAnswerMayBeIsUnimplementedAndNotStored) {
   Start(std::chrono::milliseconds(0), 64, false, int64_t{1} << 30, 2, kSmall, /*keep_store=*/true);
   s = Compile(Relu(2.0), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+}
+
+// A plan whose first kernels' code is already past the limit is refused
+// without building the rest.
+TEST_F(ServerTest, APlanPastTheLimitIsRefusedBeforeItsLastKernelsAreBuilt) {
+  Start(std::chrono::milliseconds(0), 64, false, int64_t{1} << 30, 2, /*max_message_bytes=*/4000);
+  v1::CompileRequest r = MaxesBroadcastBack(6);  // Seven kernels.
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("7 kernels, "));
+  EXPECT_THAT(s.error_message(), HasSubstr(" built), past what an answer may take"));
+  EXPECT_GT(compiler_->calls.load(), 0);
+  EXPECT_LT(compiler_->calls.load(), 7);
 }
 
 TEST_F(ServerTest, ARowReductionChainIsOneRowKernel) {
