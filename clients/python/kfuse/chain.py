@@ -571,6 +571,18 @@ def rms_norm(x, weight=None, eps=1e-6):
 _LOSS_REDUCTIONS = ("none", "mean", "sum")
 
 
+def _check_target(what, target, probabilities):
+    """ValueError naming `what`'s target unless it holds class labels (i32,
+    i64) or, with `probabilities`, floats: a bool target would be read as
+    labels 0 and 1 where torch refuses it."""
+    if target.dtype is None or target.dtype in _INTS or (probabilities and target.dtype in _FLOATS):
+        return
+    kinds = "class labels (i32 or i64) or probabilities (a float dtype)" if probabilities else \
+        "class labels (i32 or i64)"
+    name = pb.DType.Name(target.dtype).removeprefix("DTYPE_").lower()
+    raise ValueError(f"{what}: target must hold {kinds}, not {name}")
+
+
 def _pick(x, target):
     """x's element at column `target` of each row (classes along the last
     axis): a sum of x where an iota along the rows equals the label."""
@@ -609,6 +621,7 @@ def cross_entropy(x, target, ignore_index=-100, reduction="mean"):
     float target of x's shape holds probabilities: -sum(log_softmax(x) *
     target) per row. A label outside [0, classes) picks nothing (the loss
     is logsumexp(x)) where torch raises."""
+    _check_target("cross_entropy", target, probabilities=True)
     if target.dtype in _INTS:
         picked, label = _pick(x, target)
         m = max(x, -1, keepdim=True)
@@ -621,6 +634,7 @@ def cross_entropy(x, target, ignore_index=-100, reduction="mean"):
 def nll_loss(logp, target, ignore_index=-100, reduction="mean"):
     """torch.nn.functional.nll_loss of log-probabilities with classes along
     the last axis and integer labels (see cross_entropy)."""
+    _check_target("nll_loss", target, probabilities=False)
     picked, label = _pick(logp, target)
     kept = label != ignore_index
     return _reduce_loss(where(kept, -picked, 0), reduction, kept)

@@ -56,8 +56,9 @@ class Buffer:
     dtype: int = pb.DTYPE_UNSPECIFIED
 
 
-def as_buffer(t):
-    """A Buffer from a Buffer, a torch tensor or a __cuda_array_interface__."""
+def as_buffer(t, output=False):
+    """A Buffer from a Buffer, a torch tensor or a __cuda_array_interface__
+    (one marked read-only is refused as an `output`)."""
     if isinstance(t, Buffer):
         return _checked(Buffer(t.ptr, tuple(t.shape), tuple(t.strides), dtype_of(t.dtype)))
     if hasattr(t, "data_ptr") and hasattr(t, "stride"):  # torch (bf16 has no array interface)
@@ -70,6 +71,9 @@ def as_buffer(t):
         raise TypeError(f"unsupported element type {cai.get('typestr')}")
     if not isinstance(cai.get("data"), tuple) or not cai["data"]:
         raise TypeError("__cuda_array_interface__ has no data: (pointer, read_only)")
+    if output and len(cai["data"]) > 1 and cai["data"][1]:
+        raise _invalid("an output's __cuda_array_interface__ is read-only (data[1] is True): "
+                       "kernels would write it")
     dt = _TYPESTR[cai["typestr"]]
     strides = cai.get("strides")
     if strides:
@@ -200,7 +204,7 @@ def resolve(plan, inputs, outputs):
     (INVALID_ARGUMENT: the tensors do not match; FAILED_PRECONDITION: a
     precondition fails, quoting its description)."""
     inputs = [as_buffer(t) for t in inputs]
-    outputs = [as_buffer(t) for t in outputs]
+    outputs = [as_buffer(t, output=True) for t in outputs]
     if len(outputs) != len(plan.outputs):
         raise _invalid(f"plan has {len(plan.outputs)} outputs; got {len(outputs)}")
     symbols = bind_symbols(plan, inputs)
@@ -371,7 +375,7 @@ class Layout:
 
     def __init__(self, plan, inputs, outputs):
         ins = [_no_address(as_buffer(t)) for t in inputs]
-        outs = [_no_address(as_buffer(t)) for t in outputs]
+        outs = [_no_address(as_buffer(t, output=True)) for t in outputs]
         self.plan = plan
         self.config = resolve(plan, ins, outs)  # Address 0 is aligned to anything.
         self.buffers = len(ins) + len(outs)
@@ -701,7 +705,7 @@ class Launcher:
         addresses are not checked for their device. Raises LaunchError as
         launch does."""
         self._verify(plan)
-        bufs = [as_buffer(t) for t in inputs] + [as_buffer(t) for t in outputs]
+        bufs = [as_buffer(t) for t in inputs] + [as_buffer(t, output=True) for t in outputs]
         return self._bind(Layout(plan, bufs[:len(inputs)], bufs[len(inputs):]), device, bufs)
 
     def launch(self, plan, inputs, outputs, stream=0):
@@ -710,7 +714,7 @@ class Launcher:
         stream.cuda_stream) in the current context. The BoundLaunches of the
         last few plans launched are kept (by plan object, layout and
         context), verified once: a plan must not be changed once launched."""
-        bufs = [as_buffer(t) for t in inputs] + [as_buffer(t) for t in outputs]
+        bufs = [as_buffer(t) for t in inputs] + [as_buffer(t, output=True) for t in outputs]
         ptrs = [b.ptr for b in bufs]
         key = (id(plan), len(inputs), tuple((b.shape, b.strides, b.dtype) for b in bufs))
         hit = self._recent.get(key)

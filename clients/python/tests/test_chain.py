@@ -217,6 +217,12 @@ def test_cross_entropy_with_labels_picks_through_an_iota():
     assert soft.shape == ("N",)
     with pytest.raises(ValueError, match="reduction"):
         kfuse.cross_entropy(x, t, reduction="avg")
+    b = c.input("b", "bool", ["N"])
+    with pytest.raises(ValueError, match=r"cross_entropy: target must hold class labels \(i32 or i64\) or "
+                                         r"probabilities \(a float dtype\), not bool"):
+        kfuse.cross_entropy(x, b)
+    with pytest.raises(ValueError, match=r"nll_loss: target must hold class labels \(i32 or i64\), not f32"):
+        kfuse.nll_loss(x, c.input("pf", "f32", ["N"]))
 
 
 def test_tensors_of_two_chains_do_not_mix():

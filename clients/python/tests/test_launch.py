@@ -154,6 +154,19 @@ def test_array_interface_strides_in_bytes_must_be_whole_elements():
         resolve(_plan(), ins, outs)
 
 
+def test_a_read_only_array_is_refused_as_an_output_only():
+    ins, outs = _bufs(16)
+    ro = _Cai(ins[0].ptr, (16,), None)
+    ro.__cuda_array_interface__["data"] = (ins[0].ptr, True)
+    ins[0] = ro
+    assert resolve(_plan(), ins, outs).symbols == [16]  # Read-only input: fine.
+    outs[0] = _Cai(outs[0].ptr, (16,), None)
+    outs[0].__cuda_array_interface__["data"] = (outs[0].__cuda_array_interface__["data"][0], True)
+    with pytest.raises(kfuse.LaunchError, match="an output's __cuda_array_interface__ is read-only") as e:
+        resolve(_plan(), ins, outs)
+    assert e.value.code == "INVALID_ARGUMENT"
+
+
 @pytest.mark.parametrize("n,msg", [(2, r"requires N >= 4 \(2 < 4\)"),
                                    (18, r"requires N % 4 == 0 \(18 is not a multiple of 4\)"),
                                    ((1 << 31) + 4, r"requires N fits 32 bits")])
