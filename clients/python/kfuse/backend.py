@@ -20,9 +20,12 @@ output). Candidates are
 grown into regions along data edges in graph order; a merge that would
 make the graph of regions and eager nodes cyclic is skipped, so each
 region is connected and can run as one step. A region takes the tensors it reads from outside and returns the
-values used outside. Where shapes are static each region is translated at
-compile time (`Region.chain`); a node it refuses leaves the candidates and
-the graph is cut again. Views (t, transpose, permute, slice, view,
+values used outside. A region larger than kfused takes in one chain
+(kfuse.LIMITS: 512 ops, 64 inputs, 64 outputs; a plan of at most 128
+kernels), a whole model's graph say, is cut in graph order into pieces
+that fit, each cut placed where few values cross it. Where shapes are
+static each region is translated at compile time (`Region.chain`); a node
+it refuses leaves the candidates and the graph is cut again. Views (t, transpose, permute, slice, view,
 reshape, unsqueeze, expand, split) that are graph outputs stay eager
 (callers may rely on them aliasing their input).
 
@@ -56,6 +59,7 @@ except ImportError as e:  # pragma: no cover (the tests skip without torch)
     raise ImportError("kfuse.backend needs PyTorch (pip install torch)") from e
 
 import kfuse.torch as kt
+from kfuse.chain import LIMITS
 
 # ATen views: not counted as compute, and left eager when the graph returns them
 # (callers may rely on the alias).
@@ -95,10 +99,9 @@ def _no_fake_mode():
     return unset_fake_temporarily()
 
 
-def _subgraph(nodes):
-    """(GraphModule, inputs, outputs) for `nodes` (in graph order): it takes
-    the tensors they read from outside and returns, as a tuple, their values
-    used outside."""
+def _boundary(nodes):
+    """(inputs, outputs) of `nodes` (in graph order): the tensors they read
+    from outside, and those of theirs used outside."""
     inside = set(nodes)
     inputs, outputs = {}, []  # inputs: an ordered set
     for n in nodes:
@@ -107,7 +110,14 @@ def _subgraph(nodes):
                 inputs.setdefault(i)
         if any(u not in inside for u in n.users):
             outputs.append(n)
-    inputs = list(inputs)
+    return list(inputs), outputs
+
+
+def _subgraph(nodes):
+    """(GraphModule, inputs, outputs) for `nodes` (in graph order): it takes
+    the tensors they read from outside and returns, as a tuple, their values
+    used outside."""
+    inputs, outputs = _boundary(nodes)
     g = torch.fx.Graph()
     env = {}
     for i in inputs:
@@ -261,6 +271,59 @@ def _compute_ops(nodes):
     return sum(1 for n in nodes if _op_name(n) not in _VIEWS and n.target is not operator.getitem)
 
 
+# Compute ops a piece of a cut region starts from: an ATen op is a few chain
+# ops (a layer norm a dozen), and kfused takes 512 (kfuse.LIMITS).
+_PIECE_OPS = 128
+_CUT_WINDOW = 16  # Cuts tried below the longest piece, for fewer values crossing.
+
+
+def _cut(rest, k):
+    """(the first k nodes of `rest` with the getitems of the splits among
+    them, the others): a prefix in graph order, so neither reads the other
+    in a cycle."""
+    head = set(rest[:k])
+    for n in rest[k:]:
+        if n.target is operator.getitem and n.args[0] in head:
+            head.add(n)
+    return [n for n in rest if n in head], [n for n in rest if n not in head]
+
+
+def _fits(piece, ops):
+    """Whether `piece` looks like a chain kfused takes, by counts: its
+    inputs and outputs within kfuse.LIMITS, at most `ops` compute ops."""
+    inputs, outputs = _boundary(piece)
+    return (len(inputs) <= LIMITS["inputs"] and len(outputs) <= LIMITS["outputs"]
+            and _compute_ops(piece) <= ops)
+
+
+def _within_limits(members):
+    """A region as pieces kfused takes in one chain each, with their trials
+    (_trial): the whole region where it fits; else the longest prefix that
+    fits by counts (_fits), its cut moved back (at most _CUT_WINDOW nodes)
+    to where the fewest values cross it, then the rest the same way. A piece
+    whose chain is still too large (kt.TooLarge) is tried again at half its
+    compute ops; a single node too large is left with its error."""
+    pieces, rest, ops = [], list(members), _PIECE_OPS
+    while rest:
+        if _fits(rest, ops) or len(rest) == 1:
+            k = len(rest)
+        else:
+            lo, hi = 1, len(rest) - 1  # The longest fitting prefix, by bisection.
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if _fits(_cut(rest, mid)[0], ops) else (lo, mid - 1)
+            window = range(max(1, lo - _CUT_WINDOW), lo + 1)
+            k = min(window, key=lambda c: (len(_boundary(_cut(rest, c)[0])[1]), -c))
+        piece, left = _cut(rest, k)
+        trial = _trial(piece)
+        if isinstance(trial[1], kt.TooLarge) and len(piece) > 1:
+            ops = max(1, _compute_ops(piece) // 2)
+            continue
+        pieces.append((piece, trial))
+        rest, ops = left, _PIECE_OPS
+    return pieces
+
+
 class Region(kt.FusedFunction):
     """One fused region of a compiled graph; call it with its input tensors.
     `nodes`: the ATen node names; `gm`: its sub-graph; `inputs` / `outputs`:
@@ -365,16 +428,19 @@ class Backend:
         return new
 
     def _regions(self, nodes):
-        """The regions to fuse and their chains (None where shapes are dynamic)."""
+        """The regions to fuse and their chains (None where shapes are
+        dynamic); a region larger than kfused takes in one chain is cut
+        into pieces (_within_limits)."""
         candidates = _candidates(nodes)
         while True:
-            regions, chains, refused = partition(nodes, candidates), [], set()
-            for members in regions:
-                chain, err = _trial(members)
-                if err is not None:  # The node it names, else the whole region, runs eagerly.
-                    named = [n for n in members if n.name == err.node]
-                    refused.update(named or members)
-                chains.append(chain)
+            regions, chains, refused = [], [], set()
+            for whole in partition(nodes, candidates):
+                for members, (chain, err) in _within_limits(whole):
+                    if err is not None:  # The node it names, else the whole piece, runs eagerly.
+                        named = [n for n in members if n.name == err.node]
+                        refused.update(named or members)
+                    regions.append(members)
+                    chains.append(chain)
             if not refused:
                 break
             candidates -= refused

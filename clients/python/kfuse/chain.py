@@ -170,6 +170,12 @@ class Tensor:
     def reshape(self, shape): return reshape(self, shape)
 
 
+# What kfused takes in one chain (its codegen/validate.h Limits), and the
+# kernels a plan holds (service/pipeline.h kMaxPlanKernels).
+LIMITS = {"ops": 512, "inputs": 64, "outputs": 64}
+MAX_PLAN_KERNELS = 128
+
+
 class Chain:
     """A chain under construction; see the module docstring."""
 
@@ -231,6 +237,22 @@ class Chain:
     @property
     def ops(self):
         return list(self._ops)
+
+    def size_refusal(self):
+        """Why kfused would refuse the chain for its size, or None: more
+        ops, inputs or outputs than LIMITS, or as many matrix products as
+        a plan holds kernels (each product starts one, and something
+        else ends the plan)."""
+        counts = {"ops": len(self._proto.ops), "inputs": len(self._proto.inputs),
+                  "outputs": len(self._proto.outputs)}
+        for what, n in counts.items():
+            if n > LIMITS[what]:
+                return f"{n} {what}, more than kfused takes in one chain ({LIMITS[what]})"
+        products = builtins.sum(1 for op in self._proto.ops if op.kind == pb.OP_MATMUL)
+        if products >= MAX_PLAN_KERNELS:
+            return (f"{products} matrix products, each a kernel of its own: more than a plan "
+                    f"holds ({MAX_PLAN_KERNELS} kernels)")
+        return None
 
     def to_proto(self):
         """A copy of the chain as a kfuse.v1.Chain."""
@@ -765,6 +787,7 @@ def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=N
 
 
 __all__ = [
+    "LIMITS", "MAX_PLAN_KERNELS",
     "Chain", "Tensor", "Sym", "dtype_of",
     "neg", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
     "tanh", "sigmoid", "relu", "silu", "softplus", "square", "erf", "floor", "ceil", "gelu",

@@ -143,6 +143,11 @@ class Unsupported(KfuseError):
         self.node = node
 
 
+class TooLarge(Unsupported):
+    """A function whose chain is larger than kfused takes in one
+    (kfuse.Chain.size_refusal); kfuse.backend cuts such regions."""
+
+
 # ---------------------------------------------------------------------------
 # Translation: fx nodes -> chain builder calls.
 
@@ -788,8 +793,9 @@ def translate(gm, specs, name="f"):
     """A kfuse.Chain for an fx GraphModule whose placeholders take tensors of
     `specs` ((torch dtype, shape) pairs). Raises Unsupported naming the
     first node it cannot translate, or whose dtype or shape would differ
-    from torch's. Returns (chain, [fx node name per chain op index], whether
-    the function returns a tuple)."""
+    from torch's, and TooLarge for a chain larger than kfused takes. Returns
+    (chain, [fx node name per chain op index], whether the function returns
+    a tuple)."""
     try:
         meta, _ = _meta_values(gm, specs)
     except Exception as e:  # noqa: BLE001 (any failure means: run eagerly)
@@ -815,6 +821,9 @@ def translate(gm, specs, name="f"):
                 if not isinstance(v, K.Tensor) or v.ref[0] != "op":
                     raise Unsupported(f"{name}: output {i} is not a value computed by an op")
                 c.output(f"out{i}" if len(outs) > 1 else "out", v)
+            why = c.size_refusal()
+            if why is not None:
+                raise TooLarge(f"{name}: its chain has {why}")
             return c, op_nodes, isinstance(node.args[0], (list, tuple))
         args = torch.fx.node.map_arg(node.args, lambda n: env[n])
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
@@ -1351,5 +1360,5 @@ def fuse(fn=None, *, client=None, fallback="warn", mode="quick", trace="fx", lau
     return FusedFunction(fn, client, fallback, mode, trace, launcher)
 
 
-__all__ = ["fuse", "FusedFunction", "translate", "Unsupported", "plans", "RETRY_SECONDS",
+__all__ = ["fuse", "FusedFunction", "translate", "Unsupported", "TooLarge", "plans", "RETRY_SECONDS",
            "RETRY_MAX_SECONDS"]

@@ -209,6 +209,71 @@ def test_linear_gelu_region_is_one_matmul_kernel(client):
     assert "epilogue (add, gelu_tanh)" in plan.kernels[0].partition_reason
 
 
+class _Deep(torch.nn.Module):
+    """`layers` of Linear(32, 32) and ReLU: two inputs a layer, so the whole
+    graph would be one region of 2 * layers + 1 inputs."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(32, 32) for _ in range(layers))
+
+    def forward(self, x):
+        for lin in self.layers:
+            x = torch.relu(lin(x))
+        return x
+
+
+def _within_limits(chain):
+    c = chain.to_proto()
+    return len(c.ops) <= kfuse.LIMITS["ops"] and len(c.inputs) <= kfuse.LIMITS["inputs"] and \
+        len(c.outputs) <= kfuse.LIMITS["outputs"]
+
+
+def test_a_graph_past_a_chains_limits_is_cut_into_regions_that_fit(client):
+    # 48 layers: 97 inputs in one region, which kfused refuses (INVALID_ARGUMENT:
+    # at most 64), so the whole model ran eagerly or raised.
+    model = _Deep(48).to(torch.bfloat16).eval()
+    counting = CountingClient(client)
+    b, launcher = _host_backend(counting, mode="heuristic", fallback="raise")
+    x = torch.randn(4, 32, dtype=torch.bfloat16)
+    with torch.no_grad():
+        got = torch.compile(model, backend=b)(x)
+        want = model(x)
+    torch.testing.assert_close(got, want)
+    (g,) = b.graphs
+    assert g.eager == [] and len(g.regions) >= 2
+    assert all(_within_limits(r.chain) for r in g.regions)
+    assert sum(_kinds(r.chain).count("OP_MATMUL") for r in g.regions) == 48
+    assert counting.calls == len(g.regions) and len(launcher.launches) == len(g.regions)
+
+
+def test_a_region_whose_chain_is_too_long_is_cut_again():
+    # 100 log-softmaxes: 100 compute ops, within the count a piece starts
+    # from, but six chain ops each.
+    def norms(x):
+        for _ in range(100):
+            x = torch.log_softmax(x, -1)
+        return x
+
+    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")))
+    x = torch.randn(4, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(norms, backend=b)(x), norms(x))
+    (g,) = b.graphs
+    assert len(g.regions) >= 2 and all(_within_limits(r.chain) for r in g.regions)
+    assert sum(_kinds(r.chain).count("OP_LOG") for r in g.regions) == 100
+
+
+def test_translate_refuses_a_chain_past_the_limits():
+    g = torch.fx.Graph()
+    xs = [g.placeholder(f"x{i}") for i in range(65)]
+    g.output(tuple(g.call_function(torch.relu, (x,)) for x in xs))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    specs = [(torch.float32, (4,))] * 65
+    with pytest.raises(kt.TooLarge, match=r"its chain has 65 inputs, more than kfused takes in one chain \(64\)"):
+        kt.translate(gm, specs, "wide")
+
+
 def test_grad_inputs_raise_inference_only():
     b = kb.Backend(client=CountingClient(error=AssertionError("no compile")))
     f = torch.compile(_mixed, backend=b)

@@ -300,3 +300,26 @@ def test_axes_may_be_numpy_style_integers():
     assert kfuse.concat([x, x], axis=Index(0)).shape == (8, 8)
     assert kfuse.slice(x, Index(1), 0, 2).shape == (4, 2)
     assert kfuse.sum(x, Index(1)).shape == (4,)
+
+
+def test_size_refusal_names_what_kfused_would_refuse():
+    c = kfuse.Chain()
+    xs = [c.input(f"x{i}", "f32", [4]) for i in range(64)]
+    y = xs[0]
+    for x in xs[1:]:
+        y = y + x
+    c.output("y", y)
+    assert c.size_refusal() is None
+    c.input("x64", "f32", [4])
+    assert c.size_refusal() == "65 inputs, more than kfused takes in one chain (64)"
+    m = kfuse.Chain()
+    a = m.input("a", "bf16", [16, 16])
+    for _ in range(kfuse.MAX_PLAN_KERNELS):
+        a = a @ a
+    m.output("a", a)
+    assert m.size_refusal() == "128 matrix products, each a kernel of its own: more than a plan holds (128 kernels)"
+    o = kfuse.Chain()
+    v = o.input("v", "f32", [4])
+    for _ in range(kfuse.LIMITS["ops"] + 1):
+        v = -v
+    assert o.size_refusal() == "513 ops, more than kfused takes in one chain (512)"
