@@ -593,16 +593,28 @@ def rms_norm(x, weight=None, eps=1e-6):
 _LOSS_REDUCTIONS = ("none", "mean", "sum")
 
 
-def _check_target(what, target, probabilities):
+def _dtype_name(dt):
+    return pb.DType.Name(dt).removeprefix("DTYPE_").lower()
+
+
+def _check_target(what, x, target, probabilities):
     """ValueError naming `what`'s target unless it holds class labels (i32,
-    i64) or, with `probabilities`, floats: a bool target would be read as
-    labels 0 and 1 where torch refuses it."""
-    if target.dtype is None or target.dtype in _INTS or (probabilities and target.dtype in _FLOATS):
+    i64) of x's shape without its last axis or, with `probabilities`,
+    floats of x's shape: a bool target would be read as labels 0 and 1, and
+    labels [N, 1] broadcast against the classes into an [N, N] pick, where
+    torch refuses both."""
+    labels = target.dtype is None or target.dtype in _INTS
+    if not labels and not (probabilities and target.dtype in _FLOATS):
+        kinds = "class labels (i32 or i64) or probabilities (a float dtype)" if probabilities else \
+            "class labels (i32 or i64)"
+        raise ValueError(f"{what}: target must hold {kinds}, not {_dtype_name(target.dtype)}")
+    if x.shape is None or target.shape is None or target.dtype is None:
         return
-    kinds = "class labels (i32 or i64) or probabilities (a float dtype)" if probabilities else \
-        "class labels (i32 or i64)"
-    name = pb.DType.Name(target.dtype).removeprefix("DTYPE_").lower()
-    raise ValueError(f"{what}: target must hold {kinds}, not {name}")
+    want = tuple(x.shape[:-1]) if labels else tuple(x.shape)
+    if tuple(target.shape) != want:
+        held = "class labels" if labels else "probabilities"
+        raise ValueError(f"{what}: target of {held} must have shape {list(want)} (the input's"
+                         f"{' without its last (class) axis' if labels else ''}); got {list(target.shape)}")
 
 
 def _pick(x, target):
@@ -643,7 +655,7 @@ def cross_entropy(x, target, ignore_index=-100, reduction="mean"):
     float target of x's shape holds probabilities: -sum(log_softmax(x) *
     target) per row. A label outside [0, classes) picks nothing (the loss
     is logsumexp(x)) where torch raises."""
-    _check_target("cross_entropy", target, probabilities=True)
+    _check_target("cross_entropy", x, target, probabilities=True)
     if target.dtype in _INTS:
         picked, label = _pick(x, target)
         m = max(x, -1, keepdim=True)
@@ -656,7 +668,7 @@ def cross_entropy(x, target, ignore_index=-100, reduction="mean"):
 def nll_loss(logp, target, ignore_index=-100, reduction="mean"):
     """torch.nn.functional.nll_loss of log-probabilities with classes along
     the last axis and integer labels (see cross_entropy)."""
-    _check_target("nll_loss", target, probabilities=False)
+    _check_target("nll_loss", logp, target, probabilities=False)
     picked, label = _pick(logp, target)
     kept = label != ignore_index
     return _reduce_loss(where(kept, -picked, 0), reduction, kept)
@@ -692,10 +704,10 @@ def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=N
     """Scaled dot-product attention, as torch's SDPA, over q [..., H, Lq, D],
     k [..., Hkv, Lk, D] and v [..., Hkv, Lk, Dv] (f16 or bf16).
 
-    scale defaults to 1/sqrt(D) (D must then be static). bias is added to the
+    scale defaults to 1/sqrt(D) (D must then be static). bias (q's dtype) is added to the
     scores; mask (bool, True where attention is allowed), the causal mask
     (key j <= query i, aligned at the start, as torch's is_causal) and
-    lengths (integer, q's leading dims before the heads, e.g. [B]: keys at or
+    lengths (i32, q's leading dims before the heads, e.g. [B]: keys at or
     past a sequence's length are masked;
     values past Lk act as Lk) combine. A row with every key masked (by
     them or by a -inf bias) gives zeros, as SDPA. Hkv must divide H (grouped-query attention: q heads
@@ -725,6 +737,18 @@ def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=N
         if not isinstance(d, int) or d <= 0:
             raise ValueError("attention: the head dim is not static; pass scale=")
         scale = 1.0 / math.sqrt(d)
+    if mask is not None and mask.dtype not in (None, pb.DTYPE_BOOL):
+        raise ValueError("attention: mask must be bool (True where attention is allowed); "
+                         "pass an additive float mask as bias=")
+    if bias is not None and bias.dtype not in (None, q.dtype):
+        raise ValueError(f"attention: bias must have q's dtype ({_dtype_name(q.dtype)}), as SDPA's float "
+                         f"attn_mask; got {_dtype_name(bias.dtype)} (a bool mask goes in mask=)")
+    if lengths is not None and lengths.dtype not in (None, pb.DTYPE_I32):
+        # The fused kernel reads lengths as they are: an i64 input would need a
+        # cast, which the attention kernel does not take (the chain would be
+        # refused as a whole).
+        raise ValueError(f"attention: lengths must be i32 (sequence lengths fit; cast an i64 tensor "
+                         f"with .int()); got {_dtype_name(lengths.dtype)}")
     heads, kv_heads = q.shape[-3], k.shape[-3]
     if kv_heads != v.shape[-3]:
         raise ValueError(f"attention: k has {kv_heads} heads and v {v.shape[-3]}")

@@ -155,6 +155,21 @@ def test_attention_shapes_and_mask():
     assert 1 / math.sqrt(64) in consts and -math.inf in consts
 
 
+def test_attention_refuses_side_inputs_of_other_dtypes_naming_them():
+    c = kfuse.Chain()
+    q = c.input("q", "bf16", [2, 8, 128, 64])
+    for name, kw, msg in (
+            ("llens", {"lengths": "i64"}, r"lengths must be i32 \(sequence lengths fit; cast an i64 tensor "
+                                          r"with \.int\(\)\); got i64"),
+            ("flens", {"lengths": "f32"}, r"lengths must be i32 .*; got f32"),
+            ("fbias", {"bias": "f32"}, r"bias must have q's dtype \(bf16\), as SDPA's float attn_mask; got f32"),
+            ("bbias", {"bias": "bool"}, r"got bool \(a bool mask goes in mask=\)"),
+            ("fmask", {"mask": "bf16"}, r"mask must be bool")):
+        (arg, dt), = kw.items()
+        with pytest.raises(ValueError, match=msg):
+            kfuse.attention(q, q, q, **{arg: c.input(name, dt, [2, 1, 128, 128])})
+
+
 def test_attention_needs_a_static_head_dim_or_scale():
     c = kfuse.Chain()
     q = c.input("q", "bf16", [2, 4, 16, "D"])
@@ -223,6 +238,12 @@ def test_cross_entropy_with_labels_picks_through_an_iota():
         kfuse.cross_entropy(x, b)
     with pytest.raises(ValueError, match=r"nll_loss: target must hold class labels \(i32 or i64\), not f32"):
         kfuse.nll_loss(x, c.input("pf", "f32", ["N"]))
+    # Labels [N, 1] would broadcast against the classes into an [N, N] pick.
+    with pytest.raises(ValueError, match=r"nll_loss: target of class labels must have shape \['N'\] "
+                                         r"\(the input's without its last \(class\) axis\); got \['N', 1\]"):
+        kfuse.nll_loss(x, c.input("t1", "i32", ["N", 1]))
+    with pytest.raises(ValueError, match=r"cross_entropy: target of probabilities must have shape \['N', 1000\]"):
+        kfuse.cross_entropy(x, c.input("p1", "f32", ["N", 1]))
 
 
 def test_tensors_of_two_chains_do_not_mix():
