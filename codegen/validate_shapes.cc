@@ -111,7 +111,7 @@ absl::Status InferSlice(Chain& c, int32_t id) {
   KFUSE_RETURN_IF_ERROR(NormalizeAxis(c, id, "axis", in.rank(), &n.axis));
   if (n.step <= 0) return Bad(c, id, "step", absl::StrCat("must be positive, got ", n.step));
   const Dim& d = in.shape[n.axis];
-  if (!d.is_static()) return Bad(c, id, "axis", "slicing a symbolic dim is not supported");
+  if (!d.is_static()) return Unsupported(c, id, "axis", "slicing a symbolic dim is not generated yet");
   auto clamp = [&d](int64_t v) {
     if (v < 0) v = std::max<int64_t>(v, -d.size) + d.size;
     return std::min(v, d.size);
@@ -151,7 +151,7 @@ absl::Status InferConcat(Chain& c, int32_t id) {
       }
     }
     if (!t.shape[n.axis].is_static()) {
-      return Bad(c, id, field, "concatenating along a symbolic dim is not supported");
+      return Unsupported(c, id, field, "concatenating along a symbolic dim is not generated yet");
     }
     total += t.shape[n.axis].size;
   }

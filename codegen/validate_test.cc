@@ -469,6 +469,22 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(r);
        },
        absl::StatusCode::kInvalidArgument, "the slice is empty"},
+      {"slice of a symbolic dim",  // A valid chain: not generated yet.
+       [&](Chain& c) {
+         c.symbols = {{"N", 0, 0}};
+         int r = c.AddOp(OpKind::kSlice, {in(c, DType::kF32, {Dim::Sym(0)})});
+         c.nodes[r].stop = 2;
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kUnimplemented, "op 0 (slice): axis: slicing a symbolic dim is not generated yet"},
+      {"concat along a symbolic dim",
+       [&](Chain& c) {
+         c.symbols = {{"N", 0, 0}};
+         int x = in(c, DType::kF32, {Dim::Sym(0)});
+         int r = c.AddOp(OpKind::kConcat, {x, x});
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kUnimplemented, "args[0]: concatenating along a symbolic dim is not generated yet"},
       {"concat dims",
        [&](Chain& c) {
          int r = c.AddOp(OpKind::kConcat,
