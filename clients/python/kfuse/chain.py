@@ -92,7 +92,12 @@ def _broadcast(shapes):
     return tuple(out)
 
 
-def _promote(dtypes, weak_float=False):
+def _promote(dtypes, weak_float=False, weak_int=False):
+    """The dtype kfused gives an element-wise op of tensors of `dtypes` and
+    Python scalars (a float among them: `weak_float`; an int or a bool,
+    sent as an integer: `weak_int`)."""
+    if not dtypes:  # Scalars alone: held in f32 or i32.
+        return pb.DTYPE_F32 if weak_float else pb.DTYPE_I32 if weak_int else None
     known = [d for d in dtypes if d is not None]
     if not known:
         return None
@@ -108,7 +113,7 @@ def _promote(dtypes, weak_float=False):
     ints = [d for d in known if d in _INTS]
     if ints:
         return pb.DTYPE_I64 if pb.DTYPE_I64 in ints else pb.DTYPE_I32
-    return pb.DTYPE_BOOL
+    return pb.DTYPE_I32 if weak_int else pb.DTYPE_BOOL  # bool + 2 is i32 (True arrives as 1).
 
 
 class Tensor:
@@ -332,12 +337,13 @@ def _ref(t):
 def _emit(kind, args, out_dtype=None, out_shape=None, **attrs):
     chain = _chain_of(args)
     weak_float = any(isinstance(a, float) for a in args)
+    weak_int = any(isinstance(a, int) for a in args)  # bool is an int.
     ts = [_as_tensor(chain, a) for a in args]
     op = pb.Op(kind=kind, args=[_ref(t) for t in ts], **attrs)
     real = [t for t, a in zip(ts, args) if isinstance(a, Tensor)]
     dtype = out_dtype
     if dtype is None:
-        dtype = _promote([t.dtype for t in real], weak_float)
+        dtype = _promote([t.dtype for t in real], weak_float, weak_int)
     if out_shape is None:
         out_shape = _broadcast([t.shape for t in real])
     return chain._append(op, dtype, out_shape)
@@ -415,7 +421,7 @@ def where(cond, a, b):
     chain = _chain_of([cond, a, b])
     ts = [_as_tensor(chain, x) for x in (cond, a, b)]
     dt = _promote([t.dtype for t, x in zip(ts[1:], (a, b)) if isinstance(x, Tensor)],
-                  any(isinstance(x, float) for x in (a, b)))
+                  any(isinstance(x, float) for x in (a, b)), any(isinstance(x, int) for x in (a, b)))
     shape = _broadcast([t.shape for t, x in zip(ts, (cond, a, b)) if isinstance(x, Tensor)])
     return _emit(pb.OP_WHERE, ts, out_dtype=dt, out_shape=shape)
 
@@ -460,6 +466,8 @@ def _reduce(kind):
         dt = x.dtype
         if kind == pb.OP_REDUCE_MEAN and dt is not None and dt not in _FLOATS:
             dt = pb.DTYPE_F32
+        elif kind == pb.OP_REDUCE_SUM and dt == pb.DTYPE_BOOL:
+            dt = pb.DTYPE_I32  # A count, as kfused sums bools.
         return _emit(kind, [x], out_dtype=dt, out_shape=shape,
                      reduce=pb.ReduceAttrs(axes=list(axes), keepdim=keepdim))
     f.__name__ = pb.OpKind.Name(kind)[10:].lower()

@@ -344,3 +344,15 @@ def test_size_refusal_names_what_kfused_would_refuse():
     for _ in range(kfuse.LIMITS["ops"] + 1):
         v = -v
     assert o.size_refusal() == "513 ops, more than kfused takes in one chain (512)"
+
+
+def test_bool_dtypes_follow_kfused():
+    # What kfused infers (a weak scalar arrives as an integer, bools sum to a count).
+    c = kfuse.Chain()
+    m = c.input("m", "bool", [4])
+    assert kfuse.sum(m).dtype == pb.DTYPE_I32
+    assert (m + 2).dtype == pb.DTYPE_I32 and (m + True).dtype == pb.DTYPE_I32
+    assert kfuse.where(m, m, 0).dtype == pb.DTYPE_I32
+    assert kfuse.where(m, 1, 0).dtype == pb.DTYPE_I32
+    assert kfuse.where(m, 1.0, 0).dtype == pb.DTYPE_F32
+    assert (m & m).dtype == pb.DTYPE_BOOL and kfuse.max(m).dtype == pb.DTYPE_BOOL
