@@ -560,11 +560,28 @@ def matmul(a, b):
 # ---------------------------------------------------------------------------
 # Composites: expanded into primitives.
 
+def _eps(what, eps):
+    """eps as a float: ValueError naming it unless finite and >= 0 (the CLI's rule)."""
+    e = float(eps)
+    if not (math.isfinite(e) and e >= 0):
+        raise ValueError(f"{what}: eps {eps!r} must be finite and >= 0")
+    return e
+
+
+def _scale(what, scale):
+    """scale as a float: ValueError naming it unless finite (every output
+    would be NaN or infinite)."""
+    s = float(scale)
+    if not math.isfinite(s):
+        raise ValueError(f"{what}: scale {scale!r} must be finite")
+    return s
+
+
 def softmax(x, dim=-1, scale=None, mask=None, bias=None):
     """softmax(x*scale + bias, masked where `mask` is False) along `dim`,
     with the max subtracted first."""
     if scale is not None:
-        x = x * float(scale)
+        x = x * _scale("softmax", scale)
     if bias is not None:
         x = x + bias
     if mask is not None:
@@ -585,7 +602,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     mu = mean(x, -1, keepdim=True)
     d = x - mu
     var = mean(square(d), -1, keepdim=True)
-    y = d * rsqrt(var + float(eps))
+    y = d * rsqrt(var + _eps("layer_norm", eps))
     if weight is not None:
         y = y * weight
     if bias is not None:
@@ -594,7 +611,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 
 def rms_norm(x, weight=None, eps=1e-6):
-    y = x * rsqrt(mean(square(x), -1, keepdim=True) + float(eps))
+    y = x * rsqrt(mean(square(x), -1, keepdim=True) + _eps("rms_norm", eps))
     return y * weight if weight is not None else y
 
 
@@ -745,6 +762,7 @@ def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=N
         if not isinstance(d, int) or d <= 0:
             raise ValueError("attention: the head dim is not static; pass scale=")
         scale = 1.0 / math.sqrt(d)
+    scale = _scale("attention", scale)
     if mask is not None and mask.dtype not in (None, pb.DTYPE_BOOL):
         raise ValueError("attention: mask must be bool (True where attention is allowed); "
                          "pass an additive float mask as bias=")
@@ -784,7 +802,7 @@ def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=N
             return reshape(t, list(t.shape[:-3]) + mid + list(t.shape[-2:]))
 
         bias, mask = split_heads(bias), split_heads(mask)
-    s = matmul(q, transpose(k)) * float(scale)
+    s = matmul(q, transpose(k)) * scale
     if bias is not None:
         s = s + bias
     chain = q.chain

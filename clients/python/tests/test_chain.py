@@ -356,3 +356,15 @@ def test_bool_dtypes_follow_kfused():
     assert kfuse.where(m, 1, 0).dtype == pb.DTYPE_I32
     assert kfuse.where(m, 1.0, 0).dtype == pb.DTYPE_F32
     assert (m & m).dtype == pb.DTYPE_BOOL and kfuse.max(m).dtype == pb.DTYPE_BOOL
+
+
+@pytest.mark.parametrize("build,msg", [
+    (lambda x: kfuse.rms_norm(x, eps=float("nan")), r"rms_norm: eps nan must be finite and >= 0"),
+    (lambda x: kfuse.layer_norm(x, eps=-1), r"layer_norm: eps -1 must be finite and >= 0"),
+    (lambda x: kfuse.softmax(x, scale=float("inf")), r"softmax: scale inf must be finite"),
+    (lambda x: kfuse.attention(x, x, x, scale=float("nan")), r"attention: scale nan must be finite"),
+])
+def test_composites_refuse_what_the_cli_refuses(build, msg):
+    x = kfuse.Chain().input("x", "bf16", [2, 4, 8, 16])
+    with pytest.raises(ValueError, match=msg):
+        build(x)
