@@ -212,6 +212,10 @@ absl::StatusOr<std::pair<v1::Dim, v1::Dim>> SequenceDims(
     return absl::InvalidArgumentError(
         absl::StrCat("--seq-hint ", *o.seq_hint, ": must be >= 0"));
   }
+  if (o.seq_q.has_value() && o.seq_k.has_value() && (o.seq.has_value() || !o.seq_symbol.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(o.seq.has_value() ? "--seq" : "--seq-symbol",
+                                                   ": unused, as --seq-q and --seq-k set both sequences"));
+  }
   KFUSE_RETURN_IF_ERROR(CheckAtLeastOne(o.seq, "--seq"));
   KFUSE_RETURN_IF_ERROR(CheckAtLeastOne(o.seq_q, "--seq-q"));
   KFUSE_RETURN_IF_ERROR(CheckAtLeastOne(o.seq_k, "--seq-k"));

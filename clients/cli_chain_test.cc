@@ -612,6 +612,15 @@ INSTANTIATE_TEST_SUITE_P(
                    o.seq_symbol = "S";
                  },
                  "--seq N (static) or --seq-symbol NAME (runtime): not both"},
+        BadFlags{"SeqSymbolBesideBothSeqs",
+                 [](ChainOptions& o) {
+                   AttentionFlags(o);
+                   o.seq.reset();
+                   o.seq_symbol = "S";
+                   o.seq_q = 8;
+                   o.seq_k = 8;
+                 },
+                 "--seq-symbol: unused, as --seq-q and --seq-k set both sequences"},
         BadFlags{"SeqHintWithoutSymbol",
                  [](ChainOptions& o) {
                    AttentionFlags(o);

@@ -45,7 +45,13 @@ absl::StatusOr<std::string> ArchFor(const v1::Target& t, uint32_t cc) {
         "target.compute_capability: ", cc, " (sm_", cc, ") is not supported (use ", absl::StrJoin(kSupportedCcs, ", "),
         "; --arch sm_", absl::StrJoin(kSupportedCcs, ", sm_"), ")"));
   }
-  return absl::StrCat("sm_", cc, t.arch_specific() && (cc == 90 || cc == 100) ? "a" : "");
+  const bool has_specific = cc == 90 || cc == 100;
+  if (t.arch_specific() && !has_specific) {
+    // sm_80a does not exist: built as sm_80, it would be a key of its own.
+    return absl::InvalidArgumentError(absl::StrCat("target.arch_specific: sm_", cc,
+                                                   " has no arch-specific target (sm_90a and sm_100a do)"));
+  }
+  return absl::StrCat("sm_", cc, t.arch_specific() ? "a" : "");
 }
 
 TuneMode ModeOf(const v1::TuningPolicy& p) {

@@ -170,6 +170,14 @@ TEST_F(ServerTest, EveryListedArchCompilesAndOnlyThose) {
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(resp.plan().kernels(0).arch(), arch);
   }
+  // A target without an arch-specific form is named, not built without it.
+  v1::CompileRequest req = Relu(5.0);
+  req.mutable_target()->set_compute_capability(80);
+  req.mutable_target()->set_arch_specific(true);
+  v1::CompileResponse resp;
+  grpc::Status s = Compile(req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "target.arch_specific: sm_80 has no arch-specific target (sm_90a and sm_100a do)");
 }
 
 TEST_F(ServerTest, DeadlineEndsTheWaitAndAnAbandonedJobIsCancelled) {
