@@ -274,11 +274,18 @@ KernelGroup AttentionGroup(const Chain& c, const AttentionMatch& m) {
     }
   }
   std::string parts = "QK^T";
+  bool masked = m.causal;
   if (m.causal) parts += ", the causal mask";
   for (int32_t a : side) {
     const DType t = c.nodes[a].type.dtype;
     parts += t == DType::kBool ? ", a mask" : IsFloat(t) ? ", a bias" : ", the lengths";
+    masked |= !IsFloat(t);
   }
+  // A mask of the scores' indices alone (an iota's comparison that is not
+  // the causal one).
+  const bool selects = std::any_of(m.score.begin(), m.score.end(),
+                                   [&](int32_t id) { return c.nodes[id].kind == OpKind::kWhere; });
+  if (selects && !masked) parts += ", a mask of the indices";
   g.reason = absl::StrCat("attention: ", parts,
                           ", softmax and PV in one kernel with an online softmax; the scores never reach memory");
   return g;

@@ -70,6 +70,20 @@ TEST(AttentionMatchTest, TheCompositeIsOneAttentionKernel) {
   }
 }
 
+TEST(AttentionMatchTest, AMaskOfTheIndicesIsNamedInTheReport) {
+  // The causal composite with its comparison turned around (key j >= query
+  // i): not the causal mask, but a mask all the same.
+  Chain c = Attention(Opts(true, false, false, false));
+  for (Node& n : c.nodes) {
+    if (n.kind == OpKind::kLe) n.kind = OpKind::kGe;
+  }
+  std::optional<AttentionMatch> m = MatchAttention(c);
+  ASSERT_TRUE(m.has_value()) << ToString(c);
+  EXPECT_FALSE(m->causal);
+  const KernelGroup g = OnlyKernel(c);
+  EXPECT_TRUE(absl::StrContains(g.reason, "QK^T, a mask of the indices, softmax and PV")) << g.reason;
+}
+
 TEST(AttentionMatchTest, OtherChainsWithTwoProductsAreLeftToTheMatmulPartition) {
   // An MLP and a softmax of one product are not attention.
   EXPECT_FALSE(MatchAttention(matmul_test::Mlp(DType::kBF16, 64, 128, 256)).has_value());
