@@ -288,12 +288,13 @@ def _cut(rest, k):
     return [n for n in rest if n in head], [n for n in rest if n not in head]
 
 
-def _fits(piece, ops):
+def _fits(piece, ops, nodes):
     """Whether `piece` looks like a chain kfused takes, by counts: its
-    inputs and outputs within kfuse.LIMITS, at most `ops` compute ops."""
+    inputs and outputs within kfuse.LIMITS, at most `ops` compute ops and
+    `nodes` nodes."""
     inputs, outputs = _boundary(piece)
     return (len(inputs) <= LIMITS["inputs"] and len(outputs) <= LIMITS["outputs"]
-            and _compute_ops(piece) <= ops)
+            and _compute_ops(piece) <= ops and len(piece) <= nodes)
 
 
 def _within_limits(members):
@@ -302,25 +303,26 @@ def _within_limits(members):
     fits by counts (_fits), its cut moved back (at most _CUT_WINDOW nodes)
     to where the fewest values cross it, then the rest the same way. A piece
     whose chain is still too large (kt.TooLarge) is tried again at half its
-    compute ops; a single node too large is left with its error."""
-    pieces, rest, ops = [], list(members), _PIECE_OPS
+    compute ops and nodes; one of a single node (with a split's getitems)
+    is left with its error."""
+    pieces, rest = [], list(members)
+    ops, nodes = _PIECE_OPS, len(rest)
     while rest:
-        if _fits(rest, ops) or len(rest) == 1:
-            k = len(rest)
-        else:
+        k = len(rest)
+        if not _fits(rest, ops, nodes):
             lo, hi = 1, len(rest) - 1  # The longest fitting prefix, by bisection.
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if _fits(_cut(rest, mid)[0], ops) else (lo, mid - 1)
+                lo, hi = (mid, hi) if _fits(_cut(rest, mid)[0], ops, nodes) else (lo, mid - 1)
             window = range(max(1, lo - _CUT_WINDOW), lo + 1)
             k = min(window, key=lambda c: (len(_boundary(_cut(rest, c)[0])[1]), -c))
         piece, left = _cut(rest, k)
         trial = _trial(piece)
-        if isinstance(trial[1], kt.TooLarge) and len(piece) > 1:
-            ops = max(1, _compute_ops(piece) // 2)
+        if isinstance(trial[1], kt.TooLarge) and k > 1:  # Smaller each time: k halves at least.
+            ops, nodes = max(1, _compute_ops(piece) // 2), max(1, k // 2)
             continue
         pieces.append((piece, trial))
-        rest, ops = left, _PIECE_OPS
+        rest, ops, nodes = left, _PIECE_OPS, len(left)
     return pieces
 
 
