@@ -32,6 +32,9 @@ namespace {
 // Threads for store administration: explain, export's listing, delete, import.
 constexpr int kAdminThreads = 2;
 
+// Keys a DeleteKernels call may name (as an import's entries).
+constexpr int kMaxDeleteKeys = 10000;
+
 // Tasks a job pool may hold queued, left jobs' included (their callers gone,
 // they end as they start): 4 x max_queued_jobs, and at least this many.
 constexpr int kMinQueuedTasks = 64;
@@ -577,6 +580,17 @@ grpc::ServerUnaryReactor* KernelServiceImpl::DeleteKernels(grpc::CallbackServerC
                                                            v1::DeleteKernelsResponse* resp) {
   if (absl::Status a = Authorize(ctx); !a.ok()) return Answer(ctx, a);
   if (pipeline_->options().read_only) return Answer(ctx, absl::FailedPreconditionError("this server is read-only"));
+  // `all` beside keys emptied the store whatever the keys said.
+  if (req->all() == (req->keys_size() > 0)) {
+    return Answer(ctx, absl::InvalidArgumentError("delete: give keys or all (not both, not neither)"));
+  }
+  if (req->keys_size() > kMaxDeleteKeys) {
+    return Answer(ctx, absl::InvalidArgumentError(
+                           absl::StrCat("keys: ", req->keys_size(), " keys, at most ", kMaxDeleteKeys, " a call")));
+  }
+  for (int i = 0; i < req->keys_size(); ++i) {
+    if (req->keys(i).empty()) return Answer(ctx, absl::InvalidArgumentError(absl::StrCat("keys[", i, "]: empty key")));
+  }
   if (absl::Status room = AdminRoom(); !room.ok()) return Answer(ctx, room);
   // A delete waits on the store's write lock, which another process may
   // hold: on an admin thread. `req` and `resp` live until the reactor finishes.

@@ -606,6 +606,35 @@ TEST(ServerAdminTest, EveryAdminRpcNeedsTheToken) {
   EXPECT_EQ(a.Import({}, &imported).error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
+// A delete names keys or all, never both: keys beside all once emptied the
+// store whatever the keys said.
+TEST(ServerAdminTest, ADeleteOfKeysAndAllOrOfNothingIsRefusedAndDeletesNothing) {
+  Node a({.name = "admin_delete_args"});
+  const v1::CompileResponse first = a.Compile(Relu(2.0));
+  auto del = [&](std::vector<std::string> keys, bool all) {
+    v1::DeleteKernelsRequest req;
+    for (std::string& k : keys) req.add_keys(std::move(k));
+    req.set_all(all);
+    v1::DeleteKernelsResponse resp;
+    return a.stub->DeleteKernels(a.Ctx().get(), req, &resp);
+  };
+  for (const auto& [keys, all, message] :
+       std::vector<std::tuple<std::vector<std::string>, bool, std::string>>{
+           {{std::string(64, '0')}, true, "delete: give keys or all (not both, not neither)"},
+           {{}, false, "delete: give keys or all (not both, not neither)"},
+           {{first.plan().key(), ""}, false, "keys[1]: empty key"},
+           {std::vector<std::string>(10001, "k"), false, "keys: 10001 keys, at most 10000 a call"}}) {
+    SCOPED_TRACE(message);
+    const grpc::Status s = del(keys, all);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(s.error_message(), message);
+  }
+  v1::CompileResponse hit;
+  ASSERT_TRUE(a.stub->Lookup(a.Ctx().get(), Relu(2.0), &hit).ok());  // Still stored.
+  EXPECT_TRUE(del({first.plan().key()}, false).ok());
+  EXPECT_EQ(a.stub->Lookup(a.Ctx().get(), Relu(2.0), &hit).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 // Deletes wait on the store's write lock, which another process may hold for
 // seconds; they wait on admin threads, so hits are still answered meanwhile.
 TEST(ServerAdminTest, DeletesWaitingOnAnotherProcesssLockDoNotHoldUpHits) {
