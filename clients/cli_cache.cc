@@ -173,9 +173,19 @@ absl::StatusOr<bool> BundleReader::Next(kfuse::v1::StoreEntry* entry) {
     return Damaged(start, absl::StrCat("an entry of ", size, " bytes (at most ",
                                        kMaxBundleEntryBytes, ")"));
   }
-  std::string bytes(size, '\0');
-  in_->read(bytes.data(), static_cast<std::streamsize>(size));
-  const int64_t got = in_->gcount();
+  // Read a piece at a time: a damaged length does not allocate what the
+  // file does not hold (a 23-byte file once claimed a gigabyte).
+  constexpr uint64_t kPiece = uint64_t{1} << 20;
+  std::string bytes;
+  int64_t got = 0;
+  while (static_cast<uint64_t>(got) < size) {
+    const uint64_t want = std::min(kPiece, size - static_cast<uint64_t>(got));
+    bytes.resize(static_cast<size_t>(got) + want);
+    in_->read(bytes.data() + got, static_cast<std::streamsize>(want));
+    got += in_->gcount();
+    if (static_cast<uint64_t>(in_->gcount()) != want) break;
+  }
+  bytes.resize(static_cast<size_t>(got));
   offset_ += got;
   if (got != static_cast<int64_t>(size)) {
     return Damaged(start, absl::StrCat("truncated: ", size, " bytes expected, ",

@@ -102,7 +102,7 @@ std::string FormatKernelSummary(const kfuse::v1::KernelSummary& k) {
       if (c != '\n') {
         line += c;
       } else if (!line.empty()) {
-        absl::StrAppend(&out, "  ", line, "\n");
+        absl::StrAppend(&out, "  ", Printable(line), "\n");  // Entry text: imports and the fleet's too.
         line.clear();
       }
     }

@@ -256,6 +256,9 @@ TEST(FormatKernelSummaryTest, ChainIndented) {
   const std::string s = FormatKernelSummary(k);
   EXPECT_THAT(s, HasSubstr("key         abc\n"));
   EXPECT_THAT(s, HasSubstr("chain\n  %0 = input(#0)\n  %1 = relu(%0)\n"));
+  // An imported entry's text reaches the terminal escaped, as in `cache ls`.
+  k.set_description("\x1b[31mRED\x1b[0m\nFAKE line\r\x07");
+  EXPECT_THAT(FormatKernelSummary(k), HasSubstr("chain\n  \\x1b[31mRED\\x1b[0m\n  FAKE line\\r\\x07\n"));
 }
 
 TEST(FormatDeviceInfoTest, NoGpuSaysWhy) {

@@ -1,5 +1,6 @@
 // The subcommands end to end against the in-process fake service.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -507,6 +508,26 @@ TEST_F(CliRunTest, DamagedBundlesNameTheFileAndOffsetAndSendNothing) {
                               truncated, ": entry 1 at offset ",
                               17 + entry.size(), ": truncated: ", entry.size(),
                               " bytes expected, 10 left in the file")));
+
+  // A length near the limit in a file of a few bytes is found truncated
+  // without allocating what it claims (it once took a gigabyte).
+  const std::string claims = (dir_ / "claims.kfb").string();
+  {
+    std::ofstream out(claims, std::ios::binary);
+    out.write(kBundleMagic, kBundleMagicSize);
+    for (uint64_t v = static_cast<uint64_t>(kMaxBundleEntryBytes) - 1; v != 0; v >>= 7) {
+      out.put(static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0)));
+    }
+    out << "ab";
+  }
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  err_.str("");
+  EXPECT_EQ(RunCacheImport(g_, claims, io_), kExitUsage);
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat(": truncated: ", kMaxBundleEntryBytes - 1,
+                                                 " bytes expected, 2 left in the file")));
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 256 << 10);  // KiB: under 256 MiB more at the peak.
 
   const std::string garbage = (dir_ / "garbage.kfb").string();
   {
