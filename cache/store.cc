@@ -1,6 +1,7 @@
 #include "cache/store.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -55,8 +56,44 @@ Store::Reader::~Reader() {
 
 Store::Store(const StoreOptions& options) : opts_(options) {}
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
-  if (options.path.empty()) return absl::InvalidArgumentError("cache: StoreOptions.path is empty");
+namespace {
+
+// `path`, or where it points when it is a symbolic link (followed to the
+// end; a dangling one to the file it names): the store, its -wal and -shm,
+// and a corrupt file moved aside then sit beside the file itself, not the
+// link (moving the link aside left the corrupt file in place).
+std::string FollowLinks(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = path;
+  int hops = 0;
+  for (; hops < 40 && std::filesystem::is_symlink(p, ec); ++hops) {
+    const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    if (ec) return path;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return hops == 0 ? path : p.lexically_normal().string();
+}
+
+// `st`, a failed open of the store at `path`, saying so when the disk that
+// holds it is (nearly) full: SQLite reports that as an I/O error at the
+// first statement (the -shm file cannot grow), which names no cause.
+absl::Status WithFreeSpace(const absl::Status& st, const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  struct statvfs fs {};
+  if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0) return st;
+  const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (free_bytes >= (uint64_t{1} << 20)) return st;
+  return absl::Status(st.code(), absl::StrCat(st.message(), " (the disk holding ", dir.empty() ? "." : dir.string(),
+                                              " has ", free_bytes, " bytes free: free some space; a store "
+                                              "cannot open, even to serve, without room for its -shm file)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& given) {
+  if (given.path.empty()) return absl::InvalidArgumentError("cache: StoreOptions.path is empty");
+  StoreOptions options = given;
+  if (options.path[0] != ':') options.path = FollowLinks(options.path);
   // SQLite reads ":memory:" (and names starting with ':') as a database in
   // memory, and opens a device as a file, leaving a journal beside it in
   // /dev: a store is a regular file, or none yet.
@@ -64,7 +101,12 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
     return absl::InvalidArgumentError(absl::StrCat("cache database ", options.path,
                                                    ": a store is a file; give a path (./", options.path, ")"));
   }
-  if (struct stat st; ::stat(options.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+  if (struct stat st; ::stat(options.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("cache database ", options.path,
+                                                   " is a folder; give a file in it (", options.path,
+                                                   "/kfuse.db)"));
+  }
+  if (struct stat st; ::stat(options.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat("cache database ", options.path, " is not a regular file (a device, socket or pipe)"));
   }
@@ -89,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
     }
     if (!st.ok()) {
       store->CloseFile();
-      return st;
+      return WithFreeSpace(st, options.path);
     }
   }
   store->PollInvalidations().IgnoreError();  // The counter as opened: nothing stale yet.

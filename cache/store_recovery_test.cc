@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "cache/schema.h"
 #include "cache/store.h"
 #include "cache/store_test_util.h"
 #include "core/log.h"
@@ -189,6 +190,41 @@ TEST(StoreRecoveryTest, CorruptFileIsMovedAsideAndServingContinues) {
     EXPECT_EQ(**(*store)->GetArtifact(big), "fresh");
     EXPECT_TRUE((*store)->IntegrityCheck().ok());
   }
+}
+
+// A --store that is a symbolic link: the corrupt file it points to is moved
+// aside and made again where it was, and the link is left alone (moving the
+// link aside left the corrupt file in place and a fresh store in the link's
+// folder).
+TEST(StoreRecoveryTest, ACorruptStoreBehindALinkIsMovedAsideWhereItIs) {
+  const std::string target = FreshDbPath("target");
+  const std::string link = FreshDbPath("link");
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  {
+    auto store = OpenOrDie({.path = link});
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(store->PutArtifact(TestKey(absl::StrCat(i)), TestBlob(absl::StrCat(i), 3000), TestMeta()).ok());
+    }
+  }
+  Scribble(target, 0, 100);
+  auto store = Store::Open({.path = link});
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(CorruptAside(target).size(), 1u);  // Beside the target.
+  EXPECT_TRUE(CorruptAside(link).empty());
+  struct stat st {};
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  ASSERT_TRUE((*store)->PutArtifact(TestKey("after"), "fresh", TestMeta()).ok());
+  EXPECT_EQ(**(*store)->GetArtifact(TestKey("after")), "fresh");
+  EXPECT_TRUE(cache::LooksLikeKfuseStore(target));
+}
+
+TEST(StoreRecoveryTest, AFolderAsTheStoreIsRefusedNamingAFileInIt) {
+  const std::string path = FreshDbPath("folder");
+  ASSERT_EQ(::mkdir(path.c_str(), 0700), 0);
+  auto store = Store::Open({.path = path});
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr(path + " is a folder; give a file in it (" + path + "/kfuse.db)"));
 }
 
 // A store whose tables do not match its schema version (a table dropped by
