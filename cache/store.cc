@@ -558,11 +558,12 @@ absl::Status Store::Put(Kind kind, const CacheKey& k, const std::string& blob,
                         const EntryMeta& meta) {
   if (opts_.read_only) {
     return absl::FailedPreconditionError(
-        absl::StrCat("cache ", opts_.path, " is open read-only; cannot store a ", KindName(kind)));
+        absl::StrCat("cache ", opts_.path, " is open read-only; cannot store ", kind == Kind::kArtifact ? "an " : "a ",
+                     KindName(kind)));
   }
   if (static_cast<int64_t>(blob.size()) > opts_.max_bytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cache: a ", KindName(kind), " blob of ", blob.size(),
+        absl::StrCat("cache: ", kind == Kind::kArtifact ? "an " : "a ", KindName(kind), " blob of ", blob.size(),
                      " bytes exceeds the store's cap of ", opts_.max_bytes, " bytes (max_bytes)"));
   }
   const std::string key = KeyOf(kind, k);

@@ -73,8 +73,8 @@ std::string FormatKernelTable(const kfuse::v1::ListKernelsResponse& r,
          OneLine(k.description(), 60)});
   }
   const std::string shown =
-      r.more() ? absl::StrCat("the first ", r.kernels_size(),
-                              " entries (more match: --limit N lists up to 10000), ")
+      r.more() ? absl::StrCat("the first ", r.kernels_size(), r.kernels_size() == 1 ? " entry" : " entries",
+                              " (more match: --limit N lists up to 10000), ")
                : absl::StrCat(r.kernels_size(), r.kernels_size() == 1 ? " entry, " : " entries, ");
   return absl::StrCat(FormatTable(rows), shown,
                       FormatBytes(static_cast<double>(r.total_bytes())),

@@ -245,7 +245,7 @@ TEST(FormatKernelTableTest, EmptyAndRows) {
   EXPECT_THAT(s, HasSubstr("1 entry, 4.00 KiB in the store"));
   r.set_more(true);
   EXPECT_THAT(FormatKernelTable(r, 0),
-              HasSubstr("the first 1 entries (more match: --limit N lists up to 10000), 4.00 KiB"));
+              HasSubstr("the first 1 entry (more match: --limit N lists up to 10000), 4.00 KiB"));
   EXPECT_EQ(FormatKernelTable(kfuse::v1::ListKernelsResponse(), 0, "zz"), "no kernel key starts with zz\n");
 }
 
