@@ -209,6 +209,7 @@ void Add(const kfuse::v1::ImportKernelsResponse& r,
          kfuse::v1::ImportKernelsResponse* total) {
   total->set_imported(total->imported() + r.imported());
   total->set_already_present(total->already_present() + r.already_present());
+  total->set_evicted(total->evicted() + r.evicted());
   for (const std::string& line : r.rejected()) total->add_rejected(line);
 }
 

@@ -144,6 +144,11 @@ std::string FormatImportResult(const kfuse::v1::ImportKernelsResponse& r) {
   }
   absl::StrAppend(&out, "imported ", r.imported(), ", already present ",
                   r.already_present(), ", rejected ", r.rejected_size(), "\n");
+  if (r.evicted() > 0) {
+    absl::StrAppend(&out, r.evicted(), " of the ", r.imported(),
+                    " imported were evicted again by the store's cap (kfused --store_max_bytes) to make room "
+                    "for the rest\n");
+  }
   return out;
 }
 

@@ -338,6 +338,9 @@ TEST(FormatImportResultTest, RejectedLinesThenCounts) {
   EXPECT_EQ(FormatImportResult(r),
             "rejected artifact 0123456789abcdef: signature does not verify\n"
             "imported 3, already present 1, rejected 1\n");
+  r.set_evicted(2);
+  EXPECT_THAT(FormatImportResult(r), HasSubstr("imported 3, already present 1, rejected 1\n"
+                                               "2 of the 3 imported were evicted again by the store's cap"));
 }
 
 }  // namespace

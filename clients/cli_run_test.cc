@@ -291,7 +291,7 @@ TEST_F(CliRunTest, CacheExportThenImportRoundTrips) {
   out_.str("");
   g_.json = true;
   ASSERT_EQ(RunCacheImport(g_, ex.out, io_), kExitOk) << err_.str();
-  EXPECT_EQ(out_.str(), "{\"imported\":0,\"alreadyPresent\":3,\"rejected\":[]}\n");
+  EXPECT_EQ(out_.str(), "{\"imported\":0,\"alreadyPresent\":3,\"rejected\":[],\"evicted\":0}\n");
 }
 
 // -o naming something that is not a regular file (a pipe here; /dev/null

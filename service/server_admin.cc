@@ -393,6 +393,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
   admin_pool_->Submit([this, ctx, reactor, resp, accepted = std::move(accepted)] {
     Store& store = *pipeline_->deps().store;
     uint32_t imported = 0, present = 0;
+    std::vector<const v1::StoreEntry*> stored_here;
     absl::Status failed;
     for (const v1::StoreEntry* e : accepted) {
       if (ctx->IsCancelled()) {  // The caller left, or the server is stopping.
@@ -414,6 +415,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
         break;
       }
       ++imported;
+      stored_here.push_back(e);
     }
     if (imported > 0) {
       pipeline_->ClearHot();  // Entries may have replaced what memory holds.
@@ -425,8 +427,16 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
                                       " entries (importing again skips those): ", failed.message()))));
       return;
     }
+    // A store smaller than the bundle evicts the first entries to make room
+    // for the later ones: counted, so "imported" does not overstate what stays.
+    uint32_t evicted = 0;
+    for (const v1::StoreEntry* e : stored_here) {
+      absl::StatusOr<bool> still = AlreadyStored(store, *e);
+      evicted += still.ok() && !*still;
+    }
     resp->set_imported(imported);
     resp->set_already_present(present);
+    resp->set_evicted(evicted);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;

@@ -58,6 +58,7 @@ struct NodeConfig {
   const TokenSet* tokens = nullptr;
   int busy_timeout_ms = 5000;
   int max_queued_admin_calls = 64;
+  int64_t store_max_bytes = int64_t{1} << 30;
 };
 
 // One kfused in process: store, pipeline, service, server, stub.
@@ -65,7 +66,7 @@ class Node {
  public:
   explicit Node(const NodeConfig& c) {
     store_path = TestStorePath("_" + c.name);
-    store = *Store::Open({.path = store_path, .busy_timeout_ms = c.busy_timeout_ms});
+    store = *Store::Open({.path = store_path, .max_bytes = c.store_max_bytes, .busy_timeout_ms = c.busy_timeout_ms});
     PipelineDeps deps;
     deps.compiler = &compiler;
     deps.store = store.get();
@@ -295,6 +296,24 @@ TEST(ServerAdminTest, ExportThenImportRoundTripsAndTheSecondNodeServesAHit) {
   ASSERT_TRUE(b.Import(entries, &again).ok());
   EXPECT_EQ(again.imported(), 0u);
   EXPECT_EQ(again.already_present(), 4u);
+}
+
+// An import into a store smaller than the bundle: the first entries are
+// evicted to make room for the later ones, and the answer says how many.
+TEST(ServerAdminTest, AnImportSaysHowManyOfItsEntriesTheStoresCapEvicted) {
+  Node a({.name = "evict-a", .key_seed = 1});
+  for (int i = 0; i < 6; ++i) a.Compile(Relu(2.0 + i));
+  std::vector<v1::StoreEntry> entries;
+  ASSERT_TRUE(a.Export(All(), &entries).ok());
+  ASSERT_EQ(entries.size(), 12u);
+  int64_t largest = 0;
+  for (const v1::StoreEntry& e : entries) largest = std::max<int64_t>(largest, e.blob().size());
+  Node b({.name = "evict-b", .key_seed = 2, .trusted = {KeyFrom(1).public_key}, .store_max_bytes = 3 * largest});
+  v1::ImportKernelsResponse imported;
+  ASSERT_TRUE(b.Import(entries, &imported).ok());
+  EXPECT_EQ(imported.imported(), 12u);
+  EXPECT_GT(imported.evicted(), 0u);
+  EXPECT_EQ(imported.imported() - imported.evicted(), b.Keys().size());
 }
 
 TEST(ServerAdminTest, ExportByKeyPrefixOrKeyBringsTheDecisionAlong) {
