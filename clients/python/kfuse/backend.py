@@ -271,9 +271,9 @@ def _compute_ops(nodes):
     return sum(1 for n in nodes if _op_name(n) not in _VIEWS and n.target is not operator.getitem)
 
 
-# Compute ops a piece of a cut region starts from: an ATen op is a few chain
-# ops (a layer norm a dozen), and kfused takes 512 (kfuse.LIMITS).
-_PIECE_OPS = 128
+# Compute ops a piece starts from: each is at least one chain op, and kfused
+# takes 512 (kfuse.LIMITS); a piece whose chain is longer is halved.
+_PIECE_OPS = LIMITS["ops"]
 _CUT_WINDOW = 16  # Cuts tried below the longest piece, for fewer values crossing.
 
 

@@ -245,16 +245,16 @@ class Chain:
 
     def size_refusal(self):
         """Why kfused would refuse the chain for its size, or None: more
-        ops, inputs or outputs than LIMITS, or as many matrix products as
-        a plan holds kernels (each product starts one, and something
-        else ends the plan)."""
+        ops, inputs or outputs than LIMITS, or more matrix products than a
+        plan holds kernels (each starts one; an attention's two are one
+        kernel, so this is a bound, not the count)."""
         counts = {"ops": len(self._proto.ops), "inputs": len(self._proto.inputs),
                   "outputs": len(self._proto.outputs)}
         for what, n in counts.items():
             if n > LIMITS[what]:
                 return f"{n} {what}, more than kfused takes in one chain ({LIMITS[what]})"
         products = builtins.sum(1 for op in self._proto.ops if op.kind == pb.OP_MATMUL)
-        if products >= MAX_PLAN_KERNELS:
+        if products > MAX_PLAN_KERNELS:
             return (f"{products} matrix products, each a kernel of its own: more than a plan "
                     f"holds ({MAX_PLAN_KERNELS} kernels)")
         return None
@@ -767,8 +767,8 @@ def attention(q, k, v, causal=False, scale=None, mask=None, bias=None, lengths=N
         raise ValueError("attention: mask must be bool (True where attention is allowed); "
                          "pass an additive float mask as bias=")
     if bias is not None and bias.dtype not in (None, q.dtype):
-        raise ValueError(f"attention: bias must have q's dtype ({_dtype_name(q.dtype)}), as SDPA's float "
-                         f"attn_mask; got {_dtype_name(bias.dtype)} (a bool mask goes in mask=)")
+        raise ValueError(f"attention: bias must have q's dtype ({_dtype_name(q.dtype)}): the fused kernel adds "
+                         f"it as such (cast it); got {_dtype_name(bias.dtype)} (a bool mask goes in mask=)")
     if lengths is not None and lengths.dtype not in (None, pb.DTYPE_I32):
         # The fused kernel reads lengths as they are: an i64 input would need a
         # cast, which the attention kernel does not take (the chain would be

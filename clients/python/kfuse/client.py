@@ -205,8 +205,10 @@ class Client:
                           pb.ListKernelsRequest(key_prefix=prefix, limit=limit), timeout)
 
     def delete(self, keys=(), all=False, timeout=None):  # noqa: A002 (proto field)
-        """Deletes stored kernels, each with the tuning decision it was built
-        from; returns how many store entries went."""
+        """Deletes the stored kernels under `keys` (whole keys), each with the
+        tuning decision it was built from, or every entry with `all`; returns
+        how many store entries went. Exactly one of the two must be given
+        (KfuseError INVALID_ARGUMENT otherwise)."""
         return self._call(self._stub.DeleteKernels,
                           pb.DeleteKernelsRequest(keys=list(keys), all=all), timeout).deleted
 

@@ -247,6 +247,21 @@ def test_a_graph_past_a_chains_limits_is_cut_into_regions_that_fit(client):
     assert counting.calls == len(g.regions) and len(launcher.launches) == len(g.regions)
 
 
+def test_a_long_region_within_the_limits_is_not_cut():
+    def long(x):
+        for _ in range(100):
+            x = torch.relu(x) * 0.5  # 200 compute ops, about 300 chain ops.
+        return x
+
+    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")))
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(long, backend=b)(x), long(x))
+    (g,) = b.graphs
+    (region,) = g.regions
+    assert _kinds(region.chain).count("OP_RELU") == 100
+
+
 def test_a_region_whose_chain_is_too_long_is_cut_again():
     # 100 log-softmaxes: 100 compute ops, within the count a piece starts
     # from, but six chain ops each.

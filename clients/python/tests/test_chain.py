@@ -162,7 +162,7 @@ def test_attention_refuses_side_inputs_of_other_dtypes_naming_them():
             ("llens", {"lengths": "i64"}, r"lengths must be i32 \(sequence lengths fit; cast an i64 tensor "
                                           r"with \.int\(\)\); got i64"),
             ("flens", {"lengths": "f32"}, r"lengths must be i32 .*; got f32"),
-            ("fbias", {"bias": "f32"}, r"bias must have q's dtype \(bf16\), as SDPA's float attn_mask; got f32"),
+            ("fbias", {"bias": "f32"}, r"bias must have q's dtype \(bf16\): the fused kernel adds it as such \(cast it\); got f32"),
             ("bbias", {"bias": "bool"}, r"got bool \(a bool mask goes in mask=\)"),
             ("fmask", {"mask": "bf16"}, r"mask must be bool")):
         (arg, dt), = kw.items()
@@ -338,7 +338,9 @@ def test_size_refusal_names_what_kfused_would_refuse():
     for _ in range(kfuse.MAX_PLAN_KERNELS):
         a = a @ a
     m.output("a", a)
-    assert m.size_refusal() == "128 matrix products, each a kernel of its own: more than a plan holds (128 kernels)"
+    assert m.size_refusal() is None  # 128 kernels: kfused builds it.
+    m.output("b", a @ a)
+    assert m.size_refusal() == "129 matrix products, each a kernel of its own: more than a plan holds (128 kernels)"
     o = kfuse.Chain()
     v = o.input("v", "f32", [4])
     for _ in range(kfuse.LIMITS["ops"] + 1):
