@@ -58,20 +58,19 @@ Store::Store(const StoreOptions& options) : opts_(options) {}
 
 namespace {
 
-// `path`, or where it points when it is a symbolic link (followed to the
-// end; a dangling one to the file it names): the store, its -wal and -shm,
-// and a corrupt file moved aside then sit beside the file itself, not the
-// link (moving the link aside left the corrupt file in place).
+// `path`, or the file it names when it is a symbolic link (followed to the
+// end, not normalised: a folder on the way may be a link too), where
+// SQLite keeps the -wal and -shm. A corrupt file is moved aside there, the
+// link left alone (moving the link aside left the corrupt file in place).
 std::string FollowLinks(const std::string& path) {
   std::error_code ec;
   std::filesystem::path p = path;
-  int hops = 0;
-  for (; hops < 40 && std::filesystem::is_symlink(p, ec); ++hops) {
+  for (int hops = 0; hops < 40 && std::filesystem::is_symlink(p, ec); ++hops) {
     const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
     if (ec) return path;
     p = target.is_absolute() ? target : p.parent_path() / target;
   }
-  return hops == 0 ? path : p.lexically_normal().string();
+  return p.string();
 }
 
 // `st`, a failed open of the store at `path`, saying so when the disk that
@@ -90,10 +89,8 @@ absl::Status WithFreeSpace(const absl::Status& st, const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& given) {
-  if (given.path.empty()) return absl::InvalidArgumentError("cache: StoreOptions.path is empty");
-  StoreOptions options = given;
-  if (options.path[0] != ':') options.path = FollowLinks(options.path);
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  if (options.path.empty()) return absl::InvalidArgumentError("cache: StoreOptions.path is empty");
   // SQLite reads ":memory:" (and names starting with ':') as a database in
   // memory, and opens a device as a file, leaving a journal beside it in
   // /dev: a store is a regular file, or none yet.
@@ -368,14 +365,17 @@ absl::Status Store::MoveCorruptAside(const absl::Status& why) {
     return absl::OkStatus();
   }
   // The wall clock, not opts_.now_ms: names must not collide across recoveries.
-  std::string aside = absl::StrCat(opts_.path, ".corrupt-", absl::ToUnixMillis(absl::Now()));
+  // The file itself where --store is a link: the link stays, and the fresh
+  // file is made where the link points.
+  const std::string file = FollowLinks(opts_.path);
+  std::string aside = absl::StrCat(file, ".corrupt-", absl::ToUnixMillis(absl::Now()));
   for (int i = 1; access(aside.c_str(), F_OK) == 0; ++i) {
-    aside = absl::StrCat(opts_.path, ".corrupt-", absl::ToUnixMillis(absl::Now()), "-", i);
+    aside = absl::StrCat(file, ".corrupt-", absl::ToUnixMillis(absl::Now()), "-", i);
   }
-  KFUSE_RETURN_IF_ERROR(RenameIfPresent(opts_.path, aside));
+  KFUSE_RETURN_IF_ERROR(RenameIfPresent(file, aside));
   // The old WAL must not be replayed into the fresh file.
-  KFUSE_RETURN_IF_ERROR(RenameIfPresent(opts_.path + "-wal", aside + "-wal"));
-  std::remove((opts_.path + "-shm").c_str());
+  KFUSE_RETURN_IF_ERROR(RenameIfPresent(file + "-wal", aside + "-wal"));
+  std::remove((file + "-shm").c_str());
   LogEvent(LogLevel::kWarning, "store_corrupt",
            {{"store", opts_.path}, {"error", std::string(why.message())}, {"moved_to", aside},
             {"now", "starting empty"}});
