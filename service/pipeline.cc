@@ -46,12 +46,13 @@ absl::StatusOr<std::string> ArchFor(const v1::Target& t, uint32_t cc) {
         "; --arch sm_", absl::StrJoin(kSupportedCcs, ", sm_"), ")"));
   }
   const bool has_specific = cc == 90 || cc == 100;
-  if (t.arch_specific() && !has_specific) {
+  if (t.arch_specific() && !has_specific && t.compute_capability() != 0) {
     // sm_80a does not exist: built as sm_80, it would be a key of its own.
     return absl::InvalidArgumentError(absl::StrCat("target.arch_specific: sm_", cc,
                                                    " has no arch-specific target (sm_90a and sm_100a do)"));
   }
-  return absl::StrCat("sm_", cc, t.arch_specific() ? "a" : "");
+  // For the server's own GPU (compute_capability 0), where it has one.
+  return absl::StrCat("sm_", cc, t.arch_specific() && has_specific ? "a" : "");
 }
 
 TuneMode ModeOf(const v1::TuningPolicy& p) {
@@ -565,12 +566,12 @@ absl::Status Pipeline::FitsAnAnswer(const v1::KernelPlan& plan) const {
   const int64_t bytes = static_cast<int64_t>(plan.ByteSizeLong());
   if (bytes + options_.max_message_bytes / 16 <= options_.max_message_bytes) return absl::OkStatus();
   const size_t kernels = static_cast<size_t>(plan.kernels_size());
-  return TooLargeForAnAnswer(bytes, kernels, kernels);
+  return TooLargeForAnAnswer(bytes, kernels, kernels, /*code_only=*/false);
 }
 
-absl::Status Pipeline::TooLargeForAnAnswer(int64_t bytes, size_t built, size_t kernels) const {
+absl::Status Pipeline::TooLargeForAnAnswer(int64_t bytes, size_t built, size_t kernels, bool code_only) const {
   return absl::UnimplementedError(absl::StrCat(
-      "the plan is ", built < kernels ? "at least " : "", bytes, " bytes (", kernels, " kernels",
+      "the plan is ", code_only ? "at least " : "", bytes, " bytes (", kernels, " kernels",
       built < kernels ? absl::StrCat(", ", built, " built") : "", "), past what an answer may take (kfused "
       "--max_message_bytes ", options_.max_message_bytes, "): send the chain as several chains"));
 }
@@ -878,7 +879,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
                                          k.result.kernel.cubin.size());
     }
     if (code_bytes + options_.max_message_bytes / 16 > options_.max_message_bytes) {
-      absl::Status too_large = TooLargeForAnAnswer(code_bytes, built.size(), part.kernels.size());
+      absl::Status too_large = TooLargeForAnAnswer(code_bytes, built.size(), part.kernels.size(), /*code_only=*/true);
       NoteTooLarge(p, too_large);
       return too_large;
     }
@@ -940,7 +941,16 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   // every hit: refused whole, nothing stored, and nothing the build
   // settles (below) changed.
   if (absl::Status fits = FitsAnAnswer(plan); !fits.ok()) {
-    NoteTooLarge(p, fits);
+    // Remembered by key, which leaves the request's names out: only where
+    // the plan would not fit with no names at all (each counted four
+    // times over: a plan repeats a few of them).
+    int64_t names = 0;
+    for (const v1::TensorSpec& t : p.request.chain().inputs()) names += static_cast<int64_t>(t.name().size());
+    for (const v1::Output& o : p.request.chain().outputs()) names += static_cast<int64_t>(o.name().size());
+    if (static_cast<int64_t>(plan.ByteSizeLong()) - 4 * names + options_.max_message_bytes / 16 >
+        options_.max_message_bytes) {
+      NoteTooLarge(p, fits);
+    }
     return fits;
   }
   if (tuned) {  // A forced retune found a kernel right: the chain serves again.

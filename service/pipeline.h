@@ -185,8 +185,9 @@ class Pipeline {
   // by a node allowed larger messages) is a miss here.
   absl::Status FitsAnAnswer(const v1::KernelPlan& plan) const;
   // FitsAnAnswer's refusal of a plan of `bytes` (at least that many where
-  // `built` of its `kernels` are built so far).
-  absl::Status TooLargeForAnAnswer(int64_t bytes, size_t built, size_t kernels) const;
+  // they are its kernels' code alone, `code_only`); `built` of its
+  // `kernels` are built so far.
+  absl::Status TooLargeForAnAnswer(int64_t bytes, size_t built, size_t kernels, bool code_only) const;
   // p's build was refused by FitsAnAnswer (`why`): remembered, so that a
   // retry (a client's, or a fleet node's after the lease) is refused at
   // once instead of rebuilding for as long. A forced request builds again.
