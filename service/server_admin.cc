@@ -427,12 +427,13 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
                                       " entries (importing again skips those): ", failed.message()))));
       return;
     }
-    // A store smaller than the bundle evicts the first entries to make room
-    // for the later ones: counted, so "imported" does not overstate what stays.
+    // A store smaller than the call's entries evicts the first to make room
+    // for the later ones: counted (by key, no blob read), so "imported"
+    // does not overstate what stays.
     uint32_t evicted = 0;
     for (const v1::StoreEntry* e : stored_here) {
-      absl::StatusOr<bool> still = AlreadyStored(store, *e);
-      evicted += still.ok() && !*still;
+      absl::StatusOr<std::vector<EntrySummary>> still = store.List(e->key(), 1, e->kind());
+      evicted += still.ok() && still->empty();
     }
     resp->set_imported(imported);
     resp->set_already_present(present);
