@@ -312,7 +312,7 @@ out=$("$kfuse" cache ls 2>&1)
 check "cache ls lists the entry" $? "$out"
 
 out=$("$kfuse" cache ls --limit 1 2>&1)
-[[ $out == *"the first 1 entries (more match"* ]]
+[[ $out == *"the first 1 entry (more match"* ]]
 check "cache ls --limit 1 says more entries match" $? "$out"
 out=$("$kfuse" cache ls --prefix zz 2>&1)
 [[ $out == *"no kernel key starts with zz"* ]]
