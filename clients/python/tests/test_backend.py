@@ -247,18 +247,23 @@ def test_a_graph_past_a_chains_limits_is_cut_into_regions_that_fit(client):
     assert counting.calls == len(g.regions) and len(launcher.launches) == len(g.regions)
 
 
+def _compiled_on_the_host(fn, x):
+    """The CompiledGraph of fn compiled by a backend that never compiles a
+    plan (host tensors run eagerly), after checking its output."""
+    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")))
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(fn, backend=b)(x), fn(x))
+    (g,) = b.graphs
+    return g
+
+
 def test_a_long_region_within_the_limits_is_not_cut():
     def long(x):
         for _ in range(100):
             x = torch.relu(x) * 0.5  # 200 compute ops, about 300 chain ops.
         return x
 
-    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")))
-    x = torch.randn(4, 8)
-    with torch.no_grad():
-        torch.testing.assert_close(torch.compile(long, backend=b)(x), long(x))
-    (g,) = b.graphs
-    (region,) = g.regions
+    (region,) = _compiled_on_the_host(long, torch.randn(4, 8)).regions
     assert _kinds(region.chain).count("OP_RELU") == 100
 
 
@@ -270,11 +275,7 @@ def test_a_region_whose_chain_is_too_long_is_cut_again():
             x = torch.log_softmax(x, -1)
         return x
 
-    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")))
-    x = torch.randn(4, 64)
-    with torch.no_grad():
-        torch.testing.assert_close(torch.compile(norms, backend=b)(x), norms(x))
-    (g,) = b.graphs
+    g = _compiled_on_the_host(norms, torch.randn(4, 64))
     assert len(g.regions) >= 2 and all(_within_limits(r.chain) for r in g.regions)
     assert sum(_kinds(r.chain).count("OP_LOG") for r in g.regions) == 100
 
