@@ -396,13 +396,6 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(c.AddOp(OpKind::kSub, {b, b}));
        },
        absl::StatusCode::kInvalidArgument, "sub of bool is not supported"},
-      {"an integer to a negative power",
-       [&](Chain& c) {
-         int x = in(c, DType::kI32, S({2}));
-         c.outputs.push_back(c.AddOp(OpKind::kPow, {x, c.AddConstant(-1)}));
-       },
-       absl::StatusCode::kInvalidArgument,
-       "args[1]: an integer to a negative integer power is not allowed, as in PyTorch"},
       {"reduce axis",
        [&](Chain& c) {
          int r = c.AddOp(OpKind::kReduceSum, {in(c, DType::kF32, S({2, 3}))});

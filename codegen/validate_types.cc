@@ -258,13 +258,6 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
     return absl::OkStatus();
   }
   DType compute = ComputeDType(c, id);
-  if (n.kind == OpKind::kPow && (compute == DType::kI32 || compute == DType::kI64)) {
-    const Node& e = c.nodes[n.args[1]];
-    if (e.kind == OpKind::kConstant && e.value < 0) {
-      return Bad(c, id, "args[1]",
-                 "an integer to a negative integer power is not allowed, as in PyTorch; cast the base to a float");
-    }
-  }
   if (compute == DType::kBool) {
     switch (n.kind) {
       case OpKind::kNeg:
