@@ -98,14 +98,12 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
     return absl::InvalidArgumentError(absl::StrCat("cache database ", options.path,
                                                    ": a store is a file; give a path (./", options.path, ")"));
   }
-  if (struct stat st; ::stat(options.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("cache database ", options.path,
-                                                   " is a folder; give a file in it (", options.path,
-                                                   "/kfuse.db)"));
-  }
   if (struct stat st; ::stat(options.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cache database ", options.path, " is not a regular file (a device, socket or pipe)"));
+        S_ISDIR(st.st_mode)
+            ? absl::StrCat("cache database ", options.path, " is a folder; give a file in it (", options.path,
+                           "/kfuse.db)")
+            : absl::StrCat("cache database ", options.path, " is not a regular file (a device, socket or pipe)"));
   }
   if (options.max_bytes <= 0) {
     return absl::InvalidArgumentError(

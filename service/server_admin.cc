@@ -392,8 +392,8 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   admin_pool_->Submit([this, ctx, reactor, resp, accepted = std::move(accepted)] {
     Store& store = *pipeline_->deps().store;
-    uint32_t imported = 0, present = 0;
-    std::vector<const v1::StoreEntry*> stored_here;
+    uint32_t present = 0;
+    std::vector<const v1::StoreEntry*> stored_here;  // Imported by this call.
     absl::Status failed;
     for (const v1::StoreEntry* e : accepted) {
       if (ctx->IsCancelled()) {  // The caller left, or the server is stopping.
@@ -414,9 +414,9 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
         failed = s;
         break;
       }
-      ++imported;
       stored_here.push_back(e);
     }
+    const auto imported = static_cast<uint32_t>(stored_here.size());
     if (imported > 0) {
       pipeline_->ClearHot();  // Entries may have replaced what memory holds.
       answers_.Clear();
