@@ -340,9 +340,11 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   };
   if (!o.chain_path.empty()) return usage("tune: give a chain or --manifest, not both");
   if (o.force) return usage("tune --manifest: --force is not supported; remove the state file to retune");
-  for (const auto& [seconds, flag] : {std::pair<double, const char*>{o.budget_total_seconds, "--budget-total"},
-                                      {o.budget_seconds, "--budget"}}) {
-    if (absl::Status s = CheckBudget(seconds, flag); !s.ok()) return usage(std::string(s.message()));
+  if (absl::Status s = CheckBudget(o.budget_seconds, "--budget"); !s.ok()) return usage(std::string(s.message()));
+  // The whole run's bound: no server default, no cap (an overnight warm-up).
+  if (!std::isfinite(o.budget_total_seconds) || o.budget_total_seconds < 0) {
+    return usage(absl::StrCat("--budget-total ", o.budget_total_seconds,
+                              ": expected a number of seconds, 0 or more (0: no limit)"));
   }
   absl::StatusOr<std::vector<ManifestItem>> items =
       LoadManifest(o.manifest, ManifestDefaults{o.mode, o.arch, o.budget_seconds});

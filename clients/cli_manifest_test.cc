@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -352,6 +353,24 @@ TEST_F(ManifestRunTest, BadUsageIsExitTwoAndSendsNothing) {
   o_.chain_path = "examples/relu_fma_f32.json";
   EXPECT_EQ(RunTuneManifest(g_, o_, io_), kExitUsage);
   EXPECT_TRUE(fake_.service().tune_requests.empty());
+}
+
+// The total bounds the whole run: no cap (an overnight warm-up), but no
+// negative or non-finite value, each refused in words of its own.
+TEST_F(ManifestRunTest, TheTotalBudgetHasNoCapButMustBeANumberOfSeconds) {
+  o_.manifest = Write("m.json", R"({"entries": [{"chain": "chains/static.json"}]})");
+  o_.budget_total_seconds = 7200;
+  ASSERT_EQ(RunTuneManifest(g_, o_, io_), kExitOk) << err_.str();
+  EXPECT_EQ(fake_.service().tune_requests.size(), 1u);
+  for (double total : {-1.0, std::nan(""), HUGE_VAL}) {
+    err_.str("");
+    o_.budget_total_seconds = total;
+    o_.state = Write("again.state", "");
+    EXPECT_EQ(RunTuneManifest(g_, o_, io_), kExitUsage) << total;
+    EXPECT_THAT(err_.str(), HasSubstr("--budget-total"));
+    EXPECT_THAT(err_.str(), HasSubstr("0 or more (0: no limit)"));
+  }
+  EXPECT_EQ(fake_.service().tune_requests.size(), 1u);
 }
 
 }  // namespace
