@@ -92,6 +92,23 @@ int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io) {
   if (status.code() == absl::StatusCode::kUnavailable) {
     hint = absl::StrCat("is kfused running at ", g.server,
                         "? (set --server or KFUSE_SERVER)");
+    // A TLS handshake that failed reads as a closed socket or an SSL error:
+    // the server is there, and the flags are what to check.
+    bool handshake = false;
+    for (absl::string_view word : {"SSL", "ssl", "TLS", "handshake", "certificate", "wrong version number",
+                                   "Socket closed"}) {
+      handshake = handshake || absl::StrContains(status.message(), word);
+    }
+    if (handshake) {
+      const bool tls = g.tls || !g.tls_ca.empty() || !g.tls_cert.empty() || !g.tls_key.empty();
+      absl::StrAppend(&hint, "\nkfuse: if it is, ",
+                      tls ? "check that it serves TLS, --tls-ca signs its certificate, and that "
+                            "--tls-cert and --tls-key are given where it asks for client certificates"
+                          : "it may serve TLS: give --tls or --tls-ca (and --tls-cert, --tls-key where "
+                            "it asks for client certificates)");
+    }
+  } else if (status.code() == absl::StatusCode::kUnauthenticated) {
+    hint = "give kfused's bearer token with --token-file (or KFUSE_TOKEN)";
   } else if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     hint = absl::StrCat("no answer within ", g.timeout_seconds,
                         " s; raise --timeout");

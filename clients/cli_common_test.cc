@@ -9,6 +9,7 @@ namespace kfuse::client {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ParseArchTest, Table) {
   struct Case {
@@ -81,6 +82,23 @@ TEST(ReportErrorTest, ExitCodesAndHints) {
             kExitFailed);
   EXPECT_THAT(err.str(), HasSubstr("INVALID_ARGUMENT: op 2 (add): x"));
   EXPECT_TRUE(out.str().empty());
+  EXPECT_THAT(err.str(), Not(HasSubstr("TLS")));  // "refused" is no handshake.
+}
+
+// A failed handshake names the TLS flags; a missing token, the token flags.
+TEST(ReportErrorTest, HandshakeAndTokenHints) {
+  GlobalOptions g;
+  std::ostringstream out, err;
+  CliIo io{out, err, false};
+  ReportError(g, absl::UnavailableError("Socket closed"), io);
+  EXPECT_THAT(err.str(), HasSubstr("it may serve TLS: give --tls or --tls-ca"));
+  err.str("");
+  g.tls_ca = "ca.pem";
+  ReportError(g, absl::UnavailableError("SSL handshake failed"), io);
+  EXPECT_THAT(err.str(), HasSubstr("--tls-ca signs its certificate"));
+  err.str("");
+  ReportError(g, absl::UnauthenticatedError("send metadata 'authorization: Bearer <token>'"), io);
+  EXPECT_THAT(err.str(), HasSubstr("--token-file (or KFUSE_TOKEN)"));
 }
 
 TEST(ReportErrorTest, JsonErrorIsValidJson) {
