@@ -1,5 +1,6 @@
 #include "clients/verify.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -18,8 +19,13 @@ absl::StatusOr<PublicKey> LoadPinnedKey(const std::string& file_or_hex) {
   if (direct.ok()) return direct;
   std::ifstream in(file_or_hex);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat("verify key '", file_or_hex,
-                                            "' is neither 64 hex digits nor a readable file"));
+    // Digits are not echoed: a mistyped key may be a private seed's.
+    const bool digits = !trimmed.empty() && std::all_of(trimmed.begin(), trimmed.end(), [](char ch) {
+      return absl::ascii_isxdigit(static_cast<unsigned char>(ch));
+    });
+    const std::string what =
+        digits ? absl::StrCat(trimmed.size(), " hex digits") : absl::StrCat("'", file_or_hex, "'");
+    return absl::NotFoundError(absl::StrCat("verify key ", what, " is neither 64 hex digits nor a readable file"));
   }
   std::stringstream text;
   text << in.rdbuf();

@@ -4,11 +4,15 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace kfuse {
 namespace {
+
+using ::testing::HasSubstr;
 
 SigningKey Key(uint8_t b) {
   std::array<uint8_t, 32> s;
@@ -51,6 +55,13 @@ TEST(LoadPinnedKey, HexOrFile) {
   EXPECT_EQ(LoadPinnedKey(path).status().code(), absl::StatusCode::kInvalidArgument);
   std::remove(path.c_str());
   EXPECT_EQ(LoadPinnedKey(path).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(LoadPinnedKey(path).status().message()), HasSubstr(path));
+  // A key one digit short is described, not echoed (it may be a seed).
+  const std::string short_key = key.public_key.Hex().substr(1);
+  absl::Status s = LoadPinnedKey(short_key).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("verify key 63 hex digits is neither"));
+  EXPECT_EQ(std::string(s.message()).find(short_key.substr(0, 16)), std::string::npos) << s;
 }
 
 }  // namespace
