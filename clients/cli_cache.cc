@@ -247,8 +247,11 @@ int RunCacheExplain(const GlobalOptions& g, const CacheExplainOptions& o,
   return kExitOk;
 }
 
-int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
+int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& options,
                    CliIo& io) {
+  // "-" is standard output, as for most tools (a pipe to ssh, say).
+  CacheExportOptions o = options;
+  if (o.out == "-") o.out = "/dev/stdout";
   // A file is written beside the target and renamed at the end: a failed
   // export leaves no bundle that looks whole. Anything else that exists (a
   // link such as /dev/stdout, a pipe, a device) is written in place, never
@@ -361,14 +364,15 @@ int RunCacheImport(const GlobalOptions& g, const std::string& given_path,
   // sends nothing), then again as it is sent. Anything but a regular file (a
   // pipe, /dev/stdin) can be read only once: it is copied to a temporary
   // file first, so memory holds one batch whatever the bundle's size.
-  std::string bundle_path = given_path;
+  const std::string source = given_path == "-" ? "/dev/stdin" : given_path;  // "-": standard input.
+  std::string bundle_path = source;
   struct stat st;
   std::unique_ptr<std::string, void (*)(std::string*)> copy(nullptr, [](std::string* path) {
     std::remove(path->c_str());
     delete path;
   });
-  if (::stat(given_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-    absl::StatusOr<std::string> path = CopyToTemporaryFile(given_path);
+  if (::stat(source.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    absl::StatusOr<std::string> path = CopyToTemporaryFile(source);
     if (!path.ok()) return ReportUsageError(g, path.status(), io);
     copy.reset(new std::string(*path));
     bundle_path = *path;

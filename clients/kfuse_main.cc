@@ -171,14 +171,14 @@ int main(int argc, char** argv) {
                       "every artifact whose key starts with this")
       ->check(naming("a key prefix (--all: every entry)"));
   cexport->add_flag("--all", exp.all, "every stored entry");
-  cexport->add_option("-o,--out", exp.out, "the bundle file")->required()->check(a_file);
+  cexport->add_option("-o,--out", exp.out, "the bundle file (-: standard output)")->required()->check(a_file);
   std::string import_path;
   auto* cimport =
       cache->add_subcommand("import",
                             "send a bundle's entries to the server (it keeps "
                             "those signed by a key it trusts)");
   cimport
-      ->add_option("bundle", import_path, "a file `kfuse cache export` wrote")
+      ->add_option("bundle", import_path, "a file `kfuse cache export` wrote (-: standard input)")
       ->required()
       ->check(a_file);
 

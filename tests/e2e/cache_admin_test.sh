@@ -128,6 +128,12 @@ rc=$?
 [[ $rc -eq 0 && $out == *"imported 0, already present 2, rejected 0"* ]] &&
   grep -q "exported 2 entries" "$tmp/export.err"
 check "export to /dev/stdout piped into import of /dev/stdin" $? "rc=$rc $out $(cat "$tmp/export.err")"
+# "-" is the same pair, and no file named "-" is left behind.
+out=$( (cd "$tmp" && on a cache export --all -o - 2>"$tmp/export.err" | on b cache import -) 2>&1)
+rc=$?
+[[ $rc -eq 0 && $out == *"imported 0, already present 2, rejected 0"* && ! -e "$tmp/-" ]] &&
+  grep -q "exported 2 entries" "$tmp/export.err"
+check "export -o - piped into import -" $? "rc=$rc $out $(cat "$tmp/export.err")"
 
 out=$(on b compile examples/relu_fma_f32.json 2>&1)
 rc=$?
