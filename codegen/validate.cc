@@ -166,9 +166,17 @@ absl::Status CheckTypeLimits(const Chain& c, int32_t id, const Limits& limits) {
                absl::StrCat("rank ", t.rank(), " exceeds the limit of ", limits.max_rank));
   }
   if (CountElements(c, t.shape, limits.max_elements) > limits.max_elements) {
-    return Bad(
-        c, id, "shape",
-        absl::StrCat("more than ", limits.max_elements, " elements in ", ShapeString(c, t.shape)));
+    // A symbol counts at its declared max (one without counts as 1): say
+    // which, or a generous max reads as a mystery.
+    std::vector<std::string> at_max;
+    for (const Dim& d : t.shape) {
+      if (d.is_static() || c.symbols[d.symbol].max <= 0) continue;
+      std::string named = absl::StrCat(c.symbols[d.symbol].name, " at its max ", c.symbols[d.symbol].max);
+      if (std::find(at_max.begin(), at_max.end(), named) == at_max.end()) at_max.push_back(named);
+    }
+    return Bad(c, id, "shape",
+               absl::StrCat("more than ", limits.max_elements, " elements in ", ShapeString(c, t.shape),
+                            at_max.empty() ? "" : absl::StrCat(" with ", absl::StrJoin(at_max, ", "))));
   }
   // The tuner times a chain at its symbols' hints, so they are held to the
   // same bound as static sizes.

@@ -624,6 +624,14 @@ TEST(ValidateTest, SymbolsComeFromInputsAndTheirHintsStayInTheLimit) {
     c.symbols[1].hint = 1024;  // 2^60 -> 2^39 elements.
     c.symbols[2].hint = 512;
     EXPECT_TRUE(Validate(c).ok()) << Validate(c).status();
+    // A declared max counts too, and the message says which symbol's did.
+    c.symbols[0].max = int64_t{1} << 30;  // s2 has none: it counts as 1.
+    c.symbols[1].max = int64_t{1} << 20;
+    v = Validate(c);
+    ASSERT_FALSE(v.ok());
+    EXPECT_THAT(std::string(v.status().message()),
+                HasSubstr("elements in [\"s0\",\"s1\",\"s2\"] with s0 at its max 1073741824, s1 at its max 1048576"))
+        << v.status();
   }
   {
     // A symbol without a hint is not counted here: it is tuned at 2^20, and
