@@ -74,7 +74,8 @@ SigningKey GenerateSigningKey() {
   return k;
 }
 
-absl::StatusOr<SigningKey> LoadOrCreateSigningKey(const std::string& path, bool create) {
+absl::StatusOr<SigningKey> LoadOrCreateSigningKey(const std::string& path, bool create, bool* created) {
+  if (created != nullptr) *created = false;
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT && create) {
     SigningKey k = GenerateSigningKey();
@@ -99,6 +100,7 @@ absl::StatusOr<SigningKey> LoadOrCreateSigningKey(const std::string& path, bool 
     }
     unlink(tmp.c_str());
     if (!ok) return absl::InternalError(absl::StrCat("cannot write signing key ", path));
+    if (created != nullptr) *created = true;
     return k;
   }
   if (fd < 0) {

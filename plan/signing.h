@@ -41,7 +41,8 @@ SigningKey SigningKeyFromSeed(const std::array<uint8_t, 32>& seed);
 // A key file holds the seed as 64 hex digits and a newline. Loads `path`;
 // when it does not exist and `create` is set, writes a new key there with
 // mode 0600. PERMISSION_DENIED when the file is readable by group or others.
-absl::StatusOr<SigningKey> LoadOrCreateSigningKey(const std::string& path, bool create = true);
+absl::StatusOr<SigningKey> LoadOrCreateSigningKey(const std::string& path, bool create = true,
+                                                   bool* created = nullptr);
 
 // 64 hex digits -> key; INVALID_ARGUMENT otherwise.
 absl::StatusOr<PublicKey> ParsePublicKeyHex(const std::string& hex);

@@ -243,10 +243,17 @@ int main(int argc, char** argv) {
     kfuse::NodeOptions ko;
     ko.store_path = absl::GetFlag(FLAGS_store);
     ko.signing_key_path = absl::GetFlag(FLAGS_signing_key);
-    absl::StatusOr<kfuse::SigningKey> key = kfuse::LoadNodeSigningKey(ko);
+    std::string key_path;
+    bool created = false;
+    absl::StatusOr<kfuse::SigningKey> key = kfuse::LoadNodeSigningKey(ko, &key_path, &created);
     if (!key.ok()) {
       Refuse(key.status().ToString());
       return 1;
+    }
+    // A new key is no node's yet: a mistyped --store must not pass unseen.
+    if (created) {
+      std::fprintf(stderr, "kfused: created a new signing key %s (no store used one before; check --store)\n",
+                   key_path.c_str());
     }
     std::printf("%s\n", key->public_key.Hex().c_str());
     return 0;

@@ -58,7 +58,7 @@ absl::StatusOr<std::string> DefaultStorePath() {
   return absl::StrCat(dir, "/kfuse.db");
 }
 
-absl::StatusOr<SigningKey> LoadNodeSigningKey(const NodeOptions& o, std::string* path) {
+absl::StatusOr<SigningKey> LoadNodeSigningKey(const NodeOptions& o, std::string* path, bool* created) {
   std::string key_path = o.signing_key_path;
   if (key_path.empty()) {
     std::string store = o.store_path;
@@ -70,7 +70,7 @@ absl::StatusOr<SigningKey> LoadNodeSigningKey(const NodeOptions& o, std::string*
   if (path != nullptr) *path = key_path;
   // An explicit key file must exist: creating one silently would change the
   // key clients pinned.
-  return LoadOrCreateSigningKey(key_path, /*create=*/o.signing_key_path.empty());
+  return LoadOrCreateSigningKey(key_path, /*create=*/o.signing_key_path.empty(), created);
 }
 
 absl::StatusOr<std::unique_ptr<ServiceNode>> ServiceNode::Create(const NodeOptions& o) {

@@ -117,7 +117,8 @@ absl::StatusOr<std::string> DefaultStorePath();
 
 // The signing key a node with these options uses, loaded or created where
 // NodeOptions says; `path` (if not null) receives the file's path.
-absl::StatusOr<SigningKey> LoadNodeSigningKey(const NodeOptions& options, std::string* path = nullptr);
+absl::StatusOr<SigningKey> LoadNodeSigningKey(const NodeOptions& options, std::string* path = nullptr,
+                                             bool* created = nullptr);
 
 }  // namespace kfuse
 
