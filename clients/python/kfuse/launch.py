@@ -357,6 +357,12 @@ def _driver():
     except ImportError as e:
         raise ImportError("launching plans needs cuda.bindings: pip install 'kfuse[cuda]' "
                           "(cuda-python, matching your driver's CUDA major version)") from e
+    # cuda.bindings loads libcuda at its first call, and raises its own
+    # RuntimeError where there is none: a LaunchError, as the driver's.
+    try:
+        driver.cuDriverGetVersion()
+    except RuntimeError as e:
+        raise LaunchError("UNAVAILABLE", f"no NVIDIA driver to launch with: {e}") from e
     return driver
 
 

@@ -420,3 +420,26 @@ def test_gpu_launch_refuses_a_cpu_tensor(client):
     launcher.launch(plan, [a.cuda(), b_, c_], [out], stream=stream)
     torch.cuda.synchronize()  # The context is intact.
     torch.testing.assert_close(out, torch.relu(a.cuda() * b_ + c_))
+
+
+def test_a_machine_without_the_driver_is_a_launch_error(monkeypatch):
+    """cuda.bindings raises a RuntimeError of its own at its first call where
+    libcuda cannot be loaded; the launcher says so as a LaunchError."""
+    import sys
+    import types
+
+    from kfuse import launch
+
+    def missing():
+        raise RuntimeError('"cuda" is an NVIDIA driver library and can only be found via system search')
+
+    driver = types.SimpleNamespace(cuDriverGetVersion=missing)
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.driver = driver
+    monkeypatch.setitem(sys.modules, "cuda", types.ModuleType("cuda"))
+    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", driver)
+    with pytest.raises(kfuse.LaunchError) as e:
+        launch._driver()
+    assert e.value.code == "UNAVAILABLE"
+    assert "no NVIDIA driver to launch with" in str(e.value)
