@@ -561,12 +561,25 @@ std::optional<v1::CompileResponse> Pipeline::AnswerFromFleet(const Prepared& p, 
 }
 
 absl::Status Pipeline::FitsAnAnswer(const v1::KernelPlan& plan) const {
-  // A sixteenth is left for the rest of the response and a joined caller's
-  // own names (renamed plans grow by them: 4 MiB of 64).
-  const int64_t bytes = static_cast<int64_t>(plan.ByteSizeLong());
-  if (bytes + options_.max_message_bytes / 16 <= options_.max_message_bytes) return absl::OkStatus();
+  // A sixteenth is left for the rest of the response. The plan is measured
+  // with its shortest names (a copy, only near the limit): what a caller's
+  // names add is that caller's answer's to say (AnswerFits).
+  const int64_t room = options_.max_message_bytes - options_.max_message_bytes / 16;
+  if (static_cast<int64_t>(plan.ByteSizeLong()) <= room) return absl::OkStatus();
+  const int64_t bytes = BytesWithShortNames(plan);
+  if (bytes <= room) return absl::OkStatus();
   const size_t kernels = static_cast<size_t>(plan.kernels_size());
   return TooLargeForAnAnswer(bytes, kernels, kernels, /*code_only=*/false);
+}
+
+absl::Status Pipeline::AnswerFits(const v1::CompileResponse& response) const {
+  // Room for the request id set after this check (at most 256 bytes).
+  const int64_t bytes = static_cast<int64_t>(response.ByteSizeLong()) + 272;
+  if (bytes <= options_.max_message_bytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "names: with this request's input, output and symbol names the answer is ", bytes,
+      " bytes, past what kfused may send (--max_message_bytes ", options_.max_message_bytes,
+      "); the plan is ", BytesWithShortNames(response.plan()), " bytes with the shortest names"));
 }
 
 absl::Status Pipeline::TooLargeForAnAnswer(int64_t bytes, size_t built, size_t kernels, bool code_only) const {
@@ -941,16 +954,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   // every hit: refused whole, nothing stored, and nothing the build
   // settles (below) changed.
   if (absl::Status fits = FitsAnAnswer(plan); !fits.ok()) {
-    // Remembered by key, which leaves the request's names out: only where
-    // the plan would not fit with no names at all (each counted four
-    // times over: a plan repeats a few of them).
-    int64_t names = 0;
-    for (const v1::TensorSpec& t : p.request.chain().inputs()) names += static_cast<int64_t>(t.name().size());
-    for (const v1::Output& o : p.request.chain().outputs()) names += static_cast<int64_t>(o.name().size());
-    if (static_cast<int64_t>(plan.ByteSizeLong()) - 4 * names + options_.max_message_bytes / 16 >
-        options_.max_message_bytes) {
-      NoteTooLarge(p, fits);
-    }
+    NoteTooLarge(p, fits);  // By key: the size is the plan's, whatever its names.
     return fits;
   }
   if (tuned) {  // A forced retune found a kernel right: the chain serves again.
@@ -1124,13 +1128,10 @@ std::string NewRequestId() {
   return absl::StrCat(absl::Hex(start), "-", counter.fetch_add(1));
 }
 
-void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan) {
-  // Reports key their sizes by symbol name: the stored plan's names become
-  // this request's, as the symbols themselves do below.
-  std::map<std::string, std::string> renamed;
-  for (int s = 0; s < plan->symbols_size() && s < static_cast<int>(p.chain.symbols.size()); ++s) {
-    renamed[plan->symbols(s).name()] = p.chain.symbols[s].name;
-  }
+namespace {
+
+// Reports key their sizes by symbol name: renames those keys.
+void RenameSizeReports(const std::map<std::string, std::string>& renamed, v1::KernelPlan* plan) {
   auto rename_sizes = [&](google::protobuf::Map<std::string, int64_t>* named) {
     google::protobuf::Map<std::string, int64_t> sizes;
     for (const auto& [name, value] : *named) {
@@ -1144,6 +1145,39 @@ void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan) {
     if (k.has_report()) rename_sizes(k.mutable_report()->mutable_sizes());
     for (v1::SymbolSizes& checked : *k.mutable_checked_at()) rename_sizes(checked.mutable_sizes());
   }
+}
+
+}  // namespace
+
+int64_t BytesWithShortNames(const v1::KernelPlan& plan) {
+  v1::KernelPlan p = plan;
+  std::map<std::string, std::string> renamed;
+  for (int s = 0; s < p.symbols_size(); ++s) {
+    renamed[p.symbols(s).name()] = absl::StrCat("s", s);
+    p.mutable_symbols(s)->set_name(absl::StrCat("s", s));
+  }
+  RenameSizeReports(renamed, &p);
+  for (auto* specs : {p.mutable_inputs(), p.mutable_outputs()}) {
+    for (v1::TensorSpec& t : *specs) {
+      t.clear_name();
+      for (v1::Dim& d : *t.mutable_shape()) {
+        if (d.kind_case() != v1::Dim::kSymbol) continue;
+        auto it = renamed.find(d.symbol());
+        if (it != renamed.end()) d.set_symbol(it->second);
+      }
+    }
+  }
+  return static_cast<int64_t>(p.ByteSizeLong());
+}
+
+void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan) {
+  // The stored plan's names become this request's, in the size reports as
+  // in the symbols themselves (below).
+  std::map<std::string, std::string> renamed;
+  for (int s = 0; s < plan->symbols_size() && s < static_cast<int>(p.chain.symbols.size()); ++s) {
+    renamed[plan->symbols(s).name()] = p.chain.symbols[s].name;
+  }
+  RenameSizeReports(renamed, plan);
   *plan->mutable_inputs() = p.request.chain().inputs();
   plan->clear_outputs();
   for (int j = 0; j < static_cast<int>(p.chain.outputs.size()); ++j) {

@@ -175,14 +175,20 @@ class Pipeline {
 
   const PipelineDeps& deps() const { return deps_; }
   const PipelineOptions& options() const { return options_; }
+  // OK when `response` (signed, its request id not yet set) can be sent;
+  // INVALID_ARGUMENT naming the names otherwise: a plan that fits with
+  // short names may not with a caller's long ones (each up to 1024 bytes,
+  // and a symbol's name recurs in every shape and size report).
+  absl::Status AnswerFits(const v1::CompileResponse& response) const;
 
  private:
   // A local store read of `key` that failed, for a caller that goes on as
   // on a miss: counted and logged as store_read_failed.
   void NoteReadFailure(const Prepared& p, const std::string& key, const absl::Status& why) const;
-  // OK when `plan` fits in an answer of at most options().max_message_bytes;
-  // UNIMPLEMENTED naming its size otherwise. A hit on a larger one (stored
-  // by a node allowed larger messages) is a miss here.
+  // OK when `plan`, with the shortest names, fits in an answer of at most
+  // options().max_message_bytes; UNIMPLEMENTED naming its size otherwise. A
+  // hit on a larger one (stored by a node allowed larger messages) is a
+  // miss here.
   absl::Status FitsAnAnswer(const v1::KernelPlan& plan) const;
   // FitsAnAnswer's refusal of a plan of `bytes` (at least that many where
   // they are its kernels' code alone, `code_only`); `built` of its
@@ -260,6 +266,12 @@ class Pipeline {
 // the key ignores client names, so a hit may come from a request that named
 // them differently.
 void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan);
+
+// The plan's size with every client name at its shortest (symbols s0, s1,
+// ..., inputs and outputs unnamed): what it takes whatever a request names.
+// Symbol names recur in every shape and size report, so long ones can
+// multiply a plan's size.
+int64_t BytesWithShortNames(const v1::KernelPlan& plan);
 
 // A request id unique in this process, for requests that came without one.
 std::string NewRequestId();

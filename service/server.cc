@@ -247,12 +247,14 @@ absl::Status KernelServiceImpl::Authorize(grpc::CallbackServerContext* ctx) cons
   return options_.tokens->Check(value);
 }
 
-void KernelServiceImpl::Sign(v1::CompileResponse* resp) const {
+absl::Status KernelServiceImpl::Sign(v1::CompileResponse* resp) const {
   if (options_.signing_key != nullptr && resp->has_plan()) SignPlan(*options_.signing_key, resp->mutable_plan());
+  return pipeline_->AnswerFits(*resp);
 }
 
 JobTable::Result KernelServiceImpl::Signed(JobTable::Result r) const {
-  if (r.ok()) Sign(&*r);
+  if (!r.ok()) return r;
+  if (absl::Status s = Sign(&*r); !s.ok()) return s;
   return r;
 }
 
@@ -416,7 +418,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ColdStart(grpc::CallbackServerConte
   }
   if (reactor != nullptr) return reactor.get();
   *resp = *mark(*std::move(hit));
-  Sign(resp);
+  if (absl::Status s = Sign(resp); !s.ok()) return Answer(ctx, s);
   resp->set_request_id(p.request.request_id());
   return Answer(ctx, absl::OkStatus());
 }
@@ -463,7 +465,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Compile(grpc::CallbackServerContext
   std::optional<v1::CompileResponse> hit = pipeline_->LookupOrMiss(*p);
   if (hit.has_value()) {
     *resp = std::move(*hit);
-    Sign(resp);
+    if (absl::Status s = Sign(resp); !s.ok()) return Answer(ctx, s);
     if (!answer_key.empty()) {
       answers_.Put(answer_key, std::make_shared<const v1::CompileResponse>(*resp), generation);
     }
@@ -539,8 +541,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Lookup(grpc::CallbackServerContext*
     return Answer(ctx, absl::NotFoundError(absl::StrCat("no stored plan for key ", p->key.ArtifactKey())));
   }
   *resp = std::move(**hit);
-  Sign(resp);
-  return Answer(ctx, absl::OkStatus());
+  return Answer(ctx, Sign(resp));
 }
 
 grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,

@@ -112,9 +112,10 @@ class KernelServiceImpl final : public v1::KernelService::CallbackService {
 
   // OK, or UNAUTHENTICATED when tokens are required and the call has none.
   absl::Status Authorize(grpc::CallbackServerContext* ctx) const;
-  // Signs the plan in a result when a signing key is set.
+  // Signs the plan in a result when a signing key is set, then checks that
+  // the answer can be sent (Pipeline::AnswerFits: the caller's names).
   JobTable::Result Signed(JobTable::Result r) const;
-  void Sign(v1::CompileResponse* resp) const;
+  absl::Status Sign(v1::CompileResponse* resp) const;
 
   Pipeline* pipeline_;
   ServiceOptions options_;

@@ -583,6 +583,46 @@ TEST_F(ServerTest, APlanLargerThanAnAnswerMayBeIsUnimplementedAndNotStored) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
 }
 
+// A caller's long names (a symbol's recurs in every shape and size report)
+// can make an answer too large to send where the plan with short names
+// fits: that caller gets INVALID_ARGUMENT naming the names, the plan is
+// stored, and callers with short names are served, whichever came first.
+TEST_F(ServerTest, LongNamesPastTheMessageLimitAreRefusedForTheirCallerOnly) {
+  auto named = [](const std::string& name) {
+    v1::CompileRequest r = Relu(2.0);
+    v1::TensorSpec* x = r.mutable_chain()->mutable_inputs(0);
+    x->set_name(name);
+    x->mutable_shape(0)->set_symbol(name);
+    x->mutable_shape(0)->set_hint(4096);
+    r.mutable_chain()->mutable_outputs(0)->set_name(name);
+    r.set_include_source(true);  // So the answers hold all the plan's code.
+    return r;
+  };
+  const std::string long_name(1024, 'n');
+  Start(std::chrono::milliseconds(0));  // The two answers' sizes, unlimited.
+  v1::CompileResponse short_resp, long_resp;
+  ASSERT_TRUE(Compile(named("n"), &short_resp).ok());
+  ASSERT_TRUE(Compile(named(long_name), &long_resp).ok());
+  const int64_t short_bytes = static_cast<int64_t>(short_resp.ByteSizeLong());
+  const int64_t long_bytes = static_cast<int64_t>(long_resp.ByteSizeLong());
+  ASSERT_GT(long_bytes, short_bytes + 4000);
+  TearDown();
+  // A limit between them: the short answer fits with the sixteenth spare.
+  const int64_t limit = (short_bytes + 300) * 16 / 15 + 16;
+  ASSERT_LT(limit + 1000, long_bytes);
+  Start(std::chrono::milliseconds(0), 64, false, int64_t{1} << 30, 2, limit);
+  grpc::Status s = Compile(named(long_name), &long_resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("names: with this request's input, output and symbol names"));
+  s = Compile(named("n"), &short_resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(short_resp.cache(), v1::CACHE_OUTCOME_HIT);
+  EXPECT_EQ(compiler_->calls.load(), 1);
+  s = Compile(named(long_name), &long_resp);  // A hit now, refused the same way.
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(compiler_->calls.load(), 1);
+}
+
 // A plan whose first kernels' code is already past the limit is refused
 // without building the rest.
 TEST_F(ServerTest, APlanPastTheLimitIsRefusedBeforeItsLastKernelsAreBuilt) {
