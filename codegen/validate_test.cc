@@ -3,6 +3,8 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -375,6 +377,32 @@ TEST(ValidateTest, RejectsBadChains) {
        absl::StatusCode::kInvalidArgument,
        "args[1]: -2147483649 is a whole number outside i32, so the op would compute in i64 (an integer scalar beside "
        "bool"},
+      // Python computes 2147483647 + 1 exactly; an op of weak integers
+      // computes in i32 in the kernel, where it would wrap.
+      {"weak integers whose sum passes i32",
+       [&](Chain& c) {
+         int x = in(c, DType::kF32, S({2}));
+         int sum = c.AddOp(OpKind::kAdd, {c.AddConstant(2147483647), c.AddConstant(1)});
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, sum}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "op 2 (add): args: its weak integers make 2147483648, outside i32, where this op computes"},
+      {"weak integers whose product passes i32",
+       [&](Chain& c) { c.outputs.push_back(c.AddOp(OpKind::kMul, {c.AddConstant(65536), c.AddConstant(65536)})); },
+       absl::StatusCode::kInvalidArgument, "its weak integers make 4294967296, outside i32"},
+      {"the negation of i32's least",
+       [&](Chain& c) { c.outputs.push_back(c.AddOp(OpKind::kNeg, {c.AddConstant(-2147483648.0)})); },
+       absl::StatusCode::kInvalidArgument, "its weak integers make 2147483648, outside i32"},
+      {"a weak power past i32",
+       [&](Chain& c) { c.outputs.push_back(c.AddOp(OpKind::kPow, {c.AddConstant(2), c.AddConstant(31)})); },
+       absl::StatusCode::kInvalidArgument, "its weak integers make 2147483648, outside i32"},
+      {"a weak DAG that doubles 40 times (each node valued once)",
+       [&](Chain& c) {
+         int y = c.AddConstant(1);
+         for (int i = 0; i < 40; ++i) y = c.AddOp(OpKind::kAdd, {y, y});
+         c.outputs.push_back(y);
+       },
+       absl::StatusCode::kInvalidArgument, "op 31 (add): args: its weak integers make 2147483648, outside i32"},
       {"0.1 as i32", [&](Chain& c) { c.outputs.push_back(c.AddConstant(0.1, DType::kI32)); },
        absl::StatusCode::kInvalidArgument,
        "op 0 (constant): value: 0.1 is not exactly representable in i32"},
@@ -659,11 +687,12 @@ TEST(ValidateTest, LongNameIsTruncated) {
 namespace kfuse {
 namespace {
 
-// A DAG of shared scalar subexpressions must not take exponential time.
+// A DAG of shared scalar subexpressions must not take exponential time
+// (0 doubled: 1 doubled 500 times would pass i32, and be refused).
 TEST(ValidateTest, DeepSharedScalarDagIsLinear) {
   Chain c;
   int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(2)}});
-  int t = c.AddConstant(1);
+  int t = c.AddConstant(0);
   for (int i = 0; i < 500; ++i) t = c.AddOp(OpKind::kAdd, {t, t});
   c.outputs = {c.AddOp(OpKind::kMul, {x, t})};
   auto v = Validate(c);
@@ -691,6 +720,29 @@ TEST(ValidateRegressionTest, HugeSliceStepGivesOneElement) {
   auto v = Validate(c);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->nodes[s].type.shape, (std::vector<Dim>{Dim::Static(1)}));
+}
+
+}  // namespace
+}  // namespace kfuse
+
+namespace kfuse {
+namespace {
+
+// Weak integers that stay inside i32 are still folded as before, and a whole
+// literal outside it beside a float tensor is still a float operand.
+TEST(ValidateTest, WeakIntegersInsideI32AndWideLiteralsBesideFloatsStayValid) {
+  for (const auto& [kind, a, b] : std::vector<std::tuple<OpKind, double, double>>{
+           {OpKind::kAdd, 2147483646, 1}, {OpKind::kSub, -2147483647, 1}, {OpKind::kMul, 46340, 46340},
+           {OpKind::kPow, 2, 30}, {OpKind::kMaximum, -2147483648.0, 7}}) {
+    Chain c;
+    int x = c.AddInput(TensorType{DType::kI32, {Dim::Static(2)}});
+    c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddOp(kind, {c.AddConstant(a), c.AddConstant(b)})}));
+    EXPECT_TRUE(Validate(c).ok()) << OpName(kind) << " " << Validate(c).status();
+  }
+  Chain c;
+  int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(2)}});
+  c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddConstant(2147483648.0)}));
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).status();
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Element-wise typing: PyTorch's type promotion with its three operand
 // priorities (dimensioned tensors, zero-dim tensors, wrapped Python scalars),
 // constants, casts and where.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +14,7 @@
 #include "codegen/numeric.h"
 #include "codegen/validate.h"
 #include "codegen/validate_internal.h"
+#include "core/decimal.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -60,16 +64,6 @@ bool IsFloatFunction(OpKind k) {
   }
 }
 
-// `v` in the fewest digits that read back as `v`: StrCat's six digits
-// showed 2^24 + 1 as 1.67772e+07, which reads as representable in f32.
-std::string Shortest(double v) {
-  for (int digits = 6; digits < 17; ++digits) {
-    const std::string s = absl::StrFormat("%.*g", digits, v);
-    if (std::strtod(s.c_str(), nullptr) == v) return s;
-  }
-  return absl::StrFormat("%.17g", v);
-}
-
 absl::Status TypeConstant(Chain& c, int32_t id) {
   Node& n = c.nodes[id];
   n.type.shape.clear();
@@ -84,7 +78,7 @@ absl::Status TypeConstant(Chain& c, int32_t id) {
     }
     if (!IsExactIn(n.dtype, n.value)) {
       return Bad(c, id, "value",
-                 absl::StrCat(Shortest(n.value), " is not exactly representable in ",
+                 absl::StrCat(ShortestDecimal(n.value), " is not exactly representable in ",
                               std::string(DTypeName(n.dtype))));
     }
     n.type.dtype = n.dtype;
@@ -195,6 +189,48 @@ absl::Status CheckWideWholeScalars(const Chain& c, int32_t id, const std::vector
   return absl::OkStatus();
 }
 
+// The exact value of weak scalar `id` (element-wise ops on untyped whole
+// constants, as Python computes them: no wrap), or nullopt where an op is
+// not one whose exact result matters for the range of i32. `memo` holds
+// each node's value once (a weak scalar may be a DAG: x + x, n times).
+using WeakValues = std::map<int32_t, std::optional<double>>;
+std::optional<double> ExactWeakValue(const Chain& c, int32_t id, WeakValues& memo);
+
+std::optional<double> EvaluateWeakValue(const Chain& c, int32_t id, WeakValues& memo) {
+  const Node& n = c.nodes[id];
+  if (n.kind == OpKind::kConstant) return n.value;
+  std::vector<double> v;
+  for (int32_t a : n.args) {
+    std::optional<double> x = ExactWeakValue(c, a, memo);
+    if (!x.has_value()) return std::nullopt;
+    v.push_back(*x);
+  }
+  switch (n.kind) {
+    case OpKind::kNeg: return -v[0];
+    case OpKind::kAbs: return std::fabs(v[0]);
+    case OpKind::kRelu: return std::max(v[0], 0.0);
+    case OpKind::kSquare: return v[0] * v[0];
+    case OpKind::kFloor:
+    case OpKind::kCeil: return v[0];
+    case OpKind::kAdd: return v[0] + v[1];
+    case OpKind::kSub: return v[0] - v[1];
+    case OpKind::kMul: return v[0] * v[1];
+    case OpKind::kMaximum: return std::max(v[0], v[1]);
+    case OpKind::kMinimum: return std::min(v[0], v[1]);
+    case OpKind::kPow:
+      if (v[1] < 0) return std::nullopt;
+      return std::pow(v[0], v[1]);
+    default: return std::nullopt;
+  }
+}
+
+std::optional<double> ExactWeakValue(const Chain& c, int32_t id, WeakValues& memo) {
+  if (auto it = memo.find(id); it != memo.end()) return it->second;
+  std::optional<double> v = EvaluateWeakValue(c, id, memo);
+  memo.emplace(id, v);
+  return v;
+}
+
 }  // namespace
 
 namespace validate_internal {
@@ -273,6 +309,19 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
                                 " of bool is not supported; cast to a number first"));
       default:
         break;
+    }
+  }
+  // Weak integers compute in i32 here, where Python's do not wrap: a result
+  // outside i32 would wrap in the kernel, so it is refused (a literal
+  // outside i32 is held as a number and checked by CheckWideWholeScalars).
+  if (compute == DType::kI32 && IsWeakScalar(c, id)) {
+    WeakValues memo;
+    std::optional<double> v = ExactWeakValue(c, id, memo);
+    if (v.has_value() && (*v < -2147483648.0 || *v > 2147483647.0)) {
+      return Bad(c, id, "args",
+                 absl::StrCat("its weak integers make ", ShortestDecimal(*v), ", outside i32, where this op computes ",
+                              "(Python's ints do not wrap); send the result as one constant (weak_float or a ",
+                              "dtype for a float)"));
     }
   }
   n.type.dtype = compute;
