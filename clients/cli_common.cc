@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "clients/cli.h"
+#include "core/decimal.h"
 #include "clients/cli_format.h"
 #include "clients/json.h"
 #include "clients/verify.h"
@@ -50,7 +51,7 @@ absl::StatusOr<kfuse::v1::TuningPolicy::Mode> ParsePolicyMode(
 
 absl::Status CheckBudget(double seconds, const char* flag) {
   if (std::isfinite(seconds) && seconds >= 0 && seconds <= kMaxBudgetSeconds) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(flag, " ", seconds, ": expected a number of seconds from 0 to ",
+  return absl::InvalidArgumentError(absl::StrCat(flag, " ", ShortestDecimal(seconds), ": expected a number of seconds from 0 to ",
                                                  kMaxBudgetSeconds, " (0: the server's default)"));
 }
 

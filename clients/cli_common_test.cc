@@ -58,6 +58,7 @@ TEST(CheckBudgetTest, RefusesNegativeNanAndInfinite) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(std::string(s.message()), HasSubstr("--budget")) << bad;
   }
+  EXPECT_THAT(std::string(CheckBudget(3600.0001).message()), HasSubstr("--budget 3600.0001: "));
 }
 
 TEST(IsSafeFileStemTest, RejectsPathsAndDots) {

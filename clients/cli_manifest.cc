@@ -20,6 +20,7 @@
 #include "clients/cli.h"
 #include "clients/cli_format.h"
 #include "clients/json.h"
+#include "core/decimal.h"
 #include "core/key.h"
 #include "core/limits.h"
 #include "core/status.h"
@@ -343,7 +344,7 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   if (absl::Status s = CheckBudget(o.budget_seconds, "--budget"); !s.ok()) return usage(std::string(s.message()));
   // The whole run's bound: no server default, no cap (an overnight warm-up).
   if (!std::isfinite(o.budget_total_seconds) || o.budget_total_seconds < 0) {
-    return usage(absl::StrCat("--budget-total ", o.budget_total_seconds,
+    return usage(absl::StrCat("--budget-total ", ShortestDecimal(o.budget_total_seconds),
                               ": expected a number of seconds, 0 or more (0: no limit)"));
   }
   absl::StatusOr<std::vector<ManifestItem>> items =

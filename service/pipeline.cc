@@ -21,6 +21,7 @@
 #include "codegen/generators.h"
 #include "codegen/pointwise.h"
 #include "core/clock.h"
+#include "core/decimal.h"
 #include "core/limits.h"
 #include "core/status.h"
 #include "kfuse/storage/v1/storage.pb.h"
@@ -331,7 +332,7 @@ absl::Status CheckPolicy(const v1::TuningPolicy& policy) {
   }
   const double b = policy.budget_seconds();
   if (!std::isfinite(b) || b < 0 || b > kMaxBudgetSeconds) {
-    return absl::InvalidArgumentError(absl::StrCat("policy.budget_seconds: ", b, " is not between 0 and ",
+    return absl::InvalidArgumentError(absl::StrCat("policy.budget_seconds: ", ShortestDecimal(b), " is not between 0 and ",
                                                    kMaxBudgetSeconds, " seconds (0: the server's default)"));
   }
   return absl::OkStatus();

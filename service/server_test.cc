@@ -446,6 +446,9 @@ TEST_F(ServerTest, APolicyTargetOrLoggedTextOutOfRangeIsInvalidArgumentNamingThe
        "policy.budget_seconds: nan "},
       {[](v1::CompileRequest& r) { r.mutable_policy()->set_budget_seconds(1e308); },
        "policy.budget_seconds: 1e+308 is not between 0 and 3600"},
+      // Every digit that tells it from the bound.
+      {[](v1::CompileRequest& r) { r.mutable_policy()->set_budget_seconds(3600.0001); },
+       "policy.budget_seconds: 3600.0001 is not between 0 and 3600"},
       {[](v1::CompileRequest& r) { r.mutable_target()->set_compute_capability(4294967295u); },
        "target.compute_capability: 4294967295 (sm_4294967295) is not supported (use 80, 86, 87, 89, 90, 100, 120; "
        "--arch sm_80, sm_86"},
