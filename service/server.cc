@@ -32,9 +32,6 @@ namespace {
 // Threads for store administration: explain, export's listing, delete, import.
 constexpr int kAdminThreads = 2;
 
-// Keys a DeleteKernels call may name (as an import's entries).
-constexpr int kMaxDeleteKeys = 10000;
-
 // Tasks a job pool may hold queued, left jobs' included (their callers gone,
 // they end as they start): 4 x max_queued_jobs, and at least this many.
 constexpr int kMinQueuedTasks = 64;
@@ -585,9 +582,9 @@ grpc::ServerUnaryReactor* KernelServiceImpl::DeleteKernels(grpc::CallbackServerC
   if (req->all() == (req->keys_size() > 0)) {
     return Answer(ctx, absl::InvalidArgumentError("delete: give keys or all (not both, not neither)"));
   }
-  if (req->keys_size() > kMaxDeleteKeys) {
+  if (req->keys_size() > kMaxAdminItems) {
     return Answer(ctx, absl::InvalidArgumentError(
-                           absl::StrCat("keys: ", req->keys_size(), " keys, at most ", kMaxDeleteKeys, " a call")));
+                           absl::StrCat("keys: ", req->keys_size(), " keys, at most ", kMaxAdminItems, " a call")));
   }
   for (int i = 0; i < req->keys_size(); ++i) {
     if (req->keys(i).empty()) return Answer(ctx, absl::InvalidArgumentError(absl::StrCat("keys[", i, "]: empty key")));

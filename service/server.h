@@ -24,6 +24,11 @@
 
 namespace kfuse {
 
+// The most keys a DeleteKernels or ExportKernels call may name, and entries
+// an ImportKernels call may send: each is a store query or write on an
+// admin thread.
+inline constexpr int kMaxAdminItems = 10000;
+
 struct ServiceOptions {
   int job_threads = 2;       // Compile and tuning jobs at once.
   // Jobs that may wait beyond a pool's idle threads; beyond this, new misses

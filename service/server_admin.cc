@@ -36,8 +36,6 @@ std::string Shown(absl::string_view client_text) {
   return plain ? std::string(client_text) : validate_internal::Quote(client_text);
 }
 
-constexpr int kMaxImportEntries = 10000;
-
 grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   auto* r = ctx->DefaultReactor();
   r->Finish(ToGrpc(s));
@@ -62,6 +60,10 @@ absl::StatusOr<std::vector<EntrySummary>> SelectArtifacts(Store& store, const v1
   const int given = (req.keys_size() > 0) + !req.key_prefix().empty() + req.all();
   if (given != 1) {
     return absl::InvalidArgumentError("export: give exactly one of keys, key_prefix and all");
+  }
+  if (req.keys_size() > kMaxAdminItems) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("keys: ", req.keys_size(), " keys, at most ", kMaxAdminItems, " a call"));
   }
   if (req.all()) return store.List("", 0);  // Decisions too, artifact or not.
   if (!req.key_prefix().empty()) return store.List(req.key_prefix(), 0, "artifact");
@@ -368,8 +370,8 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ImportKernels(grpc::CallbackServerC
   if (pipeline_->options().read_only) {
     return Reply(ctx, absl::FailedPreconditionError("this server is read-only; import into one that is not"));
   }
-  if (req->entries_size() > kMaxImportEntries) {
-    return Reply(ctx, absl::InvalidArgumentError(absl::StrCat("entries: at most ", kMaxImportEntries,
+  if (req->entries_size() > kMaxAdminItems) {
+    return Reply(ctx, absl::InvalidArgumentError(absl::StrCat("entries: at most ", kMaxAdminItems,
                                                               " a request, got ", req->entries_size())));
   }
   TrustedKeys trusted = options_.trusted_keys != nullptr ? *options_.trusted_keys : TrustedKeys();

@@ -371,6 +371,12 @@ TEST(ServerAdminTest, ExportSelectionErrorsNameTheKey) {
   EXPECT_EQ(a.Export(two, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(a.Export(v1::ExportKernelsRequest(), &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(out, IsEmpty());
+  // Each key is a store query: as many as a delete may name, no more.
+  v1::ExportKernelsRequest many;
+  for (int i = 0; i <= kMaxAdminItems; ++i) many.add_keys(first.begin()->second);
+  s = a.Export(many, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("keys: 10001 keys, at most 10000 a call"));
 
   // Everything, streamed: one message per entry.
   ASSERT_TRUE(a.Export(All(), &out).ok());
