@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -12,10 +13,10 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "clients/cli.h"
-#include "core/decimal.h"
 #include "clients/cli_format.h"
 #include "clients/json.h"
 #include "clients/verify.h"
+#include "core/decimal.h"
 #include "core/limits.h"
 #include "core/status.h"
 #include "core/utf8.h"
@@ -29,8 +30,12 @@ absl::StatusOr<kfuse::v1::Target> ParseArch(const std::string& arch, const char*
   if (s.empty() || s == "native") return target;  // 0: the server's GPU.
   absl::ConsumePrefix(&s, "sm_") || absl::ConsumePrefix(&s, "compute_");
   if (absl::ConsumeSuffix(&s, "a")) target.set_arch_specific(true);
+  // Digits only: SimpleAtoi alone takes "+90", " 90" and "090".
+  const bool digits = !s.empty() && s[0] != '0' && std::all_of(s.begin(), s.end(), [](char ch) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(ch));
+  });
   uint32_t cc = 0;
-  if (!absl::SimpleAtoi(s, &cc) || cc < 50 || cc > 200) {
+  if (!digits || !absl::SimpleAtoi(s, &cc) || cc < 50 || cc > 200) {
     return absl::InvalidArgumentError(absl::StrCat(*flag != '\0' ? absl::StrCat(flag, " ", arch) : absl::StrCat("'", arch, "'"),
                                                    ": expected sm_XY or sm_XYa (sm_80, sm_90a, ...)"));
   }

@@ -24,6 +24,8 @@ TEST(ParseArchTest, Table) {
       {"80", true, 80, false},     {"compute_86", true, 86, false},
       {"sm_", false, 0, false},    {"sm_9x", false, 0, false},
       {"gfx90a", false, 0, false}, {"sm_5", false, 0, false},
+      {"sm_+90", false, 0, false}, {"sm_ 90", false, 0, false},
+      {"sm_090", false, 0, false}, {"sm_90 ", false, 0, false},
   };
   for (const Case& c : kCases) {
     auto t = ParseArch(c.in);
