@@ -951,6 +951,9 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   prov->set_trials(total_trials);
   prov->set_tuning_seconds(seconds);
   const uint32_t failed = SetFailedTrials(built, prov);
+  // Stored, remembered and published with the short names: a caller's own
+  // names are its answer's alone (ApplyRequestNames, below and on hits).
+  ShortenNames(&plan);
   // An answer the server could not send would be stored and then fail at
   // every hit: refused whole, nothing stored, and nothing the build
   // settles (below) changed.
@@ -1150,15 +1153,14 @@ void RenameSizeReports(const std::map<std::string, std::string>& renamed, v1::Ke
 
 }  // namespace
 
-int64_t BytesWithShortNames(const v1::KernelPlan& plan) {
-  v1::KernelPlan p = plan;
+void ShortenNames(v1::KernelPlan* plan) {
   std::map<std::string, std::string> renamed;
-  for (int s = 0; s < p.symbols_size(); ++s) {
-    renamed[p.symbols(s).name()] = absl::StrCat("s", s);
-    p.mutable_symbols(s)->set_name(absl::StrCat("s", s));
+  for (int s = 0; s < plan->symbols_size(); ++s) {
+    renamed[plan->symbols(s).name()] = absl::StrCat("s", s);
+    plan->mutable_symbols(s)->set_name(absl::StrCat("s", s));
   }
-  RenameSizeReports(renamed, &p);
-  for (auto* specs : {p.mutable_inputs(), p.mutable_outputs()}) {
+  RenameSizeReports(renamed, plan);
+  for (auto* specs : {plan->mutable_inputs(), plan->mutable_outputs()}) {
     for (v1::TensorSpec& t : *specs) {
       t.clear_name();
       for (v1::Dim& d : *t.mutable_shape()) {
@@ -1168,6 +1170,11 @@ int64_t BytesWithShortNames(const v1::KernelPlan& plan) {
       }
     }
   }
+}
+
+int64_t BytesWithShortNames(const v1::KernelPlan& plan) {
+  v1::KernelPlan p = plan;
+  ShortenNames(&p);
   return static_cast<int64_t>(p.ByteSizeLong());
 }
 

@@ -267,10 +267,12 @@ class Pipeline {
 // them differently.
 void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan);
 
-// The plan's size with every client name at its shortest (symbols s0, s1,
-// ..., inputs and outputs unnamed): what it takes whatever a request names.
-// Symbol names recur in every shape and size report, so long ones can
-// multiply a plan's size.
+// Every client name of `plan` at its shortest: symbols s0, s1, ..., inputs
+// and outputs unnamed. Plans are stored so (symbol names recur in every
+// shape and size report, so a caller's long ones could multiply a stored
+// plan's size), and ApplyRequestNames names each answer.
+void ShortenNames(v1::KernelPlan* plan);
+// The size of `plan` with ShortenNames' names (a copy).
 int64_t BytesWithShortNames(const v1::KernelPlan& plan);
 
 // A request id unique in this process, for requests that came without one.

@@ -624,6 +624,21 @@ TEST_F(ServerTest, LongNamesPastTheMessageLimitAreRefusedForTheirCallerOnly) {
   s = Compile(named(long_name), &long_resp);  // A hit now, refused the same way.
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_EQ(compiler_->calls.load(), 1);
+  // The store holds the plan without the long names: an export or a
+  // fleet peer can send it.
+  absl::StatusOr<std::vector<EntrySummary>> stored = store_->List("", 10, "artifact");
+  ASSERT_TRUE(stored.ok() && stored->size() == 1u) << stored.status();
+  EXPECT_LT((*stored)[0].bytes, short_bytes + 100);
+
+  // The other order: the short names build, the long ones are refused.
+  TearDown();
+  Start(std::chrono::milliseconds(0), 64, false, int64_t{1} << 30, 2, limit);
+  ASSERT_TRUE(Compile(named("n"), &short_resp).ok());
+  EXPECT_EQ(short_resp.cache(), v1::CACHE_OUTCOME_MISS);
+  s = Compile(named(long_name), &long_resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  ASSERT_TRUE(Compile(named("m"), &short_resp).ok());
+  EXPECT_EQ(compiler_->calls.load(), 1);
 }
 
 // A plan whose first kernels' code is already past the limit is refused
