@@ -171,7 +171,7 @@ absl::Status CheckTypeLimits(const Chain& c, int32_t id, const Limits& limits) {
     std::vector<std::string> at_max;
     for (const Dim& d : t.shape) {
       if (d.is_static() || c.symbols[d.symbol].max <= 0) continue;
-      std::string named = absl::StrCat(c.symbols[d.symbol].name, " at its max ", c.symbols[d.symbol].max);
+      std::string named = absl::StrCat(Quote(c.symbols[d.symbol].name), " at its max ", c.symbols[d.symbol].max);
       if (std::find(at_max.begin(), at_max.end(), named) == at_max.end()) at_max.push_back(named);
     }
     return Bad(c, id, "shape",

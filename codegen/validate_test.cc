@@ -396,6 +396,27 @@ TEST(ValidateTest, RejectsBadChains) {
       {"a weak power past i32",
        [&](Chain& c) { c.outputs.push_back(c.AddOp(OpKind::kPow, {c.AddConstant(2), c.AddConstant(31)})); },
        absl::StatusCode::kInvalidArgument, "its weak integers make 2147483648, outside i32"},
+      {"a comparison's 1 beside weak integers",
+       [&](Chain& c) {
+         int x = in(c, DType::kF32, S({2}));
+         int one = c.AddOp(OpKind::kGt, {c.AddConstant(1), c.AddConstant(0)});
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddOp(OpKind::kAdd, {one, c.AddConstant(2147483647)})}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 4 (add): args: its weak integers make 2147483648, outside i32"},
+      {"a weak where's pick beside weak integers",
+       [&](Chain& c) {
+         int cond = c.AddOp(OpKind::kLogicalNot, {c.AddConstant(0)});
+         int pick = c.AddOp(OpKind::kWhere, {cond, c.AddConstant(2147483647), c.AddConstant(0)});
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {pick, c.AddConstant(1)}));
+       },
+       absl::StatusCode::kInvalidArgument, "(add): args: its weak integers make 2147483648, outside i32"},
+      {"a weak integer to a negative power",
+       [&](Chain& c) {
+         int x = in(c, DType::kF32, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddOp(OpKind::kPow, {c.AddConstant(2), c.AddConstant(-1)})}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "op 2 (pow): args[1]: a weak integer to the power -1 is a float in Python"},
       {"a weak DAG that doubles 40 times (each node valued once)",
        [&](Chain& c) {
          int y = c.AddConstant(1);
@@ -658,7 +679,7 @@ TEST(ValidateTest, SymbolsComeFromInputsAndTheirHintsStayInTheLimit) {
     v = Validate(c);
     ASSERT_FALSE(v.ok());
     EXPECT_THAT(std::string(v.status().message()),
-                HasSubstr("elements in [\"s0\",\"s1\",\"s2\"] with s0 at its max 1073741824, s1 at its max 1048576"))
+                HasSubstr("elements in [\"s0\",\"s1\",\"s2\"] with \"s0\" at its max 1073741824, \"s1\" at its max 1048576"))
         << v.status();
   }
   {

@@ -210,16 +210,27 @@ std::optional<double> EvaluateWeakValue(const Chain& c, int32_t id, WeakValues& 
     case OpKind::kAbs: return std::fabs(v[0]);
     case OpKind::kRelu: return std::max(v[0], 0.0);
     case OpKind::kSquare: return v[0] * v[0];
-    case OpKind::kFloor:
-    case OpKind::kCeil: return v[0];
+    case OpKind::kFloor: return std::floor(v[0]);
+    case OpKind::kCeil: return std::ceil(v[0]);
     case OpKind::kAdd: return v[0] + v[1];
     case OpKind::kSub: return v[0] - v[1];
     case OpKind::kMul: return v[0] * v[1];
     case OpKind::kMaximum: return std::max(v[0], v[1]);
     case OpKind::kMinimum: return std::min(v[0], v[1]);
     case OpKind::kPow:
-      if (v[1] < 0) return std::nullopt;
+      if (v[1] < 0) return std::nullopt;  // A float in Python: refused where it computes in i32.
       return std::pow(v[0], v[1]);
+    // Bools as Python's: 0 and 1.
+    case OpKind::kEq: return v[0] == v[1] ? 1.0 : 0.0;
+    case OpKind::kNe: return v[0] != v[1] ? 1.0 : 0.0;
+    case OpKind::kLt: return v[0] < v[1] ? 1.0 : 0.0;
+    case OpKind::kLe: return v[0] <= v[1] ? 1.0 : 0.0;
+    case OpKind::kGt: return v[0] > v[1] ? 1.0 : 0.0;
+    case OpKind::kGe: return v[0] >= v[1] ? 1.0 : 0.0;
+    case OpKind::kLogicalNot: return v[0] == 0 ? 1.0 : 0.0;
+    case OpKind::kLogicalAnd: return v[0] != 0 && v[1] != 0 ? 1.0 : 0.0;
+    case OpKind::kLogicalOr: return v[0] != 0 || v[1] != 0 ? 1.0 : 0.0;
+    case OpKind::kWhere: return v[0] != 0 ? v[1] : v[2];
     default: return std::nullopt;
   }
 }
@@ -316,6 +327,15 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
   // outside i32 is held as a number and checked by CheckWideWholeScalars).
   if (compute == DType::kI32 && IsWeakScalar(c, id)) {
     WeakValues memo;
+    if (n.kind == OpKind::kPow) {
+      std::optional<double> e = ExactWeakValue(c, n.args[1], memo);
+      if (e.has_value() && *e < 0) {
+        return Bad(c, id, "args[1]",
+                   absl::StrCat("a weak integer to the power ", ShortestDecimal(*e),
+                                " is a float in Python, where this op computes in i32; send the result as one "
+                                "constant (weak_float)"));
+      }
+    }
     std::optional<double> v = ExactWeakValue(c, id, memo);
     if (v.has_value() && (*v < -2147483648.0 || *v > 2147483647.0)) {
       return Bad(c, id, "args",
