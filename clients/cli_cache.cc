@@ -278,7 +278,11 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& options,
   req.set_all(o.all);
 
   const std::string target = in_place ? o.out : o.out + ".partial";
-  std::ofstream out(target, std::ios::binary | (in_place ? std::ios::out : std::ios::trunc));
+  // Standard output is appended to: reopening it would truncate a file the
+  // shell redirected it to (`>> f`, `{ ...; } > f`). Other paths written in
+  // place (a link to a file) are replaced, as -o FILE asks.
+  const bool to_stdout = o.out == "/dev/stdout";
+  std::ofstream out(target, std::ios::binary | (to_stdout ? std::ios::app : std::ios::trunc));
   if (!out) return ReportError(g, FileError(absl::StrCat("cannot write ", target), errno), said);
   out.write(kBundleMagic, kBundleMagicSize);
   int decisions = 0, artifacts = 0;
@@ -317,8 +321,8 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& options,
     const auto counted = [](int n, const char* one, const char* many) { return absl::StrCat(n, " ", n == 1 ? one : many); };
     said.out << "exported " << counted(decisions + artifacts, "entry", "entries") << " ("
            << counted(decisions, "decision", "decisions") << ", " << counted(artifacts, "artifact", "artifacts") << "), "
-           << FormatBytes(static_cast<double>(bytes)) << " to " << o.out
-           << "\n";
+           << FormatBytes(static_cast<double>(bytes)) << " to "
+           << (options.out == "-" ? "standard output" : o.out) << "\n";
   }
   return kExitOk;
 }

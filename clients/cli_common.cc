@@ -114,7 +114,9 @@ int ReportError(const GlobalOptions& g, const absl::Status& status, CliIo& io) {
                             "it asks for client certificates)");
     }
   } else if (status.code() == absl::StatusCode::kUnauthenticated) {
-    hint = "give kfused's bearer token with --token-file (or KFUSE_TOKEN)";
+    hint = g.token.empty() && g.token_file.empty()
+               ? "give kfused's bearer token with --token-file (or KFUSE_TOKEN)"
+               : "kfused did not accept the token given (--token-file, --token or KFUSE_TOKEN): check it";
   } else if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     hint = absl::StrCat("no answer within ", g.timeout_seconds,
                         " s; raise --timeout");

@@ -102,6 +102,10 @@ TEST(ReportErrorTest, HandshakeAndTokenHints) {
   err.str("");
   ReportError(g, absl::UnauthenticatedError("send metadata 'authorization: Bearer <token>'"), io);
   EXPECT_THAT(err.str(), HasSubstr("--token-file (or KFUSE_TOKEN)"));
+  err.str("");
+  g.token_file = "token";
+  ReportError(g, absl::UnauthenticatedError("the token is not accepted"), io);
+  EXPECT_THAT(err.str(), HasSubstr("kfused did not accept the token given"));
 }
 
 TEST(ReportErrorTest, JsonErrorIsValidJson) {

@@ -134,6 +134,12 @@ rc=$?
 [[ $rc -eq 0 && $out == *"imported 0, already present 2, rejected 0"* && ! -e "$tmp/-" ]] &&
   grep -q "exported 2 entries" "$tmp/export.err"
 check "export -o - piped into import -" $? "rc=$rc $out $(cat "$tmp/export.err")"
+# Appended, as the shell's >> asks: what the file held stays.
+printf 'before\n' >"$tmp/appended"
+on a cache export --all -o - >>"$tmp/appended" 2>"$tmp/export.err"
+[[ $(head -c 7 "$tmp/appended" | od -An -c | tr -d ' ') == 'before\n' && $(stat -c %s "$tmp/appended") -gt 100 ]] &&
+  grep -q "to standard output" "$tmp/export.err"
+check "export -o - >> FILE keeps what FILE held" $? "$(head -c 40 "$tmp/appended" | od -c | head -3) $(cat "$tmp/export.err")"
 
 out=$(on b compile examples/relu_fma_f32.json 2>&1)
 rc=$?
