@@ -285,6 +285,10 @@ class Chain:
         """A Chain from the CLI's JSON: a Chain, or a CompileRequest's chain."""
         import json
 
+        # As the CLI bounds it (core/json_depth.h), before parsing: how deep
+        # json.loads goes before a RecursionError differs between Pythons.
+        if _json_depth(text) > _MAX_JSON_DEPTH:
+            raise ValueError(f"the JSON nests too deeply for a chain (more than {_MAX_JSON_DEPTH} levels)")
         try:
             doc = json.loads(text)
         except RecursionError:
@@ -299,6 +303,32 @@ class Chain:
     def __repr__(self):
         return (f"Chain({len(self._proto.inputs)} inputs, {len(self._proto.ops)} ops, "
                 f"{len(self._proto.outputs)} outputs)")
+
+
+_MAX_JSON_DEPTH = 100  # Deeper than any chain (about 6), as the CLI's.
+
+
+def _json_depth(text):
+    """How deeply `text` nests arrays and objects (brackets in strings do
+    not count); malformed text is json.loads' to word."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = builtins.max(deepest, depth)  # This module's max is the reduction.
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 # ---------------------------------------------------------------------------

@@ -301,11 +301,19 @@ def test_bool_logic_and_negative_axes_build_as_before():
 
 @pytest.mark.parametrize("text, message", [
     ("[]", "not list"), ('"x"', "not str"), ("null", "not NoneType"), ("1", "not int"),
-    ("[" * 5000 + "]" * 5000, "nests too deeply"),
+    ("[" * 5000 + "]" * 5000, "nests too deeply"), ("[" * 101 + "]" * 101, "more than 100 levels"),
 ])
 def test_from_json_wants_an_object(text, message):
     with pytest.raises(ValueError, match=message):
         kfuse.Chain.from_json(text)
+
+
+def test_brackets_in_names_do_not_count_as_nesting():
+    name = "[{" * 300 + '\\"'
+    text = ('{"inputs": [{"name": ' + __import__("json").dumps(name)
+            + ', "dtype": "DTYPE_F32", "shape": [{"size": 4}]}]}')
+    c = kfuse.Chain.from_json(text)
+    assert c.to_proto().inputs[0].name == name
 
 
 def test_axes_may_be_numpy_style_integers():
