@@ -410,6 +410,22 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(c.AddOp(OpKind::kAdd, {pick, c.AddConstant(1)}));
        },
        absl::StatusCode::kInvalidArgument, "(add): args: its weak integers make 2147483648, outside i32"},
+      // Folding makes 1/2 a weak 0.5, so the division is evaluated too, or
+      // the canonical chain would be refused where the original was not.
+      {"a weak quotient compared beside weak integers",
+       [&](Chain& c) {
+         int half = c.AddOp(OpKind::kDiv, {c.AddConstant(1), c.AddConstant(2)});
+         int one = c.AddOp(OpKind::kGt, {half, c.AddConstant(0)});
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {one, c.AddConstant(2147483647)}));
+       },
+       absl::StatusCode::kInvalidArgument, "its weak integers make 2147483648, outside i32"},
+      // Compared in f32, as the kernel compares: 16777217 == 16777216.5 holds.
+      {"a weak comparison in f32",
+       [&](Chain& c) {
+         int eq = c.AddOp(OpKind::kEq, {c.AddConstant(16777217), c.AddConstant(16777216.5)});
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {eq, c.AddConstant(2147483647)}));
+       },
+       absl::StatusCode::kInvalidArgument, "its weak integers make 2147483648, outside i32"},
       {"a weak integer to a negative power",
        [&](Chain& c) {
          int x = in(c, DType::kF32, S({2}));

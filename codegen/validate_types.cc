@@ -205,6 +205,15 @@ std::optional<double> EvaluateWeakValue(const Chain& c, int32_t id, WeakValues& 
     if (!x.has_value()) return std::nullopt;
     v.push_back(*x);
   }
+  // A comparison compares as the kernel does, in its operands' math type
+  // (f32 for a float beside integers: 16777217 == 16777216.5 there).
+  if (IsComparison(n.kind)) {
+    DType math = ComputeDType(c, id);
+    if (math == DType::kF16 || math == DType::kBF16) math = DType::kF32;  // Eager's opmath.
+    if (IsFloat(math)) {
+      for (double& x : v) x = RoundTo(math, x);
+    }
+  }
   switch (n.kind) {
     case OpKind::kNeg: return -v[0];
     case OpKind::kAbs: return std::fabs(v[0]);
@@ -215,6 +224,9 @@ std::optional<double> EvaluateWeakValue(const Chain& c, int32_t id, WeakValues& 
     case OpKind::kAdd: return v[0] + v[1];
     case OpKind::kSub: return v[0] - v[1];
     case OpKind::kMul: return v[0] * v[1];
+    case OpKind::kDiv:  // True division: a float, as folding computes it.
+      if (v[1] == 0) return std::nullopt;
+      return v[0] / v[1];
     case OpKind::kMaximum: return std::max(v[0], v[1]);
     case OpKind::kMinimum: return std::min(v[0], v[1]);
     case OpKind::kPow:
@@ -238,6 +250,8 @@ std::optional<double> EvaluateWeakValue(const Chain& c, int32_t id, WeakValues& 
 std::optional<double> ExactWeakValue(const Chain& c, int32_t id, WeakValues& memo) {
   if (auto it = memo.find(id); it != memo.end()) return it->second;
   std::optional<double> v = EvaluateWeakValue(c, id, memo);
+  // A float value is held in its type (typed already: operands come first).
+  if (v.has_value() && IsFloat(c.nodes[id].type.dtype)) v = RoundTo(c.nodes[id].type.dtype, *v);
   memo.emplace(id, v);
   return v;
 }
