@@ -20,6 +20,7 @@
 #include "codegen/partition.h"
 #include "codegen/generators.h"
 #include "codegen/pointwise.h"
+#include "codegen/validate_internal.h"
 #include "core/clock.h"
 #include "core/decimal.h"
 #include "core/limits.h"
@@ -994,9 +995,16 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   meta.description = ShortDescription(p.chain);
   if (!decision) {
     storage::v1::Decision d;
+    // Stored, as plans are, without the builder's symbol names.
+    std::map<std::string, std::string> short_names;
+    for (size_t s = 0; s < p.chain.symbols.size(); ++s) short_names[p.chain.symbols[s].name] = absl::StrCat("s", s);
     for (const BuiltKernel& b : built) {
       *d.add_variants() = ToProto(b.result.best);
-      for (const Trial& t : b.result.trials) *d.add_trials() = ToProto(t);
+      for (const Trial& t : b.result.trials) {
+        v1::Trial* stored = d.add_trials();
+        *stored = ToProto(t);
+        stored->set_message(RenameQuotedSymbols(stored->message(), short_names));
+      }
       d.add_measured_seconds(b.report.measured_seconds);
     }
     d.set_state(prov->state());
@@ -1134,7 +1142,36 @@ std::string NewRequestId() {
 
 namespace {
 
-// Reports key their sizes by symbol name: renames those keys.
+}  // namespace
+
+std::string RenameQuotedSymbols(absl::string_view text, const std::map<std::string, std::string>& renamed) {
+  std::vector<std::pair<std::string, std::string>> quoted;
+  for (const auto& [from, to] : renamed) {
+    if (from != to) quoted.emplace_back(validate_internal::Quote(from), validate_internal::Quote(to));
+  }
+  if (quoted.empty()) return std::string(text);
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    bool replaced = false;
+    if (text[i] == '"') {
+      for (const auto& [from, to] : quoted) {
+        if (text.substr(i, from.size()) == from) {
+          out += to;
+          i += from.size();
+          replaced = true;
+          break;
+        }
+      }
+    }
+    if (!replaced) out += text[i++];
+  }
+  return out;
+}
+
+namespace {
+
+// Reports key their sizes by symbol name, and texts quote it: renames
+// those keys and mentions.
 void RenameSizeReports(const std::map<std::string, std::string>& renamed, v1::KernelPlan* plan) {
   auto rename_sizes = [&](google::protobuf::Map<std::string, int64_t>* named) {
     google::protobuf::Map<std::string, int64_t> sizes;
@@ -1148,6 +1185,10 @@ void RenameSizeReports(const std::map<std::string, std::string>& renamed, v1::Ke
   for (v1::Kernel& k : *plan->mutable_kernels()) {
     if (k.has_report()) rename_sizes(k.mutable_report()->mutable_sizes());
     for (v1::SymbolSizes& checked : *k.mutable_checked_at()) rename_sizes(checked.mutable_sizes());
+    k.set_partition_reason(RenameQuotedSymbols(k.partition_reason(), renamed));
+  }
+  if (plan->has_provenance()) {
+    plan->mutable_provenance()->set_reason(RenameQuotedSymbols(plan->provenance().reason(), renamed));
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "cache/store.h"
@@ -274,6 +276,10 @@ void ApplyRequestNames(const Prepared& p, v1::KernelPlan* plan);
 void ShortenNames(v1::KernelPlan* plan);
 // The size of `plan` with ShortenNames' names (a copy).
 int64_t BytesWithShortNames(const v1::KernelPlan& plan);
+// `text` with each symbol name quoted in it (as validation quotes client
+// text: partition reasons, untuned reasons, trial messages) renamed by
+// `renamed`, in one pass (two symbols may swap names).
+std::string RenameQuotedSymbols(absl::string_view text, const std::map<std::string, std::string>& renamed);
 
 // A request id unique in this process, for requests that came without one.
 std::string NewRequestId();

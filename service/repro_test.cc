@@ -534,7 +534,7 @@ TEST_F(PipelineReproTest, AKernelWrongAtAnotherSizeLeavesABundleOfThatSize) {
       pipeline->Build(*p, [&](const v1::TuneProgress& m) { progress.push_back(m); }, nullptr);
   // Every candidate, the seed too, is wrong at 769: nothing may serve.
   EXPECT_EQ(built.status().code(), absl::StatusCode::kInternal) << built.status();
-  EXPECT_THAT(built.status().message(), HasSubstr("at n=769 (passed at n=1024)"));
+  EXPECT_THAT(built.status().message(), HasSubstr("at \"n\"=769 (passed at \"n\"=1024)"));
   // The Tune stream said so: each trial passed at the bucket ("tune"), then
   // came again failed ("check").
   int tuned = 0, checked = 0;
@@ -546,7 +546,7 @@ TEST_F(PipelineReproTest, AKernelWrongAtAnotherSizeLeavesABundleOfThatSize) {
       EXPECT_EQ(m.phase(), "check");
       ++checked;
       EXPECT_EQ(m.trial().outcome(), v1::Trial::OUTCOME_WRONG_RESULT);
-      EXPECT_THAT(m.trial().message(), HasSubstr("at n=769 (passed at n=1024)"));
+      EXPECT_THAT(m.trial().message(), HasSubstr("at \"n\"=769 (passed at \"n\"=1024)"));
     }
   }
   EXPECT_GT(tuned, 0);

@@ -641,6 +641,49 @@ TEST_F(ServerTest, LongNamesPastTheMessageLimitAreRefusedForTheirCallerOnly) {
   EXPECT_EQ(compiler_->calls.load(), 1);
 }
 
+// Texts that quote symbol names (a kernel's partition reason) are stored
+// without them and read with each caller's own, as the symbols are.
+TEST_F(ServerTest, APartitionReasonNamesEachCallersSymbols) {
+  Start(std::chrono::milliseconds(0));
+  auto named = [](const std::string& a, const std::string& b) {
+    v1::CompileRequest r;
+    v1::Chain* c = r.mutable_chain();
+    for (const auto& [name, symbol] : {std::pair<std::string, std::string>{"x", a}, {"y", b}}) {
+      v1::TensorSpec* in = c->add_inputs();
+      in->set_name(name);
+      in->set_dtype(v1::DTYPE_F32);
+      in->add_shape()->set_symbol(symbol);
+      in->mutable_shape(0)->set_hint(1024);
+      if (name == "y") in->add_shape()->set_size(3);
+    }
+    for (uint32_t i = 0; i < 2; ++i) {
+      v1::Op* relu = c->add_ops();
+      relu->set_kind(v1::OP_RELU);
+      relu->add_args()->set_input(i);
+      v1::Output* out = c->add_outputs();
+      out->set_name(absl::StrCat("o", i));
+      out->mutable_value()->set_op(i);
+    }
+    return r;
+  };
+  auto reasons = [](const v1::CompileResponse& resp) {
+    std::string all;
+    for (const v1::Kernel& k : resp.plan().kernels()) absl::StrAppend(&all, k.partition_reason(), "\n");
+    return all;
+  };
+  v1::CompileResponse first, second;
+  ASSERT_TRUE(Compile(named("NAMEONE", "NAMETWO"), &first).ok());
+  EXPECT_THAT(reasons(first), HasSubstr("\"NAMEONE\""));
+  ASSERT_TRUE(Compile(named("alpha", "beta"), &second).ok());
+  EXPECT_EQ(second.cache(), v1::CACHE_OUTCOME_HIT);
+  EXPECT_THAT(reasons(second), HasSubstr("\"alpha\""));
+  EXPECT_THAT(reasons(second), HasSubstr("\"beta\""));
+  EXPECT_THAT(reasons(second), Not(HasSubstr("NAME")));
+  // Swapped: one pass, so s0 and s1 do not run into each other.
+  ASSERT_TRUE(Compile(named("NAMETWO", "NAMEONE"), &second).ok());
+  EXPECT_THAT(reasons(second), HasSubstr("over [\"NAMETWO\"]"));
+}
+
 // A plan whose first kernels' code is already past the limit is refused
 // without building the rest.
 TEST_F(ServerTest, APlanPastTheLimitIsRefusedBeforeItsLastKernelsAreBuilt) {

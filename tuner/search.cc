@@ -19,6 +19,7 @@
 #include "codegen/pointwise.h"
 #include "codegen/reduce.h"
 #include "codegen/row.h"
+#include "codegen/validate_internal.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -299,12 +300,14 @@ absl::Status YardstickDidNotCompile(absl::string_view what, const Variant& v,
       absl::StrCat(what, " (", v.ToString(), ") did not compile: ", s.message()));
 }
 
-// "n=769, m=3": the symbol values of a check, named by the chain's symbols.
+// "\"n\"=769, \"m\"=3": the symbol values of a check, named by the chain's
+// symbols, quoted as client text is (escaped, at most 64 bytes; the
+// service renames them in what it stores).
 std::string SizesText(const Chain& chain, absl::Span<const int64_t> values) {
   std::vector<std::string> parts;
   for (size_t s = 0; s < values.size(); ++s)
-    parts.push_back(absl::StrCat(s < chain.symbols.size() ? chain.symbols[s].name : "?", "=",
-                                 values[s]));
+    parts.push_back(absl::StrCat(s < chain.symbols.size() ? validate_internal::Quote(chain.symbols[s].name) : "?",
+                                 "=", values[s]));
   return absl::StrJoin(parts, ", ");
 }
 

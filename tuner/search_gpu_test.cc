@@ -97,7 +97,7 @@ TEST(TuneKernelGpuTest, AKernelWrongAtAnotherSizeLosesToOneRightEverywhere) {
     if (t.variant == *seed || t.median_seconds >= seed_trial->median_seconds) continue;
     if (t.outcome == Outcome::kSkipped || t.outcome == Outcome::kCompileError) continue;
     EXPECT_EQ(t.outcome, Outcome::kWrongResult) << t.variant.ToString() << ": " << t.message;
-    EXPECT_THAT(t.message, HasSubstr("at n=769 (passed at n=1024)"));
+    EXPECT_THAT(t.message, HasSubstr("at \"n\"=769 (passed at \"n\"=1024)"));
   }
 }
 
@@ -148,7 +148,7 @@ TEST(CheckKernelGpuTest, APlantedTailBugIsCaughtAndTheKernelAsGeneratedPasses) {
       CheckKernel(f.chain, f.group, *planted, Opts(gpu->arch), nvrtc, *gpu->runner);
   ASSERT_TRUE(caught.ok()) << caught.status();
   EXPECT_EQ(caught->outcome, Outcome::kWrongResult) << caught->message;
-  EXPECT_THAT(caught->message, HasSubstr("at n=769 (passed at n=1024)"));
+  EXPECT_THAT(caught->message, HasSubstr("at \"n\"=769 (passed at \"n\"=1024)"));
 }
 
 }  // namespace

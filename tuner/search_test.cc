@@ -305,7 +305,7 @@ TEST(TuneKernelTest, ASymbolicKernelIsCheckedAtOtherSizesBeforeItWins) {
                               [&](const Trial& t) { return t.variant == (*cands)[2]; });
   ASSERT_NE(fastest, r->trials.end());
   EXPECT_EQ(fastest->outcome, Outcome::kWrongResult);
-  EXPECT_THAT(fastest->message, HasSubstr("at n=769 (passed at n=1024)"));
+  EXPECT_THAT(fastest->message, HasSubstr("at \"n\"=769 (passed at \"n\"=1024)"));
   EXPECT_EQ(fastest->symbol_values, (std::vector<int64_t>{769}));  // Where its repro replays.
   EXPECT_EQ(r->checked_sizes, (std::vector<std::vector<int64_t>>{{1024}, {769}, {3}}));
   EXPECT_TRUE(r->seed_failure.empty());
@@ -364,7 +364,7 @@ TEST(TuneKernelTest, WhenTheFastestFailAtOtherSizesTheRestAreChecked) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->tuned) << r->untuned_reason;
   EXPECT_EQ(r->best, (*cands)[5]);
-  EXPECT_THAT(r->seed_failure, HasSubstr("wrong_result: at n=769"));
+  EXPECT_THAT(r->seed_failure, HasSubstr("wrong_result: at \"n\"=769"));
   ASSERT_EQ(reported.size(), cands->size() + 5);
   for (size_t i = 0; i < cands->size(); ++i) EXPECT_EQ(reported[i].outcome, Outcome::kOk) << i;
   for (size_t i = 0; i < 5; ++i) {
@@ -372,7 +372,7 @@ TEST(TuneKernelTest, WhenTheFastestFailAtOtherSizesTheRestAreChecked) {
     EXPECT_EQ(again.variant, (*cands)[i]);
     EXPECT_EQ(again.outcome, i < 4 ? Outcome::kWrongResult : Outcome::kLaunchError);
     EXPECT_EQ(again.symbol_values, (std::vector<int64_t>{i < 4 ? 769 : 3}));
-    EXPECT_THAT(again.message, HasSubstr("(passed at n=1024)"));
+    EXPECT_THAT(again.message, HasSubstr("(passed at \"n\"=1024)"));
   }
   EXPECT_FALSE(r->seed_failed);
   // The bucket; the first four at 769 (none left for 3); the rest at both.
@@ -447,7 +447,7 @@ TEST(TuneKernelTest, ACandidateWithoutAVerdictAtAnotherSizeDoesNotWin) {
                             [&](const Trial& t) { return t.variant == cands[3]; });
   ASSERT_NE(third, r->trials.end());
   EXPECT_EQ(third->outcome, Outcome::kSkipped);
-  EXPECT_THAT(third->message, HasSubstr("at n=769 (passed at n=1024): the runner gave no verdict"));
+  EXPECT_THAT(third->message, HasSubstr("at \"n\"=769 (passed at \"n\"=1024): the runner gave no verdict"));
 }
 
 // The seed failed at 769, then the GPU could not run the check at 3: no
@@ -465,8 +465,8 @@ TEST(TuneKernelTest, ASeedWrongAtAnotherSizeIsMarkedSoWhenTheNextCheckCannotRun)
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->tuned);
   EXPECT_TRUE(r->seed_failed);
-  EXPECT_THAT(r->untuned_reason, HasSubstr("failed on the GPU (wrong_result: at n=769"));
-  EXPECT_THAT(r->untuned_reason, HasSubstr("the check at n=3 failed on the GPU"));
+  EXPECT_THAT(r->untuned_reason, HasSubstr("failed on the GPU (wrong_result: at \"n\"=769"));
+  EXPECT_THAT(r->untuned_reason, HasSubstr("the check at \"n\"=3 failed on the GPU"));
 }
 
 TEST(TuneKernelTest, NoKernelRightAtEverySizeLeavesTheSeedUntunedAndMarked) {
@@ -482,7 +482,7 @@ TEST(TuneKernelTest, NoKernelRightAtEverySizeLeavesTheSeedUntunedAndMarked) {
   EXPECT_FALSE(r->tuned);
   EXPECT_TRUE(r->seed_failed);
   EXPECT_EQ(r->kernel.spec.variant, (*cands)[0]);
-  EXPECT_THAT(r->untuned_reason, HasSubstr("at n=3"));
+  EXPECT_THAT(r->untuned_reason, HasSubstr("at \"n\"=3"));
   EXPECT_EQ(r->report.measured_seconds, 0);
 }
 
@@ -497,7 +497,7 @@ TEST(TuneKernelTest, ACheckAtAnotherSizeTheGpuCannotRunLeavesItUntuned) {
   EXPECT_FALSE(r->tuned);
   EXPECT_FALSE(r->seed_failed);
   EXPECT_THAT(r->untuned_reason,
-              HasSubstr("tuning failed on the GPU: the check at n=769 failed on the GPU"));
+              HasSubstr("tuning failed on the GPU: the check at \"n\"=769 failed on the GPU"));
 }
 
 // A stored decision's winner, compiled: what CheckKernel is given. Not the
@@ -552,7 +552,7 @@ TEST(CheckKernelTest, AFailureNamesTheSizes) {
     absl::StatusOr<Trial> t = CheckKernel(f.chain, f.group, k, Opts(TuneMode::kQuick), compiler, runner);
     ASSERT_TRUE(t.ok()) << t.status();
     EXPECT_EQ(t->outcome, Outcome::kWrongResult);
-    EXPECT_THAT(t->message, HasSubstr("at n=3 (passed at n=1024)"));
+    EXPECT_THAT(t->message, HasSubstr("at \"n\"=3 (passed at \"n\"=1024)"));
   }
   {
     FakeRunner runner;
@@ -560,7 +560,7 @@ TEST(CheckKernelTest, AFailureNamesTheSizes) {
     absl::StatusOr<Trial> t = CheckKernel(f.chain, f.group, k, Opts(TuneMode::kQuick), compiler, runner);
     ASSERT_TRUE(t.ok()) << t.status();
     EXPECT_EQ(t->outcome, Outcome::kLaunchError);
-    EXPECT_THAT(t->message, HasSubstr("at n=1024: "));
+    EXPECT_THAT(t->message, HasSubstr("at \"n\"=1024: "));
     EXPECT_EQ(runner.tasks_.size(), 1u);  // No other size once the bucket failed.
   }
   {
@@ -568,7 +568,7 @@ TEST(CheckKernelTest, AFailureNamesTheSizes) {
     runner.fail_at_ = {769};
     absl::StatusOr<Trial> t = CheckKernel(f.chain, f.group, k, Opts(TuneMode::kQuick), compiler, runner);
     EXPECT_EQ(t.status().code(), absl::StatusCode::kUnavailable) << t.status();
-    EXPECT_THAT(t.status().message(), HasSubstr("the check at n=769"));
+    EXPECT_THAT(t.status().message(), HasSubstr("the check at \"n\"=769"));
   }
 }
 
