@@ -249,17 +249,21 @@ int RunCacheExplain(const GlobalOptions& g, const CacheExplainOptions& o,
 
 int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& options,
                    CliIo& io) {
-  // "-" is standard output, as for most tools (a pipe to ssh, say).
-  CacheExportOptions o = options;
-  if (o.out == "-") o.out = "/dev/stdout";
+  const CacheExportOptions& o = options;
+  // "-" (or a name of this process's stdout) is written to standard output
+  // itself, not reopened: a reopened /dev/stdout has an offset of its own,
+  // so it truncated, or was overwritten after, a file the shell redirected
+  // it to (`>> f`, `{ ...; } > f`).
+  const bool to_stdout =
+      o.out == "-" || o.out == "/dev/stdout" || o.out == "/dev/fd/1" || o.out == "/proc/self/fd/1";
   // A file is written beside the target and renamed at the end: a failed
   // export leaves no bundle that looks whole. Anything else that exists (a
-  // link such as /dev/stdout, a pipe, a device) is written in place, never
-  // replaced; it may be this process's stdout, so then what the command says
-  // (the summary, an error, JSON or not) goes to stderr and the bundle stays
-  // whole.
+  // link, a pipe, a device) is written in place, never replaced; it may be
+  // this process's stdout, so then what the command says (the summary, an
+  // error, JSON or not) goes to stderr and the bundle stays whole.
   struct stat st;
-  const bool in_place = !o.out.empty() && ::lstat(o.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  const bool in_place =
+      to_stdout || (!o.out.empty() && ::lstat(o.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode));
   CliIo said{in_place ? io.err : io.out, io.err, false};
   const int given = !o.keys.empty() + !o.prefix.empty() + o.all;
   if (given != 1 || o.out.empty()) {
@@ -277,13 +281,13 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& options,
   req.set_key_prefix(absl::AsciiStrToLower(o.prefix));
   req.set_all(o.all);
 
-  const std::string target = in_place ? o.out : o.out + ".partial";
-  // Standard output is appended to: reopening it would truncate a file the
-  // shell redirected it to (`>> f`, `{ ...; } > f`). Other paths written in
-  // place (a link to a file) are replaced, as -o FILE asks.
-  const bool to_stdout = o.out == "/dev/stdout";
-  std::ofstream out(target, std::ios::binary | (to_stdout ? std::ios::app : std::ios::trunc));
-  if (!out) return ReportError(g, FileError(absl::StrCat("cannot write ", target), errno), said);
+  const std::string target = to_stdout ? "standard output" : in_place ? o.out : o.out + ".partial";
+  std::ofstream file;
+  if (!to_stdout) {
+    file.open(target, std::ios::binary | std::ios::trunc);
+    if (!file) return ReportError(g, FileError(absl::StrCat("cannot write ", target), errno), said);
+  }
+  std::ostream& out = to_stdout ? io.out : file;
   out.write(kBundleMagic, kBundleMagicSize);
   int decisions = 0, artifacts = 0;
   int64_t bytes = kBundleMagicSize;
@@ -299,7 +303,11 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& options,
         ++(e.kind() == "decision" ? decisions : artifacts);
         return absl::OkStatus();
       });
-  out.close();
+  if (to_stdout) {
+    out.flush();
+  } else {
+    file.close();
+  }
   if (s.ok() && !out)
     s = absl::DataLossError(absl::StrCat("writing ", target, " failed"));
   if (s.ok() && !in_place && std::rename(target.c_str(), o.out.c_str()) != 0) {
@@ -322,7 +330,7 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& options,
     said.out << "exported " << counted(decisions + artifacts, "entry", "entries") << " ("
            << counted(decisions, "decision", "decisions") << ", " << counted(artifacts, "artifact", "artifacts") << "), "
            << FormatBytes(static_cast<double>(bytes)) << " to "
-           << (options.out == "-" ? "standard output" : o.out) << "\n";
+           << (to_stdout ? "standard output" : o.out) << "\n";
   }
   return kExitOk;
 }

@@ -417,6 +417,18 @@ TEST_F(CliRunTest, CacheExportWritesThroughASymbolicLink) {
   EXPECT_EQ(e.key(), "a1");
 }
 
+// "-" is standard output itself: the bundle there, the summary on stderr.
+TEST_F(CliRunTest, CacheExportToDashWritesTheBundleToStandardOutput) {
+  fake_.service().entries = {Entry("artifact", "a1")};
+  CacheExportOptions ex;
+  ex.all = true;
+  ex.out = "-";
+  ASSERT_EQ(RunCacheExport(g_, ex, io_), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str().substr(0, 16), "KFUSE-BUNDLE-v1\n");
+  EXPECT_THAT(err_.str(), HasSubstr("to standard output"));
+  EXPECT_FALSE(std::filesystem::exists("-"));
+}
+
 TEST_F(CliRunTest, CacheImportPrintsRejectionsAndFails) {
   fake_.service().entries = {Entry("artifact", "a1"),
                              Entry("artifact", "a2bcdef")};

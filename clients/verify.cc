@@ -19,17 +19,16 @@ absl::StatusOr<PublicKey> LoadPinnedKey(const std::string& file_or_hex) {
   if (direct.ok()) return direct;
   std::ifstream in(file_or_hex);
   if (!in) {
-    // Digits are not echoed: a mistyped key may be a private seed's, quoted
-    // or prefixed (0x...) as configuration files write them. So an argument
-    // with a run of 32 or more hex digits is described, not shown.
-    size_t run = 0, longest = 0;
-    for (char ch : trimmed) {
-      run = absl::ascii_isxdigit(static_cast<unsigned char>(ch)) ? run + 1 : 0;
-      longest = std::max(longest, run);
-    }
-    const std::string what = longest >= 32 ? absl::StrCat("of ", trimmed.size(), " characters (", longest,
-                                                          " hex digits in a row)")
-                                            : absl::StrCat("'", file_or_hex, "'");
+    // Digits are not echoed: a mistyped key may be a private seed's, quoted,
+    // prefixed (0x...) or grouped as configuration files write them. So an
+    // argument with 16 or more hex digits in all is described, not shown
+    // (a path of so many is rare; its length still says what was given).
+    const size_t digits = static_cast<size_t>(std::count_if(trimmed.begin(), trimmed.end(), [](char ch) {
+      return absl::ascii_isxdigit(static_cast<unsigned char>(ch));
+    }));
+    const std::string what = digits >= 16 ? absl::StrCat("of ", trimmed.size(), " characters (", digits,
+                                                         " of them hex digits)")
+                                          : absl::StrCat("'", file_or_hex, "'");
     return absl::NotFoundError(absl::StrCat("verify key ", what, " is neither 64 hex digits nor a readable file"));
   }
   std::stringstream text;

@@ -140,6 +140,10 @@ on a cache export --all -o - >>"$tmp/appended" 2>"$tmp/export.err"
 [[ $(head -c 7 "$tmp/appended" | od -An -c | tr -d ' ') == 'before\n' && $(stat -c %s "$tmp/appended") -gt 100 ]] &&
   grep -q "to standard output" "$tmp/export.err"
 check "export -o - >> FILE keeps what FILE held" $? "$(head -c 40 "$tmp/appended" | od -c | head -3) $(cat "$tmp/export.err")"
+# In a group redirected once, what follows the bundle comes after it.
+(on a cache export --all -o - 2>/dev/null; printf ZZZZ) >"$tmp/grouped"
+[[ $(head -c 5 "$tmp/grouped") == KFUSE && $(tail -c 4 "$tmp/grouped") == ZZZZ ]]
+check "export -o - in a redirected group writes where the shell's offset is" $? "$(head -c 20 "$tmp/grouped" | od -c | head -2)"
 
 out=$(on b compile examples/relu_fma_f32.json 2>&1)
 rc=$?

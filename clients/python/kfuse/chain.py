@@ -285,6 +285,8 @@ class Chain:
         """A Chain from the CLI's JSON: a Chain, or a CompileRequest's chain."""
         import json
 
+        if isinstance(text, (bytes, bytearray)):  # As json.loads takes them.
+            text = text.decode("utf-8")
         # As the CLI bounds it (core/json_depth.h), before parsing: how deep
         # json.loads goes before a RecursionError differs between Pythons.
         if _json_depth(text) > _MAX_JSON_DEPTH:

@@ -314,6 +314,7 @@ def test_brackets_in_names_do_not_count_as_nesting():
             + ', "dtype": "DTYPE_F32", "shape": [{"size": 4}]}]}')
     c = kfuse.Chain.from_json(text)
     assert c.to_proto().inputs[0].name == name
+    assert kfuse.Chain.from_json(text.encode()).to_proto().inputs[0].name == name  # Bytes, as a file read them.
 
 
 def test_axes_may_be_numpy_style_integers():
