@@ -189,10 +189,12 @@ absl::Status CheckWideWholeScalars(const Chain& c, int32_t id, const std::vector
   return absl::OkStatus();
 }
 
-// The exact value of weak scalar `id` (element-wise ops on untyped whole
-// constants, as Python computes them: no wrap), or nullopt where an op is
-// not one whose exact result matters for the range of i32. `memo` holds
-// each node's value once (a weak scalar may be a DAG: x + x, n times).
+// The value of weak scalar `id` (element-wise ops on untyped constants) as
+// Python computes it: integers exact, never wrapped; floats held in their
+// type; bools 0 and 1. nullopt for an op it does not model (sqrt, exp and
+// the other functions, which folding leaves alone too): the ops above one
+// go unchecked, so (sqrt(4) > 1) + 2147483647 still wraps.
+// `memo` holds each node's value once (a weak scalar may be a DAG).
 using WeakValues = std::map<int32_t, std::optional<double>>;
 std::optional<double> ExactWeakValue(const Chain& c, int32_t id, WeakValues& memo);
 

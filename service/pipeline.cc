@@ -1140,10 +1140,6 @@ std::string NewRequestId() {
   return absl::StrCat(absl::Hex(start), "-", counter.fetch_add(1));
 }
 
-namespace {
-
-}  // namespace
-
 std::string RenameQuotedSymbols(absl::string_view text, const std::map<std::string, std::string>& renamed) {
   std::vector<std::pair<std::string, std::string>> quoted;
   for (const auto& [from, to] : renamed) {
