@@ -247,9 +247,8 @@ int RunCacheExplain(const GlobalOptions& g, const CacheExplainOptions& o,
   return kExitOk;
 }
 
-int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& options,
+int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
                    CliIo& io) {
-  const CacheExportOptions& o = options;
   // "-" (or a name of this process's stdout) is written to standard output
   // itself, not reopened: a reopened /dev/stdout has an offset of its own,
   // so it truncated, or was overwritten after, a file the shell redirected
