@@ -21,6 +21,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Clock = std::chrono::steady_clock;
 using service_testing::FakeCompiler;
 using service_testing::FakeGpu;
@@ -31,6 +32,15 @@ using service_testing::TestStorePath;
 v1::CompileRequest Silu(double scale, bool background = false) {
   v1::CompileRequest r = ScaledActivation(v1::OP_SILU, scale, 1 << 20);
   r.mutable_policy()->set_background(background);
+  return r;
+}
+
+// Silu(scale) over a symbol's worth of elements, 1000 at the hint.
+v1::CompileRequest SiluOver(const std::string& symbol, double scale) {
+  v1::CompileRequest r = Silu(scale);
+  v1::Dim* d = r.mutable_chain()->mutable_inputs(0)->mutable_shape(0);
+  d->set_symbol(symbol);
+  d->set_hint(1000);
   return r;
 }
 
@@ -403,13 +413,7 @@ TEST_F(ColdStartTest, ANewGeneratorVersionWithTheSameVariantSchemaReusesTheDecis
 // A plan names the sizes each kernel's check passed at, by the request's
 // symbol names, whether built now or reused.
 TEST_F(ColdStartTest, APlanSaysWhereItsKernelWasChecked) {
-  auto request = [](const std::string& symbol) {
-    v1::CompileRequest r = Silu(7.5);
-    v1::Dim* d = r.mutable_chain()->mutable_inputs(0)->mutable_shape(0);
-    d->set_symbol(symbol);
-    d->set_hint(1000);
-    return r;
-  };
+  auto request = [](const std::string& symbol) { return SiluOver(symbol, 7.5); };
   auto sizes = [](const v1::Kernel& k) {
     std::vector<std::string> out;
     for (const v1::SymbolSizes& s : k.checked_at())
@@ -426,6 +430,48 @@ TEST_F(ColdStartTest, APlanSaysWhereItsKernelWasChecked) {
   ASSERT_TRUE(Compile(request("rows"), &again, std::chrono::seconds(60)).ok());
   EXPECT_EQ(again.cache(), v1::CACHE_OUTCOME_HIT);
   EXPECT_THAT(sizes(again.plan().kernels(0)), ElementsAre("rows=1024", "rows=769", "rows=3"));
+}
+
+// Callers that differ only in their symbols' names share one tuning job.
+// What it says as it goes (a check that failed at another size quotes that
+// size's symbol) and how it ends reach each caller in its own names, as
+// does the refusal a later caller meets.
+TEST_F(ColdStartTest, CallersReadTheirOwnSymbolNamesInATuningJobsMessages) {
+  gpu_.wrong_untimed = true;  // Every check at another size fails.
+  struct Heard {
+    std::string progress;  // Every trial message.
+    std::string text;      // Those, then the stream's end.
+    grpc::Status end;
+  };
+  auto tune = [&](const std::string& symbol, double scale, Heard* heard) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto reader = stub_->Tune(&ctx, SiluOver(symbol, scale));
+    v1::TuneProgress m;
+    while (reader->Read(&m)) absl::StrAppend(&heard->progress, m.trial().message(), "\n");
+    heard->end = reader->Finish();
+    heard->text = absl::StrCat(heard->progress, heard->end.error_message());
+  };
+  Heard alone;
+  tune("n", 9.5, &alone);
+  const int runs_alone = gpu_.runs.exchange(0);
+  Heard first, joined;
+  std::thread t([&] { tune("tokens", 8.5, &first); });
+  while (gpu_.runs.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  tune("rows", 8.5, &joined);
+  t.join();
+  EXPECT_EQ(gpu_.runs.load(), runs_alone);  // One job.
+  EXPECT_THAT(first.text, HasSubstr("\"tokens\"="));
+  EXPECT_THAT(joined.progress, HasSubstr("\"rows\"="));  // It joined the job, and heard it.
+  for (const char* other : {"\"s0\"", "\"rows\""}) EXPECT_THAT(first.text, Not(HasSubstr(other)));
+  for (const char* other : {"\"s0\"", "\"tokens\""}) EXPECT_THAT(joined.text, Not(HasSubstr(other)));
+  EXPECT_EQ(first.end.error_code(), joined.end.error_code());
+  // A later caller is refused the chain measured wrong in its own names too.
+  v1::CompileResponse r;
+  grpc::Status later = Compile(SiluOver("cols", 8.5), &r, std::chrono::seconds(60));
+  EXPECT_EQ(later.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_THAT(later.error_message(), HasSubstr("\"cols\"="));
+  for (const char* other : {"\"s0\"", "\"tokens\""}) EXPECT_THAT(later.error_message(), Not(HasSubstr(other)));
 }
 
 // The decision's winner, built by the new generator, computes the wrong

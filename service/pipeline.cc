@@ -636,7 +636,8 @@ absl::Status Pipeline::MeasuredWrong(const Prepared& p) const {
   return absl::InternalError(absl::StrCat(
       "kfused: tuning on this GPU measured this chain's kernel wrong ",
       static_cast<int64_t>(now - it->second.at), " s ago and found no variant right (",
-      it->second.why, "); it is not served. A forced request (policy.force) tunes it again"));
+      RenameQuotedSymbols(it->second.why, ShortSymbolNames(p.chain, /*back=*/true)),
+      "); it is not served. A forced request (policy.force) tunes it again"));
 }
 
 bool Pipeline::RefusedHeuristic(const Prepared& p, const v1::KernelPlan& plan) const {
@@ -645,6 +646,9 @@ bool Pipeline::RefusedHeuristic(const Prepared& p, const v1::KernelPlan& plan) c
 
 void Pipeline::WithdrawHeuristic(const Prepared& p, const std::string& why, bool no_other) const {
   if (!p.can_tune) return;
+  // Held and stored in short names, as plans are; each refusal names its
+  // caller's symbols (MeasuredWrong).
+  const std::string held = RenameQuotedSymbols(why, ShortSymbolNames(p.chain));
   if (no_other) {
     absl::MutexLock lock(&wrong_mu_);
     // Bounded: expired entries go first, then (a flood of distinct failing
@@ -657,13 +661,13 @@ void Pipeline::WithdrawHeuristic(const Prepared& p, const std::string& why, bool
     }
     // Not stored until the Put below lands: a read of the store's refusals
     // meanwhile keeps it.
-    wrong_[p.heuristic_key.ArtifactKey()] = KnownWrong{why, SteadySeconds(), /*stored=*/false};
+    wrong_[p.heuristic_key.ArtifactKey()] = KnownWrong{held, SteadySeconds(), /*stored=*/false};
     ++wrong_changes_;
   }
   if (no_other && !options_.read_only) {
     // Kept in the store too, so a restart does not serve it again.
     const auto until = absl::ToUnixMillis(absl::Now()) + static_cast<int64_t>(kMeasuredWrongSeconds * 1000);
-    if (absl::Status s = deps_.store->PutRefusal({p.heuristic_key.ArtifactKey(), why, until}); !s.ok()) {
+    if (absl::Status s = deps_.store->PutRefusal({p.heuristic_key.ArtifactKey(), held, until}); !s.ok()) {
       metrics().StoreError("put");
       LogEvent(LogLevel::kWarning, "store_put_failed",
                {{"request_id", p.request.request_id()}, {"key", p.heuristic_key.ArtifactKey()},
@@ -996,8 +1000,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildHere(const Prepared& p, const
   if (!decision) {
     storage::v1::Decision d;
     // Stored, as plans are, without the builder's symbol names.
-    std::map<std::string, std::string> short_names;
-    for (size_t s = 0; s < p.chain.symbols.size(); ++s) short_names[p.chain.symbols[s].name] = absl::StrCat("s", s);
+    const std::map<std::string, std::string> short_names = ShortSymbolNames(p.chain);
     for (const BuiltKernel& b : built) {
       *d.add_variants() = ToProto(b.result.best);
       for (const Trial& t : b.result.trials) {
@@ -1162,6 +1165,19 @@ std::string RenameQuotedSymbols(absl::string_view text, const std::map<std::stri
     if (!replaced) out += text[i++];
   }
   return out;
+}
+
+std::map<std::string, std::string> ShortSymbolNames(const Chain& chain, bool back) {
+  std::map<std::string, std::string> renamed;
+  for (size_t s = 0; s < chain.symbols.size(); ++s) {
+    std::string short_name = absl::StrCat("s", s);
+    if (back) {
+      renamed[std::move(short_name)] = chain.symbols[s].name;
+    } else {
+      renamed[chain.symbols[s].name] = std::move(short_name);
+    }
+  }
+  return renamed;
 }
 
 namespace {

@@ -280,6 +280,10 @@ int64_t BytesWithShortNames(const v1::KernelPlan& plan);
 // text: partition reasons, untuned reasons, trial messages) renamed by
 // `renamed`, in one pass (two symbols may swap names).
 std::string RenameQuotedSymbols(absl::string_view text, const std::map<std::string, std::string>& renamed);
+// `chain`'s symbol names to ShortenNames' (s0, s1, ...), or where `back`,
+// those to `chain`'s: a job's messages, which every waiter reads, are kept
+// in the short names, and each waiter reads its own.
+std::map<std::string, std::string> ShortSymbolNames(const Chain& chain, bool back = false);
 
 // A request id unique in this process, for requests that came without one.
 std::string NewRequestId();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -184,6 +186,13 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, const absl::S
   return r;
 }
 
+// `m` with the symbols its trial's message quotes renamed by `renamed`.
+v1::TuneProgress RenamedTrial(const v1::TuneProgress& m, const std::map<std::string, std::string>& renamed) {
+  v1::TuneProgress out = m;
+  if (m.has_trial()) out.mutable_trial()->set_message(RenameQuotedSymbols(m.trial().message(), renamed));
+  return out;
+}
+
 }  // namespace
 
 KernelServiceImpl::KernelServiceImpl(Pipeline* pipeline, ServiceOptions options)
@@ -265,7 +274,10 @@ void KernelServiceImpl::Drain() {
 
 JobTable::Result KernelServiceImpl::ForWaiter(const Prepared& p, JobTable::Result r, bool joined) const {
   if (joined) options_.metrics->Joined();  // Whatever the job's outcome.
-  if (!r.ok()) return r;
+  if (!r.ok()) {  // The job's message names symbols as ShortenNames does.
+    return absl::Status(r.status().code(),
+                        RenameQuotedSymbols(r.status().message(), ShortSymbolNames(p.chain, /*back=*/true)));
+  }
   if (!p.request.include_source()) {
     for (v1::Kernel& k : *r->mutable_plan()->mutable_kernels()) k.clear_source();
   }
@@ -325,8 +337,17 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
       }
       AddBuilding(1);
       const auto start = std::chrono::steady_clock::now();
+      // What the job says, every waiter reads: its messages name the
+      // builder's symbols by their short names, which each waiter reads as
+      // its own (ForWaiter, Tune's progress).
+      const std::map<std::string, std::string> short_names = ShortSymbolNames(p.chain);
       JobTable::Result r = pipeline_->Build(
-          p, [this, job](const v1::TuneProgress& m) { jobs_.Progress(job, m); }, &job->cancel);
+          p,
+          [this, job, short_names](const v1::TuneProgress& m) {
+            jobs_.Progress(job, RenamedTrial(m, short_names));
+          },
+          &job->cancel);
+      if (!r.ok()) r = absl::Status(r.status().code(), RenameQuotedSymbols(r.status().message(), short_names));
       if (!r.ok()) {  // Successful builds are timed by the pipeline, by how they ended.
         // A build whose callers all left (a deadline, a client gone) is not
         // a failure of the build.
@@ -517,7 +538,10 @@ grpc::ServerWriteReactor<v1::TuneProgress>* KernelServiceImpl::Tune(grpc::Callba
       [this, stream, mine](const JobTable::Result& r, bool joined) {
         stream->Complete(Signed(ForWaiter(*mine, r, joined)));
       },
-      [stream](const v1::TuneProgress& m) { stream->Push(m); }, &rejected, &joined);
+      [stream, own = ShortSymbolNames(mine->chain, /*back=*/true)](const v1::TuneProgress& m) {
+        stream->Push(RenamedTrial(m, own));
+      },
+      &rejected, &joined);
   if (rejected) {
     stream->Complete(absl::ResourceExhaustedError("kfused: the job queue is full; retry later"));
   } else {
