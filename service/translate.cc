@@ -136,6 +136,34 @@ absl::StatusOr<int32_t> TranslateRef(const v1::Ref& r, int num_inputs, int num_o
   return Bad(field, "reference must name an input or an op");
 }
 
+// An attribute `kind` does not read is refused, not ignored: a reduction
+// whose axes were put in `axis` would otherwise reduce every axis, and a
+// client's mistake would pass as another chain.
+absl::Status CheckAttributes(const v1::Op& op, OpKind kind, const std::string& field) {
+  const bool reduction = kind == OpKind::kReduceSum || kind == OpKind::kReduceMax ||
+                         kind == OpKind::kReduceMin || kind == OpKind::kReduceMean;
+  struct Attribute {
+    const char* name;
+    bool set;
+    bool read;
+  };
+  const Attribute attributes[] = {
+      {"dtype", op.dtype() != v1::DTYPE_UNSPECIFIED,
+       kind == OpKind::kConstant || kind == OpKind::kCast || kind == OpKind::kIota},
+      {"value", op.value() != 0, kind == OpKind::kConstant},
+      {"weak_float", op.weak_float(), kind == OpKind::kConstant},
+      {"reduce", op.has_reduce(), reduction},
+      {"shape", op.has_shape(), kind == OpKind::kReshape || kind == OpKind::kExpand || kind == OpKind::kIota},
+      {"permute", op.has_permute(), kind == OpKind::kPermute},
+      {"slice", op.has_slice(), kind == OpKind::kSlice},
+      {"axis", op.has_axis(), kind == OpKind::kIota || kind == OpKind::kConcat},
+  };
+  for (const Attribute& a : attributes) {
+    if (a.set && !a.read) return Bad(absl::StrCat(field, ".", a.name), absl::StrCat(std::string(OpName(kind)), " takes no ", a.name));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TranslateOp(const v1::Op& op, int j, int num_inputs, SymbolTable& symbols, Node* n) {
   std::string field = absl::StrCat("ops[", j, "]");
   int kind = op.kind();
@@ -146,6 +174,7 @@ absl::Status TranslateOp(const v1::Op& op, int j, int num_inputs, SymbolTable& s
   }
   n->kind = static_cast<OpKind>(kind);
   n->wire_index = j;
+  KFUSE_RETURN_IF_ERROR(CheckAttributes(op, n->kind, field));
   if (op.args_size() > kMaxArgs) {
     return Bad(field + ".args", absl::StrCat("more than ", kMaxArgs, " operands"));
   }
@@ -154,8 +183,6 @@ absl::Status TranslateOp(const v1::Op& op, int j, int num_inputs, SymbolTable& s
         int32_t id, TranslateRef(op.args(i), num_inputs, j, absl::StrCat(field, ".args[", i, "]")));
     n->args.push_back(id);
   }
-  // Only the attributes the kind reads are copied, so stray fields do not
-  // change the chain's hash.
   switch (n->kind) {
     case OpKind::kConstant:
     case OpKind::kCast: {

@@ -268,13 +268,45 @@ TEST(TranslateTest, AWeakFloatPromotesAsAFloatEvenWhenWhole) {
   EXPECT_EQ(product(true, v1::DTYPE_I32), DType::kI32);  // A typed constant's dtype wins.
 }
 
-TEST(TranslateTest, StrayAttributesAreIgnored) {
-  v1::Chain a = Good(), b = Good();
-  b.mutable_ops(0)->mutable_reduce()->add_axes(3);
-  b.mutable_ops(2)->set_value(42);
-  auto ta = TranslateChain(a), tb = TranslateChain(b);
-  ASSERT_TRUE(ta.ok() && tb.ok());
-  EXPECT_EQ(ToString(*ta), ToString(*tb));
+// An attribute the op does not read is refused, naming it: a reduction's
+// axes put in `axis` would otherwise reduce every axis.
+TEST(TranslateTest, StrayAttributesAreRefused) {
+  using Edit = std::function<void(v1::Chain&)>;
+  struct Case {
+    Edit edit;
+    const char* message;
+  } cases[] = {
+      {[](v1::Chain& c) { c.mutable_ops(0)->mutable_reduce()->add_axes(3); }, "ops[0].reduce: relu takes no reduce"},
+      {[](v1::Chain& c) { c.mutable_ops(2)->set_value(42); }, "ops[2].value: mul takes no value"},
+      {[](v1::Chain& c) { c.mutable_ops(0)->set_dtype(v1::DTYPE_F16); }, "ops[0].dtype: relu takes no dtype"},
+      {[](v1::Chain& c) { c.mutable_ops(2)->set_weak_float(true); }, "ops[2].weak_float: mul takes no weak_float"},
+      {[](v1::Chain& c) { c.mutable_ops(0)->mutable_shape(); }, "ops[0].shape: relu takes no shape"},
+      {[](v1::Chain& c) { c.mutable_ops(0)->mutable_permute(); }, "ops[0].permute: relu takes no permute"},
+      {[](v1::Chain& c) { c.mutable_ops(1)->mutable_slice()->set_axis(1); }, "ops[1].slice: constant takes no slice"},
+      {[](v1::Chain& c) {  // A sum whose axes went to `axis`.
+         v1::Op* sum = AddOp(c, v1::OP_REDUCE_SUM, {Op(2)});
+         sum->mutable_axis()->set_axis(1);
+       },
+       "ops[3].axis: reduce_sum takes no axis"},
+  };
+  for (const Case& k : cases) {
+    v1::Chain c = Good();
+    k.edit(c);
+    auto t = TranslateChain(c);
+    ASSERT_FALSE(t.ok()) << k.message;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << t.status();
+    EXPECT_THAT(std::string(t.status().message()), HasSubstr(k.message));
+  }
+  // The attributes each kind reads pass.
+  v1::Chain c = Good();
+  c.mutable_ops(1)->set_weak_float(true);
+  v1::Op* sum = AddOp(c, v1::OP_REDUCE_SUM, {Op(2)});
+  sum->mutable_reduce()->add_axes(1);
+  sum->mutable_reduce()->set_keepdim(true);
+  AddOp(c, v1::OP_CAST, {Op(3)})->set_dtype(v1::DTYPE_BF16);
+  AddOutput(c, Op(4), "s");
+  auto t = TranslateChain(c);
+  EXPECT_TRUE(t.ok()) << t.status();
 }
 
 }  // namespace

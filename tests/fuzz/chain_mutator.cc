@@ -137,8 +137,30 @@ bool IsPointwiseKind(v1::OpKind k) {
   return v == 1 || (v >= 10 && v <= 61);
 }
 
+// Which of FillAttrs' attributes `kind` reads (one of them for iota), or -1.
+int OwnAttrs(Rng& rng, v1::OpKind kind) {
+  switch (kind) {
+    case v1::OP_REDUCE_SUM:
+    case v1::OP_REDUCE_MAX:
+    case v1::OP_REDUCE_MIN:
+    case v1::OP_REDUCE_MEAN: return 0;
+    case v1::OP_PERMUTE: return 1;
+    case v1::OP_SLICE: return 2;
+    case v1::OP_RESHAPE:
+    case v1::OP_EXPAND: return 3;
+    case v1::OP_CONCAT: return 4;
+    case v1::OP_IOTA: return Pick<int>(rng, {3, 4, 5});
+    case v1::OP_CONSTANT:
+    case v1::OP_CAST: return 5;
+    default: return -1;
+  }
+}
+
+// Mostly an attribute the op's kind reads; now and then any (which the
+// server refuses, naming it).
 void FillAttrs(Rng& rng, v1::Op* op) {
-  switch (Uniform(rng, 0, 5)) {
+  const int own = OwnAttrs(rng, op->kind());
+  switch (own >= 0 && !Chance(rng, 8) ? own : Uniform(rng, 0, 5)) {
     case 0:
       op->mutable_reduce()->clear_axes();
       for (int i = Uniform(rng, 0, 3); i > 0; --i) {
@@ -261,8 +283,11 @@ void MutateChain(v1::Chain* c, Rng& rng) {
     case 7:  // Change a dtype.
       if (n_in > 0 && (n_ops == 0 || Chance(rng, 2))) {
         c->mutable_inputs(static_cast<int>(Uniform(rng, 0, n_in - 1)))->set_dtype(RandomDType(rng));
-      } else if (n_ops > 0) {
-        c->mutable_ops(static_cast<int>(Uniform(rng, 0, n_ops - 1)))->set_dtype(RandomDType(rng));
+      } else if (n_ops > 0) {  // Mostly one that reads its dtype (a stray one is refused).
+        v1::Op* op = c->mutable_ops(static_cast<int>(Uniform(rng, 0, n_ops - 1)));
+        if (OwnAttrs(rng, op->kind()) == 5 || op->kind() == v1::OP_IOTA || Chance(rng, 8)) {
+          op->set_dtype(RandomDType(rng));
+        }
       }
       return;
     case 8: {  // Change a shape: one dim, add or drop a dim, or a new shape.

@@ -43,6 +43,7 @@ v1::Chain Renamed(v1::Chain c) {
     for (v1::Dim& d : *in.mutable_shape()) rename(d);
   }
   for (v1::Op& op : *c.mutable_ops()) {
+    if (!op.has_shape()) continue;  // Not set where it was not: a stray shape is refused.
     for (v1::Dim& d : *op.mutable_shape()->mutable_shape()) rename(d);
   }
   k = 0;
