@@ -433,6 +433,19 @@ TEST(ValidateTest, RejectsBadChains) {
        },
        absl::StatusCode::kInvalidArgument,
        "op 2 (pow): args[1]: a weak integer to the power -1 is a float in Python"},
+      // As torch.pow refuses an integer tensor to a negative Python int.
+      {"an integer tensor to a negative power",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddOp(OpKind::kPow, {in(c, DType::kI32, S({2})), c.AddConstant(-1)}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 1 (pow): args[1]: an integer to the power -1 is refused"},
+      {"an integer tensor to weak arithmetic that makes a negative power",
+       [&](Chain& c) {
+         int x = in(c, DType::kI32, S({2}));
+         int e = c.AddOp(OpKind::kSub, {c.AddConstant(1), c.AddConstant(3)});
+         c.outputs.push_back(c.AddOp(OpKind::kPow, {x, e}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 3 (pow): args[1]: an integer to the power -2 is refused"},
       {"a weak DAG that doubles 40 times (each node valued once)",
        [&](Chain& c) {
          int y = c.AddConstant(1);
@@ -615,6 +628,21 @@ TEST(ValidateTest, RejectsBadChains) {
 }
 
 // i64 inputs (class labels as torch holds them) are read through a cast.
+// A typed exponent is a tensor's: an integer tensor to a negative one
+// computes (torch gives 1 and -1 their powers and 0 elsewhere), unrefused,
+// whether the exponent is a constant or typed arithmetic on one.
+TEST(ValidateTest, AnIntegerToATypedNegativePowerComputes) {
+  for (bool through_neg : {false, true}) {
+    Chain c;
+    int x = c.AddInput(T(DType::kI32, S({3})));
+    int e = through_neg ? c.AddOp(OpKind::kNeg, {c.AddConstant(1, DType::kI32)}) : c.AddConstant(-1, DType::kI32);
+    c.outputs.push_back(c.AddOp(OpKind::kPow, {x, e}));
+    auto v = Validate(c);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(v->nodes[c.outputs[0]].type.dtype, DType::kI32);
+  }
+}
+
 TEST(ValidateTest, AnI64InputIsReadThroughACast) {
   Chain c;
   int x = c.AddInput(T(DType::kI64, S({8})));

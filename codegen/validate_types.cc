@@ -338,20 +338,30 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
         break;
     }
   }
+  // Integers to a negative Python int (a weak scalar, or weak arithmetic on
+  // them: the value folding gives): a float in Python, where this op
+  // computes in an integer type, and refused by PyTorch for an integer
+  // tensor (the kernel's integer power would give 0 where the caller meant
+  // a fraction). A typed exponent is a tensor's, computed as torch does.
+  if (n.kind == OpKind::kPow && (compute == DType::kI32 || compute == DType::kI64) &&
+      IsWeakScalar(c, n.args[1])) {
+    WeakValues memo;
+    std::optional<double> e = ExactWeakValue(c, n.args[1], memo);
+    if (e.has_value() && *e < 0) {
+      const std::string power = ShortestDecimal(*e);
+      return Bad(c, id, "args[1]",
+                 IsWeakScalar(c, id)
+                     ? absl::StrCat("a weak integer to the power ", power, " is a float in Python, where this op ",
+                                    "computes in i32; send the result as one constant (weak_float)")
+                     : absl::StrCat("an integer to the power ", power, " is refused, as PyTorch refuses integers ",
+                                    "to negative Python ints; cast the base to a float first"));
+    }
+  }
   // Weak integers compute in i32 here, where Python's do not wrap: a result
   // outside i32 would wrap in the kernel, so it is refused (a literal
   // outside i32 is held as a number and checked by CheckWideWholeScalars).
   if (compute == DType::kI32 && IsWeakScalar(c, id)) {
     WeakValues memo;
-    if (n.kind == OpKind::kPow) {
-      std::optional<double> e = ExactWeakValue(c, n.args[1], memo);
-      if (e.has_value() && *e < 0) {
-        return Bad(c, id, "args[1]",
-                   absl::StrCat("a weak integer to the power ", ShortestDecimal(*e),
-                                " is a float in Python, where this op computes in i32; send the result as one "
-                                "constant (weak_float)"));
-      }
-    }
     std::optional<double> v = ExactWeakValue(c, id, memo);
     if (v.has_value() && (*v < -2147483648.0 || *v > 2147483647.0)) {
       return Bad(c, id, "args",
