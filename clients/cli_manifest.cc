@@ -354,6 +354,9 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
     ReportError(g, items.status(), io);
     return kExitUsage;
   }
+  // Not an error (a generated manifest may have nothing to warm), but said:
+  // the summary's zeros alone read as a run that tuned nothing it was given.
+  if (items->empty()) io.err << "tune: " << Printable(o.manifest) << " lists no entries; nothing to tune\n";
   const std::string state_path = o.state.empty() ? o.manifest + ".state" : o.state;
   absl::StatusOr<std::set<std::string>> done = LoadTuneState(state_path);
   if (!done.ok()) {

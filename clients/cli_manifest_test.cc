@@ -313,6 +313,15 @@ TEST_F(ManifestRunTest, AMissingOrNonJsonManifestIsAUsageError) {
   EXPECT_TRUE(fake_.service().tune_requests.empty());
 }
 
+// An empty manifest is no error, but the run says it had nothing to do.
+TEST_F(ManifestRunTest, AnEmptyManifestSaysItListsNothing) {
+  o_.manifest = Write("m.json", R"({"entries": []})");
+  EXPECT_EQ(RunTuneManifest(g_, o_, io_), kExitOk);
+  EXPECT_THAT(err_.str(), HasSubstr(o_.manifest + " lists no entries; nothing to tune"));
+  EXPECT_THAT(out_.str(), HasSubstr("tuned 0, already stored 0, failed 0, not started 0"));
+  EXPECT_TRUE(fake_.service().tune_requests.empty());
+}
+
 TEST_F(ManifestRunTest, NoItemStartsOnceTheTotalBudgetIsSpent) {
   fake_.service().tune_delay_ms = 150;
   o_.budget_total_seconds = 0.05;
