@@ -375,8 +375,19 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddConstant(-2147483649.0)}));
        },
        absl::StatusCode::kInvalidArgument,
-       "args[1]: -2147483649 is a whole number outside i32, so the op would compute in i64 (an integer scalar beside "
-       "bool"},
+       "args[1]: -2147483649 is a whole number outside i32, so the op would compute in i64 (an integer scalar alone, "
+       "or beside bool"},
+      // An integer function keeps it an integer (held in f32, it would have
+      // made x + neg(2 ** 40) an f32 sum, x's low bits lost); a float
+      // function is a float, as in torch.
+      {"an integer function of a whole number past i32",
+       [&](Chain& c) {
+         int x = in(c, DType::kI32, S({2}));
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddOp(OpKind::kNeg, {c.AddConstant(1099511627776.0)})}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "op 1 (neg): args[0]: 1099511627776 is a whole number outside i32, so the op would compute in i64 (an integer "
+       "scalar alone"},
       // Python computes 2147483647 + 1 exactly; an op of weak integers
       // computes in i32 in the kernel, where it would wrap.
       {"weak integers whose sum passes i32",
@@ -807,6 +818,8 @@ TEST(ValidateTest, WeakIntegersInsideI32AndWideLiteralsBesideFloatsStayValid) {
   Chain c;
   int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(2)}});
   c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddConstant(2147483648.0)}));
+  // A float function of one is a float: exp(2 ** 40) overflows f32 to inf.
+  c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddOp(OpKind::kExp, {c.AddConstant(1099511627776.0)})}));
   EXPECT_TRUE(Validate(c).ok()) << Validate(c).status();
 }
 

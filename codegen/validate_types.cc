@@ -180,8 +180,8 @@ absl::Status CheckWideWholeScalars(const Chain& c, int32_t id, const std::vector
     // cannot hold it; beside bool (or alone) in i64, which kfuse's
     // element-wise kernels do not compute in.
     const std::string where = rest == DType::kI32 ? "in i32, which cannot hold it"
-                                                  : "in i64 (an integer scalar beside bool or other scalars), which "
-                                                    "element-wise kernels do not compute in";
+                                                  : "in i64 (an integer scalar alone, or beside bool or other "
+                                                    "scalars), which element-wise kernels do not compute in";
     return Bad(c, id, absl::StrCat("args[", first_arg + i, "]"),
                absl::StrCat(absl::StrFormat("%.17g", *k.wide_whole), " is a whole number outside i32, so the op ",
                             "would compute ", where, "; give it a float value (weak_float) or a dtype"));
@@ -310,9 +310,12 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
     n.type.dtype = ResultType(c, {n.args[1], n.args[2]});
     return absl::OkStatus();
   }
-  // A quotient computes in floats whatever its operands.
-  if (IsBinary(n.kind) && n.kind != OpKind::kLogicalAnd && n.kind != OpKind::kLogicalOr &&
-      n.kind != OpKind::kDiv) {
+  // A quotient computes in floats whatever its operands; so does a float
+  // function (exp, sqrt, ...). An integer function of one (neg, abs, floor,
+  // ...) is an integer, which its f32 value would make a float.
+  if ((IsBinary(n.kind) && n.kind != OpKind::kLogicalAnd && n.kind != OpKind::kLogicalOr &&
+       n.kind != OpKind::kDiv) ||
+      (IsUnary(n.kind) && !IsFloatFunction(n.kind) && n.kind != OpKind::kLogicalNot)) {
     KFUSE_RETURN_IF_ERROR(CheckWideWholeScalars(c, id, n.args, 0));
   }
   if (n.kind == OpKind::kLogicalNot || n.kind == OpKind::kLogicalAnd ||
