@@ -1,5 +1,6 @@
 #include "service/translate.h"
 
+#include <cmath>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -150,7 +151,7 @@ absl::Status CheckAttributes(const v1::Op& op, OpKind kind, const std::string& f
   const Attribute attributes[] = {
       {"dtype", op.dtype() != v1::DTYPE_UNSPECIFIED,
        kind == OpKind::kConstant || kind == OpKind::kCast || kind == OpKind::kIota},
-      {"value", op.value() != 0, kind == OpKind::kConstant},
+      {"value", op.value() != 0 || std::signbit(op.value()), kind == OpKind::kConstant},  // -0.0 is sent.
       {"weak_float", op.weak_float(), kind == OpKind::kConstant},
       {"reduce", op.has_reduce(), reduction},
       {"shape", op.has_shape(), kind == OpKind::kReshape || kind == OpKind::kExpand || kind == OpKind::kIota},

@@ -278,6 +278,7 @@ TEST(TranslateTest, StrayAttributesAreRefused) {
   } cases[] = {
       {[](v1::Chain& c) { c.mutable_ops(0)->mutable_reduce()->add_axes(3); }, "ops[0].reduce: relu takes no reduce"},
       {[](v1::Chain& c) { c.mutable_ops(2)->set_value(42); }, "ops[2].value: mul takes no value"},
+      {[](v1::Chain& c) { c.mutable_ops(0)->set_value(-0.0); }, "ops[0].value: relu takes no value"},
       {[](v1::Chain& c) { c.mutable_ops(0)->set_dtype(v1::DTYPE_F16); }, "ops[0].dtype: relu takes no dtype"},
       {[](v1::Chain& c) { c.mutable_ops(2)->set_weak_float(true); }, "ops[2].weak_float: mul takes no weak_float"},
       {[](v1::Chain& c) { c.mutable_ops(0)->mutable_shape(); }, "ops[0].shape: relu takes no shape"},
