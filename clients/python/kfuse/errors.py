@@ -8,6 +8,10 @@
 import re
 
 _OP_RE = re.compile(r"\bop (\d+) \(([a-z0-9_]+|kind -?\d+)\)")  # An older server's unknown kind too.
+# A field of a wire op the server refused before typing it
+# ("ops[3].axis: reduce_sum takes no axis"): its index, and the kind where
+# the message says it.
+_WIRE_OP_RE = re.compile(r"\bops\[(\d+)\]\.\w+(?:\[\d+\])?: (?:([a-z0-9_]+) takes no )?")
 # Client text (names) in the server's messages is quoted, with \" and \\
 # escaped: it is not looked into for an op, whatever it says.
 _QUOTED_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -15,13 +19,16 @@ _QUOTED_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 class KfuseError(Exception):
     """The server (or the launcher) refused: `code` is the gRPC status name,
-    `message` its text, `op` the chain op it names ("op N (kind)"), if any."""
+    `message` its text, `op` the chain op it names ("op N (kind)", or
+    "ops[N].field" where the server refused the op before typing it), if
+    any, and `kind` its kind where the message says it."""
 
     def __init__(self, code, message, op=None, kind=None):
         self.code = code
         self.message = message
         if op is None:
-            m = _OP_RE.search(_QUOTED_RE.sub('""', message or ""))
+            text = _QUOTED_RE.sub('""', message or "")
+            m = _OP_RE.search(text) or _WIRE_OP_RE.search(text)
             if m:
                 op, kind = int(m.group(1)), m.group(2)
         self.op = op

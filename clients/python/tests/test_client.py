@@ -410,6 +410,10 @@ def test_a_budget_out_of_range_is_not_added_to_the_tune_deadline():
     ('inputs[0] ("op 7 (exp)"): shape[0]: size must be positive', None, None),
     ('symbol "op 3 (matmul) \\" op 9 (x)": hint conflicts', None, None),
     ('inputs[1] ("x"): op 4 (relu) reads it', 4, "relu"),
+    # Refused at the door, before typing: the wire op's index.
+    ("ops[3].axis: reduce_sum takes no axis", 3, "reduce_sum"),
+    ("ops[0].args[1]: op 2 is not an earlier op", 0, None),
+    ("ops[12].kind: unknown op kind 999", 12, None),
 ])
 def test_the_op_an_error_names_is_not_read_from_client_names(message, op, kind):
     e = kfuse.KfuseError("INVALID_ARGUMENT", message)
