@@ -15,6 +15,7 @@ Admin calls (list, delete, device_info) always raise.
 import ctypes
 import functools
 import os
+import re
 import threading
 import uuid
 import warnings
@@ -69,6 +70,20 @@ def _check_timeout(timeout):
         raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
     if not (0 < timeout <= 86400 * 365):
         raise ValueError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
+
+
+def _target(target, arch_specific):
+    """The Target for `target`: a compute capability as major*10+minor (90;
+    0, the server's GPU) or an architecture's name ("sm_90", or "sm_90a",
+    which is arch_specific)."""
+    if isinstance(target, str):
+        m = re.fullmatch(r"sm_(\d{1,4})(a?)", target)
+        if m:
+            return pb.Target(compute_capability=int(m.group(1)), arch_specific=arch_specific or bool(m.group(2)))
+    elif isinstance(target, int) and not isinstance(target, bool) and 0 <= target < 2**32:
+        return pb.Target(compute_capability=target, arch_specific=arch_specific)
+    raise ValueError(f"target must be a compute capability (90; 0: the server's GPU) or an architecture "
+                     f"('sm_90', 'sm_90a'), not {target!r}")
 
 
 class Client:
@@ -240,7 +255,7 @@ class Client:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {[m for m in _MODES if m]}")
         req = pb.CompileRequest(
-            chain=proto, target=pb.Target(compute_capability=target, arch_specific=arch_specific),
+            chain=proto, target=_target(target, arch_specific),
             policy=pb.TuningPolicy(mode=_MODES[mode], budget_seconds=budget_seconds,
                                    background=background, force=force),
             request_id=uuid.uuid4().hex[:16], include_source=include_source)

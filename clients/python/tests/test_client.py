@@ -231,6 +231,21 @@ def test_requests_carry_the_installed_driver_version(monkeypatch):
     kc.installed_driver_version.cache_clear()
 
 
+@pytest.mark.parametrize("target, arch_specific, want", [
+    (0, False, (0, False)), (90, False, (90, False)), (90, True, (90, True)),
+    ("sm_90", False, (90, False)), ("sm_90a", False, (90, True)), ("sm_120", True, (120, True)),
+])
+def test_a_target_is_a_compute_capability_or_an_architectures_name(target, arch_specific, want):
+    req = kfuse.Client.request(BUILDERS["relu_fma_f32.json"](), target=target, arch_specific=arch_specific)
+    assert (req.target.compute_capability, req.target.arch_specific) == want
+
+
+@pytest.mark.parametrize("target", ["90", "sm90", "compute_90", "sm_90b", -1, 2**32, 9.0, True, None])
+def test_another_target_is_a_value_error_naming_it(target):
+    with pytest.raises(ValueError, match="target must be a compute capability"):
+        kfuse.Client.request(BUILDERS["relu_fma_f32.json"](), target=target)
+
+
 def _dead_address():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
