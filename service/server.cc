@@ -347,8 +347,8 @@ JobTable::Ticket KernelServiceImpl::StartJob(const Prepared& p, JobTable::DoneFn
             jobs_.Progress(job, RenamedTrial(m, short_names));
           },
           &job->cancel);
-      if (!r.ok()) r = absl::Status(r.status().code(), RenameQuotedSymbols(r.status().message(), short_names));
       if (!r.ok()) {  // Successful builds are timed by the pipeline, by how they ended.
+        r = absl::Status(r.status().code(), RenameQuotedSymbols(r.status().message(), short_names));
         // A build whose callers all left (a deadline, a client gone) is not
         // a failure of the build.
         options_.metrics->BuildSeconds(

@@ -160,7 +160,9 @@ absl::Status CheckAttributes(const v1::Op& op, OpKind kind, const std::string& f
       {"axis", op.has_axis(), kind == OpKind::kIota || kind == OpKind::kConcat},
   };
   for (const Attribute& a : attributes) {
-    if (a.set && !a.read) return Bad(absl::StrCat(field, ".", a.name), absl::StrCat(std::string(OpName(kind)), " takes no ", a.name));
+    if (a.set && !a.read) {
+      return Bad(absl::StrCat(field, ".", a.name), absl::StrCat(std::string(OpName(kind)), " takes no ", a.name));
+    }
   }
   return absl::OkStatus();
 }
