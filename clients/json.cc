@@ -2,15 +2,19 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -118,6 +122,53 @@ size_t FirstSyntaxError(const std::string& s) {
   return std::string::npos;
 }
 
+// What protobuf's parser forgives and a reader would not: a key an object
+// repeats (the parser keeps the last, so a file that says a field twice is
+// read as saying it once) and a comma that ends an object or array. The
+// offset of the first and what it is, or npos; malformed text is left to
+// the parser. Keys compare as written (an escape that spells a key another
+// way is not seen).
+std::pair<size_t, std::string> FirstLaxConstruct(const std::string& s) {
+  struct Open {
+    bool object;
+    std::set<std::string> keys;
+  };
+  std::vector<Open> open;
+  char prev = 0;  // The previous significant character outside strings.
+  size_t prev_at = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '"' || c == '\'') {  // protobuf's parser takes single quotes too.
+      const size_t start = i;
+      for (++i; i < s.size() && s[i] != c; ++i) {
+        if (s[i] == '\\') ++i;
+      }
+      if (i >= s.size()) break;
+      size_t next = i + 1;
+      while (next < s.size() && std::isspace(static_cast<unsigned char>(s[next]))) ++next;
+      if (!open.empty() && open.back().object && next < s.size() && s[next] == ':' &&
+          !open.back().keys.insert(s.substr(start + 1, i - start - 1)).second) {
+        std::string key = s.substr(start + 1, std::min<size_t>(i - start - 1, 64));
+        return {start, absl::StrCat("the key \"", absl::CHexEscape(key), "\" again in one object (which one ",
+                                    "counts is not for a reader to guess)")};
+      }
+      prev = '"';
+      prev_at = start;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(c))) continue;
+    if (c == '{' || c == '[') {
+      open.push_back({c == '{', {}});
+    } else if (c == '}' || c == ']') {
+      if (prev == ',') return {prev_at, absl::StrCat("a comma before '", std::string(1, c), "'")};
+      if (!open.empty()) open.pop_back();
+    }
+    prev = c;
+    prev_at = i;
+  }
+  return {std::string::npos, ""};
+}
+
 // protobuf's word on an enum value it does not know names the enum's type
 // URL but not how its values are spelt (OP_RELU, DTYPE_F32): a hint, the
 // value meant where one matches but for its prefix or case.
@@ -154,25 +205,12 @@ std::string EnumHint(const std::string& why) {
                       e->value_count() > static_cast<int>(some.size()) + 1 ? ", ..." : "", ")");
 }
 
-}  // namespace
-
-absl::Status ParseJson(const std::string& json, const std::string& what,
-                       google::protobuf::Message* msg) {
-  msg->Clear();
-  KFUSE_RETURN_IF_ERROR(CheckJsonDepth(json, what));
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
-  const auto status =
-      google::protobuf::util::JsonStringToMessage(json, msg, options);
-  if (status.ok()) return absl::OkStatus();
-  // protobuf appends an excerpt with a caret; we give path:line:col and the
-  // source line instead, which editors and readers can follow.
-  std::string why(status.message());
-  why = why.substr(0, why.find('\n'));
-  why += EnumHint(why);
+// The error for `json` (read from `what` as `msg`'s type) at `offset` (its
+// line and column, and the line with a caret under it; npos: none known).
+absl::Status Refused(const std::string& json, const std::string& what, const google::protobuf::Message& msg,
+                     size_t offset, const std::string& why) {
   std::string where;
   std::string excerpt;
-  const size_t offset = FirstSyntaxError(json);
   if (offset != std::string::npos) {
     const Position p = PositionOf(json, offset);
     where = absl::StrCat(":", p.line, ":", p.column);
@@ -188,10 +226,35 @@ absl::Status ParseJson(const std::string& json, const std::string& what,
     }
   }
   // A file read as a bare JSON object (a manifest) is just JSON to its reader.
-  const std::string& type = msg->GetDescriptor()->full_name();
+  const std::string& type = msg.GetDescriptor()->full_name();
   return absl::InvalidArgumentError(absl::StrCat(
       what, where, ": ", type == "google.protobuf.Struct" ? "not a JSON object" : "not a valid " + type + " in JSON",
       ": ", why, excerpt));
+}
+
+}  // namespace
+
+absl::Status ParseJson(const std::string& json, const std::string& what,
+                       google::protobuf::Message* msg) {
+  msg->Clear();
+  KFUSE_RETURN_IF_ERROR(CheckJsonDepth(json, what));
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status =
+      google::protobuf::util::JsonStringToMessage(json, msg, options);
+  if (status.ok()) {
+    // Well formed to protobuf, which forgives what a reader would not.
+    auto [offset, why] = FirstLaxConstruct(json);
+    if (offset == std::string::npos) return absl::OkStatus();
+    msg->Clear();
+    return Refused(json, what, *msg, offset, why);
+  }
+  // protobuf appends an excerpt with a caret; we give path:line:col and the
+  // source line instead, which editors and readers can follow.
+  std::string why(status.message());
+  why = why.substr(0, why.find('\n'));
+  why += EnumHint(why);
+  return Refused(json, what, *msg, FirstSyntaxError(json), why);
 }
 
 std::string ToJson(const google::protobuf::Message& msg, bool pretty, bool with_defaults) {

@@ -93,6 +93,14 @@ TEST(JsonTest, BadInputIsInvalidArgumentWithUsefulMessage) {
       {"an op kind that ends another's", "{\"ops\": [{\"kind\": \"erf\"}]}", "(did you mean OP_ERF?)"},
       {"dtype in another spelling", "{\"inputs\": [{\"dtype\": \"float32\"}]}",
        "(DType values are written DTYPE_F32, DTYPE_F16"},
+      // What protobuf's parser forgives: a repeated key (it keeps the last)
+      // and a comma that ends an object or array.
+      {"repeated key",
+       "{\"inputs\": [],\n \"outputs\": [{\"name\": \"a\"}],\n \"outputs\": []}",
+       "t.json:3:2: not a valid kfuse.v1.Chain in JSON: the key \"outputs\" again in one object"},
+      {"trailing comma in an array", "{\"inputs\": [{\"name\": \"a\"},]}",
+       "t.json:1:26: not a valid kfuse.v1.Chain in JSON: a comma before ']'"},
+      {"trailing comma in an object", "{\"inputs\": [{\"name\": \"a\",}]}", "a comma before '}'"},
       {"not an object", "[1, 2]", "t.json"},
       {"empty", "", "t.json"},
   };
@@ -104,6 +112,18 @@ TEST(JsonTest, BadInputIsInvalidArgumentWithUsefulMessage) {
     EXPECT_THAT(std::string(req.status().message()), HasSubstr(c.expect))
         << c.name << ": " << req.status();
   }
+}
+
+// Keys repeat across objects, and brackets, commas and quotes inside
+// strings are text: none of it is refused.
+TEST(JsonTest, KeysOfOtherObjectsAndStringContentsAreNotRepeats) {
+  const std::string json = R"({"inputs": [{"name": "a,]", "dtype": "DTYPE_F32", "shape": [{"size": 4}]},
+                                        {"name": "b\"}", "dtype": "DTYPE_F32", "shape": [{"size": 4}]}],
+                              "ops": [{"kind": "OP_ADD", "args": [{"input": 0}, {"input": 1}]}],
+                              "outputs": [{"name": "name", "value": {"op": 0}}]})";
+  auto req = ParseCompileRequest(json, "t.json");
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->chain().inputs(1).name(), "b\"}");
 }
 
 // A small file nested 20000 deep took the parser 12 s: refused before it.
