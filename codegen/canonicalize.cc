@@ -230,7 +230,11 @@ std::optional<Chain> SplitMixedReductions(const Chain& c) {
   out.nodes.clear();
   std::vector<int32_t> to(c.nodes.size(), -1);
   auto add = [&](Node m) {
+    // A weak scalar keeps its type, which is what tells a weak float (2.0)
+    // from a weak int (2): validated afresh, a whole one would become an int.
+    const DType weak = m.kind == OpKind::kConstant && m.dtype == DType::kInvalid ? m.type.dtype : DType::kInvalid;
     m.type = TensorType{};
+    m.type.dtype = weak;
     out.nodes.push_back(std::move(m));
     return static_cast<int32_t>(out.nodes.size() - 1);
   };

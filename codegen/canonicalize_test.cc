@@ -362,6 +362,28 @@ TEST(CanonicalizeTest, MixedReductionsSplitAlongRowsThenOverTheRest) {
   }
 }
 
+// A weak float stays a float through the split: i32 max * 2.0 is f32, as
+// the unsplit product (and torch) has it, and a whole weak float past i32
+// is no integer outside i32 to refuse.
+TEST(CanonicalizeTest, AWeakFloatBesideASplitReductionStaysAFloat) {
+  for (double value : {2.0, 1e30}) {
+    SCOPED_TRACE(value);
+    Chain raw;
+    int x = raw.AddInput(TensorType{DType::kI32, {Dim::Static(4), Dim::Static(8)}});
+    int r = raw.AddOp(OpKind::kReduceMax, {x});
+    raw.nodes[r].axes = {0, 1};
+    int k = raw.AddConstant(value);
+    raw.nodes[k].type.dtype = DType::kF32;  // As a weak_float constant is translated.
+    raw.outputs = {raw.AddOp(OpKind::kMul, {r, raw.AddOp(OpKind::kSquare, {k})})};
+    auto v = Validate(raw);
+    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_EQ(v->nodes[v->outputs[0]].type.dtype, DType::kF32);
+    Chain c = Canonicalize(*v);
+    EXPECT_EQ(Reductions(c), (std::vector<std::string>{"reduce_max [1] i32 rank 1", "reduce_max [0] i32 rank 0"}));
+    EXPECT_EQ(c.nodes[c.outputs[0]].type.dtype, DType::kF32);
+  }
+}
+
 // Finding 11 (tests/fuzz/regressions/canonical_symbol_order.txtpb): the
 // order of commutative operands must not depend on how symbols are
 // numbered, which Canonicalize changes (by first use), nor on client names.
