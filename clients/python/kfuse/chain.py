@@ -291,8 +291,16 @@ class Chain:
         # json.loads goes before a RecursionError differs between Pythons.
         if _json_depth(text) > _MAX_JSON_DEPTH:
             raise ValueError(f"the JSON nests too deeply for a chain (more than {_MAX_JSON_DEPTH} levels)")
+        def unique_keys(pairs):  # As the CLI: a repeated key is not for a reader to guess.
+            seen = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise ValueError(f"the key {key!r} again in one object of the chain's JSON")
+                seen.add(key)
+            return dict(pairs)
+
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=unique_keys)
         except RecursionError:
             raise ValueError("the JSON nests too deeply for a chain") from None
         if not isinstance(doc, dict):

@@ -302,6 +302,9 @@ def test_bool_logic_and_negative_axes_build_as_before():
 @pytest.mark.parametrize("text, message", [
     ("[]", "not list"), ('"x"', "not str"), ("null", "not NoneType"), ("1", "not int"),
     ("[" * 5000 + "]" * 5000, "nests too deeply"), ("[" * 101 + "]" * 101, "more than 100 levels"),
+    # A repeated key, as the CLI refuses it (json.loads would keep the last).
+    ('{"inputs": [], "outputs": [], "outputs": []}', "the key 'outputs' again"),
+    ('{"ops": [{"kind": "OP_RELU", "kind": "OP_EXP"}]}', "the key 'kind' again"),
 ])
 def test_from_json_wants_an_object(text, message):
     with pytest.raises(ValueError, match=message):
