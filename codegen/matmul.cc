@@ -486,24 +486,22 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     p.written.push_back(r);
   }
 
-  // The batch runs on grid.z, the columns of the yardsticks on grid.y.
+  // The batch runs on grid.z; every kernel's tiles, the yardsticks' too,
+  // on grid.x (bounded with the rest of the grid by the generators).
   for (const Dim& d : p.batch) p.batches = Mul(p.batches, DimSize(d));
-  for (const auto& [what, e] : {std::pair<std::string, SizeExpr>{"the batch", p.batches},
-                                {"N / 16", SizeExpr::CeilDiv(DimSize(p.n), SizeExpr::Const(16))}}) {
-    if (e.is_const()) {
-      if (e.value() > kMaxGridYZ) {
-        return absl::UnimplementedError(absl::StrCat(OpLabel(chain, p.matmul), ": ", what, " (",
-                                                     e.value(), ") exceeds ", kMaxGridYZ,
-                                                     " blocks of a grid dimension"));
-      }
-    } else {
-      Precondition c;
-      c.kind = Precondition::Kind::kAtMost;
-      c.expr = e;
-      c.value = kMaxGridYZ;
-      c.description = absl::StrCat(what, " is at most ", kMaxGridYZ, " (a grid dimension)");
-      p.preconditions.push_back(std::move(c));
+  if (p.batches.is_const()) {
+    if (p.batches.value() > kMaxGridYZ) {
+      return absl::UnimplementedError(absl::StrCat(OpLabel(chain, p.matmul), ": the batch (",
+                                                   p.batches.value(), ") exceeds ", kMaxGridYZ,
+                                                   " blocks of a grid dimension"));
     }
+  } else {
+    Precondition c;
+    c.kind = Precondition::Kind::kAtMost;
+    c.expr = p.batches;
+    c.value = kMaxGridYZ;
+    c.description = absl::StrCat("the batch is at most ", kMaxGridYZ, " (a grid dimension)");
+    p.preconditions.push_back(std::move(c));
   }
   std::set<int32_t> syms;
   for (const Dim& d : out) CollectSymbols(DimSize(d), &syms);
@@ -599,8 +597,8 @@ absl::StatusOr<KernelSpec> EmitMatmul(const Chain& chain, const KernelGroup& gro
     k.grid.z = batch;
     k.block.x = SizeExpr::Const((plan.n.size + 31) / 32 * 32);
   } else {
-    k.grid.x = SizeExpr::CeilDiv(m, SizeExpr::Const(16));
-    k.grid.y = SizeExpr::CeilDiv(n, SizeExpr::Const(16));
+    k.grid.x = SizeExpr::Mul(SizeExpr::CeilDiv(m, SizeExpr::Const(16)),
+                             SizeExpr::CeilDiv(n, SizeExpr::Const(16)));
     k.grid.z = batch;
     k.block.x = SizeExpr::Const(16);
     k.block.y = SizeExpr::Const(16);

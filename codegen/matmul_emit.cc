@@ -1021,8 +1021,11 @@ class Writer {
     absl::StrAppend(&epi, "  const long long kf_o = (eb * M + er) * N + ec;\n", EpilogueStores(false, "  "));
     *out = absl::StrCat(
         "extern \"C\" __global__ void ", kEntryPlaceholder, "(", params, ") {\n", Sizes(),
-        // Rows on grid.x (up to 2^31 - 1 blocks), columns on grid.y.
-        "  const long long ec = blockIdx.y * 16LL + threadIdx.x, er = blockIdx.x * 16LL + threadIdx.y;\n",
+        // 16 x 16 tiles on grid.x (up to 2^31 - 1 blocks), down the rows
+        // first so that neighbouring blocks read the same columns of B.
+        "  const long long tiles_m = (M + 15) / 16;\n",
+        "  const long long er = (blockIdx.x % tiles_m) * 16 + threadIdx.y,\n",
+        "                  ec = (blockIdx.x / tiles_m) * 16 + threadIdx.x;\n",
         "  const long long eb = blockIdx.z;\n",
         "  if (er >= M || ec >= N) return;\n", YardstickProduct(), epi, "}\n");
     return absl::OkStatus();

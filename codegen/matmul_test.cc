@@ -277,14 +277,35 @@ TEST(MatmulTest, LaunchContract) {
   EXPECT_NE(EmitMatmul(c, g, With(v, "stages", 3))->entry, k->entry);
 }
 
-TEST(MatmulTest, YardsticksPutRowsOnGridXAndBatchesAreBounded) {
+TEST(MatmulTest, YardsticksPutTilesOnGridXAndBatchesAreBounded) {
   Chain c = Linear(DType::kBF16, -4096, 8192, 512);
   const KernelGroup g = WholeGroup(c);
   absl::StatusOr<KernelSpec> ref = EmitMatmul(c, g, MatmulHeuristic(c, g), Numerics::kReference64);
   ASSERT_TRUE(ref.ok()) << ref.status();
-  const std::vector<int64_t> rows = {int64_t{1} << 20};  // 65536 blocks of 16 rows.
-  EXPECT_EQ(*ref->grid.x.Eval(rows), 65536);
-  EXPECT_EQ(*ref->grid.y.Eval(rows), 512);
+  const std::vector<int64_t> rows = {int64_t{1} << 20};  // 65536 x 512 tiles of 16 x 16.
+  EXPECT_EQ(*ref->grid.x.Eval(rows), int64_t{65536} * 512);
+  EXPECT_EQ(*ref->grid.y.Eval(rows), 1);
+
+  // Columns past 65535 tiles of 16 (a grid's y limit) are generated, the
+  // yardsticks' tiles on grid.x too, and none of them has a precondition
+  // on N.
+  Chain wide = Linear(DType::kBF16, 3, 1048600, 40);
+  const KernelGroup wg = WholeGroup(wide);
+  for (const Variant& v : MatmulSpace(wide, wg)) {
+    ASSERT_TRUE(CanGenerateMatmul(wide, wg, v).ok()) << v.ToString();
+  }
+  for (Numerics numerics : {Numerics::kFast, Numerics::kReference64, Numerics::kEager}) {
+    absl::StatusOr<KernelSpec> k = EmitFamily(wide, wg, MatmulHeuristic(wide, wg), numerics);
+    ASSERT_TRUE(k.ok()) << NumericsName(numerics) << ": " << k.status();
+    EXPECT_LE(k->grid.x.value(), kMaxGridDims[0]);
+    EXPECT_LE(k->grid.y.value(), kMaxGridDims[1]);
+    for (const Precondition& p : k->preconditions) {
+      EXPECT_NE(p.kind, Precondition::Kind::kAtMost) << NumericsName(numerics) << ": " << p.description;
+    }
+  }
+  absl::StatusOr<KernelSpec> wide_ref = EmitMatmul(wide, wg, MatmulHeuristic(wide, wg), Numerics::kReference64);
+  ASSERT_TRUE(wide_ref.ok());
+  EXPECT_EQ(wide_ref->grid.x.value(), 1 * 65538);
 
   Chain many = matmul_test::BatchedResidual(DType::kBF16, 70000, 16, 16, 16);
   absl::Status s = CanGenerateMatmul(many, WholeGroup(many), MatmulHeuristic(many, WholeGroup(many)));

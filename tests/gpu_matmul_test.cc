@@ -71,6 +71,8 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
       // Streamed: rows, columns and K short of a tile or a step.
       {"batched_few_rows_bf16", matmul_test::BatchedResidual(DType::kBF16, 3, 5, 136, 104), 0},
       {"few_rows_f16_linear", matmul_test::Linear(DType::kF16, 40, 200, 1000, Weight::kLinear), 0},
+      // More than 65535 column tiles of 16 (the yardsticks' old grid.y).
+      {"wide_n_bf16", matmul_test::Linear(DType::kBF16, 3, 1048600, 40), 0},
       // Row reductions in the epilogue: softmax and LayerNorm of narrow
       // products (a per-row output, odd N, few rows with split K).
       {"softmax_in_epilogue_bf16", matmul_test::SoftmaxOfProduct(DType::kBF16, 200, 136, 264), 0},

@@ -9,9 +9,11 @@ __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
   return b;
 }
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
-extern "C" __global__ void kf_mm_f72a27c6b034(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0) {
+extern "C" __global__ void kf_mm_9d7105e67313(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0) {
   const long long M = 64LL, N = 256LL, K = 256LL;
-  const long long ec = blockIdx.y * 16LL + threadIdx.x, er = blockIdx.x * 16LL + threadIdx.y;
+  const long long tiles_m = (M + 15) / 16;
+  const long long er = (blockIdx.x % tiles_m) * 16 + threadIdx.y,
+                  ec = (blockIdx.x / tiles_m) * 16 + threadIdx.x;
   const long long eb = blockIdx.z;
   if (er >= M || ec >= N) return;
   const __kf_bf16* A = in0;
