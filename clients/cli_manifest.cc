@@ -316,11 +316,11 @@ namespace {
 
 // What became of the items of one run.
 struct Tally {
-  int tuned = 0, stored = 0, untuned = 0, skipped = 0, failed = 0, not_started = 0;
+  int tuned = 0, stored = 0, untuned = 0, skipped = 0, failed = 0, not_started = 0, repeated = 0;
 };
 
 void PrintItemJson(CliIo& io, size_t index, const ManifestItem& item, const std::string& outcome,
-                   const std::string& key, const std::string& error) {
+                   const std::string& key, const std::string& error, size_t repeat_of = 0) {
   Struct line;
   auto& f = *line.mutable_fields();
   f["item"].set_number_value(static_cast<double>(index));
@@ -329,6 +329,7 @@ void PrintItemJson(CliIo& io, size_t index, const ManifestItem& item, const std:
   f["outcome"].set_string_value(outcome);
   if (!key.empty()) f["key"].set_string_value(key);
   if (!error.empty()) f["error"].set_string_value(error);
+  if (repeat_of > 0) f["repeat_of"].set_number_value(static_cast<double>(repeat_of));
   io.out << ToJson(line, /*pretty=*/false) << "\n" << std::flush;
 }
 
@@ -368,8 +369,15 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
 
   const bool bar = io.out_is_tty && !g.json;
   const size_t count = items->size();
+  // An item whose id an earlier item of this run has (the same chain, bucket
+  // hints, mode and target, listed twice) is that item's repeat: it is not
+  // sent again, whatever became of the first.
+  std::map<std::string, size_t> first_index;
   size_t to_run = 0;
-  for (const ManifestItem& item : *items) to_run += done->count(item.id) == 0;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const std::string& id = (*items)[i].id;
+    if (first_index.emplace(id, i + 1).second) to_run += done->count(id) == 0;
+  }
   const absl::Time start = absl::Now();
   auto elapsed = [&] { return absl::ToDoubleSeconds(absl::Now() - start); };
   Tally tally;
@@ -382,6 +390,16 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   for (size_t i = 0; i < count; ++i) {
     const ManifestItem& item = (*items)[i];
     const size_t index = i + 1;
+    if (const size_t first = first_index.at(item.id); first != index) {
+      ++tally.repeated;
+      if (g.json) {
+        PrintItemJson(io, index, item, "repeat", "", "", first);
+      } else {
+        io.out << "[" << index << "/" << count << "] " << item.label << ": the same request as item " << first
+               << "\n";
+      }
+      continue;
+    }
     if (done->count(item.id) > 0) {
       ++tally.skipped;
       if (g.json) PrintItemJson(io, index, item, "skipped", "", "");
@@ -462,6 +480,7 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
     f["already_stored"].set_number_value(tally.stored);
     f["untuned"].set_number_value(tally.untuned);
     f["skipped"].set_number_value(tally.skipped);
+    f["repeats"].set_number_value(tally.repeated);
     f["failed"].set_number_value(tally.failed);
     f["not_started"].set_number_value(tally.not_started);
     f["state"].set_string_value(state_path);
@@ -473,6 +492,7 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
     if (tally.untuned > 0) io.out << ", not tuned " << tally.untuned << " (heuristic answers)";
     if (tally.skipped > 0)
       io.out << "; " << tally.skipped << " done in an earlier run (" << state_path << ")";
+    if (tally.repeated > 0) io.out << "; " << tally.repeated << " listed twice, sent once";
     io.out << "; " << FormatDuration(elapsed()) << "\n";
   }
   if (exit_code != kExitOk) return exit_code;

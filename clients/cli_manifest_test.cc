@@ -267,6 +267,33 @@ TEST_F(ManifestRunTest, TunesEachItemThenResumesSkippingFinishedOnes) {
   EXPECT_THAT(out_.str(), HasSubstr("tuned 0, already stored 4, failed 0"));
 }
 
+TEST_F(ManifestRunTest, ARequestListedTwiceIsSentOnce) {
+  // A bucket given twice, and one chain in two entries: one request each.
+  o_.manifest = Write("m.json", R"({"entries": [
+      {"chain": "chains/sym.json", "buckets": [{"N": 4096}, {"N": 4096}, {"N": 8}]},
+      {"chain": "chains/static.json"},
+      {"chain": "chains/static.json", "mode": "full"}]})");
+  ASSERT_EQ(RunTuneManifest(g_, o_, io_), kExitOk) << err_.str() << out_.str();
+  ASSERT_EQ(fake_.service().tune_requests.size(), 3u);
+  EXPECT_THAT(out_.str(), HasSubstr("[2/5] chains/sym.json N=4096: the same request as item 1\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("[5/5] chains/static.json: the same request as item 4\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("tuned 3, already stored 0, failed 0, not started 0; 2 listed twice, sent once"));
+
+  // Another mode is another request; --json names the first of a repeat.
+  Write("m.json", R"({"entries": [
+      {"chain": "chains/static.json"},
+      {"chain": "chains/static.json", "mode": "quick"},
+      {"chain": "chains/static.json"}]})");
+  std::filesystem::remove(o_.manifest + ".state");
+  g_.json = true;
+  out_.str("");
+  EXPECT_EQ(RunTuneManifest(g_, o_, io_), kExitFailed) << out_.str();  // The fake answers QUICK untimed.
+  EXPECT_EQ(fake_.service().tune_requests.size(), 5u);
+  EXPECT_THAT(out_.str(), HasSubstr(R"("outcome":"repeat")"));
+  EXPECT_THAT(out_.str(), HasSubstr(R"("repeat_of":1)"));
+  EXPECT_THAT(out_.str(), HasSubstr(R"("repeats":1)"));
+}
+
 TEST_F(ManifestRunTest, AFailedItemIsReportedAndNotRecorded) {
   o_.manifest = Write("m.json", R"({"entries": [
       {"chain": {"inputs": [{"name": "x", "dtype": "DTYPE_F32", "shape": [{"size": 4}]}]}},
