@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <set>
 #include <string>
@@ -122,52 +123,258 @@ size_t FirstSyntaxError(const std::string& s) {
   return std::string::npos;
 }
 
-// What protobuf's parser forgives and a reader would not: a key an object
-// repeats (the parser keeps the last, so a file that says a field twice is
-// read as saying it once) and a comma that ends an object or array. The
-// offset of the first and what it is, or npos; malformed text is left to
-// the parser. Keys compare as written (an escape that spells a key another
-// way is not seen).
-std::pair<size_t, std::string> FirstLaxConstruct(const std::string& s) {
-  struct Open {
-    bool object;
-    std::set<std::string> keys;
-  };
-  std::vector<Open> open;
-  char prev = 0;  // The previous significant character outside strings.
-  size_t prev_at = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c == '"' || c == '\'') {  // protobuf's parser takes single quotes too.
-      const size_t start = i;
-      for (++i; i < s.size() && s[i] != c; ++i) {
-        if (s[i] == '\\') ++i;
-      }
-      if (i >= s.size()) break;
-      size_t next = i + 1;
-      while (next < s.size() && std::isspace(static_cast<unsigned char>(s[next]))) ++next;
-      if (!open.empty() && open.back().object && next < s.size() && s[next] == ':' &&
-          !open.back().keys.insert(s.substr(start + 1, i - start - 1)).second) {
-        std::string key = s.substr(start + 1, std::min<size_t>(i - start - 1, 64));
-        return {start, absl::StrCat("the key \"", absl::CHexEscape(key), "\" again in one object (which one ",
-                                    "counts is not for a reader to guess)")};
-      }
-      prev = '"';
-      prev_at = start;
-      continue;
-    }
-    if (std::isspace(static_cast<unsigned char>(c))) continue;
-    if (c == '{' || c == '[') {
-      open.push_back({c == '{', {}});
-    } else if (c == '}' || c == ']') {
-      if (prev == ',') return {prev_at, absl::StrCat("a comma before '", std::string(1, c), "'")};
-      if (!open.empty()) open.pop_back();
-    }
-    prev = c;
-    prev_at = i;
+// What protobuf's parser forgives and a reader would not, found by walking
+// the text it accepted beside the message type it filled:
+// - a field an object gives twice, under any of its spellings (the parser
+//   keeps the last, so a file that says a field twice is read as saying it
+//   once): `weak_float` beside `weakFloat`, a key spelt with escapes, a
+//   bare key; in a map or a JSON object (a Struct), a key given twice;
+// - a list inside the list of a message's repeated field (the parser
+//   flattens `"axes": [[1], [2]]` into `[1, 2]`);
+// - a comma that ends an object or a list.
+// Only text protobuf's parser accepted is walked; nothing past the text's
+// end is read whatever it holds.
+class LaxWalk {
+ public:
+  explicit LaxWalk(const std::string& s) : s_(s) {}
+
+  // The offset of the first such construct and what it is, or npos.
+  std::pair<size_t, std::string> First(const google::protobuf::Descriptor* root) {
+    Value(Fills(root, nullptr));
+    return {at_, why_};
   }
-  return {std::string::npos, ""};
-}
+
+ private:
+  // What a JSON value fills: a message's fields (`message`), a map's
+  // entries (`map_value`: the entries' value field), or data (neither: a
+  // Struct or Value, a scalar). `field` is the field the value is given
+  // for; `list` whether it is that repeated field's list.
+  struct Slot {
+    const google::protobuf::Descriptor* message = nullptr;
+    const google::protobuf::FieldDescriptor* map_value = nullptr;
+    const google::protobuf::FieldDescriptor* field = nullptr;
+    bool list = false;
+  };
+
+  static Slot Fills(const google::protobuf::Descriptor* type, const google::protobuf::FieldDescriptor* field) {
+    Slot slot;
+    slot.field = field;
+    if (type == nullptr) return slot;
+    const std::string& name = type->full_name();
+    if (name == "google.protobuf.Struct" || name == "google.protobuf.Value" ||
+        name == "google.protobuf.ListValue") {
+      return slot;
+    }
+    slot.message = type;
+    return slot;
+  }
+
+  static Slot FieldSlot(const google::protobuf::FieldDescriptor* f) {
+    if (f->is_map()) {
+      Slot slot;
+      slot.map_value = f->message_type()->map_value();
+      slot.field = f;
+      return slot;
+    }
+    Slot slot = Fills(f->message_type(), f);
+    slot.list = f->is_repeated();
+    return slot;
+  }
+
+  // The field `key` names as protobuf's parser reads it: by its name or
+  // its JSON name.
+  static const google::protobuf::FieldDescriptor* FieldNamed(const google::protobuf::Descriptor* d,
+                                                             const std::string& key) {
+    if (const google::protobuf::FieldDescriptor* f = d->FindFieldByName(key)) return f;
+    for (int i = 0; i < d->field_count(); ++i) {
+      if (d->field(i)->json_name() == key) return d->field(i);
+    }
+    return nullptr;
+  }
+
+  bool Fail(size_t at, std::string why) {
+    at_ = at;
+    why_ = std::move(why);
+    return false;
+  }
+
+  void Space() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+
+  // A bare word: a number, true, false, null, or an unquoted key.
+  std::string Word() {
+    const size_t start = i_;
+    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_' ||
+                              s_[i_] == '-' || s_[i_] == '+' || s_[i_] == '.')) {
+      ++i_;
+    }
+    if (i_ == start) ++i_;  // Not a word: step over it.
+    return s_.substr(start, i_ - start);
+  }
+
+  static void AppendUtf8(uint32_t cp, std::string* out) {
+    if (cp < 0x80) {
+      *out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      *out += static_cast<char>(0xc0 | (cp >> 6));
+      *out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      *out += static_cast<char>(0xe0 | (cp >> 12));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      *out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+      *out += static_cast<char>(0xf0 | (cp >> 18));
+      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      *out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  }
+
+  // Four hex digits at i_ (consumed), or -1.
+  int32_t Hex4() {
+    if (i_ + 4 > s_.size()) return -1;
+    int32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char h = s_[i_ + k];
+      if (!std::isxdigit(static_cast<unsigned char>(h))) return -1;
+      v = v * 16 + (std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : std::tolower(h) - 'a' + 10);
+    }
+    i_ += 4;
+    return v;
+  }
+
+  // The quoted string at i_ (either quote: protobuf's parser takes single
+  // ones too), its escapes decoded; i_ ends past the closing quote.
+  std::string String() {
+    const char quote = s_[i_++];
+    std::string out;
+    while (i_ < s_.size() && s_[i_] != quote) {
+      const char c = s_[i_++];
+      if (c != '\\' || i_ >= s_.size()) {
+        out += c;
+        continue;
+      }
+      const char e = s_[i_++];
+      switch (e) {
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          int32_t cp = Hex4();
+          if (cp < 0) break;
+          if (cp >= 0xd800 && cp < 0xdc00 && i_ + 1 < s_.size() && s_[i_] == '\\' && s_[i_ + 1] == 'u') {
+            const size_t back = i_;
+            i_ += 2;
+            const int32_t low = Hex4();
+            if (low >= 0xdc00 && low < 0xe000) {
+              cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+            } else {
+              i_ = back;
+            }
+          }
+          AppendUtf8(static_cast<uint32_t>(cp), &out);
+          break;
+        }
+        default: out += e;  // \" \\ \/ \'
+      }
+    }
+    ++i_;
+    return out;
+  }
+
+  // Whether the object or list ends here (at `close`, stepped over, or at
+  // the text's end).
+  bool Closes(char close) {
+    Space();
+    if (i_ >= s_.size()) return true;
+    if (s_[i_] != close) return false;
+    ++i_;
+    return true;
+  }
+
+  // After an object's or a list's item: a comma may not end it.
+  bool AfterItem() {
+    Space();
+    if (i_ < s_.size() && s_[i_] == ',') {
+      const size_t comma = i_++;
+      Space();
+      if (i_ < s_.size() && (s_[i_] == '}' || s_[i_] == ']')) {
+        return Fail(comma, absl::StrCat("a comma before '", std::string(1, s_[i_]), "'"));
+      }
+    }
+    return true;
+  }
+
+  bool Object(const Slot& slot) {
+    ++i_;  // '{'
+    std::map<std::string, std::string> seen;  // A field's name (or a key) -> its spelling here.
+    while (true) {
+      if (Closes('}')) return true;
+      const size_t key_at = i_;
+      const std::string key = s_[i_] == '"' || s_[i_] == '\'' ? String() : Word();
+      Space();
+      if (i_ < s_.size() && s_[i_] == ':') ++i_;
+      Slot value;
+      std::string identity = key;
+      if (slot.map_value != nullptr) {
+        value = FieldSlot(slot.map_value);
+      } else if (slot.message != nullptr) {
+        if (const google::protobuf::FieldDescriptor* f = FieldNamed(slot.message, key)) {
+          identity = f->name();
+          value = FieldSlot(f);
+        }
+      }
+      auto [first, fresh] = seen.emplace(identity, key);
+      if (!fresh) {
+        const std::string shown = absl::CHexEscape(key.substr(0, 64));
+        return Fail(key_at, absl::StrCat(
+                                "the key \"", shown, "\" again in one object",
+                                first->second == key ? ""
+                                                     : absl::StrCat(", as \"", absl::CHexEscape(first->second.substr(0, 64)),
+                                                                    "\" before"),
+                                " (which one counts is not for a reader to guess)"));
+      }
+      if (!Value(value) || !AfterItem()) return false;
+    }
+  }
+
+  bool List(const Slot& slot) {
+    ++i_;  // '['
+    Slot item = slot;
+    item.list = false;
+    while (true) {
+      if (Closes(']')) return true;
+      if (slot.list && s_[i_] == '[') {
+        return Fail(i_, absl::StrCat("a list inside the list \"", slot.field->json_name(), "\", whose items are ",
+                                     slot.message != nullptr ? "objects" : "single values",
+                                     " (a nested list would be read flattened)"));
+      }
+      if (!Value(item) || !AfterItem()) return false;
+    }
+  }
+
+  bool Value(const Slot& slot) {
+    Space();
+    if (i_ >= s_.size()) return true;
+    const char c = s_[i_];
+    if (c == '{') return Object(slot);  // One item alone where a list may be: the parser takes it.
+    if (c == '[') return List(slot);
+    if (c == '"' || c == '\'') {
+      String();
+    } else {
+      Word();
+    }
+    return true;
+  }
+
+  const std::string& s_;
+  size_t i_ = 0;
+  size_t at_ = std::string::npos;
+  std::string why_;
+};
 
 // protobuf's word on an enum value it does not know names the enum's type
 // URL but not how its values are spelt (OP_RELU, DTYPE_F32): a hint, the
@@ -244,7 +451,7 @@ absl::Status ParseJson(const std::string& json, const std::string& what,
       google::protobuf::util::JsonStringToMessage(json, msg, options);
   if (status.ok()) {
     // Well formed to protobuf, which forgives what a reader would not.
-    auto [offset, why] = FirstLaxConstruct(json);
+    auto [offset, why] = LaxWalk(json).First(msg->GetDescriptor());
     if (offset == std::string::npos) return absl::OkStatus();
     msg->Clear();
     return Refused(json, what, *msg, offset, why);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
 
 namespace kfuse::client {
@@ -101,6 +102,22 @@ TEST(JsonTest, BadInputIsInvalidArgumentWithUsefulMessage) {
       {"trailing comma in an array", "{\"inputs\": [{\"name\": \"a\"},]}",
        "t.json:1:26: not a valid kfuse.v1.Chain in JSON: a comma before ']'"},
       {"trailing comma in an object", "{\"inputs\": [{\"name\": \"a\",}]}", "a comma before '}'"},
+      // A field under two spellings is the same field given twice.
+      {"a field by both its names",
+       R"({"ops": [{"kind": "OP_CONSTANT", "weak_float": true, "weakFloat": false}]})",
+       "t.json:1:54: not a valid kfuse.v1.Chain in JSON: the key \"weakFloat\" again in one object, as "
+       "\"weak_float\" before"},
+      {"a key spelt with an escape", R"({"ops": [{"kind": "OP_CONSTANT", "val\u0075e": 1, "value": 2}]})",
+       "t.json:1:51: not a valid kfuse.v1.Chain in JSON: the key \"value\" again in one object"},
+      {"a bare key", R"({ops: [], "ops": []})", "t.json:1:11: not a valid kfuse.v1.Chain in JSON: the key \"ops\""},
+      {"single quotes", R"({"ops": [{'kind': "OP_ADD", "kind": "OP_MUL"}]})", "the key \"kind\" again"},
+      // protobuf's parser reads [[1], [2]] as [1, 2].
+      {"a list in a list of numbers", R"({"ops": [{"kind": "OP_REDUCE_SUM", "reduce": {"axes": [1, [2]]}}]})",
+       "t.json:1:59: not a valid kfuse.v1.Chain in JSON: a list inside the list \"axes\", whose items are single "
+       "values"},
+      {"a list in a list of objects", R"({"inputs": [{"shape": [[{"size": 4}]]}]})",
+       "a list inside the list \"shape\", whose items are objects"},
+      {"a list in the list of ops", R"({"ops": [[]]})", "a list inside the list \"ops\""},
       {"not an object", "[1, 2]", "t.json"},
       {"empty", "", "t.json"},
   };
@@ -124,6 +141,24 @@ TEST(JsonTest, KeysOfOtherObjectsAndStringContentsAreNotRepeats) {
   auto req = ParseCompileRequest(json, "t.json");
   ASSERT_TRUE(req.ok()) << req.status();
   EXPECT_EQ(req->chain().inputs(1).name(), "b\"}");
+}
+
+// In a JSON object read as data (a manifest), lists nest and keys are the
+// object's own; a key given twice, however spelt, is refused there too.
+TEST(JsonTest, DataObjectsNestListsButNotRepeatedKeys) {
+  google::protobuf::Struct data;
+  ASSERT_TRUE(ParseJson(R"({"a": [[1, [2]], []], "b": {"a": 1, "weakFloat": 2, "weak_float": 3}})", "m.json",
+                        &data)
+                  .ok());
+  EXPECT_EQ(data.fields().at("a").list_value().values(0).list_value().values_size(), 2);
+  absl::Status s = ParseJson(R"({"entries": [], "entri\u0065s": [1]})", "m.json", &data);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("entries"));
+  // A one-item list may be given as the item alone, as protobuf's parser
+  // allows; that is no repeat.
+  auto req = ParseCompileRequest(R"({"inputs": {"name": "a", "shape": {"size": 4}}, "ops": []})", "t.json");
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->chain().inputs(0).shape(0).size(), 4);
 }
 
 // A small file nested 20000 deep took the parser 12 s: refused before it.

@@ -305,10 +305,10 @@ class Chain:
             raise ValueError("the JSON nests too deeply for a chain") from None
         if not isinstance(doc, dict):
             raise ValueError(f"a chain's JSON is an object (a Chain or a CompileRequest), not {type(doc).__name__}")
-        if "chain" in doc:
-            req = json_format.ParseDict(doc, pb.CompileRequest())
-            return cls.from_proto(req.chain)
-        return cls.from_proto(json_format.ParseDict(doc, pb.Chain()))
+        message = pb.CompileRequest() if "chain" in doc else pb.Chain()
+        _check_fields(doc, message.DESCRIPTOR, "")
+        json_format.ParseDict(doc, message)
+        return cls.from_proto(message.chain if "chain" in doc else message)
 
     def __repr__(self):
         return (f"Chain({len(self._proto.inputs)} inputs, {len(self._proto.ops)} ops, "
@@ -316,6 +316,41 @@ class Chain:
 
 
 _MAX_JSON_DEPTH = 100  # Deeper than any chain (about 6), as the CLI's.
+_DATA_TYPES = ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue")
+
+
+def _repeated(field):
+    """Whether `field` is repeated, in protobuf releases with
+    `FieldDescriptor.label` and in those that replaced it by `is_repeated`."""
+    repeated = getattr(field, "is_repeated", None)
+    return repeated if isinstance(repeated, bool) else field.label == field.LABEL_REPEATED
+
+
+def _check_fields(doc, descriptor, path):
+    """As the CLI reads a chain file: a field given under both its names
+    (`weak_float` and `weakFloat`) is given twice, and a list inside the
+    list of a repeated field is refused (the proto JSON mapping would not
+    say which was meant). `doc` is the parsed JSON object for `descriptor`."""
+    seen = {}
+    for key, value in doc.items():
+        field = descriptor.fields_by_name.get(key) or next(
+            (f for f in descriptor.fields if f.json_name == key), None)
+        if field is None:
+            continue  # Unknown: json_format names it.
+        if field.name in seen:
+            raise ValueError(f"{path}{key}: the field {field.name!r} again in one object of the chain's JSON, "
+                             f"as {seen[field.name]!r} before")
+        seen[field.name] = key
+        typed = (field.message_type is not None and field.message_type.full_name not in _DATA_TYPES
+                 and not field.message_type.GetOptions().map_entry)
+        items = value if _repeated(field) and isinstance(value, list) else [value]
+        for i, item in enumerate(items):
+            at = f"{path}{key}[{i}]" if items is value else f"{path}{key}"
+            if items is value and isinstance(item, list):
+                raise ValueError(f"{at}: a list inside the list {key!r}, whose items are "
+                                 f"{'objects' if typed else 'single values'}")
+            if typed and isinstance(item, dict):
+                _check_fields(item, field.message_type, at + ".")
 
 
 def _json_depth(text):

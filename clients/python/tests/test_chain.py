@@ -305,6 +305,12 @@ def test_bool_logic_and_negative_axes_build_as_before():
     # A repeated key, as the CLI refuses it (json.loads would keep the last).
     ('{"inputs": [], "outputs": [], "outputs": []}', "the key 'outputs' again"),
     ('{"ops": [{"kind": "OP_RELU", "kind": "OP_EXP"}]}', "the key 'kind' again"),
+    # A field by both its names, and a list in a field's list, as the CLI.
+    ('{"ops": [{"kind": "OP_CONSTANT", "weak_float": true, "weakFloat": false}]}',
+     r"ops\[0\].weakFloat: the field 'weak_float' again in one object of the chain's JSON, as 'weak_float'"),
+    ('{"chain": {"ops": [{"kind": "OP_REDUCE_SUM", "reduce": {"axes": [1, [2]]}}]}}',
+     r"chain.ops\[0\].reduce.axes\[1\]: a list inside the list 'axes', whose items are single values"),
+    ('{"inputs": [{"shape": [[{"size": 4}]]}]}', r"inputs\[0\].shape\[0\]: a list inside the list 'shape', whose items are objects"),
 ])
 def test_from_json_wants_an_object(text, message):
     with pytest.raises(ValueError, match=message):
