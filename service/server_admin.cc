@@ -66,7 +66,16 @@ absl::StatusOr<std::vector<EntrySummary>> SelectArtifacts(Store& store, const v1
         absl::StrCat("keys: ", req.keys_size(), " keys, at most ", kMaxAdminItems, " a call"));
   }
   if (req.all()) return store.List("", 0);  // Decisions too, artifact or not.
-  if (!req.key_prefix().empty()) return store.List(req.key_prefix(), 0, "artifact");
+  if (!req.key_prefix().empty()) {
+    // As a key that matches nothing: a prefix that does is most likely
+    // mistyped, and an empty bundle would pass for a copy of the store.
+    KFUSE_ASSIGN_OR_RETURN(std::vector<EntrySummary> found, store.List(req.key_prefix(), 0, "artifact"));
+    if (found.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("key_prefix: no stored artifact has a key starting with ", Shown(req.key_prefix())));
+    }
+    return found;
+  }
   std::vector<EntrySummary> out;
   for (int i = 0; i < req.keys_size(); ++i) {
     const std::string& key = req.keys(i);

@@ -366,6 +366,12 @@ TEST(ServerAdminTest, ExportSelectionErrorsNameTheKey) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(s.error_message(), HasSubstr("keys[1]: no stored artifact has a key starting with zzzz"));
 
+  v1::ExportKernelsRequest no_match;
+  no_match.set_key_prefix("zzzz");
+  s = a.Export(no_match, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("key_prefix: no stored artifact has a key starting with zzzz"));
+
   v1::ExportKernelsRequest two = All();
   two.set_key_prefix("a");
   EXPECT_EQ(a.Export(two, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
