@@ -55,6 +55,7 @@ Position PositionOf(const std::string& text, size_t offset) {
 size_t FirstSyntaxError(const std::string& s) {
   std::string stack;
   bool in_string = false;
+  char quote = '"';  // protobuf's parser takes single-quoted strings too.
   size_t string_start = 0;
   char prev = 0;  // The previous significant character outside strings.
   for (size_t i = 0; i < s.size(); ++i) {
@@ -71,17 +72,17 @@ size_t FirstSyntaxError(const std::string& s) {
       const bool after_value = prev == '"' || prev == '}' || prev == ']' ||
                                std::isalnum(static_cast<unsigned char>(prev));
       const bool starts_value =
-          c == '"' || c == '{' || c == '[' ||
+          c == '"' || c == '\'' || c == '{' || c == '[' ||
           ((std::isalnum(static_cast<unsigned char>(c)) || c == '-') &&
            (prev == '"' || prev == '}' || prev == ']' ||
             (i > 0 && std::isspace(static_cast<unsigned char>(s[i - 1])))));
       if (after_value && starts_value) return i;
-      prev = c;
+      prev = c == '\'' ? '"' : c;
     }
     if (in_string) {
       if (c == '\\') {
         ++i;
-      } else if (c == '"') {
+      } else if (c == quote) {
         in_string = false;
       } else if (c == '\n') {
         return string_start;
@@ -90,7 +91,9 @@ size_t FirstSyntaxError(const std::string& s) {
     }
     switch (c) {
       case '"':
+      case '\'':
         in_string = true;
+        quote = c;
         string_start = i;
         break;
       case '{':
@@ -136,13 +139,21 @@ size_t FirstSyntaxError(const std::string& s) {
 // end is read whatever it holds.
 class LaxWalk {
  public:
-  explicit LaxWalk(const std::string& s) : s_(s) {}
+  // `keep_going`: walk the whole text past what is found (to read its
+  // top-level keys) rather than stop at the first.
+  explicit LaxWalk(const std::string& s, bool keep_going = false) : s_(s), keep_going_(keep_going) {}
 
   // The offset of the first such construct and what it is, or npos.
+  // `root` null: the text is data (a JSON object read as a Struct), or its
+  // type is not known yet. Text protobuf refused may be walked too: the
+  // walk reads nothing past its end and stops past kMaxJsonDepth.
   std::pair<size_t, std::string> First(const google::protobuf::Descriptor* root) {
     Value(Fills(root, nullptr));
     return {at_, why_};
   }
+
+  // The keys of the top-level object walked (as decoded).
+  const std::set<std::string>& top_keys() const { return top_keys_; }
 
  private:
   // What a JSON value fills: a message's fields (`message`), a map's
@@ -193,9 +204,11 @@ class LaxWalk {
   }
 
   bool Fail(size_t at, std::string why) {
-    at_ = at;
-    why_ = std::move(why);
-    return false;
+    if (at_ == std::string::npos) {
+      at_ = at;
+      why_ = std::move(why);
+    }
+    return keep_going_;
   }
 
   void Space() {
@@ -206,7 +219,7 @@ class LaxWalk {
   std::string Word() {
     const size_t start = i_;
     while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_' ||
-                              s_[i_] == '-' || s_[i_] == '+' || s_[i_] == '.')) {
+                              s_[i_] == '$' || s_[i_] == '-' || s_[i_] == '+' || s_[i_] == '.')) {
       ++i_;
     }
     if (i_ == start) ++i_;  // Not a word: step over it.
@@ -310,6 +323,11 @@ class LaxWalk {
 
   bool Object(const Slot& slot) {
     ++i_;  // '{'
+    if (++depth_ > kMaxJsonDepth) return false;
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     std::map<std::string, std::string> seen;  // A field's name (or a key) -> its spelling here.
     while (true) {
       if (Closes('}')) return true;
@@ -327,6 +345,7 @@ class LaxWalk {
           value = FieldSlot(f);
         }
       }
+      if (depth_ == 1) top_keys_.insert(key);
       auto [first, fresh] = seen.emplace(identity, key);
       if (!fresh) {
         const std::string shown = absl::CHexEscape(key.substr(0, 64));
@@ -343,14 +362,25 @@ class LaxWalk {
 
   bool List(const Slot& slot) {
     ++i_;  // '['
+    if (++depth_ > kMaxJsonDepth) return false;
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     Slot item = slot;
     item.list = false;
     while (true) {
       if (Closes(']')) return true;
-      if (slot.list && s_[i_] == '[') {
-        return Fail(i_, absl::StrCat("a list inside the list \"", slot.field->json_name(), "\", whose items are ",
-                                     slot.message != nullptr ? "objects" : "single values",
-                                     " (a nested list would be read flattened)"));
+      if (slot.list && s_[i_] == '[' &&
+          !Fail(i_, absl::StrCat("a list inside the list \"", slot.field->json_name(), "\", whose items are ",
+                                 slot.message != nullptr ? "objects" : "single values",
+                                 " (a nested list would be read flattened)"))) {
+        return false;
+      }
+      if (slot.list && s_.compare(i_, 4, "null") == 0 &&
+          !Fail(i_, absl::StrCat("null in the list \"", slot.field->json_name(),
+                                 "\" (it would be read as no item at all)"))) {
+        return false;
       }
       if (!Value(item) || !AfterItem()) return false;
     }
@@ -360,8 +390,14 @@ class LaxWalk {
     Space();
     if (i_ >= s_.size()) return true;
     const char c = s_[i_];
-    if (c == '{') return Object(slot);  // One item alone where a list may be: the parser takes it.
     if (c == '[') return List(slot);
+    // One item alone where a list goes: the parser takes it as a list of
+    // one, the proto JSON mapping (and Python's reader) does not.
+    if (slot.list && s_.compare(i_, 4, "null") != 0 &&
+        !Fail(i_, absl::StrCat("\"", slot.field->json_name(), "\" is a list: write its items in [ ]"))) {
+      return false;
+    }
+    if (c == '{') return Object(slot);
     if (c == '"' || c == '\'') {
       String();
     } else {
@@ -371,7 +407,10 @@ class LaxWalk {
   }
 
   const std::string& s_;
+  const bool keep_going_;
   size_t i_ = 0;
+  int depth_ = 0;
+  std::set<std::string> top_keys_;
   size_t at_ = std::string::npos;
   std::string why_;
 };
@@ -456,12 +495,20 @@ absl::Status ParseJson(const std::string& json, const std::string& what,
     msg->Clear();
     return Refused(json, what, *msg, offset, why);
   }
+  // A key given twice where protobuf refuses it itself (a Struct's, a
+  // oneof's), before any syntax error: said as the walk says it, with its
+  // line and column, where protobuf's word has neither.
+  const size_t syntax = FirstSyntaxError(json);
+  auto [offset, lax] = LaxWalk(json).First(msg->GetDescriptor());
+  if (offset != std::string::npos && (syntax == std::string::npos || offset < syntax)) {
+    return Refused(json, what, *msg, offset, lax);
+  }
   // protobuf appends an excerpt with a caret; we give path:line:col and the
   // source line instead, which editors and readers can follow.
   std::string why(status.message());
   why = why.substr(0, why.find('\n'));
   why += EnumHint(why);
-  return Refused(json, what, *msg, FirstSyntaxError(json), why);
+  return Refused(json, what, *msg, syntax, why);
 }
 
 std::string ToJson(const google::protobuf::Message& msg, bool pretty, bool with_defaults) {
@@ -529,15 +576,12 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
 absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequest(
     const std::string& json, const std::string& what) {
   KFUSE_RETURN_IF_ERROR(CheckJsonDepth(json, what));
-  google::protobuf::Struct top;
-  google::protobuf::util::JsonParseOptions options;
-  if (!google::protobuf::util::JsonStringToMessage(json, &top, options).ok()) {
-    // Not a JSON object at all: let the typed parser word the error.
-    kfuse::v1::Chain chain;
-    KFUSE_RETURN_IF_ERROR(ParseJson(json, what, &chain));
-  }
+  // A request has a top-level "chain"; anything else (not an object at all
+  // included) is read as a Chain, whose parser words what is wrong.
+  LaxWalk keys(json, /*keep_going=*/true);
+  keys.First(nullptr);
   kfuse::v1::CompileRequest request;
-  if (top.fields().contains("chain")) {
+  if (keys.top_keys().count("chain") > 0) {
     KFUSE_RETURN_IF_ERROR(ParseJson(json, what, &request));
   } else {
     KFUSE_RETURN_IF_ERROR(ParseJson(json, what, request.mutable_chain()));

@@ -11,6 +11,7 @@ namespace kfuse::client {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(JsonTest, ExamplesParse) {
   const char* kExamples[] = {
@@ -153,12 +154,47 @@ TEST(JsonTest, DataObjectsNestListsButNotRepeatedKeys) {
   EXPECT_EQ(data.fields().at("a").list_value().values(0).list_value().values_size(), 2);
   absl::Status s = ParseJson(R"({"entries": [], "entri\u0065s": [1]})", "m.json", &data);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("entries"));
-  // A one-item list may be given as the item alone, as protobuf's parser
-  // allows; that is no repeat.
-  auto req = ParseCompileRequest(R"({"inputs": {"name": "a", "shape": {"size": 4}}, "ops": []})", "t.json");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("m.json:1:17: not a JSON object: the key \"entries\" again in one object"));
+  // Bare keys may start with $ (protobuf's parser takes them); two such
+  // are two keys.
+  ASSERT_TRUE(ParseJson(R"({"b": [{$N: 4096, $M: 8}]})", "m.json", &data).ok());
+  EXPECT_EQ(data.fields().at("b").list_value().values(0).struct_value().fields_size(), 2);
+}
+
+TEST(JsonTest, ListsAreWrittenAsListsWithoutNulls) {
+  const BadCase kCases[] = {
+      // protobuf's parser takes an item alone as a list of one (the proto
+      // JSON mapping, and Python's reader, do not) and drops a null item.
+      {"an item alone", R"({"inputs": {"name": "a", "shape": [{"size": 4}]}})",
+       "t.json:1:12: not a valid kfuse.v1.Chain in JSON: \"inputs\" is a list: write its items in [ ]"},
+      {"a number alone", R"({"ops": [{"kind": "OP_REDUCE_SUM", "reduce": {"axes": -1}}]})",
+       "\"axes\" is a list: write its items in [ ]"},
+      {"a null item", R"({"ops": [{"kind": "OP_REDUCE_SUM", "reduce": {"axes": [null]}}]})",
+       "t.json:1:56: not a valid kfuse.v1.Chain in JSON: null in the list \"axes\" (it would be read as no item"},
+      {"a null among objects", R"({"inputs": [{"name": "a"}, null]})", "null in the list \"inputs\""},
+      // A key given twice in a request: the walk's word, with its place,
+      // where protobuf (refusing a Struct's repeated key) had neither.
+      {"a request's repeated key", "{\"chain\": {},\n \"policy\": {\"mode\": \"MODE_QUICK\", \"mode\": \"MODE_FULL\"}}",
+       "t.json:2:35: not a valid kfuse.v1.CompileRequest in JSON: the key \"mode\" again in one object"},
+      {"two chains", R"({"chain": {}, "chain": {}})",
+       "t.json:1:15: not a valid kfuse.v1.CompileRequest in JSON: the key \"chain\" again"},
+      // Single-quoted text: protobuf's own errors keep their place.
+      {"a single-quoted bad enum", "{'ops': [{'kind': 'OP_BOGUS'}]}",
+       "not a valid kfuse.v1.Chain in JSON: (ops[0].kind): invalid value \"OP_BOGUS\""},
+  };
+  for (const BadCase& c : kCases) {
+    auto req = ParseCompileRequest(c.json, "t.json");
+    ASSERT_FALSE(req.ok()) << c.name;
+    EXPECT_EQ(req.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_THAT(std::string(req.status().message()), HasSubstr(c.expect)) << c.name << ": " << req.status();
+  }
+  // A null for a whole field is that field unset.
+  auto req = ParseCompileRequest(R"({"inputs": null, "ops": [{"kind": "OP_RELU", "reduce": null}]})", "t.json");
   ASSERT_TRUE(req.ok()) << req.status();
-  EXPECT_EQ(req->chain().inputs(0).shape(0).size(), 4);
+  EXPECT_EQ(req->chain().ops_size(), 1);
+  // The single-quoted bad enum's place is its own, not the first quote.
+  auto quoted = ParseCompileRequest("{'ops': [{'kind': 'OP_BOGUS'}]}", "t.json");
+  EXPECT_THAT(std::string(quoted.status().message()), Not(HasSubstr("t.json:1:2:")));
 }
 
 // A small file nested 20000 deep took the parser 12 s: refused before it.
