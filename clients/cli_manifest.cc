@@ -23,9 +23,8 @@
 #include "core/decimal.h"
 #include "core/key.h"
 #include "core/limits.h"
+#include "core/proto_bytes.h"
 #include "core/status.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -115,17 +114,6 @@ std::string BucketLabel(const std::vector<std::pair<std::string, int64_t>>& buck
   });
 }
 
-std::string Deterministic(const google::protobuf::Message& m) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    m.SerializeToCodedStream(&coded);
-  }
-  return bytes;
-}
-
 }  // namespace
 
 absl::Status ApplyBucket(const std::vector<std::pair<std::string, int64_t>>& bucket,
@@ -156,8 +144,8 @@ absl::Status ApplyBucket(const std::vector<std::pair<std::string, int64_t>>& buc
 }
 
 std::string ManifestItemId(const kfuse::v1::CompileRequest& request) {
-  return Sha256Hex(absl::StrCat(Deterministic(request.chain()), "\x1f", request.policy().mode(), "\x1f",
-                                Deterministic(request.target())));
+  return Sha256Hex(absl::StrCat(DeterministicBytes(request.chain()), "\x1f", request.policy().mode(), "\x1f",
+                                DeterministicBytes(request.target())));
 }
 
 absl::StatusOr<std::vector<ManifestItem>> ParseManifest(const std::string& json, const std::string& what,

@@ -16,8 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "core/proto_bytes.h"
 
 namespace kfuse {
 namespace {
@@ -32,18 +31,6 @@ std::string Sha256Hex(const std::string& bytes) {
   unsigned char h[crypto_hash_sha256_BYTES];
   crypto_hash_sha256(h, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(h), sizeof(h)));
-}
-
-// Deterministic serialization: fields in number order, maps sorted.
-std::string Deterministic(const google::protobuf::MessageLite& m) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    m.SerializeToCodedStream(&coded);
-  }
-  return out;
 }
 
 // "<name> <length>:<bytes>\n": unambiguous whatever the bytes hold.
@@ -157,14 +144,14 @@ std::string PlanSigningPayload(const v1::KernelPlan& plan) {
     launch.set_dynamic_smem_bytes(k.dynamic_smem_bytes());
     if (k.has_cluster()) *launch.mutable_cluster() = k.cluster();
     *launch.mutable_preconditions() = k.preconditions();
-    absl::StrAppend(&out, "launch ", Sha256Hex(Deterministic(launch)), "\n");
+    absl::StrAppend(&out, "launch ", Sha256Hex(DeterministicBytes(launch)), "\n");
   }
   v1::KernelPlan shape;
   *shape.mutable_symbols() = plan.symbols();
   *shape.mutable_intermediates() = plan.intermediates();
   *shape.mutable_inputs() = plan.inputs();
   *shape.mutable_outputs() = plan.outputs();
-  absl::StrAppend(&out, "plan ", Sha256Hex(Deterministic(shape)), "\n");
+  absl::StrAppend(&out, "plan ", Sha256Hex(DeterministicBytes(shape)), "\n");
   return out;
 }
 
