@@ -328,9 +328,10 @@ def _repeated(field):
 
 def _check_fields(doc, descriptor, path):
     """As the CLI reads a chain file: a field given under both its names
-    (`weak_float` and `weakFloat`) is given twice, and a list inside the
-    list of a repeated field is refused (the proto JSON mapping would not
-    say which was meant). `doc` is the parsed JSON object for `descriptor`."""
+    (`weak_float` and `weakFloat`) is given twice, and a repeated field's
+    value is a list of items, none of them a list or null (each refused
+    with the field's path). `doc` is the parsed JSON object for
+    `descriptor`."""
     seen = {}
     for key, value in doc.items():
         field = descriptor.fields_by_name.get(key) or next(
@@ -343,12 +344,20 @@ def _check_fields(doc, descriptor, path):
         seen[field.name] = key
         typed = (field.message_type is not None and field.message_type.full_name not in _DATA_TYPES
                  and not field.message_type.GetOptions().map_entry)
-        items = value if _repeated(field) and isinstance(value, list) else [value]
+        listed = _repeated(field) and not (field.message_type is not None
+                                           and field.message_type.GetOptions().map_entry)
+        if value is None:
+            continue  # The field unset.
+        if listed and not isinstance(value, list):
+            raise ValueError(f"{path}{key}: {key!r} is a list: write its items in [ ]")
+        items = value if listed else [value]
         for i, item in enumerate(items):
-            at = f"{path}{key}[{i}]" if items is value else f"{path}{key}"
-            if items is value and isinstance(item, list):
+            at = f"{path}{key}[{i}]" if listed else f"{path}{key}"
+            if listed and isinstance(item, list):
                 raise ValueError(f"{at}: a list inside the list {key!r}, whose items are "
                                  f"{'objects' if typed else 'single values'}")
+            if listed and item is None:
+                raise ValueError(f"{at}: null in the list {key!r}")
             if typed and isinstance(item, dict):
                 _check_fields(item, field.message_type, at + ".")
 

@@ -311,10 +311,17 @@ def test_bool_logic_and_negative_axes_build_as_before():
     ('{"chain": {"ops": [{"kind": "OP_REDUCE_SUM", "reduce": {"axes": [1, [2]]}}]}}',
      r"chain.ops\[0\].reduce.axes\[1\]: a list inside the list 'axes', whose items are single values"),
     ('{"inputs": [{"shape": [[{"size": 4}]]}]}', r"inputs\[0\].shape\[0\]: a list inside the list 'shape', whose items are objects"),
+    ('{"ops": [{"kind": "OP_REDUCE_SUM", "reduce": {"axes": [null]}}]}', r"ops\[0\].reduce.axes\[0\]: null in the list 'axes'"),
+    ('{"inputs": {"name": "x"}}', r"inputs: 'inputs' is a list: write its items in \[ \]"),
 ])
 def test_from_json_wants_an_object(text, message):
     with pytest.raises(ValueError, match=message):
         kfuse.Chain.from_json(text)
+
+
+def test_a_null_field_is_unset():
+    c = kfuse.Chain.from_json('{"inputs": null, "ops": [{"kind": "OP_RELU", "reduce": null}], "outputs": null}')
+    assert len(c.to_proto().ops) == 1 and not c.to_proto().ops[0].HasField("reduce")
 
 
 def test_brackets_in_names_do_not_count_as_nesting():
