@@ -36,13 +36,14 @@ struct Position {
   int column = 1;
 };
 
+// Columns count characters (UTF-8 sequences), as editors do, not bytes.
 Position PositionOf(const std::string& text, size_t offset) {
   Position p;
   for (size_t i = 0; i < offset && i < text.size(); ++i) {
     if (text[i] == '\n') {
       ++p.line;
       p.column = 1;
-    } else {
+    } else if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80) {
       ++p.column;
     }
   }
@@ -467,8 +468,14 @@ absl::Status Refused(const std::string& json, const std::string& what, const goo
         line_start,
         (line_end == std::string::npos ? json.size() : line_end) - line_start);
     if (line.size() <= 200) {
-      excerpt = absl::StrCat("\n  ", line, "\n  ",
-                             std::string(p.column - 1, ' '), "^");
+      // Under the line, a space for each character before the place (a tab
+      // for a tab, so the caret lines up as the line is shown).
+      std::string pad;
+      for (size_t i = line_start; i < offset && i < json.size(); ++i) {
+        const auto c = static_cast<unsigned char>(json[i]);
+        if ((c & 0xc0) != 0x80) pad += c == '\t' ? '\t' : ' ';
+      }
+      excerpt = absl::StrCat("\n  ", line, "\n  ", pad, "^");
     }
   }
   // A file read as a bare JSON object (a manifest) is just JSON to its reader.

@@ -119,6 +119,11 @@ TEST(JsonTest, BadInputIsInvalidArgumentWithUsefulMessage) {
       {"a list in a list of objects", R"({"inputs": [{"shape": [[{"size": 4}]]}]})",
        "a list inside the list \"shape\", whose items are objects"},
       {"a list in the list of ops", R"({"ops": [[]]})", "a list inside the list \"ops\""},
+      // Columns count characters, and the caret keeps the line's tabs.
+      {"after a name in two-byte letters", "{\"inputs\": [{\"name\": \"\xc3\xa9\xc3\xa9\",}]}",
+       "t.json:1:26: not a valid kfuse.v1.Chain in JSON: a comma before '}'"},
+      {"a tab before the place", "{\"inputs\":\t[{\"name\": \"a\",}]}",
+       "\n  {\"inputs\":\t[{\"name\": \"a\",}]}\n" "  " "          " "\t" "             " "^"},
       {"not an object", "[1, 2]", "t.json"},
       {"empty", "", "t.json"},
   };
