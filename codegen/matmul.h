@@ -104,7 +104,7 @@
 
 namespace kfuse {
 
-inline constexpr char kMatmulGeneratorVersion[] = "matmul/7";
+inline constexpr char kMatmulGeneratorVersion[] = "matmul/8";
 // What the variant's parameters mean (see kRowVariantSchema).
 inline constexpr char kMatmulVariantSchema[] = "matmul-variants/3";
 
