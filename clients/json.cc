@@ -133,11 +133,14 @@ size_t FirstSyntaxError(const std::string& s) {
 //   keeps the last, so a file that says a field twice is read as saying it
 //   once): `weak_float` beside `weakFloat`, a key spelt with escapes, a
 //   bare key; in a map or a JSON object (a Struct), a key given twice;
-// - a list inside the list of a message's repeated field (the parser
-//   flattens `"axes": [[1], [2]]` into `[1, 2]`);
+// - where a repeated field's list goes, an item alone (the parser reads it
+//   as a list of one, the proto JSON mapping and Python's reader refuse
+//   it); in the list, a list (the parser flattens `"axes": [[1], [2]]`
+//   into `[1, 2]`) or a null (the parser drops it);
 // - a comma that ends an object or a list.
-// Only text protobuf's parser accepted is walked; nothing past the text's
-// end is read whatever it holds.
+// The walk also reads text protobuf's parser refused (to word a repeated
+// key it refused without a place, and to find a request's top-level keys):
+// it reads nothing past the text's end, and stops past kMaxJsonDepth.
 class LaxWalk {
  public:
   // `keep_going`: walk the whole text past what is found (to read its
@@ -189,7 +192,9 @@ class LaxWalk {
       return slot;
     }
     Slot slot = Fills(f->message_type(), f);
-    slot.list = f->is_repeated();
+    // A repeated Value or ListValue holds data, where nulls and lists are
+    // items like any other.
+    slot.list = f->is_repeated() && (f->message_type() == nullptr || slot.message != nullptr);
     return slot;
   }
 
@@ -350,12 +355,14 @@ class LaxWalk {
       auto [first, fresh] = seen.emplace(identity, key);
       if (!fresh) {
         const std::string shown = absl::CHexEscape(key.substr(0, 64));
-        return Fail(key_at, absl::StrCat(
-                                "the key \"", shown, "\" again in one object",
-                                first->second == key ? ""
-                                                     : absl::StrCat(", as \"", absl::CHexEscape(first->second.substr(0, 64)),
-                                                                    "\" before"),
-                                " (which one counts is not for a reader to guess)"));
+        if (!Fail(key_at, absl::StrCat("the key \"", shown, "\" again in one object",
+                                       first->second == key
+                                           ? ""
+                                           : absl::StrCat(", as \"", absl::CHexEscape(first->second.substr(0, 64)),
+                                                          "\" before"),
+                                       " (which one counts is not for a reader to guess)"))) {
+          return false;
+        }
       }
       if (!Value(value) || !AfterItem()) return false;
     }
@@ -590,6 +597,7 @@ absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequest(
   kfuse::v1::CompileRequest request;
   if (keys.top_keys().count("chain") > 0) {
     KFUSE_RETURN_IF_ERROR(ParseJson(json, what, &request));
+    request.mutable_chain();  // "chain": null is a chain of nothing, as {} is.
   } else {
     KFUSE_RETURN_IF_ERROR(ParseJson(json, what, request.mutable_chain()));
   }

@@ -181,6 +181,10 @@ TEST(JsonTest, ListsAreWrittenAsListsWithoutNulls) {
       // where protobuf (refusing a Struct's repeated key) had neither.
       {"a request's repeated key", "{\"chain\": {},\n \"policy\": {\"mode\": \"MODE_QUICK\", \"mode\": \"MODE_FULL\"}}",
        "t.json:2:35: not a valid kfuse.v1.CompileRequest in JSON: the key \"mode\" again in one object"},
+      // A repeated key inside an object does not hide the later keys: this
+      // is still a request.
+      {"a repeated key, then the chain", R"({"policy": {"mode": "MODE_FULL", "mode": "MODE_QUICK", "background": true}, "chain": {}})",
+       "not a valid kfuse.v1.CompileRequest in JSON: the key \"mode\" again"},
       {"two chains", R"({"chain": {}, "chain": {}})",
        "t.json:1:15: not a valid kfuse.v1.CompileRequest in JSON: the key \"chain\" again"},
       // Single-quoted text: protobuf's own errors keep their place.
@@ -193,6 +197,11 @@ TEST(JsonTest, ListsAreWrittenAsListsWithoutNulls) {
     EXPECT_EQ(req.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_THAT(std::string(req.status().message()), HasSubstr(c.expect)) << c.name << ": " << req.status();
   }
+  // "chain": null is a request of an empty chain, as "chain": {} is.
+  auto empty = ParseCompileRequest(R"({"chain": null, "requestId": "r"})", "t.json");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_TRUE(empty->has_chain());
+  EXPECT_EQ(empty->request_id(), "r");
   // A null for a whole field is that field unset.
   auto req = ParseCompileRequest(R"({"inputs": null, "ops": [{"kind": "OP_RELU", "reduce": null}]})", "t.json");
   ASSERT_TRUE(req.ok()) << req.status();

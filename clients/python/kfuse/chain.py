@@ -344,8 +344,9 @@ def _check_fields(doc, descriptor, path):
         seen[field.name] = key
         typed = (field.message_type is not None and field.message_type.full_name not in _DATA_TYPES
                  and not field.message_type.GetOptions().map_entry)
-        listed = _repeated(field) and not (field.message_type is not None
-                                           and field.message_type.GetOptions().map_entry)
+        # A map is an object; a repeated Value or ListValue holds data, whose
+        # nulls and lists are items like any other.
+        listed = _repeated(field) and (field.message_type is None or typed)
         if value is None:
             continue  # The field unset.
         if listed and not isinstance(value, list):
