@@ -287,11 +287,19 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
     if (!file) return ReportError(g, FileError(absl::StrCat("cannot write ", target), errno), said);
   }
   std::ostream& out = to_stdout ? io.out : file;
-  out.write(kBundleMagic, kBundleMagicSize);
+  // The magic goes out with the first entry (or at the end of a stream of
+  // none), so a selection the server refuses writes nothing to stdout or a
+  // file written in place.
+  bool started = false;
+  auto start = [&] {
+    if (!started) out.write(kBundleMagic, kBundleMagicSize);
+    started = true;
+  };
   int decisions = 0, artifacts = 0;
   int64_t bytes = kBundleMagicSize;
   absl::Status s = (*client)->ExportKernels(
       req, [&](kfuse::v1::StoreEntry& e) -> absl::Status {
+        start();
         if (!google::protobuf::util::SerializeDelimitedToOstream(e, &out)) {
           return absl::DataLossError(
               absl::StrCat("writing ", target, " failed"));
@@ -302,6 +310,7 @@ int RunCacheExport(const GlobalOptions& g, const CacheExportOptions& o,
         ++(e.kind() == "decision" ? decisions : artifacts);
         return absl::OkStatus();
       });
+  if (s.ok()) start();
   if (to_stdout) {
     out.flush();
   } else {

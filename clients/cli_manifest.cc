@@ -358,8 +358,9 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
   const bool bar = io.out_is_tty && !g.json;
   const size_t count = items->size();
   // An item whose id an earlier item of this run has (the same chain, bucket
-  // hints, mode and target, listed twice) is that item's repeat: it is not
-  // sent again, whatever became of the first.
+  // hints, mode and target, listed twice; the budget is not in the id) is
+  // that item's repeat: it is not sent again, whatever became of the first
+  // (done before, tuned, failed or not started).
   std::map<std::string, size_t> first_index;
   size_t to_run = 0;
   for (size_t i = 0; i < items->size(); ++i) {
@@ -480,7 +481,7 @@ int RunTuneManifest(const GlobalOptions& g, const TuneOptions& o, CliIo& io) {
     if (tally.untuned > 0) io.out << ", not tuned " << tally.untuned << " (heuristic answers)";
     if (tally.skipped > 0)
       io.out << "; " << tally.skipped << " done in an earlier run (" << state_path << ")";
-    if (tally.repeated > 0) io.out << "; " << tally.repeated << " listed twice, sent once";
+    if (tally.repeated > 0) io.out << "; " << tally.repeated << " repeating an earlier item, not sent again";
     io.out << "; " << FormatDuration(elapsed()) << "\n";
   }
   if (exit_code != kExitOk) return exit_code;

@@ -277,7 +277,7 @@ TEST_F(ManifestRunTest, ARequestListedTwiceIsSentOnce) {
   ASSERT_EQ(fake_.service().tune_requests.size(), 3u);
   EXPECT_THAT(out_.str(), HasSubstr("[2/5] chains/sym.json N=4096: the same request as item 1\n"));
   EXPECT_THAT(out_.str(), HasSubstr("[5/5] chains/static.json: the same request as item 4\n"));
-  EXPECT_THAT(out_.str(), HasSubstr("tuned 3, already stored 0, failed 0, not started 0; 2 listed twice, sent once"));
+  EXPECT_THAT(out_.str(), HasSubstr("tuned 3, already stored 0, failed 0, not started 0; 2 repeating an earlier item, not sent again"));
 
   // Another mode is another request; --json names the first of a repeat.
   Write("m.json", R"({"entries": [

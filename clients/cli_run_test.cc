@@ -464,6 +464,19 @@ TEST_F(CliRunTest, CacheExportNeedsOneSelectionAndReportsServerErrors) {
       HasSubstr("NOT_FOUND: no stored artifact has a key starting with zz"));
   EXPECT_FALSE(std::filesystem::exists(ex.out));
   EXPECT_FALSE(std::filesystem::exists(ex.out + ".partial"));
+
+  // A prefix that matches nothing: no file, and nothing on standard output
+  // when the bundle would have gone there.
+  CacheExportOptions prefix;
+  prefix.prefix = "zz";
+  prefix.out = ex.out;
+  EXPECT_EQ(RunCacheExport(g_, prefix, io_), kExitFailed);
+  EXPECT_THAT(err_.str(), HasSubstr("NOT_FOUND: key_prefix: no stored artifact has a key starting with zz"));
+  EXPECT_FALSE(std::filesystem::exists(ex.out));
+  out_.str("");
+  prefix.out = "-";
+  EXPECT_EQ(RunCacheExport(g_, prefix, io_), kExitFailed);
+  EXPECT_EQ(out_.str(), "");
 }
 
 TEST_F(CliRunTest, CacheImportBatchesByBytesAndCount) {

@@ -169,6 +169,12 @@ class FakeKernelService final : public kfuse::v1::KernelService::Service {
             "no stored artifact has a key starting with " + key);
       }
     }
+    if (!req->key_prefix().empty() &&
+        std::none_of(entries.begin(), entries.end(),
+                     [&](const auto& e) { return e.key().rfind(req->key_prefix(), 0) == 0; })) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "key_prefix: no stored artifact has a key starting with " + req->key_prefix());
+    }
     for (const auto& e : entries) {
       bool selected = req->all() || (!req->key_prefix().empty() &&
                                      e.key().rfind(req->key_prefix(), 0) == 0);
