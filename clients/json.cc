@@ -329,11 +329,6 @@ class LaxWalk {
 
   bool Object(const Slot& slot) {
     ++i_;  // '{'
-    if (++depth_ > kMaxJsonDepth) return false;
-    struct Leave {
-      int& depth;
-      ~Leave() { --depth; }
-    } leave{depth_};
     std::map<std::string, std::string> seen;  // A field's name (or a key) -> its spelling here.
     while (true) {
       if (Closes('}')) return true;
@@ -370,11 +365,6 @@ class LaxWalk {
 
   bool List(const Slot& slot) {
     ++i_;  // '['
-    if (++depth_ > kMaxJsonDepth) return false;
-    struct Leave {
-      int& depth;
-      ~Leave() { --depth; }
-    } leave{depth_};
     Slot item = slot;
     item.list = false;
     while (true) {
@@ -398,14 +388,19 @@ class LaxWalk {
     Space();
     if (i_ >= s_.size()) return true;
     const char c = s_[i_];
-    if (c == '[') return List(slot);
     // One item alone where a list goes: the parser takes it as a list of
     // one, the proto JSON mapping (and Python's reader) does not.
-    if (slot.list && s_.compare(i_, 4, "null") != 0 &&
+    if (slot.list && c != '[' && s_.compare(i_, 4, "null") != 0 &&
         !Fail(i_, absl::StrCat("\"", slot.field->json_name(), "\" is a list: write its items in [ ]"))) {
       return false;
     }
-    if (c == '{') return Object(slot);
+    if (c == '{' || c == '[') {
+      if (depth_ >= kMaxJsonDepth) return false;  // Past what CheckJsonDepth lets parsers see.
+      ++depth_;
+      const bool ok = c == '{' ? Object(slot) : List(slot);
+      --depth_;
+      return ok;
+    }
     if (c == '"' || c == '\'') {
       String();
     } else {
