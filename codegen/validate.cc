@@ -343,6 +343,7 @@ absl::StatusOr<Chain> Validate(Chain c, const Limits& limits) {
   KFUSE_RETURN_IF_ERROR(CheckSymbols(c, limits));
 
   int64_t concat_operands = 0;
+  IntegerRanges ranges(c);
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
     if (c.nodes[id].kind == OpKind::kInput) {
       KFUSE_RETURN_IF_ERROR(CheckInput(c, id));
@@ -357,6 +358,7 @@ absl::StatusOr<Chain> Validate(Chain c, const Limits& limits) {
       KFUSE_RETURN_IF_ERROR(InferNode(c, id));
     }
     KFUSE_RETURN_IF_ERROR(CheckTypeLimits(c, id, limits));
+    KFUSE_RETURN_IF_ERROR(ranges.Check(id));
   }
   KFUSE_RETURN_IF_ERROR(CheckSymbolSources(c));
 

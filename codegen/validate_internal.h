@@ -3,6 +3,8 @@
 #ifndef KFUSE_CODEGEN_VALIDATE_INTERNAL_H_
 #define KFUSE_CODEGEN_VALIDATE_INTERNAL_H_
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,28 @@ absl::Status InferElementwise(Chain& c, int32_t id);
 absl::Status InferReduction(Chain& c, int32_t id);
 absl::Status InferLayout(Chain& c, int32_t id);
 absl::Status InferMatmul(Chain& c, int32_t id);
+
+// The values of integer and bool nodes whose integers come from Python ints
+// and bools only (weak scalars, bool tensors, sums of them): where PyTorch
+// computes in i64 and element-wise kernels in i32. Check() is called for
+// each node in order, after its type is inferred.
+class IntegerRanges {
+ public:
+  explicit IntegerRanges(const Chain& c);
+  // InvalidArgument naming node `id` where its values can leave i32.
+  absl::Status Check(int32_t id);
+
+ private:
+  struct Interval {
+    double lo, hi;
+  };
+  std::optional<Interval> Of(int32_t id);
+
+  const Chain& c_;
+  // nullopt: not bounded so (an i32 tensor's values, a float).
+  std::vector<std::optional<Interval>> ranges_;
+  std::map<int32_t, std::optional<double>> weak_;  // ExactWeakValue's memo.
+};
 
 }  // namespace kfuse::validate_internal
 

@@ -464,6 +464,51 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(y);
        },
        absl::StatusCode::kInvalidArgument, "op 31 (add): args: its weak integers make 2147483648, outside i32"},
+      // PyTorch computes a bool beside a Python int in i64; the kernel in
+      // i32, so a value the bools' 0 and 1 can push past i32 is refused.
+      {"a bool tensor beside a weak integer that passes i32",
+       [&](Chain& c) { c.outputs.push_back(c.AddOp(OpKind::kAdd, {in(c, DType::kBool, S({2})), c.AddConstant(2147483647)})); },
+       absl::StatusCode::kInvalidArgument,
+       "op 1 (add): args: can reach 2147483648 (bools taken as 0 and 1, Python ints as sent), outside i32, where this "
+       "op computes; PyTorch computes it in i64"},
+      {"a weak comparison of a float function beside a weak integer",
+       [&](Chain& c) {
+         int root = c.AddOp(OpKind::kSqrt, {c.AddConstant(4)});
+         int gt = c.AddOp(OpKind::kGt, {root, c.AddConstant(1)});
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {gt, c.AddConstant(2147483647)}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 5 (add): args: can reach 2147483648"},
+      {"a product of bools and weak integers below i32",
+       [&](Chain& c) {
+         int b = in(c, DType::kBool, S({2}));
+         int scaled = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kSub, {c.AddConstant(-1), b}), c.AddConstant(65536)});
+         c.outputs.push_back(c.AddOp(OpKind::kMul, {scaled, c.AddConstant(32769)}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 5 (mul): args: can reach -4295098368"},
+      {"a where of weak integers beside one more",
+       [&](Chain& c) {
+         int pick = c.AddOp(OpKind::kWhere, {in(c, DType::kBool, S({2})), c.AddConstant(2147483647), c.AddConstant(0)});
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {pick, c.AddConstant(1)}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 4 (add): args: can reach 2147483648"},
+      {"a bool to a weak power",
+       [&](Chain& c) {
+         int base = c.AddOp(OpKind::kAdd, {in(c, DType::kBool, S({2})), c.AddConstant(1)});
+         c.outputs.push_back(c.AddOp(OpKind::kPow, {base, c.AddConstant(31)}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 3 (pow): args: can reach 2147483648"},
+      {"a count of bools past i32",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddOp(OpKind::kReduceSum, {in(c, DType::kBool, S({65536, 32768}))}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 0 (reduce_sum): args[0]: can reach 2147483648"},
+      {"a count of bools beside a weak integer",
+       [&](Chain& c) {
+         int count = c.AddOp(OpKind::kReduceSum, {in(c, DType::kBool, S({4, 8}))});
+         c.nodes[count].axes = {1};
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {count, c.AddConstant(2147483640)}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 2 (add): args: can reach 2147483648"},
       {"0.1 as i32", [&](Chain& c) { c.outputs.push_back(c.AddConstant(0.1, DType::kI32)); },
        absl::StatusCode::kInvalidArgument,
        "op 0 (constant): value: 0.1 is not exactly representable in i32"},
@@ -814,6 +859,27 @@ TEST(ValidateTest, WeakIntegersInsideI32AndWideLiteralsBesideFloatsStayValid) {
     int x = c.AddInput(TensorType{DType::kI32, {Dim::Static(2)}});
     c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddOp(kind, {c.AddConstant(a), c.AddConstant(b)})}));
     EXPECT_TRUE(Validate(c).ok()) << OpName(kind) << " " << Validate(c).status();
+  }
+  // Bools beside Python ints that stay inside i32, and values PyTorch holds
+  // in i32 too (a typed constant, an i32 tensor, a cast), where it wraps as
+  // the kernel does.
+  for (int variant = 0; variant < 6; ++variant) {
+    Chain c;
+    c.symbols.push_back(SymbolInfo{"n", 64, 0});
+    int b = c.AddInput(TensorType{DType::kBool, {Dim::Static(4), Dim::Sym(0)}});
+    int x = c.AddInput(TensorType{DType::kI32, {Dim::Static(4), Dim::Sym(0)}});
+    int bump = c.AddOp(OpKind::kAdd, {b, c.AddConstant(1)});
+    switch (variant) {
+      case 0: c.outputs.push_back(c.AddOp(OpKind::kAdd, {b, c.AddConstant(2147483646)})); break;
+      case 1: c.outputs.push_back(c.AddOp(OpKind::kAdd, {b, c.AddConstant(2147483647, DType::kI32)})); break;
+      case 2: c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, bump})); break;
+      case 3: c.outputs.push_back(c.AddOp(OpKind::kAdd, {c.AddCast(bump, DType::kI32), c.AddConstant(2147483647)})); break;
+      case 4: c.outputs.push_back(c.AddOp(OpKind::kPow, {bump, c.AddConstant(30)})); break;
+      case 5:  // A runtime size without a bound: its count is not bounded.
+        c.outputs.push_back(c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kReduceSum, {b}), c.AddConstant(2147483647)}));
+        break;
+    }
+    EXPECT_TRUE(Validate(c).ok()) << variant << " " << Validate(c).status();
   }
   Chain c;
   int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(2)}});

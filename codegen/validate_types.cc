@@ -192,8 +192,8 @@ absl::Status CheckWideWholeScalars(const Chain& c, int32_t id, const std::vector
 // The value of weak scalar `id` (element-wise ops on untyped constants) as
 // Python computes it: integers exact, never wrapped; floats held in their
 // type; bools 0 and 1. nullopt for an op it does not model (sqrt, exp and
-// the other functions, which folding leaves alone too): the ops above one
-// go unchecked, so (sqrt(4) > 1) + 2147483647 still wraps.
+// the other functions, which folding leaves alone too): IntegerRanges then
+// bounds the ops above one (a comparison of it is 0 or 1).
 // `memo` holds each node's value once (a weak scalar may be a DAG).
 using WeakValues = std::map<int32_t, std::optional<double>>;
 std::optional<double> ExactWeakValue(const Chain& c, int32_t id, WeakValues& memo);
@@ -360,21 +360,106 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
                                     "to negative Python ints; cast the base to a float first"));
     }
   }
-  // Weak integers compute in i32 here, where Python's do not wrap: a result
-  // outside i32 would wrap in the kernel, so it is refused (a literal
-  // outside i32 is held as a number and checked by CheckWideWholeScalars).
-  if (compute == DType::kI32 && IsWeakScalar(c, id)) {
-    WeakValues memo;
-    std::optional<double> v = ExactWeakValue(c, id, memo);
-    if (v.has_value() && (*v < -2147483648.0 || *v > 2147483647.0)) {
-      return Bad(c, id, "args",
-                 absl::StrCat("its weak integers make ", ShortestDecimal(*v), ", outside i32, where this op computes ",
-                              "(Python's ints do not wrap); send the result as one constant (weak_float or a ",
-                              "dtype for a float)"));
-    }
-  }
   n.type.dtype = compute;
   return absl::OkStatus();
+}
+
+IntegerRanges::IntegerRanges(const Chain& c) : c_(c), ranges_(c.nodes.size()) {}
+
+std::optional<IntegerRanges::Interval> IntegerRanges::Of(int32_t id) {
+  const Node& n = c_.nodes[id];
+  const DType dtype = n.type.dtype;
+  // Exact where Python's value is known (weak scalars as folding computes
+  // them), else a bound from the operands'.
+  if (IsWeakScalar(c_, id)) {
+    if (std::optional<double> v = ExactWeakValue(c_, id, weak_)) {
+      if (dtype == DType::kBool || dtype == DType::kI32) return Interval{*v, *v};
+      return std::nullopt;
+    }
+  }
+  if (dtype == DType::kBool) {
+    if (n.kind == OpKind::kConstant) return Interval{n.value, n.value};
+    return Interval{0, 1};
+  }
+  // An i32 input, a typed i32 constant, a cast to i32, an iota: a value
+  // PyTorch holds in i32 too, so ops on it wrap there as here.
+  if (dtype != DType::kI32 || n.kind == OpKind::kInput || n.kind == OpKind::kConstant ||
+      n.kind == OpKind::kCast || n.kind == OpKind::kIota || n.kind == OpKind::kMatmul) {
+    return std::nullopt;
+  }
+  std::vector<Interval> a;
+  for (size_t i = n.kind == OpKind::kWhere ? 1 : 0; i < n.args.size(); ++i) {
+    if (!ranges_[n.args[i]].has_value()) return std::nullopt;
+    a.push_back(*ranges_[n.args[i]]);
+  }
+  auto hull = [](const std::vector<double>& v) {
+    return Interval{*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+  };
+  if (IsLayout(n.kind) || n.kind == OpKind::kWhere || n.kind == OpKind::kReduceMax ||
+      n.kind == OpKind::kReduceMin || n.kind == OpKind::kFloor || n.kind == OpKind::kCeil) {
+    std::vector<double> ends;
+    for (const Interval& x : a) ends.insert(ends.end(), {x.lo, x.hi});
+    return hull(ends);
+  }
+  switch (n.kind) {
+    case OpKind::kReduceSum: {
+      // n values in [lo, hi] sum to [n lo, n hi]; any n from 1 to the most
+      // elements reduced.
+      double count = 1;
+      const std::vector<Dim>& shape = c_.nodes[n.args[0]].type.shape;
+      for (int64_t axis : n.axes) {
+        const Dim& d = shape[axis];
+        const int64_t size = d.is_static() ? d.size : c_.symbols[d.symbol].max;
+        if (size <= 0) return std::nullopt;  // A runtime size without a bound.
+        count *= static_cast<double>(size);
+      }
+      return hull({a[0].lo, a[0].hi, count * a[0].lo, count * a[0].hi});
+    }
+    case OpKind::kNeg: return Interval{-a[0].hi, -a[0].lo};
+    case OpKind::kRelu: return Interval{std::max(a[0].lo, 0.0), std::max(a[0].hi, 0.0)};
+    case OpKind::kAbs:
+    case OpKind::kSquare: {
+      const double top = std::max(std::fabs(a[0].lo), std::fabs(a[0].hi));
+      const double bottom = a[0].lo <= 0 && a[0].hi >= 0 ? 0 : std::min(std::fabs(a[0].lo), std::fabs(a[0].hi));
+      return n.kind == OpKind::kAbs ? Interval{bottom, top} : Interval{bottom * bottom, top * top};
+    }
+    case OpKind::kAdd: return Interval{a[0].lo + a[1].lo, a[0].hi + a[1].hi};
+    case OpKind::kSub: return Interval{a[0].lo - a[1].hi, a[0].hi - a[1].lo};
+    case OpKind::kMul:
+      return hull({a[0].lo * a[1].lo, a[0].lo * a[1].hi, a[0].hi * a[1].lo, a[0].hi * a[1].hi});
+    case OpKind::kMaximum: return Interval{std::max(a[0].lo, a[1].lo), std::max(a[0].hi, a[1].hi)};
+    case OpKind::kMinimum: return Interval{std::min(a[0].lo, a[1].lo), std::min(a[0].hi, a[1].hi)};
+    case OpKind::kPow: {
+      // A bound, not the hull: |b^e| <= max(|b|, 1)^e for e >= 0.
+      if (a[1].lo < 0) return std::nullopt;
+      const double top = std::pow(std::max({std::fabs(a[0].lo), std::fabs(a[0].hi), 1.0}), a[1].hi);
+      return Interval{a[0].lo < 0 ? -top : 0, top};
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+absl::Status IntegerRanges::Check(int32_t id) {
+  std::optional<Interval> r = Of(id);
+  ranges_[id] = r;
+  const Node& n = c_.nodes[id];
+  if (!r.has_value() || n.type.dtype != DType::kI32 || n.kind == OpKind::kConstant ||
+      (r->lo >= -2147483648.0 && r->hi <= 2147483647.0)) {
+    return absl::OkStatus();
+  }
+  const double past = r->hi > 2147483647.0 ? r->hi : r->lo;
+  // Weak integers alone: Python's exact arithmetic, which the kernel would wrap.
+  if (r->lo == r->hi && IsWeakScalar(c_, id)) {
+    return Bad(c_, id, "args",
+               absl::StrCat("its weak integers make ", ShortestDecimal(past), ", outside i32, where this op computes ",
+                            "(Python's ints do not wrap); send the result as one constant (weak_float or a ",
+                            "dtype for a float)"));
+  }
+  return Bad(c_, id, n.kind == OpKind::kReduceSum ? "args[0]" : "args",
+             absl::StrCat("can reach ", ShortestDecimal(past), " (bools taken as 0 and 1, Python ints as sent), ",
+                          "outside i32, where this op computes; PyTorch computes it in i64, which kfuse's ",
+                          "kernels do not, so it would wrap: cast an operand to f32 first"));
 }
 
 }  // namespace validate_internal
