@@ -94,8 +94,8 @@ def _broadcast(shapes):
 
 def _promote(dtypes, weak_float=False, weak_int=False):
     """The dtype kfused gives an element-wise op of tensors of `dtypes` and
-    Python scalars (a float among them: `weak_float`; an int or a bool,
-    sent as an integer: `weak_int`)."""
+    Python scalars (a float among them: `weak_float`; an int: `weak_int`;
+    a bool is sent typed, so its DTYPE_BOOL is among `dtypes`)."""
     if not dtypes:  # Scalars alone: held in f32 or i32.
         return pb.DTYPE_F32 if weak_float else pb.DTYPE_I32 if weak_int else None
     known = [d for d in dtypes if d is not None]
@@ -113,7 +113,7 @@ def _promote(dtypes, weak_float=False, weak_int=False):
     ints = [d for d in known if d in _INTS]
     if ints:
         return pb.DTYPE_I64 if pb.DTYPE_I64 in ints else pb.DTYPE_I32
-    return pb.DTYPE_I32 if weak_int else pb.DTYPE_BOOL  # bool + 2 is i32 (True arrives as 1).
+    return pb.DTYPE_I32 if weak_int else pb.DTYPE_BOOL  # bool + 2 is i32.
 
 
 class Tensor:
@@ -211,6 +211,11 @@ class Chain:
         its use as a Python number is in PyTorch. A Python float stays a
         float when whole (weak_float: i32 tensor * 2.0 is f32, * 2 is i32)."""
         dt = dtype_of(dtype)
+        if dt is None and isinstance(value, bool):
+            # Typed: bool is below every other type, so beside a tensor it
+            # leaves that tensor's type, as PyTorch's wrapped bool does, and
+            # where(c, True, False) stays bool.
+            dt = pb.DTYPE_BOOL
         op = pb.Op(kind=pb.OP_CONSTANT, value=float(value))
         if dt:
             op.dtype = dt
@@ -419,16 +424,22 @@ def _ref(t):
     return pb.Ref(**{kind: i})
 
 
+def _promote_args(args):
+    """_promote over tensors and Python numbers (a bool is sent typed)."""
+    dtypes = [a.dtype if isinstance(a, Tensor) else pb.DTYPE_BOOL for a in args
+              if isinstance(a, (Tensor, bool))]
+    return _promote(dtypes, any(isinstance(a, float) for a in args),
+                    any(isinstance(a, int) and not isinstance(a, bool) for a in args))
+
+
 def _emit(kind, args, out_dtype=None, out_shape=None, **attrs):
     chain = _chain_of(args)
-    weak_float = any(isinstance(a, float) for a in args)
-    weak_int = any(isinstance(a, int) for a in args)  # bool is an int.
     ts = [_as_tensor(chain, a) for a in args]
     op = pb.Op(kind=kind, args=[_ref(t) for t in ts], **attrs)
     real = [t for t, a in zip(ts, args) if isinstance(a, Tensor)]
     dtype = out_dtype
     if dtype is None:
-        dtype = _promote([t.dtype for t in real], weak_float, weak_int)
+        dtype = _promote_args(args)
     if out_shape is None:
         out_shape = _broadcast([t.shape for t in real])
     return chain._append(op, dtype, out_shape)
@@ -505,8 +516,7 @@ def logical_or(a, b): return _emit(pb.OP_LOGICAL_OR, [a, b], out_dtype=pb.DTYPE_
 def where(cond, a, b):
     chain = _chain_of([cond, a, b])
     ts = [_as_tensor(chain, x) for x in (cond, a, b)]
-    dt = _promote([t.dtype for t, x in zip(ts[1:], (a, b)) if isinstance(x, Tensor)],
-                  any(isinstance(x, float) for x in (a, b)), any(isinstance(x, int) for x in (a, b)))
+    dt = _promote_args([a, b])
     shape = _broadcast([t.shape for t, x in zip(ts, (cond, a, b)) if isinstance(x, Tensor)])
     return _emit(pb.OP_WHERE, ts, out_dtype=dt, out_shape=shape)
 

@@ -374,11 +374,18 @@ def test_size_refusal_names_what_kfused_would_refuse():
 
 
 def test_bool_dtypes_follow_kfused():
-    # What kfused infers (a weak scalar arrives as an integer, bools sum to a count).
+    # What kfused infers (a weak int arrives as an integer, a Python bool as a
+    # typed bool, bools sum to a count).
     c = kfuse.Chain()
     m = c.input("m", "bool", [4])
     assert kfuse.sum(m).dtype == pb.DTYPE_I32
-    assert (m + 2).dtype == pb.DTYPE_I32 and (m + True).dtype == pb.DTYPE_I32
+    assert (m + 2).dtype == pb.DTYPE_I32 and (m + True).dtype == pb.DTYPE_BOOL
+    assert kfuse.where(m, True, False).dtype == pb.DTYPE_BOOL
+    assert kfuse.where(m, True, 2).dtype == pb.DTYPE_I32
+    assert (c.input("h", "f16", [4]) + True).dtype == pb.DTYPE_F16
+    assert (c.input("i", "i32", [4]) * False).dtype == pb.DTYPE_I32
+    true = [op for op in c.to_proto().ops if op.kind == pb.OP_CONSTANT and op.value == 1.0]
+    assert true and all(op.dtype == pb.DTYPE_BOOL for op in true)
     assert kfuse.where(m, m, 0).dtype == pb.DTYPE_I32
     assert kfuse.where(m, 1, 0).dtype == pb.DTYPE_I32
     assert kfuse.where(m, 1.0, 0).dtype == pb.DTYPE_F32

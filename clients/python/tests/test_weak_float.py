@@ -10,3 +10,14 @@ def test_an_int_tensor_times_a_whole_float_is_f32(client):
         y = c.output("y", c.input("x", "i32", [1024]) * scalar)
         plan = client.compile(c, mode="heuristic").plan
         assert plan.outputs[0].dtype == want == y.dtype, scalar
+
+
+def test_a_python_bool_keeps_its_neighbours_dtype(client):
+    # As torch: where(m, True, False) is bool, f16 + True is f16.
+    c = kfuse.Chain()
+    m = c.input("m", "bool", [1024])
+    outs = [c.output("w", kfuse.where(m, True, False)), c.output("h", c.input("x", "f16", [1024]) + True),
+            c.output("o", m + True)]
+    plan = client.compile(c, mode="heuristic").plan
+    assert [o.dtype for o in plan.outputs] == [o.dtype for o in outs] == [pb.DTYPE_BOOL, pb.DTYPE_F16,
+                                                                          pb.DTYPE_BOOL]
