@@ -66,9 +66,12 @@ absl::StatusOr<kfuse::v1::TuningPolicy::Mode> TuneMode(const std::string& mode, 
   return *m;
 }
 
-// The entry's chain: a path (relative to the manifest) or an inline object.
+// The entry's chain: a path (relative to the manifest) or an inline object,
+// read from the manifest's text (`json`, from `what`) at `span`.
 absl::StatusOr<kfuse::v1::CompileRequest> EntryChain(const Value& v, const std::string& where,
-                                                     const std::string& base_dir, std::string* name) {
+                                                     const std::string& base_dir, const std::string& json,
+                                                     const std::string& what, std::pair<size_t, size_t> span,
+                                                     std::string* name) {
   if (v.kind_case() == Value::kStringValue) {
     std::filesystem::path path(v.string_value());
     if (path.is_relative() && !base_dir.empty()) path = std::filesystem::path(base_dir) / path;
@@ -79,12 +82,12 @@ absl::StatusOr<kfuse::v1::CompileRequest> EntryChain(const Value& v, const std::
   }
   if (v.kind_case() != Value::kStructValue)
     return Bad(where, "expected a file name or a kfuse.v1.Chain object");
-  std::string json;
-  if (!google::protobuf::util::MessageToJsonString(v.struct_value(), &json).ok()) {
-    return Bad(where, "cannot read the inline chain");
-  }
-  // ParseCompileRequest names `where` itself.
-  return ParseCompileRequest(json, where);
+  // From the text, not the Struct: its numbers are doubles, and errors give
+  // the manifest's line and column.
+  if (span.first == std::string::npos) return Bad(where, "cannot find the inline chain in the manifest's text");
+  absl::StatusOr<kfuse::v1::CompileRequest> r = ParseCompileRequestIn(json, span.first, span.second, what);
+  if (!r.ok()) return Bad(where, std::string(r.status().message()));
+  return r;
 }
 
 // The buckets of an entry, each a list of (symbol, hint).
@@ -163,6 +166,9 @@ absl::StatusOr<std::vector<ManifestItem>> ParseManifest(const std::string& json,
   }
   std::vector<ManifestItem> items;
   const auto& list = entries->second.list_value();
+  // Where each entry's chain is written: one an object, in order, so entry
+  // i's while entries 0 to i are objects (checked as they are read).
+  const std::vector<std::pair<size_t, size_t>> chain_spans = JsonValueSpans(json, "chain", 3);
   for (int i = 0; i < list.values_size(); ++i) {
     const std::string where = absl::StrCat("entries[", i, "]");
     if (list.values(i).kind_case() != Value::kStructValue) return Bad(where, "expected an object");
@@ -178,7 +184,11 @@ absl::StatusOr<std::vector<ManifestItem>> ParseManifest(const std::string& json,
     if (chain == fields.end()) return Bad(absl::StrCat(where, ".chain"), "missing");
     std::string name = where;
     KFUSE_ASSIGN_OR_RETURN(kfuse::v1::CompileRequest request,
-                           EntryChain(chain->second, absl::StrCat(where, ".chain"), base_dir, &name));
+                           EntryChain(chain->second, absl::StrCat(where, ".chain"), base_dir, json, what,
+                                      i < static_cast<int>(chain_spans.size())
+                                          ? chain_spans[i]
+                                          : std::make_pair(std::string::npos, std::string::npos),
+                                      &name));
 
     kfuse::v1::TuningPolicy::Mode mode = default_mode;
     if (auto m = fields.find("mode"); m != fields.end()) {

@@ -115,6 +115,39 @@ TEST_F(ManifestTest, AnInlineChainIsAChainObject) {
   EXPECT_EQ((*items)[0].request.chain().ops_size(), 3);
 }
 
+// An inline chain is read from the manifest's text: its errors give the
+// manifest's line and column and show that line, and its numbers are read
+// as written (not through a double).
+TEST_F(ManifestTest, AnInlineChainIsReadWhereItIsWritten) {
+  const std::string good = R"({"entries": [
+  {"chain": "chains/static.json"},
+  {"chain": {"inputs": [{"name": "x", "dtype": "DTYPE_I32", "shape": [{"size": 4}]}],
+             "ops": [{"kind": "OP_ADD", "args": [{"input": 0}, {"op": 1}]},
+                     {"kind": "OP_CONSTANT", "value": 16777217, "dtype": "DTYPE_I32"}],
+             "outputs": [{"name": "y", "value": {"op": 0}}]}}
+]})";
+  auto items = Parse(good);
+  ASSERT_TRUE(items.ok()) << items.status();
+  ASSERT_EQ(items->size(), 2u);
+  EXPECT_EQ((*items)[1].request.chain().ops(1).value(), 16777217.0);
+
+  const std::string bad = R"({"entries": [
+  {"chain": "chains/static.json"},
+  {"mode": "quick",
+   "chain": {"inputs": [{"name": "x", "dtype": "DTYPE_F32", "shape": [{"size": 4}]}],
+             "ops": [{"kind": "OP_CONSTANT", "value": 2, "weakFloat": true, "weak_float": true}],
+             "outputs": [{"name": "y", "value": {"op": 0}}]}}
+]})";
+  auto refused = Parse(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(refused.status().message());
+  EXPECT_THAT(message, ::testing::HasSubstr("entries[1].chain: m.json:5:77: not a valid kfuse.v1.Chain in JSON: "
+                                            "the key \"weak_float\" again in one object"));
+  EXPECT_THAT(message, ::testing::HasSubstr(
+                           "\n               \"ops\": [{\"kind\": \"OP_CONSTANT\", \"value\": 2, \"weakFloat\""));
+}
+
 TEST_F(ManifestTest, BadManifestsNameTheEntryAndField) {
   struct Case {
     std::string json;

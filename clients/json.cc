@@ -159,6 +159,19 @@ class LaxWalk {
   // The keys of the top-level object walked (as decoded).
   const std::set<std::string>& top_keys() const { return top_keys_; }
 
+  // Also finds what protobuf's parser refuses without saying where: a key
+  // that names no field, an enum value of no such name. For text protobuf
+  // refused: it accepts some keys the walk does not know.
+  void FindUnknown() { find_unknown_ = true; }
+
+  // Records, for each object at `depth` (1: the top-level one), the span of
+  // its `key`'s value: spans(), one an object in text order.
+  void RecordSpans(const std::string& key, int depth) {
+    span_key_ = key;
+    span_depth_ = depth;
+  }
+  const std::vector<std::pair<size_t, size_t>>& spans() const { return spans_; }
+
  private:
   // What a JSON value fills: a message's fields (`message`), a map's
   // entries (`map_value`: the entries' value field), or data (neither: a
@@ -329,6 +342,7 @@ class LaxWalk {
 
   bool Object(const Slot& slot) {
     ++i_;  // '{'
+    if (depth_ == span_depth_) spans_.emplace_back(std::string::npos, std::string::npos);
     std::map<std::string, std::string> seen;  // A field's name (or a key) -> its spelling here.
     while (true) {
       if (Closes('}')) return true;
@@ -344,6 +358,8 @@ class LaxWalk {
         if (const google::protobuf::FieldDescriptor* f = FieldNamed(slot.message, key)) {
           identity = f->name();
           value = FieldSlot(f);
+        } else if (find_unknown_ && !Fail(key_at, "no such field")) {
+          return false;
         }
       }
       if (depth_ == 1) top_keys_.insert(key);
@@ -359,7 +375,12 @@ class LaxWalk {
           return false;
         }
       }
-      if (!Value(value) || !AfterItem()) return false;
+      Space();
+      const size_t value_at = i_;
+      const int depth = depth_;
+      if (!Value(value)) return false;
+      if (depth == span_depth_ && key == span_key_) spans_.back() = {value_at, i_};
+      if (!AfterItem()) return false;
     }
   }
 
@@ -402,7 +423,13 @@ class LaxWalk {
       return ok;
     }
     if (c == '"' || c == '\'') {
-      String();
+      const size_t at = i_;
+      const std::string text = String();
+      const google::protobuf::EnumDescriptor* e =
+          slot.field != nullptr && !slot.list ? slot.field->enum_type() : nullptr;
+      if (find_unknown_ && e != nullptr && e->FindValueByName(text) == nullptr && !Fail(at, "no such value")) {
+        return false;
+      }
     } else {
       Word();
     }
@@ -416,6 +443,10 @@ class LaxWalk {
   std::set<std::string> top_keys_;
   size_t at_ = std::string::npos;
   std::string why_;
+  bool find_unknown_ = false;
+  std::string span_key_;
+  int span_depth_ = -1;
+  std::vector<std::pair<size_t, size_t>> spans_;
 };
 
 // protobuf's word on an enum value it does not know names the enum's type
@@ -487,11 +518,17 @@ absl::Status Refused(const std::string& json, const std::string& what, const goo
       ": ", why, excerpt));
 }
 
-}  // namespace
-
-absl::Status ParseJson(const std::string& json, const std::string& what,
-                       google::protobuf::Message* msg) {
+// ParseJson of text[begin, end): errors give their line and column in
+// `text`, and its line.
+absl::Status ParseJsonIn(const std::string& text, size_t begin, size_t end, const std::string& what,
+                         google::protobuf::Message* msg) {
   msg->Clear();
+  const bool whole = begin == 0 && end == text.size();
+  const std::string part = whole ? std::string() : text.substr(begin, end - begin);
+  const std::string& json = whole ? text : part;
+  const auto refused = [&](size_t offset, const std::string& why) {
+    return Refused(text, what, *msg, offset == std::string::npos ? offset : begin + offset, why);
+  };
   KFUSE_RETURN_IF_ERROR(CheckJsonDepth(json, what));
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
@@ -502,7 +539,7 @@ absl::Status ParseJson(const std::string& json, const std::string& what,
     auto [offset, why] = LaxWalk(json).First(msg->GetDescriptor());
     if (offset == std::string::npos) return absl::OkStatus();
     msg->Clear();
-    return Refused(json, what, *msg, offset, why);
+    return refused(offset, why);
   }
   // A key given twice where protobuf refuses it itself (a Struct's, a
   // oneof's), before any syntax error: said as the walk says it, with its
@@ -510,14 +547,28 @@ absl::Status ParseJson(const std::string& json, const std::string& what,
   const size_t syntax = FirstSyntaxError(json);
   auto [offset, lax] = LaxWalk(json).First(msg->GetDescriptor());
   if (offset != std::string::npos && (syntax == std::string::npos || offset < syntax)) {
-    return Refused(json, what, *msg, offset, lax);
+    return refused(offset, lax);
   }
   // protobuf appends an excerpt with a caret; we give path:line:col and the
   // source line instead, which editors and readers can follow.
   std::string why(status.message());
   why = why.substr(0, why.find('\n'));
   why += EnumHint(why);
-  return Refused(json, what, *msg, syntax, why);
+  if (syntax == std::string::npos) {
+    // Well formed but refused: an unknown field or enum value, which
+    // protobuf names without its place.
+    LaxWalk unknown(json);
+    unknown.FindUnknown();
+    return refused(unknown.First(msg->GetDescriptor()).first, why);
+  }
+  return refused(syntax, why);
+}
+
+}  // namespace
+
+absl::Status ParseJson(const std::string& json, const std::string& what,
+                       google::protobuf::Message* msg) {
+  return ParseJsonIn(json, 0, json.size(), what, msg);
 }
 
 std::string ToJson(const google::protobuf::Message& msg, bool pretty, bool with_defaults) {
@@ -584,19 +635,34 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
 
 absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequest(
     const std::string& json, const std::string& what) {
+  return ParseCompileRequestIn(json, 0, json.size(), what);
+}
+
+absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequestIn(const std::string& text, size_t begin, size_t end,
+                                                                const std::string& what) {
+  if (begin > end || end > text.size()) return absl::InvalidArgumentError(absl::StrCat(what, ": no such span"));
+  const absl::string_view json = absl::string_view(text).substr(begin, end - begin);
   KFUSE_RETURN_IF_ERROR(CheckJsonDepth(json, what));
   // A request has a top-level "chain"; anything else (not an object at all
   // included) is read as a Chain, whose parser words what is wrong.
-  LaxWalk keys(json, /*keep_going=*/true);
+  const std::string part(json);
+  LaxWalk keys(part, /*keep_going=*/true);
   keys.First(nullptr);
   kfuse::v1::CompileRequest request;
   if (keys.top_keys().count("chain") > 0) {
-    KFUSE_RETURN_IF_ERROR(ParseJson(json, what, &request));
+    KFUSE_RETURN_IF_ERROR(ParseJsonIn(text, begin, end, what, &request));
     request.mutable_chain();  // "chain": null is a chain of nothing, as {} is.
   } else {
-    KFUSE_RETURN_IF_ERROR(ParseJson(json, what, request.mutable_chain()));
+    KFUSE_RETURN_IF_ERROR(ParseJsonIn(text, begin, end, what, request.mutable_chain()));
   }
   return request;
+}
+
+std::vector<std::pair<size_t, size_t>> JsonValueSpans(const std::string& json, const std::string& key, int depth) {
+  LaxWalk walk(json, /*keep_going=*/true);
+  walk.RecordSpans(key, depth);
+  walk.First(nullptr);
+  return walk.spans();
 }
 
 absl::StatusOr<kfuse::v1::CompileRequest> LoadCompileRequest(

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -52,6 +54,14 @@ absl::Status WriteFile(const std::string& path, const std::string& contents);
 // has a "chain" key, else a bare kfuse.v1.Chain wrapped in a request.
 absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequest(
     const std::string& json, const std::string& what);
+// As ParseCompileRequest, of the request written at text[begin, end) (a
+// chain inline in a manifest): errors give their line and column in `text`.
+absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequestIn(const std::string& text, size_t begin, size_t end,
+                                                                const std::string& what);
+// The [begin, end) span in `json` of `key`'s value in each object nested
+// `depth` deep (1: the top-level object), one an object in text order
+// ({npos, npos} for one without the key). For text a parser accepted.
+std::vector<std::pair<size_t, size_t>> JsonValueSpans(const std::string& json, const std::string& key, int depth);
 // As ParseCompileRequest, reading the file at `path`.
 absl::StatusOr<kfuse::v1::CompileRequest> LoadCompileRequest(
     const std::string& path);

@@ -88,6 +88,11 @@ TEST(JsonTest, BadInputIsInvalidArgumentWithUsefulMessage) {
        "t.json:1:27"},
       {"unknown field", "{\"opz\": []}", "opz"},
       {"bad enum", "{\"ops\": [{\"kind\": \"OP_FROB\"}]}", "OP_FROB"},
+      // protobuf names these without their place: the walk finds it.
+      {"unknown field's place", "{\n \"ops\": [{\"kind\": \"OP_RELU\", \"axez\": [1]}]}",
+       "t.json:2:30: not a valid kfuse.v1.Chain in JSON: (ops[0]) axez: Cannot find field.\n   \"ops\""},
+      {"bad enum's place", "{\"inputs\": [{\"dtype\": \"DTYPE_F32\"}],\n \"ops\": [{\"kind\": \"OP_FROB\"}]}",
+       "t.json:2:19: not a valid kfuse.v1.Chain in JSON: (ops[0].kind): invalid value \"OP_FROB\""},
       // An enum value spelt without its prefix, or in another case: the
       // value meant; one nothing matches: how the values are written.
       {"op kind without its prefix", "{\"ops\": [{\"kind\": \"relu\"}]}",
