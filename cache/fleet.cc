@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -287,11 +289,32 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
   const std::string timeout = absl::StrCat(opts_.connect_timeout_seconds);
   const std::string options = absl::StrCat("-c statement_timeout=", opts_.statement_timeout_ms);
   const std::string user_timeout = absl::StrCat(opts_.statement_timeout_ms);
-  const char* keys[] = {"connect_timeout", "options", "application_name", "keepalives_idle",
-                        "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname", nullptr};
-  const char* values[] = {timeout.c_str(), options.c_str(), "kfused", "10", "3", "3",
-                          user_timeout.c_str(), opts_.dsn.c_str(), nullptr};
-  auto conn = std::make_unique<Conn>(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
+  std::vector<const char*> keys = {"connect_timeout", "options", "application_name", "keepalives_idle",
+                                   "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname"};
+  std::vector<const char*> values = {timeout.c_str(), options.c_str(), "kfused", "10", "3", "3",
+                                     user_timeout.c_str(), opts_.dsn.c_str()};
+  // Host names looked up here, within the connect timeout, and given after
+  // the DSN as addresses: libpq's own lookup has no bound.
+  std::optional<HostKeywords> hosts;
+  if (opts_.connect_timeout_seconds > 0) {
+    absl::StatusOr<std::optional<HostKeywords>> found =
+        LookUpHosts(opts_.dsn, absl::Seconds(opts_.connect_timeout_seconds), opts_.resolve);
+    if (!found.ok()) {
+      return absl::UnavailableError(absl::StrCat("fleet store ", DisplayDsn(), ": ", found.status().message()));
+    }
+    hosts = std::move(*found);
+  }
+  if (hosts.has_value()) {
+    keys.insert(keys.end(), {"host", "hostaddr"});
+    values.insert(values.end(), {hosts->host.c_str(), hosts->hostaddr.c_str()});
+    if (hosts->port.has_value()) {
+      keys.push_back("port");
+      values.push_back(hosts->port->c_str());
+    }
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  auto conn = std::make_unique<Conn>(PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1));
   // The server's notices (a WARNING as it shuts down, say) are events, not
   // libpq's own lines on stderr.
   if (conn->c != nullptr) PQsetNoticeProcessor(conn->c, &FleetNotice, nullptr);

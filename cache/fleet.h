@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "cache/fleet_hosts.h"
 #include "cache/store.h"
 #include "kfuse/v1/kfuse.pb.h"
 
@@ -49,7 +50,11 @@ struct FleetOptions {
   std::string dsn;
   bool read_only = false;  // A reader role: never publishes, never leases.
   std::string holder;      // This node in leases: name and process.
+  // Bounds each connection attempt, the host names' lookups included
+  // (cache/fleet_hosts.h).
   int connect_timeout_seconds = 2;
+  // Looks a host name up (cache/fleet_hosts.h); tests stand in a slow one.
+  HostResolver resolve = LookUpHost;
   // The server's statement_timeout (a DSN's options may set another); a
   // statement whose answer has not come the session's timeout plus 2 s
   // after it was sent (a server stopped or swapped out, which keepalives do

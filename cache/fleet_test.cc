@@ -14,10 +14,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "cache/fleet_test_util.h"
 #include "cache/store_entry.h"
 #include "cache/store_test_util.h"
 #include "core/log.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace kfuse {
@@ -662,6 +664,38 @@ TEST_F(FleetTest, UnreachableServerIsUnavailableNotAnError) {
   auto fleet = FleetStore::Create(o);
   EXPECT_EQ(Rows(*fleet, Store::Kind::kArtifact, "k").status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(fleet->Publish(Entry("x", "y")).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(fleet->up());
+}
+
+// The host's name is looked up by the store (within the connect timeout),
+// and libpq connects to the address it gave: this name is known to no
+// resolver but the test's.
+TEST_F(FleetTest, AHostNameIsLookedUpByTheStore) {
+  FleetOptions o;
+  o.dsn = absl::StrCat("host=fleet-db.kfuse.test port=", pg_->port(), " dbname=kfuse user=kfuse_writer");
+  o.resolve = [](const std::string& host) -> absl::StatusOr<std::vector<std::string>> {
+    if (host != "fleet-db.kfuse.test") return absl::UnavailableError("unknown");
+    return std::vector<std::string>{"127.0.0.1"};
+  };
+  auto fleet = FleetStore::Create(o);
+  EXPECT_EQ(Outcome(*fleet, Entry("looked-up", "b")), "published");
+  EXPECT_TRUE(fleet->up());
+}
+
+TEST_F(FleetTest, ALookupThatDoesNotAnswerIsAnOutageAtTheConnectTimeout) {
+  FleetOptions o;
+  o.dsn = "host=fleet-db.kfuse.test dbname=kfuse user=kfuse_writer";
+  o.connect_timeout_seconds = 1;
+  o.resolve = [](const std::string&) -> absl::StatusOr<std::vector<std::string>> {
+    absl::SleepFor(absl::Seconds(6));
+    return std::vector<std::string>{"127.0.0.1"};
+  };
+  auto fleet = FleetStore::Create(o);
+  const absl::Time start = absl::Now();
+  absl::Status s = Rows(*fleet, Store::Kind::kArtifact, "k").status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("looking up host \"fleet-db.kfuse.test\" took more"));
   EXPECT_FALSE(fleet->up());
 }
 
