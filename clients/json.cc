@@ -36,11 +36,17 @@ struct Position {
   int column = 1;
 };
 
+// Whether a line ends at text[i]: a \n, or a \r not before one (old Mac
+// files), as editors count lines.
+bool EndsLine(const std::string& text, size_t i) {
+  return text[i] == '\n' || (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'));
+}
+
 // Columns count characters (UTF-8 sequences), as editors do, not bytes.
 Position PositionOf(const std::string& text, size_t offset) {
   Position p;
   for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
+    if (EndsLine(text, i)) {
       ++p.line;
       p.column = 1;
     } else if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80) {
@@ -494,12 +500,11 @@ absl::Status Refused(const std::string& json, const std::string& what, const goo
   if (offset != std::string::npos) {
     const Position p = PositionOf(json, offset);
     where = absl::StrCat(":", p.line, ":", p.column);
-    const size_t begin = json.rfind('\n', offset == 0 ? 0 : offset - 1);
-    const size_t line_start = begin == std::string::npos ? 0 : begin + 1;
-    const size_t line_end = json.find('\n', line_start);
-    const std::string line = json.substr(
-        line_start,
-        (line_end == std::string::npos ? json.size() : line_end) - line_start);
+    size_t line_start = std::min(offset, json.size());
+    while (line_start > 0 && !EndsLine(json, line_start - 1)) --line_start;
+    size_t line_end = line_start;
+    while (line_end < json.size() && json[line_end] != '\n' && json[line_end] != '\r') ++line_end;
+    const std::string line = json.substr(line_start, line_end - line_start);
     if (line.size() <= 200) {
       // Under the line, a space for each character before the place (a tab
       // for a tab, so the caret lines up as the line is shown).
@@ -518,6 +523,11 @@ absl::Status Refused(const std::string& json, const std::string& what, const goo
       ": ", why, excerpt));
 }
 
+// The most of protobuf's message an error repeats.
+constexpr size_t kMaxWhyBytes = 300;
+// How deep a JSON object read as data (a manifest) may nest.
+constexpr int kMaxDataDepth = 32;
+
 // ParseJson of text[begin, end): errors give their line and column in
 // `text`, and its line.
 absl::Status ParseJsonIn(const std::string& text, size_t begin, size_t end, const std::string& what,
@@ -529,7 +539,11 @@ absl::Status ParseJsonIn(const std::string& text, size_t begin, size_t end, cons
   const auto refused = [&](size_t offset, const std::string& why) {
     return Refused(text, what, *msg, offset == std::string::npos ? offset : begin + offset, why);
   };
-  KFUSE_RETURN_IF_ERROR(CheckJsonDepth(json, what));
+  // A JSON object read as data costs protobuf three levels of message
+  // each (Struct, Value, Struct): past 32 its parser fails without a word
+  // of why.
+  const bool data = msg->GetDescriptor()->full_name() == "google.protobuf.Struct";
+  KFUSE_RETURN_IF_ERROR(CheckJsonDepth(json, what, data ? kMaxDataDepth : kMaxJsonDepth));
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   const auto status =
@@ -554,6 +568,13 @@ absl::Status ParseJsonIn(const std::string& text, size_t begin, size_t end, cons
   std::string why(status.message());
   why = why.substr(0, why.find('\n'));
   why += EnumHint(why);
+  // protobuf's word quotes the key or value it refused, which the text may
+  // make as long as it likes.
+  if (why.size() > kMaxWhyBytes) {
+    size_t cut = kMaxWhyBytes;
+    while (cut > 0 && (static_cast<unsigned char>(why[cut]) & 0xc0) == 0x80) --cut;  // Whole characters.
+    why = absl::StrCat(why.substr(0, cut), "... (cut)");
+  }
   if (syntax == std::string::npos) {
     // Well formed but refused: an unknown field or enum value, which
     // protobuf names without its place.

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
@@ -66,7 +67,7 @@ TEST(JsonTest, RoundTrip) {
 
 struct BadCase {
   const char* name;
-  const char* json;
+  std::string json;
   const char* expect;  // In the message.
 };
 
@@ -91,6 +92,11 @@ TEST(JsonTest, BadInputIsInvalidArgumentWithUsefulMessage) {
       // protobuf names these without their place: the walk finds it.
       {"unknown field's place", "{\n \"ops\": [{\"kind\": \"OP_RELU\", \"axez\": [1]}]}",
        "t.json:2:30: not a valid kfuse.v1.Chain in JSON: (ops[0]) axez: Cannot find field.\n   \"ops\""},
+      // Lines ended by a lone \r count as lines, as editors count them.
+      {"a line ended by a lone CR", "{\"ops\": [],\r \"opz\": 1}",
+       "t.json:2:2: not a valid kfuse.v1.Chain in JSON: opz: Cannot find field.\n   \"opz\": 1}\n   ^"},
+      {"a long unknown key is cut", absl::StrCat("{\"", std::string(4000, 'k'), "\u00e9\": 1}"),
+       "not a valid kfuse.v1.Chain in JSON: kkkk"},
       {"bad enum's place", "{\"inputs\": [{\"dtype\": \"DTYPE_F32\"}],\n \"ops\": [{\"kind\": \"OP_FROB\"}]}",
        "t.json:2:19: not a valid kfuse.v1.Chain in JSON: (ops[0].kind): invalid value \"OP_FROB\""},
       // An enum value spelt without its prefix, or in another case: the
@@ -201,6 +207,7 @@ TEST(JsonTest, ListsAreWrittenAsListsWithoutNulls) {
     ASSERT_FALSE(req.ok()) << c.name;
     EXPECT_EQ(req.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_THAT(std::string(req.status().message()), HasSubstr(c.expect)) << c.name << ": " << req.status();
+    EXPECT_LT(req.status().message().size(), 800u) << c.name;  // No long echo of the text.
   }
   // "chain": null is a request of an empty chain, as "chain": {} is.
   auto empty = ParseCompileRequest(R"({"chain": null, "requestId": "r"})", "t.json");
@@ -223,6 +230,23 @@ TEST(JsonTest, DeepNestingIsRefusedBeforeParsing) {
   ASSERT_FALSE(req.ok());
   EXPECT_EQ(req.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(req.status().message()), HasSubstr("deep.json: JSON nested more than"));
+}
+
+// A JSON object read as data (a manifest) nests at most 32 deep, said so,
+// where protobuf's parser fails past 33 without a word of why.
+TEST(JsonTest, DataNestsAtMost32Deep) {
+  const auto nested = [](int depth) {
+    std::string s;
+    for (int i = 0; i < depth; ++i) s += "{\"a\": ";
+    s += "1";
+    for (int i = 0; i < depth; ++i) s += "}";
+    return s;
+  };
+  google::protobuf::Struct data;
+  EXPECT_TRUE(ParseJson(nested(32), "m.json", &data).ok());
+  absl::Status deep = ParseJson(nested(33), "m.json", &data);
+  EXPECT_EQ(deep.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(deep.message()), HasSubstr("m.json: JSON nested more than 32 levels deep"));
 }
 
 TEST(JsonTest, MissingFileIsNotFoundNamingPath) {

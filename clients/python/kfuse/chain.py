@@ -296,18 +296,24 @@ class Chain:
         # json.loads goes before a RecursionError differs between Pythons.
         if _json_depth(text) > _MAX_JSON_DEPTH:
             raise ValueError(f"the JSON nests too deeply for a chain (more than {_MAX_JSON_DEPTH} levels)")
-        def unique_keys(pairs):  # As the CLI: a repeated key is not for a reader to guess.
-            seen = set()
-            for key, _ in pairs:
-                if key in seen:
-                    raise ValueError(f"the key {key!r} again in one object of the chain's JSON")
-                seen.add(key)
-            return dict(pairs)
+        repeats = []  # (object, key): a repeated key is not for a reader to guess, as the CLI says.
+
+        def unique_keys(pairs):
+            obj = dict(pairs)
+            if len(obj) < len(pairs):
+                seen = set()
+                key = next(k for k, _ in pairs if k in seen or seen.add(k))
+                repeats.append((obj, key))
+            return obj
 
         try:
             doc = json.loads(text, object_pairs_hook=unique_keys)
         except RecursionError:
             raise ValueError("the JSON nests too deeply for a chain") from None
+        if repeats:
+            obj, key = repeats[0]
+            where = _path_to(doc, obj)
+            raise ValueError(f"{where + ': ' if where else ''}the key {key!r} again in one object of the chain's JSON")
         if not isinstance(doc, dict):
             raise ValueError(f"a chain's JSON is an object (a Chain or a CompileRequest), not {type(doc).__name__}")
         message = pb.CompileRequest() if "chain" in doc else pb.Chain()
@@ -366,6 +372,21 @@ def _check_fields(doc, descriptor, path):
                 raise ValueError(f"{at}: null in the list {key!r}")
             if typed and isinstance(item, dict):
                 _check_fields(item, field.message_type, at + ".")
+
+
+def _path_to(doc, target, path=""):
+    """The path of object `target` in `doc` ("ops[0]", "" for `doc`
+    itself), as _check_fields writes paths, or None."""
+    if doc is target:
+        return path
+    items = (doc.items() if isinstance(doc, dict)
+             else ((f"[{i}]", v) for i, v in enumerate(doc)) if isinstance(doc, list) else ())
+    for key, value in items:
+        at = (path + key) if isinstance(doc, list) else (f"{path}.{key}" if path else key)
+        found = _path_to(value, target, at)
+        if found is not None:
+            return found
+    return None
 
 
 def _json_depth(text):

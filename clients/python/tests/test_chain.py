@@ -303,8 +303,10 @@ def test_bool_logic_and_negative_axes_build_as_before():
     ("[]", "not list"), ('"x"', "not str"), ("null", "not NoneType"), ("1", "not int"),
     ("[" * 5000 + "]" * 5000, "nests too deeply"), ("[" * 101 + "]" * 101, "more than 100 levels"),
     # A repeated key, as the CLI refuses it (json.loads would keep the last).
-    ('{"inputs": [], "outputs": [], "outputs": []}', "the key 'outputs' again"),
-    ('{"ops": [{"kind": "OP_RELU", "kind": "OP_EXP"}]}', "the key 'kind' again"),
+    ('{"inputs": [], "outputs": [], "outputs": []}', "^the key 'outputs' again"),
+    ('{"ops": [{"kind": "OP_RELU", "kind": "OP_EXP"}]}', r"^ops\[0\]: the key 'kind' again"),
+    ('{"chain": {"ops": [{"kind": "OP_RELU"}, {"reduce": {"axes": [1], "axes": [2]}}]}}',
+     r"^chain.ops\[1\].reduce: the key 'axes' again in one object of the chain's JSON"),
     # A field by both its names, and a list in a field's list, as the CLI.
     ('{"ops": [{"kind": "OP_CONSTANT", "weak_float": true, "weakFloat": false}]}',
      r"ops\[0\].weakFloat: the field 'weak_float' again in one object of the chain's JSON, as 'weak_float'"),
