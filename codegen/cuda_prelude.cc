@@ -68,6 +68,11 @@ __device__ __forceinline__ int kf_max(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int kf_min(int a, int b) { return a < b ? a : b; }
 )";
 
+// The same for i64 (kernels with i64 arithmetic only).
+constexpr char kMinMax64[] = R"(__device__ __forceinline__ long long kf_max(long long a, long long b) { return a > b ? a : b; }
+__device__ __forceinline__ long long kf_min(long long a, long long b) { return a < b ? a : b; }
+)";
+
 // PyTorch's integer pow: wraps on overflow; a negative exponent gives 0
 // except for bases 1 and -1.
 constexpr char kIpow[] = R"(__device__ __forceinline__ int kf_ipow(int b, int e) {
@@ -79,6 +84,17 @@ constexpr char kIpow[] = R"(__device__ __forceinline__ int kf_ipow(int b, int e)
     e >>= 1;
   }
   return (int)r;
+}
+)";
+constexpr char kIpow64[] = R"(__device__ __forceinline__ long long kf_ipow(long long b, long long e) {
+  if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
+  unsigned long long r = 1ull, x = (unsigned long long)b;
+  while (e) {
+    if (e & 1) r *= x;
+    x *= x;
+    e >>= 1;
+  }
+  return (long long)r;
 }
 )";
 
@@ -175,7 +191,9 @@ std::string CudaPrelude(const PreludeNeeds& needs) {
   if (needs.bf16 && f64) s += kBf16F64;
   if (needs.vec) s += kVec;
   if (needs.minmax) s += kMinMax;
+  if (needs.minmax64) s += kMinMax64;
   if (needs.ipow) s += kIpow;
+  if (needs.ipow64) s += kIpow64;
   if (needs.tanh_approx) s += kTanhApprox;
   if (needs.sincos_fast) s += kSinCosFast;
   if (needs.outlined_math) s += kOutlinedMath;

@@ -21,6 +21,8 @@ struct PreludeNeeds {
   bool vec = false;          // kf_vec<T, N>: aligned vector access.
   bool minmax = false;       // kf_max / kf_min (float, double, int).
   bool ipow = false;         // kf_ipow: integer power.
+  bool minmax64 = false;     // kf_max / kf_min for long long (i64).
+  bool ipow64 = false;       // kf_ipow for long long.
   bool tanh_approx = false;  // kf_tanh_approx: tanh.approx.f32.
   bool sincos_fast = false;  // kf_sin / kf_cos: MUFU for moderate arguments.
   bool exp_fast = false;     // kf_exp_fast: ex2.approx.ftz of x * log2(e).

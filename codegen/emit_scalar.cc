@@ -43,6 +43,13 @@ std::string IntLiteral(double v) {
   return i < 0 ? absl::StrCat("(", i, ")") : absl::StrCat(i);
 }
 
+// An i64 literal (validation keeps i64 constants within 2^53, exact).
+std::string LongLiteral(double v) {
+  double c = std::fmin(std::fmax(v, -9007199254740992.0), 9007199254740992.0);
+  int64_t i = std::isnan(c) ? 0 : static_cast<int64_t>(c);
+  return i < 0 ? absl::StrCat("(", i, "LL)") : absl::StrCat(i, "LL");
+}
+
 // libm name for the compute type: "expf" for float, "exp" for double.
 std::string Fn(const char* name, Numerics n) {
   return IsDouble(n) ? std::string(name) : absl::StrCat(name, "f");
@@ -72,9 +79,10 @@ std::string HeavyFn(const char* name, Numerics n, bool outline, PreludeNeeds* ne
   return absl::StrCat("kf_", Fn(name, n), "_ol");
 }
 
-// Int arithmetic wraps like PyTorch's: done in unsigned to avoid UB.
-std::string Wrap(const std::string& a, const char* op, const std::string& b) {
-  return absl::StrCat("((int)((unsigned int)", a, " ", op, " (unsigned int)", b, "))");
+// Int arithmetic wraps like PyTorch's: done in unsigned to avoid UB. `t`
+// is the operands' type, int or long long.
+std::string Wrap(const std::string& a, const char* op, const std::string& b, const std::string& t) {
+  return absl::StrCat("((", t, ")((unsigned ", t, ")", a, " ", op, " (unsigned ", t, ")", b, "))");
 }
 
 absl::Status NoSupport(int32_t node, OpKind k, DType t) {
@@ -83,28 +91,31 @@ absl::Status NoSupport(int32_t node, OpKind k, DType t) {
                                                " is not supported by the generator"));
 }
 
-absl::StatusOr<std::string> IntOp(int32_t node, OpKind k, const std::vector<std::string>& a,
+// i32 (`cd`) or i64 arithmetic.
+absl::StatusOr<std::string> IntOp(int32_t node, OpKind k, DType cd, const std::vector<std::string>& a,
                                   PreludeNeeds* needs) {
+  const std::string t = cd == DType::kI64 ? "long long" : "int";
+  const std::string zero = cd == DType::kI64 ? "0LL" : "0";
   switch (k) {
-    case OpKind::kNeg: return Wrap("0", "-", a[0]);
-    case OpKind::kAbs: return absl::StrCat("(", a[0], " < 0 ? ", Wrap("0", "-", a[0]), " : ", a[0], ")");
-    case OpKind::kSquare: return Wrap(a[0], "*", a[0]);
-    case OpKind::kRelu: return absl::StrCat("(", a[0], " < 0 ? 0 : ", a[0], ")");
+    case OpKind::kNeg: return Wrap(zero, "-", a[0], t);
+    case OpKind::kAbs: return absl::StrCat("(", a[0], " < 0 ? ", Wrap(zero, "-", a[0], t), " : ", a[0], ")");
+    case OpKind::kSquare: return Wrap(a[0], "*", a[0], t);
+    case OpKind::kRelu: return absl::StrCat("(", a[0], " < 0 ? ", zero, " : ", a[0], ")");
     case OpKind::kFloor:
     case OpKind::kCeil: return a[0];
-    case OpKind::kAdd: return Wrap(a[0], "+", a[1]);
-    case OpKind::kSub: return Wrap(a[0], "-", a[1]);
-    case OpKind::kMul: return Wrap(a[0], "*", a[1]);
+    case OpKind::kAdd: return Wrap(a[0], "+", a[1], t);
+    case OpKind::kSub: return Wrap(a[0], "-", a[1], t);
+    case OpKind::kMul: return Wrap(a[0], "*", a[1], t);
     case OpKind::kMaximum:
-      needs->minmax = true;
+      (cd == DType::kI64 ? needs->minmax64 : needs->minmax) = true;
       return absl::StrCat("kf_max(", a[0], ", ", a[1], ")");
     case OpKind::kMinimum:
-      needs->minmax = true;
+      (cd == DType::kI64 ? needs->minmax64 : needs->minmax) = true;
       return absl::StrCat("kf_min(", a[0], ", ", a[1], ")");
     case OpKind::kPow:
-      needs->ipow = true;
+      (cd == DType::kI64 ? needs->ipow64 : needs->ipow) = true;
       return absl::StrCat("kf_ipow(", a[0], ", ", a[1], ")");
-    default: return NoSupport(node, k, DType::kI32);
+    default: return NoSupport(node, k, cd);
   }
 }
 
@@ -232,7 +243,7 @@ std::string ComputeType(DType t, Numerics n) {
   if (IsFloatKind(t)) return IsDouble(n) ? "double" : "float";
   if (t == DType::kI32) return "int";
   if (t == DType::kBool) return "bool";
-  if (t == DType::kI64) return "long long";  // Inputs read through a cast only.
+  if (t == DType::kI64) return "long long";
   KFUSE_CHECK(false);
   return "";
 }
@@ -240,6 +251,7 @@ std::string ComputeType(DType t, Numerics n) {
 std::string ConstantLiteral(double v, DType t, Numerics n) {
   if (IsFloatKind(t)) return FloatLiteral(v, n);
   if (t == DType::kI32) return IntLiteral(v);
+  if (t == DType::kI64) return LongLiteral(v);
   if (t == DType::kBool) return v != 0 ? "true" : "false";
   KFUSE_CHECK(false);
   return "";
@@ -282,6 +294,7 @@ std::string CastExpr(const std::string& v, DType from, DType to, Numerics n,
 std::string LoadDoubleExpr(const std::string& storage, DType t) {
   switch (t) {
     case DType::kI32: return absl::StrCat("((int)", storage, ")");
+    case DType::kI64: return absl::StrCat("((long long)", storage, ")");
     case DType::kBool: return absl::StrCat("(", storage, " != 0.0)");
     default: return storage;
   }
@@ -311,7 +324,8 @@ std::string StoreExpr(const std::string& v, DType t, Numerics n, PreludeNeeds* n
   if (IsDouble(n)) return absl::StrCat("((double)", v, ")");
   switch (t) {
     case DType::kF32:
-    case DType::kI32: return v;
+    case DType::kI32:
+    case DType::kI64: return v;
     case DType::kBF16:
       needs->bf16 = true;
       return Call("kf_f2bf", v);
@@ -334,7 +348,7 @@ absl::StatusOr<std::string> EmitOpExpr(const Chain& chain, int32_t node,
   const Node& nd = chain.nodes[node];
   const DType result = nd.type.dtype;
   KFUSE_CHECK(args.size() == nd.args.size());
-  if (!IsFloatKind(result) && result != DType::kI32 && result != DType::kBool) {
+  if (!IsFloatKind(result) && result != DType::kI32 && result != DType::kI64 && result != DType::kBool) {
     return NoSupport(node, nd.kind, result);
   }
   auto arg_dtype = [&](size_t i) { return chain.nodes[nd.args[i]].type.dtype; };
@@ -369,8 +383,8 @@ absl::StatusOr<std::string> EmitOpExpr(const Chain& chain, int32_t node,
   } else if (IsFloatKind(cd)) {
     const bool outline = IsHeavyCall(nd.kind) && OutlinesHeavyCalls(chain);
     KFUSE_ASSIGN_OR_RETURN(e, FloatOp(node, nd.kind, result, a, n, outline, needs));
-  } else if (cd == DType::kI32) {
-    KFUSE_ASSIGN_OR_RETURN(e, IntOp(node, nd.kind, a, needs));
+  } else if (cd == DType::kI32 || cd == DType::kI64) {
+    KFUSE_ASSIGN_OR_RETURN(e, IntOp(node, nd.kind, cd, a, needs));
   } else {
     KFUSE_ASSIGN_OR_RETURN(e, BoolOp(node, nd.kind, a));
   }

@@ -89,42 +89,46 @@ T FloatBinary(OpKind k, T a, T b) {
   return 0;
 }
 
-int64_t IntPow(int64_t base, int64_t e) {
+// Integer power wrapping at the compute type's width (`wide`: i64).
+int64_t IntPow(int64_t base, int64_t e, bool wide) {
   if (e < 0) return base == 1 ? 1 : base == -1 ? (e % 2 ? -1 : 1) : 0;
-  int64_t r = 1;
+  uint64_t r = 1, x = static_cast<uint64_t>(base);
   for (; e > 0; e >>= 1) {
-    if (e & 1) r = WrapI32(r * base);
-    base = WrapI32(base * base);
+    if (e & 1) r = wide ? r * x : static_cast<uint64_t>(static_cast<int64_t>(WrapI32(static_cast<int64_t>(r * x))));
+    x = wide ? x * x : static_cast<uint64_t>(static_cast<int64_t>(WrapI32(static_cast<int64_t>(x * x))));
   }
-  return r;
+  return static_cast<int64_t>(r);
 }
 
-// 32-bit (or bool) integer arithmetic; wrapping is applied by the caller.
-int64_t IntOp(OpKind k, int64_t a, int64_t b) {
+// Integer (or bool) arithmetic in 64 bits, wrapping as two's complement
+// (unsigned, so no overflow is undefined); an i32 result is wrapped to 32
+// bits by the caller. `wide`: the op computes in i64.
+int64_t IntOp(OpKind k, int64_t a, int64_t b, bool wide) {
+  const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
   switch (k) {
     case OpKind::kNeg:
-      return -a;
+      return static_cast<int64_t>(0 - ua);
     case OpKind::kAbs:
-      return a < 0 ? -a : a;
+      return a < 0 ? static_cast<int64_t>(0 - ua) : a;
     case OpKind::kRelu:
       return a > 0 ? a : 0;
     case OpKind::kSquare:
-      return a * a;
+      return static_cast<int64_t>(ua * ua);
     case OpKind::kFloor:
     case OpKind::kCeil:
       return a;
     case OpKind::kAdd:
-      return a + b;
+      return static_cast<int64_t>(ua + ub);
     case OpKind::kSub:
-      return a - b;
+      return static_cast<int64_t>(ua - ub);
     case OpKind::kMul:
-      return a * b;
+      return static_cast<int64_t>(ua * ub);
     case OpKind::kMaximum:
       return a > b ? a : b;
     case OpKind::kMinimum:
       return a < b ? a : b;
     case OpKind::kPow:
-      return IntPow(a, b);
+      return IntPow(a, b, wide);
     default:
       break;
   }
@@ -189,7 +193,7 @@ double EvalScalar(const Node& n, DType compute, absl::Span<const double> args, b
 
   double r;
   if (!IsFloat(compute)) {
-    r = static_cast<double>(IntOp(k, static_cast<int64_t>(a), static_cast<int64_t>(b)));
+    r = static_cast<double>(IntOp(k, static_cast<int64_t>(a), static_cast<int64_t>(b), compute == DType::kI64));
     if (compute == DType::kI32) r = WrapI32(static_cast<int64_t>(r));
   } else if (eager && math == DType::kF32) {
     float fa = static_cast<float>(a), fb = static_cast<float>(b);

@@ -97,7 +97,7 @@ absl::Status Unsupported(const Chain& c, int32_t id, absl::string_view field,
 
 bool IsKnownDType(DType t) { return t >= DType::kF32 && t <= DType::kF64; }
 
-bool IsComputeDType(DType t) { return IsKnownDType(t) && t != DType::kI64 && t != DType::kF64; }
+bool IsComputeDType(DType t) { return IsKnownDType(t) && t != DType::kF64; }
 
 bool Broadcast(const std::vector<Dim>& a, const std::vector<Dim>& b, std::vector<Dim>* out) {
   size_t rank = std::max(a.size(), b.size());
@@ -246,9 +246,7 @@ absl::Status CheckInput(const Chain& c, int32_t id) {
                    ? std::string("dtype must be set")
                    : absl::StrCat("unknown dtype ", static_cast<int>(n.type.dtype)));
   }
-  // i64 inputs (class labels, as torch holds them) are read through a cast;
-  // every other op refuses them (InferElementwise).
-  if (!IsComputeDType(n.type.dtype) && n.type.dtype != DType::kI64) {
+  if (!IsComputeDType(n.type.dtype)) {
     return Unsupported(c, id, "dtype",
                        absl::StrCat("dtype ", std::string(DTypeName(n.type.dtype)),
                                     " not supported by element-wise ops"));
@@ -370,9 +368,6 @@ absl::StatusOr<Chain> Validate(Chain c, const Limits& limits) {
         absl::StrAppend(&label, " (", Quote(c.output_names[i]), ")");
       }
       return absl::InvalidArgumentError(absl::StrCat(label, ": refers to no value (", o, ")"));
-    }
-    if (c.nodes[o].type.dtype == DType::kI64) {
-      return Unsupported(c, o, "dtype", "an i64 value is read through a cast; it is no output");
     }
   }
   return c;

@@ -23,12 +23,15 @@ absl::Status NormalizeAxis(const Chain& c, int32_t id, absl::string_view field, 
 
 std::string DTypeString(DType t) { return std::string(DTypeName(t)); }
 
+// Reductions, products and views: of the compute dtypes but i64, which
+// only element-wise ops take.
 absl::Status CheckOperandDType(const Chain& c, int32_t id) {
   for (size_t i = 0; i < c.nodes[id].args.size(); ++i) {
     DType t = c.nodes[c.nodes[id].args[i]].type.dtype;
-    if (!IsComputeDType(t)) {
+    if (!IsComputeDType(t) || t == DType::kI64) {
       return Unsupported(c, id, absl::StrCat("args[", i, "]"),
-                         absl::StrCat("dtype ", DTypeString(t), " not supported"));
+                         absl::StrCat("dtype ", DTypeString(t), " not supported",
+                                      t == DType::kI64 ? " (only element-wise ops take i64; cast it first)" : ""));
     }
   }
   return absl::OkStatus();
@@ -166,7 +169,7 @@ absl::Status InferIota(Chain& c, int32_t id) {
   if (n.shape.empty()) return Bad(c, id, "shape", "iota needs rank >= 1");
   KFUSE_RETURN_IF_ERROR(NormalizeAxis(c, id, "axis", n.shape.size(), &n.axis));
   if (!IsKnownDType(n.dtype)) return Bad(c, id, "dtype", "iota needs a known dtype");
-  if (!IsComputeDType(n.dtype)) {
+  if (!IsComputeDType(n.dtype) || n.dtype == DType::kI64) {
     return Unsupported(c, id, "dtype",
                        absl::StrCat("dtype ", DTypeString(n.dtype), " not supported"));
   }

@@ -329,14 +329,6 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(c.AddInput(T(DType::kF32, S({4, 2})), {int64_t{1} << 62, 1}));
        },
        absl::StatusCode::kInvalidArgument, "strides[0]: reaches past"},
-      {"i64 input as an output", [&](Chain& c) { c.outputs.push_back(in(c, DType::kI64, S({2}))); },
-       absl::StatusCode::kUnimplemented, "dtype: an i64 value is read through a cast; it is no output"},
-      {"i64 added",
-       [&](Chain& c) {
-         int x = in(c, DType::kI64, S({2}));
-         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, x}));
-       },
-       absl::StatusCode::kUnimplemented, "op 0 (add): args[0]: dtype i64 not supported"},
       {"i64 summed",
        [&](Chain& c) {
          int r = c.AddOp(OpKind::kReduceSum, {in(c, DType::kI64, S({2}))});
@@ -350,7 +342,28 @@ TEST(ValidateTest, RejectsBadChains) {
          c.nodes[r].shape = S({2, 1});
          c.outputs.push_back(c.AddCast(r, DType::kI32));
        },
-       absl::StatusCode::kUnimplemented, "op 0 (reshape): args[0]: dtype i64 not supported"},
+       absl::StatusCode::kUnimplemented,
+       "op 0 (reshape): args[0]: dtype i64 not supported (only element-wise ops take i64; cast it first)"},
+      {"an i64 iota", [&](Chain& c) {
+         int r = c.AddOp(OpKind::kIota, {});
+         c.nodes[r].shape = S({4});
+         c.nodes[r].dtype = DType::kI64;
+         c.outputs.push_back(r);
+       },
+       absl::StatusCode::kUnimplemented, "op 0 (iota): dtype: dtype i64 not supported"},
+      {"an i64 constant past 2^53",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {in(c, DType::kI64, S({2})), c.AddConstant(9007199254740994.0, DType::kI64)}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "op 0 (constant): value: 9007199254740994 is past 2^53, beyond which an i64 constant is not sent exactly"},
+      {"a whole number past i32 beside i64",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {in(c, DType::kI64, S({2})), c.AddConstant(4294967296.0)}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "op 1 (add): args[1]: 4294967296 is a whole number outside i32, so the op would compute in i64, where a weak "
+       "scalar is held as an f32; send it typed (dtype i64)"},
       {"f64 cast",
        [&](Chain& c) { c.outputs.push_back(c.AddCast(in(c, DType::kF32, S({2})), DType::kF64)); },
        absl::StatusCode::kUnimplemented, "op 0 (cast): dtype: dtype f64 not supported"},
@@ -683,7 +696,6 @@ TEST(ValidateTest, RejectsBadChains) {
   }
 }
 
-// i64 inputs (class labels as torch holds them) are read through a cast.
 // A typed exponent is a tensor's: an integer tensor to a negative one
 // computes (torch gives 1 and -1 their powers and 0 elsewhere), unrefused,
 // whether the exponent is a constant or typed arithmetic on one.
@@ -699,14 +711,32 @@ TEST(ValidateTest, AnIntegerToATypedNegativePowerComputes) {
   }
 }
 
-TEST(ValidateTest, AnI64InputIsReadThroughACast) {
+// i64 values (an input, a cast, a typed constant) compute element-wise as
+// PyTorch types them: i64 beside integers, bools and Python ints, a float
+// beside floats, a float for true division and float functions.
+TEST(ValidateTest, I64ComputesAsPyTorchTypesIt) {
   Chain c;
   int x = c.AddInput(T(DType::kI64, S({8})));
-  c.outputs = {c.AddCast(x, DType::kI32), c.AddCast(x, DType::kF32)};
+  int i = c.AddInput(T(DType::kI32, S({8})));
+  int b = c.AddInput(T(DType::kBool, S({8})));
+  int h = c.AddInput(T(DType::kF16, S({8})));
+  c.outputs = {c.AddCast(x, DType::kI32),
+               c.AddCast(x, DType::kF32),
+               c.AddOp(OpKind::kAdd, {x, i}),
+               c.AddOp(OpKind::kMul, {b, x}),
+               c.AddOp(OpKind::kSub, {x, c.AddConstant(7)}),
+               c.AddOp(OpKind::kAdd, {x, h}),
+               c.AddOp(OpKind::kDiv, {x, c.AddConstant(2)}),
+               c.AddOp(OpKind::kExp, {x}),
+               c.AddOp(OpKind::kMaximum, {c.AddCast(i, DType::kI64), c.AddConstant(-3, DType::kI64)}),
+               c.AddOp(OpKind::kLt, {x, i}),
+               c.AddOp(OpKind::kWhere, {b, x, c.AddConstant(0)})};
   auto v = Validate(c);
   ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_EQ(v->nodes[v->outputs[0]].type.dtype, DType::kI32);
-  EXPECT_EQ(v->nodes[v->outputs[1]].type.dtype, DType::kF32);
+  std::vector<DType> got;
+  for (int32_t o : v->outputs) got.push_back(v->nodes[o].type.dtype);
+  EXPECT_EQ(got, (std::vector<DType>{DType::kI32, DType::kF32, DType::kI64, DType::kI64, DType::kI64, DType::kF16,
+                                     DType::kF32, DType::kF32, DType::kI64, DType::kBool, DType::kI64}));
 }
 
 TEST(ValidateTest, Limits) {

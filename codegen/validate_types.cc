@@ -81,6 +81,13 @@ absl::Status TypeConstant(Chain& c, int32_t id) {
                  absl::StrCat(ShortestDecimal(n.value), " is not exactly representable in ",
                               std::string(DTypeName(n.dtype))));
     }
+    // The wire holds a double: past 2^53 its neighbours are not i64's, and
+    // folding (in doubles) would not be exact.
+    if (n.dtype == DType::kI64 && std::fabs(n.value) > 9007199254740992.0) {
+      return Bad(c, id, "value",
+                 absl::StrCat(ShortestDecimal(n.value), " is past 2^53, beyond which an i64 constant is not "
+                              "sent exactly"));
+    }
     n.type.dtype = n.dtype;
     return absl::OkStatus();
   }
@@ -177,11 +184,13 @@ absl::Status CheckWideWholeScalars(const Chain& c, int32_t id, const std::vector
     const Node& k = c.nodes[operands[i]];
     if (!k.wide_whole.has_value()) continue;
     // PyTorch keeps it an integer: beside i32 the op computes in i32, which
-    // cannot hold it; beside bool (or alone) in i64, which kfuse's
-    // element-wise kernels do not compute in.
-    const std::string where = rest == DType::kI32 ? "in i32, which cannot hold it"
-                                                  : "in i64 (an integer scalar alone, or beside bool or other "
-                                                    "scalars), which element-wise kernels do not compute in";
+    // cannot hold it; beside bool (or alone) in i64, which kfuse computes in
+    // only beside i64 tensors; beside those it would be held in f32 here.
+    const std::string where =
+        rest == DType::kI32   ? "in i32, which cannot hold it"
+        : rest == DType::kI64 ? "in i64, where a weak scalar is held as an f32; send it typed (dtype i64)"
+                              : "in i64 (an integer scalar alone, or beside bool or other scalars), which kfuse "
+                                "computes in only beside i64 values";
     return Bad(c, id, absl::StrCat("args[", first_arg + i, "]"),
                absl::StrCat(absl::StrFormat("%.17g", *k.wide_whole), " is a whole number outside i32, so the op ",
                             "would compute ", where, "; give it a float value (weak_float) or a dtype"));
@@ -270,7 +279,7 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
   for (size_t i = 0; i < n.args.size(); ++i) {
     const TensorType& t = c.nodes[n.args[i]].type;
     std::string field = absl::StrCat("args[", i, "]");
-    if (!IsComputeDType(t.dtype) && !(n.kind == OpKind::kCast && t.dtype == DType::kI64)) {
+    if (!IsComputeDType(t.dtype)) {
       return Unsupported(c, id, field,
                          absl::StrCat("dtype ", std::string(DTypeName(t.dtype)),
                                       " not supported by element-wise ops"));
@@ -458,8 +467,8 @@ absl::Status IntegerRanges::Check(int32_t id) {
   }
   return Bad(c_, id, n.kind == OpKind::kReduceSum ? "args[0]" : "args",
              absl::StrCat("can reach ", ShortestDecimal(past), " (bools taken as 0 and 1, Python ints as sent), ",
-                          "outside i32, where this op computes; PyTorch computes it in i64, which kfuse's ",
-                          "kernels do not, so it would wrap: cast an operand to f32 first"));
+                          "outside i32, where this op computes; PyTorch computes it in i64, as kfuse does ",
+                          "beside an i64 value, so it would wrap: cast an operand to i64 (or f32) first"));
 }
 
 }  // namespace validate_internal

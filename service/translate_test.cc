@@ -226,8 +226,13 @@ TEST(TranslateTest, RejectsBadRequests) {
       {"unknown cast dtype",
        [](v1::Chain& c) { AddOp(c, v1::OP_CAST, {In(0)})->set_dtype(static_cast<v1::DType>(12)); },
        absl::StatusCode::kInvalidArgument, "ops[3].dtype: unknown dtype 12"},
-      {"i64 arithmetic", [](v1::Chain& c) { c.mutable_inputs(0)->set_dtype(v1::DTYPE_I64); },
-       absl::StatusCode::kUnimplemented, "dtype i64 not supported by element-wise ops"},
+      {"an i64 sum",
+       [](v1::Chain& c) {
+         c.mutable_inputs(0)->set_dtype(v1::DTYPE_I64);
+         AddOp(c, v1::OP_REDUCE_SUM, {In(0)});
+       },
+       absl::StatusCode::kUnimplemented,
+       "op 3 (reduce_sum): args[0]: dtype i64 not supported (only element-wise ops take i64; cast it first)"},
   };
   for (const Case& k : cases) {
     v1::Chain c = Good();

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "clients/launcher.h"
 #include "codegen/evaluate.h"
+#include "codegen/numeric.h"
 #include "codegen/generators.h"
 #include "codegen/partition.h"
 #include "codegen/pointwise.h"
@@ -225,6 +226,118 @@ TEST(GpuChainsTest, RandomChainsMatchReference) {
                     check.ok ? "ok" : check.message.c_str());
         EXPECT_TRUE(check.ok) << variant_names << ": " << check.message;
       }
+    }
+  }
+}
+
+// i64 arithmetic beside i32, bool and f32 values: positions far past i32,
+// a product that wraps at 64 bits, a power past 2^53, the low bits of an
+// i64 cast to i32. Inputs keep every intermediate within 2^53, where the
+// CPU evaluator's doubles are exact; outputs past it round as the
+// kernel's i64 read back as doubles does.
+struct I64Case {
+  Chain chain;
+  std::vector<int64_t> syms = {4099};
+  std::vector<std::vector<double>> inputs;
+};
+
+I64Case MakeI64Case() {
+  Chain c;
+  c.symbols.push_back(SymbolInfo{"n", 4099, 0});
+  const std::vector<Dim> n = {Dim::Sym(0)};
+  const int32_t x = c.AddInput(TensorType{DType::kI64, n});
+  const int32_t y = c.AddInput(TensorType{DType::kI32, n});
+  const int32_t b = c.AddInput(TensorType{DType::kBool, n});
+  const int32_t f = c.AddInput(TensorType{DType::kF32, n});
+  const int32_t pos = c.AddOp(OpKind::kSub, {c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMul, {x, c.AddConstant(3)}), y}),
+                                             c.AddConstant(7)});
+  const int32_t big = c.AddOp(OpKind::kAdd, {c.AddCast(y, DType::kI64), c.AddConstant(2000000)});
+  c.outputs = {
+      pos,
+      c.AddOp(OpKind::kMul, {x, x}),
+      c.AddOp(OpKind::kMaximum, {c.AddOp(OpKind::kWhere, {b, pos, c.AddConstant(-5, DType::kI64)}),
+                                 c.AddOp(OpKind::kNeg, {x})}),
+      c.AddOp(OpKind::kPow, {big, c.AddConstant(3)}),
+      c.AddOp(OpKind::kLt, {pos, x}),
+      c.AddOp(OpKind::kAdd, {c.AddCast(pos, DType::kF32), f}),
+      c.AddCast(c.AddOp(OpKind::kAdd, {pos, c.AddConstant(34359738368.0, DType::kI64)}), DType::kI32),
+      c.AddOp(OpKind::kAbs, {c.AddOp(OpKind::kSub, {y, x})}),
+  };
+  for (size_t i = 0; i < c.outputs.size(); ++i) c.output_names.push_back(absl::StrCat("out", i));
+  absl::StatusOr<Chain> valid = Validate(c);
+  KFUSE_CHECK(valid.ok());
+  I64Case k;
+  k.chain = *std::move(valid);
+  k.inputs.resize(4);
+  for (int64_t i = 0; i < k.syms[0]; ++i) {
+    const int64_t h = (i * 2654435761) % 17179869184;  // Up to 2^34.
+    k.inputs[0].push_back(static_cast<double>(h - 8589934592 + i % 3));
+    k.inputs[1].push_back(static_cast<double>((i * 7919) % 2001 - 1000));
+    k.inputs[2].push_back(static_cast<double>((i * 31) % 5 < 2));
+    k.inputs[3].push_back(RoundTo(DType::kF32, 0.25 * static_cast<double>(i % 97) - 12.0));
+  }
+  return k;
+}
+
+TEST(I64ChainsTest, GenerateCompileAndEvaluateOnCpu) {
+  const I64Case k = MakeI64Case();
+  const KernelGroup g = OnlyGroup(k.chain);
+  NvrtcCompiler nvrtc;
+  CompileOptions opts;
+  opts.arch = "sm_90";
+  for (Numerics numerics : {Numerics::kFast, Numerics::kReference64}) {
+    for (const Variant& v : SpreadVariants(k.chain, g)) {
+      absl::StatusOr<KernelSpec> spec = EmitFamily(k.chain, g, v, numerics);
+      ASSERT_TRUE(spec.ok()) << v.ToString() << ": " << spec.status();
+      EXPECT_TRUE(nvrtc.Compile(*spec, opts).ok()) << v.ToString();
+    }
+  }
+  auto exact = Evaluate(k.chain, k.inputs, k.syms, EvalMode::kExact64);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  // x * x wraps at 64 bits: element 1's x is -2^33 + 2654435762 % 2^34...,
+  // checked against the product taken modulo 2^64 here.
+  for (int64_t i = 0; i < 64; ++i) {
+    const uint64_t xi = static_cast<uint64_t>(static_cast<int64_t>(k.inputs[0][i]));
+    EXPECT_EQ((*exact)[1][i], static_cast<double>(static_cast<int64_t>(xi * xi))) << i;
+  }
+}
+
+TEST(GpuChainsTest, I64ChainsMatchTheEvaluatorExactly) {
+  absl::StatusOr<Gpu> gpu = OpenGpu();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  const I64Case k = MakeI64Case();
+  const Chain& c = k.chain;
+  const KernelGroup g = OnlyGroup(c);
+  auto exact = Evaluate(c, k.inputs, k.syms, EvalMode::kExact64);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  NvrtcCompiler nvrtc;
+  CompileOptions opts;
+  opts.arch = gpu->arch;
+  Launcher launcher(*gpu->cu);
+  DeviceMemory mem(gpu->cu);
+  const std::vector<DeviceBuffer> inputs = gpu_test::UploadInputs(mem, c, k.inputs, k.syms);
+  for (const Variant& v : SpreadVariants(c, g)) {
+    absl::StatusOr<KernelSpec> spec = EmitFamily(c, g, v, Numerics::kFast);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    absl::StatusOr<CompiledKernel> compiled = nvrtc.Compile(*spec, opts);
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    v1::KernelPlan plan = PlanFor(c);
+    *plan.add_kernels() = ToProto(*compiled, /*include_source=*/false);
+    std::vector<DeviceBuffer> outputs = gpu_test::PoisonedOutputs(*gpu, mem, c, k.syms);
+    ASSERT_TRUE(launcher.Launch(plan, inputs, outputs, nullptr).ok()) << v.ToString();
+    ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      const DType t = c.nodes[c.outputs[j]].type.dtype;
+      const int64_t count = k.syms[0];
+      const std::vector<double> got = ToDouble(t, mem.Download(outputs[j].ptr, count * DTypeBytes(t)).data(), count);
+      int64_t wrong = 0, first = -1;
+      for (int64_t i = 0; i < count; ++i) {
+        if (got[i] != (*exact)[j][i] && wrong++ == 0) first = i;
+      }
+      std::printf("i64 chain %-40s out%zu (%s): %lld of %lld differ\n", v.ToString().c_str(), j,
+                  std::string(DTypeName(t)).c_str(), static_cast<long long>(wrong), static_cast<long long>(count));
+      EXPECT_EQ(wrong, 0) << v.ToString() << " out" << j << ": first at " << first << " got "
+                          << (first >= 0 ? got[first] : 0) << " want " << (first >= 0 ? (*exact)[j][first] : 0);
     }
   }
 }

@@ -132,13 +132,16 @@ def test_nll_loss_and_soft_targets_are_planned(client):
     assert client.compile(c, mode="heuristic").plan.kernels
 
 
-def test_i64_values_other_than_through_a_cast_are_refused(client):
+def test_i64_values_compute_element_wise_only(client):
     c = kfuse.Chain()
     t = c.input("labels", "i64", [64])
     c.output("y", t + 1)
+    assert client.compile(c, mode="heuristic").plan.outputs[0].dtype == pb.DTYPE_I64
+    c = kfuse.Chain()
+    c.output("s", kfuse.sum(c.input("labels", "i64", [64])))
     with pytest.raises(kfuse.KfuseError) as e:
         client.compile(c)
-    assert e.value.code == "UNIMPLEMENTED" and "i64" in e.value.message
+    assert e.value.code == "UNIMPLEMENTED" and "only element-wise ops take i64" in e.value.message
 
 
 def test_element_wise_composites_compile(client):

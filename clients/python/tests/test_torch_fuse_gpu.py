@@ -95,3 +95,51 @@ def _draw(client, name, fn, specs, seed):
         if err_fused > 2 * err_eager + atol:
             missed.append((name, seed, i, err_fused, err_eager, atol))
     return missed
+
+
+@pytest.mark.gpu
+def test_int64_arithmetic_fuses_exactly(client):
+    """Position arithmetic in int64, as torch holds positions and labels,
+    fuses into the plan (fallback="raise") and matches eager exactly, values
+    far past int32 included."""
+    _gpu()
+
+    def fn(pos, offset, x):
+        p = pos * 3 + offset - 7
+        return p, torch.maximum(p, -pos), x * p.float(), p < pos, pos * pos  # The last wraps at 64 bits.
+
+    torch.manual_seed(5)
+    pos = torch.randint(-2**33, 2**33, (4099,), device="cuda", dtype=torch.int64)
+    offset = torch.randint(-1000, 1000, (4099,), device="cuda", dtype=torch.int32)
+    x = torch.randn(4099, device="cuda")
+    with kfuse.Launcher() as launcher, torch.inference_mode():
+        fused = kt.fuse(fn, client=client, fallback="raise", launcher=launcher)(pos, offset, x)
+        eager = fn(pos, offset, x)
+        torch.cuda.synchronize()
+        assert launcher.binds == 1, "the plan was not launched"
+    for i, (got, want) in enumerate(zip(fused, eager)):
+        assert got.dtype == want.dtype and got.shape == want.shape, (i, got.dtype, want.dtype)
+        assert torch.equal(got, want), (i, (got != want).sum().item())
+
+
+@pytest.mark.gpu
+def test_int64_arithmetic_in_a_row_kernel(client):
+    """int64 arithmetic inside a row kernel (a softmax over scores plus a
+    position bias made from int64 positions) fuses and matches eager."""
+    _gpu()
+
+    def fn(x, pos):
+        return torch.softmax(x + (pos * 3 - 5).float() * 0.01, dim=-1)
+
+    torch.manual_seed(6)
+    x = torch.randn(256, 1000, device="cuda")
+    pos = torch.randint(-50, 50, (256, 1000), device="cuda", dtype=torch.int64)
+    with kfuse.Launcher() as launcher, torch.inference_mode():
+        fused = kt.fuse(fn, client=client, fallback="raise", launcher=launcher)(x, pos)
+        eager = fn(x, pos)
+        ref = fn(x.double(), pos)
+        torch.cuda.synchronize()
+        assert launcher.binds == 1, "the plan was not launched"
+    assert fused.dtype == eager.dtype
+    err_fused, err_eager = (fused.double() - ref).abs().max().item(), (eager.double() - ref).abs().max().item()
+    assert err_fused <= 2 * err_eager + 2 * torch.finfo(torch.float32).eps, (err_fused, err_eager)

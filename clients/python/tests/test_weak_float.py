@@ -21,3 +21,14 @@ def test_a_python_bool_keeps_its_neighbours_dtype(client):
     plan = client.compile(c, mode="heuristic").plan
     assert [o.dtype for o in plan.outputs] == [o.dtype for o in outs] == [pb.DTYPE_BOOL, pb.DTYPE_F16,
                                                                           pb.DTYPE_BOOL]
+
+
+def test_int64_arithmetic_types_as_torch(client):
+    # i64 beside i32 and a Python int is i64; a float beside it is the float.
+    c = kfuse.Chain()
+    pos = c.input("pos", "i64", [1024])
+    outs = [c.output("p", pos * 3 + c.input("off", "i32", [1024])),
+            c.output("f", pos * c.input("x", "f16", [1024])), c.output("q", pos / 2)]
+    plan = client.compile(c, mode="heuristic").plan
+    assert [o.dtype for o in plan.outputs] == [o.dtype for o in outs] == [pb.DTYPE_I64, pb.DTYPE_F16,
+                                                                          pb.DTYPE_F32]
