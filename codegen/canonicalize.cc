@@ -346,7 +346,10 @@ Chain CanonicalizeRound(const Chain& validated) {
                         !(v == 0 && std::signbit(v));
         return integral ? DType::kI32 : DType::kF32;
       };
-      if (FoldExactly(m, compute, values, &r) && (!weak || weak_type(r) == m.type.dtype)) {
+      // An i64 constant past 2^53 does not validate (a wire double is not
+      // exact there): such a product stays an op.
+      if (FoldExactly(m, compute, values, &r) && (!weak || weak_type(r) == m.type.dtype) &&
+          !(m.type.dtype == DType::kI64 && std::fabs(r) > 9007199254740992.0)) {
         Node k;
         k.kind = OpKind::kConstant;
         k.type = m.type;

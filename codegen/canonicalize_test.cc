@@ -216,6 +216,21 @@ TEST(CanonicalizeTest, FoldsOnlyExactArithmetic) {
   EXPECT_NE(s.find("cast("), std::string::npos) << s;  // Casts are never folded.
 }
 
+// i64 constants fold where exact and within 2^53, past which a typed i64
+// constant does not validate: such a product stays an op.
+TEST(CanonicalizeTest, FoldsI64ConstantsWithin2To53) {
+  Chain c = Canon([](Chain& c) {
+    int x = c.AddInput(TensorType{DType::kI64, {Dim::Static(4)}});
+    int small = c.AddOp(OpKind::kMul, {c.AddConstant(4096, DType::kI64), c.AddConstant(3, DType::kI64)});
+    int past = c.AddOp(OpKind::kMul, {c.AddConstant(4503599627370496.0, DType::kI64), c.AddConstant(4, DType::kI64)});
+    c.outputs = {c.AddOp(OpKind::kAdd, {x, small}), c.AddOp(OpKind::kAdd, {x, past})};
+  });
+  std::string s = ToString(c);
+  EXPECT_NE(s.find("constant(12288)"), std::string::npos) << s;
+  EXPECT_NE(s.find("mul(%"), std::string::npos) << s;  // 2^52 * 4 = 2^54.
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).status();
+}
+
 TEST(CanonicalizeTest, OutputsKeepOrderAndMayRepeat) {
   Chain c = Canon([](Chain& c) {
     int x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4)}});
