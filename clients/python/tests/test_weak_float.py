@@ -28,7 +28,12 @@ def test_int64_arithmetic_types_as_torch(client):
     c = kfuse.Chain()
     pos = c.input("pos", "i64", [1024])
     outs = [c.output("p", pos * 3 + c.input("off", "i32", [1024])),
-            c.output("f", pos * c.input("x", "f16", [1024])), c.output("q", pos / 2)]
+            c.output("f", pos * c.input("x", "f16", [1024])), c.output("q", pos / 2),
+            c.output("b", pos + 2**40), c.output("w", kfuse.where(pos > 0, pos, -2**40))]
     plan = client.compile(c, mode="heuristic").plan
     assert [o.dtype for o in plan.outputs] == [o.dtype for o in outs] == [pb.DTYPE_I64, pb.DTYPE_F16,
-                                                                          pb.DTYPE_F32]
+                                                                          pb.DTYPE_F32, pb.DTYPE_I64,
+                                                                          pb.DTYPE_I64]
+    # An int past i32 beside i64 goes typed (a weak one would be held in f32).
+    big = [op for op in c.to_proto().ops if op.kind == pb.OP_CONSTANT and abs(op.value) == 2**40]
+    assert len(big) == 2 and all(op.dtype == pb.DTYPE_I64 for op in big)
