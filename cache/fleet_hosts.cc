@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -109,12 +110,16 @@ absl::StatusOr<std::optional<HostKeywords>> LookUpHosts(const std::string& dsn, 
     lookups->left = names.size();
   }
   for (const std::string& name : names) {
-    std::thread([lookups, resolve, name] {
-      absl::StatusOr<std::vector<std::string>> r = resolve(name);
-      absl::MutexLock lock(&lookups->mu);
-      lookups->done.emplace(name, std::move(r));
-      --lookups->left;
-    }).detach();
+    try {
+      std::thread([lookups, resolve, name] {
+        absl::StatusOr<std::vector<std::string>> r = resolve(name);
+        absl::MutexLock lock(&lookups->mu);
+        lookups->done.emplace(name, std::move(r));
+        --lookups->left;
+      }).detach();
+    } catch (const std::system_error& e) {  // Out of threads: an outage like any other.
+      return absl::UnavailableError(absl::StrCat("cannot start a thread to look up host \"", name, "\": ", e.what()));
+    }
   }
   absl::MutexLock lock(&lookups->mu);
   const auto all_done = [](size_t* left) { return *left == 0; };
