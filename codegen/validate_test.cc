@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/canonicalize.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -357,13 +358,12 @@ TEST(ValidateTest, RejectsBadChains) {
        },
        absl::StatusCode::kInvalidArgument,
        "op 0 (constant): value: 9007199254740994 is past 2^53, beyond which an i64 constant is not sent exactly"},
-      {"a whole number past i32 beside i64",
+      {"a whole number past 2^53 beside i64",
        [&](Chain& c) {
-         c.outputs.push_back(c.AddOp(OpKind::kAdd, {in(c, DType::kI64, S({2})), c.AddConstant(4294967296.0)}));
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {in(c, DType::kI64, S({2})), c.AddConstant(9007199254740994.0)}));
        },
        absl::StatusCode::kInvalidArgument,
-       "op 1 (add): args[1]: 4294967296 is a whole number outside i32, so the op would compute in i64, where a weak "
-       "scalar is held as an f32; send it typed (dtype i64)"},
+       "op 1 (add): args[1]: 9007199254740994 is past 2^53, beyond which an integer scalar is not sent exactly"},
       {"f64 cast",
        [&](Chain& c) { c.outputs.push_back(c.AddCast(in(c, DType::kF32, S({2})), DType::kF64)); },
        absl::StatusCode::kUnimplemented, "op 0 (cast): dtype: dtype f64 not supported"},
@@ -737,6 +737,30 @@ TEST(ValidateTest, I64ComputesAsPyTorchTypesIt) {
   for (int32_t o : v->outputs) got.push_back(v->nodes[o].type.dtype);
   EXPECT_EQ(got, (std::vector<DType>{DType::kI32, DType::kF32, DType::kI64, DType::kI64, DType::kI64, DType::kF16,
                                      DType::kF32, DType::kF32, DType::kI64, DType::kBool, DType::kI64}));
+}
+
+// A Python int outside i32 beside i64 is an i64 of its exact value (torch:
+// pos + 2**40 is int64); beside a float it stays the f32 it rounds to.
+TEST(ValidateTest, AWholeNumberPastI32BesideI64IsAnI64) {
+  Chain c;
+  int x = c.AddInput(T(DType::kI64, S({8})));
+  int f = c.AddInput(T(DType::kF32, S({8})));
+  int big = c.AddConstant(1099511627777.0);  // 2^40 + 1: not an f32.
+  c.outputs = {c.AddOp(OpKind::kAdd, {f, big}), c.AddOp(OpKind::kAdd, {x, big}),
+               c.AddOp(OpKind::kWhere, {c.AddOp(OpKind::kGt, {x, c.AddConstant(0)}), x, c.AddConstant(-4294967296.0)})};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->nodes[v->outputs[0]].type.dtype, DType::kF32);
+  EXPECT_EQ(v->nodes[v->outputs[1]].type.dtype, DType::kI64);
+  EXPECT_EQ(v->nodes[v->outputs[2]].type.dtype, DType::kI64);
+  EXPECT_EQ(v->nodes[big].type.dtype, DType::kI64);
+  EXPECT_EQ(v->nodes[big].value, 1099511627777.0);
+  // The canonical chain validates to the same types (the key's chain).
+  auto again = Validate(Canonicalize(*v));
+  ASSERT_TRUE(again.ok()) << again.status();
+  std::vector<DType> types;
+  for (int32_t o : again->outputs) types.push_back(again->nodes[o].type.dtype);
+  EXPECT_EQ(types, (std::vector<DType>{DType::kF32, DType::kI64, DType::kI64}));
 }
 
 TEST(ValidateTest, Limits) {

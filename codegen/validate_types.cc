@@ -170,9 +170,10 @@ namespace {
 // OK unless one of `operands` is a whole constant outside i32 and the others
 // make the op compute in integers (or bool), where PyTorch keeps the scalar
 // an integer and fails to fit it; the constant is held as f32 and would
-// silently make the op a float one.
-absl::Status CheckWideWholeScalars(const Chain& c, int32_t id, const std::vector<int32_t>& operands,
-                                   size_t first_arg) {
+// silently make the op a float one. Beside i64 values it fits: such a
+// constant becomes an i64 of its exact value (within 2^53, where the
+// wire's double is exact; a float beside it reads the same f32 as before).
+absl::Status CheckWideWholeScalars(Chain& c, int32_t id, const std::vector<int32_t>& operands, size_t first_arg) {
   std::vector<int32_t> others;
   for (int32_t a : operands) {
     if (!c.nodes[a].wide_whole.has_value()) others.push_back(a);
@@ -181,19 +182,28 @@ absl::Status CheckWideWholeScalars(const Chain& c, int32_t id, const std::vector
   const DType rest = others.empty() ? DType::kInvalid : ResultType(c, others);
   if (IsFloat(rest)) return absl::OkStatus();
   for (size_t i = 0; i < operands.size(); ++i) {
-    const Node& k = c.nodes[operands[i]];
+    Node& k = c.nodes[operands[i]];
     if (!k.wide_whole.has_value()) continue;
+    const std::string whole = absl::StrFormat("%.17g", *k.wide_whole);
+    const std::string field = absl::StrCat("args[", first_arg + i, "]");
+    if (rest == DType::kI64) {
+      if (std::fabs(*k.wide_whole) > 9007199254740992.0) {
+        return Bad(c, id, field,
+                   absl::StrCat(whole, " is past 2^53, beyond which an integer scalar is not sent exactly"));
+      }
+      k.type.dtype = DType::kI64;
+      k.value = *k.wide_whole;
+      continue;
+    }
     // PyTorch keeps it an integer: beside i32 the op computes in i32, which
     // cannot hold it; beside bool (or alone) in i64, which kfuse computes in
-    // only beside i64 tensors; beside those it would be held in f32 here.
-    const std::string where =
-        rest == DType::kI32   ? "in i32, which cannot hold it"
-        : rest == DType::kI64 ? "in i64, where a weak scalar is held as an f32; send it typed (dtype i64)"
-                              : "in i64 (an integer scalar alone, or beside bool or other scalars), which kfuse "
-                                "computes in only beside i64 values";
-    return Bad(c, id, absl::StrCat("args[", first_arg + i, "]"),
-               absl::StrCat(absl::StrFormat("%.17g", *k.wide_whole), " is a whole number outside i32, so the op ",
-                            "would compute ", where, "; give it a float value (weak_float) or a dtype"));
+    // only beside i64 values.
+    const std::string where = rest == DType::kI32 ? "in i32, which cannot hold it"
+                                                  : "in i64 (an integer scalar alone, or beside bool or other "
+                                                    "scalars), which kfuse computes in only beside i64 values";
+    return Bad(c, id, field,
+               absl::StrCat(whole, " is a whole number outside i32, so the op would compute ", where,
+                            "; give it a float value (weak_float) or a dtype"));
   }
   return absl::OkStatus();
 }

@@ -232,7 +232,7 @@ TEST(GpuChainsTest, RandomChainsMatchReference) {
 
 // i64 arithmetic beside i32, bool and f32 values: positions far past i32,
 // a product that wraps at 64 bits, a power past 2^53, the low bits of an
-// i64 cast to i32. Inputs keep every intermediate within 2^53, where the
+// i64 cast to i32, a Python int that f32 cannot hold. Inputs keep every intermediate within 2^53, where the
 // CPU evaluator's doubles are exact; outputs past it round as the
 // kernel's i64 read back as doubles does.
 struct I64Case {
@@ -262,6 +262,7 @@ I64Case MakeI64Case() {
       c.AddOp(OpKind::kAdd, {c.AddCast(pos, DType::kF32), f}),
       c.AddCast(c.AddOp(OpKind::kAdd, {pos, c.AddConstant(34359738368.0, DType::kI64)}), DType::kI32),
       c.AddOp(OpKind::kAbs, {c.AddOp(OpKind::kSub, {y, x})}),
+      c.AddOp(OpKind::kAdd, {x, c.AddConstant(1099511627777.0)}),  // A Python int past f32's: 2^40 + 1.
   };
   for (size_t i = 0; i < c.outputs.size(); ++i) c.output_names.push_back(absl::StrCat("out", i));
   absl::StatusOr<Chain> valid = Validate(c);

@@ -432,16 +432,9 @@ def _chain_of(args):
     return next(iter(chains.values()))
 
 
-def _as_tensor(chain, x, beside=()):
-    """x as a Tensor of `chain`: a Python number as a constant. An int
-    outside i32 beside an i64 tensor (`beside`: the op's other operands) is
-    sent as a typed i64 constant, as torch computes it in int64 (a weak one
-    would be held in f32)."""
+def _as_tensor(chain, x):
     if isinstance(x, Tensor):
         return x
-    if (isinstance(x, int) and not isinstance(x, bool) and not -2**31 <= x < 2**31 and builtins.abs(x) <= 2**53
-            and any(isinstance(a, Tensor) and a.dtype == pb.DTYPE_I64 for a in beside)):
-        return chain.constant(x, "i64")
     if isinstance(x, (bool, int, float)):
         return chain.constant(x)
     raise TypeError(f"expected a kfuse Tensor or a Python number; got {type(x).__name__}")
@@ -462,7 +455,7 @@ def _promote_args(args):
 
 def _emit(kind, args, out_dtype=None, out_shape=None, **attrs):
     chain = _chain_of(args)
-    ts = [_as_tensor(chain, a, args) for a in args]
+    ts = [_as_tensor(chain, a) for a in args]
     op = pb.Op(kind=kind, args=[_ref(t) for t in ts], **attrs)
     real = [t for t, a in zip(ts, args) if isinstance(a, Tensor)]
     dtype = out_dtype
@@ -543,7 +536,7 @@ def logical_or(a, b): return _emit(pb.OP_LOGICAL_OR, [a, b], out_dtype=pb.DTYPE_
 
 def where(cond, a, b):
     chain = _chain_of([cond, a, b])
-    ts = [_as_tensor(chain, x, (a, b)) for x in (cond, a, b)]
+    ts = [_as_tensor(chain, x) for x in (cond, a, b)]
     dt = _promote_args([a, b])
     shape = _broadcast([t.shape for t, x in zip(ts, (cond, a, b)) if isinstance(x, Tensor)])
     return _emit(pb.OP_WHERE, ts, out_dtype=dt, out_shape=shape)
