@@ -298,7 +298,8 @@ absl::StatusOr<std::unique_ptr<FleetStore::Conn>> FleetStore::Connect() {
   std::optional<HostKeywords> hosts;
   if (opts_.connect_timeout_seconds > 0) {
     absl::StatusOr<std::optional<HostKeywords>> found =
-        LookUpHosts(opts_.dsn, absl::Seconds(opts_.connect_timeout_seconds), opts_.resolve);
+        LookUpHosts(opts_.dsn, absl::Seconds(opts_.connect_timeout_seconds),
+                    opts_.resolve ? opts_.resolve : HostResolver(LookUpHost));
     if (!found.ok()) {
       return absl::UnavailableError(absl::StrCat("fleet store ", DisplayDsn(), ": ", found.status().message()));
     }

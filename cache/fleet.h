@@ -53,7 +53,8 @@ struct FleetOptions {
   // Bounds each connection attempt, the host names' lookups included
   // (cache/fleet_hosts.h).
   int connect_timeout_seconds = 2;
-  // Looks a host name up (cache/fleet_hosts.h); tests stand in a slow one.
+  // Looks a host name up (cache/fleet_hosts.h; empty: LookUpHost); tests
+  // stand in a slow one.
   HostResolver resolve = LookUpHost;
   // The server's statement_timeout (a DSN's options may set another); a
   // statement whose answer has not come the session's timeout plus 2 s
