@@ -528,14 +528,21 @@ constexpr size_t kMaxWhyBytes = 300;
 // How deep a JSON object read as data (a manifest) may nest.
 constexpr int kMaxDataDepth = 32;
 
+// text[begin, end): `text` itself when that is all of it, else a copy in
+// `*part`.
+const std::string& Span(const std::string& text, size_t begin, size_t end, std::string* part) {
+  if (begin == 0 && end == text.size()) return text;
+  *part = text.substr(begin, end - begin);
+  return *part;
+}
+
 // ParseJson of text[begin, end): errors give their line and column in
 // `text`, and its line.
 absl::Status ParseJsonIn(const std::string& text, size_t begin, size_t end, const std::string& what,
                          google::protobuf::Message* msg) {
   msg->Clear();
-  const bool whole = begin == 0 && end == text.size();
-  const std::string part = whole ? std::string() : text.substr(begin, end - begin);
-  const std::string& json = whole ? text : part;
+  std::string part;
+  const std::string& json = Span(text, begin, end, &part);
   const auto refused = [&](size_t offset, const std::string& why) {
     return Refused(text, what, *msg, offset == std::string::npos ? offset : begin + offset, why);
   };
@@ -662,12 +669,12 @@ absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequest(
 absl::StatusOr<kfuse::v1::CompileRequest> ParseCompileRequestIn(const std::string& text, size_t begin, size_t end,
                                                                 const std::string& what) {
   if (begin > end || end > text.size()) return absl::InvalidArgumentError(absl::StrCat(what, ": no such span"));
-  const absl::string_view json = absl::string_view(text).substr(begin, end - begin);
+  std::string part;
+  const std::string& json = Span(text, begin, end, &part);
   KFUSE_RETURN_IF_ERROR(CheckJsonDepth(json, what));
   // A request has a top-level "chain"; anything else (not an object at all
   // included) is read as a Chain, whose parser words what is wrong.
-  const std::string part(json);
-  LaxWalk keys(part, /*keep_going=*/true);
+  LaxWalk keys(json, /*keep_going=*/true);
   keys.First(nullptr);
   kfuse::v1::CompileRequest request;
   if (keys.top_keys().count("chain") > 0) {

@@ -92,10 +92,14 @@ T FloatBinary(OpKind k, T a, T b) {
 // Integer power wrapping at the compute type's width (`wide`: i64).
 int64_t IntPow(int64_t base, int64_t e, bool wide) {
   if (e < 0) return base == 1 ? 1 : base == -1 ? (e % 2 ? -1 : 1) : 0;
+  // Products modulo 2^64; an i32 power keeps its low 32 bits, sign-extended.
+  const auto narrow = [wide](uint64_t v) {
+    return wide ? v : static_cast<uint64_t>(static_cast<int64_t>(WrapI32(static_cast<int64_t>(v))));
+  };
   uint64_t r = 1, x = static_cast<uint64_t>(base);
   for (; e > 0; e >>= 1) {
-    if (e & 1) r = wide ? r * x : static_cast<uint64_t>(static_cast<int64_t>(WrapI32(static_cast<int64_t>(r * x))));
-    x = wide ? x * x : static_cast<uint64_t>(static_cast<int64_t>(WrapI32(static_cast<int64_t>(x * x))));
+    if (e & 1) r = narrow(r * x);
+    x = narrow(x * x);
   }
   return static_cast<int64_t>(r);
 }
