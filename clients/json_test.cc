@@ -21,6 +21,7 @@ TEST(JsonTest, ExamplesParse) {
       "examples/bad_broadcast.json",  "examples/compile_request_sm90.json",
       "examples/softmax_bf16.json",   "examples/rmsnorm_residual_bf16.json",
       "examples/positions_i64.json",
+      "examples/mask_lengths_i64.json",
   };
   for (const char* path : kExamples) {
     auto req = LoadCompileRequest(path);

@@ -139,11 +139,17 @@ class Evaluator {
     double init = is_max ? -HUGE_VAL : is_min ? HUGE_VAL : 0;
     Values acc(m, init);
     const Values& x = values_[n.args[0]];
+    // i64 sums add exactly and wrap at 64 bits, as the kernels' do (a
+    // double would round past 2^53 at every step).
+    const bool wide = n.kind == OpKind::kReduceSum && n.type.dtype == DType::kI64;
+    std::vector<uint64_t> wide_acc(wide ? m : 0, 0);
     int64_t flat = 0;
     ForEachIndex(in, [&](const Dims& idx) {
       double v = x[flat++];
       double& a = acc[Dot(idx, out_strides)];
-      if (is_max || is_min) {
+      if (wide) {
+        wide_acc[Dot(idx, out_strides)] += static_cast<uint64_t>(static_cast<int64_t>(v));
+      } else if (is_max || is_min) {
         if (std::isnan(v) || std::isnan(a)) {
           a = std::numeric_limits<double>::quiet_NaN();
         } else {
@@ -153,6 +159,9 @@ class Evaluator {
         a += v;
       }
     });
+    for (int64_t i = 0; i < static_cast<int64_t>(wide_acc.size()); ++i) {
+      acc[i] = static_cast<double>(static_cast<int64_t>(wide_acc[i]));
+    }
     DType t = n.type.dtype;
     for (double& a : acc) {
       if (n.kind == OpKind::kReduceMean) a /= count;

@@ -159,6 +159,23 @@ TEST(EvaluateTest, I64CastsWrapToI32AndRoundToF32) {
   ExpectSame(out[1], {-100, 4294967296.0, 16777216});
 }
 
+// i64 sums are exact past 2^53 and wrap at 64 bits; max and min keep i64.
+TEST(EvaluateTest, I64SumsAreExactAndWrap) {
+  Chain c;
+  int x = c.AddInput(TensorType{DType::kI64, {Dim::Static(2), Dim::Static(4)}});
+  int s = c.AddOp(OpKind::kReduceSum, {x});
+  c.nodes[s].axes = {1};
+  int m = c.AddOp(OpKind::kReduceMax, {x});
+  c.nodes[m].axes = {1};
+  c.outputs = {s, m};
+  const double two62 = 4611686018427387904.0;     // 2^62: four of them are 2^64, which wraps to 0.
+  const double two53 = 9007199254740992.0;        // 2^53 + 1 + 1 is exact in i64, not in doubles.
+  auto out = Eval(c, {{two62, two62, two62, two62, two53, 1, 1, -7}});
+  ASSERT_EQ(out.size(), 2u);
+  ExpectSame(out[0], {0, two53 - 5});
+  ExpectSame(out[1], {two62, two53});
+}
+
 TEST(EvaluateTest, Reductions) {
   Chain c;
   c.symbols = {{"N", 0, 0}};

@@ -291,7 +291,8 @@ class Writer {
       const std::string g = Guard(o);
       // A read outside its concat piece may be out of bounds: it is not made.
       if (!g.empty()) {
-        x = absl::StrCat("(", g, " ? ", x, " : ", ComputeType(o.dtype, p_.numerics), "())");
+        const std::string t = ComputeType(o.dtype, p_.numerics);
+        x = absl::StrCat("(", g, " ? ", x, " : ", t == "long long" ? "(long long)0" : t + "()", ")");
       }
       xs.push_back(std::move(x));
     }

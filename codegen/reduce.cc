@@ -338,7 +338,7 @@ absl::StatusOr<KernelSpec> EmitReduce(const Chain& chain, const KernelGroup& gro
     const SizeExpr columns = Columns(plan, outputs);
     const std::string ct =
         ComputeType(chain.nodes[plan.reduction].type.dtype, plan.numerics);
-    const int64_t acc = ct == "double" ? 8 : 4;
+    const int64_t acc = ct == "double" || ct == "long long" ? 8 : 4;
     KernelParam ws;
     ws.kind = KernelParam::Kind::kWorkspace;
     ws.workspace_bytes = SizeExpr::Mul(outputs, SizeExpr::Const(plan.slices * acc));

@@ -137,6 +137,7 @@ class Writer {
         return max ? "__longlong_as_double(0xfff0000000000000LL)"
                    : "__longlong_as_double(0x7ff0000000000000LL)";
       }
+      if (t == "long long") return max ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL";
       return max ? "(-2147483647 - 1)" : "2147483647";
     }
     return absl::StrCat("(", t, ")0");
@@ -148,13 +149,13 @@ class Writer {
                          const std::string& ind) {
     const std::string t = CT(p_.reduction);
     if (red_.kind == OpKind::kReduceMax || red_.kind == OpKind::kReduceMin) {
-      needs_.minmax = true;
+      (t == "long long" ? needs_.minmax64 : needs_.minmax) = true;
       return absl::StrCat(ind, acc, " = ", red_.kind == OpKind::kReduceMax ? "kf_max" : "kf_min",
                           "(", acc, ", ", v, ");\n");
     }
-    if (t == "int") {
-      return absl::StrCat(ind, acc, " = (int)((unsigned int)", acc, " + (unsigned int)", v,
-                          ");\n");
+    if (t == "int" || t == "long long") {  // Integer sums wrap, as unsigned ones.
+      const std::string u = t == "int" ? "unsigned int" : "unsigned long long";
+      return absl::StrCat(ind, acc, " = (", t, ")((", u, ")", acc, " + (", u, ")", v, ");\n");
     }
     if (!Compensated()) return absl::StrCat(ind, acc, " += ", v, ";\n");
     // Kahan: `err` carries what the last addition lost, so a long serial sum

@@ -23,15 +23,13 @@ absl::Status NormalizeAxis(const Chain& c, int32_t id, absl::string_view field, 
 
 std::string DTypeString(DType t) { return std::string(DTypeName(t)); }
 
-// Reductions, products and views: of the compute dtypes but i64, which
-// only element-wise ops take.
+// Reductions and views: of the compute dtypes.
 absl::Status CheckOperandDType(const Chain& c, int32_t id) {
   for (size_t i = 0; i < c.nodes[id].args.size(); ++i) {
     DType t = c.nodes[c.nodes[id].args[i]].type.dtype;
-    if (!IsComputeDType(t) || t == DType::kI64) {
+    if (!IsComputeDType(t)) {
       return Unsupported(c, id, absl::StrCat("args[", i, "]"),
-                         absl::StrCat("dtype ", DTypeString(t), " not supported",
-                                      t == DType::kI64 ? " (only element-wise ops take i64; cast it first)" : ""));
+                         absl::StrCat("dtype ", DTypeString(t), " not supported"));
     }
   }
   return absl::OkStatus();
@@ -169,7 +167,7 @@ absl::Status InferIota(Chain& c, int32_t id) {
   if (n.shape.empty()) return Bad(c, id, "shape", "iota needs rank >= 1");
   KFUSE_RETURN_IF_ERROR(NormalizeAxis(c, id, "axis", n.shape.size(), &n.axis));
   if (!IsKnownDType(n.dtype)) return Bad(c, id, "dtype", "iota needs a known dtype");
-  if (!IsComputeDType(n.dtype) || n.dtype == DType::kI64) {
+  if (!IsComputeDType(n.dtype)) {
     return Unsupported(c, id, "dtype",
                        absl::StrCat("dtype ", DTypeString(n.dtype), " not supported"));
   }
@@ -202,7 +200,9 @@ absl::Status InferReduction(Chain& c, int32_t id) {
     return Bad(c, id, "args[0]",
                absl::StrCat("reduce_mean needs a float operand, got ", DTypeString(t)));
   }
-  if (n.kind == OpKind::kReduceSum && !IsFloat(t)) t = DType::kI32;
+  // Integer sums: i64 stays i64; bools and i32 count in i32 (torch sums
+  // every integer into i64: its clients cast to i64 first).
+  if (n.kind == OpKind::kReduceSum && !IsFloat(t) && t != DType::kI64) t = DType::kI32;
   TensorType out{t, {}};
   for (int a = 0; a < in.rank(); ++a) {
     if (!reduced[a]) {

@@ -330,28 +330,13 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(c.AddInput(T(DType::kF32, S({4, 2})), {int64_t{1} << 62, 1}));
        },
        absl::StatusCode::kInvalidArgument, "strides[0]: reaches past"},
-      {"i64 summed",
+      {"i64 averaged",
        [&](Chain& c) {
-         int r = c.AddOp(OpKind::kReduceSum, {in(c, DType::kI64, S({2}))});
+         int r = c.AddOp(OpKind::kReduceMean, {in(c, DType::kI64, S({2}))});
          c.nodes[r].axes = {0};
          c.outputs.push_back(r);
        },
-       absl::StatusCode::kUnimplemented, "op 0 (reduce_sum): args[0]: dtype i64 not supported"},
-      {"i64 reshaped",
-       [&](Chain& c) {
-         int r = c.AddOp(OpKind::kReshape, {in(c, DType::kI64, S({2}))});
-         c.nodes[r].shape = S({2, 1});
-         c.outputs.push_back(c.AddCast(r, DType::kI32));
-       },
-       absl::StatusCode::kUnimplemented,
-       "op 0 (reshape): args[0]: dtype i64 not supported (only element-wise ops take i64; cast it first)"},
-      {"an i64 iota", [&](Chain& c) {
-         int r = c.AddOp(OpKind::kIota, {});
-         c.nodes[r].shape = S({4});
-         c.nodes[r].dtype = DType::kI64;
-         c.outputs.push_back(r);
-       },
-       absl::StatusCode::kUnimplemented, "op 0 (iota): dtype: dtype i64 not supported"},
+       absl::StatusCode::kInvalidArgument, "op 0 (reduce_mean): args[0]: reduce_mean needs a float operand, got i64"},
       {"an i64 constant past 2^53",
        [&](Chain& c) {
          c.outputs.push_back(c.AddOp(OpKind::kAdd, {in(c, DType::kI64, S({2})), c.AddConstant(9007199254740994.0, DType::kI64)}));
@@ -737,6 +722,35 @@ TEST(ValidateTest, I64ComputesAsPyTorchTypesIt) {
   for (int32_t o : v->outputs) got.push_back(v->nodes[o].type.dtype);
   EXPECT_EQ(got, (std::vector<DType>{DType::kI32, DType::kF32, DType::kI64, DType::kI64, DType::kI64, DType::kF16,
                                      DType::kF32, DType::kF32, DType::kI64, DType::kBool, DType::kI64}));
+}
+
+// Reductions, views and iotas of i64 keep i64 (torch sums every integer
+// into int64: its clients cast bools and i32 to i64 first, as a bool sum
+// stays an i32 count).
+TEST(ValidateTest, I64ReducesAndViewsAsI64) {
+  Chain c;
+  int x = c.AddInput(T(DType::kI64, S({4, 8})));
+  int b = c.AddInput(T(DType::kBool, S({4, 8})));
+  auto reduce = [&](OpKind k, int arg) {
+    int r = c.AddOp(k, {arg});
+    c.nodes[r].axes = {-1};
+    return r;
+  };
+  int iota = c.AddOp(OpKind::kIota, {});
+  c.nodes[iota].shape = S({4, 8});
+  c.nodes[iota].axis = 1;
+  c.nodes[iota].dtype = DType::kI64;
+  int view = c.AddOp(OpKind::kReshape, {x});
+  c.nodes[view].shape = S({32});
+  c.outputs = {reduce(OpKind::kReduceSum, x), reduce(OpKind::kReduceMax, x), reduce(OpKind::kReduceMin, x),
+               reduce(OpKind::kReduceSum, b), reduce(OpKind::kReduceSum, c.AddCast(b, DType::kI64)),
+               reduce(OpKind::kReduceSum, iota), view};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  std::vector<DType> got;
+  for (int32_t o : v->outputs) got.push_back(v->nodes[o].type.dtype);
+  EXPECT_EQ(got, (std::vector<DType>{DType::kI64, DType::kI64, DType::kI64, DType::kI32, DType::kI64, DType::kI64,
+                                     DType::kI64}));
 }
 
 // A Python int outside i32 beside i64 is an i64 of its exact value (torch:

@@ -114,30 +114,9 @@ using gpu_test::DeviceMemory;
 using gpu_test::Gpu;
 using gpu_test::OpenGpu;
 using gpu_test::PlanOfKernels;
+using gpu_test::PlanRun;
+using gpu_test::RunsOf;
 using gpu_test::ShapeOf;
-
-// One launch of a plan: each kernel's variant, and what to print for it.
-struct PlanRun {
-  std::vector<Variant> variants;
-  std::string label;
-};
-
-// Every kernel at its heuristic, then for each kernel the other variants
-// SpreadVariants picks, the other kernels at their heuristic.
-std::vector<PlanRun> RunsOf(const Chain& c, const Partition& p) {
-  std::vector<Variant> seeds;
-  for (const KernelGroup& g : p.kernels) seeds.push_back(FamilyHeuristic(c, g));
-  std::vector<PlanRun> runs = {{seeds, "heuristic"}};
-  for (size_t k = 0; k < p.kernels.size(); ++k) {
-    std::vector<Variant> variants = SpreadVariants(c, p.kernels[k]);
-    for (size_t j = 1; j < variants.size(); ++j) {
-      PlanRun r{seeds, absl::StrCat("k", k, " ", variants[j].ToString())};
-      r.variants[k] = variants[j];
-      runs.push_back(std::move(r));
-    }
-  }
-  return runs;
-}
 
 // What every chain's check shares.
 struct GpuCheck {

@@ -154,6 +154,29 @@ inline absl::StatusOr<v1::KernelPlan> PlanOfKernels(const Chain& c, const Partit
   return plan;
 }
 
+// One launch of a plan: each kernel's variant, and what to print for it.
+struct PlanRun {
+  std::vector<Variant> variants;
+  std::string label;
+};
+
+// Every kernel at its heuristic, then for each kernel the other variants
+// SpreadVariants picks, the other kernels at their heuristic.
+inline std::vector<PlanRun> RunsOf(const Chain& c, const Partition& p) {
+  std::vector<Variant> seeds;
+  for (const KernelGroup& g : p.kernels) seeds.push_back(FamilyHeuristic(c, g));
+  std::vector<PlanRun> runs = {{seeds, "heuristic"}};
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    std::vector<Variant> variants = SpreadVariants(c, p.kernels[k]);
+    for (size_t j = 1; j < variants.size(); ++j) {
+      PlanRun r{seeds, absl::StrCat("k", k, " ", variants[j].ToString())};
+      r.variants[k] = variants[j];
+      runs.push_back(std::move(r));
+    }
+  }
+  return runs;
+}
+
 // Host values as the bytes of a buffer of dtype `t` (f32, bf16, f16, i32, i64, bool).
 inline std::string ToBytes(DType t, const std::vector<double>& v) {
   std::string out(v.size() * DTypeBytes(t), '\0');

@@ -26,7 +26,8 @@ refused by name. F.rms_norm and ATen's rms_norm and _fused_rms_norm
 (arguments read by the op's schema; the rstd output refused where read)
 translate with kfuse.chain.rms_norm, eps by default that of the type torch
 computes in (f32; f64 for f64), the result in the input's dtype.
-Reductions over every axis (x.sum(), torch.mean(x), amax with no dim, and
+Sums of bools and integers are int64, as torch's (mask.sum(-1) counts in
+int64). Reductions over every axis (x.sum(), torch.mean(x), amax with no dim, and
 ATen's empty dim list) and F.mse_loss (ATen's mse_loss) translate as well;
 the server plans them as a row kernel storing per-row results and a
 kernel reducing those. F.cross_entropy and F.nll_loss (ATen's
@@ -167,6 +168,13 @@ def _reduce(fn):
             raise TypeError("dtype= is not translated")
         return fn(x, _dim_arg(x, dim), keepdim)
     return f
+
+
+def _sum(x, axis, keepdim):
+    """K.sum as torch sums: bools and integers into int64."""
+    if x.dtype in (pb.DTYPE_BOOL, pb.DTYPE_I32):
+        x = K.cast(x, "i64")
+    return K.sum(x, axis, keepdim)
 
 
 _MSE_REDUCTIONS = {"none": None, "mean": K.mean, "sum": K.sum}
@@ -367,6 +375,10 @@ def _method_cast(dtype):
 
 def _amax(x, dim=None, keepdim=False):
     return K.max(x, _dim_arg(x, dim), keepdim)
+
+
+def _amin(x, dim=None, keepdim=False):
+    return K.min(x, _dim_arg(x, dim), keepdim)
 
 
 def _clamp(x, min=None, max=None):  # noqa: A002 (torch's names)
@@ -638,8 +650,8 @@ _BASE = {
     "exp": K.exp, "log": K.log, "sqrt": K.sqrt, "rsqrt": K.rsqrt, "tanh": K.tanh,
     "sigmoid": K.sigmoid, "relu": K.relu, "silu": K.silu, "gelu": _gelu, "square": K.square,
     "erf": K.erf, "reciprocal": K.reciprocal, "pow": _pow, "maximum": K.maximum,
-    "minimum": K.minimum, "where": _where, "sum": _reduce(K.sum), "mean": _reduce(K.mean),
-    "amax": _amax, "softmax": _softmax(K.softmax), "log_softmax": _softmax(K.log_softmax),
+    "minimum": K.minimum, "where": _where, "sum": _reduce(_sum), "mean": _reduce(K.mean),
+    "amax": _amax, "amin": _amin, "softmax": _softmax(K.softmax), "log_softmax": _softmax(K.log_softmax),
     "clamp": _clamp, "eq": K.eq, "ne": K.ne, "lt": K.lt, "le": K.le, "gt": K.gt, "ge": K.ge,
     "matmul": K.matmul, "mm": K.matmul, "bmm": K.matmul, "addmm": _addmm, "t": _t,
     "transpose": _transpose, "permute": _permute, "cat": _cat, "concat": _cat, "split": _split,
@@ -674,7 +686,7 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "exp": K.exp, "log": K.log, "sqrt": K.sqrt, "rsqrt": K.rsqrt, "tanh": K.tanh,
     "sigmoid": K.sigmoid, "relu": K.relu, "silu": K.silu, "gelu": _gelu, "erf": K.erf,
     "reciprocal": K.reciprocal, "pow": _pow, "maximum": K.maximum, "minimum": K.minimum,
-    "where": _where, "sum": _reduce(K.sum), "mean": _reduce(K.mean), "amax": _amax,
+    "where": _where, "sum": _reduce(_sum), "mean": _reduce(K.mean), "amax": _amax, "amin": _amin,
     "_softmax": _aten_softmax(K.softmax), "_log_softmax": _aten_softmax(K.log_softmax),
     "_to_copy": _to_copy, "clamp": _clamp, "eq": K.eq, "ne": K.ne, "lt": K.lt, "le": K.le,
     "gt": K.gt, "ge": K.ge, "square": K.square,

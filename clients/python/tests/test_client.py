@@ -132,16 +132,26 @@ def test_nll_loss_and_soft_targets_are_planned(client):
     assert client.compile(c, mode="heuristic").plan.kernels
 
 
-def test_i64_values_compute_element_wise_only(client):
+def test_i64_values_compute_sum_and_view_as_i64(client):
     c = kfuse.Chain()
     t = c.input("labels", "i64", [64])
     c.output("y", t + 1)
     assert client.compile(c, mode="heuristic").plan.outputs[0].dtype == pb.DTYPE_I64
     c = kfuse.Chain()
-    c.output("s", kfuse.sum(c.input("labels", "i64", [64])))
+    m = c.input("mask", "bool", [8, 64])
+    c.output("count", kfuse.sum(m))
+    c.output("lengths", kfuse.sum(kfuse.cast(m, "i64")))
+    c.output("last", kfuse.max(c.input("pos", "i64", [8, 64])))
+    dtypes = [o.dtype for o in client.compile(c, mode="heuristic").plan.outputs]
+    assert dtypes == [pb.DTYPE_I32, pb.DTYPE_I64, pb.DTYPE_I64]
+    c = kfuse.Chain()
+    c.output("pos", kfuse.reshape(c.input("pos", "i64", [64, 8]), [8, 64]) * 3)
+    assert client.compile(c, mode="heuristic").plan.outputs[0].dtype == pb.DTYPE_I64
+    c = kfuse.Chain()
+    c.output("s", kfuse.mean(c.input("labels", "i64", [64])))
     with pytest.raises(kfuse.KfuseError) as e:
         client.compile(c)
-    assert e.value.code == "UNIMPLEMENTED" and "only element-wise ops take i64" in e.value.message
+    assert e.value.code == "INVALID_ARGUMENT" and "reduce_mean needs a float operand" in e.value.message
 
 
 def test_element_wise_composites_compile(client):

@@ -231,8 +231,17 @@ def test_bad_options_are_refused():
         kt.fuse(_silu_mul, trace="jit")
 
 
-def test_a_dtype_torch_would_promote_is_refused():
-    ff = kt.fuse(lambda x: x.sum(-1))  # torch sums int32 into int64.
+def test_integer_sums_are_int64_as_torch_sums_them():
+    for dtype in (torch.int32, torch.bool, torch.int64):
+        chain = kt.fuse(lambda x: x.sum(-1)).chain_for(torch.ones(4, 8, dtype=dtype))
+        assert _kinds(chain)[-1] == "OP_REDUCE_SUM"
+        assert ("OP_CAST" in _kinds(chain)) == (dtype != torch.int64)
+
+
+def test_a_dtype_torch_would_promote_is_refused(monkeypatch):
+    # A translation that kept int32 where torch sums into int64.
+    monkeypatch.setitem(kt._METHODS, "sum", kt._reduce(kfuse.sum))
+    ff = kt.fuse(lambda x: x.sum(-1))
     with pytest.raises(kt.Unsupported, match="torch gives torch.int64"):
         ff.chain_for(torch.ones(4, 8, dtype=torch.int32))
 

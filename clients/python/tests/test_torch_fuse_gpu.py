@@ -143,3 +143,29 @@ def test_int64_arithmetic_in_a_row_kernel(client):
     assert fused.dtype == eager.dtype
     err_fused, err_eager = (fused.double() - ref).abs().max().item(), (eager.double() - ref).abs().max().item()
     assert err_fused <= 2 * err_eager + 2 * torch.finfo(torch.float32).eps, (err_fused, err_eager)
+
+
+@pytest.mark.gpu
+def test_int64_reductions_fuse_exactly(client):
+    """Sums of bool masks and int32 counts (int64 in torch), int64 sums past
+    2^32 and their max and min, a column sum, a total and a view of int64
+    values: one plan (fallback="raise"), equal to eager."""
+    _gpu()
+
+    def fn(mask, pos, counts):
+        lengths = mask.sum(-1)
+        span = pos.amax(-1) - pos.amin(-1)
+        return lengths, pos.sum(-1), span, counts.sum(0), (pos * 3).sum(), pos.t() + lengths
+
+    torch.manual_seed(7)
+    mask = torch.rand(64, 1000, device="cuda") < 0.7
+    pos = torch.randint(-2**40, 2**40, (64, 1000), device="cuda", dtype=torch.int64)
+    counts = torch.randint(-2**31, 2**31 - 1, (4096, 96), device="cuda", dtype=torch.int32)
+    with kfuse.Launcher() as launcher, torch.inference_mode():
+        fused = kt.fuse(fn, client=client, fallback="raise", launcher=launcher)(mask, pos, counts)
+        eager = fn(mask, pos, counts)
+        torch.cuda.synchronize()
+        assert launcher.binds == 1, "the plan was not launched"
+    for i, (got, want) in enumerate(zip(fused, eager)):
+        assert got.dtype == want.dtype == torch.int64 and got.shape == want.shape, (i, got.dtype, got.shape)
+        assert torch.equal(got, want), (i, (got != want).sum().item())
