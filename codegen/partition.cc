@@ -164,7 +164,9 @@ using partition_internal::OutputKernels;
 using partition_internal::OutputsShareOneIterationSpace;
 
 std::string NotYet(OpKind k) {
-  if (k == OpKind::kIota) return "iota is generated along the rows of a row reduction only";
+  if (k == OpKind::kIota) {
+    return "iota is generated in element-wise chains and along the rows of a row reduction only";
+  }
   if (IsLayout(k)) {
     return "layout views are generated in element-wise chains only; beside a reduction they are "
            "not generated yet";
@@ -641,6 +643,7 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
     const Node& n = c.nodes[id];
     if (n.kind == OpKind::kIota) {
       if (first_iota < 0) first_iota = id;
+      if (first_view < 0) first_view = id;  // Index arithmetic, as views are.
       continue;
     }
     multiplies = multiplies || n.kind == OpKind::kMatmul;
@@ -654,7 +657,7 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
     outer = outer || std::find(n.axes.begin(), n.axes.end(), rank - 1) == n.axes.end() ||
             n.axes.size() > 1;
   }
-  if (first_iota >= 0 && (multiplies || !reduces)) {
+  if (first_iota >= 0 && multiplies) {
     return absl::UnimplementedError(absl::StrCat(OpLabel(c, first_iota), ": ", NotYet(OpKind::kIota)));
   }
   if (multiplies) return partition_internal::MatmulPartition(c);

@@ -871,11 +871,12 @@ TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheO
          c->outputs = {reduce_test::Reduce(c, OpKind::kReduceSum, pick, {1}, false)};
        },
        "(iota): an iota beside row reductions must count along the rows"},
-      {"an iota in an element-wise chain",
+      {"an iota beside a matrix product",
        [](Chain* c, int32_t x) {
-         c->outputs = {c->AddOp(OpKind::kAdd, {x, c->AddCast(Iota(c, {16}, 0), DType::kF32)})};
+         int32_t w = c->AddInput(TensorType{DType::kF32, {Dim::Static(16), Dim::Static(16)}});
+         c->outputs = {c->AddOp(OpKind::kAdd, {c->AddOp(OpKind::kMatmul, {x, w}), c->AddCast(Iota(c, {16}, 0), DType::kF32)})};
        },
-       "(iota): iota is generated along the rows of a row reduction only"},
+       "(iota): iota is generated in element-wise chains and along the rows of a row reduction only"},
       {"an iota beside a column sum",
        [](Chain* c, int32_t x) {
          int32_t i = c->AddCast(Iota(c, {16}, 0), DType::kF32);

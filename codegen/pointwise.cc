@@ -82,9 +82,10 @@ Access Classify(const Operand& o, const IterSpace& s, int vec) {
 // A cond takes one value across the vec lanes of a vector: the lanes step
 // along the innermost dim only, so it holds when the cond does not depend on
 // it, or steps through it one by one from a multiple of vec towards bounds
-// that are multiples of vec.
+// that are multiples of vec. An iota's coordinate is no choice: the vector
+// body steps it with the lanes.
 bool LaneUniform(const Cond& c, const IterSpace& s, int vec) {
-  if (vec == 1 || c.uniform || c.strides.back().is_zero()) return true;
+  if (vec == 1 || c.uniform || c.strides.back().is_zero() || c.coordinate) return true;
   if (c.strides.back() != Mono{1, {}} || !OuterDivisible(c.strides, c.offset, s, vec)) {
     return false;
   }

@@ -71,7 +71,9 @@ class Writer {
       params.push_back(
           absl::StrCat("const ", ComputeType(s_.inputs[k].dtype, p_.numerics), " x", k));
     }
-    for (int32_t i : SelectConds()) params.push_back(absl::StrCat("const bool k", i));
+    for (int32_t i : SelectConds()) {
+      params.push_back(absl::StrCat(s_.conds[i].coordinate ? "const long long k" : "const bool k", i));
+    }
     for (size_t m = 0; m < s_.outputs.size(); ++m) {
       params.push_back(
           absl::StrCat(ComputeType(s_.outputs[m].dtype, p_.numerics), "& y", m));
@@ -95,6 +97,8 @@ class Writer {
       std::string e;
       if (t.kind == Term::Kind::kOp) {
         KFUSE_ASSIGN_OR_RETURN(e, EmitOpExpr(c_, t.node, args, p_.numerics, &needs_));
+      } else if (t.kind == Term::Kind::kIota) {
+        e = absl::StrCat("((", ComputeType(c_.nodes[t.node].type.dtype, p_.numerics), ")k", t.conds[0], ")");
       } else {
         e = args.back();
         for (size_t j = t.conds.size(); j-- > 0;) {
@@ -229,6 +233,10 @@ class Writer {
     for (int32_t i : BodyConds()) {
       const Cond& c = s_.conds[i];
       std::string v = Index(c.strides, c.offset, c.dense, c.uniform, e);
+      if (c.coordinate) {
+        absl::StrAppend(&t, ind, "const long long k", i, " = (long long)(", v, ");\n");
+        continue;
+      }
       std::vector<std::string> parts;
       if (c.has_lo) parts.push_back(absl::StrCat(v, " >= ", c.lo));
       if (c.has_hi) parts.push_back(absl::StrCat(v, " < ", c.hi));
@@ -238,10 +246,19 @@ class Writer {
     return t;
   }
 
-  // The conds as kf_elem's arguments.
-  std::vector<std::string> CondArgs() const {
+  // The conds as kf_elem's arguments; in a vector body (`lane` "j") an
+  // iota's coordinate steps along the innermost dim with the lanes.
+  std::vector<std::string> CondArgs(const std::string& lane = "") const {
     std::vector<std::string> out;
-    for (int32_t i : SelectConds()) out.push_back(absl::StrCat("k", i));
+    for (int32_t i : SelectConds()) {
+      const Cond& c = s_.conds[i];
+      const Mono& inner = c.strides.back();
+      if (!c.coordinate || lane.empty() || c.uniform || inner.is_zero()) {
+        out.push_back(absl::StrCat("k", i));
+      } else {
+        out.push_back(absl::StrCat("k", i, " + ", lane, inner == Mono{1, {}} ? "" : absl::StrCat(" * ", MonoCode(inner))));
+      }
+    }
     return out;
   }
 
@@ -273,9 +290,10 @@ class Writer {
     return OutputStorage(s_.outputs[m].dtype, p_.numerics);
   }
 
-  std::string ElemCall(const std::vector<std::string>& xs, const std::vector<std::string>& ys) {
+  std::string ElemCall(const std::vector<std::string>& xs, const std::vector<std::string>& ys,
+                       const std::string& lane = "") {
     std::vector<std::string> a = xs;
-    const std::vector<std::string> ks = CondArgs();
+    const std::vector<std::string> ks = CondArgs(lane);
     a.insert(a.end(), ks.begin(), ks.end());
     a.insert(a.end(), ys.begin(), ys.end());
     return absl::StrCat("kf_elem(", absl::StrJoin(a, ", "), ");");
@@ -374,7 +392,7 @@ class Writer {
     for (size_t m = 0; m < s_.outputs.size(); ++m) {
       absl::StrAppend(&t, in2, ComputeType(s_.outputs[m].dtype, p_.numerics), " y", m, ";\n");
     }
-    absl::StrAppend(&t, in2, ElemCall(xs, ys), "\n");
+    absl::StrAppend(&t, in2, ElemCall(xs, ys, "j"), "\n");
     for (size_t m = 0; m < s_.outputs.size(); ++m) {
       const Operand& o = s_.outputs[m];
       std::string v = StoreExpr(ys[m], o.dtype, p_.numerics, &needs_);

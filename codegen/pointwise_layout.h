@@ -69,9 +69,11 @@ struct Operand {
 };
 
 // Which piece of a concat an element takes: offset + sum_d strides[d] * c_d
-// (the coordinate along the concat's axis) is in [lo, hi).
+// (the coordinate along the concat's axis) is in [lo, hi). An iota's cond
+// (`coordinate`) is that coordinate itself, the iota's value, unbounded.
 struct Cond {
-  int32_t node = -1;  // The concat.
+  int32_t node = -1;  // The concat, or the iota.
+  bool coordinate = false;
   std::vector<Mono> strides;
   Poly offset;
   bool has_lo = false, has_hi = false;
@@ -85,6 +87,7 @@ struct Term {
     kLoad,    // IterSpace::inputs[operand].
     kOp,      // Element-wise `node` of the terms `args` (its operands, in order).
     kSelect,  // Concat `node`: args[i] where conds[i] holds, the last piece otherwise.
+    kIota,    // Iota `node`: the coordinate conds[0], in its dtype.
   };
   Kind kind = Kind::kOp;
   int32_t node = -1;

@@ -375,15 +375,26 @@ TEST(ViewsUnimplementedTest, RefusalsNameTheOpAndWhy) {
   ok.outputs = {views_test::Reshape(&ok, ok.AddOp(OpKind::kExp, {d}), {S(32)})};
   EXPECT_TRUE(PartitionChain(views_test::Finish(ok)).ok());
 
-  // iota is not generated.
+  // An iota is its coordinate: one pointwise kernel.
   Chain io;
   int32_t i = io.AddOp(OpKind::kIota, {});
   io.nodes[i].shape = {S(8)};
   io.nodes[i].dtype = DType::kF32;
   io.outputs = {io.AddOp(OpKind::kExp, {i})};
   p = PartitionChain(views_test::Finish(io));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kernels[0].family, Family::kPointwise);
+  // Beside a matrix product it is not generated.
+  Chain mm;
+  int32_t a = mm.AddInput(TensorType{DType::kF32, {S(8), S(8)}});
+  int32_t col = mm.AddOp(OpKind::kIota, {});
+  mm.nodes[col].shape = {S(8), S(8)};
+  mm.nodes[col].axis = 1;
+  mm.nodes[col].dtype = DType::kF32;
+  mm.outputs = {mm.AddOp(OpKind::kAdd, {mm.AddOp(OpKind::kMatmul, {a, a}), col})};
+  p = PartitionChain(views_test::Finish(mm));
   EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
-  EXPECT_TRUE(absl::StrContains(p.status().message(), "op 0 (iota): iota is generated along the rows of a row reduction only"))
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "(iota): iota is generated in element-wise chains and along the rows of a row reduction only"))
       << p.status();
 
   // Views beside a reduction are not generated yet.

@@ -334,9 +334,7 @@ class Resolver {
         s.to = n.type.shape;
         return Build(n.args[0], Prepend(std::move(s), path), guard);
       case OpKind::kConcat: return Concat(id, path, guard);
-      case OpKind::kIota:
-        return absl::UnimplementedError(
-            absl::StrCat(OpLabel(c_, id), ": iota is not generated yet"));
+      case OpKind::kIota: return Iota(id, path);
       default:
         return absl::UnimplementedError(absl::StrCat("node ", id, ": ", std::string(OpName(n.kind)),
                                                      " is not supported by pointwise kernels"));
@@ -385,6 +383,30 @@ class Resolver {
 
   // A select between the pieces, each read shifted to its place along the
   // axis and only where its cond holds.
+  // An iota's value: its coordinate along its axis, through the views
+  // between it and the element (as a concat's piece is chosen).
+  absl::StatusOr<int32_t> Iota(int32_t id, const std::vector<Step>& path) {
+    const Node& n = c_.nodes[id];
+    Cond cd;
+    cd.node = id;
+    cd.coordinate = true;
+    Affine a;
+    a.strides.assign(n.type.shape.size(), Mono{0, {}});
+    a.strides[n.axis] = Mono{1, {}};
+    const std::string what = OpLabel(c_, id);
+    for (const Step& s : path) KFUSE_RETURN_IF_ERROR(Apply(c_, s, what, &a));
+    cd.strides = std::move(a.strides);
+    cd.offset = std::move(a.offset);
+    const std::string key = absl::StrCat("iota|", StridesKey(cd.strides), "|", PolyKey(cd.offset));
+    auto [it, added] = cond_index_.emplace(key, static_cast<int32_t>(prog_.conds.size()));
+    if (added) prog_.conds.push_back(std::move(cd));
+    Term t;
+    t.kind = Term::Kind::kIota;
+    t.node = id;
+    t.conds = {it->second};
+    return AddTerm(std::move(t));
+  }
+
   absl::StatusOr<int32_t> Concat(int32_t id, const std::vector<Step>& path,
                                  const std::vector<int32_t>& guard) {
     const Node& n = c_.nodes[id];

@@ -67,7 +67,8 @@ I64Case Finish(std::string name, Chain c, std::vector<int64_t> syms) {
 
 // Values of input `in` of `k`: i64 ones of magnitude up to 2^40 (sums pass
 // 2^32 from a few terms on), a row (or column) of 2^62 at index 0 whose sum
-// wraps, bools about two thirds true, i32 ones over all of i32.
+// wraps, and in [-10, 1014) for a column of one (lengths); bools about two
+// thirds true, i32 ones over all of i32, f32 ones in [-50, 50).
 void FillInputs(I64Case& k) {
   for (const Node& n : k.chain.nodes) {
     if (n.kind != OpKind::kInput) continue;
@@ -79,8 +80,13 @@ void FillInputs(I64Case& k) {
       const bool wraps = n.type.rank() > 1 ? i < width || i % width == 0 : i == 0;
       switch (n.type.dtype) {
         case DType::kI64:
-          v.push_back(wraps ? k2to62 : static_cast<double>(static_cast<int64_t>(h >> 23) - (int64_t{1} << 40)));
+          if (width == 1 && n.type.rank() > 1) {
+            v.push_back(static_cast<double>(static_cast<int64_t>(h >> 54) - 10));
+          } else {
+            v.push_back(wraps ? k2to62 : static_cast<double>(static_cast<int64_t>(h >> 23) - (int64_t{1} << 40)));
+          }
           break;
+        case DType::kF32: v.push_back(RoundTo(DType::kF32, static_cast<double>(h >> 40) / 16777216.0 * 100 - 50)); break;
         case DType::kI32: v.push_back(static_cast<double>(static_cast<int32_t>(h >> 32))); break;
         case DType::kBool: v.push_back((h >> 60) < 11 ? 1 : 0); break;
         default: KFUSE_CHECK(false);
@@ -164,6 +170,33 @@ std::vector<I64Case> Cases() {
     c.nodes[cat].axis = 1;
     c.outputs = {cat};
     out.push_back(Finish("slices and a concat", std::move(c), {7}));
+  }
+  {  // Iotas in an element-wise kernel: a mask by lengths, an iota through a
+     // permute and one through a strided slice, a float iota.
+    Chain c;
+    c.symbols.push_back(SymbolInfo{"B", 6, 0});
+    const Dim b = Dim::Sym(0), w = Dim::Static(1000);
+    const int32_t lengths = c.AddInput(TensorType{DType::kI64, {b, Dim::Static(1)}});
+    const int32_t x = c.AddInput(TensorType{DType::kF32, {b, w}});
+    auto iota = [&](std::vector<Dim> shape, int64_t axis, DType t) {
+      const int32_t i = c.AddOp(OpKind::kIota, {});
+      c.nodes[i].shape = std::move(shape);
+      c.nodes[i].axis = axis;
+      c.nodes[i].dtype = t;
+      return i;
+    };
+    const int32_t mask = c.AddOp(OpKind::kLt, {iota({Dim::Static(1), w}, 1, DType::kI64), lengths});
+    const int32_t t = c.AddOp(OpKind::kPermute, {iota({w, b}, 0, DType::kI64)});
+    c.nodes[t].axes = {1, 0};
+    const int32_t odd = c.AddOp(OpKind::kSlice, {iota({Dim::Static(2001)}, 0, DType::kI64)});
+    c.nodes[odd].axis = 0;
+    c.nodes[odd].start = 1;
+    c.nodes[odd].stop = 2001;
+    c.nodes[odd].step = 2;
+    c.outputs = {c.AddOp(OpKind::kWhere, {mask, x, c.AddConstant(0)}), mask,
+                 c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMul, {t, c.AddConstant(7)}), odd}),
+                 c.AddOp(OpKind::kAdd, {iota({b, w}, 0, DType::kF32), c.AddOp(OpKind::kMul, {x, c.AddConstant(0.5)})})};
+    out.push_back(Finish("iotas element-wise", std::move(c), {6}));
   }
   for (I64Case& k : out) FillInputs(k);
   return out;

@@ -741,6 +741,26 @@ def _scalar_tensor(chain, value, *, dtype=None, layout=None, device=None, pin_me
     return chain.constant(value, dtype or torch.get_default_dtype())
 
 
+def _arange(chain, *args, dtype=None, layout=None, device=None, pin_memory=None, requires_grad=False):
+    """torch.arange(end), (start, end) or (start, end, step) of Python ints:
+    an iota, scaled and shifted; int64 unless dtype= says otherwise."""
+    if not 1 <= len(args) <= 3 or not all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        raise TypeError("only arange of Python ints is translated")
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
+    if step == 0:
+        raise ValueError("arange step must not be 0")
+    n = builtins.max(0, -((start - end) // step))
+    if n == 0:
+        raise ValueError("an empty arange is not translated")
+    dt = dtype or torch.int64
+    x = chain.iota([n], 0, dt if dt in (torch.int32, torch.int64) else "i64")
+    if step != 1:
+        x = x * step
+    if start != 0:
+        x = x + start
+    return x if K.dtype_of(dt) == x.dtype else K.cast(x, dt)
+
+
 def _describe(node):
     t = node.target
     if node.op == "call_method":
@@ -782,6 +802,7 @@ def _python_value(node, args, kwargs):
 
 
 _NOT_PYTHON = object()
+_FACTORIES = {"scalar_tensor": _scalar_tensor, "arange": _arange}
 _PURE_PYTHON = {getattr, operator.getitem, operator.add, operator.sub, operator.mul,
                 operator.truediv, operator.floordiv, operator.neg, operator.pow}
 
@@ -841,7 +862,7 @@ def translate(gm, specs, name="f"):
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
         what = f"{name}: op {_describe(node)} (fx node '{node.name}')"
         try:
-            value = (_NOT_PYTHON if _aten_name(node) == "scalar_tensor"
+            value = (_NOT_PYTHON if _aten_name(node) in _FACTORIES or node.target is torch.arange
                      else _python_value(node, args, kwargs))
         except Exception as e:  # noqa: BLE001
             raise Unsupported(f"{what} is not supported by kfuse.torch ({e})", node.name) from None
@@ -849,8 +870,8 @@ def translate(gm, specs, name="f"):
             env[node] = value
             continue
         f = _handler(node)
-        if f is None and _aten_name(node) == "scalar_tensor":  # Needs the chain: a constant.
-            f = functools.partial(_scalar_tensor, c)
+        if f is None and (_aten_name(node) in _FACTORIES or node.target is torch.arange):  # Need the chain.
+            f = functools.partial(_FACTORIES["arange" if node.target is torch.arange else _aten_name(node)], c)
         if f is None:
             raise Unsupported(f"{what} is not supported by kfuse.torch", node.name)
         before = len(c.ops)

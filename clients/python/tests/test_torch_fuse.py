@@ -238,6 +238,18 @@ def test_integer_sums_are_int64_as_torch_sums_them():
         assert ("OP_CAST" in _kinds(chain)) == (dtype != torch.int64)
 
 
+def test_arange_is_an_iota():
+    def fn(x):
+        return x + torch.arange(x.shape[-1], device=x.device), torch.arange(2, 2 + 3 * 8, 3, dtype=torch.float32)
+
+    chain = kt.fuse(fn).chain_for(torch.ones(4, 8, dtype=torch.int64))
+    assert "OP_IOTA" in _kinds(chain)
+    with pytest.raises(kt.Unsupported, match="arange of Python ints"):
+        kt.fuse(lambda x: x + torch.arange(0.5, 8.5)).chain_for(torch.ones(8))
+    with pytest.raises(kt.Unsupported, match="empty arange"):
+        kt.fuse(lambda x: x.sum() + torch.arange(5, 5).sum()).chain_for(torch.ones(8))
+
+
 def test_a_dtype_torch_would_promote_is_refused(monkeypatch):
     # A translation that kept int32 where torch sums into int64.
     monkeypatch.setitem(kt._METHODS, "sum", kt._reduce(kfuse.sum))

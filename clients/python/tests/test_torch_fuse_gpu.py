@@ -169,3 +169,28 @@ def test_int64_reductions_fuse_exactly(client):
     for i, (got, want) in enumerate(zip(fused, eager)):
         assert got.dtype == want.dtype == torch.int64 and got.shape == want.shape, (i, got.dtype, got.shape)
         assert torch.equal(got, want), (i, (got != want).sum().item())
+
+
+@pytest.mark.gpu
+def test_arange_masks_by_length_in_one_kernel(client):
+    """A sequence mask from torch.arange and per-row lengths, applied to
+    bf16 activations: one element-wise kernel (fallback="raise"), equal to
+    eager."""
+    _gpu()
+
+    def fn(x, lengths):
+        pos = torch.arange(x.shape[-1], device=x.device)
+        mask = pos.unsqueeze(0) < lengths.unsqueeze(1)
+        return torch.where(mask, x, 0.0) * 2, mask, pos.unsqueeze(0) * 3 + lengths.unsqueeze(1)
+
+    torch.manual_seed(8)
+    x = torch.randn(64, 1000, device="cuda", dtype=torch.bfloat16)
+    lengths = torch.randint(0, 1001, (64,), device="cuda", dtype=torch.int64)
+    with kfuse.Launcher() as launcher, torch.inference_mode():
+        fused = kt.fuse(fn, client=client, fallback="raise", launcher=launcher)(x, lengths)
+        eager = fn(x, lengths)
+        torch.cuda.synchronize()
+        assert launcher.binds == 1, "the plan was not launched"
+    for i, (got, want) in enumerate(zip(fused, eager)):
+        assert got.dtype == want.dtype and got.shape == want.shape, (i, got.dtype, want.dtype)
+        assert torch.equal(got, want), (i, (got != want).sum().item())
