@@ -381,8 +381,6 @@ class Resolver {
     return AddTerm(std::move(t));
   }
 
-  // A select between the pieces, each read shifted to its place along the
-  // axis and only where its cond holds.
   // An iota's value: its coordinate along its axis, through the views
   // between it and the element (as a concat's piece is chosen).
   absl::StatusOr<int32_t> Iota(int32_t id, const std::vector<Step>& path) {
@@ -407,6 +405,8 @@ class Resolver {
     return AddTerm(std::move(t));
   }
 
+  // A select between the pieces, each read shifted to its place along the
+  // axis and only where its cond holds.
   absl::StatusOr<int32_t> Concat(int32_t id, const std::vector<Step>& path,
                                  const std::vector<int32_t>& guard) {
     const Node& n = c_.nodes[id];
