@@ -786,6 +786,8 @@ def _python_value(node, args, kwargs):
             return torch.Size(args[0].shape)
         if args[1] == "ndim" and len(args) == 2:
             return len(args[0].shape)
+        if args[1] == "device" and len(args) == 2:
+            return _INPUTS_DEVICE  # For factories (torch.arange(n, device=x.device)): the plan's.
         if args[1] in ("T", "mT") and len(args) == 2:
             return _NOT_PYTHON  # A view: translated as a permute.
         raise TypeError(f"attribute {args[1]!r} is not translated")
@@ -802,6 +804,16 @@ def _python_value(node, args, kwargs):
 
 
 _NOT_PYTHON = object()
+
+
+class _InputsDevice:
+    """x.device in a traced function: the device the plan runs on."""
+
+    def __repr__(self):
+        return "the inputs' device"
+
+
+_INPUTS_DEVICE = _InputsDevice()
 _FACTORIES = {"scalar_tensor": _scalar_tensor, "arange": _arange}
 _PURE_PYTHON = {getattr, operator.getitem, operator.add, operator.sub, operator.mul,
                 operator.truediv, operator.floordiv, operator.neg, operator.pow}

@@ -233,7 +233,7 @@ def test_bad_options_are_refused():
 
 def test_integer_sums_are_int64_as_torch_sums_them():
     for dtype in (torch.int32, torch.bool, torch.int64):
-        chain = kt.fuse(lambda x: x.sum(-1)).chain_for(torch.ones(4, 8, dtype=dtype))
+        chain, _, _ = kt.fuse(lambda x: x.sum(-1)).chain_for(torch.ones(4, 8, dtype=dtype))
         assert _kinds(chain)[-1] == "OP_REDUCE_SUM"
         assert ("OP_CAST" in _kinds(chain)) == (dtype != torch.int64)
 
@@ -242,8 +242,10 @@ def test_arange_is_an_iota():
     def fn(x):
         return x + torch.arange(x.shape[-1], device=x.device), torch.arange(2, 2 + 3 * 8, 3, dtype=torch.float32)
 
-    chain = kt.fuse(fn).chain_for(torch.ones(4, 8, dtype=torch.int64))
+    chain, _, _ = kt.fuse(fn).chain_for(torch.ones(4, 8, dtype=torch.int64))
     assert "OP_IOTA" in _kinds(chain)
+    with pytest.raises(kt.Unsupported, match="only .to.dtype. is translated"):
+        kt.fuse(lambda x: x.to(x.device) * 2).chain_for(torch.ones(8))
     with pytest.raises(kt.Unsupported, match="arange of Python ints"):
         kt.fuse(lambda x: x + torch.arange(0.5, 8.5)).chain_for(torch.ones(8))
     with pytest.raises(kt.Unsupported, match="empty arange"):
