@@ -53,7 +53,8 @@
 
 namespace kfuse {
 
-inline constexpr char kPointwiseGeneratorVersion[] = "pointwise/1";
+// pointwise/2: iotas (an element's coordinate); i64 views.
+inline constexpr char kPointwiseGeneratorVersion[] = "pointwise/2";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.

@@ -81,7 +81,8 @@ namespace kfuse {
 // reduce/3: 16-bit results stored for later kernels in f32 (IntermediateDType).
 // reduce/4: the innermost reduced loop in batches whose loads go out together.
 // reduce/5: split rows finish one output a thread; plain sums get 40 registers.
-inline constexpr char kReduceGeneratorVersion[] = "reduce/5";
+// reduce/6: i64 sums, max and min (8-byte workspace partials).
+inline constexpr char kReduceGeneratorVersion[] = "reduce/6";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.

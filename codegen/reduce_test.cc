@@ -59,7 +59,7 @@ TEST(ReduceTest, FamilyNameVersionHeuristicAndSpace) {
   Chain c = reduce_test::ColumnSum(DType::kF32, 4096, 1000);
   KernelGroup g = Part(c).kernels[0];
   EXPECT_EQ(FamilyName(Family::kReduction), "reduction");
-  EXPECT_EQ(GeneratorVersion(Family::kReduction), "reduce/5");
+  EXPECT_EQ(GeneratorVersion(Family::kReduction), "reduce/6");
   // 250 threads of four columns each: rows of 32 threads split the 4096
   // rows eight ways, and 16 slices of 256 rows leave each thread 32.
   EXPECT_EQ(ReduceHeuristic(c, g),

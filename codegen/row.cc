@@ -12,6 +12,12 @@
 
 namespace kfuse {
 namespace row_internal {
+
+// Sliced rows (Plan::slices): at most this many blocks a row, and at most
+// about kMaxSliceSlots blocks a launch (fewer slices where rows are many).
+constexpr int64_t kMaxSlices = 1024;
+constexpr int64_t kMaxSliceSlots = int64_t{1} << 16;
+
 namespace {
 
 constexpr int kMaxResidentElements = 128;
@@ -97,7 +103,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   for (const auto& [name, value] : variant.params) {
     if (name != "vec" && name != "threads" && name != "rows" && name != "resident" &&
         name != "split" && name != "stages" && name != "grid" && name != "policy" &&
-        name != "dyn") {
+        name != "dyn" && name != "slices") {
       return BadParam(variant, absl::StrCat("unknown param \"", name, "\""));
     }
   }
@@ -135,6 +141,13 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   if (!Contains({1, 2, 4, 8}, split)) return BadParam(variant, "split must be 1, 2, 4 or 8");
   if (split > 1 && (resident != 1 || rows != 1)) {
     return BadParam(variant, "split rows need resident=1 and rows=1");
+  }
+  const int64_t slices = variant.Get("slices", 1);
+  if (slices < 1 || slices > kMaxSlices || (slices & (slices - 1)) != 0) {
+    return BadParam(variant, absl::StrCat("slices must be a power of two, at most ", kMaxSlices));
+  }
+  if (slices > 1 && (resident != 0 || rows != 1)) {
+    return BadParam(variant, "sliced rows need resident=0 and rows=1");
   }
   const int64_t policy = variant.Get("policy", 0);
   if (policy != 0 && policy != 1) return BadParam(variant, "policy must be 0 or 1");
@@ -227,6 +240,14 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     }
   }
   if (p.peel && p.align < p.vec) p.align = p.vec;
+  if (slices > 1 && !reference) {
+    if (p.peel) return BadParam(variant, "sliced rows need vec to divide the row width");
+    p.sliced_reductions = SlicedReductions(chain, p);
+    if (p.sliced_reductions == 0) {
+      return BadParam(variant, "sliced rows need one pass over the row and per-row outputs only");
+    }
+    p.slices = static_cast<int>(slices);
+  }
   if (resident == 1) {
     if (!r.width.is_static()) return BadParam(variant, "resident needs a static row width");
     // A peeled row holds its aligned vectors and one more element a thread
@@ -321,6 +342,31 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
   for (int32_t s : plan.symbols) {
     k.params.push_back(KernelParam::Scalar(SizeExpr::Symbol(static_cast<uint32_t>(s)), DType::kI64));
   }
+  SizeExpr rows = SizeExpr::Const(1);
+  for (size_t d = 0; d + 1 < plan.rows.row_shape.size(); ++d) {
+    const Dim& dim = plan.rows.row_shape[d];
+    rows = SizeExpr::Mul(rows, dim.is_static() ? SizeExpr::Const(dim.size)
+                                               : SizeExpr::Symbol(static_cast<uint32_t>(dim.symbol)));
+  }
+  // Sliced rows: the variant's slices, fewer where the rows are many (at
+  // most kMaxSliceSlots blocks' values a launch beside one a row), so the
+  // workspace stays small whatever the row count.
+  const SizeExpr slices =
+      SizeExpr::Min(SizeExpr::Const(plan.slices), SizeExpr::CeilDiv(SizeExpr::Const(row_internal::kMaxSliceSlots), SizeExpr::Max(rows, SizeExpr::Const(1))));
+  if (plan.slices > 1) {
+    // Each block's value of each reduction (8-byte slots), and a counter a
+    // row, zeroed before each launch: the row's last block combines them.
+    KernelParam ws;
+    ws.kind = KernelParam::Kind::kWorkspace;
+    ws.workspace_bytes =
+        SizeExpr::Mul(SizeExpr::Mul(rows, slices), SizeExpr::Const(int64_t{8} * plan.sliced_reductions));
+    k.params.push_back(std::move(ws));
+    KernelParam counters;
+    counters.kind = KernelParam::Kind::kWorkspace;
+    counters.workspace_bytes = SizeExpr::Mul(rows, SizeExpr::Const(4));
+    counters.workspace_zeroed = true;
+    k.params.push_back(std::move(counters));
+  }
   if (plan.dyn) {  // The next row to hand out: a counter zeroed before each launch.
     KernelParam next;
     next.kind = KernelParam::Kind::kWorkspace;
@@ -328,18 +374,13 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
     next.workspace_zeroed = true;
     k.params.push_back(std::move(next));
   }
-  SizeExpr rows = SizeExpr::Const(1);
-  for (size_t d = 0; d + 1 < plan.rows.row_shape.size(); ++d) {
-    const Dim& dim = plan.rows.row_shape[d];
-    rows = SizeExpr::Mul(rows, dim.is_static() ? SizeExpr::Const(dim.size)
-                                               : SizeExpr::Symbol(static_cast<uint32_t>(dim.symbol)));
-  }
   k.grid.x = SizeExpr::CeilDiv(rows, SizeExpr::Const(plan.rows_per_block));
   // Persistent blocks loop over the rows.
   if (plan.bulk) k.grid.x = SizeExpr::Min(rows, SizeExpr::Const(plan.grid));
   // A split row's blocks are one cluster, its size fixed in the source
   // (__cluster_dims__): a plain launch keeps it.
   if (plan.split > 1) k.grid.x = SizeExpr::Mul(k.grid.x, SizeExpr::Const(plan.split));
+  if (plan.slices > 1) k.grid.y = slices;
   k.block.x = SizeExpr::Const(int64_t{plan.threads} * plan.rows_per_block);
   k.dynamic_smem_bytes = static_cast<uint32_t>(plan.stage_bytes);
   k.preconditions = std::move(plan.preconditions);
@@ -492,9 +533,7 @@ Variant PortableHeuristic(const Chain& chain, const KernelGroup& group) {
   return WithPolicy(s, Make(vec, threads, rows_for(threads), resident));
 }
 
-}  // namespace
-
-Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
+Variant PlainRowHeuristic(const Chain& chain, const KernelGroup& group) {
   Variant portable = PortableHeuristic(chain, group);
   const Shape s = ShapeOf(chain);
   if (portable.Get("resident") == 0 && s.width >= kSplitWidth) {
@@ -519,6 +558,61 @@ Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
   return portable;
 }
 
+// Blocks a sliced row's grid wants in flight: two 1024-thread blocks an SM
+// of the H200's 132.
+constexpr int64_t kSlicedBlocks = 2 * 132;
+
+// The rows a launch is expected to have: static sizes, symbols' hints (0
+// where a hint is unknown).
+int64_t ExpectedRows(const Chain& chain) {
+  auto r = AnalyzeRows(chain);
+  if (!r.ok()) return 0;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < r->row_shape.size(); ++d) {
+    const Dim& dim = r->row_shape[d];
+    const int64_t n = dim.is_static() ? dim.size : chain.symbols[dim.symbol].hint;
+    if (n <= 0 || rows > (int64_t{1} << 40) / n) return 0;
+    rows *= n;
+  }
+  return rows;
+}
+
+// `v` (looped, one row a block) with its rows sliced over enough blocks
+// to fill the GPU where there are few rows of many vectors a thread, each
+// slice keeping at least eight vectors a thread; nullopt where slicing
+// does not apply.
+std::optional<Variant> Sliced(const Chain& chain, const KernelGroup& group, const Shape& s,
+                              Variant v) {
+  const int64_t rows = ExpectedRows(chain);
+  if (s.width <= 0 || rows <= 0 || rows >= kSlicedBlocks || v.Get("resident") != 0 ||
+      v.Get("rows") != 1) {
+    return std::nullopt;
+  }
+  // A peeled row (an odd width) is sliced in scalars.
+  for (int64_t vec : {v.Get("vec"), int64_t{1}}) {
+    v.params["vec"] = vec;
+    const int64_t per_slice = 8 * v.Get("threads") * vec;
+    int64_t slices = 1;
+    while (slices * rows < kSlicedBlocks && s.width / (slices * 2) >= per_slice) slices *= 2;
+    if (slices == 1) return std::nullopt;
+    v.params["slices"] = slices;
+    if (CanGenerateRow(chain, group, v).ok()) return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Variant RowHeuristic(const Chain& chain, const KernelGroup& group) {
+  const Variant h = PlainRowHeuristic(chain, group);
+  const Shape s = ShapeOf(chain);
+  // A row read in one pass into per-row values alone, of which there are
+  // few: sliced over the grid (a 1-D total on one block read 82 GB/s on an
+  // H100, run229).
+  if (std::optional<Variant> v = Sliced(chain, group, s, h)) return *v;
+  return h;
+}
+
 std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
   Shape s = ShapeOf(chain);
   if (s.vecs.empty()) return {};
@@ -530,6 +624,16 @@ std::vector<Variant> RowSpace(const Chain& chain, const KernelGroup& group) {
   };
   const Variant heuristic = RowHeuristic(chain, group);
   add(heuristic);
+  if (heuristic.params.count("slices")) {  // Fewer and more slices, and none.
+    const int64_t slices = heuristic.Get("slices");
+    for (int64_t n : {slices / 4, slices * 4}) {
+      Variant v = heuristic;
+      v.params["slices"] = n;
+      if (n == 1) v.params.erase("slices");
+      add(std::move(v));
+    }
+    add(PlainRowHeuristic(chain, group));
+  }
   // What the heuristic would be on a GPU before sm_90: the tuner's seed
   // there (the first variant of the space that the GPU runs).
   add(PortableHeuristic(chain, group));

@@ -67,12 +67,13 @@
 
 namespace kfuse {
 
-inline constexpr char kRowGeneratorVersion[] = "row/17";
+// row/18: i64 sums, max and min; rows sliced over the grid (slices).
+inline constexpr char kRowGeneratorVersion[] = "row/18";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes, or a
 // parameter is added (a node of the schema before cannot generate it).
-inline constexpr char kRowVariantSchema[] = "row-variants/3";
+inline constexpr char kRowVariantSchema[] = "row-variants/4";  // 4: slices.
 
 // The kernel for `group` (the whole chain, family kRowReduction) of validated,
 // canonical `chain` under `variant`. Errors as CanGenerateRow. Same inputs

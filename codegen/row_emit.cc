@@ -160,6 +160,16 @@ __device__ __forceinline__ V kf_cluster_reduce(V v, V* slot, Op op) {
 }
 )";
 
+// Sliced rows (Plan::slices): the row's last block combines the slices'
+// values of a reduction (`n` of them from `part`), each thread a strided
+// share in slot order, then the team: the same tree at every launch.
+constexpr char kSlicesReduce[] = R"(template <int kT, typename V, typename Op>
+__device__ __forceinline__ V kf_slices_reduce(const V* part, int n, V v, V* buf, Op op) {
+  for (int q = threadIdx.x % kT; q < n; q += kT) v = op(v, __ldcg(part + q));
+  return kf_team_reduce<kT>(v, buf, op);
+}
+)";
+
 // Full-row vector stores of bulk-staged rows: one st.global of the whole
 // vector. A plain store of the kf_vec was split into one store per element
 // there (8 two-byte stores per bf16 vector, which made the H200 write rows
@@ -294,7 +304,7 @@ class Writer {
         r_.width.is_static() ? absl::StrCat(r_.width.size) : "symbolic", ", ", r_.phases.size(),
         " reduction phase(s), ", v.ToString(), ", numerics ", NumericsName(p_.numerics), ".\n",
         CudaPrelude(needs_), kSumOpHead, sum_i64_ ? kSumOpI64 : "", kTeamReduce, Hinted() || p_.policy ? kCacheHints : "",
-        p_.split > 1 ? kClusterReduce : "", p_.bulk ? kBulkCopy : "",
+        p_.split > 1 ? kClusterReduce : "", p_.slices > 1 ? kSlicesReduce : "", p_.bulk ? kBulkCopy : "",
         p_.bulk && HasFullRowOutput() ? kVecStore : "", funcs, body);
     Source src;
     src.entry = absl::StrFormat("kf_row_%012x", SourceHash(text) >> 16);
@@ -304,6 +314,16 @@ class Writer {
 
   // How many passes over the row the kernel makes: one a phase that
   // accumulates (an online pair counts once), one for full-row outputs.
+  // The reductions of the one phase a sliced row may have (Plan::slices),
+  // or 0: one plain pass (no online pair), per-row outputs only.
+  int SlicedReductions() const {
+    if (r_.phases.size() != 1 || Own(0).empty() || OnlinePair(0) >= 0) return 0;
+    for (int32_t o : c_.outputs) {
+      if (r_.cls[o] == Class::kElement) return 0;
+    }
+    return static_cast<int>(Own(0).size());
+  }
+
   int Passes() const {
     int n = 0;
     for (size_t ph = 0; ph < r_.phases.size(); ++ph) {
@@ -754,8 +774,8 @@ class Writer {
     const int64_t steps =
         r_.width.is_static() ? (r_.width.size / v + p_.threads - 1) / p_.threads : 0;
     // The fp64 yardstick keeps its plain loop.
-    const bool unrolled =
-        steps > 0 && steps <= kUnrolledSteps && p_.numerics != Numerics::kReference64;
+    const bool unrolled = steps > 0 && steps <= kUnrolledSteps &&
+                          p_.numerics != Numerics::kReference64 && p_.slices == 1;
     if (!p_.peel && unrolled) {
       absl::StrAppend(&s, "  {\n", p_.stage_bytes > 0 ? "    const long long kf_so = 0;\n" : "",
                       "#pragma unroll\n  for (int kf_i = 0; kf_i < ", steps,
@@ -765,9 +785,10 @@ class Writer {
       return absl::StrReplaceAll(s, {{"KF_X", "kf_e"}});
     }
     if (!p_.peel) {
+      const bool sliced = p_.slices > 1;
       absl::StrAppend(&s, "  {\n", p_.stage_bytes > 0 ? "    const long long kf_so = 0;\n" : "",
-                      unroll, "  for (long long kf_c = (long long)kf_lane * ", v,
-                      "; kf_c < kf_W; kf_c += ", int64_t{p_.threads} * v, ") {\n",
+                      unroll, "  for (long long kf_c = ", sliced ? "kf_lo + " : "", "(long long)kf_lane * ", v,
+                      "; kf_c < ", sliced ? "kf_hi" : "kf_W", "; kf_c += ", int64_t{p_.threads} * v, ") {\n",
                       Vector(loads, make, v, "    "), "  }\n  }\n");
       return absl::StrReplaceAll(s, {{"KF_X", "kf_e"}});
     }
@@ -985,6 +1006,32 @@ class Writer {
       if (reaches[o]) return true;
     }
     return false;
+  }
+
+  // The type the threads' values of reduction `red` meet in.
+  std::string MeetType(int32_t red) const { return Widened(red) ? "double" : CT(red); }
+
+  // Sliced rows: reduction `red`'s slots for the row (8 bytes each, one a
+  // slice of the launch), after those of the reductions before it in its
+  // phase.
+  std::string SlicePart(int32_t red, bool write = false) const {
+    const std::vector<int32_t> own = Own(0);
+    const int64_t j = std::find(own.begin(), own.end(), red) - own.begin();
+    return absl::StrCat("reinterpret_cast<", write ? "" : "const ", MeetType(red), "*>(kf_ws + ((long long)", j,
+                        " * kf_R + kf_r) * gridDim.y * 8)");
+  }
+
+  // Sliced rows: each block's values to its slots, then a count of the
+  // row's blocks done; every block but the last leaves.
+  std::string SlicesMeet(const std::vector<int32_t>& own) const {
+    std::string s = "  if (threadIdx.x == 0) {\n";
+    for (int32_t red : own) {
+      absl::StrAppend(&s, "    ", SlicePart(red, /*write=*/true), "[blockIdx.y] = b", red, ";\n");
+    }
+    absl::StrAppend(&s, "  }\n  __threadfence();\n  __syncthreads();\n  __shared__ bool kf_last;\n",
+                    "  if (threadIdx.x == 0) kf_last = atomicAdd(kf_cnt + kf_r, 1u) == gridDim.y - 1;\n",
+                    "  __syncthreads();\n  if (!kf_last) return;\n  __threadfence();\n");
+    return s;
   }
 
   // a + b in reduction `red`'s accumulator: integers add as unsigned, so a
@@ -1333,6 +1380,10 @@ class Writer {
     }
     for (int32_t sym : p_.symbols) params.push_back(absl::StrCat("const long long s", sym));
     if (p_.dyn) params.push_back("unsigned int* __restrict__ kf_next_row");
+    if (p_.slices > 1) {
+      params.push_back("unsigned char* __restrict__ kf_ws");
+      params.push_back("unsigned int* __restrict__ kf_cnt");
+    }
     std::vector<std::string> rows_f;
     for (int d = 0; d + 1 < k; ++d) rows_f.push_back(DimCode(r_.row_shape[d]));
     const std::string cluster =
@@ -1347,6 +1398,13 @@ class Writer {
                     "  const long long kf_R = ", rows_f.empty() ? "1LL" : absl::StrJoin(rows_f, " * "),
                     ";\n  const int kf_team = threadIdx.x / ", p_.threads,
                     ";\n  const int kf_lane = threadIdx.x % ", p_.threads, ";\n");
+    if (p_.slices > 1) {  // This block's columns of the row: whole vectors.
+      // The launch's slices (gridDim.y): the variant's, fewer where rows
+      // are many (EmitRow).
+      absl::StrAppend(s, "  const long long kf_span = ((kf_W / ", p_.vec, " + gridDim.y - 1) / gridDim.y) * ",
+                      p_.vec, ";\n  const long long kf_lo = (long long)blockIdx.y * kf_span;\n",
+                      "  const long long kf_hi = min(kf_W, kf_lo + kf_span);\n");
+    }
     if (p_.bulk) {
       absl::StrAppend(s, BulkLoopHead());
     } else {
@@ -1551,6 +1609,18 @@ class Writer {
       kept_now_.clear();
       for (int32_t red : own) {
         const OpKind kind = c_.nodes[red].kind;
+        if (Compensated(red) && MeetType(red) == "double") {
+          // Each lane's sum and what it lost, taken in double: rounded to
+          // float first, a sum that cancels (terms of +-50 totalling 100)
+          // kept each lane's rounding of its partial, 1e-2 off over 4M
+          // terms where eager's cascade is 1e-5 (H100, run231).
+          absl::StrAppend(s, "  double w", red, " = 0.0;\n");
+          absl::StrAppend(s, lanes > 1 ? absl::StrCat("#pragma unroll\n  for (int kf_e = 0; kf_e < ", lanes,
+                                                      "; ++kf_e) ")
+                                       : "  ",
+                          "w", red, " += (double)a", red, lane, " - (double)e", red, lane, ";\n");
+          continue;
+        }
         if (lanes == 1) {
           if (Compensated(red)) absl::StrAppend(s, "  a", red, " -= e", red, ";\n");
           continue;
@@ -1567,28 +1637,44 @@ class Writer {
         absl::StrAppend(s, "#pragma unroll\n  for (int kf_e = 1; kf_e < ", lanes, "; ++kf_e) a",
                         red, "[0] = ", combine, ";\n");
       }
+      // Each reduction's value in the type the threads' values meet in
+      // (mt), then finished (a mean's division, the result's rounding).
+      std::vector<std::string> meets;
       for (int32_t red : own) {
         const Node& n = c_.nodes[red];
         const char* op = n.kind == OpKind::kReduceMax   ? "kf_max_op"
                          : n.kind == OpKind::kReduceMin ? "kf_min_op"
                                                         : "kf_sum_op";
         sum_i64_ = sum_i64_ || (n.kind == OpKind::kReduceSum && CT(red) == "long long");
-        // The type the threads' values meet in.
-        const std::string mt = Widened(red) ? "double" : CT(red);
+        const std::string mt = MeetType(red);
         std::string buf = absl::StrCat("(", mt, "*)0");
         if (p_.threads > 32) {
           absl::StrAppend(s, "  __shared__ ", mt, " kf_buf", red, "[",
                           p_.rows_per_block * (p_.threads / 32), "];\n");
           buf = absl::StrCat("kf_buf", red);
         }
-        std::string v =
-            absl::StrCat("kf_team_reduce<", p_.threads, ">(", mt == CT(red) ? "" : "(double)", "a",
-                         red, lanes > 1 ? "[0]" : "", ", ", buf, ", ", op, "())");
+        const std::string own_value = Compensated(red) && mt == "double" ? absl::StrCat("w", red)
+                                      : absl::StrCat(mt == CT(red) ? "" : "(double)", "a", red,
+                                                     lanes > 1 ? "[0]" : "");
+        std::string v = absl::StrCat("kf_team_reduce<", p_.threads, ">(", own_value, ", ", buf, ", ", op, "())");
         if (p_.split > 1) {  // The cluster's blocks' partial values.
           absl::StrAppend(s, "  __shared__ ", mt, " kf_cs", red, ";\n");
           v = absl::StrCat("kf_cluster_reduce<", p_.split, ">(", v, ", &kf_cs", red, ", ", op,
                            "())");
         }
+        if (p_.slices > 1) {  // This block's value; the row's last block combines them.
+          absl::StrAppend(s, "  const ", mt, " b", red, " = ", v, ";\n");
+          v = absl::StrCat("kf_slices_reduce<", p_.threads, ">(", SlicePart(red), ", (int)gridDim.y, (", mt,
+                           ")", Identity(n.kind, red), ", ", buf, ", ", op, "())");
+        }
+        meets.push_back(std::move(v));
+      }
+      if (p_.slices > 1) absl::StrAppend(s, SlicesMeet(own));
+      for (size_t j = 0; j < own.size(); ++j) {
+        const int32_t red = own[j];
+        const Node& n = c_.nodes[red];
+        const std::string mt = MeetType(red);
+        std::string v = meets[j];
         if (n.kind == OpKind::kReduceMean) v = absl::StrCat(v, " / (", mt, ")kf_W");
         if (mt != CT(red)) v = absl::StrCat("(", CT(red), ")(", v, ")");
         if (p_.numerics == Numerics::kEager && n.type.dtype == DType::kBF16) {
@@ -1715,5 +1801,6 @@ absl::StatusOr<Source> WriteSource(const Chain& chain, const Plan& plan) {
 }
 
 int Passes(const Chain& chain, const Plan& plan) { return Writer(chain, plan).Passes(); }
+int SlicedReductions(const Chain& chain, const Plan& plan) { return Writer(chain, plan).SlicedReductions(); }
 
 }  // namespace kfuse::row_internal

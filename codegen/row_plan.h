@@ -55,6 +55,17 @@ struct Plan {
   // q * split_vectors to (q + 1) * split_vectors - 1.
   int split = 1;
   int64_t split_vectors = 0;
+  // slices > 1: each row is split over `slices` blocks of the grid (y; a
+  // launch of many rows takes fewer, EmitRow), block q reading the row's
+  // columns from q * span (span: the row's vectors over the slices, in
+  // elements); its value of each reduction goes
+  // to a workspace, and the row's last block to finish (a counter a row,
+  // zeroed before the launch) combines them and writes the row's outputs.
+  // For rows read in one pass with per-row outputs only (SlicedReductions),
+  // looped: few rows of many elements, which one block a row leaves on a
+  // few SMs (a 1-D total is one row).
+  int slices = 1;
+  int sliced_reductions = 0;
   int resident_param = 0;               // The variant's, for the source's header.
   // policy=1 (resident rows): the row's loads mark its lines L2
   // evict_last (the variant's `policy`; 0 under the fp64 yardstick).
@@ -83,6 +94,11 @@ absl::StatusOr<Source> WriteSource(const Chain& chain, const Plan& plan);
 // How many passes over each row the kernel of `plan` makes (a looped row
 // reads its inputs from memory in each).
 int Passes(const Chain& chain, const Plan& plan);
+
+// The reductions of a row kernel that may be sliced (Plan::slices): those
+// of its one phase, where that phase is read in one plain pass and every
+// output is per row; 0 otherwise.
+int SlicedReductions(const Chain& chain, const Plan& plan);
 
 }  // namespace kfuse::row_internal
 

@@ -291,6 +291,56 @@ TEST(RowEmitTest, SplitRowsAreClusters) {
   for (const Variant& x : RowSpace(narrow, Group(narrow))) EXPECT_EQ(x.Get("split", 1), 1);
 }
 
+// A few long rows read in one pass into per-row values (a 1-D total is one
+// row) are sliced over the grid: each block reduces its span, the row's
+// last block combines the spans' values from the workspace.
+TEST(RowEmitTest, FewLongRowsAreSlicedOverTheGrid) {
+  Chain c = row_test::RowStats(DType::kF32, -4, int64_t{1} << 22);
+  KernelGroup g = Group(c);
+  const Variant h = RowHeuristic(c, g);
+  ASSERT_GT(h.Get("slices", 1), 1) << h.ToString();
+  EXPECT_EQ(h.Get("resident"), 0);
+  absl::StatusOr<KernelSpec> k = EmitRow(c, g, h);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->grid.x.Eval({4}).value(), 4);
+  EXPECT_EQ(k->grid.y.Eval({4}).value(), h.Get("slices"));
+  // Many rows take fewer slices, so the workspace stays small.
+  EXPECT_EQ(k->grid.y.Eval({int64_t{1} << 20}).value(), 1);
+  std::vector<const KernelParam*> ws;
+  for (const KernelParam& p : k->params) {
+    if (p.kind == KernelParam::Kind::kWorkspace) ws.push_back(&p);
+  }
+  ASSERT_EQ(ws.size(), 2u);
+  EXPECT_EQ(ws[0]->workspace_bytes.Eval({4}).value(), 4 * h.Get("slices") * 8 * 2);  // Max and sum.
+  EXPECT_FALSE(ws[0]->workspace_zeroed);
+  EXPECT_EQ(ws[1]->workspace_bytes.Eval({4}).value(), 4 * 4);  // A counter a row.
+  EXPECT_TRUE(ws[1]->workspace_zeroed);
+  EXPECT_THAT(k->source, HasSubstr("kf_slices_reduce<"));
+  EXPECT_THAT(k->source, HasSubstr("atomicAdd(kf_cnt + kf_r, 1u) == gridDim.y - 1"));
+  // The space keeps fewer slices and the unsliced rows.
+  bool unsliced = false;
+  for (const Variant& v : RowSpace(c, g)) unsliced = unsliced || (v.Get("slices", 1) == 1 && v.Get("resident") == 0);
+  EXPECT_TRUE(unsliced);
+  // The fp64 yardstick is one block a row.
+  absl::StatusOr<KernelSpec> ref = EmitRow(c, g, h, Numerics::kReference64);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->source.find("kf_slices_reduce"), std::string::npos);
+  // Many rows are not sliced; nor are rows read twice or written whole.
+  Chain many = row_test::RowStats(DType::kF32, 4096, 65536);
+  EXPECT_EQ(RowHeuristic(many, Group(many)).Get("slices", 1), 1);
+  Chain softmax = row_test::Softmax(DType::kF32, -4, int64_t{1} << 20);
+  KernelGroup sg = Group(softmax);
+  EXPECT_EQ(RowHeuristic(softmax, sg).Get("slices", 1), 1);
+  Variant sliced{Family::kRowReduction, {{"vec", 4}, {"threads", 512}, {"rows", 1}, {"resident", 0}, {"slices", 8}}};
+  EXPECT_THAT(CanGenerateRow(softmax, sg, sliced).message(),
+              HasSubstr("sliced rows need one pass over the row and per-row outputs only"));
+  sliced.params["resident"] = 1;
+  EXPECT_THAT(CanGenerateRow(c, g, sliced).message(), HasSubstr("sliced rows need resident=0 and rows=1"));
+  sliced.params["resident"] = 0;
+  sliced.params["slices"] = 3;
+  EXPECT_THAT(CanGenerateRow(c, g, sliced).message(), HasSubstr("slices must be a power of two, at most 1024"));
+}
+
 // Bulk-staged rows: persistent blocks, at most `grid`, each row's inputs
 // copied whole into one of `stages` shared-memory buffers.
 TEST(RowEmitTest, BulkRowsArePersistent) {
@@ -631,7 +681,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/17");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/18");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {

@@ -707,7 +707,7 @@ TEST_F(ServerTest, ARowReductionChainIsOneRowKernel) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   ASSERT_EQ(resp.plan().kernels_size(), 1);
   EXPECT_EQ(resp.plan().kernels(0).variant().family(), v1::FAMILY_ROW_REDUCTION);
-  EXPECT_EQ(resp.plan().provenance().generator_version(), "row/17");
+  EXPECT_EQ(resp.plan().provenance().generator_version(), "row/18");
 }
 
 // A forced rebuild asks for a fresh build; joining a running job that may
@@ -813,7 +813,7 @@ TEST_F(ServerTest, SoftmaxOverAnOuterAxisIsAPlanOfThreeKernels) {
   absl::StatusOr<Prepared> p = pipeline_->Prepare(ColumnSoftmax());
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(plan.provenance().generator_version(),
-            "reduce/5+pointwise/1+plan/" + PartitionDigest(p->chain, p->partition));
+            "reduce/6+pointwise/2+plan/" + PartitionDigest(p->chain, p->partition));
   EXPECT_EQ(plan.provenance().state(), v1::TUNE_STATE_HEURISTIC);
   EXPECT_EQ(compiler_->calls.load(), 3);
   // Ops as the client numbered them, and why each boundary is there.
@@ -885,13 +885,13 @@ TEST_F(ServerTest, OutputsWhoseShapesDoNotNestAreAKernelEach) {
         << plan.kernels(k).partition_reason();
   }
   // Its own key: a node whose partitioner drew one kernel for these
-  // outputs stored that plan under "pointwise/1".
+  // outputs stored that plan under "pointwise/2".
   absl::StatusOr<Prepared> p = pipeline_->Prepare(RowAndColumnScales());
   ASSERT_TRUE(p.ok()) << p.status();
   const std::string plan_version = "+plan/" + PartitionDigest(p->chain, p->partition);
   EXPECT_EQ(plan_version.size(), 6u + 16u);
-  EXPECT_EQ(plan.provenance().generator_version(), "pointwise/1" + plan_version);
-  EXPECT_EQ(p->key.generator, "pointwise/1" + plan_version);
+  EXPECT_EQ(plan.provenance().generator_version(), "pointwise/2" + plan_version);
+  EXPECT_EQ(p->key.generator, "pointwise/2" + plan_version);
   EXPECT_EQ(p->decision_key.generator, "pointwise-variants/1" + plan_version);
 }
 

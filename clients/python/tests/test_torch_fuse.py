@@ -240,7 +240,8 @@ def test_integer_sums_are_int64_as_torch_sums_them():
 
 def test_arange_is_an_iota():
     def fn(x):
-        return x + torch.arange(x.shape[-1], device=x.device), torch.arange(2, 2 + 3 * 8, 3, dtype=torch.float32)
+        steps = torch.arange(2, 2 + 3 * x.shape[-1], 3, dtype=torch.float32, device=x.device)
+        return x + torch.arange(x.shape[-1], device=x.device), steps
 
     chain, _, _ = kt.fuse(fn).chain_for(torch.ones(4, 8, dtype=torch.int64))
     assert "OP_IOTA" in _kinds(chain)
