@@ -351,8 +351,9 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
   // Sliced rows: the variant's slices, fewer where the rows are many (at
   // most kMaxSliceSlots blocks' values a launch beside one a row), so the
   // workspace stays small whatever the row count.
-  const SizeExpr slices =
-      SizeExpr::Min(SizeExpr::Const(plan.slices), SizeExpr::CeilDiv(SizeExpr::Const(row_internal::kMaxSliceSlots), SizeExpr::Max(rows, SizeExpr::Const(1))));
+  const SizeExpr slices = SizeExpr::Min(
+      SizeExpr::Const(plan.slices),
+      SizeExpr::CeilDiv(SizeExpr::Const(row_internal::kMaxSliceSlots), SizeExpr::Max(rows, SizeExpr::Const(1))));
   if (plan.slices > 1) {
     // Each block's value of each reduction (8-byte slots), and a counter a
     // row, zeroed before each launch: the row's last block combines them.
