@@ -312,8 +312,6 @@ class Writer {
     return src;
   }
 
-  // How many passes over the row the kernel makes: one a phase that
-  // accumulates (an online pair counts once), one for full-row outputs.
   // The reductions of the one phase a sliced row may have (Plan::slices),
   // or 0: one plain pass (no online pair), per-row outputs only.
   int SlicedReductions() const {
@@ -324,6 +322,8 @@ class Writer {
     return static_cast<int>(Own(0).size());
   }
 
+  // How many passes over the row the kernel makes: one a phase that
+  // accumulates (an online pair counts once), one for full-row outputs.
   int Passes() const {
     int n = 0;
     for (size_t ph = 0; ph < r_.phases.size(); ++ph) {
