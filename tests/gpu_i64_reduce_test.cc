@@ -37,6 +37,7 @@ using gpu_test::DeviceMemory;
 using gpu_test::Gpu;
 using gpu_test::OpenGpu;
 using gpu_test::PlanOfKernels;
+using gpu_test::PlanShape;
 using gpu_test::SpreadVariants;
 
 constexpr double k2to62 = 4611686018427387904.0;
@@ -236,11 +237,6 @@ std::vector<Variant> CoveringVariants(const Chain& c, const KernelGroup& g) {
   return out;
 }
 
-std::string PlanShape(const Partition& p) {
-  std::vector<std::string> names;
-  for (const KernelGroup& g : p.kernels) names.push_back(std::string(FamilyName(g.family)));
-  return absl::StrJoin(names, "+");
-}
 
 TEST(I64ReduceTest, PartitionGenerateCompileAndEvaluateOnCpu) {
   NvrtcCompiler nvrtc;

@@ -47,14 +47,9 @@ int Chains() {
 constexpr double kSlack = 2.0;
 
 
+using gpu_test::PlanShape;
 using gpu_test::SpreadVariants;
 
-// "row_reduction", "reduction+pointwise", ...: the plan's kernels in order.
-std::string PlanShape(const Partition& p) {
-  std::vector<std::string> names;
-  for (const KernelGroup& g : p.kernels) names.push_back(std::string(FamilyName(g.family)));
-  return absl::StrJoin(names, "+");
-}
 
 // The CPU half: every chain validates, partitions, every kernel's heuristic
 // generates and compiles for sm_90 and its other variants tried generate,

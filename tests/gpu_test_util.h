@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "clients/launcher.h"
 #include "codegen/analysis.h"
 #include "codegen/generators.h"
@@ -152,6 +153,13 @@ inline absl::StatusOr<v1::KernelPlan> PlanOfKernels(const Chain& c, const Partit
     if (f64) *im->mutable_bytes() = ToProto(bytes);
   }
   return plan;
+}
+
+// "row_reduction", "reduction+pointwise", ...: the plan's kernels in order.
+inline std::string PlanShape(const Partition& p) {
+  std::vector<std::string> names;
+  for (const KernelGroup& g : p.kernels) names.push_back(std::string(FamilyName(g.family)));
+  return absl::StrJoin(names, "+");
 }
 
 // One launch of a plan: each kernel's variant, and what to print for it.

@@ -97,6 +97,20 @@ def _draw(client, name, fn, specs, seed):
     return missed
 
 
+def _expect_equal_to_eager(fn, client, *args, dtype=None):
+    """fn fused (fallback="raise", so one plan launched) equals eager fn on
+    `args` exactly, output by output (each of `dtype` where given)."""
+    with kfuse.Launcher() as launcher, torch.inference_mode():
+        fused = kt.fuse(fn, client=client, fallback="raise", launcher=launcher)(*args)
+        eager = fn(*args)
+        torch.cuda.synchronize()
+        assert launcher.binds == 1, "the plan was not launched"
+    for i, (got, want) in enumerate(zip(fused, eager)):
+        assert got.dtype == want.dtype and dtype in (None, got.dtype), (i, got.dtype, want.dtype)
+        assert got.shape == want.shape, (i, got.shape, want.shape)
+        assert torch.equal(got, want), (i, (got != want).sum().item())
+
+
 @pytest.mark.gpu
 def test_int64_arithmetic_fuses_exactly(client):
     """Position arithmetic in int64, as torch holds positions and labels,
@@ -112,14 +126,7 @@ def test_int64_arithmetic_fuses_exactly(client):
     pos = torch.randint(-2**33, 2**33, (4099,), device="cuda", dtype=torch.int64)
     offset = torch.randint(-1000, 1000, (4099,), device="cuda", dtype=torch.int32)
     x = torch.randn(4099, device="cuda")
-    with kfuse.Launcher() as launcher, torch.inference_mode():
-        fused = kt.fuse(fn, client=client, fallback="raise", launcher=launcher)(pos, offset, x)
-        eager = fn(pos, offset, x)
-        torch.cuda.synchronize()
-        assert launcher.binds == 1, "the plan was not launched"
-    for i, (got, want) in enumerate(zip(fused, eager)):
-        assert got.dtype == want.dtype and got.shape == want.shape, (i, got.dtype, want.dtype)
-        assert torch.equal(got, want), (i, (got != want).sum().item())
+    _expect_equal_to_eager(fn, client, pos, offset, x)
 
 
 @pytest.mark.gpu
@@ -161,14 +168,7 @@ def test_int64_reductions_fuse_exactly(client):
     mask = torch.rand(64, 1000, device="cuda") < 0.7
     pos = torch.randint(-2**40, 2**40, (64, 1000), device="cuda", dtype=torch.int64)
     counts = torch.randint(-2**31, 2**31 - 1, (4096, 96), device="cuda", dtype=torch.int32)
-    with kfuse.Launcher() as launcher, torch.inference_mode():
-        fused = kt.fuse(fn, client=client, fallback="raise", launcher=launcher)(mask, pos, counts)
-        eager = fn(mask, pos, counts)
-        torch.cuda.synchronize()
-        assert launcher.binds == 1, "the plan was not launched"
-    for i, (got, want) in enumerate(zip(fused, eager)):
-        assert got.dtype == want.dtype == torch.int64 and got.shape == want.shape, (i, got.dtype, got.shape)
-        assert torch.equal(got, want), (i, (got != want).sum().item())
+    _expect_equal_to_eager(fn, client, mask, pos, counts, dtype=torch.int64)
 
 
 @pytest.mark.gpu
@@ -186,11 +186,4 @@ def test_arange_masks_by_length_in_one_kernel(client):
     torch.manual_seed(8)
     x = torch.randn(64, 1000, device="cuda", dtype=torch.bfloat16)
     lengths = torch.randint(0, 1001, (64,), device="cuda", dtype=torch.int64)
-    with kfuse.Launcher() as launcher, torch.inference_mode():
-        fused = kt.fuse(fn, client=client, fallback="raise", launcher=launcher)(x, lengths)
-        eager = fn(x, lengths)
-        torch.cuda.synchronize()
-        assert launcher.binds == 1, "the plan was not launched"
-    for i, (got, want) in enumerate(zip(fused, eager)):
-        assert got.dtype == want.dtype and got.shape == want.shape, (i, got.dtype, want.dtype)
-        assert torch.equal(got, want), (i, (got != want).sum().item())
+    _expect_equal_to_eager(fn, client, x, lengths)
