@@ -309,8 +309,7 @@ class Writer {
       const std::string g = Guard(o);
       // A read outside its concat piece may be out of bounds: it is not made.
       if (!g.empty()) {
-        const std::string t = ComputeType(o.dtype, p_.numerics);
-        x = absl::StrCat("(", g, " ? ", x, " : ", t == "long long" ? "(long long)0" : t + "()", ")");
+        x = absl::StrCat("(", g, " ? ", x, " : (", ComputeType(o.dtype, p_.numerics), ")0)");
       }
       xs.push_back(std::move(x));
     }

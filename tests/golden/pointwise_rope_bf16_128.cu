@@ -19,7 +19,7 @@ __device__ __forceinline__ void kf_elem(const float x0, const float x1, const fl
   const float v9 = (v3 + v8);
   y0 = v9;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_370817e12d75(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, long long sym0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_c6011234e286(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, long long sym0) {
   typedef long long kf_idx;
   const kf_idx s0 = (kf_idx)sym0;
   const kf_idx n = (4096 * s0);
@@ -92,7 +92,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_370817e12d75(const __kf_
             const bool k0 = c2 < 64;
             const bool k1 = c2 >= 64;
             float y0;
-            kf_elem(kf_bf2f(in0[e]), (k0 ? kf_bf2f(in0[e + 64]) : float()), (k1 ? kf_bf2f(in0[e - 64]) : float()), kf_bf2f(in1[c0 * 128 + c2]), kf_bf2f(in2[c0 * 128 + c2]), k0, y0);
+            kf_elem(kf_bf2f(in0[e]), (k0 ? kf_bf2f(in0[e + 64]) : (float)0), (k1 ? kf_bf2f(in0[e - 64]) : (float)0), kf_bf2f(in1[c0 * 128 + c2]), kf_bf2f(in2[c0 * 128 + c2]), k0, y0);
             out0[e] = kf_f2bf(y0);
           }
         }

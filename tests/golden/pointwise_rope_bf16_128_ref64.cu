@@ -17,7 +17,7 @@ __device__ __forceinline__ void kf_elem(const double x0, const double x1, const 
   const double v9 = (v3 + v8);
   y0 = v9;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_pw_0f7434df4804(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, double* __restrict__ out0, long long sym0) {
+extern "C" __global__ void __launch_bounds__(256) kf_pw_12f70d8d5777(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, double* __restrict__ out0, long long sym0) {
   typedef long long kf_idx;
   const kf_idx s0 = (kf_idx)sym0;
   const kf_idx n = (4096 * s0);
@@ -38,7 +38,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_0f7434df4804(const __kf_
         const bool k0 = c2 < 64;
         const bool k1 = c2 >= 64;
         double y0;
-        kf_elem(((double)kf_bf2f(in0[e0])), (k0 ? ((double)kf_bf2f(in0[e0 + 64])) : double()), (k1 ? ((double)kf_bf2f(in0[e0 - 64])) : double()), ((double)kf_bf2f(in1[c0 * 128 + c2])), ((double)kf_bf2f(in2[c0 * 128 + c2])), k0, y0);
+        kf_elem(((double)kf_bf2f(in0[e0])), (k0 ? ((double)kf_bf2f(in0[e0 + 64])) : (double)0), (k1 ? ((double)kf_bf2f(in0[e0 - 64])) : (double)0), ((double)kf_bf2f(in1[c0 * 128 + c2])), ((double)kf_bf2f(in2[c0 * 128 + c2])), k0, y0);
         out0[e0] = ((double)y0);
       }
     } else {
@@ -54,7 +54,7 @@ extern "C" __global__ void __launch_bounds__(256) kf_pw_0f7434df4804(const __kf_
         const bool k0 = c2 < 64;
         const bool k1 = c2 >= 64;
         double y0;
-        kf_elem(((double)kf_bf2f(in0[e0])), (k0 ? ((double)kf_bf2f(in0[e0 + 64])) : double()), (k1 ? ((double)kf_bf2f(in0[e0 - 64])) : double()), ((double)kf_bf2f(in1[c0 * 128 + c2])), ((double)kf_bf2f(in2[c0 * 128 + c2])), k0, y0);
+        kf_elem(((double)kf_bf2f(in0[e0])), (k0 ? ((double)kf_bf2f(in0[e0 + 64])) : (double)0), (k1 ? ((double)kf_bf2f(in0[e0 - 64])) : (double)0), ((double)kf_bf2f(in1[c0 * 128 + c2])), ((double)kf_bf2f(in2[c0 * 128 + c2])), k0, y0);
         out0[e0] = ((double)y0);
       }
     }

@@ -32,8 +32,11 @@ __device__ __forceinline__ float kf_exp_fast(float x) {
 }
 struct kf_sum_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
-  // i32 sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
+  // Integer sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
   __device__ __forceinline__ int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }
+  __device__ __forceinline__ long long operator()(long long a, long long b) const {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+  }
 };
 struct kf_max_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return kf_max(a, b); }
@@ -145,7 +148,7 @@ __device__ __forceinline__ void kf_pick18(const float x0, const float r10, const
   const float v15 = (v11 - r14);
   y0 = v15;
 }
-extern "C" __global__ void __launch_bounds__(512) kf_row_eb73f52d3d9e(const __kf_bf16* __restrict__ in0, const long long* __restrict__ in1, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(512) kf_row_0c271d7414c6(const __kf_bf16* __restrict__ in0, const long long* __restrict__ in1, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 50257LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 512;

@@ -11,8 +11,11 @@ __device__ __forceinline__ __kf_bf16 kf_f2bf(float f) {
 __device__ __forceinline__ float kf_rbf(float f) { return kf_bf2f(kf_f2bf(f)); }
 struct kf_sum_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
-  // i32 sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
+  // Integer sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
   __device__ __forceinline__ int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }
+  __device__ __forceinline__ long long operator()(long long a, long long b) const {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+  }
 };
 struct kf_max_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return kf_max(a, b); }
@@ -95,7 +98,7 @@ __device__ __forceinline__ void kf_phase1(const long long x1, const float x2, fl
   const float v8 = (v5 ? v7 : ((float)v6));
   y0 = v8;
 }
-extern "C" __global__ void __launch_bounds__(1024) kf_row_f8722584035a(const __kf_bf16* __restrict__ in0, const long long* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(1024) kf_row_43996a0aa844(const __kf_bf16* __restrict__ in0, const long long* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = s0;
   const long long kf_R = 1LL;
   const int kf_team = threadIdx.x / 1024;

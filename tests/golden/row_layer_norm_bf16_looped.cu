@@ -13,8 +13,11 @@ template <typename T, int N>
 struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
 struct kf_sum_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
-  // i32 sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
+  // Integer sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
   __device__ __forceinline__ int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }
+  __device__ __forceinline__ long long operator()(long long a, long long b) const {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+  }
 };
 struct kf_max_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return kf_max(a, b); }
@@ -103,7 +106,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float x1, const flo
   const float v12 = (x2 + v11);
   y0 = v12;
 }
-extern "C" __global__ void __launch_bounds__(256) kf_row_0309fe768296(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(256) kf_row_ce1228b4d8f3(const __kf_bf16* __restrict__ in0, const __kf_bf16* __restrict__ in1, const __kf_bf16* __restrict__ in2, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 8192LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 256;

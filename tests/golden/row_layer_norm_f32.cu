@@ -8,8 +8,11 @@ __device__ __forceinline__ float kf_mul3(float a, float b, float c) {
 }
 struct kf_sum_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
-  // i32 sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
+  // Integer sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
   __device__ __forceinline__ int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }
+  __device__ __forceinline__ long long operator()(long long a, long long b) const {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+  }
 };
 struct kf_max_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return kf_max(a, b); }
@@ -98,7 +101,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float x1, const flo
   const float v12 = (v11 + x2);
   y0 = v12;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_497e9df6276a(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_e5414dc8f247(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, const long long s0) {
   const long long kf_W = 1024LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 64;

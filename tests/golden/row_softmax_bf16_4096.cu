@@ -32,8 +32,11 @@ __device__ __forceinline__ float kf_exp_fast(float x) {
 }
 struct kf_sum_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
-  // i32 sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
+  // Integer sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
   __device__ __forceinline__ int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }
+  __device__ __forceinline__ long long operator()(long long a, long long b) const {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+  }
 };
 struct kf_max_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return kf_max(a, b); }
@@ -73,7 +76,7 @@ __device__ __forceinline__ void kf_out(const float r4, const float h3, float& y0
   const float v5 = (h3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_3c0f5a6f468a(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_dcd9fbaceb1a(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0) {
   const long long kf_W = 4096LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 128;

@@ -32,8 +32,11 @@ __device__ __forceinline__ float kf_exp_fast(float x) {
 }
 struct kf_sum_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
-  // i32 sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
+  // Integer sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
   __device__ __forceinline__ int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }
+  __device__ __forceinline__ long long operator()(long long a, long long b) const {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+  }
 };
 struct kf_max_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return kf_max(a, b); }
@@ -145,7 +148,7 @@ __device__ __forceinline__ void kf_out(const float x0, const float r1, const flo
   const float v5 = (v3 * ((float)1 / r4));
   y0 = v5;
 }
-extern "C" __global__ void __launch_bounds__(512) kf_row_e1351c305eea(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0, unsigned int* __restrict__ kf_next_row) {
+extern "C" __global__ void __launch_bounds__(512) kf_row_80940906b09d(const __kf_bf16* __restrict__ in0, __kf_bf16* __restrict__ out0, const long long s0, unsigned int* __restrict__ kf_next_row) {
   const long long kf_W = 50257LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 512;

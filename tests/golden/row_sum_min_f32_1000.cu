@@ -17,8 +17,11 @@ __device__ __forceinline__ int kf_max(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int kf_min(int a, int b) { return a < b ? a : b; }
 struct kf_sum_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
-  // i32 sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
+  // Integer sums wrap (docs/architecture.md): added as unsigned, so no signed overflow.
   __device__ __forceinline__ int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }
+  __device__ __forceinline__ long long operator()(long long a, long long b) const {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+  }
 };
 struct kf_max_op {
   template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return kf_max(a, b); }
@@ -95,7 +98,7 @@ __device__ __forceinline__ void kf_sth(T* p, const T v, unsigned long long pol) 
 __device__ __forceinline__ void kf_phase1(const float x0, float& y0) {
   y0 = x0;
 }
-extern "C" __global__ void __launch_bounds__(128) kf_row_e0b319d14b5c(const float* __restrict__ in0, float* __restrict__ out0, float* __restrict__ out1, const long long s0) {
+extern "C" __global__ void __launch_bounds__(128) kf_row_518fb7f48eed(const float* __restrict__ in0, float* __restrict__ out0, float* __restrict__ out1, const long long s0) {
   const long long kf_W = 1000LL;
   const long long kf_R = s0;
   const int kf_team = threadIdx.x / 32;
