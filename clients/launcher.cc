@@ -75,6 +75,39 @@ Launcher::~Launcher() {
   absl::MutexLock lock(&mu_);
   // Best effort: a context destroyed before us took its modules with it.
   for (auto& [key, m] : modules_) api_.cuModuleUnload(m.module);
+  // Memory freed behind kernels still queued goes back once they finish.
+  for (auto& [device, pool] : pools_) {
+    if (pool != nullptr) api_.cuMemPoolDestroy(pool);
+  }
+}
+
+absl::StatusOr<CUmemoryPool> Launcher::Pool() {
+  CUdevice device = 0;
+  KFUSE_RETURN_IF_ERROR(CuCheck(api_.cuCtxGetDevice(&device), "cuCtxGetDevice"));
+  absl::MutexLock lock(&mu_);
+  auto it = pools_.find(device);
+  if (it != pools_.end()) return it->second;
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device;
+  CUmemoryPool pool = nullptr;
+  const CUresult r = api_.cuMemPoolCreate(&pool, &props);
+  if (r == CUDA_ERROR_NOT_SUPPORTED) {
+    pools_[device] = nullptr;
+    return nullptr;
+  }
+  KFUSE_RETURN_IF_ERROR(CuCheck(r, "cuMemPoolCreate (kfuse scratch)"));
+  // Kept reserved across synchronizes: scratch is asked for at every launch.
+  cuuint64_t keep = ~cuuint64_t{0};
+  const CUresult t = api_.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+  if (t != CUDA_SUCCESS) {
+    api_.cuMemPoolDestroy(pool);
+    return CuCheck(t, "cuMemPoolSetAttribute(RELEASE_THRESHOLD)");
+  }
+  pools_[device] = pool;
+  return pool;
 }
 
 int Launcher::cached_modules() const {
@@ -197,13 +230,13 @@ absl::StatusOr<CUdeviceptr> Launcher::AllocScratch(int64_t bytes, CUstream strea
     s.ordered.push_back(p);
     return p;
   }
-  const CUresult r = api_.cuMemAllocAsync(&p, n, stream);
-  if (r == CUDA_SUCCESS) {
+  KFUSE_ASSIGN_OR_RETURN(CUmemoryPool pool, Pool());
+  if (pool != nullptr) {
+    KFUSE_RETURN_IF_ERROR(
+        CuCheck(api_.cuMemAllocFromPoolAsync(&p, n, pool, stream),
+                absl::StrCat("cuMemAllocFromPoolAsync (kfuse ", what, ")").c_str()));
     s.ordered.push_back(p);
     return p;
-  }
-  if (r != CUDA_ERROR_NOT_SUPPORTED) {
-    return CuCheck(r, absl::StrCat("cuMemAllocAsync (kfuse ", what, ")").c_str());
   }
   // A device without memory pools.
   KFUSE_RETURN_IF_ERROR(

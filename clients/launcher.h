@@ -56,10 +56,13 @@ struct PreparedPlan {
 class Launcher {
  public:
   // `api` must outlive the Launcher. Without `scratch`, scratch memory comes
-  // from the device's stream-ordered pool (cuMemAllocAsync, freed with
-  // cuMemFreeAsync behind the kernels: no wait); where the device has no
-  // memory pools, from cuMemAlloc, and the launch waits for the stream
-  // before freeing it.
+  // from a stream-ordered pool the Launcher owns, one per device
+  // (cuMemAllocFromPoolAsync, freed with cuMemFreeAsync behind the kernels:
+  // no wait). The pool keeps what it reserved until the Launcher goes, so a
+  // launch after a synchronize reuses it; the device's default pool returns
+  // its memory at every synchronize, and each later allocation maps it anew.
+  // Where the device has no memory pools, scratch comes from cuMemAlloc,
+  // and the launch waits for the stream before freeing it.
   // With `pinned_key`, a plan whose signature does not verify against it is
   // refused (PermissionDenied) before any module is loaded.
   explicit Launcher(const DriverApi& api, ScratchAllocator scratch = {},
@@ -91,13 +94,16 @@ class Launcher {
     std::map<std::string, CUfunction> functions;
   };
 
-  // Scratch of one Launch: from the caller's allocator or the stream's pool
+  // Scratch of one Launch: from the caller's allocator or the Launcher's pool
   // (`ordered`), or from cuMemAlloc (`waited`: freed after the stream).
   struct Scratch {
     std::vector<CUdeviceptr> ordered, waited;
   };
   absl::StatusOr<CUdeviceptr> AllocScratch(int64_t bytes, CUstream stream, Scratch& s,
                                            const char* what);
+  // The current context's device's pool, made on first use; nullptr where
+  // the device has no memory pools.
+  absl::StatusOr<CUmemoryPool> Pool();
   absl::StatusOr<CUfunction> Function(CUcontext ctx, const v1::Kernel& kernel);
   std::optional<PublicKey> pinned_key_;
   absl::Status RaiseSmemLimit(CUfunction f, uint32_t bytes);
@@ -113,6 +119,8 @@ class Launcher {
   std::map<std::pair<CUcontext, std::string>, Module> modules_ ABSL_GUARDED_BY(mu_);
   // The dynamic shared memory each function's limit was raised to.
   std::map<CUfunction, uint32_t> smem_limit_ ABSL_GUARDED_BY(mu_);
+  // Scratch pools by device (nullptr: the device has none).
+  std::map<CUdevice, CUmemoryPool> pools_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kfuse

@@ -538,3 +538,131 @@ TEST(LauncherPinnedKeyTest, UnverifiedPlansAreRefusedBeforeTheDriver) {
 
 }  // namespace
 }  // namespace kfuse
+
+namespace kfuse {
+namespace {
+
+// What the fake driver below saw. Its entries are plain functions (the
+// table holds function pointers), so they record here.
+struct FakeDriverLog {
+  int device = 0;  // The current context's device.
+  std::vector<int> pools_made;  // Each pool's device.
+  std::vector<cuuint64_t> thresholds;
+  std::vector<uintptr_t> allocs_from, freed, destroyed;  // Pool handles; pointers.
+  int launches = 0;
+};
+FakeDriverLog* fake_log = nullptr;
+
+CUmemoryPool PoolHandle(int i) { return reinterpret_cast<CUmemoryPool>(uintptr_t{0x500} + i); }
+
+DriverApi ScratchDriver() {
+  DriverApi api{};
+  api.cuCtxGetCurrent = [](CUcontext* c) {
+    *c = reinterpret_cast<CUcontext>(uintptr_t{0x10} + fake_log->device);
+    return CUDA_SUCCESS;
+  };
+  api.cuCtxGetDevice = [](CUdevice* d) {
+    *d = fake_log->device;
+    return CUDA_SUCCESS;
+  };
+  api.cuModuleLoadData = [](CUmodule* m, const void*) {
+    *m = reinterpret_cast<CUmodule>(uintptr_t{0x20});
+    return CUDA_SUCCESS;
+  };
+  api.cuModuleUnload = [](CUmodule) { return CUDA_SUCCESS; };
+  api.cuModuleGetFunction = [](CUfunction* f, CUmodule, const char*) {
+    *f = reinterpret_cast<CUfunction>(uintptr_t{0x30});
+    return CUDA_SUCCESS;
+  };
+  api.cuMemPoolCreate = [](CUmemoryPool* p, const CUmemPoolProps* props) {
+    EXPECT_EQ(props->location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+    fake_log->pools_made.push_back(props->location.id);
+    *p = PoolHandle(static_cast<int>(fake_log->pools_made.size()));
+    return CUDA_SUCCESS;
+  };
+  api.cuMemPoolSetAttribute = [](CUmemoryPool, CUmemPool_attribute attr, void* value) {
+    EXPECT_EQ(attr, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
+    fake_log->thresholds.push_back(*static_cast<cuuint64_t*>(value));
+    return CUDA_SUCCESS;
+  };
+  api.cuMemPoolDestroy = [](CUmemoryPool p) {
+    fake_log->destroyed.push_back(reinterpret_cast<uintptr_t>(p));
+    return CUDA_SUCCESS;
+  };
+  api.cuMemAllocFromPoolAsync = [](CUdeviceptr* d, size_t, CUmemoryPool p, CUstream) {
+    fake_log->allocs_from.push_back(reinterpret_cast<uintptr_t>(p));
+    *d = 0x100000 * fake_log->allocs_from.size();
+    return CUDA_SUCCESS;
+  };
+  api.cuMemFreeAsync = [](CUdeviceptr d, CUstream) {
+    fake_log->freed.push_back(d);
+    return CUDA_SUCCESS;
+  };
+  api.cuMemsetD8Async = [](CUdeviceptr, unsigned char, size_t, CUstream) {
+    return CUDA_SUCCESS;
+  };
+  api.cuLaunchKernel = [](CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                          unsigned, CUstream, void**, void**) {
+    ++fake_log->launches;
+    return CUDA_SUCCESS;
+  };
+  return api;
+}
+
+// Scratch comes from a pool the Launcher makes once a device and keeps
+// reserved across synchronizes (the device's default pool, at threshold 0,
+// hands its memory back at each and maps it anew at the next launch).
+TEST(LauncherScratchTest, OnePoolADeviceKeptAcrossSynchronizes) {
+  FakeDriverLog log;
+  fake_log = &log;
+  const DriverApi api = ScratchDriver();
+  v1::KernelPlan plan = Parse(R"pb(
+    symbols {
+      name: "N"
+      sources { input: 0 axis: 0 }
+    }
+    inputs {
+      name: "a"
+      dtype: DTYPE_F32
+      shape { symbol: "N" }
+    }
+    intermediates {
+      dtype: DTYPE_F32
+      shape { symbol: 0 }
+    }
+    kernels {
+      entry: "k"
+      cubin: "\x7f" "ELF"
+      params {
+        kind: KIND_BUFFER
+        buffer { intermediate: 0 }
+      }
+      params {
+        kind: KIND_WORKSPACE
+        workspace_bytes { constant: 512 }
+        workspace_zeroed: true
+      }
+      grid { x { constant: 1 } }
+      block { x { constant: 32 } }
+    })pb");
+  const std::vector<DeviceBuffer> in = {F32(0x1000, {64})};
+  {
+    Launcher launcher(api);
+    for (int device : {0, 0, 1}) {
+      log.device = device;
+      ASSERT_TRUE(launcher.Launch(plan, in, {}, nullptr).ok());
+    }
+    EXPECT_EQ(log.pools_made, (std::vector<int>{0, 1}));
+    EXPECT_EQ(log.thresholds, (std::vector<cuuint64_t>{~cuuint64_t{0}, ~cuuint64_t{0}}));
+    const uintptr_t p0 = 0x501, p1 = 0x502;
+    EXPECT_EQ(log.allocs_from, (std::vector<uintptr_t>{p0, p0, p0, p0, p1, p1}));
+    EXPECT_EQ(log.freed.size(), 6u);  // Each launch's, behind its kernels.
+    EXPECT_EQ(log.launches, 3);
+    EXPECT_TRUE(log.destroyed.empty());
+  }
+  EXPECT_EQ(log.destroyed, (std::vector<uintptr_t>{0x501, 0x502}));
+  fake_log = nullptr;
+}
+
+}  // namespace
+}  // namespace kfuse

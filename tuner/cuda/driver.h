@@ -36,6 +36,7 @@ namespace kfuse {
   X(cuCtxSetCurrent, 12000)           \
   X(cuCtxGetCurrent, 12000)           \
   X(cuCtxSynchronize, 12000)          \
+  X(cuCtxGetDevice, 12000)            \
   X(cuModuleLoadData, 12000)          \
   X(cuModuleUnload, 12000)            \
   X(cuModuleGetFunction, 12000)       \
@@ -45,8 +46,11 @@ namespace kfuse {
   X(cuLaunchKernelEx, 12000)          \
   X(cuMemAlloc, 12000)                \
   X(cuMemFree, 12000)                 \
-  X(cuMemAllocAsync, 12000)           \
   X(cuMemFreeAsync, 12000)            \
+  X(cuMemPoolCreate, 12000)           \
+  X(cuMemPoolDestroy, 12000)          \
+  X(cuMemPoolSetAttribute, 12000)     \
+  X(cuMemAllocFromPoolAsync, 12000)   \
   X(cuMemGetInfo, 12000)              \
   X(cuMemcpyHtoD, 12000)              \
   X(cuMemcpyDtoH, 12000)              \

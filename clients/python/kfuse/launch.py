@@ -431,7 +431,7 @@ class BoundLaunch:
     from a free list (a new set when every one is in use, as when threads
     launch at once) and gives it back after the launch."""
 
-    def __init__(self, cu, context, device, layout, kernels, scratch, n_slots, keep):
+    def __init__(self, cu, context, device, layout, kernels, scratch, n_slots, keep, memory):
         self.layout, self.plan, self.context = layout, layout.plan, int(context)
         self.device = device  # The context's device ordinal.
         self._cu, self._ctx, self._launch = cu, context, cu.cuLaunchKernel
@@ -442,6 +442,7 @@ class BoundLaunch:
         self._by_value = _compares_by_value(context)
         self._template = kernels  # (entry, f, gx, gy, gz, bx, by, bz, smem, [slot or scalar], memsets)
         self._scratch = scratch   # (slot, bytes) allocated per call: intermediates, workspaces
+        self._memory = memory     # Where they come from: a _Scratch.
         self._n, self._n_slots = layout.buffers, n_slots
         self._keep = keep         # The scalars the argument arrays point to.
         # The power-of-two alignments as one integer, the masks' bytes laid
@@ -508,22 +509,22 @@ class BoundLaunch:
 
     def _run_general(self, slots, kernels, s, push):
         """run with scratch allocations, or in a context pushed for the call."""
-        cu, held = self._cu, []
+        cu, memory, held = self._cu, self._memory, []
         if push:
             _check(cu.cuCtxPushCurrent(self._ctx), "cuCtxPushCurrent")
         try:
             for slot, n in self._scratch:
-                p = _check(cu.cuMemAllocAsync(max(n, 1), s), "cuMemAllocAsync")
-                held.append(p)
-                slots[slot] = int(p)
+                p, token = memory.alloc(max(n, 1), self.device, s)
+                held.append(token)
+                slots[slot] = p
             for entry, f, gx, gy, gz, bx, by, bz, smem, params, memsets in kernels:
                 for slot, n in memsets:
                     _check(cu.cuMemsetD8Async(slots[slot], 0, n, s), "cuMemsetD8Async")
                 _check(self._launch(f, gx, gy, gz, bx, by, bz, smem, s, params, 0),
                        f"cuLaunchKernel({entry})")
         finally:
-            for p in held:  # Stream-ordered: freed once the kernels are done.
-                cu.cuMemFreeAsync(p, s)
+            for token in held:  # Stream-ordered: reused once the kernels are done.
+                memory.free(token, s)
             if push:
                 cu.cuCtxPopCurrent()
         return None
@@ -536,6 +537,80 @@ class BoundLaunch:
                 self._streams.clear()
             self._streams[stream] = s
         return s
+
+
+class _Scratch:
+    """Where a Launcher's scratch memory (intermediates, workspaces) comes
+    from. By default a stream-ordered pool of the Launcher's own on each
+    device, which keeps what it reserved until close(): the device's default
+    pool hands its memory back at every synchronize, so a launch after one
+    would map it anew. With `allocator`, the caller's memory (see Launcher)."""
+
+    _NOT_SUPPORTED = 801  # CUDA_ERROR_NOT_SUPPORTED: a device without memory pools.
+
+    def __init__(self, driver, allocator):
+        self._driver, self._allocator = driver, allocator
+        self._lock = threading.Lock()
+        self._pools = {}  # device ordinal -> its pool, or None without pools
+
+    def alloc(self, n, device, stream):
+        """(address, token) of `n` bytes for a launch on `stream`; the token
+        goes to free() once the launch's kernels are enqueued."""
+        if self._allocator is not None:
+            address, keep = self._allocator(n, device, stream)
+            return int(address), keep
+        cu = self._driver()
+        try:
+            pool = self._pools[device]
+        except KeyError:
+            pool = self._pool(cu, device)
+        if pool is None:
+            p = _check(cu.cuMemAllocAsync(n, stream), "cuMemAllocAsync")
+        else:
+            p = _check(cu.cuMemAllocFromPoolAsync(n, pool, stream), "cuMemAllocFromPoolAsync")
+        return int(p), p
+
+    def free(self, token, stream):
+        if self._allocator is None:
+            self._driver().cuMemFreeAsync(token, stream)
+        # The caller's memory: the token (its keep) is dropped.
+
+    def _pool(self, cu, device):
+        with self._lock:
+            if device in self._pools:
+                return self._pools[device]
+            props = cu.CUmemPoolProps()
+            props.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+            props.handleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+            props.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            props.location.id = device
+            err, pool = cu.cuMemPoolCreate(props)
+            if int(err) == self._NOT_SUPPORTED:
+                pool = None
+            else:
+                _check((err, pool), "cuMemPoolCreate")
+                # Kept reserved across synchronizes: scratch is asked for at every launch.
+                keep = cu.cuuint64_t(0xFFFF_FFFF_FFFF_FFFF)
+                attr = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+                err, = cu.cuMemPoolSetAttribute(pool, attr, keep)
+                if int(err) != 0:
+                    cu.cuMemPoolDestroy(pool)
+                    raise LaunchError("INTERNAL", f"cuMemPoolSetAttribute(RELEASE_THRESHOLD) failed: {err!r}")
+            self._pools[device] = pool
+            return pool
+
+    def close(self, cu):
+        """Destroys the pools (their memory is returned once the kernels
+        still queued are done); the names of any the driver refused."""
+        with self._lock:
+            pools, self._pools = self._pools, {}
+        failed = []
+        for device, pool in pools.items():
+            if pool is not None:
+                err, = cu.cuMemPoolDestroy(pool)
+                if int(err) != 0:
+                    failed.append(f"cuMemPoolDestroy (device {device}): {err!r}")
+        return failed
 
 
 def _check_devices(cu, plan, bufs, device):
@@ -576,11 +651,21 @@ class Launcher:
     do not verify are refused before any module is loaded. driver: the
     cuda.bindings.driver module (the default) or a double with its calls.
     `binds` counts the BoundLaunches made. Modules stay loaded, one per
-    distinct cubin and context, until close() (or the `with` block's end)."""
+    distinct cubin and context, until close() (or the `with` block's end).
 
-    def __init__(self, pinned_key=None, driver=None):
+    Plans with intermediates or workspaces take scratch memory at each
+    launch. scratch=None: from a stream-ordered pool this Launcher keeps on
+    each device, holding what it reserved until close(). Or a callable
+    (nbytes, device ordinal, CUstream) -> (address, keep) giving the
+    caller's memory, e.g. a framework's caching allocator: `keep` is dropped
+    once the launch's kernels are enqueued, so the allocator must be
+    stream-ordered (memory reused only behind the stream's earlier work),
+    as PyTorch's is for its current stream."""
+
+    def __init__(self, pinned_key=None, driver=None, scratch=None):
         self._pinned = pinned_key
         self._cu = driver
+        self._memory = _Scratch(self._driver, scratch)
         self._lock = threading.Lock()
         self._modules = {}   # context handle -> {sha256 of cubin: {"module", "functions"}}
         self._primary = {}   # device ordinal -> its primary context
@@ -637,6 +722,7 @@ class Launcher:
                         failed.append(f"cuModuleUnload: {err!r}")
             finally:
                 cu.cuCtxPopCurrent()
+        failed += self._memory.close(cu)
         for device in primary:
             err, dev = cu.cuDeviceGet(device)
             if int(err) == 0:
@@ -779,7 +865,7 @@ class Launcher:
         finally:
             if push:
                 cu.cuCtxPopCurrent()
-        bound = BoundLaunch(cu, ctx, ordinal, layout, kernels, scratch, n_slots, keep)
+        bound = BoundLaunch(cu, ctx, ordinal, layout, kernels, scratch, n_slots, keep, self._memory)
         with self._lock:
             if self._closed:  # Closed while binding: its modules may be gone.
                 raise LaunchError("FAILED_PRECONDITION", "this Launcher is closed")

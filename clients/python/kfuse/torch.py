@@ -129,10 +129,19 @@ def _default_client():
         return _shared["client"]
 
 
+def _torch_scratch(nbytes, device, stream):
+    """A plan's scratch from torch's caching allocator, on the current
+    stream of `device`, the stream the plan is launched on: reused once the
+    stream has passed the kernels, and counted by torch.cuda's memory
+    statistics like any tensor."""
+    t = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", device))
+    return t.data_ptr(), t
+
+
 def _default_launcher():
     with _shared_lock:
         if "launcher" not in _shared:
-            _shared["launcher"] = Launcher()
+            _shared["launcher"] = Launcher(scratch=_torch_scratch)
         return _shared["launcher"]
 
 

@@ -53,12 +53,35 @@ class FakeDriver:
     class CUpointer_attribute:
         CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 
+    class CUmemAllocationType:
+        CU_MEM_ALLOCATION_TYPE_PINNED = 1
+
+    class CUmemAllocationHandleType:
+        CU_MEM_HANDLE_TYPE_NONE = 0
+
+    class CUmemLocationType:
+        CU_MEM_LOCATION_TYPE_DEVICE = 1
+
+    class CUmemPool_attribute:
+        CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
+
+    class cuuint64_t(int):
+        pass
+
+    class CUmemPoolProps:
+        def __init__(self):
+            self.allocType = self.handleTypes = 0
+            self.location = type("CUmemLocation", (), {"type": 0, "id": 0})()
+
     def __init__(self, record=False, current=1, param_types=None, pause=False):
         self.record, self.current, self.stack = record, current, []
         self.param_types, self.pause = param_types, pause
         self.launches, self.loads, self.calls, self.allocs = [], [], 0, 0
         self.unloads, self.released = [], []  # (module, current context); device
         self.synced = []  # The current context of each cuCtxSynchronize.
+        # Scratch pools: each made's (props, attributes set); the pool of each
+        # allocation (None: the device's default); the pools destroyed.
+        self.pools, self.pool_of, self.destroyed = [], [], []
 
     def cuCtxGetCurrent(self):
         return 0, Handle(self.current)
@@ -106,7 +129,25 @@ class FakeDriver:
     def cuFuncSetAttribute(self, f, attr, value):
         return (0,)
 
+    def cuMemPoolCreate(self, props):
+        self.pools.append((props, {}))
+        return 0, Handle(0x500 + len(self.pools))
+
+    def cuMemPoolSetAttribute(self, pool, attr, value):
+        self.pools[int(pool) - 0x501][1][attr] = int(value)
+        return (0,)
+
+    def cuMemPoolDestroy(self, pool):
+        self.destroyed.append(int(pool))
+        return (0,)
+
+    def cuMemAllocFromPoolAsync(self, n, pool, stream):
+        self.pool_of.append(int(pool))
+        self.allocs += 1
+        return 0, Handle(0x7000000 + (self.allocs << 20))
+
     def cuMemAllocAsync(self, n, stream):
+        self.pool_of.append(None)
         self.allocs += 1
         return 0, Handle(0x7000000 + (self.allocs << 20))
 

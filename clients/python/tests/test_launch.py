@@ -1,5 +1,8 @@
 """The launcher's GPU-free half: expressions, symbol binding, tensor checks
 and precondition refusals; then a GPU launch where torch and a GPU exist."""
+import ctypes
+import weakref
+
 import pytest
 
 import kfuse
@@ -312,6 +315,71 @@ def test_close_reports_an_unload_the_driver_refuses_after_trying_every_one():
         launcher.close()
     assert e.value.code == "INTERNAL"
     assert len(driver.unloads) == 2 and driver.released == [1]
+
+
+def _scratch_plan():
+    """_plan() with an intermediate of 4 bytes an element and a zeroed
+    workspace of 512 bytes."""
+    plan = _plan()
+    plan.intermediates.add(bytes=b(E.OP_MUL, s(0), c(4)))
+    k = plan.kernels[0]
+    k.params.add(kind=pb.Param.KIND_BUFFER, buffer=pb.BufferRef(intermediate=0))
+    k.params.add(kind=pb.Param.KIND_WORKSPACE, workspace_bytes=c(512), workspace_zeroed=True)
+    return plan
+
+
+def test_scratch_comes_from_the_launchers_own_pool_on_each_device():
+    driver = _Driver()
+    launcher = kfuse.Launcher(driver=driver)
+    plan = _scratch_plan()
+    for _ in range(3):
+        launcher.launch(plan, *_bufs(16))
+    on_device_1 = _bufs(16, ptr=0x2000000)
+    bound = launcher.bind(plan, *on_device_1, device=1)
+    assert bound.run([b.ptr for b in on_device_1[0] + on_device_1[1]]) is None
+    # One pool a device, made at its first launch, holding what it reserved
+    # across synchronizes (the default pool's threshold, 0, hands it back).
+    assert [p.location.id for p, _ in driver.pools] == [0, 1]
+    for props, attrs in driver.pools:
+        assert props.location.type == driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        assert attrs == {driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: (1 << 64) - 1}
+    assert driver.pool_of == [0x501] * 6 + [0x502] * 2  # Intermediate and workspace per launch.
+    launcher.close()
+    assert sorted(driver.destroyed) == [0x501, 0x502]
+
+
+def test_scratch_from_the_callers_allocator():
+    driver, calls, alive = _Driver(), [], weakref.WeakSet()
+
+    class Keep:  # What the allocator's memory lives as; dropped once launched.
+        pass
+
+    def scratch(nbytes, device, stream):
+        calls.append((nbytes, device, int(stream)))
+        keep = Keep()
+        alive.add(keep)
+        return 0x900000 + 0x1000 * len(calls), keep
+
+    driver.param_types = [ctypes.c_uint64] * 4 + [ctypes.c_int64] + [ctypes.c_uint64] * 2
+    launcher = kfuse.Launcher(driver=driver, scratch=scratch)
+    launcher.launch(_scratch_plan(), *_bufs(16), stream=7)
+    assert calls == [(64, 0, 7), (512, 0, 7)] and len(alive) == 0
+    assert driver.launches[-1]["params"][5:] == [0x901000, 0x902000]
+    assert driver.pools == [] and driver.pool_of == []
+
+
+def test_a_device_without_memory_pools_allocates_from_the_stream():
+    class NoPools(_Driver):
+        def cuMemPoolCreate(self, props):
+            return 801, None  # CUDA_ERROR_NOT_SUPPORTED
+
+    driver = NoPools()
+    launcher = kfuse.Launcher(driver=driver)
+    launcher.launch(_scratch_plan(), *_bufs(16))
+    launcher.launch(_scratch_plan(), *_bufs(16))
+    assert driver.pool_of == [None] * 4
+    launcher.close()
+    assert driver.destroyed == []
 
 
 def test_launcher_as_a_context_manager_closes():

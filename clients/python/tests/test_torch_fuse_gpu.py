@@ -187,3 +187,41 @@ def test_arange_masks_by_length_in_one_kernel(client):
     x = torch.randn(64, 1000, device="cuda", dtype=torch.bfloat16)
     lengths = torch.randint(0, 1001, (64,), device="cuda", dtype=torch.int64)
     _expect_equal_to_eager(fn, client, x, lengths)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scratch", ["torch", "launcher pool"])
+def test_plans_with_scratch_replay_in_a_cuda_graph(client, scratch):
+    """Plans that take scratch at each launch (a 1-D total, its row sliced
+    over the grid with a workspace; a 2-D total, two kernels and an
+    intermediate) captured in a CUDA graph, the scratch from torch's caching
+    allocator (kfuse.torch's launcher) or from a kfuse.Launcher's pool, then
+    replayed on new inputs."""
+    _gpu()
+    launcher = None if scratch == "torch" else kfuse.Launcher()
+    fns = [kt.fuse(lambda v: v.sum(), client=client, fallback="raise", launcher=launcher)
+           for _ in range(2)]
+    xs = [torch.randn(1 << 22, device="cuda"), torch.randn(2048, 2048, device="cuda")]
+    with torch.inference_mode():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # Warm-up: compile, load the modules.
+            for _ in range(2):
+                for f, x in zip(fns, xs):
+                    f(x)
+        torch.cuda.current_stream().wait_stream(side)
+        assert len(fns[1].plan_for(xs[1]).intermediates) == 1
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = [f(x) for f, x in zip(fns, xs)]
+        for _ in range(2):
+            for x in xs:
+                x.copy_(torch.randn_like(x))
+            graph.replay()
+            torch.cuda.synchronize()
+            for out, x in zip(outs, xs):
+                ref = x.double().sum()
+                assert abs(out.double() - ref).item() <= 1e-5 * x.double().abs().sum().item(), \
+                    (out.item(), ref.item())
+    if launcher is not None:
+        launcher.close()
