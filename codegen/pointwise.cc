@@ -21,7 +21,13 @@ int StorageBytes(DType t, Numerics n, bool is_output) {
   return (is_output && n == Numerics::kReference64) ? 8 : DTypeBytes(t);
 }
 
-// The widest storage element of any buffer the kernel touches.
+// Whether `o` can be moved as vectors: consecutive along the lanes. Others
+// are read once a vector (uniform, or broadcast along the innermost dim) or
+// element by element (strided), whatever their width.
+bool LaneConsecutive(const Operand& o) {
+  return !o.uniform && o.strides.back() == Mono{1, {}};
+}
+
 // The widest element a vector of the variant moves. An earlier kernel's
 // 16-bit result kept in f32 (IntermediateDType) counts as its 16-bit value:
 // it is a broadcast row, and its vectors may take two 16-byte loads rather
@@ -29,11 +35,14 @@ int StorageBytes(DType t, Numerics n, bool is_output) {
 int WidestBytes(const Chain& c, const IterSpace& s, Numerics n) {
   int w = 1;
   for (const Operand& o : s.inputs) {
+    if (!LaneConsecutive(o)) continue;
     const DType t = o.buffer.kind == BufferRef::Kind::kIntermediate ? c.nodes[o.node].type.dtype
                                                                     : o.dtype;
     w = std::max(w, StorageBytes(t, n, false));
   }
-  for (const Operand& o : s.outputs) w = std::max(w, StorageBytes(o.dtype, n, true));
+  for (const Operand& o : s.outputs) {
+    if (LaneConsecutive(o)) w = std::max(w, StorageBytes(o.dtype, n, true));
+  }
   return w;
 }
 

@@ -54,11 +54,15 @@
 namespace kfuse {
 
 // pointwise/2: iotas (an element's coordinate); i64 views.
-inline constexpr char kPointwiseGeneratorVersion[] = "pointwise/2";
+// pointwise/3: vectors as wide as the operands moved as vectors allow
+// (broadcast and strided operands no longer narrow them).
+inline constexpr char kPointwiseGeneratorVersion[] = "pointwise/3";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.
-inline constexpr char kPointwiseVariantSchema[] = "pointwise-variants/1";
+// pointwise-variants/2: vec's range grew where a broadcast or strided
+// operand is wider than the others.
+inline constexpr char kPointwiseVariantSchema[] = "pointwise-variants/2";
 
 // The kernel for `group` of validated `chain` under `variant`. Errors as
 // CanGenerate. Same inputs give byte-identical source.

@@ -139,6 +139,37 @@ TEST(HeuristicTest, SixteenByteVectors) {
   EXPECT_EQ(PointwiseHeuristic(sym.chain, sym.group).Get("vec"), 1);
 }
 
+// Operands read once a vector (a column broadcast along the rows) or
+// element by element (strided) do not narrow the vectors of the others: a
+// bf16 x masked by an i64 lengths column takes 16-byte vectors of x.
+TEST(HeuristicTest, BroadcastAndStridedOperandsDoNotNarrowVectors) {
+  Chain c;
+  int x = c.AddInput(T(DType::kBF16, {S(64), S(4096)}));
+  int lengths = c.AddInput(T(DType::kI64, {S(64), S(1)}));
+  int iota = c.AddOp(OpKind::kIota, {});
+  c.nodes[iota].shape = {S(4096)};
+  c.nodes[iota].dtype = DType::kI64;
+  int keep = c.AddOp(OpKind::kLt, {iota, lengths});
+  c.outputs.push_back(c.AddOp(OpKind::kWhere, {keep, x, c.AddConstant(0)}));
+  TestChain masked = Finish("masked_by_lengths", std::move(c));
+  EXPECT_EQ(PointwiseHeuristic(masked.chain, masked.group).Get("vec"), 8);
+  KernelSpec k = Emit(masked, V(8, 1, 256, 0));
+  EXPECT_TRUE(absl::StrContains(k.source, "const long long l1 = in1[c0];")) << k.source;
+
+  // x bf16 [64, 512] plus the transpose of y i64 [512, 64]: y is read with
+  // a stride of 64 along the lanes, element by element.
+  Chain t;
+  int a = t.AddInput(T(DType::kBF16, {S(64), S(512)}));
+  int b = t.AddInput(T(DType::kI64, {S(512), S(64)}));
+  int bt = t.AddOp(OpKind::kPermute, {b});
+  t.nodes[bt].axes = {1, 0};
+  int sum = t.AddOp(OpKind::kAdd, {t.AddCast(a, DType::kF32), t.AddCast(bt, DType::kF32)});
+  t.outputs.push_back(t.AddCast(sum, DType::kBF16));
+  TestChain strided = Finish("strided_i64", std::move(t));
+  EXPECT_EQ(PointwiseHeuristic(strided.chain, strided.group).Get("vec"), 8);
+  EXPECT_TRUE(CanGenerate(strided.chain, strided.group, V(8, 1, 256, 0)).ok());
+}
+
 TEST(SpaceTest, LegalDistinctBoundedAndSeeded) {
   for (const TestChain& tc : pointwise_test::GoldenChains()) {
     std::vector<Variant> space = PointwiseSpace(tc.chain, tc.group);
@@ -328,7 +359,7 @@ TEST(SourceTest, DeterministicAndVariantSpecific) {
   EXPECT_EQ(a.entry, b.entry);
   KernelSpec c = Emit(tc, V(4, 2, 512, 0));
   EXPECT_NE(a.entry, c.entry);
-  EXPECT_TRUE(absl::StrContains(a.source, "pointwise/2"));
+  EXPECT_TRUE(absl::StrContains(a.source, "pointwise/3"));
 }
 
 TEST(SourceTest, NumericsDifferWhereTheyShould) {

@@ -190,6 +190,25 @@ def test_arange_masks_by_length_in_one_kernel(client):
 
 
 @pytest.mark.gpu
+def test_a_mask_by_lengths_keeps_16_byte_vectors(client):
+    """bf16 activations masked by an int64 lengths column: the column is
+    read once a vector, so x moves in 8-element (16-byte) vectors, and the
+    result equals eager."""
+    _gpu()
+
+    def fn(x, lengths):
+        pos = torch.arange(x.shape[-1], device=x.device)
+        return torch.where(pos.unsqueeze(0) < lengths.unsqueeze(1), x, 0.0) * 2
+
+    torch.manual_seed(9)
+    x = torch.randn(256, 4096, device="cuda", dtype=torch.bfloat16)
+    lengths = torch.randint(0, 4097, (256,), device="cuda", dtype=torch.int64)
+    plan = kt.fuse(fn, client=client, fallback="raise").plan_for(x, lengths)
+    assert [k.variant.params["vec"] for k in plan.kernels] == [8]
+    _expect_equal_to_eager(lambda *a: (fn(*a),), client, x, lengths)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("scratch", ["torch", "launcher pool"])
 def test_plans_with_scratch_replay_in_a_cuda_graph(client, scratch):
     """Plans that take scratch at each launch (a 1-D total, its row sliced
