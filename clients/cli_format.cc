@@ -309,7 +309,8 @@ namespace {
 
 // `text` with C0 controls, DEL and the C1 controls' UTF-8 forms (U+0080 to
 // U+009F, which some terminals act on as escapes) written as \x escapes;
-// newlines and tabs kept where `keep_lines`.
+// newlines and tabs kept where `keep_lines`, else backslashes doubled, so a
+// one-line text reads back unambiguously (a name "a\n" is not a newline).
 std::string Escaped(absl::string_view text, bool keep_lines) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -317,6 +318,8 @@ std::string Escaped(absl::string_view text, bool keep_lines) {
     const bool c1 = u == 0xc2 && i + 1 < text.size() && (static_cast<unsigned char>(text[i + 1]) & 0xe0) == 0x80;
     if (keep_lines && (u == '\n' || u == '\t')) {
       out += text[i];
+    } else if (!keep_lines && u == '\\') {
+      out += "\\\\";
     } else if (u < 0x20 || u == 0x7f) {
       out += absl::CHexEscape(text.substr(i, 1));
     } else if (c1) {

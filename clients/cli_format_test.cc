@@ -210,6 +210,9 @@ TEST(PrintableTest, EscapesC1ControlsAndKeepsLinesWhereAsked) {
   EXPECT_EQ(Printable("a\nb\tc\x7f"), "a\\nb\\tc\\x7f");
   EXPECT_EQ(PrintableLines("a\nb\tc\x1b]0;t\x07"), "a\nb\tc\\x1b]0;t\\x07");
   EXPECT_EQ(Printable("ends in \xc2"), "ends in \xc2");
+  // A backslash in a one-line text is doubled: an escape is not a name's text.
+  EXPECT_EQ(Printable("a\\n b\n"), "a\\\\n b\\n");
+  EXPECT_EQ(PrintableLines("a\\n"), "a\\n");
 }
 
 TEST(FormatTableTest, AlignsColumns) {
