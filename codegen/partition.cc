@@ -265,11 +265,21 @@ std::vector<int32_t> ReductionsRead(const Chain& c, int32_t r, const std::set<in
   return std::vector<int32_t>(read.begin(), read.end());
 }
 
+// A layout view a row kernel does not generate: any but an iota along its
+// last axis (a row kernel's column) and a reshape adding or dropping a
+// per-row value's trailing unit dim.
+bool RowsTakeNo(const Chain& c, int32_t id) {
+  const Node& n = c.nodes[id];
+  if (n.kind == OpKind::kIota) return n.axis != n.type.rank() - 1;
+  return IsLayout(n.kind) && TrailingUnit(c, n) == 0;
+}
+
 // Whether reduction `r`'s operand reads the elements of its rows (through
-// element-wise work, a chain input, an iota or another kernel's reduction
-// result as wide as them), not only per-row values of its own rows: with
-// rows one wide, a reduction of another's results has the same operand
-// shape as that other, yet it reduces per-row values.
+// element-wise work, a chain input, an iota, a view a pointwise kernel
+// stores, or another kernel's reduction result as wide as them), not only
+// per-row values of its own rows: with rows one wide, a reduction of
+// another's results has the same operand shape as that other, yet it
+// reduces per-row values.
 bool ReadsRowElements(const Chain& c, int32_t r) {
   const int32_t operand = c.nodes[r].args[0];
   const Dim& width = OperandShape(c, r).back();
@@ -277,7 +287,7 @@ bool ReadsRowElements(const Chain& c, int32_t r) {
   work.insert(operand);
   auto element = [&](int32_t id) {
     const Node& n = c.nodes[id];
-    const bool source = n.kind == OpKind::kInput || n.kind == OpKind::kIota ||
+    const bool source = n.kind == OpKind::kInput || n.kind == OpKind::kIota || RowsTakeNo(c, id) ||
                         (IsReduction(n.kind) && !(AlongRows(n) && OperandShape(c, id) == OperandShape(c, r)));
     return source && n.type.rank() > 0 && n.type.shape.back() == width;
   };
@@ -314,7 +324,10 @@ std::vector<int32_t> RowResultsToStore(const Chain& c, int32_t r, const std::set
 // order, each reduction over outer axes gets a kernel of its own, and the
 // row results such a reduction needs are stored first by a row kernel per
 // row shape; then one kernel computes the outputs left, reading what the
-// earlier kernels stored.
+// earlier kernels stored. Layout views beside reductions are computed by
+// pointwise kernels only: a reduction reading its operand through views
+// reads it stored by a pointwise kernel first, and an output computed
+// through views from reductions reads their results stored.
 class StagedPartition {
  public:
   explicit StagedPartition(const Chain& c) : c_(c) {}
@@ -326,19 +339,12 @@ class StagedPartition {
       if (!AlongRows(c_.nodes[id])) KFUSE_RETURN_IF_ERROR(CheckOuterReduction(c_, id));
       reductions.push_back(id);
     }
+    for (int32_t r : reductions) KFUSE_RETURN_IF_ERROR(StoreViewedOperand(r));
     for (int32_t r : reductions) {
-      // One row kernel per row shape, in the order r reads them.
-      std::vector<int32_t> rows = RowResultsToStore(c_, r, stored_);
-      while (!rows.empty()) {
-        std::vector<int32_t> same, rest;
-        for (int32_t a : rows) {
-          (OperandShape(c_, a) == OperandShape(c_, rows[0]) ? same : rest).push_back(a);
-        }
-        KFUSE_RETURN_IF_ERROR(StoreRowResults(r, same));
-        rows = std::move(rest);
-      }
+      KFUSE_RETURN_IF_ERROR(StoreRowResultsByShape(r, RowResultsToStore(c_, r, stored_)));
       if (!AlongRows(c_.nodes[r])) KFUSE_RETURN_IF_ERROR(AddOuterReduction(r));
     }
+    KFUSE_RETURN_IF_ERROR(StoreForViewedOutputs());
     KFUSE_RETURN_IF_ERROR(AddLastKernel());
     std::sort(p_.intermediates.begin(), p_.intermediates.end());
     return std::move(p_);
@@ -355,6 +361,82 @@ class StagedPartition {
   // The computed nodes `roots` need, reading what earlier kernels stored.
   std::set<int32_t> Work(std::vector<int32_t> roots) const {
     return Closure(c_, std::move(roots), [&](int32_t id) { return stored_.count(id) > 0; });
+  }
+
+  // The views among `ids` that rows do not take.
+  std::set<int32_t> Views(const std::set<int32_t>& ids) const {
+    std::set<int32_t> out;
+    for (int32_t id : ids) {
+      if (RowsTakeNo(c_, id)) out.insert(id);
+    }
+    return out;
+  }
+
+  // A pointwise kernel storing reduction `r`'s operand where it is computed
+  // through layout views: the reduction then reads it as it is in memory.
+  absl::Status StoreViewedOperand(int32_t r) {
+    const int32_t operand = c_.nodes[r].args[0];
+    if (stored_.count(operand)) return absl::OkStatus();
+    const std::set<int32_t> work = Work({operand});
+    // The reduction family reads its operand's elements where they are: it
+    // takes no view, an iota neither.
+    std::set<int32_t> views = Views(work);
+    if (!AlongRows(c_.nodes[r])) {
+      for (int32_t id : work) {
+        if (IsLayout(c_.nodes[id].kind)) views.insert(id);
+      }
+    }
+    if (views.empty()) return absl::OkStatus();
+    for (int32_t id : work) {
+      if (IsReduction(c_.nodes[id].kind)) {
+        return absl::UnimplementedError(absl::StrCat(
+            OpLabel(c_, *views.begin()), ": a layout view between two reductions (", OpLabel(c_, id),
+            " and ", OpLabel(c_, r), ") is not generated yet"));
+      }
+    }
+    KernelGroup k;
+    k.family = Family::kPointwise;
+    k.nodes.assign(work.begin(), work.end());
+    k.results = {operand};
+    k.intermediates = {operand};
+    k.reason = absl::StrCat("the operand of ", OpLabel(c_, r), " through its layout views (",
+                            Labels(views), "), stored: reductions read their rows as they are in memory");
+    stored_.insert(operand);
+    p_.intermediates.push_back(operand);
+    p_.kernels.push_back(std::move(k));
+    return absl::OkStatus();
+  }
+
+  // Outputs computed through layout views from reductions along rows: those
+  // reductions' results stored by row kernels (a row shape each), so that a
+  // pointwise kernel computes the outputs with their views.
+  absl::Status StoreForViewedOutputs() {
+    for (int32_t o : c_.outputs) {
+      if (IsLeaf(c_, o) || Written(o)) continue;
+      const std::set<int32_t> work = Work({o});
+      const std::set<int32_t> views = Views(work);
+      if (views.empty()) continue;
+      std::vector<int32_t> rows;
+      for (int32_t id : work) {
+        if (IsReduction(c_.nodes[id].kind)) rows.push_back(id);
+      }
+      KFUSE_RETURN_IF_ERROR(StoreRowResultsByShape(o, std::move(rows)));
+    }
+    return absl::OkStatus();
+  }
+
+  // StoreRowResults for `consumer`: one row kernel per row shape, in the
+  // order `rows` (reductions along rows) come.
+  absl::Status StoreRowResultsByShape(int32_t consumer, std::vector<int32_t> rows) {
+    while (!rows.empty()) {
+      std::vector<int32_t> same, rest;
+      for (int32_t a : rows) {
+        (OperandShape(c_, a) == OperandShape(c_, rows[0]) ? same : rest).push_back(a);
+      }
+      KFUSE_RETURN_IF_ERROR(StoreRowResults(consumer, same));
+      rows = std::move(rest);
+    }
+    return absl::OkStatus();
   }
 
   std::string Labels(const std::set<int32_t>& ids) const {
@@ -451,7 +533,11 @@ class StagedPartition {
     // One client op that Canonicalize split (a mean over every axis).
     bool split = c_.nodes[consumer].wire_index >= 0;
     for (int32_t a : rows) split = split && c_.nodes[a].wire_index == c_.nodes[consumer].wire_index;
-    if (split) {
+    if (!IsReduction(c_.nodes[consumer].kind)) {
+      k.reason = absl::StrCat("reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
+                              ") stored for ", OpLabel(c_, consumer), ", which reads them through layout views (",
+                              Labels(Views(Work({consumer}))), ") that row kernels do not generate");
+    } else if (split) {
       k.reason = absl::StrCat(OpLabel(c_, consumer),
                               " over the innermost and outer axes, split: its reductions along "
                               "rows here, stored for the reduction over the rest");
@@ -619,16 +705,17 @@ bool ReadsRowsOfAnotherShape(const Chain& c) {
   return false;
 }
 
-// Row kernels compute an iota along their rows (each element's column) and
-// reshapes of per-row values; the other kernels of a plan with reductions
-// do not generate views yet.
+// Beside reductions, layout views are computed by pointwise kernels (any
+// view) and row kernels (an iota along their rows, reshapes of per-row
+// values; AnalyzeRows checks them); the reduction family reads its operand
+// as it is in memory.
 absl::Status ViewsInRowKernels(const Chain& c, const Partition& p) {
   for (const KernelGroup& k : p.kernels) {
-    if (k.family == Family::kRowReduction) continue;
+    if (k.family != Family::kReduction) continue;
     for (int32_t id : k.nodes) {
       if (IsLayout(c.nodes[id].kind)) {
         return absl::UnimplementedError(absl::StrCat(
-            OpLabel(c, id), ": beside reductions, views are generated in row kernels only"));
+            OpLabel(c, id), ": a view in the operand of a reduction over outer axes is not generated yet"));
       }
     }
   }
@@ -637,10 +724,11 @@ absl::Status ViewsInRowKernels(const Chain& c, const Partition& p) {
 
 // PartitionChain for a chain that is not a fused attention.
 absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
-  bool reduces = false, outer = false, multiplies = false;
-  int32_t first_view = -1, first_other_view = -1, first_iota = -1;
+  bool reduces = false, outer = false, multiplies = false, viewed = false;
+  int32_t first_view = -1, first_iota = -1;
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
     const Node& n = c.nodes[id];
+    viewed = viewed || RowsTakeNo(c, id);
     if (n.kind == OpKind::kIota) {
       if (first_iota < 0) first_iota = id;
       if (first_view < 0) first_view = id;  // Index arithmetic, as views are.
@@ -648,9 +736,6 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
     }
     multiplies = multiplies || n.kind == OpKind::kMatmul;
     if (IsLayout(n.kind) && first_view < 0) first_view = id;
-    if (IsLayout(n.kind) && n.kind != OpKind::kReshape && first_other_view < 0) {
-      first_other_view = id;
-    }
     if (!IsReduction(n.kind)) continue;
     reduces = true;
     const int rank = c.nodes[n.args[0]].type.rank();
@@ -662,14 +747,12 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
   }
   if (multiplies) return partition_internal::MatmulPartition(c);
   // Beside reductions, row kernels take an iota along their rows and a
-  // reshape adding or dropping a per-row value's unit dim (AnalyzeRows).
-  if (reduces && first_other_view >= 0) {
-    return absl::UnimplementedError(absl::StrCat(OpLabel(c, first_other_view), ": ",
-                                                 NotYet(c.nodes[first_other_view].kind)));
-  }
+  // reshape adding or dropping a per-row value's unit dim (AnalyzeRows);
+  // other views are left to pointwise kernels of a staged plan.
   if (reduces) {
-    absl::StatusOr<Partition> p = outer || ReadsRowsOfAnotherShape(c) ? StagedPartition(c).Run()
-                                                                      : RowPartition(c);
+    absl::StatusOr<Partition> p = outer || viewed || ReadsRowsOfAnotherShape(c)
+                                      ? StagedPartition(c).Run()
+                                      : RowPartition(c);
     if (p.ok()) KFUSE_RETURN_IF_ERROR(ViewsInRowKernels(c, *p));
     return p;
   }

@@ -153,6 +153,69 @@ inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {
   return Finish(std::move(c));
 }
 
+// Layout views beside reductions, of x [N, M] (plans whose views are
+// computed by pointwise kernels):
+//   0: softmax(x[:, 3:M-2]) along rows: the slice stored, then a row kernel;
+//   1: softmax(x.t()) along rows and its row max: the transpose stored;
+//   2: x.t() + x.sum(-1, keepdim) (N == M): the row sums stored, then a
+//      pointwise kernel with the transpose;
+//   3: softmax(x).t(): the softmax's max and sum stored, then a pointwise
+//      kernel computing it transposed;
+//   4: (x * its column index).sum(0): the product through the iota stored,
+//      then the column sums;
+//   5: (x * its row index).sum(-1): an iota along the outer axis, which a
+//      row kernel does not count, so the product is stored, then the rows
+//      summed.
+inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
+  auto transpose = [&](int32_t v) {
+    int32_t p = c.AddOp(OpKind::kPermute, {v});
+    c.nodes[p].axes = {1, 0};
+    return p;
+  };
+  // softmax(v) along rows; its row max in *max.
+  auto softmax = [&](int32_t v, int32_t* max) {
+    *max = Reduce(&c, OpKind::kReduceMax, v, {1}, true);
+    int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {v, *max})});
+    return c.AddOp(OpKind::kDiv, {e, Reduce(&c, OpKind::kReduceSum, e, {1}, true)});
+  };
+  int32_t max = -1;
+  switch (which) {
+    case 0: {
+      int32_t s = c.AddOp(OpKind::kSlice, {x});
+      c.nodes[s].axis = 1;
+      c.nodes[s].start = 3;
+      c.nodes[s].stop = m - 2;
+      c.outputs = {softmax(s, &max)};
+      break;
+    }
+    case 1:
+      c.outputs = {softmax(transpose(x), &max)};
+      c.outputs.push_back(max);
+      break;
+    case 2: {
+      int32_t sums = Reduce(&c, OpKind::kReduceSum, x, {1}, true);
+      c.outputs = {c.AddOp(OpKind::kAdd, {transpose(x), sums})};
+      break;
+    }
+    case 3:
+      c.outputs = {transpose(softmax(x, &max))};
+      break;
+    default: {
+      const bool rows = which == 5;
+      int32_t index = c.AddOp(OpKind::kIota, {});
+      c.nodes[index].shape = rows ? std::vector<Dim>{c.nodes[x].type.shape[0], Dim::Static(1)}
+                                  : std::vector<Dim>{Dim::Static(m)};
+      c.nodes[index].dtype = DType::kI32;
+      int32_t w = c.AddOp(OpKind::kMul, {x, c.AddCast(index, t)});
+      c.outputs = {Reduce(&c, OpKind::kReduceSum, w, {rows ? 1 : 0}, false)};
+      break;
+    }
+  }
+  return Finish(std::move(c));
+}
+
 // Of x [B, R, W]: each row's min (keepdim or not) beside the sum and the
 // min over every axis. One row kernel stores the row sums and the row minima
 // for the reductions over the rest.

@@ -26,8 +26,8 @@ bool Broadcasts(const TensorType& t, const std::vector<Dim>& frame) {
   return true;
 }
 
-// +1 for a reshape that appends one trailing unit dim ([N] to [N, 1]), -1
-// for one that drops it ([N, 1] to [N]), 0 for any other node.
+}  // namespace
+
 int TrailingUnit(const Chain& c, const Node& nd) {
   if (nd.kind != OpKind::kReshape) return 0;
   const std::vector<Dim>& in = c.nodes[nd.args[0]].type.shape;
@@ -40,8 +40,6 @@ int TrailingUnit(const Chain& c, const Node& nd) {
   if (extends(out, in)) return -1;
   return 0;
 }
-
-}  // namespace
 
 absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
   const int32_t n = static_cast<int32_t>(c.nodes.size());

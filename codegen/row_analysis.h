@@ -38,6 +38,11 @@ struct RowStructure {
   std::vector<std::vector<int32_t>> phases;
 };
 
+// +1 for a reshape that appends one trailing unit dim ([N] to [N, 1]), -1
+// for one that drops it ([N, 1] to [N]), 0 for any other node: the only
+// views a row kernel takes (a per-row value between its frames).
+int TrailingUnit(const Chain& c, const Node& nd);
+
 // For a validated, canonical chain with at least one reduction. Unimplemented
 // (naming the op) when a reduction runs over an outer axis or over several
 // axes, operands differ in row shape, an input is strided, an op is a layout

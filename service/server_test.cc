@@ -506,20 +506,33 @@ TEST_F(ServerTest, BadInputIsInvalidArgumentNamingTheOp) {
 TEST_F(ServerTest, OpsWithoutAGeneratorAreUnimplementedNamingTheOp) {
   Start(std::chrono::milliseconds(0));
   v1::CompileRequest r = Relu(2.0);
-  v1::Op* perm = r.mutable_chain()->add_ops();
+  // A view between two reductions is not generated yet: relu(y) minus its
+  // sum, permuted, then summed.
+  v1::Chain* c = r.mutable_chain();
+  v1::Op* total = c->add_ops();
+  total->set_kind(v1::OP_REDUCE_SUM);
+  total->add_args()->set_op(2);
+  total->mutable_reduce()->add_axes(-1);
+  total->mutable_reduce()->set_keepdim(true);
+  v1::Op* centred = c->add_ops();
+  centred->set_kind(v1::OP_SUB);
+  centred->add_args()->set_op(2);
+  centred->add_args()->set_op(3);
+  v1::Op* perm = c->add_ops();
   perm->set_kind(v1::OP_PERMUTE);
-  perm->add_args()->set_op(2);
+  perm->add_args()->set_op(4);
   perm->mutable_permute()->add_perm(0);
-  // A view beside a reduction is not generated yet.
-  v1::Op* sum = r.mutable_chain()->add_ops();
+  v1::Op* sum = c->add_ops();
   sum->set_kind(v1::OP_REDUCE_SUM);
-  sum->add_args()->set_op(3);
+  sum->add_args()->set_op(5);
   sum->mutable_reduce()->add_axes(-1);
-  r.mutable_chain()->mutable_outputs(0)->mutable_value()->set_op(4);
+  c->mutable_outputs(0)->mutable_value()->set_op(6);
   v1::CompileResponse resp;
   grpc::Status s = Compile(r, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
-  EXPECT_NE(s.error_message().find("op 3 (permute)"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("op 5 (permute): a layout view between two reductions"),
+            std::string::npos)
+      << s.error_message();
 }
 
 // A chain of more kernels than a plan holds is refused before any is built

@@ -11,7 +11,10 @@
 // cross-entropy with i64 class labels picking their column through an iota
 // (per row in bf16, at widths 1003 and 50257; its mean over the rows not
 // ignored in f32) and an NLL of log-probabilities read as an input (the pick
-// the row kernel's only reduction; f32 at width 1003, bf16 at 50257). For every variant of every kernel (the other
+// the row kernel's only reduction; f32 at width 1003, bf16 at 50257), and
+// layout views beside reductions (a softmax of a slice or a transpose, a
+// transpose plus row sums, a softmax transposed, column and row sums
+// weighted by an iota). For every variant of every kernel (the other
 // kernels at their heuristic), and for the whole plan in the fp64 yardstick,
 // the plan is compiled with NVRTC for this GPU, launched through the C++
 // Launcher on fresh random inputs and compared with the CPU fp64 evaluator,
@@ -111,6 +114,13 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"sum_normalized_twin_wide_f32", row_test::SumNormalized(DType::kF32, 333, 50257)},
       {"int_row_sum", row_test::IntRowSum(-1027, 1000)},
       {"int_row_sum_wide", row_test::IntRowSum(333, 50257)},
+      // Layout views beside reductions: computed by pointwise kernels.
+      {"views_slice_softmax_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -1027, 1000, 0)},
+      {"views_transpose_softmax_f32", reduce_test::ViewsBesideReductions(DType::kF32, 333, 1000, 1)},
+      {"views_transpose_plus_sums_f32", reduce_test::ViewsBesideReductions(DType::kF32, 512, 512, 2)},
+      {"views_softmax_transposed_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -1027, 1000, 3)},
+      {"views_weighted_column_sum_f32", reduce_test::ViewsBesideReductions(DType::kF32, -1027, 1000, 4)},
+      {"views_row_index_weighted_sum_f32", reduce_test::ViewsBesideReductions(DType::kF32, -1027, 1000, 5)},
   };
   // KFUSE_GPU_CASES: only the cases whose names hold it (each case keeps
   // its inputs: the seed is its place in the list). KFUSE_GPU_VERBOSE:

@@ -5,7 +5,9 @@
 // integer count per column, row kernels after and beside reductions over
 // axis 0, and reductions of stored per-row results (a mean over the sequence
 // of token norms, a loss's mean over the batch, a mean squared error over
-// every axis); and the fp64 and eager yardsticks of each
+// every axis), and layout views beside reductions (their pointwise kernels
+// and the row and reduction kernels beside them); and the fp64 and eager
+// yardsticks of each
 // kernel's heuristic; none of the fast and eager ones spills. No GPU needed.
 #include <string>
 #include <vector>
@@ -49,6 +51,12 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
       {"nll_f32", reduce_test::NllLoss(DType::kF32, -4096, 1003)},
       {"nll_vocab_bf16", reduce_test::NllLoss(DType::kBF16, -4096, 50257)},
       {"nll_log_softmax_vocab_bf16", reduce_test::NllLoss(DType::kBF16, -4096, 50257, true)},
+      {"views_slice_softmax_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -4096, 1000, 0)},
+      {"views_transpose_softmax_f32", reduce_test::ViewsBesideReductions(DType::kF32, 512, 1000, 1)},
+      {"views_transpose_plus_sums_f32", reduce_test::ViewsBesideReductions(DType::kF32, 512, 512, 2)},
+      {"views_softmax_transposed_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -4096, 1000, 3)},
+      {"views_weighted_column_sum_f32", reduce_test::ViewsBesideReductions(DType::kF32, -4096, 1000, 4)},
+      {"views_row_index_weighted_sum_f32", reduce_test::ViewsBesideReductions(DType::kF32, -4096, 1000, 5)},
   };
   for (const auto& [name, c] : chains) {
     absl::StatusOr<Partition> p = PartitionChain(c);

@@ -70,6 +70,11 @@ CASES = {
                  ["OP_SUB", "OP_SQUARE", "OP_REDUCE_MEAN"]),
     "softmax": (lambda x: F.softmax(x, dim=-1), [("f32", (4, 128))],
                 ["OP_REDUCE_MAX", "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV"]),
+    # Views beside reductions: a plan whose pointwise kernels compute them.
+    "slice_softmax": (lambda x: F.softmax(x[:, 3:120], dim=-1), [("f32", (4, 128))],
+                      ["OP_SLICE", "OP_REDUCE_MAX", "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV"]),
+    "softmax_transposed": (lambda x: F.softmax(x, dim=-1).t(), [("f32", (4, 128))],
+                           ["OP_REDUCE_MAX", "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV", "OP_PERMUTE"]),
     "add_rms_norm": (_add_rms, [("f32", (4, 256)), ("f32", (4, 256)), ("f32", (256,))],
                      ["OP_ADD", "OP_SQUARE", "OP_REDUCE_MEAN", "OP_CONSTANT", "OP_ADD",
                       "OP_RSQRT", "OP_MUL", "OP_MUL"]),
