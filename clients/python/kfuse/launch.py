@@ -590,12 +590,13 @@ class _Scratch:
             else:
                 _check((err, pool), "cuMemPoolCreate")
                 # Kept reserved across synchronizes: scratch is asked for at every launch.
-                keep = cu.cuuint64_t(0xFFFF_FFFF_FFFF_FFFF)
-                attr = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
-                err, = cu.cuMemPoolSetAttribute(pool, attr, keep)
-                if int(err) != 0:
+                try:
+                    keep = cu.cuuint64_t(0xFFFF_FFFF_FFFF_FFFF)
+                    attr = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+                    _check(cu.cuMemPoolSetAttribute(pool, attr, keep), "cuMemPoolSetAttribute(RELEASE_THRESHOLD)")
+                except BaseException:
                     cu.cuMemPoolDestroy(pool)
-                    raise LaunchError("INTERNAL", f"cuMemPoolSetAttribute(RELEASE_THRESHOLD) failed: {err!r}")
+                    raise
             self._pools[device] = pool
             return pool
 
