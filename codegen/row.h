@@ -68,7 +68,9 @@
 namespace kfuse {
 
 // row/18: i64 sums, max and min; rows sliced over the grid (slices).
-inline constexpr char kRowGeneratorVersion[] = "row/18";
+// row/19: f32 sums written as they are (or only added to) add in double in
+// each thread, also where a thread adds many terms (no compensation).
+inline constexpr char kRowGeneratorVersion[] = "row/19";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes, or a

@@ -935,7 +935,8 @@ class Writer {
 
   // Sums in floating point whose threads add many elements each (a looped
   // row, or a register-resident one of more than 64 per thread) are
-  // compensated; eager numerics keep PyTorch's plain order.
+  // compensated, but for those added in double (AccumulatorType); eager
+  // numerics keep PyTorch's plain order.
   bool Compensated(int32_t red) const {
     const OpKind k = c_.nodes[red].kind;
     const std::string t = CT(red);
@@ -945,7 +946,7 @@ class Writer {
     const bool narrow = t == "float" && c_.nodes[red].type.dtype != DType::kF32;
     return (k == OpKind::kReduceSum || k == OpKind::kReduceMean) &&
            (t == "float" || t == "double") && !narrow && p_.numerics != Numerics::kEager &&
-           (!p_.resident || p_.items * p_.vec > 64);
+           (!p_.resident || p_.items * p_.vec > 64) && !InDouble(red);
   }
 
   // f32 sums whose threads' values meet in double: the float tree's
@@ -959,19 +960,23 @@ class Writer {
            c_.nodes[red].type.dtype == DType::kF32 && p_.numerics != Numerics::kEager;
   }
 
-  // The type a thread accumulates `red` in: double for a widened sum the
-  // kernel writes as it is (a chain output, or a row result a later kernel
-  // sums again; itself or a twin that repeats it), or only plus or minus
-  // other values (AddedIntoAnOutput), that is not compensated, as a
-  // resident row's of at most 64 terms a thread is not. Its float partials
-  // were several ulps off, and a reduction over the stored rows adds those
-  // errors up: a total over [3, 1027, 1000] reached 2.6x eager's error
-  // (H100, run208). Sums used only inside the row (a softmax's divisor, a
-  // norm's mean) keep float partials, as does the online pass's sum
-  // (OnlinePass: a log-sum-exp's, compensated past 64 terms a lane).
-  std::string AccumulatorType(int32_t red) const {
-    return Widened(red) && AddedIntoAnOutput(red) && !Compensated(red) ? "double" : CT(red);
-  }
+  // Whether a thread adds `red` in double: a widened sum the kernel writes
+  // as it is (a chain output, or a row result a later kernel sums again;
+  // itself or a twin that repeats it), or only plus or minus other values
+  // (AddedIntoAnOutput). Its float partials were several ulps off, and a
+  // reduction over the stored rows adds those errors up: a total over
+  // [3, 1027, 1000] reached 2.6x eager's error (H100, run208). Compensation
+  // does not serve it either where a thread adds many terms that cancel: a
+  // 1-D total of 4M terms of +-50 summing to -101 came out 4e-3 to 0.09 off
+  // in every looped variant (H100, run232; eager's cascade 3.6e-6), a
+  // thread's compensated sum of 2^17 terms losing about n eps^2 sum|x|.
+  // Sums used only inside the row (a softmax's divisor, a norm's mean)
+  // keep float partials, compensated where long, as does the online pass's
+  // sum (OnlinePass: a log-sum-exp's, compensated past 64 terms a lane).
+  bool InDouble(int32_t red) const { return Widened(red) && AddedIntoAnOutput(red); }
+
+  // The type a thread accumulates `red` in.
+  std::string AccumulatorType(int32_t red) const { return InDouble(red) ? "double" : CT(red); }
 
   // Whether an output is `red` (or a twin that repeats it) plus or minus
   // other values: reached from it by adds, subtractions, negations, casts

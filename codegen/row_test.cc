@@ -681,7 +681,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/18");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/19");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {

@@ -119,8 +119,8 @@ std::vector<uint32_t> WireOps(const Chain& c, const std::vector<int32_t>& nodes)
 }
 
 // `version` of each family in the plan, in kernel order, each once, then
-// for a plan of several kernels its partition's digest: "pointwise/2",
-// "matmul/8+row/18+plan/0123456789abcdef". A plan of several kernels is the
+// for a plan of several kernels its partition's digest: "pointwise/3",
+// "matmul/8+row/19+plan/0123456789abcdef". A plan of several kernels is the
 // partitioner's as much as the generators': when its kernels change
 // (PartitionDigest), no plan or decision of the earlier partition is found
 // under the new key, locally or in the fleet, though each family's version
