@@ -165,11 +165,7 @@ using partition_internal::OutputsShareOneIterationSpace;
 
 std::string NotYet(OpKind k) {
   if (k == OpKind::kIota) {
-    return "iota is generated in element-wise chains and along the rows of a row reduction only";
-  }
-  if (IsLayout(k)) {
-    return "layout views are generated in element-wise chains only; beside a reduction they are "
-           "not generated yet";
+    return "iota beside a matrix product is not generated yet (it is in element-wise chains and beside reductions)";
   }
   return "this op is not generated yet";
 }
@@ -709,7 +705,7 @@ bool ReadsRowsOfAnotherShape(const Chain& c) {
 // view) and row kernels (an iota along their rows, reshapes of per-row
 // values; AnalyzeRows checks them); the reduction family reads its operand
 // as it is in memory.
-absl::Status ViewsInRowKernels(const Chain& c, const Partition& p) {
+absl::Status NoViewsInReductionKernels(const Chain& c, const Partition& p) {
   for (const KernelGroup& k : p.kernels) {
     if (k.family != Family::kReduction) continue;
     for (int32_t id : k.nodes) {
@@ -753,7 +749,7 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
     absl::StatusOr<Partition> p = outer || viewed || ReadsRowsOfAnotherShape(c)
                                       ? StagedPartition(c).Run()
                                       : RowPartition(c);
-    if (p.ok()) KFUSE_RETURN_IF_ERROR(ViewsInRowKernels(c, *p));
+    if (p.ok()) KFUSE_RETURN_IF_ERROR(NoViewsInReductionKernels(c, *p));
     return p;
   }
   // Layout views join the element-wise chain as index arithmetic: each read

@@ -926,7 +926,7 @@ TEST(OuterReductionPartitionTest, WhatIsNotGeneratedYetIsUnimplementedNamingTheO
          int32_t w = c->AddInput(TensorType{DType::kF32, {Dim::Static(16), Dim::Static(16)}});
          c->outputs = {c->AddOp(OpKind::kAdd, {c->AddOp(OpKind::kMatmul, {x, w}), c->AddCast(Iota(c, {16}, 0), DType::kF32)})};
        },
-       "(iota): iota is generated in element-wise chains and along the rows of a row reduction only"},
+       "(iota): iota beside a matrix product is not generated yet (it is in element-wise chains and beside reductions)"},
       {"a full row reshaped beside a row sum",
        [](Chain* c, int32_t x) {
          int32_t r = c->AddOp(OpKind::kReshape, {x});
