@@ -22,6 +22,7 @@ TEST(JsonTest, ExamplesParse) {
       "examples/softmax_bf16.json",   "examples/rmsnorm_residual_bf16.json",
       "examples/positions_i64.json",
       "examples/mask_lengths_i64.json",
+      "examples/padded_vocab_softmax_bf16.json",
   };
   for (const char* path : kExamples) {
     auto req = LoadCompileRequest(path);
