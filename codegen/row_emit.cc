@@ -966,10 +966,11 @@ class Writer {
   // (AddedIntoAnOutput). Its float partials were several ulps off, and a
   // reduction over the stored rows adds those errors up: a total over
   // [3, 1027, 1000] reached 2.6x eager's error (H100, run208). Compensation
-  // does not serve it either where a thread adds many terms that cancel: a
-  // 1-D total of 4M terms of +-50 summing to -101 came out 4e-3 to 0.09 off
-  // in every looped variant (H100, run232; eager's cascade 3.6e-6), a
-  // thread's compensated sum of 2^17 terms losing about n eps^2 sum|x|.
+  // does not serve it either where terms cancel: a 1-D total of 4M terms of
+  // +-50 summing to -101 came out 4e-3 to 0.15 off in every looped variant
+  // (H100, run232; eager's cascade 3.6e-6), even at four terms a thread:
+  // Kahan's correction (s - a) - d is exact only while the running sum
+  // outweighs the term, which a sum of terms of either sign keeps breaking.
   // Sums used only inside the row (a softmax's divisor, a norm's mean)
   // keep float partials, compensated where long, as does the online pass's
   // sum (OnlinePass: a log-sum-exp's, compensated past 64 terms a lane).
