@@ -14,6 +14,7 @@ throughput verdicts and table.
 import ctypes
 import json
 import os
+import shutil
 import sys
 import tempfile
 import types
@@ -299,6 +300,7 @@ def manifest_kernel(entry, params, grid, smem=0):
 class LauncherTest(unittest.TestCase):
     def launcher(self, manifest, log):
         d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
         for k in manifest["kernels"]:
             with open(os.path.join(d, k["cubin"]), "wb") as f:
                 f.write(b"cubin " + k["entry"].encode())
