@@ -23,6 +23,7 @@ TEST(JsonTest, ExamplesParse) {
       "examples/positions_i64.json",
       "examples/mask_lengths_i64.json",
       "examples/padded_vocab_softmax_bf16.json",
+      "examples/qk_norm_slice_bf16.json",
   };
   for (const char* path : kExamples) {
     auto req = LoadCompileRequest(path);

@@ -91,6 +91,20 @@ double Elements(const TensorType& t, absl::Span<const int64_t> values) {
   return n;
 }
 
+double BufferElements(const Node& input, absl::Span<const int64_t> values) {
+  if (input.strides.empty()) return Elements(input.type, values);
+  double last = 0;
+  for (size_t d = 0; d < input.strides.size(); ++d) {
+    const Dim& dim = input.type.shape[d];
+    const int64_t n = dim.is_static()                                    ? dim.size
+                      : dim.symbol < static_cast<int32_t>(values.size()) ? values[dim.symbol]
+                                                                         : 1;
+    if (n == 0) return 0;
+    last += static_cast<double>(n - 1) * static_cast<double>(input.strides[d]);
+  }
+  return last + 1;
+}
+
 Work AnalyzeWork(const Chain& c, const std::vector<int32_t>& nodes,
                  absl::Span<const int64_t> values) {
   std::vector<bool> in_kernel(c.nodes.size(), nodes.empty());
@@ -125,8 +139,30 @@ Work AnalyzeWork(const Chain& c, const std::vector<int32_t>& nodes,
     if (n.kind == OpKind::kInput) read[o] = true;  // A copy reads it.
     w.bytes += Bytes(n.type, values);
   }
+  // An input the kernel reads through slices alone (slices of slices
+  // counted as the last) is read as far as they reach (one of a fused
+  // projection's parts, say), at most whole.
+  std::vector<double> sliced(c.nodes.size(), 0);
+  std::vector<bool> whole(c.nodes.size(), false), counted(c.nodes.size(), false);
   for (size_t id = 0; id < c.nodes.size(); ++id) {
-    if (read[id]) w.bytes += Bytes(c.nodes[id].type, values);
+    if (!in_kernel[id] || c.nodes[id].kind == OpKind::kSlice) continue;
+    for (int32_t a : c.nodes[id].args) {
+      int32_t root = a;
+      while (c.nodes[root].kind == OpKind::kSlice && in_kernel[root]) root = c.nodes[root].args[0];
+      if (c.nodes[root].kind != OpKind::kInput) continue;
+      if (root == a) {
+        whole[root] = true;
+      } else if (!counted[a]) {
+        counted[a] = true;
+        sliced[root] += Bytes(c.nodes[a].type, values);
+      }
+    }
+  }
+  for (size_t id = 0; id < c.nodes.size(); ++id) {
+    if (!read[id]) continue;
+    const double all = Bytes(c.nodes[id].type, values);
+    w.bytes += c.nodes[id].kind == OpKind::kInput && !whole[id] && sliced[id] > 0 ? std::min(all, sliced[id])
+                                                                                   : all;
   }
   return w;
 }

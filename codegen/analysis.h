@@ -19,13 +19,19 @@ namespace kfuse {
 // The fewest bytes and the FLOPs (by kind, see the table in analysis.cc) of
 // the kernel computing `nodes` of validated `c` (all nodes when empty), with
 // symbol i at symbol_values[i]. Bytes: each chain input the kernel reads,
-// once and whole, plus each chain output it writes (one per output entry).
-// Intermediates inside the kernel cost nothing.
+// once and whole (one read through slices alone: as far as they reach),
+// plus each chain output it writes (one per output entry). Intermediates
+// inside the kernel cost nothing.
 Work AnalyzeWork(const Chain& c, const std::vector<int32_t>& nodes,
                  absl::Span<const int64_t> symbol_values);
 
 // Elements of a type with symbol i at symbol_values[i] (missing: 1).
 double Elements(const TensorType& t, absl::Span<const int64_t> symbol_values);
+
+// Elements a chain input's buffer spans: its elements where it is dense,
+// else one past its last element's offset at its strides (a padded row's
+// gaps counted).
+double BufferElements(const Node& input, absl::Span<const int64_t> symbol_values);
 
 enum class Domain {
   kAny,       // Any finite value.

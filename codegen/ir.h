@@ -94,6 +94,10 @@ struct Node {
   int32_t input_index = -1;           // kInput: position among chain inputs.
   std::vector<int64_t> strides;       // kInput: element strides; empty = dense.
   // kInput of a plan's kernel seen as a chain of its own (Isolate) that is
+  // a slice of a chain input read in place: the element offset of its
+  // element 0 in that input's buffer. 0 for a client's inputs.
+  int64_t offset = 0;
+  // kInput of a plan's kernel seen as a chain of its own (Isolate) that is
   // an earlier kernel's result: the element type of its buffer
   // (IntermediateDType: f32 for a 16-bit reduction). kInvalid: a chain
   // input, its buffer of type.dtype.

@@ -221,7 +221,6 @@ absl::StatusOr<Partition> KernelPerOutputShape(const Chain& c, const std::vector
 
 // A chain whose reductions all run along rows: one row kernel.
 absl::StatusOr<Partition> RowPartition(const Chain& c) {
-  KFUSE_RETURN_IF_ERROR(AnalyzeRows(c).status());
   KernelGroup k;
   k.family = Family::kRowReduction;
   k.reason = "row reductions fused with their element-wise neighbours";
@@ -229,7 +228,11 @@ absl::StatusOr<Partition> RowPartition(const Chain& c) {
     OpKind kind = c.nodes[id].kind;
     if (kind != OpKind::kInput && kind != OpKind::kConstant) k.nodes.push_back(id);
   }
-  return OneKernel(c, std::move(k));
+  Partition p = OneKernel(c, std::move(k));
+  // Slices of inputs it reads in place are inputs of its own chain.
+  KFUSE_RETURN_IF_ERROR(CoversChain(c, p.kernels[0]) ? AnalyzeRows(c).status()
+                                                     : partition_internal::CheckRowKernel(c, p.kernels[0]));
+  return p;
 }
 
 std::string AxesText(const Node& n) { return absl::StrCat("[", absl::StrJoin(n.axes, ", "), "]"); }
@@ -262,12 +265,13 @@ std::vector<int32_t> ReductionsRead(const Chain& c, int32_t r, const std::set<in
 }
 
 // A layout view a row kernel does not generate: any but an iota along its
-// last axis (a row kernel's column) and a reshape adding or dropping a
-// per-row value's trailing unit dim.
+// last axis (a row kernel's column), a reshape adding or dropping a
+// per-row value's trailing unit dim and a slice of an input it reads in
+// place.
 bool RowsTakeNo(const Chain& c, int32_t id) {
   const Node& n = c.nodes[id];
   if (n.kind == OpKind::kIota) return n.axis != n.type.rank() - 1;
-  return IsLayout(n.kind) && TrailingUnit(c, n) == 0;
+  return IsLayout(n.kind) && TrailingUnit(c, n) == 0 && !ReadInPlace(c, id);
 }
 
 // Whether reduction `r`'s operand reads the elements of its rows (through
@@ -284,6 +288,7 @@ bool ReadsRowElements(const Chain& c, int32_t r) {
   auto element = [&](int32_t id) {
     const Node& n = c.nodes[id];
     const bool source = n.kind == OpKind::kInput || n.kind == OpKind::kIota || RowsTakeNo(c, id) ||
+                        ReadInPlace(c, id) ||
                         (IsReduction(n.kind) && !(AlongRows(n) && OperandShape(c, id) == OperandShape(c, r)));
     return source && n.type.rank() > 0 && n.type.shape.back() == width;
   };

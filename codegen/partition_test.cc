@@ -8,10 +8,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/analysis.h"
 #include "codegen/canonicalize.h"
 #include "codegen/generators.h"
 #include "codegen/matmul_test_chains.h"
+#include "codegen/pointwise_views_test_chains.h"
 #include "codegen/reduce_test_chains.h"
+#include "codegen/row_test_chains.h"
 #include "codegen/validate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -876,6 +879,65 @@ TEST(ViewsBesideReductionsTest, ViewsGoToPointwiseKernels) {
   EXPECT_THAT(std::string(p.status().message()),
               HasSubstr("op 2 (permute): a layout view between two reductions (op 0 (reduce_sum) and "
                         "op 3 (reduce_max)) is not generated yet"));
+}
+
+// A slice of an input that keeps the vectors' phase in every row (one of a
+// fused projection's parts, rows past a start row, a slice of a slice) is
+// read in place by the row kernel; one that moves it (a padded vocabulary:
+// 50304 to 50257), or takes every other column, is stored by a pointwise
+// kernel first, as other views are.
+TEST(ViewsBesideReductionsTest, SlicesOfInputsKeepingTheVectorsAreReadInPlace) {
+  const auto families = [](const Chain& c) {
+    absl::StatusOr<Partition> p = PartitionChain(c);
+    EXPECT_TRUE(p.ok()) << p.status();
+    std::vector<Family> out;
+    if (!p.ok()) return out;
+    for (const KernelGroup& g : p->kernels) out.push_back(g.family);
+    ExpectEveryKernelGenerates(c, *p);
+    return out;
+  };
+  using F = Family;
+  const std::vector<Family> one = {F::kRowReduction};
+  // Stored: the reduction's operand (the slice squared) by a pointwise
+  // kernel, the row values by a row kernel, the outputs (the slice times
+  // them) by a last pointwise kernel.
+  const std::vector<Family> stored = {F::kPointwise, F::kRowReduction, F::kPointwise};
+  const Chain qk = row_test::SlicedRmsNorm(DType::kBF16, 4096, 3072, 1024, 1024);
+  EXPECT_EQ(families(qk), one);
+  // Its kernel reads a third of x (the slice, read three times in the
+  // chain, counted once), the weight, and writes the output.
+  EXPECT_DOUBLE_EQ(AnalyzeWork(qk, PartitionChain(qk)->kernels[0].nodes, {}).bytes,
+                   2.0 * (4096 * 1024 + 1024 + 4096 * 1024));
+  EXPECT_EQ(families(row_test::SlicedRmsNorm(DType::kF32, 64, 1000, 8, 500)), one);
+  EXPECT_EQ(families(row_test::SlicedRmsNorm(DType::kBF16, -4096, 50304, 0, 50257)), stored);
+  EXPECT_EQ(families(row_test::SlicedRmsNorm(DType::kBF16, -4096, 2048, 0, 1024, 2)), stored);
+  // Rows 8 to 39 of x, then columns 1024 to 2047 of those.
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(64), Dim::Static(4096)}});
+  int32_t cols = views_test::Slice(&c, views_test::Slice(&c, x, 0, 8, 40), 1, 1024, 2048);
+  c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceSum, cols, {1}, false)};
+  const Chain t = reduce_test::Finish(std::move(c));
+  EXPECT_EQ(families(t), one);
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // The kernel reads the 32 x 1024 elements it sums, not x whole.
+  EXPECT_DOUBLE_EQ(AnalyzeWork(t, p->kernels[0].nodes, {}).bytes, 4.0 * (32 * 1024 + 32));
+
+  // A slice that is an output too, and a slice of a slice that an output
+  // reads besides: each kernel generates.
+  for (bool output : {true, false}) {
+    SCOPED_TRACE(output);
+    Chain d;
+    int32_t y = d.AddInput(TensorType{DType::kF32, {Dim::Static(64), Dim::Static(4096)}});
+    int32_t half = views_test::Slice(&d, y, 1, 2048, 4096);
+    int32_t quarter = views_test::Slice(&d, half, 1, 0, 1024);
+    d.outputs = {reduce_test::Reduce(&d, OpKind::kReduceSum, quarter, {1}, false),
+                 output ? quarter : d.AddOp(OpKind::kMul, {half, d.AddConstant(2)})};
+    const Chain u = reduce_test::Finish(std::move(d));
+    absl::StatusOr<Partition> q = PartitionChain(u);
+    ASSERT_TRUE(q.ok()) << q.status();
+    ExpectEveryKernelGenerates(u, *q);
+  }
 }
 
 // Element-wise outputs after a reduction over outer axes whose shapes do not

@@ -66,6 +66,17 @@ bool Peelable(const Chain& c, const RowStructure& r) {
   return true;
 }
 
+// StridedRowsMisfit for every per-element input of `c`.
+std::string StridedRowsMisfit(const Chain& c, const RowStructure& r, int64_t vec, bool peel,
+                              int64_t align) {
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    if (c.nodes[id].kind != OpKind::kInput || r.cls[id] != RowStructure::Class::kElement) continue;
+    std::string misfit = kfuse::StridedRowsMisfit(c.nodes[id], r.row_shape, vec, peel, align);
+    if (!misfit.empty()) return misfit;
+  }
+  return "";
+}
+
 }  // namespace
 
 int WidestElementBytes(const Chain& c, const RowStructure& r) {
@@ -240,6 +251,9 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     }
   }
   if (p.peel && p.align < p.vec) p.align = p.vec;
+  if (std::string misfit = StridedRowsMisfit(chain, r, p.vec, p.peel, p.align); !misfit.empty()) {
+    return BadParam(variant, misfit);
+  }
   if (slices > 1 && !reference) {
     if (p.peel) return BadParam(variant, "sliced rows need vec to divide the row width");
     p.sliced_reductions = SlicedReductions(chain, p);
@@ -311,6 +325,44 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
 }
 
 }  // namespace row_internal
+
+std::string StridedRowsMisfit(const Node& n, const std::vector<Dim>& row_shape, int64_t vec, bool peel,
+                              int64_t align) {
+  if (vec == 1 || (n.strides.empty() && n.offset == 0)) return "";
+  const int k = static_cast<int>(row_shape.size());
+  const int64_t m = peel ? align : vec;
+  if (n.offset % m != 0) {
+    return absl::StrCat("vec ", vec, " reads input ", n.input_index, " misaligned: it starts ", n.offset,
+                        " elements into its buffer, off the ", m, "-element phase of the vectors");
+  }
+  if (n.strides.empty()) return "";
+  if (n.strides.back() != 1 && n.type.shape.back() != Dim::Static(1)) {
+    return absl::StrCat("vec ", vec, " cannot read input ", n.input_index, "'s rows, whose elements are ",
+                        n.strides.back(), " apart, as vectors");
+  }
+  const int off = k - n.type.rank();
+  for (int d = 0; d + 1 < n.type.rank(); ++d) {
+    if (n.type.shape[d] == Dim::Static(1)) continue;
+    // The dense rows' stride along this dim where rows are peeled (their
+    // phase varies from row to row); 0 otherwise (every row aligned).
+    int64_t dense = 0;
+    if (peel) {
+      dense = row_shape.back().size;
+      for (int e = off + d + 1; e < k - 1; ++e) {
+        if (!row_shape[e].is_static()) {
+          return absl::StrCat("vec ", vec, " of input ", n.input_index, "'s strided rows needs static row dims");
+        }
+        dense *= row_shape[e].size;
+      }
+    }
+    if ((n.strides[d] - dense) % m != 0) {
+      return absl::StrCat("vec ", vec, " reads input ", n.input_index, " misaligned: its stride ", n.strides[d],
+                          " along dim ", d, " moves a row's start off the ", m, "-element phase ",
+                          peel ? "of the dense rows" : "of the vectors");
+    }
+  }
+  return "";
+}
 
 using row_internal::MakePlan;
 using row_internal::Passes;
@@ -434,10 +486,14 @@ Shape ShapeOf(const Chain& chain) {
   s.elem_inputs = std::max(s.elem_inputs, 1);
   s.peelable = row_internal::Peelable(chain, *r);
   for (int v : {8, 4, 2, 1}) {
-    if (v * s.widest <= 16 && (v == 1 || (s.width > 0 && s.width % v == 0))) s.vecs.push_back(v);
+    if (v * s.widest <= 16 && (v == 1 || (s.width > 0 && s.width % v == 0)) &&
+        row_internal::StridedRowsMisfit(chain, *r, v, false, v).empty()) {
+      s.vecs.push_back(v);
+    }
   }
   for (int v : {8, 4, 2}) {  // Rows peeled to their first aligned vector.
-    if (v * s.widest <= 16 && s.width > 0 && s.width % v != 0 && s.peelable) {
+    if (v * s.widest <= 16 && s.width > 0 && s.width % v != 0 && s.peelable &&
+        row_internal::StridedRowsMisfit(chain, *r, v, true, v).empty()) {
       s.peel_vecs.push_back(v);
     }
   }

@@ -55,6 +55,7 @@
 #ifndef KFUSE_CODEGEN_ROW_H_
 #define KFUSE_CODEGEN_ROW_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -87,6 +88,16 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
 // offending param otherwise; Unimplemented for groups the family does not
 // cover.
 absl::Status CanGenerateRow(const Chain& chain, const KernelGroup& group, const Variant& variant);
+
+// Why vectors of `vec` cannot read per-element input `input` (at strides of
+// its own, or an offset into its buffer) of rows `row_shape`, or empty
+// where they can: each of its rows must start at the phase the dense rows
+// start at, modulo the vector (a multiple of it, rows not peeled) or,
+// peeled (a static width not a multiple of `vec`), modulo `align` (the
+// vector, or a bulk-staged row's line); a row whose elements are not
+// consecutive (a transposed tensor's) is read element by element.
+std::string StridedRowsMisfit(const Node& input, const std::vector<Dim>& row_shape, int64_t vec, bool peel,
+                              int64_t align);
 
 // The least compute capability (major * 10 + minor) a variant runs on: 90
 // for split and bulk-staged rows, 80 otherwise.

@@ -47,10 +47,7 @@ absl::StatusOr<RowStructure> AnalyzeRows(const Chain& c) {
   bool have_rows = false;
   for (int32_t id = 0; id < n; ++id) {
     const Node& nd = c.nodes[id];
-    if (nd.kind == OpKind::kInput) {
-      if (!nd.strides.empty()) return NotRow(c, id, "strided inputs to row reductions are not generated yet");
-      continue;
-    }
+    if (nd.kind == OpKind::kInput) continue;
     if (nd.kind == OpKind::kIota) continue;  // Checked once the width is known.
     // A per-row value's trailing unit dim added or dropped: the value moves
     // between the per-row frame and the full one (checked with the frames).

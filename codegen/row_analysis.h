@@ -43,11 +43,12 @@ struct RowStructure {
 // views a row kernel takes (a per-row value between its frames).
 int TrailingUnit(const Chain& c, const Node& nd);
 
-// For a validated, canonical chain with at least one reduction. Unimplemented
+// For a validated, canonical chain with at least one reduction; inputs may
+// be strided (row kernels read them at their strides). Unimplemented
 // (naming the op) when a reduction runs over an outer axis or over several
-// axes, operands differ in row shape, an input is strided, an op is a layout
-// view or matmul, a value mixes the per-row and full frames, or an output
-// neither is a full row nor holds one value per row.
+// axes, operands differ in row shape, an op is a layout view or matmul, a
+// value mixes the per-row and full frames, or an output neither is a full
+// row nor holds one value per row.
 absl::StatusOr<RowStructure> AnalyzeRows(const Chain& chain);
 
 }  // namespace kfuse

@@ -517,7 +517,7 @@ class Writer {
   }
 
   // Element offset of row coordinate 0.. of input node `id` (its last dim
-  // excluded when it is the row's W).
+  // excluded when it is the row's W): by its strides, dense or given.
   std::string Base(int32_t id) const {
     const Node& n = c_.nodes[id];
     const int frame = static_cast<int>(r_.row_shape.size()) - (r_.reduced_frame[id] ? 1 : 0);
@@ -527,13 +527,27 @@ class Writer {
       const int fd = off + d;
       if (fd >= static_cast<int>(r_.row_shape.size()) - 1) continue;  // The W axis.
       if (n.type.shape[d] == Dim::Static(1)) continue;
+      if (!n.strides.empty()) {
+        if (n.strides[d] != 0) terms.push_back(absl::StrCat("kf_c", fd, " * ", n.strides[d], "LL"));
+        continue;
+      }
       std::vector<std::string> f = {absl::StrCat("kf_c", fd)};
       for (int e = d + 1; e < n.type.rank(); ++e) {
         if (n.type.shape[e] != Dim::Static(1)) f.push_back(DimCode(n.type.shape[e]));
       }
       terms.push_back(absl::StrJoin(f, " * "));
     }
+    if (n.offset != 0) terms.push_back(absl::StrCat(n.offset, "LL"));
     return terms.empty() ? "0LL" : absl::StrJoin(terms, " + ");
+  }
+
+  // The element offset of column `col` of input `id`'s row from the row's
+  // start: `col` where the row's elements are consecutive, else times their
+  // stride (read at vec 1 only: MakePlan).
+  std::string Column(int32_t id, const std::string& col) const {
+    const Node& n = c_.nodes[id];
+    if (n.strides.empty() || n.strides.back() == 1) return col;
+    return absl::StrCat(col, " * ", n.strides.back(), "LL");
   }
 
   // An input's type in memory: its buffer's (StorageDType), or double for
@@ -575,7 +589,7 @@ class Writer {
     const std::string stage = absl::StrCat("kf_s", id, " + kf_so + kf_c");
     const std::string at = src == Src::kStage
                                ? stage
-                               : absl::StrCat("in", n.input_index, " + kf_b", id, " + kf_c");
+                               : absl::StrCat("in", n.input_index, " + kf_b", id, " + ", Column(id, "kf_c"));
     // A row-varying input read from global memory carries the pass's policy
     // (resident rows under policy=1: kf_keep).
     const bool hinted = src != Src::kStage && (pass_ >= 0 || p_.policy == 1) &&
@@ -905,7 +919,8 @@ class Writer {
       const std::string in_row =
           absl::StrCat("kf_valid && r", v, " >= 0 && r", v, " < kf_W");
       auto at = [&](int32_t id) {
-        return Load(absl::StrCat("(in", c_.nodes[id].input_index, " + kf_b", id, " + r", v, ")[0]"),
+        return Load(absl::StrCat("(in", c_.nodes[id].input_index, " + kf_b", id, " + ",
+                                 Column(id, absl::StrCat("r", v)), ")[0]"),
                     id);
       };
       if (IsInput(x)) {

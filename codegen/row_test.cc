@@ -1,6 +1,7 @@
 #include "codegen/row.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "codegen/generators.h"
@@ -564,6 +565,69 @@ TEST(RowEmitTest, LoopedPassesLoadUnguarded) {
   EXPECT_EQ(looped.find("if (kf_valid) {"), std::string::npos);
   EXPECT_NE(looped.find("(8 - (kf_valid ? kf_r : 0) * kf_W % 8) % 8"), std::string::npos);
   EXPECT_NE(resident.find("if (kf_valid) {"), std::string::npos);
+}
+
+// Inputs at strides of their own (a slice of a wider tensor, a padded row,
+// a transpose) are read where they lie: vectors only where every row of
+// theirs starts at the dense rows' phase, element by element where a row's
+// elements are not consecutive; the heuristic and the space keep to that.
+TEST(RowVariantTest, StridedRowsTakeTheVectorsTheirPhaseAllows) {
+  using row_test::Strided;
+  const auto vecs = [](const Chain& c) {
+    std::set<int64_t> out;
+    for (const Variant& v : RowSpace(c, Group(c))) out.insert(v.Get("vec"));
+    return out;
+  };
+  const auto vec8 = [](const Chain& c, int resident) {
+    return CanGenerateRow(c, Group(c), Variant{Family::kRowReduction, {{"vec", 8},
+                                                                       {"threads", 128},
+                                                                       {"rows", 1},
+                                                                       {"resident", resident}}});
+  };
+  // One of q, k, v sliced from a fused [T, 3 x 4096] projection: aligned.
+  Chain qkv = Strided(row_test::Softmax(DType::kBF16, -64, 4096), 0, {3 * 4096, 1});
+  EXPECT_EQ(RowHeuristic(qkv, Group(qkv)).Get("vec"), 8);
+  EXPECT_TRUE(vec8(qkv, 1).ok());
+  EXPECT_TRUE(vecs(qkv).count(8));
+  // Rows 4100 apart: 4-element vectors stay aligned, 8-element ones not.
+  Chain four = Strided(row_test::Softmax(DType::kBF16, -64, 4096), 0, {4100, 1});
+  EXPECT_THAT(vec8(four, 0).message(), HasSubstr("misaligned: its stride 4100 along dim 0"));
+  EXPECT_EQ(RowHeuristic(four, Group(four)).Get("vec"), 4);
+  EXPECT_EQ(*vecs(four).rbegin(), 4);
+  // A peeled width whose padded rows keep the dense rows' phase mod 8.
+  Chain peeled = Strided(row_test::Softmax(DType::kBF16, -64, 1001), 0, {1009, 1});
+  EXPECT_TRUE(vec8(peeled, 0).ok());
+  EXPECT_TRUE(vecs(peeled).count(8));
+  // A vocabulary padded from 50257 to 50304: the phase moves by 47 a row,
+  // so element by element, and no bulk-staged rows (16-byte copies).
+  Chain vocab = Strided(row_test::Softmax(DType::kBF16, -4096, 50257), 0, {50304, 1});
+  EXPECT_EQ(vecs(vocab), std::set<int64_t>{1});
+  EXPECT_EQ(RowHeuristic(vocab, Group(vocab)).Get("vec"), 1);
+  // A transposed input: a row's elements 7 apart.
+  Chain transposed = Strided(row_test::LayerNorm(DType::kF32, 7, 1024), 0, {1, 7});
+  EXPECT_THAT(CanGenerateRow(transposed, Group(transposed),
+                             Variant{Family::kRowReduction,
+                                     {{"vec", 4}, {"threads", 128}, {"rows", 1}, {"resident", 0}}})
+                  .message(),
+              HasSubstr("whose elements are 7 apart, as vectors"));
+  EXPECT_EQ(vecs(transposed), std::set<int64_t>{1});
+}
+
+TEST(RowEmitTest, StridedRowsAreAddressedAtTheirStrides) {
+  const auto source = [](const Chain& c) {
+    absl::StatusOr<KernelSpec> k = EmitRow(c, Group(c), RowHeuristic(c, Group(c)));
+    EXPECT_TRUE(k.ok()) << k.status();
+    return k.ok() ? k->source : std::string();
+  };
+  const std::string qkv =
+      source(row_test::Strided(row_test::Softmax(DType::kBF16, -64, 4096), 0, {3 * 4096, 1}));
+  EXPECT_THAT(qkv, HasSubstr("const long long kf_b0 = kf_c0 * 12288LL;"));
+  const std::string padded = source(row_test::PaddedSoftmax3D(DType::kF32, 2, 3, 1000, 1008, 4096));
+  EXPECT_THAT(padded, HasSubstr("const long long kf_b0 = kf_c0 * 4096LL + kf_c1 * 1008LL;"));
+  const std::string transposed =
+      source(row_test::Strided(row_test::LayerNorm(DType::kF32, 7, 1024), 0, {1, 7}));
+  EXPECT_THAT(transposed, HasSubstr("const long long kf_b0 = kf_c0 * 1LL;"));
+  EXPECT_THAT(transposed, HasSubstr("in0 + kf_b0 + kf_c * 7LL"));
 }
 
 // The online pass's lane sums: an f32 lane of more than 64 terms is

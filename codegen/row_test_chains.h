@@ -170,6 +170,49 @@ inline Chain RowStats(DType t, int64_t rows, int64_t width) {
   return Finish(std::move(c));
 }
 
+// `c` with chain input `input` laid out at `strides` (elements), as a
+// client passes a slice or a transpose of a larger tensor.
+inline Chain Strided(Chain c, int32_t input, std::vector<int64_t> strides) {
+  for (Node& n : c.nodes) {
+    if (n.kind == OpKind::kInput && n.input_index == input) n.strides = strides;
+  }
+  return c;
+}
+
+// softmax over the last axis of x [B, S, W] whose rows lie `pitch` apart
+// and whose S rows of a batch `batch_pitch` apart (a padded tensor's
+// slice): a row kernel's three row coordinates at strides of their own.
+inline Chain PaddedSoftmax3D(DType t, int64_t b, int64_t s, int64_t width, int64_t pitch,
+                             int64_t batch_pitch) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Dim::Static(b), Dim::Static(s), Dim::Static(width)}},
+                         {batch_pitch, pitch, 1});
+  int32_t mx = Reduce(&c, OpKind::kReduceMax, x, 2);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {x, mx})});
+  c.outputs = {c.AddOp(OpKind::kDiv, {e, Reduce(&c, OpKind::kReduceSum, e, 2)})};
+  return Finish(std::move(c));
+}
+
+// RMSNorm (weight [W], eps 2^-20) of x[..., start:start + W] (the last axis
+// sliced at step `step`), x [R, total] (rows < 0: symbolic): one of a fused
+// projection's parts normalised (a QK norm), or a padded row.
+inline Chain SlicedRmsNorm(DType t, int64_t rows, int64_t total, int64_t start, int64_t width,
+                           int64_t step = 1) {
+  Chain c;
+  Dim r = Rows(&c, rows);
+  int32_t x = c.AddInput(TensorType{t, {r, Dim::Static(total)}});
+  int32_t w = c.AddInput(TensorType{t, {Dim::Static(width)}});
+  int32_t s = c.AddOp(OpKind::kSlice, {x});
+  c.nodes[s].axis = 1;
+  c.nodes[s].start = start;
+  c.nodes[s].stop = start + width * step;
+  c.nodes[s].step = step;
+  int32_t ms = Reduce(&c, OpKind::kReduceMean, c.AddOp(OpKind::kMul, {s, s}), 1);
+  int32_t inv = c.AddOp(OpKind::kRsqrt, {c.AddOp(OpKind::kAdd, {ms, c.AddConstant(0x1p-20)})});
+  c.outputs = {c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kMul, {s, inv}), w})};
+  return Finish(std::move(c));
+}
+
 }  // namespace kfuse::row_test
 
 #endif  // KFUSE_CODEGEN_ROW_TEST_CHAINS_H_

@@ -8,11 +8,78 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/row.h"
 #include "codegen/validate.h"
 #include "codegen/validate_internal.h"
 #include "core/status.h"
 
 namespace kfuse {
+
+std::optional<InputView> AsInputView(const Chain& chain, int32_t id) {
+  const Node& n = chain.nodes[id];
+  if (n.kind == OpKind::kInput) {
+    InputView v;
+    v.input = id;
+    v.strides = n.strides;
+    if (v.strides.empty()) {  // Dense: static strides where the inner dims are.
+      v.strides.assign(n.type.rank(), 1);
+      for (int d = n.type.rank() - 1; d > 0; --d) {
+        if (!n.type.shape[d].is_static()) return std::nullopt;
+        v.strides[d - 1] = v.strides[d] * n.type.shape[d].size;
+      }
+    }
+    return v;
+  }
+  if (n.kind != OpKind::kSlice || (n.axis == n.type.rank() - 1 && n.step != 1)) return std::nullopt;
+  std::optional<InputView> v = AsInputView(chain, n.args[0]);
+  if (!v) return std::nullopt;
+  v->offset += n.start * v->strides[n.axis];
+  v->strides[n.axis] *= n.step;
+  return v;
+}
+
+bool ReadInPlace(const Chain& chain, int32_t id) {
+  const Node& n = chain.nodes[id];
+  if (n.kind != OpKind::kSlice || n.type.rank() == 0) return false;
+  const std::optional<InputView> v = AsInputView(chain, id);
+  if (!v) return false;
+  // An output is written, not read; a slice it takes of a slice that
+  // something else reads too is no view of its own.
+  if (std::find(chain.outputs.begin(), chain.outputs.end(), id) != chain.outputs.end()) return false;
+  for (int32_t s = n.args[0]; chain.nodes[s].kind == OpKind::kSlice; s = chain.nodes[s].args[0]) {
+    int readers = 0;
+    for (const Node& r : chain.nodes) readers += static_cast<int>(std::count(r.args.begin(), r.args.end(), s));
+    if (readers != 1 || std::find(chain.outputs.begin(), chain.outputs.end(), s) != chain.outputs.end()) return false;
+  }
+  Node read = chain.nodes[v->input];
+  read.type = n.type;
+  read.strides = v->strides;
+  read.offset = v->offset;
+  const int64_t vec = std::min(8, 16 / DTypeBytes(n.type.dtype));
+  const Dim& width = n.type.shape.back();
+  const bool peel = width.is_static() && width.size % vec != 0;
+  return StridedRowsMisfit(read, n.type.shape, vec, peel, vec).empty();
+}
+
+namespace {
+
+// The InputViews `group` reads in place: its slices of chain inputs that it
+// does not write, outermost only (the slices a view takes of slices, which
+// nothing else reads, are folded with it).
+std::set<int32_t> ViewsRead(const Chain& chain, const KernelGroup& group) {
+  const std::set<int32_t> mine(group.nodes.begin(), group.nodes.end());
+  const std::set<int32_t> written(group.results.begin(), group.results.end());
+  std::set<int32_t> views;
+  for (int32_t id : group.nodes) {
+    if (chain.nodes[id].kind == OpKind::kSlice) continue;
+    for (int32_t a : chain.nodes[id].args) {
+      if (mine.count(a) && !written.count(a) && ReadInPlace(chain, a)) views.insert(a);
+    }
+  }
+  return views;
+}
+
+}  // namespace
 
 bool CoversChain(const Chain& chain, const KernelGroup& group) {
   const std::set<int32_t> mine(group.nodes.begin(), group.nodes.end());
@@ -20,7 +87,7 @@ bool CoversChain(const Chain& chain, const KernelGroup& group) {
     const OpKind k = chain.nodes[id].kind;
     if (k != OpKind::kInput && k != OpKind::kConstant && !mine.count(id)) return false;
   }
-  return true;
+  return ViewsRead(chain, group).empty();
 }
 
 absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
@@ -57,6 +124,20 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
     c.input_names.push_back(validate_internal::NodeLabel(chain, id));
     s.inputs.push_back(BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)});
   }
+  // Slices of chain inputs read in place: inputs at strides of their own
+  // on the viewed input's buffer; the slices (and slices they take of
+  // slices) are no nodes of the group's chain.
+  const std::set<int32_t> views = ViewsRead(chain, group);
+  std::set<int32_t> folded;
+  for (int32_t id : views) {
+    const InputView v = *AsInputView(chain, id);
+    to[id] = c.AddInput(chain.nodes[id].type, v.strides);
+    c.nodes[to[id]].offset = v.offset;
+    c.nodes[to[id]].storage = chain.nodes[v.input].storage;
+    c.input_names.push_back(validate_internal::NodeLabel(chain, id));
+    s.inputs.push_back(s.inputs[chain.nodes[v.input].input_index]);
+    for (int32_t a = id; chain.nodes[a].kind == OpKind::kSlice; a = chain.nodes[a].args[0]) folded.insert(a);
+  }
   for (int32_t id = 0; id < static_cast<int32_t>(chain.nodes.size()); ++id) {
     const Node& n = chain.nodes[id];
     bool used_constant = false;
@@ -66,7 +147,7 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
         used_constant = used_constant || std::find(args.begin(), args.end(), id) != args.end();
       }
     }
-    if (!mine.count(id) && !used_constant) continue;
+    if ((!mine.count(id) && !used_constant) || folded.count(id)) continue;
     Node copy = n;
     for (int32_t& a : copy.args) {
       auto it = to.find(a);

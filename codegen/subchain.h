@@ -9,6 +9,8 @@
 #ifndef KFUSE_CODEGEN_SUBCHAIN_H_
 #define KFUSE_CODEGEN_SUBCHAIN_H_
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,7 +23,8 @@ namespace kfuse {
 
 struct SubChain {
   // Inputs: every input of the whole chain (same numbers), then one per
-  // intermediate the group reads (dense, ascending node id). Outputs: the
+  // intermediate the group reads (dense, ascending node id), then one per
+  // InputView it reads (ascending node id). Outputs: the
   // chain outputs the group writes (in chain order), then the intermediates
   // it writes for later kernels (ascending). Symbols as the whole chain's.
   Chain chain;
@@ -34,12 +37,39 @@ struct SubChain {
   absl::Status Restore(KernelSpec* spec) const;
 };
 
-// Whether `group` computes every computed node of `chain` (then it needs no
-// isolating).
+// A slice (or slices of slices) of a chain input, seen as that input read at
+// strides of its own: a row of a padded tensor, one of a fused projection's
+// parts. Its element strides and the offset of its element 0 in the input's
+// buffer.
+struct InputView {
+  int32_t input = -1;  // The chain input's node.
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+
+// Node `id` of validated, canonical `chain` as an InputView: slices of a
+// chain input, the last axis at step 1, every stride a static number;
+// nullopt otherwise.
+std::optional<InputView> AsInputView(const Chain& chain, int32_t id);
+
+// Whether a row kernel reads node `id` in place, as an InputView (Isolate
+// makes it an input at strides of its own): where every row of it starts at
+// the phase a dense copy's rows would, so that it is read with the same
+// vectors (one of a fused projection's parts, rows past a start row); not
+// where the padding moves the phase from row to row (a vocabulary padded
+// from 50257 to 50304), which a pointwise kernel stores first. Not a chain
+// output, nor a slice of a slice something else reads too.
+bool ReadInPlace(const Chain& chain, int32_t id);
+
+// Whether `group` computes every computed node of `chain` and reads no
+// InputView it reads in place (Isolate makes those inputs of its own):
+// then it needs no isolating.
 bool CoversChain(const Chain& chain, const KernelGroup& group);
 
-// `group` of validated, canonical `chain` as a chain of its own. Errors from
-// validating the result (Internal: the group was not closed).
+// `group` of validated, canonical `chain` as a chain of its own, each
+// InputView it reads in place (and does not write) an input of that chain
+// at its strides and offset, on the viewed input's buffer. Errors from validating
+// the result (Internal: the group was not closed).
 absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group);
 
 }  // namespace kfuse

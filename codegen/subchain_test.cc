@@ -4,6 +4,7 @@
 #include "codegen/generators.h"
 #include "codegen/partition.h"
 #include "codegen/reduce_test_chains.h"
+#include "codegen/row_test_chains.h"
 #include "codegen/validate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -11,7 +12,10 @@
 namespace kfuse {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // softmax(x @ w) with the product an output too, its rows (512) wider than
 // a matmul's tile: the row kernel of the plan reads the product from
@@ -75,6 +79,40 @@ TEST(SubChainTest, ARowGroupReadsTheProductAsAnInputAndIsRenumberedBack) {
 // A chain at the input limit whose plan's row kernel reads the column
 // mean beside every input: the kernel's own chain has one input more than a
 // client may send, and is planned all the same.
+// A row kernel reading a slice of an input in place: its chain has an
+// input of its own at the slice's strides and offset, on the sliced
+// input's buffer, and no slice.
+TEST(SubChainTest, ASliceOfAnInputIsAnInputAtItsStridesOnTheSameBuffer) {
+  const Chain c = row_test::SlicedRmsNorm(DType::kBF16, -4096, 3072, 1024, 1024);
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  const KernelGroup& row = p->kernels[0];
+  EXPECT_FALSE(CoversChain(c, row));
+  absl::StatusOr<SubChain> s = Isolate(c, row);
+  ASSERT_TRUE(s.ok()) << s.status();
+  // x, the weight, then x[:, 1024:2048].
+  ASSERT_EQ(s->chain.num_inputs(), 3);
+  const Node& view = s->chain.nodes[2];
+  EXPECT_EQ(view.kind, OpKind::kInput);
+  EXPECT_THAT(view.strides, ElementsAre(3072, 1));
+  EXPECT_EQ(view.offset, 1024);
+  EXPECT_EQ(s->inputs[2], (BufferRef{BufferRef::Kind::kInput, 0}));
+  EXPECT_EQ(s->chain.input_names[2], "op 0 (slice)");
+  for (const Node& n : s->chain.nodes) EXPECT_NE(n.kind, OpKind::kSlice);
+  EXPECT_TRUE(CoversChain(s->chain, s->group));
+  // The kernel reads x's buffer from element 1024 of each 3072-wide row.
+  absl::StatusOr<KernelSpec> k = EmitFamily(c, row, FamilyHeuristic(c, row));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_THAT(k->source, HasSubstr("kf_c0 * 3072LL + 1024LL"));
+  std::vector<BufferRef> buffers;
+  for (const KernelParam& a : k->params) {
+    if (a.kind == KernelParam::Kind::kBuffer) buffers.push_back(a.buffer);
+  }
+  EXPECT_THAT(buffers, Contains(BufferRef{BufferRef::Kind::kInput, 0}));
+  EXPECT_THAT(buffers, Not(Contains(BufferRef{BufferRef::Kind::kInput, 2})));
+}
+
 TEST(SubChainTest, AKernelOfAChainAtTheInputLimitMayReadMoreBuffers) {
   const Chain c = reduce_test::ManyInputsThenRowSoftmax(DType::kF32, Limits{}.max_inputs, 256, 64);
   absl::StatusOr<Partition> p = PartitionChain(c);

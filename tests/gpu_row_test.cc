@@ -16,6 +16,7 @@
 #include "codegen/analysis.h"
 #include "codegen/cuda_prelude.h"
 #include "codegen/evaluate.h"
+#include "codegen/generators.h"
 #include "codegen/numeric.h"
 #include "codegen/partition.h"
 #include "codegen/row.h"
@@ -59,19 +60,75 @@ std::vector<std::vector<double>> Inputs(const Chain& c, const std::vector<int64_
 }
 
 using gpu_test::DeviceMemory;
-using gpu_test::ToBytes;
 using gpu_test::PlanFor;
-using gpu_test::ShapeOf;
 using gpu_test::Gpu;
 using gpu_test::OpenGpu;
+
+// Every variant of `c`'s one row kernel and the fp64 yardstick the tuner
+// checks them with, launched on fresh inputs drawn from `seed`, against the
+// CPU's fp64 values with eager's error as the yardstick.
+void CheckEveryVariant(Gpu& gpu, const std::string& name, const Chain& c, unsigned seed) {
+  NvrtcCompiler nvrtc;
+  Launcher launcher(*gpu.cu);
+  CompileOptions opts;
+  opts.arch = gpu.arch;
+  const std::vector<int64_t> syms(c.symbols.size(), kRows);
+  absl::StatusOr<Partition> partition = PartitionChain(c);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  ASSERT_EQ(partition->kernels.size(), 1u);
+  KernelGroup g = partition->kernels[0];
+  auto in = Inputs(c, syms, seed);
+  auto exact = Evaluate(c, in, syms, EvalMode::kExact64);
+  auto eager = Evaluate(c, in, syms, EvalMode::kEager);
+  ASSERT_TRUE(exact.ok() && eager.ok());
+  if (name == "masked_softmax_bf16") {
+    ASSERT_TRUE(std::isnan((*exact)[0][0])) << "a fully masked row is NaN";
+  }
+  DeviceMemory mem(gpu.cu);
+  const std::vector<DeviceBuffer> inputs = gpu_test::UploadInputs(mem, c, in, syms);
+  v1::KernelPlan plan = PlanFor(c);
+  std::vector<std::pair<Variant, Numerics>> runs;
+  bool few_blocks = false;
+  for (const Variant& v : FamilySpace(c, g)) {
+    // Split rows need clusters (sm_90).
+    if (RowMinComputeCapability(v) > ComputeCapabilityOf(gpu.arch)) continue;
+    runs.push_back({v, Numerics::kFast});
+    // The first bulk-staged variant also with fewer blocks than rows
+    // (two and three): a block loops over several, its buffers refilled
+    // and their barriers' phases flipping.
+    if (v.Get("resident") == 3 && !few_blocks) {
+      few_blocks = true;
+      for (int blocks : {2, 3}) {
+        Variant few = v;
+        few.params["grid"] = blocks;
+        runs.push_back({few, Numerics::kFast});
+      }
+    }
+  }
+  runs.push_back({FamilyHeuristic(c, g), Numerics::kReference64});
+  for (const auto& [v, numerics] : runs) {
+    const bool yardstick = numerics == Numerics::kReference64;
+    // Through the family's entry: a kernel reading a slice of an input in
+    // place is generated from its own chain and renumbered back.
+    absl::StatusOr<KernelSpec> spec = EmitFamily(c, g, v, numerics);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+    ASSERT_TRUE(k.ok()) << k.status();
+    plan.clear_kernels();
+    *plan.add_kernels() = ToProto(*k, /*include_source=*/false);
+    std::vector<DeviceBuffer> outputs = gpu_test::PoisonedOutputs(gpu, mem, c, syms, yardstick);
+    absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
+    ASSERT_TRUE(s.ok()) << v.ToString() << ": " << s;
+    ASSERT_EQ(gpu.cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();
+    for (const auto& out : gpu_test::CheckOutputs(mem, outputs, *exact, *eager, kSlack, yardstick)) {
+      EXPECT_TRUE(out.check.ok) << v.ToString() << ": " << out.check.message;
+    }
+  }
+}
 
 TEST(GpuRowTest, EveryVariantMatchesReference) {
   absl::StatusOr<Gpu> gpu = OpenGpu();
   if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
-  NvrtcCompiler nvrtc;
-  Launcher launcher(*gpu->cu);
-  CompileOptions opts;
-  opts.arch = gpu->arch;
   for (int64_t w : {1000, 1001, 1024, 4096, 5120, 8192, 50257}) {
     std::vector<std::pair<std::string, Chain>> chains = {
         {"masked_softmax_bf16", row_test::Softmax(DType::kBF16, -kRows, w, true)},
@@ -91,60 +148,38 @@ TEST(GpuRowTest, EveryVariantMatchesReference) {
     }
     for (const auto& [name, c] : chains) {
       SCOPED_TRACE(absl::StrCat(name, " W=", w));
-      const std::vector<int64_t> syms(c.symbols.size(), kRows);
-      KernelGroup g = PartitionChain(c)->kernels[0];
-      auto in = Inputs(c, syms, static_cast<unsigned>(w));
-      auto exact = Evaluate(c, in, syms, EvalMode::kExact64);
-      auto eager = Evaluate(c, in, syms, EvalMode::kEager);
-      ASSERT_TRUE(exact.ok() && eager.ok());
-      if (name == "masked_softmax_bf16") {
-        ASSERT_TRUE(std::isnan((*exact)[0][0])) << "a fully masked row is NaN";
-      }
-      DeviceMemory mem(gpu->cu);
-      std::vector<DeviceBuffer> inputs;
-      for (const Node& n : c.nodes) {
-        if (n.kind != OpKind::kInput) continue;
-        inputs.push_back(DeviceBuffer{mem.Upload(ToBytes(n.type.dtype, in[n.input_index])),
-                                      ShapeOf(n.type, syms), {}, n.type.dtype});
-      }
-      v1::KernelPlan plan = PlanFor(c);
-      // Every variant, and the fp64 yardstick the tuner checks them with.
-      std::vector<std::pair<Variant, Numerics>> runs;
-      bool few_blocks = false;
-      for (const Variant& v : RowSpace(c, g)) {
-        // Split rows need clusters (sm_90).
-        if (RowMinComputeCapability(v) > ComputeCapabilityOf(gpu->arch)) continue;
-        runs.push_back({v, Numerics::kFast});
-        // The first bulk-staged variant also with fewer blocks than rows
-        // (two and three): a block loops over several, its buffers refilled
-        // and their barriers' phases flipping.
-        if (v.Get("resident") == 3 && !few_blocks) {
-          few_blocks = true;
-          for (int blocks : {2, 3}) {
-            Variant few = v;
-            few.params["grid"] = blocks;
-            runs.push_back({few, Numerics::kFast});
-          }
-        }
-      }
-      runs.push_back({RowHeuristic(c, g), Numerics::kReference64});
-      for (const auto& [v, numerics] : runs) {
-        const bool yardstick = numerics == Numerics::kReference64;
-        absl::StatusOr<KernelSpec> spec = EmitRow(c, g, v, numerics);
-        ASSERT_TRUE(spec.ok()) << spec.status();
-        absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
-        ASSERT_TRUE(k.ok()) << k.status();
-        plan.clear_kernels();
-        *plan.add_kernels() = ToProto(*k, /*include_source=*/false);
-        std::vector<DeviceBuffer> outputs = gpu_test::PoisonedOutputs(*gpu, mem, c, syms, yardstick);
-        absl::Status s = launcher.Launch(plan, inputs, outputs, nullptr);
-        ASSERT_TRUE(s.ok()) << v.ToString() << ": " << s;
-        ASSERT_EQ(gpu->cu->cuCtxSynchronize(), CUDA_SUCCESS) << v.ToString();
-        for (const auto& out : gpu_test::CheckOutputs(mem, outputs, *exact, *eager, kSlack, yardstick)) {
-          EXPECT_TRUE(out.check.ok) << v.ToString() << ": " << out.check.message;
-        }
-      }
+      CheckEveryVariant(*gpu, name, c, static_cast<unsigned>(w));
     }
+  }
+}
+
+// Inputs at strides of their own, their gaps NaN: slices of a wider tensor
+// (one of a fused projection's q, k, v; a padded vocabulary), padded rows
+// that keep or break the vectors' phase, a transpose, three row
+// coordinates at strides of their own; and chains slicing a dense input
+// that the row kernel reads in place.
+TEST(GpuRowTest, StridedRowsMatchReference) {
+  absl::StatusOr<Gpu> gpu = OpenGpu();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  using row_test::Strided;
+  const std::vector<std::pair<std::string, Chain>> chains = {
+      {"qkv_slice_softmax_bf16", Strided(row_test::Softmax(DType::kBF16, -kRows, 4096), 0, {3 * 4096, 1})},
+      {"rows_4100_apart_softmax_bf16", Strided(row_test::Softmax(DType::kBF16, -kRows, 4096), 0, {4100, 1})},
+      {"peeled_rows_1009_apart_softmax_bf16",
+       Strided(row_test::Softmax(DType::kBF16, -kRows, 1001), 0, {1009, 1})},
+      {"padded_vocab_softmax_bf16", Strided(row_test::Softmax(DType::kBF16, -kRows, 50257), 0, {50304, 1})},
+      {"transposed_layer_norm_f32", Strided(row_test::LayerNorm(DType::kF32, kRows, 1024), 0, {1, kRows})},
+      {"strided_residual_rms_bf16",
+       Strided(row_test::RmsNormResidual(DType::kBF16, -kRows, 4096), 2, {8192, 1})},
+      {"padded_3d_softmax_f32", row_test::PaddedSoftmax3D(DType::kF32, 2, 3, 1000, 1008, 4096)},
+      // Slices of inputs the row kernel reads in place (op 0 of the chain).
+      {"k_of_qkv_rms_norm_bf16", row_test::SlicedRmsNorm(DType::kBF16, -kRows, 3 * 1024, 1024, 1024)},
+      {"sliced_peeled_rms_norm_bf16", row_test::SlicedRmsNorm(DType::kBF16, -kRows, 2009, 1008, 1001)},
+      {"sliced_rms_norm_f32", row_test::SlicedRmsNorm(DType::kF32, -kRows, 50304, 8, 50257 + 39)},
+  };
+  for (const auto& [name, c] : chains) {
+    SCOPED_TRACE(name);
+    CheckEveryVariant(*gpu, name, c, 11);
   }
 }
 

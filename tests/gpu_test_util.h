@@ -114,6 +114,7 @@ inline v1::KernelPlan PlanFor(const Chain& c) {
     v1::TensorSpec* in = plan.add_inputs();
     in->set_name(absl::StrCat("in", n.input_index));
     spec(n.type, in);
+    for (int64_t stride : n.strides) in->add_strides(stride);
     for (int axis = 0; axis < n.type.rank(); ++axis) {
       const Dim& d = n.type.shape[axis];
       if (d.is_static()) continue;
@@ -249,6 +250,29 @@ inline ErrorStats EagerError(DType dtype, const std::vector<double>& eager, cons
   return s;
 }
 
+// Input node `n`'s values `v` (dense, row-major) on the device at its
+// strides, as a launcher buffer. The gaps a strided input's elements leave
+// hold NaN (-77 in an integer buffer, true in a bool one), so that a kernel
+// reading one shows it.
+inline DeviceBuffer UploadInput(DeviceMemory& mem, const Node& n, const std::vector<double>& v,
+                                const std::vector<int64_t>& syms) {
+  const std::vector<int64_t> shape = ShapeOf(n.type, syms);
+  if (n.strides.empty()) return DeviceBuffer{mem.Upload(ToBytes(n.type.dtype, v)), shape, {}, n.type.dtype};
+  int64_t span = 1;
+  for (size_t d = 0; d < shape.size(); ++d) span += (shape[d] - 1) * n.strides[d];
+  const double gap = IsFloat(n.type.dtype) ? std::nan("") : n.type.dtype == DType::kBool ? 1 : -77;
+  std::vector<double> laid(static_cast<size_t>(std::max<int64_t>(span, 0)), gap);
+  for (size_t flat = 0; flat < v.size(); ++flat) {
+    int64_t rest = static_cast<int64_t>(flat), at = 0;
+    for (size_t d = shape.size(); d-- > 0;) {
+      at += rest % shape[d] * n.strides[d];
+      rest /= shape[d];
+    }
+    laid[static_cast<size_t>(at)] = v[flat];
+  }
+  return DeviceBuffer{mem.Upload(ToBytes(n.type.dtype, laid)), shape, n.strides, n.type.dtype};
+}
+
 // The chain's inputs `in` (host values) on the device, as launcher buffers.
 inline std::vector<DeviceBuffer> UploadInputs(DeviceMemory& mem, const Chain& c,
                                               const std::vector<std::vector<double>>& in,
@@ -256,8 +280,7 @@ inline std::vector<DeviceBuffer> UploadInputs(DeviceMemory& mem, const Chain& c,
   std::vector<DeviceBuffer> out;
   for (const Node& n : c.nodes) {
     if (n.kind != OpKind::kInput) continue;
-    out.push_back(DeviceBuffer{mem.Upload(ToBytes(n.type.dtype, in[n.input_index])),
-                               ShapeOf(n.type, syms), {}, n.type.dtype});
+    out.push_back(UploadInput(mem, n, in[n.input_index], syms));
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/generators.h"
 #include "codegen/partition.h"
 #include "codegen/row.h"
 #include "codegen/row_test_chains.h"
@@ -54,6 +55,35 @@ TEST(RowCompileTest, EverySpaceVariantCompiles) {
           EXPECT_LE(k->resources.spill_bytes, calls ? 256u : 0u) << "spills";
         }
       }
+    }
+  }
+}
+
+// Inputs at strides of their own: a slice of a fused projection (vectors),
+// a padded vocabulary and a transpose (element by element), three row
+// coordinates at strides; a slice of a dense input read in place.
+TEST(RowCompileTest, StridedRowsCompile) {
+  NvrtcCompiler nvrtc;
+  CompileOptions opts;
+  opts.arch = "sm_90";
+  using row_test::Strided;
+  const std::vector<std::pair<std::string, Chain>> chains = {
+      {"qkv_slice_softmax_bf16", Strided(row_test::Softmax(DType::kBF16, -4096, 4096), 0, {3 * 4096, 1})},
+      {"padded_vocab_softmax_bf16", Strided(row_test::Softmax(DType::kBF16, -4096, 50257), 0, {50304, 1})},
+      {"transposed_layer_norm_f32", Strided(row_test::LayerNorm(DType::kF32, 64, 1024), 0, {1, 64})},
+      {"padded_3d_softmax_f32", row_test::PaddedSoftmax3D(DType::kF32, 2, 3, 1000, 1008, 4096)},
+      {"k_of_qkv_rms_norm_bf16", row_test::SlicedRmsNorm(DType::kBF16, -4096, 3 * 1024, 1024, 1024)},
+  };
+  for (const auto& [name, c] : chains) {
+    KernelGroup g = PartitionChain(c)->kernels[0];
+    const std::vector<Variant> space = FamilySpace(c, g);
+    EXPECT_FALSE(space.empty()) << name;
+    for (const Variant& v : space) {
+      SCOPED_TRACE(absl::StrCat(name, " ", v.ToString()));
+      absl::StatusOr<KernelSpec> spec = EmitFamily(c, g, v);
+      ASSERT_TRUE(spec.ok()) << spec.status();
+      absl::StatusOr<CompiledKernel> k = nvrtc.Compile(*spec, opts);
+      ASSERT_TRUE(k.ok()) << k.status() << "\n" << spec->source;
     }
   }
 }

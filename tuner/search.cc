@@ -187,6 +187,9 @@ BufferMap MapBuffers(const Chain& chain, const KernelGroup& group, const KernelS
     uint32_t i = static_cast<uint32_t>(node.input_index);
     if (m.inputs.size() <= i) m.inputs.resize(i + 1);
     m.inputs[i] = spec_of(static_cast<int32_t>(n));
+    // A strided input's buffer spans its gaps too (a padded row's), which
+    // the kernels step over but must be able to address.
+    m.inputs[i].elements = static_cast<int64_t>(BufferElements(node, symbols));
     if (i < domains.size()) m.inputs[i].domain = ToInputDomain(domains[i]);
     m.remap[{BufferRef::Kind::kInput, i}] = BufferRef{BufferRef::Kind::kInput, i};
   }

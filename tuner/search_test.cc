@@ -748,6 +748,22 @@ TEST(TuneKernelTest, IntermediateInputsAreMarked) {
             4 * 4096 * 1000 + (4 + 8) * 1000 + (4 + 8) * 4096 * 1000 + 256'000'000);
 }
 
+// A strided input's buffer is as long as its strides reach (a padded row's
+// gaps included), so the kernels checked on it read no further than it.
+TEST(TuneKernelTest, AStridedInputsBufferSpansItsGaps) {
+  Chain c = row_test::Strided(row_test::Softmax(DType::kBF16, 64, 1000), 0, {1024, 1});
+  absl::StatusOr<Partition> p = PartitionChain(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  FakeCompiler compiler;
+  FakeRunner runner;
+  ASSERT_TRUE(TuneKernel(c, p->kernels[0], Opts(TuneMode::kQuick), compiler, &runner).ok());
+  const CheckTask& task = runner.last_task_;
+  ASSERT_EQ(task.inputs.size(), 1u);
+  EXPECT_EQ(task.inputs[0].elements, 63 * 1024 + 1000);
+  EXPECT_EQ(task.outputs[0].elements, 64 * 1000);
+}
+
 // softmax over columns is three kernels; the last reads the column max and
 // sum as inputs. The sum is a divisor there, so it is drawn positive, as a
 // chain input in its place would be; the max may take any value.
