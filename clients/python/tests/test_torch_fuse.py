@@ -73,6 +73,9 @@ CASES = {
     # Views beside reductions: a plan whose pointwise kernels compute them.
     "slice_softmax": (lambda x: F.softmax(x[:, 3:120], dim=-1), [("f32", (4, 128))],
                       ["OP_SLICE", "OP_REDUCE_MAX", "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV"]),
+    # A slice whose rows keep 16-byte alignment: read in place by the row kernel.
+    "slice_softmax_in_place": (lambda x: F.softmax(x[:, 64:192], dim=-1), [("f32", (4, 256))],
+                               ["OP_SLICE", "OP_REDUCE_MAX", "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV"]),
     "softmax_transposed": (lambda x: F.softmax(x, dim=-1).t(), [("f32", (4, 128))],
                            ["OP_REDUCE_MAX", "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV", "OP_PERMUTE"]),
     "add_rms_norm": (_add_rms, [("f32", (4, 256)), ("f32", (4, 256)), ("f32", (256,))],
