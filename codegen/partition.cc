@@ -340,8 +340,14 @@ class StagedPartition {
       if (!AlongRows(c_.nodes[id])) KFUSE_RETURN_IF_ERROR(CheckOuterReduction(c_, id));
       reductions.push_back(id);
     }
-    for (int32_t r : reductions) KFUSE_RETURN_IF_ERROR(StoreViewedOperand(r));
+    // Views between two reductions wait for the first's kernel (below).
+    std::set<int32_t> deferred;
     for (int32_t r : reductions) {
+      KFUSE_ASSIGN_OR_RETURN(const bool stored, StoreViewedOperand(r, /*reductions_first=*/false));
+      if (!stored) deferred.insert(r);
+    }
+    for (int32_t r : reductions) {
+      if (deferred.count(r)) KFUSE_RETURN_IF_ERROR(StoreViewedOperand(r, /*reductions_first=*/true).status());
       KFUSE_RETURN_IF_ERROR(StoreRowResultsByShape(r, RowResultsToStore(c_, r, stored_)));
       if (!AlongRows(c_.nodes[r])) KFUSE_RETURN_IF_ERROR(AddOuterReduction(r));
     }
@@ -373,28 +379,48 @@ class StagedPartition {
     return out;
   }
 
-  // A pointwise kernel storing reduction `r`'s operand where it is computed
-  // through layout views: the reduction then reads it as it is in memory.
-  absl::Status StoreViewedOperand(int32_t r) {
-    const int32_t operand = c_.nodes[r].args[0];
-    if (stored_.count(operand)) return absl::OkStatus();
-    const std::set<int32_t> work = Work({operand});
-    // The reduction family reads its operand's elements where they are: it
-    // takes no view, an iota neither.
+  // The views among `work` that reduction `r`'s kernel does not take: the
+  // reduction family reads its operand's elements where they are, so it
+  // takes no view, an iota neither.
+  std::set<int32_t> ViewsFor(int32_t r, const std::set<int32_t>& work) const {
     std::set<int32_t> views = Views(work);
     if (!AlongRows(c_.nodes[r])) {
       for (int32_t id : work) {
         if (IsLayout(c_.nodes[id].kind)) views.insert(id);
       }
     }
-    if (views.empty()) return absl::OkStatus();
-    for (int32_t id : work) {
-      if (IsReduction(c_.nodes[id].kind)) {
-        return absl::UnimplementedError(absl::StrCat(
-            OpLabel(c_, *views.begin()), ": a layout view between two reductions (", OpLabel(c_, id),
-            " and ", OpLabel(c_, r), ") is not generated yet"));
+    return views;
+  }
+
+  // A pointwise kernel storing reduction `r`'s operand where it is computed
+  // through layout views: the reduction then reads it as it is in memory.
+  // Where the views read another reduction's results (a view between two
+  // reductions), those are stored first, by a row kernel per row shape for
+  // reductions along rows (ones over outer axes come earlier in chain
+  // order, and have their kernels by then): with `reductions_first` false
+  // nothing is done for such an operand, and the answer is false.
+  absl::StatusOr<bool> StoreViewedOperand(int32_t r, bool reductions_first) {
+    const int32_t operand = c_.nodes[r].args[0];
+    if (stored_.count(operand)) return true;
+    std::set<int32_t> work = Work({operand});
+    if (!ViewsFor(r, work).empty()) {
+      std::vector<int32_t> rows;
+      for (int32_t id : work) {
+        if (IsReduction(c_.nodes[id].kind)) rows.push_back(id);
       }
+      if (!rows.empty() && !reductions_first) return false;
+      for (int32_t id : rows) {
+        if (!AlongRows(c_.nodes[id])) {
+          return absl::UnimplementedError(absl::StrCat(
+              OpLabel(c_, id), ": a reduction over outer axes read through layout views by ", OpLabel(c_, r),
+              " before its own kernel is not generated yet"));
+        }
+      }
+      KFUSE_RETURN_IF_ERROR(StoreRowResultsByShape(r, std::move(rows)));
+      work = Work({operand});
     }
+    const std::set<int32_t> views = ViewsFor(r, work);
+    if (views.empty()) return true;
     KernelGroup k;
     k.family = Family::kPointwise;
     k.nodes.assign(work.begin(), work.end());
@@ -405,7 +431,7 @@ class StagedPartition {
     stored_.insert(operand);
     p_.intermediates.push_back(operand);
     p_.kernels.push_back(std::move(k));
-    return absl::OkStatus();
+    return true;
   }
 
   // Outputs computed through layout views from reductions along rows: those
@@ -534,10 +560,14 @@ class StagedPartition {
     // One client op that Canonicalize split (a mean over every axis).
     bool split = c_.nodes[consumer].wire_index >= 0;
     for (int32_t a : rows) split = split && c_.nodes[a].wire_index == c_.nodes[consumer].wire_index;
-    if (!IsReduction(c_.nodes[consumer].kind)) {
-      k.reason = absl::StrCat("reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
-                              ") stored for ", OpLabel(c_, consumer), ", which reads them through layout views (",
-                              Labels(Views(Work({consumer}))), ") that row kernels do not generate");
+    const std::set<int32_t> through =
+        IsReduction(c_.nodes[consumer].kind) ? ViewsFor(consumer, Work({c_.nodes[consumer].args[0]}))
+                                             : Views(Work({consumer}));
+    if (!IsReduction(c_.nodes[consumer].kind) || !through.empty()) {
+      k.reason = absl::StrCat(
+          "reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())), ") stored for ",
+          OpLabel(c_, consumer), ", which reads them through layout views (", Labels(through), ") that ",
+          IsReduction(c_.nodes[consumer].kind) ? "a pointwise kernel computes" : "row kernels do not generate");
     } else if (split) {
       k.reason = absl::StrCat(OpLabel(c_, consumer),
                               " over the innermost and outer axes, split: its reductions along "

@@ -844,6 +844,12 @@ TEST(ViewsBesideReductionsTest, ViewsGoToPointwiseKernels) {
        "reductions along rows (op 0 (reduce_max), op 3 (reduce_sum)) stored for op 5 (permute)"},
       {4, {F::kPointwise, F::kReduction}, "through its layout views (op 0 (iota)), stored"},
       {5, {F::kPointwise, F::kRowReduction}, "through its layout views (op 0 (iota)), stored"},
+      {6, {F::kRowReduction, F::kPointwise, F::kRowReduction},
+       "reductions along rows (op 0 (reduce_sum)) stored for op 3 (reduce_max), which reads them through "
+       "layout views (op 2 (permute)) that a pointwise kernel computes"},
+      {7, {F::kRowReduction, F::kPointwise, F::kReduction},
+       "reductions along rows (op 0 (reduce_max)) stored for op 3 (reduce_sum), which reads them through "
+       "layout views (op 2 (permute)) that a pointwise kernel computes"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.which);
@@ -868,17 +874,24 @@ TEST(ViewsBesideReductionsTest, ViewsGoToPointwiseKernels) {
     c->nodes[p].axes = {1, 0};
     return p;
   };
-  // A view between two reductions is not generated yet.
+  // A view between two reductions: the first's results stored by a row
+  // kernel, the view by a pointwise kernel, then the second reduction.
   Chain c;
   int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(16), Dim::Static(16)}});
   int32_t s = reduce_test::Reduce(&c, OpKind::kReduceSum, x, {1}, true);
   int32_t d = permute(&c, c.AddOp(OpKind::kSub, {x, s}));
   c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceMax, d, {1}, false)};
-  absl::StatusOr<Partition> p = PartitionChain(reduce_test::Finish(std::move(c)));
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
-  EXPECT_THAT(std::string(p.status().message()),
-              HasSubstr("op 2 (permute): a layout view between two reductions (op 0 (reduce_sum) and "
-                        "op 3 (reduce_max)) is not generated yet"));
+  const Chain t = reduce_test::Finish(std::move(c));
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<Family> families;
+  for (const KernelGroup& g : p->kernels) families.push_back(g.family);
+  EXPECT_EQ(families, (std::vector<Family>{F::kRowReduction, F::kPointwise, F::kRowReduction}));
+  EXPECT_THAT(p->kernels[0].reason,
+              HasSubstr("reductions along rows (op 0 (reduce_sum)) stored for op 3 (reduce_max), which reads "
+                        "them through layout views (op 2 (permute)) that a pointwise kernel computes"));
+  EXPECT_THAT(p->kernels[1].reason, HasSubstr("the operand of op 3 (reduce_max) through its layout views"));
+  ExpectEveryKernelGenerates(t, *p);
 }
 
 // A slice of an input that keeps the vectors' phase in every row (one of a

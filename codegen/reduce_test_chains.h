@@ -165,7 +165,12 @@ inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {
 //      then the column sums;
 //   5: (x * its row index).sum(-1): an iota along the outer axis, which a
 //      row kernel does not count, so the product is stored, then the rows
-//      summed.
+//      summed;
+//   6: (x - x.sum(-1, keepdim)).t().amax(-1), a view between two
+//      reductions: the row sums stored, the transposed difference stored,
+//      then its rows' max;
+//   7: (x - x.amax(-1, keepdim)).t().sum(0): the same before a reduction
+//      over the outer axis.
 inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
   Chain c;
   int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
@@ -202,6 +207,16 @@ inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
     case 3:
       c.outputs = {transpose(softmax(x, &max))};
       break;
+    case 6: {  // A view between two reductions: (x - x.sum(-1)).t().amax(-1).
+      int32_t sums = Reduce(&c, OpKind::kReduceSum, x, {1}, true);
+      c.outputs = {Reduce(&c, OpKind::kReduceMax, transpose(c.AddOp(OpKind::kSub, {x, sums})), {1}, false)};
+      break;
+    }
+    case 7: {  // The same over the outer axis: (x - x.amax(-1)).t().sum(0).
+      int32_t max = Reduce(&c, OpKind::kReduceMax, x, {1}, true);
+      c.outputs = {Reduce(&c, OpKind::kReduceSum, transpose(c.AddOp(OpKind::kSub, {x, max})), {0}, false)};
+      break;
+    }
     default: {
       const bool rows = which == 5;
       int32_t index = c.AddOp(OpKind::kIota, {});
