@@ -650,6 +650,15 @@ class StagedPartition {
       return absl::OkStatus();
     }
     absl::StatusOr<KernelGroup> one = LastKernel(rest);
+    if (!one.ok()) {
+      // Outputs reducing rows of several shapes (x.sum(-1) beside
+      // y.amax(-1), y wider): a row kernel for each shape.
+      absl::StatusOr<std::vector<KernelGroup>> by_shape = KernelsByRowShape(rest, plain);
+      if (by_shape.ok()) {
+        for (KernelGroup& k : *by_shape) p_.kernels.push_back(std::move(k));
+        return absl::OkStatus();
+      }
+    }
     if (!one.ok() && !plain.empty()) {
       std::vector<size_t> reducing;
       for (size_t j : rest) {
@@ -666,6 +675,47 @@ class StagedPartition {
     if (!one.ok()) return one.status();
     p_.kernels.push_back(*std::move(one));
     return absl::OkStatus();
+  }
+
+  // The outputs `rest` (indices into c_.outputs; `plain` of them reduce
+  // nothing) as a row kernel for each row shape their reductions read (an
+  // output whose reductions read rows of two shapes fails), then pointwise
+  // kernels for the plain ones. Unimplemented where there is one shape or
+  // fewer: LastKernel's answer stands.
+  absl::StatusOr<std::vector<KernelGroup>> KernelsByRowShape(const std::vector<size_t>& rest,
+                                                             const std::vector<size_t>& plain) const {
+    std::vector<std::vector<Dim>> shapes;
+    std::vector<std::vector<size_t>> outputs;
+    for (size_t j : rest) {
+      if (std::find(plain.begin(), plain.end(), j) != plain.end()) continue;
+      std::optional<std::vector<Dim>> shape;
+      for (int32_t id : Work({c_.outputs[j]})) {
+        if (!IsReduction(c_.nodes[id].kind)) continue;
+        if (shape && *shape != OperandShape(c_, id)) {
+          return absl::UnimplementedError(absl::StrCat("outputs[", j, "]: reads rows of two shapes"));
+        }
+        shape = OperandShape(c_, id);
+      }
+      const auto at = std::find(shapes.begin(), shapes.end(), *shape);
+      if (at == shapes.end()) {
+        shapes.push_back(*shape);
+        outputs.push_back({j});
+      } else {
+        outputs[at - shapes.begin()].push_back(j);
+      }
+    }
+    if (shapes.size() < 2) return absl::UnimplementedError("one row shape");
+    std::vector<KernelGroup> out;
+    for (const std::vector<size_t>& which : outputs) {
+      KFUSE_ASSIGN_OR_RETURN(KernelGroup k, LastKernel(which));
+      absl::StrAppend(&k.reason, "; a row kernel for each row shape the outputs reduce");
+      out.push_back(std::move(k));
+    }
+    if (!plain.empty()) {
+      KFUSE_ASSIGN_OR_RETURN(std::vector<KernelGroup> pointwise, PointwiseKernels(plain));
+      for (KernelGroup& k : pointwise) out.push_back(std::move(k));
+    }
+    return out;
   }
 
   // Pointwise kernels for the outputs `which` (indices into c_.outputs, none
@@ -703,8 +753,10 @@ class StagedPartition {
       }
       bool whole_rows = !read.empty();
       for (int32_t id : read) whole_rows = whole_rows && c_.nodes[id].type.shape == row_shape;
-      k.reason = read.empty() ? "row reductions fused with their element-wise neighbours, beside "
-                                "the reductions over outer axes"
+      const bool outer = std::any_of(p_.kernels.begin(), p_.kernels.end(),
+                                     [](const KernelGroup& g) { return g.family == Family::kReduction; });
+      k.reason = read.empty() ? absl::StrCat("row reductions fused with their element-wise neighbours",
+                                             outer ? ", beside the reductions over outer axes" : "")
                               : absl::StrCat("row reductions fused with their element-wise "
                                              "neighbours, reading ", Labels(read),
                                              whole_rows ? " from memory as its rows"
@@ -726,6 +778,18 @@ class StagedPartition {
 
 // Whether some reduction along rows reads the results of reductions over
 // rows of another shape (a loss's mean over the batch of per-row values).
+// How many operand shapes the chain's reductions have.
+size_t RowShapes(const Chain& c) {
+  std::set<std::vector<std::pair<int64_t, int32_t>>> shapes;
+  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+    if (!IsReduction(c.nodes[id].kind)) continue;
+    std::vector<std::pair<int64_t, int32_t>> s;
+    for (const Dim& d : OperandShape(c, id)) s.push_back({d.size, d.symbol});
+    shapes.insert(std::move(s));
+  }
+  return shapes.size();
+}
+
 bool ReadsRowsOfAnotherShape(const Chain& c) {
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
     if (IsReduction(c.nodes[id].kind) && AlongRows(c.nodes[id]) &&
@@ -781,7 +845,7 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
   // reshape adding or dropping a per-row value's unit dim (AnalyzeRows);
   // other views are left to pointwise kernels of a staged plan.
   if (reduces) {
-    absl::StatusOr<Partition> p = outer || viewed || ReadsRowsOfAnotherShape(c)
+    absl::StatusOr<Partition> p = outer || viewed || ReadsRowsOfAnotherShape(c) || RowShapes(c) > 1
                                       ? StagedPartition(c).Run()
                                       : RowPartition(c);
     if (p.ok()) KFUSE_RETURN_IF_ERROR(NoViewsInReductionKernels(c, *p));

@@ -894,6 +894,29 @@ TEST(ViewsBesideReductionsTest, ViewsGoToPointwiseKernels) {
   ExpectEveryKernelGenerates(t, *p);
 }
 
+// Outputs reducing rows of two widths, independent of each other (x's row
+// sums beside softmax(y), y wider), and an element-wise output: a row kernel
+// for each row shape, then a pointwise kernel.
+TEST(StagedPartitionTest, OutputsReducingRowsOfTwoShapesAreARowKernelEach) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(64), Dim::Static(128)}});
+  int32_t y = c.AddInput(TensorType{DType::kF32, {Dim::Static(64), Dim::Static(256)}});
+  int32_t mx = reduce_test::Reduce(&c, OpKind::kReduceMax, y, {1}, true);
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {y, mx})});
+  c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceSum, x, {1}, false),
+               c.AddOp(OpKind::kDiv, {e, reduce_test::Reduce(&c, OpKind::kReduceSum, e, {1}, true)}),
+               c.AddOp(OpKind::kMul, {x, c.AddConstant(2)})};
+  const Chain t = reduce_test::Finish(std::move(c));
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<Family> families;
+  for (const KernelGroup& g : p->kernels) families.push_back(g.family);
+  EXPECT_EQ(families, (std::vector<Family>{Family::kRowReduction, Family::kRowReduction, Family::kPointwise}));
+  EXPECT_THAT(p->kernels[0].reason, HasSubstr("a row kernel for each row shape the outputs reduce"));
+  EXPECT_THAT(p->kernels[0].reason, Not(HasSubstr("outer axes")));
+  ExpectEveryKernelGenerates(t, *p);
+}
+
 // A slice of an input that keeps the vectors' phase in every row (one of a
 // fused projection's parts, rows past a start row, a slice of a slice) is
 // read in place by the row kernel; one that moves it (a padded vocabulary:
