@@ -696,6 +696,7 @@ class StagedPartition {
         }
         shape = OperandShape(c_, id);
       }
+      if (!shape) return absl::UnimplementedError(absl::StrCat("outputs[", j, "]: reduces no rows"));
       const auto at = std::find(shapes.begin(), shapes.end(), *shape);
       if (at == shapes.end()) {
         shapes.push_back(*shape);
@@ -776,8 +777,6 @@ class StagedPartition {
   std::set<int32_t> stored_;  // Results earlier kernels store for later ones.
 };
 
-// Whether some reduction along rows reads the results of reductions over
-// rows of another shape (a loss's mean over the batch of per-row values).
 // How many operand shapes the chain's reductions have.
 size_t RowShapes(const Chain& c) {
   std::set<std::vector<std::pair<int64_t, int32_t>>> shapes;
@@ -790,6 +789,8 @@ size_t RowShapes(const Chain& c) {
   return shapes.size();
 }
 
+// Whether some reduction along rows reads the results of reductions over
+// rows of another shape (a loss's mean over the batch of per-row values).
 bool ReadsRowsOfAnotherShape(const Chain& c) {
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
     if (IsReduction(c.nodes[id].kind) && AlongRows(c.nodes[id]) &&
