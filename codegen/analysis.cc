@@ -310,11 +310,18 @@ std::vector<int64_t> SymbolValuesForTuning(const Chain& c) {
     const bool a_free = c.symbols[a].hint <= 0, b_free = c.symbols[b].hint <= 0;
     return a_free != b_free ? a_free : out[a] > out[b];
   };
+  // A strided input's buffer spans its gaps: held to the limit too, by
+  // halving the symbols its strides step over.
+  auto span_past = [&](const Node& n) {
+    return !n.strides.empty() && BufferElements(n, out) > static_cast<double>(limit);
+  };
   for (const Node& n : c.nodes) {
-    while (CountElementsAt(n.type.shape, out, limit) > limit) {
+    for (bool span = false; (span = span_past(n)) || CountElementsAt(n.type.shape, out, limit) > limit;) {
       int32_t next = -1;
-      for (const Dim& d : n.type.shape) {
-        if (!d.is_static() && out[d.symbol] > 1 && (next < 0 || before(d.symbol, next))) next = d.symbol;
+      for (size_t i = 0; i < n.type.shape.size(); ++i) {
+        const Dim& d = n.type.shape[i];
+        if (d.is_static() || out[d.symbol] <= 1 || (span && n.strides[i] == 0)) continue;
+        if (next < 0 || before(d.symbol, next)) next = d.symbol;
       }
       if (next < 0) break;
       out[next] /= 2;

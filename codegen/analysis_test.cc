@@ -139,6 +139,19 @@ TEST(AnalysisTest, SymbolValuesForTuningKeepEveryTensorWithinTheElementLimit) {
   }
 }
 
+// A strided input's buffer spans its gaps, so the span is held to the limit
+// too (a fuzzer finding: a stride over a symbol without a max or a hint,
+// which validation counts at 1): only symbols its strides step over are
+// halved.
+TEST(AnalysisTest, SymbolValuesForTuningKeepAStridedInputsSpanWithinTheElementLimit) {
+  Chain c;
+  c.symbols = {{"n", 0, 0}, {"m", 0, 0}};
+  const int32_t in = c.AddInput(TensorType{DType::kF32, {Dim::Sym(0), Dim::Sym(1)}}, {int64_t{1} << 30, 0});
+  const std::vector<int64_t> v = SymbolValuesForTuning(c);
+  EXPECT_EQ(v, (std::vector<int64_t>{1024, 1 << 20}));  // 1023 * 2^30 + 1 elements.
+  EXPECT_LE(BufferElements(c.nodes[in], v), std::ldexp(1.0, 40));
+}
+
 TEST(AnalysisTest, SymbolValuesForCheckAreOddAndFewBesideTheBucket) {
   using Sizes = std::vector<std::vector<int64_t>>;
   EXPECT_EQ(SymbolValuesForCheck({1024, 1 << 20, 500, 8, 5, 1}),

@@ -259,7 +259,9 @@ absl::Status CheckInput(const Chain& c, int32_t id) {
                               n.type.rank()));
     }
     // The furthest element a stride reaches must stay inside the element
-    // limit, so index arithmetic can never overflow.
+    // limit (the buffer spans it), so index arithmetic can never overflow. A symbol counts at its
+    // max, or at its hint where it has none (1 without either), as the
+    // tuner sizes it.
     const int64_t limit = Limits{}.max_elements;
     int64_t extent = 0;
     for (size_t i = 0; i < n.strides.size(); ++i) {
@@ -268,11 +270,11 @@ absl::Status CheckInput(const Chain& c, int32_t id) {
                    absl::StrCat("must not be negative, got ", n.strides[i]));
       }
       const Dim& d = n.type.shape[i];
-      int64_t size = d.is_static() ? d.size : c.symbols[d.symbol].max;
+      const int64_t size =
+          d.is_static() ? d.size : std::max({c.symbols[d.symbol].max, c.symbols[d.symbol].hint, int64_t{1}});
       int64_t reach = 0;
-      if (n.strides[i] > limit ||
-          (size > 0 && (__builtin_mul_overflow(n.strides[i], size - 1, &reach) ||
-                        __builtin_add_overflow(extent, reach, &extent) || extent > limit))) {
+      if (n.strides[i] > limit || __builtin_mul_overflow(n.strides[i], size - 1, &reach) ||
+          __builtin_add_overflow(extent, reach, &extent) || extent >= limit) {
         return Bad(c, id, absl::StrCat("strides[", i, "]"),
                    absl::StrCat("reaches past ", limit, " elements"));
       }

@@ -330,6 +330,17 @@ TEST(ValidateTest, RejectsBadChains) {
          c.outputs.push_back(c.AddInput(T(DType::kF32, S({4, 2})), {int64_t{1} << 62, 1}));
        },
        absl::StatusCode::kInvalidArgument, "strides[0]: reaches past"},
+      {"stride spanning one element past the element limit",
+       [&](Chain& c) {
+         c.outputs.push_back(c.AddInput(T(DType::kF32, S({1, 2})), {8, int64_t{1} << 40}));
+       },
+       absl::StatusCode::kInvalidArgument, "strides[1]: reaches past"},
+      {"stride over a symbol reaching past the element limit at its hint",
+       [&](Chain& c) {
+         c.symbols = {{"N", int64_t{1} << 20, 0}};
+         c.outputs.push_back(c.AddInput(T(DType::kF32, {Dim::Sym(0)}), {int64_t{1} << 21}));
+       },
+       absl::StatusCode::kInvalidArgument, "strides[0]: reaches past"},
       {"i64 averaged",
        [&](Chain& c) {
          int r = c.AddOp(OpKind::kReduceMean, {in(c, DType::kI64, S({2}))});
