@@ -34,7 +34,14 @@ std::optional<InputView> AsInputView(const Chain& chain, int32_t id) {
   std::optional<InputView> v = AsInputView(chain, n.args[0]);
   if (!v) return std::nullopt;
   v->offset += n.start * v->strides[n.axis];
-  v->strides[n.axis] *= n.step;
+  // A dim the slice leaves one element is never stepped over, whatever its
+  // step (one past 2^62 would overflow the stride).
+  const Dim& kept = n.type.shape[n.axis];
+  if (kept.is_static() && kept.size == 1) {
+    v->strides[n.axis] = 0;
+  } else if (__builtin_mul_overflow(v->strides[n.axis], n.step, &v->strides[n.axis])) {
+    return std::nullopt;
+  }
   return v;
 }
 

@@ -1,5 +1,8 @@
 #include "codegen/subchain.h"
 
+#include <limits>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "codegen/generators.h"
 #include "codegen/partition.h"
@@ -111,6 +114,33 @@ TEST(SubChainTest, ASliceOfAnInputIsAnInputAtItsStridesOnTheSameBuffer) {
   }
   EXPECT_THAT(buffers, Contains(BufferRef{BufferRef::Kind::kInput, 0}));
   EXPECT_THAT(buffers, Not(Contains(BufferRef{BufferRef::Kind::kInput, 2})));
+}
+
+// A slice's step scales the view's stride, except where the slice leaves
+// one element: a step near 2^63 (which validation takes) would overflow it
+// (a fuzzer finding).
+TEST(SubChainTest, AViewOfASliceLeavingOneElementDoesNotStepOverIt) {
+  Chain c;
+  const int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(1000), Dim::Static(16)}});
+  const int32_t every_third = c.AddOp(OpKind::kSlice, {x});
+  c.nodes[every_third].axis = 0;
+  c.nodes[every_third].stop = 76;
+  c.nodes[every_third].step = 3;
+  const int32_t first = c.AddOp(OpKind::kSlice, {x});
+  c.nodes[first].axis = 0;
+  c.nodes[first].start = 2;
+  c.nodes[first].stop = 76;
+  c.nodes[first].step = std::numeric_limits<int64_t>::max();
+  c.outputs = {every_third, first};
+  absl::StatusOr<Chain> v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  std::optional<InputView> view = AsInputView(*v, every_third);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_THAT(view->strides, ElementsAre(48, 1));
+  view = AsInputView(*v, first);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_THAT(view->strides, ElementsAre(0, 1));
+  EXPECT_EQ(view->offset, 32);
 }
 
 TEST(SubChainTest, AKernelOfAChainAtTheInputLimitMayReadMoreBuffers) {
