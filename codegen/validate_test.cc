@@ -387,16 +387,25 @@ TEST(ValidateTest, RejectsBadChains) {
        "args[1]: -2147483649 is a whole number outside i32, so the op would compute in i64 (an integer scalar alone, "
        "or beside bool"},
       // An integer function keeps it an integer (held in f32, it would have
-      // made x + neg(2 ** 40) an f32 sum, x's low bits lost); a float
-      // function is a float, as in torch.
+      // made x + neg(2 ** 40) an f32 sum, x's low bits lost), refused where
+      // the i32 tensor takes it, as torch refuses it; a float function is a
+      // float, as in torch.
       {"an integer function of a whole number past i32",
        [&](Chain& c) {
          int x = in(c, DType::kI32, S({2}));
          c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddOp(OpKind::kNeg, {c.AddConstant(1099511627776.0)})}));
        },
        absl::StatusCode::kInvalidArgument,
-       "op 1 (neg): args[0]: 1099511627776 is a whole number outside i32, so the op would compute in i64 (an integer "
-       "scalar alone"},
+       "op 2 (add): args[1]: -1099511627776 is a whole number outside i32, so the op would compute in i32, which "
+       "cannot hold it"},
+      {"weak arithmetic on a whole number past i32 that comes back inside it",
+       [&](Chain& c) {
+         int x = in(c, DType::kF32, S({2}));
+         int big = c.AddConstant(1099511627776.0);
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, c.AddOp(OpKind::kSub, {big, big})}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "op 1 (sub): args[0]: 1099511627776 is a whole number outside i32, so the op would compute in i64"},
       // Python computes 2147483647 + 1 exactly; an op of weak integers
       // computes in i32 in the kernel, where it would wrap.
       {"weak integers whose sum passes i32",
@@ -786,6 +795,48 @@ TEST(ValidateTest, AWholeNumberPastI32BesideI64IsAnI64) {
   std::vector<DType> types;
   for (int32_t o : again->outputs) types.push_back(again->nodes[o].type.dtype);
   EXPECT_EQ(types, (std::vector<DType>{DType::kF32, DType::kI64, DType::kI64}));
+}
+
+// Weak arithmetic on Python ints outside i32 (neg(2**40), 2**40 + 1): one
+// exact integer, as Python computes it, which the tensor beside it takes as
+// it would a constant of that value: rounded once to f32, exact in i64.
+TEST(ValidateTest, WeakArithmeticOnAWholeNumberPastI32IsOneInteger) {
+  Chain c;
+  int f = c.AddInput(T(DType::kF32, S({8})));
+  int x = c.AddInput(T(DType::kI64, S({8})));
+  const double two40 = 1099511627776.0;
+  int neg = c.AddOp(OpKind::kNeg, {c.AddConstant(two40)});
+  int odd = c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kNeg, {neg}), c.AddConstant(1)});  // 2^40 + 1.
+  int weak_float = c.AddConstant(2.0);
+  c.nodes[weak_float].type.dtype = DType::kF32;  // As translate types weak_float.
+  int half = c.AddOp(OpKind::kAdd, {c.AddConstant(two40), weak_float});
+  c.outputs = {c.AddOp(OpKind::kAdd, {f, neg}), c.AddOp(OpKind::kAdd, {x, odd}), c.AddOp(OpKind::kAdd, {x, half})};
+  auto v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->nodes[neg].kind, OpKind::kConstant);
+  EXPECT_EQ(v->nodes[neg].type.dtype, DType::kF32);
+  EXPECT_EQ(v->nodes[neg].value, -two40);
+  EXPECT_EQ(v->nodes[odd].kind, OpKind::kConstant);
+  EXPECT_EQ(v->nodes[odd].type.dtype, DType::kI64);
+  EXPECT_EQ(v->nodes[odd].value, two40 + 1);  // Not f32's 2^40.
+  EXPECT_EQ(v->nodes[v->outputs[0]].type.dtype, DType::kF32);
+  EXPECT_EQ(v->nodes[v->outputs[1]].type.dtype, DType::kI64);
+  // A Python float beside it (2**40 + 2.0) is a float: an f32 sum, as torch
+  // gives an i64 tensor and a float.
+  EXPECT_EQ(v->nodes[half].kind, OpKind::kAdd);
+  EXPECT_EQ(v->nodes[v->outputs[2]].type.dtype, DType::kF32);
+  // The canonical chain validates to the same types and values.
+  auto again = Validate(Canonicalize(*v));
+  ASSERT_TRUE(again.ok()) << again.status();
+  std::vector<DType> types;
+  for (int32_t o : again->outputs) types.push_back(again->nodes[o].type.dtype);
+  EXPECT_EQ(types, (std::vector<DType>{DType::kF32, DType::kI64, DType::kF32}));
+  std::vector<double> constants;
+  for (const Node& n : again->nodes) {
+    if (n.kind == OpKind::kConstant && std::fabs(n.value) > 2147483648.0) constants.push_back(n.value);
+  }
+  std::sort(constants.begin(), constants.end());
+  EXPECT_EQ(constants, (std::vector<double>{-two40, two40, two40 + 1}));
 }
 
 TEST(ValidateTest, Limits) {

@@ -180,10 +180,20 @@ absl::Status CheckWideWholeScalars(Chain& c, int32_t id, const std::vector<int32
   }
   if (others.size() == operands.size()) return absl::OkStatus();
   const DType rest = others.empty() ? DType::kInvalid : ResultType(c, others);
-  if (IsFloat(rest)) return absl::OkStatus();
   for (size_t i = 0; i < operands.size(); ++i) {
     Node& k = c.nodes[operands[i]];
     if (!k.wide_whole.has_value()) continue;
+    if (k.kind != OpKind::kConstant) {
+      // Weak arithmetic on Python ints (-(2**40)): Python gives the op its
+      // exact value, one integer, which the tensor's type then rounds once;
+      // the same constant here (f32 as TypeConstant holds it, or i64 below).
+      k.kind = OpKind::kConstant;
+      k.args.clear();
+      k.dtype = DType::kInvalid;
+      k.type.dtype = DType::kF32;
+      k.value = RoundTo(DType::kF32, *k.wide_whole);
+    }
+    if (IsFloat(rest)) continue;
     const std::string whole = absl::StrFormat("%.17g", *k.wide_whole);
     const std::string field = absl::StrCat("args[", first_arg + i, "]");
     if (rest == DType::kI64) {
@@ -219,7 +229,7 @@ std::optional<double> ExactWeakValue(const Chain& c, int32_t id, WeakValues& mem
 
 std::optional<double> EvaluateWeakValue(const Chain& c, int32_t id, WeakValues& memo) {
   const Node& n = c.nodes[id];
-  if (n.kind == OpKind::kConstant) return n.value;
+  if (n.kind == OpKind::kConstant) return n.wide_whole.value_or(n.value);
   std::vector<double> v;
   for (int32_t a : n.args) {
     std::optional<double> x = ExactWeakValue(c, a, memo);
@@ -271,10 +281,37 @@ std::optional<double> EvaluateWeakValue(const Chain& c, int32_t id, WeakValues& 
 std::optional<double> ExactWeakValue(const Chain& c, int32_t id, WeakValues& memo) {
   if (auto it = memo.find(id); it != memo.end()) return it->second;
   std::optional<double> v = EvaluateWeakValue(c, id, memo);
-  // A float value is held in its type (typed already: operands come first).
-  if (v.has_value() && IsFloat(c.nodes[id].type.dtype)) v = RoundTo(c.nodes[id].type.dtype, *v);
+  // A float value is held in its type (typed already: operands come first);
+  // a Python int outside i32 is exact.
+  if (v.has_value() && IsFloat(c.nodes[id].type.dtype) && !c.nodes[id].wide_whole.has_value()) {
+    v = RoundTo(c.nodes[id].type.dtype, *v);
+  }
   memo.emplace(id, v);
   return v;
+}
+
+// Whether `id` is weak arithmetic on a Python int outside i32 (neg(2**40),
+// 2**40 + 1) whose exact value is such an int too: then it is one itself
+// (wide_whole set), checked and folded where a tensor takes it, as a
+// constant of that value would be. Other such arithmetic (2**40 - 2**40)
+// is checked where it is.
+bool WideWholeArithmetic(Chain& c, int32_t id) {
+  bool wide = false;
+  for (int32_t a : c.nodes[id].args) {
+    const Node& x = c.nodes[a];
+    // A Python float beside it makes the op's value a float.
+    if (IsFloat(x.type.dtype) && !x.wide_whole.has_value()) return false;
+    wide = wide || x.wide_whole.has_value();
+  }
+  if (!wide || !IsWeakScalar(c, id)) return false;
+  WeakValues memo;
+  const std::optional<double> v = EvaluateWeakValue(c, id, memo);  // Exact: the op's own is not rounded.
+  if (!v.has_value() || !std::isfinite(*v) || std::trunc(*v) != *v ||
+      (*v >= -2147483648.0 && *v < 2147483648.0)) {
+    return false;
+  }
+  c.nodes[id].wide_whole = *v;
+  return true;
 }
 
 }  // namespace
@@ -284,6 +321,7 @@ namespace validate_internal {
 absl::Status InferElementwise(Chain& c, int32_t id) {
   Node& n = c.nodes[id];
   if (n.kind == OpKind::kConstant) return TypeConstant(c, id);
+  n.wide_whole.reset();  // Validated afresh (WideWholeArithmetic).
   // Shapes: numpy broadcasting of all operands.
   std::vector<Dim> shape;
   for (size_t i = 0; i < n.args.size(); ++i) {
@@ -335,7 +373,7 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
   if ((IsBinary(n.kind) && n.kind != OpKind::kLogicalAnd && n.kind != OpKind::kLogicalOr &&
        n.kind != OpKind::kDiv) ||
       (IsUnary(n.kind) && !IsFloatFunction(n.kind) && n.kind != OpKind::kLogicalNot)) {
-    KFUSE_RETURN_IF_ERROR(CheckWideWholeScalars(c, id, n.args, 0));
+    if (!WideWholeArithmetic(c, id)) KFUSE_RETURN_IF_ERROR(CheckWideWholeScalars(c, id, n.args, 0));
   }
   if (n.kind == OpKind::kLogicalNot || n.kind == OpKind::kLogicalAnd ||
       n.kind == OpKind::kLogicalOr || IsComparison(n.kind)) {
