@@ -39,12 +39,19 @@ weights and label_smoothing are refused by name. A label outside
 [0, C) that is not ignore_index gives logsumexp(x) (nothing picked) where
 torch raises.
 
+Non-contiguous inputs (a transpose, a slice of a wider tensor, an
+expand) are sent as they lie, with their strides: the plan reads them in
+place, with no copy first, and is compiled for those strides (another
+layout is another signature). Outputs are dense, whatever the inputs'
+layout (eager keeps a transposed input's layout in an element-wise result;
+the values are the same).
+
 The warm path (a signature compiled before): a call like the last one
-launched (per input the same dtype, device, shape and dense strides,
-compared against that entry with no key built) goes straight to the
-launch; another builds its signature (dtype, shape, contiguity per input,
-and the device) and looks it up in `cache` without a lock (`cache.hits`
-and `misses` count these lookups only). The comparison is one call of
+launched (per input the same dtype, device, shape and strides, compared
+against that entry with no key built) goes straight to the launch; another
+builds its signature (dtype, shape, and strides where not contiguous, per
+input, and the device) and looks it up in `cache` without a lock
+(`cache.hits` and `misses` count these lookups only). The comparison is one call of
 torch's tensor guard (TensorGuards, as torch.compile guards its inputs),
 made for the kind of inputs last seen: their types, requires_grad, and
 dispatch keys, which inference mode changes; where torch has none, or the
@@ -828,8 +835,15 @@ _PURE_PYTHON = {getattr, operator.getitem, operator.add, operator.sub, operator.
                 operator.truediv, operator.floordiv, operator.neg, operator.pow}
 
 
+def _spec(spec):
+    """(dtype, shape, strides or None where dense) of a translate spec."""
+    dt, shape, *strides = spec
+    return dt, shape, strides[0] if strides else None
+
+
 def _meta_values(gm, specs):
-    """Each node's value run on meta tensors: {node: value}."""
+    """Each node's value run on meta tensors of the specs' strides (a view
+    torch refuses for them is refused here too): {node: value}."""
     seen = {}
 
     class _Record(torch.fx.Interpreter):
@@ -838,14 +852,20 @@ def _meta_values(gm, specs):
             seen[n] = v
             return v
 
-    metas = [torch.empty(shape, dtype=dt, device="meta") for dt, shape in specs]
+    metas = []
+    for dt, shape, strides in map(_spec, specs):
+        if strides is None:
+            metas.append(torch.empty(shape, dtype=dt, device="meta"))
+        else:
+            metas.append(torch.empty_strided(shape, strides, dtype=dt, device="meta"))
     out = _Record(gm).run(*metas)
     return seen, out
 
 
 def translate(gm, specs, name="f"):
     """A kfuse.Chain for an fx GraphModule whose placeholders take tensors of
-    `specs` ((torch dtype, shape) pairs). Raises Unsupported naming the
+    `specs` ((torch dtype, shape) pairs, or (dtype, shape, strides) for an
+    input at strides of its own, None meaning dense). Raises Unsupported naming the
     first node it cannot translate, or whose dtype or shape would differ
     from torch's, and TooLarge for a chain larger than kfused takes. Returns
     (chain, [fx node name per chain op index], whether the function returns
@@ -861,9 +881,10 @@ def translate(gm, specs, name="f"):
         raise Unsupported(f"{name}: takes {len(placeholders)} arguments; got {len(specs)}")
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            dt, shape = specs[len(env)]
+            dt, shape, strides = _spec(specs[len(env)])
             try:
-                env[node] = c.input(node.name, dt, [int(d) for d in shape])
+                env[node] = c.input(node.name, dt, [int(d) for d in shape],
+                                    None if strides is None else [int(st) for st in strides])
             except ValueError as e:  # A dtype chains do not have (uint8, float8, ...).
                 raise Unsupported(f"{name}: input '{node.name}' ({e})", node.name) from None
             continue
@@ -944,7 +965,7 @@ class _Eager:
 
 class _Fused:
     """A compiled signature: the plan; `inputs`, each input's (dtype, shape,
-    dense strides) as the fast check of __call__ compares them, and their
+    strides) as the fast check of __call__ compares them, and their
     number, `arity`; `device`; each output's (shape, strides, dtype) in
     `alloc` and `empty` to allocate it on the current device; the CUDA
     ordinal (None off CUDA); once launched through a launcher that binds
@@ -957,7 +978,8 @@ class _Fused:
 
     def __init__(self, plan, inputs, outputs, tuple_out, device):
         self.plan, self.outputs, self.tuple_out, self.device = plan, outputs, tuple_out, device
-        self.inputs = tuple((dt, tuple(shape), _dense_strides(shape)) for dt, shape in inputs)
+        self.inputs = tuple((dt, tuple(shape), tuple(strides) if strides else _dense_strides(shape))
+                            for dt, shape, strides in inputs)
         self.arity = len(self.inputs)
         self.alloc = tuple((shape, _dense_strides(shape), dt) for dt, shape in outputs)
         self.ordinal = device.index if device.type == "cuda" else None
@@ -995,14 +1017,13 @@ if _raw_stream is None:  # pragma: no cover (older torch)
 
 
 def _size_stride_py(t, size, stride):
-    if t.shape != size or not t.is_contiguous():
-        raise AssertionError("another shape, or not contiguous")
+    if t.shape != size or any(n > 1 and a != b for n, a, b in zip(size, t.stride(), stride)):
+        raise AssertionError("another shape or strides")
 
 
 # check(t, size, stride) raises AssertionError unless t has these sizes and
 # strides (those of dims of size 1 aside): one C++ call where torch has it,
-# as torch.compile's generated code makes it. With dense strides, it checks
-# the shape and contiguity.
+# as torch.compile's generated code makes it.
 _size_stride = _private("torch._C._dynamo.guards.assert_size_stride") or _size_stride_py
 
 
@@ -1021,15 +1042,15 @@ def _empty_any(shape, strides, dtype, device):
 
 
 def _signature(tensors):
-    """(per tensor (dtype, shape, contiguous), the cache key): as __call__
-    makes them."""
-    sig = [(a.dtype, a.shape, a.is_contiguous()) for a in tensors]
+    """(per tensor (dtype, shape, strides or None where contiguous), the
+    cache key): as __call__ makes them."""
+    sig = [(a.dtype, a.shape, None if a.is_contiguous() else a.stride()) for a in tensors]
     return sig, (tuple(sig), tensors[0].device)
 
 
 def _like(entry, args):
     """Whether `args` are tensors of `entry`'s signature: each the dtype,
-    device, shape and dense strides (those of dims of size 1 aside)."""
+    device, shape and strides (those of dims of size 1 aside)."""
     dev = entry.device
     try:
         for a, (dtype, size, strides) in zip(args, entry.inputs):
@@ -1037,7 +1058,7 @@ def _like(entry, args):
                     or a.is_neg()):
                 return False
             _size_stride(a, size, strides)
-    except (AssertionError, RuntimeError):  # Another shape, or not contiguous.
+    except (AssertionError, RuntimeError):  # Another shape or strides.
         return False
     return True
 
@@ -1181,7 +1202,7 @@ class FusedFunction:
                 dev = a.device
             elif a.device != dev:
                 return _Ran(self._eager_once(args, kwargs, "inputs are on different devices"))
-            sig.append((a.dtype, a.shape, a.is_contiguous()))
+            sig.append((a.dtype, a.shape, None if a.is_contiguous() else a.stride()))
         if dev is None:
             return _Ran(self.fn(*args))
         key = (tuple(sig), dev)
@@ -1257,7 +1278,7 @@ class FusedFunction:
     def chain_for(self, *args):
         """(kfuse.Chain, fx node name per op, tuple output?) for these tensors;
         raises Unsupported. No RPC."""
-        specs = [(a.dtype, tuple(a.shape)) for a in args]
+        specs = [(a.dtype, tuple(a.shape), None if a.is_contiguous() else a.stride()) for a in args]
         try:
             if self.trace == "aten":
                 from torch.fx.experimental.proxy_tensor import make_fx
@@ -1279,8 +1300,6 @@ class FusedFunction:
     def _build(self, args, sig, dev):
         if any(0 in shape for _, shape, _ in sig):
             return _Eager("a zero-size input")  # Nothing to fuse; kfused refuses empty dims.
-        if not all(contiguous for _, _, contiguous in sig):
-            return self._eager("a non-contiguous input is not fused")
         try:
             chain, op_nodes, tuple_out = self.chain_for(*args)
         except Unsupported as e:
@@ -1290,8 +1309,7 @@ class FusedFunction:
         ordinal = dev.index if dev.index is not None else -1
         target = _target(dev)
         client = self.client
-        key = (chain_fingerprint(chain), tuple((dt, shape) for dt, shape, _ in sig), ordinal,
-               client_key(client), self.mode, target)
+        key = (chain_fingerprint(chain), tuple(sig), ordinal, client_key(client), self.mode, target)
         try:
             plan = plans.get_or_create(key, lambda: self._compile(client, chain, target, dev))
         except _ClientFellBack:  # The client has warned.
@@ -1326,7 +1344,7 @@ class FusedFunction:
         want = [(m.dtype, tuple(m.shape)) for m in _meta_outputs(self, args, tuple_out)]
         if outputs != want:
             return self._eager(f"{self.name}: the plan's outputs {outputs} differ from torch's {want}")
-        return _Fused(plan, [(dt, shape) for dt, shape, _ in sig], outputs, tuple_out, dev)
+        return _Fused(plan, sig, outputs, tuple_out, dev)
 
     def _compile(self, client, chain, target, dev):
         resp = client.compile(chain, target=target, mode=self.mode, env=_environment(dev))

@@ -50,7 +50,8 @@ def make_plan(fn, tensors, align=16, key="stub", cubin=None):
     outs = outs if isinstance(outs, tuple) else (outs,)
     plan = pb.KernelPlan(key=key)
     for i, t in enumerate(tensors):
-        plan.inputs.add(name=f"in{i}", dtype=kfuse.dtype_of(t.dtype), shape=[pb.Dim(size=d) for d in t.shape])
+        plan.inputs.add(name=f"in{i}", dtype=kfuse.dtype_of(t.dtype), shape=[pb.Dim(size=d) for d in t.shape],
+                        strides=[] if t.is_contiguous() else list(t.stride()))
     for i, t in enumerate(outs):
         plan.outputs.add(name=f"out{i}" if len(outs) > 1 else "out", dtype=kfuse.dtype_of(t.dtype),
                          shape=[pb.Dim(size=d) for d in t.shape])

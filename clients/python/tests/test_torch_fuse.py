@@ -527,6 +527,45 @@ def test_plan_for_fetches_the_real_plan(client):
     assert ff.plan_for(x.float(), y.float()).key != plan.key
 
 
+def test_a_non_contiguous_input_is_sent_at_its_strides():
+    x = torch.randn(2, 32, 3)
+    for view in (x.transpose(0, 1), x[:, 8:24], x[:1].expand(4, 32, 3), x.permute(2, 0, 1)):
+        chain, _, _ = kt.fuse(lambda v: F.softmax(v * 2.0, dim=-1)).chain_for(view)
+        spec = chain.to_proto().inputs[0]
+        assert [d.size for d in spec.shape] == list(view.shape)
+        assert list(spec.strides) == list(view.stride())
+    chain, _, _ = kt.fuse(_silu_mul).chain_for(torch.randn(4, 64), torch.randn(4, 64))
+    assert [list(i.strides) for i in chain.to_proto().inputs] == [[], []]  # Dense: none sent.
+
+
+def test_a_view_torch_refuses_for_the_strides_is_refused_by_name():
+    ff = kt.fuse(lambda v: v.view(-1) + 1, fallback="raise")
+    with pytest.raises(kt.Unsupported, match="cannot run on meta tensors"):
+        ff.chain_for(torch.randn(8, 4).t())
+
+
+def test_a_strided_input_launches_in_place_with_a_plan_of_its_own(client):
+    counting = CountingClient(client)
+    fn = lambda v, w: F.rms_norm(v, (v.shape[-1],), w, 1e-6)  # noqa: E731
+    ff, launcher = _host_fused(fn, counting, mode="heuristic")
+    padded, w = torch.randn(16, 160), torch.randn(128)
+    x = padded[:, :128]  # A slice of a wider tensor, passed as it is.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Fused: no fallback warning.
+        torch.testing.assert_close(ff(x, w), fn(x, w))
+        torch.testing.assert_close(ff(x, w), fn(x, w))
+    assert counting.calls == 1 and len(launcher.launches) == 2
+    spec = ff.plan_for(x, w).inputs[0]
+    assert list(spec.strides) == [160, 1]
+    dense = x.contiguous()
+    ff(dense, w)  # Another layout: another signature and plan.
+    assert counting.calls == 2 and len(ff.cache) == 2
+    assert list(ff.plan_for(dense, w).inputs[0].strides) == []
+    # A launch checks the strides against the plan's (the kernel bakes them in).
+    with pytest.raises(kfuse.LaunchError, match="strides"):
+        kfuse.resolve(ff.plan_for(x, w), [dense, w], [torch.empty(16, 128)])
+
+
 # ---------------------------------------------------------------------------
 # RMSNorm as ATen has it: aten._fused_rms_norm (torch.compile's graphs on a
 # GPU) and aten.rms_norm, with the float64 value of the chains they give.

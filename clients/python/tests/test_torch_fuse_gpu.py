@@ -1,6 +1,7 @@
 """Every CASES entry of test_torch_fuse.py fused and launched on a CUDA GPU
 (marked gpu; skips without one): fresh random inputs of the cases' dtypes,
-the batch dim scaled up, the outputs compared with the function in float64.
+the batch dim scaled up, the outputs compared with the function in float64;
+so are the STRIDED cases, whose inputs are views at strides of their own.
 A fused output passes when its largest error is at most twice eager
 PyTorch's plus 2 eps of the output dtype (times the largest |reference|),
 with NaN and inf where the reference has them. Run with -s for one line
@@ -16,6 +17,8 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 import kfuse  # noqa: E402
 import kfuse.torch as kt  # noqa: E402
 from test_torch_fuse import CASES, _TORCH, _gpu  # noqa: E402
+
+F = torch.nn.functional
 
 SCALE = 256  # Times the leading dim of the activations.
 UNSCALED = {"reshape_unsqueeze_expand"}  # Its x.view(4, 2, 32) fixes x's shape.
@@ -69,6 +72,11 @@ def _draw(client, name, fn, specs, seed):
     (name, seed, output, err_fused, err_eager, atol)."""
     torch.manual_seed(seed)
     xs = [torch.randn(shape, dtype=_TORCH[dt], device="cuda") for dt, shape in specs]
+    return _compare(client, name, fn, xs, seed)
+
+
+def _compare(client, name, fn, xs, seed):
+    """_draw's outputs that miss the bound, for inputs `xs`."""
     # Launches through a launcher of its own, whose binds count says that the
     # plan ran: fallback="raise" alone lets a plan whose outputs differ from
     # torch's run eagerly (with a warning).
@@ -95,6 +103,39 @@ def _draw(client, name, fn, specs, seed):
         if err_fused > 2 * err_eager + atol:
             missed.append((name, seed, i, err_fused, err_eager, atol))
     return missed
+
+
+# Inputs at strides of their own, sent as they lie (no copy first): a
+# transpose read element by element, slices of padded rows (an RMSNorm's
+# and a vocabulary's), a broadcast row.
+STRIDED = {
+    "softmax_of_a_transpose": (lambda x: F.softmax(x, dim=-1),
+                               lambda: [torch.randn(4096, 512, device="cuda").t()]),
+    "rms_norm_of_a_padded_slice": (lambda x, w: F.rms_norm(x, (4096,), w, 1e-6),
+                                   lambda: [torch.randn(1024, 4160, dtype=torch.bfloat16, device="cuda")[:, :4096],
+                                            torch.randn(4096, dtype=torch.bfloat16, device="cuda")]),
+    "softmax_of_a_padded_vocabulary": (lambda x: F.softmax(x.float(), dim=-1),
+                                       lambda: [torch.randn(64, 50304, dtype=torch.bfloat16,
+                                                            device="cuda")[:, :50257]]),
+    "silu_mul_by_an_expanded_row": (lambda x, y: F.silu(x) * y,
+                                    lambda: [torch.randn(1024, 4096, dtype=torch.bfloat16, device="cuda"),
+                                             torch.randn(1, 4096, dtype=torch.bfloat16,
+                                                         device="cuda").expand(1024, 4096)]),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(STRIDED))
+def test_gpu_strided_inputs_match_float64(client, name):
+    _gpu()
+    fn, make = STRIDED[name]
+    missed = []
+    for seed in _seeds():
+        torch.manual_seed(seed)
+        xs = make()
+        assert any(not x.is_contiguous() for x in xs)
+        missed += _compare(client, name, fn, xs, seed)
+    assert not missed, missed
 
 
 def _expect_equal_to_eager(fn, client, *args, dtype=None):

@@ -307,15 +307,17 @@ def _counting_loop(monkeypatch, mode):
 
 class PlansByShape:
     """A client double answering each compile with a plan made for the
-    chain's own input dtypes and shapes, counting calls."""
+    chain's own input dtypes, shapes and strides, counting calls."""
 
     def __init__(self, fn):
         self.fn, self.calls, self.address = fn, 0, "stub"
 
     def compile(self, chain, **kw):
         self.calls += 1
-        tensors = [torch.empty([d.size for d in t.shape], dtype=kt._TORCH_DTYPES[t.dtype])
-                   for t in chain.to_proto().inputs]
+        tensors = []
+        for t in chain.to_proto().inputs:
+            dense = torch.empty([d.size for d in t.shape], dtype=kt._TORCH_DTYPES[t.dtype])
+            tensors.append(dense.as_strided(dense.shape, list(t.strides)) if t.strides else dense)
         return pb.CompileResponse(plan=make_plan(self.fn, tensors, key=f"plan{self.calls}"))
 
 
@@ -350,17 +352,17 @@ def test_a_call_unlike_the_last_takes_the_lookup_and_stays_right(fast_check):
         with pytest.warns(kfuse.FallbackWarning, match="takes 2 arguments; got 3"), \
                 pytest.raises(TypeError):
             ff(x, y, x)  # Eager: the function itself refuses three.
-        strided = torch.randn(64, 4).t()  # (4, 64), not contiguous: eager, warned once.
+        strided = torch.randn(64, 4).t()  # (4, 64), not contiguous: a plan of its strides.
+        got = ff(x, strided)
+        assert driver.launches[-1]["params"][:3] == [x.data_ptr(), strided.data_ptr(), got.data_ptr()]
+        assert list(ff.plan_for(x, strided).inputs[1].strides) == [1, 4]
         launched = driver.calls
-        with pytest.warns(kfuse.FallbackWarning, match="non-contiguous"):
-            got = ff(x, strided)
-        torch.testing.assert_close(got, _silu_mul(x, strided))
         with pytest.warns(kfuse.FallbackWarning, match="not fused"):
             ff(x, 2.0)
         assert driver.calls == launched
         out = ff(x, y)  # The first signature again: its plan, these addresses.
     assert driver.launches[-1]["params"][:4] == [x.data_ptr(), y.data_ptr(), out.data_ptr(), 256]
-    assert client.calls == 3 and launcher.binds == 3  # f32, f64 and the half-size signature.
+    assert client.calls == 4 and launcher.binds == 4  # f32, f64, the half-size and the strided one.
 
 
 def test_signatures_taking_turns_launch_their_own_plans(fast_check):
