@@ -46,6 +46,16 @@ layout is another signature). Outputs are dense, whatever the inputs'
 layout (eager keeps a transposed input's layout in an element-wise result;
 the values are the same).
 
+dynamic=True (fx traces only) compiles one plan for any number of rows:
+dim 0 of the first input, and of each input whose dim 0 it shares, is sent
+as the symbol ROWS ("rows"), hinted at the power of two at or above the
+count, so kfused tunes for that bucket and checks the winner at other
+counts; a call of another count in the bucket takes the same plan with no
+RPC (traced and translated again, and bound on its first launch). Where an
+op depends on the count (a view's sizes, a division by it: the chain for
+one row more differs), the function compiles per shape as with
+dynamic=False.
+
 The warm path (a signature compiled before): a call like the last one
 launched (per input the same dtype, device, shape and strides, compared
 against that entry with no key built) goes straight to the launch; another
@@ -110,6 +120,8 @@ from kfuse.launch import Launcher
 from kfuse.plan_cache import PlanCache, chain_fingerprint, client_key
 from kfuse.v1 import kfuse_pb2 as pb
 
+# The symbol dim 0 of a dynamic=True function's inputs becomes: their rows.
+ROWS = "rows"
 RETRY_SECONDS = 30.0
 RETRY_MAX_SECONDS = 600.0
 _TRANSIENT = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED")
@@ -119,8 +131,9 @@ _TORCH_DTYPES = {pb.DTYPE_F32: torch.float32, pb.DTYPE_F16: torch.float16,
                  pb.DTYPE_BOOL: torch.bool, pb.DTYPE_I64: torch.int64, pb.DTYPE_F64: torch.float64}
 _FALLBACKS = ("warn", "raise", "silent")
 
-# Shared by every fused function: plans by (chain fingerprint, inputs, device,
-# the client that compiled them, mode, target).
+# Shared by every fused function: plans by (chain fingerprint, inputs (None
+# for a chain of ROWS, whose fingerprint holds its shapes), device, the
+# client that compiled them, mode, target).
 plans = PlanCache()
 _shared = {}
 _shared_lock = threading.Lock()
@@ -1041,10 +1054,15 @@ def _empty_any(shape, strides, dtype, device):
     return torch.empty_strided(shape, strides, dtype=dtype, device=device)
 
 
+def _layout(a):
+    """A tensor's strides where it is not contiguous, else None (dense)."""
+    return None if a.is_contiguous() else a.stride()
+
+
 def _signature(tensors):
     """(per tensor (dtype, shape, strides or None where contiguous), the
     cache key): as __call__ makes them."""
-    sig = [(a.dtype, a.shape, None if a.is_contiguous() else a.stride()) for a in tensors]
+    sig = [(a.dtype, a.shape, _layout(a)) for a in tensors]
     return sig, (tuple(sig), tensors[0].device)
 
 
@@ -1103,15 +1121,23 @@ class FusedFunction:
     function's entries by signature; gpu_only=False (tests, with a fake
     launcher) lets host tensors take the launch path."""
 
-    def __init__(self, fn, client=None, fallback="warn", mode="quick", trace="fx", launcher=None):
+    def __init__(self, fn, client=None, fallback="warn", mode="quick", trace="fx", launcher=None,
+                 dynamic=False):
         if fallback not in _FALLBACKS:
             raise ValueError(f"fallback must be one of {_FALLBACKS}; got {fallback!r}")
         if mode not in (None, "heuristic", "quick", "full"):
             raise ValueError(f"mode must be 'heuristic', 'quick' or 'full'; got {mode!r}")
         if trace not in ("fx", "aten"):
             raise ValueError(f"trace must be 'fx' or 'aten'; got {trace!r}")
+        if not isinstance(dynamic, bool):
+            raise ValueError(f"dynamic must be True or False; got {dynamic!r}")
+        if dynamic and trace != "fx":
+            # An ATen trace runs on concrete sizes: a branch on a size is
+            # baked in, so one count's chain may not be another's.
+            raise ValueError("dynamic=True needs trace='fx' (an fx trace has no branch on a size)")
         functools.update_wrapper(self, fn)
         self.fn, self.fallback, self.mode, self.trace = fn, fallback, mode, trace
+        self.dynamic = dynamic
         self._client, self._launcher = client, launcher
         self.name = getattr(fn, "__qualname__", None) or repr(fn)
         self.cache = PlanCache()
@@ -1202,7 +1228,7 @@ class FusedFunction:
                 dev = a.device
             elif a.device != dev:
                 return _Ran(self._eager_once(args, kwargs, "inputs are on different devices"))
-            sig.append((a.dtype, a.shape, None if a.is_contiguous() else a.stride()))
+            sig.append((a.dtype, a.shape, _layout(a)))
         if dev is None:
             return _Ran(self.fn(*args))
         key = (tuple(sig), dev)
@@ -1278,7 +1304,7 @@ class FusedFunction:
     def chain_for(self, *args):
         """(kfuse.Chain, fx node name per op, tuple output?) for these tensors;
         raises Unsupported. No RPC."""
-        specs = [(a.dtype, tuple(a.shape), None if a.is_contiguous() else a.stride()) for a in args]
+        specs = [(a.dtype, tuple(a.shape), _layout(a)) for a in args]
         try:
             if self.trace == "aten":
                 from torch.fx.experimental.proxy_tensor import make_fx
@@ -1306,10 +1332,15 @@ class FusedFunction:
             if self.fallback == "raise":
                 raise
             return self._eager(e.message)
+        rows = self._with_rows(chain, args) if self.dynamic else None
+        if rows is not None:  # One plan for every count of rows in the bucket: the sizes are the chain's.
+            chain, shapes = rows, None
+        else:
+            shapes = tuple(sig)
         ordinal = dev.index if dev.index is not None else -1
         target = _target(dev)
         client = self.client
-        key = (chain_fingerprint(chain), tuple(sig), ordinal, client_key(client), self.mode, target)
+        key = (chain_fingerprint(chain), shapes, ordinal, client_key(client), self.mode, target)
         try:
             plan = plans.get_or_create(key, lambda: self._compile(client, chain, target, dev))
         except _ClientFellBack:  # The client has warned.
@@ -1335,8 +1366,9 @@ class FusedFunction:
             raise
         self._failures = 0
         outputs = []
+        sizes = {ROWS: args[0].shape[0]} if rows is not None else {}
         for spec in plan.outputs:
-            dims = [d.size if d.WhichOneof("kind") == "size" else None for d in spec.shape]
+            dims = [d.size if d.WhichOneof("kind") == "size" else sizes.get(d.symbol) for d in spec.shape]
             if None in dims or spec.dtype not in _TORCH_DTYPES:
                 return self._eager(f"{self.name}: the plan's output '{spec.name}' has a shape or "
                                    "dtype that is not static")
@@ -1345,6 +1377,39 @@ class FusedFunction:
         if outputs != want:
             return self._eager(f"{self.name}: the plan's outputs {outputs} differ from torch's {want}")
         return _Fused(plan, sig, outputs, tuple_out, dev)
+
+    def _with_rows(self, chain, args):
+        """`chain` as a kfuse.v1.Chain with dim 0 of the inputs whose dim 0
+        is the first input's as the symbol ROWS, hinted at the power of two at
+        or above that count (kfused tunes for that bucket, and every count in
+        it shares the plan); None where the function does not translate to
+        the same chain for one row more but for those dims (an op's
+        attribute depends on the count: a view's sizes, a division by it),
+        or has no rows to vary."""
+        n = args[0].shape[0] if args and args[0].dim() > 0 else 0
+        if n < 1:
+            return None
+        # Inputs whose rows lie outermost (their strides then hold for any
+        # count; the launcher checks each call's against the plan's anyway).
+        marked = [a.dim() > 0 and a.shape[0] == n and
+                  (a.is_contiguous() or a.stride()[0] in (0, builtins.max(a.stride()))) for a in args]
+        probe = [(a.dtype, (n + 1, *a.shape[1:]) if m else tuple(a.shape), _layout(a))
+                 for a, m in zip(args, marked)]
+        try:
+            other = translate(self.graph(), probe, self.name)[0].to_proto()
+        except Unsupported:
+            return None
+        mine = chain.to_proto()
+        for spec, m in zip(other.inputs, marked):
+            if m:
+                spec.shape[0].size = n
+        if other != mine:
+            return None
+        bucket = 1 << (n - 1).bit_length()
+        for spec, m in zip(mine.inputs, marked):
+            if m:
+                spec.shape[0].CopyFrom(pb.Dim(symbol=ROWS, hint=bucket))
+        return mine
 
     def _compile(self, client, chain, target, dev):
         resp = client.compile(chain, target=target, mode=self.mode, env=_environment(dev))
@@ -1423,14 +1488,14 @@ def _meta_outputs(ff, args, tuple_out):
     return list(out) if tuple_out else [out]
 
 
-def fuse(fn=None, *, client=None, fallback="warn", mode="quick", trace="fx", launcher=None):
+def fuse(fn=None, *, client=None, fallback="warn", mode="quick", trace="fx", launcher=None, dynamic=False):
     """Decorator: @fuse or @fuse(client=..., fallback="warn"|"raise"|"silent",
-    mode="heuristic"|"quick"|"full", trace="fx"|"aten"). See the module
-    docstring."""
+    mode="heuristic"|"quick"|"full", trace="fx"|"aten", dynamic=False|True).
+    See the module docstring."""
     if fn is None:
-        return lambda f: FusedFunction(f, client, fallback, mode, trace, launcher)
-    return FusedFunction(fn, client, fallback, mode, trace, launcher)
+        return lambda f: FusedFunction(f, client, fallback, mode, trace, launcher, dynamic)
+    return FusedFunction(fn, client, fallback, mode, trace, launcher, dynamic)
 
 
-__all__ = ["fuse", "FusedFunction", "translate", "Unsupported", "TooLarge", "plans", "RETRY_SECONDS",
+__all__ = ["fuse", "FusedFunction", "translate", "Unsupported", "TooLarge", "plans", "ROWS", "RETRY_SECONDS",
            "RETRY_MAX_SECONDS"]

@@ -566,6 +566,59 @@ def test_a_strided_input_launches_in_place_with_a_plan_of_its_own(client):
         kfuse.resolve(ff.plan_for(x, w), [dense, w], [torch.empty(16, 128)])
 
 
+class RecordingClient(CountingClient):
+    """A CountingClient that keeps each chain it compiles."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.chains = []
+
+    def compile(self, chain, **kw):
+        self.chains.append(chain if isinstance(chain, pb.Chain) else chain.to_proto())
+        return super().compile(chain, **kw)
+
+
+def test_dynamic_rows_share_one_plan_per_bucket(client):
+    recording = RecordingClient(client)
+    fn = lambda x, r, w: F.rms_norm(x + r, (x.shape[-1],), w, 1e-6)  # noqa: E731
+    ff, launcher = _host_fused(fn, recording, mode="heuristic", dynamic=True)
+    w = torch.randn(256)
+    for rows in (5, 7, 8, 6, 12):
+        x, r = torch.randn(rows, 256), torch.randn(rows, 256)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # Fused: no fallback warning.
+            torch.testing.assert_close(ff(x, r, w), fn(x, r, w))
+    # 5 to 8 rows share the bucket of 8; 12 rows is the bucket of 16.
+    assert recording.calls == 2 and len(launcher.launches) == 5 and len(ff.cache) == 5
+    hints = []
+    for chain in recording.chains:
+        x, r, w_spec = chain.inputs
+        assert x.shape[0].symbol == r.shape[0].symbol == kt.ROWS and x.shape[1].size == 256
+        assert [d.size for d in w_spec.shape] == [256]  # The weight keeps its size.
+        hints.append(x.shape[0].hint)
+    assert hints == [8, 16]
+    plan = ff.plan_for(torch.randn(3, 256), torch.randn(3, 256), w)  # The bucket of 4: a third plan.
+    assert plan.inputs[0].shape[0].symbol == kt.ROWS and recording.calls == 3
+
+
+def test_dynamic_rows_compile_per_shape_where_an_op_reads_the_count(client):
+    recording = RecordingClient(client)
+    fn = lambda x: x * (1.0 / x.shape[0])  # noqa: E731 (the count is a constant of the chain)
+    ff, _ = _host_fused(fn, recording, mode="heuristic", dynamic=True)
+    for rows in (5, 6):
+        x = torch.randn(rows, 64)
+        torch.testing.assert_close(ff(x), fn(x))
+    assert recording.calls == 2
+    assert all(not d.symbol for c in recording.chains for d in c.inputs[0].shape)
+
+
+def test_dynamic_needs_an_fx_trace_and_a_bool():
+    with pytest.raises(ValueError, match="trace='fx'"):
+        kt.fuse(_silu_mul, trace="aten", dynamic=True)
+    with pytest.raises(ValueError, match="dynamic must be True or False"):
+        kt.fuse(_silu_mul, dynamic="rows")
+
+
 # ---------------------------------------------------------------------------
 # RMSNorm as ATen has it: aten._fused_rms_norm (torch.compile's graphs on a
 # GPU) and aten.rms_norm, with the float64 value of the chains they give.

@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 
 import kfuse  # noqa: E402
 import kfuse.torch as kt  # noqa: E402
+from doubles import CountingClient  # noqa: E402
 from test_torch_fuse import CASES, _TORCH, _gpu  # noqa: E402
 
 F = torch.nn.functional
@@ -81,11 +82,20 @@ def _compare(client, name, fn, xs, seed):
     # plan ran: fallback="raise" alone lets a plan whose outputs differ from
     # torch's run eagerly (with a warning).
     with kfuse.Launcher() as launcher, torch.inference_mode():
-        fused = _outputs(kt.fuse(fn, client=client, fallback="raise", launcher=launcher)(*xs))
+        fused = kt.fuse(fn, client=client, fallback="raise", launcher=launcher)
+        missed = _check(name, fn, fused, xs, seed)
+        assert launcher.binds == 1, "the plan was not launched"
+    return missed
+
+
+def _check(name, fn, fused, xs, seed):
+    """The outputs of fused(*xs) that miss the bound against fn's in
+    float64, as _draw returns them."""
+    with torch.inference_mode():
+        fused = _outputs(fused(*xs))
         eager = _outputs(fn(*xs))
         refs = _outputs(fn(*[x.double() for x in xs]))
         torch.cuda.synchronize()
-        assert launcher.binds == 1, "the plan was not launched"
     assert len(fused) == len(eager) == len(refs)
     shapes = [tuple(x.shape) for x in xs]
     missed = []
@@ -135,6 +145,28 @@ def test_gpu_strided_inputs_match_float64(client, name):
         xs = make()
         assert any(not x.is_contiguous() for x in xs)
         missed += _compare(client, name, fn, xs, seed)
+    assert not missed, missed
+
+
+@pytest.mark.gpu
+def test_gpu_dynamic_rows_serve_every_count_of_their_bucket(client):
+    """fuse(dynamic=True): one plan (one compile) for 1025 to 2048 rows, one
+    more for a single row; each count bound on its first launch and within
+    the float64 bound."""
+    _gpu()
+    fn = lambda x, r, w: F.rms_norm(x + r, (4096,), w, 1e-6)  # noqa: E731
+    counting = CountingClient(client)
+    bf16 = dict(dtype=torch.bfloat16, device="cuda")
+    missed = []
+    with kfuse.Launcher() as launcher:
+        ff = kt.fuse(fn, client=counting, fallback="raise", launcher=launcher, dynamic=True)
+        for seed in _seeds():
+            torch.manual_seed(seed)
+            w = torch.randn(4096, **bf16)
+            for rows in (2048, 1025, 1500, 1):
+                missed += _check(f"dynamic rows {rows}", fn, ff,
+                                 [torch.randn(rows, 4096, **bf16), torch.randn(rows, 4096, **bf16), w], seed)
+        assert counting.calls == 2 and launcher.binds == 4, (counting.calls, launcher.binds)
     assert not missed, missed
 
 
