@@ -264,8 +264,13 @@ absl::StatusOr<KernelSpec> EmitPointwise(const Chain& chain, const KernelGroup& 
     k.params.push_back(
         KernelParam::Buffer(BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(i)}));
   }
+  // An intermediate read directly and through views (x and x.reshape) is
+  // several operands of one buffer: one parameter.
+  std::set<uint32_t> read;
   for (const auto& o : plan.space.inputs) {
-    if (o.buffer.kind != BufferRef::Kind::kInput) k.params.push_back(KernelParam::Buffer(o.buffer));
+    if (o.buffer.kind != BufferRef::Kind::kInput && read.insert(o.buffer.index).second) {
+      k.params.push_back(KernelParam::Buffer(o.buffer));
+    }
   }
   for (const auto& o : plan.space.outputs) k.params.push_back(KernelParam::Buffer(o.buffer));
   for (int32_t sym : plan.space.symbols) {

@@ -458,8 +458,11 @@ class Writer {
       std::string type = read_inputs.count(i) ? std::string(DTypeStorage(c_.nodes[i].type.dtype)) : "void";
       params.push_back(absl::StrCat("const ", type, "* __restrict__ in", i));
     }
+    std::set<uint32_t> read;  // An intermediate's operands share its one parameter.
     for (size_t k = 0; k < s_.inputs.size(); ++k) {
-      if (s_.inputs[k].buffer.kind == BufferRef::Kind::kInput) continue;
+      if (s_.inputs[k].buffer.kind == BufferRef::Kind::kInput || !read.insert(s_.inputs[k].buffer.index).second) {
+        continue;
+      }
       params.push_back(absl::StrCat("const ", InType(k), "* __restrict__ ",
                                     BufferName(s_.inputs[k].buffer, false)));
     }

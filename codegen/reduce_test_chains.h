@@ -170,7 +170,9 @@ inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {
 //      reductions: the row sums stored, the transposed difference stored,
 //      then its rows' max;
 //   7: (x - x.amax(-1, keepdim)).t().sum(0): the same before a reduction
-//      over the outer axis.
+//      over the outer axis;
+//   8: s = x.sum(-1); where(s != 0, s - s.reshape(N, 1), 0).sum(0): a
+//      pointwise kernel reading the row sums directly and through a view.
 inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
   Chain c;
   int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
@@ -215,6 +217,15 @@ inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
     case 7: {  // The same over the outer axis: (x - x.amax(-1)).t().sum(0).
       int32_t max = Reduce(&c, OpKind::kReduceMax, x, {1}, true);
       c.outputs = {Reduce(&c, OpKind::kReduceSum, transpose(c.AddOp(OpKind::kSub, {x, max})), {0}, false)};
+      break;
+    }
+    case 8: {  // s = x.sum(-1); where(s != 0, s - s.reshape(N, 1), 0).sum(0).
+      int32_t sums = Reduce(&c, OpKind::kReduceSum, x, {1}, false);
+      int32_t column = c.AddOp(OpKind::kReshape, {sums});
+      c.nodes[column].shape = {c.nodes[x].type.shape[0], Dim::Static(1)};
+      int32_t kept = c.AddOp(OpKind::kWhere, {c.AddOp(OpKind::kNe, {sums, c.AddConstant(0)}),
+                                              c.AddOp(OpKind::kSub, {sums, column}), c.AddConstant(0)});
+      c.outputs = {Reduce(&c, OpKind::kReduceSum, kept, {0}, false)};
       break;
     }
     default: {

@@ -123,6 +123,7 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"views_row_index_weighted_sum_f32", reduce_test::ViewsBesideReductions(DType::kF32, -1027, 1000, 5)},
       {"views_between_reductions_f32", reduce_test::ViewsBesideReductions(DType::kF32, 333, 1000, 6)},
       {"views_before_column_sums_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -1027, 1000, 7)},
+      {"views_s_minus_its_column_masked_f32", reduce_test::ViewsBesideReductions(DType::kF32, 333, 1000, 8)},
   };
   // KFUSE_GPU_CASES: only the cases whose names hold it (each case keeps
   // its inputs: the seed is its place in the list). KFUSE_GPU_VERBOSE:

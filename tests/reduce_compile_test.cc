@@ -59,6 +59,7 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
       {"views_row_index_weighted_sum_f32", reduce_test::ViewsBesideReductions(DType::kF32, -4096, 1000, 5)},
       {"views_between_reductions_f32", reduce_test::ViewsBesideReductions(DType::kF32, 512, 1000, 6)},
       {"views_before_column_sums_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -4096, 1000, 7)},
+      {"views_s_minus_its_column_masked_f32", reduce_test::ViewsBesideReductions(DType::kF32, -4096, 1000, 8)},
   };
   for (const auto& [name, c] : chains) {
     absl::StatusOr<Partition> p = PartitionChain(c);
