@@ -32,7 +32,9 @@ reshape, unsqueeze, expand, split) that are graph outputs stay eager
 Threshold: a region with fewer than `min_ops` (default 2) compute ops runs
 eagerly: views do not count, and one op is one PyTorch kernel already.
 
-Each region is a kfuse.torch.FusedFunction over its sub-graph: plans per
+Each region is a kfuse.torch.FusedFunction over its sub-graph (with
+dynamic=True in a graph of symbolic sizes: one plan per bucket of rows
+where its chain does not read the count): plans per
 input signature in `region.cache` and the shared kfuse.torch.plans, the same
 client, mode, launcher and fallbacks (server UNIMPLEMENTED, unreachable or
 busy, an input dtype chains do not have: the region runs eagerly, one
@@ -340,13 +342,17 @@ class Region(kt.FusedFunction):
             return gm(*args)
 
         run.__name__ = run.__qualname__ = f"kfuse_{ident}"
-        super().__init__(run, owner.client, owner.fallback, owner.mode, "fx", owner.launcher)
+        specs = [_static_spec(i) for i in inputs]
+        # A graph dynamo made with symbolic sizes (a shape changed): one plan
+        # per bucket of rows where the region's chain does not read them.
+        super().__init__(run, owner.client, owner.fallback, owner.mode, "fx", owner.launcher,
+                         dynamic=None in specs)
         self.gpu_only = owner.gpu_only
         self.owner, self.gm, self.chain = owner, gm, chain
         self.nodes = [n.name for n in nodes]
         self.inputs = [i.name for i in inputs]
         self.outputs = [o.name for o in outputs]
-        self.specs = [_static_spec(i) for i in inputs]
+        self.specs = specs
         ops = list(dict.fromkeys(_op_name(n) for n in nodes))
         self.name = f"{name} ({', '.join(ops)})"
 

@@ -191,7 +191,12 @@ def test_new_shapes_compile_again_and_stay_right(client):
             torch.testing.assert_close(f(x, y), _mixed(x, y))
     assert counting.calls == 6 and len(launcher.launches) == 6
     dynamic = b.graphs[-1].regions
-    assert dynamic and all(r.chain is None for r in dynamic)
+    assert dynamic and all(r.chain is None and r.dynamic for r in dynamic)
+    with torch.no_grad():
+        for rows in (6, 7, 8):  # The bucket of 8, as 5 rows: the regions' plans, no RPC.
+            x, y = torch.randn(rows, 32), torch.randn(rows, 32)
+            torch.testing.assert_close(f(x, y), _mixed(x, y))
+    assert counting.calls == 6 and len(launcher.launches) == 12
 
 
 def test_linear_gelu_region_is_one_matmul_kernel(client):
