@@ -563,7 +563,11 @@ class StagedPartition {
     const std::set<int32_t> through =
         IsReduction(c_.nodes[consumer].kind) ? ViewsFor(consumer, Work({c_.nodes[consumer].args[0]}))
                                              : Views(Work({consumer}));
-    if (!IsReduction(c_.nodes[consumer].kind) || !through.empty()) {
+    if (!IsReduction(c_.nodes[consumer].kind) && through.empty()) {  // StoreOtherRowShapes.
+      k.reason = absl::StrCat("reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
+                              ") stored for ", OpLabel(c_, consumer),
+                              ", which reads reductions along rows of another shape too");
+    } else if (!IsReduction(c_.nodes[consumer].kind) || !through.empty()) {
       k.reason = absl::StrCat(
           "reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())), ") stored for ",
           OpLabel(c_, consumer), ", which reads them through layout views (", Labels(through), ") that ",
@@ -644,6 +648,7 @@ class StagedPartition {
       if (!reduces) plain.push_back(j);
     }
     if (rest.empty()) return absl::OkStatus();
+    KFUSE_RETURN_IF_ERROR(StoreOtherRowShapes(rest));
     if (plain.size() == rest.size()) {
       KFUSE_ASSIGN_OR_RETURN(std::vector<KernelGroup> pointwise, PointwiseKernels(plain));
       for (KernelGroup& k : pointwise) p_.kernels.push_back(std::move(k));
@@ -674,6 +679,39 @@ class StagedPartition {
     }
     if (!one.ok()) return one.status();
     p_.kernels.push_back(*std::move(one));
+    return absl::OkStatus();
+  }
+
+  // An output whose reductions read rows of several shapes (x.sum(-1) +
+  // y.amax(-1), y wider): the reductions over all but the shape its last
+  // reduction reads are stored first, a row kernel a shape, so that one
+  // kernel over the last shape's rows computes the output, reading them as
+  // per-row values (as a norm reads its weight).
+  // Only the reductions the output reads are stored (a softmax's sum, not
+  // its row max, which the storing kernel computes on the way).
+  absl::Status StoreOtherRowShapes(const std::vector<size_t>& outputs) {
+    for (size_t j : outputs) {
+      std::optional<std::vector<Dim>> last;  // The rows the output's last reduction reads.
+      for (;;) {
+        std::vector<int32_t> reductions;  // Ascending, as Work is.
+        for (int32_t id : Work({c_.outputs[j]})) {
+          if (IsReduction(c_.nodes[id].kind)) reductions.push_back(id);
+        }
+        if (reductions.empty()) break;
+        if (!last) last = OperandShape(c_, reductions.back());
+        std::vector<int32_t> read;  // Those of other shapes that no other one of them reads.
+        for (int32_t id : reductions) {
+          if (OperandShape(c_, id) == *last) continue;
+          bool inner = false;
+          for (int32_t o : reductions) {
+            inner = inner || (o != id && OperandShape(c_, o) != *last && Work({o}).count(id) > 0);
+          }
+          if (!inner) read.push_back(id);
+        }
+        if (read.empty()) break;
+        KFUSE_RETURN_IF_ERROR(StoreRowResultsByShape(c_.outputs[j], std::move(read)));
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -752,16 +790,17 @@ class StagedPartition {
       for (int32_t id : k.nodes) {
         if (IsReduction(c_.nodes[id].kind)) row_shape = OperandShape(c_, id);
       }
-      bool whole_rows = !read.empty();
-      for (int32_t id : read) whole_rows = whole_rows && c_.nodes[id].type.shape == row_shape;
+      std::set<int32_t> rows_read, broadcast;
+      for (int32_t id : read) (c_.nodes[id].type.shape == row_shape ? rows_read : broadcast).insert(id);
       const bool outer = std::any_of(p_.kernels.begin(), p_.kernels.end(),
                                      [](const KernelGroup& g) { return g.family == Family::kReduction; });
-      k.reason = read.empty() ? absl::StrCat("row reductions fused with their element-wise neighbours",
-                                             outer ? ", beside the reductions over outer axes" : "")
-                              : absl::StrCat("row reductions fused with their element-wise "
-                                             "neighbours, reading ", Labels(read),
-                                             whole_rows ? " from memory as its rows"
-                                                        : " from memory, broadcast along rows");
+      k.reason = "row reductions fused with their element-wise neighbours";
+      if (read.empty() && outer) absl::StrAppend(&k.reason, ", beside the reductions over outer axes");
+      if (!rows_read.empty()) absl::StrAppend(&k.reason, ", reading ", Labels(rows_read), " from memory as its rows");
+      if (!broadcast.empty()) {
+        absl::StrAppend(&k.reason, rows_read.empty() ? ", reading " : " and ", Labels(broadcast),
+                        " from memory, broadcast along rows");
+      }
       KFUSE_RETURN_IF_ERROR(CheckRows(k));
     } else {
       KFUSE_RETURN_IF_ERROR(OutputsShareOneIterationSpace(c_, which));

@@ -242,6 +242,23 @@ inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
   return Finish(std::move(c));
 }
 
+// Of x [N, W] and z [N, V]: x.sum(-1) * exp(z - z.amax(-1, keepdim)).sum(-1),
+// per-row values of two row shapes in one output ([N]), or, when `reduced`,
+// that product's sum over N ([1]). Plain: the first shape's reductions
+// stored, then a row kernel over the second's rows; reduced: a row kernel
+// each, then the sum over N.
+inline Chain TwoRowShapes(DType t, int64_t n, int64_t w, int64_t v, bool reduced) {
+  Chain c;
+  const Dim rows = Size(&c, n, "n");
+  int32_t x = c.AddInput(TensorType{t, {rows, Dim::Static(w)}});
+  int32_t z = c.AddInput(TensorType{t, {rows, Dim::Static(v)}});
+  int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {z, Reduce(&c, OpKind::kReduceMax, z, {1}, true)})});
+  int32_t both = c.AddOp(OpKind::kMul, {Reduce(&c, OpKind::kReduceSum, x, {1}, false),
+                                        Reduce(&c, OpKind::kReduceSum, e, {1}, false)});
+  c.outputs = {reduced ? Reduce(&c, OpKind::kReduceSum, both, {0}, true) : both};
+  return Finish(std::move(c));
+}
+
 // Of x [B, R, W]: each row's min (keepdim or not) beside the sum and the
 // min over every axis. One row kernel stores the row sums and the row minima
 // for the reductions over the rest.

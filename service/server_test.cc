@@ -505,36 +505,36 @@ TEST_F(ServerTest, BadInputIsInvalidArgumentNamingTheOp) {
 
 TEST_F(ServerTest, OpsWithoutAGeneratorAreUnimplementedNamingTheOp) {
   Start(std::chrono::milliseconds(0));
-  v1::CompileRequest r = Relu(2.0);
-  // One output of row reductions over rows of two widths is not generated
-  // yet: relu(y).sum() + relu(y)[:2048].sum().
+  // An iota in a matrix product's epilogue is not generated yet:
+  // (x @ w) * arange(64).
+  v1::CompileRequest r;
   v1::Chain* c = r.mutable_chain();
-  v1::Op* total = c->add_ops();
-  total->set_kind(v1::OP_REDUCE_SUM);
-  total->add_args()->set_op(2);
-  total->mutable_reduce()->add_axes(-1);
-  v1::Op* half = c->add_ops();
-  half->set_kind(v1::OP_SLICE);
-  half->add_args()->set_op(2);
-  half->mutable_slice()->set_axis(0);
-  half->mutable_slice()->set_start(0);
-  half->mutable_slice()->set_stop(2048);
-  half->mutable_slice()->set_step(1);
-  v1::Op* part = c->add_ops();
-  part->set_kind(v1::OP_REDUCE_SUM);
-  part->add_args()->set_op(4);
-  part->mutable_reduce()->add_axes(-1);
-  v1::Op* both = c->add_ops();
-  both->set_kind(v1::OP_ADD);
-  both->add_args()->set_op(3);
-  both->add_args()->set_op(5);
-  c->mutable_outputs(0)->mutable_value()->set_op(6);
+  for (const char* name : {"x", "w"}) {
+    v1::TensorSpec* in = c->add_inputs();
+    in->set_name(name);
+    in->set_dtype(v1::DTYPE_BF16);
+    in->add_shape()->set_size(64);
+    in->add_shape()->set_size(64);
+  }
+  v1::Op* product = c->add_ops();
+  product->set_kind(v1::OP_MATMUL);
+  product->add_args()->set_input(0);
+  product->add_args()->set_input(1);
+  v1::Op* index = c->add_ops();
+  index->set_kind(v1::OP_IOTA);
+  index->set_dtype(v1::DTYPE_BF16);
+  index->mutable_shape()->add_shape()->set_size(64);
+  index->mutable_axis()->set_axis(0);
+  v1::Op* scaled = c->add_ops();
+  scaled->set_kind(v1::OP_MUL);
+  scaled->add_args()->set_op(0);
+  scaled->add_args()->set_op(1);
+  c->add_outputs()->mutable_value()->set_op(2);
   v1::CompileResponse resp;
   grpc::Status s = Compile(r, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
-  EXPECT_NE(
-      s.error_message().find("op 5 (reduce_sum): reductions over rows of different shapes are not fused yet"),
-      std::string::npos)
+  EXPECT_NE(s.error_message().find("op 1 (iota): iota beside a matrix product is not generated yet"),
+            std::string::npos)
       << s.error_message();
 }
 

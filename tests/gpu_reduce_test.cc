@@ -20,6 +20,7 @@
 // Launcher on fresh random inputs and compared with the CPU fp64 evaluator,
 // with eager PyTorch's error (the CPU kEager evaluator) as the yardstick.
 // Skips without a GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "clients/launcher.h"
 #include "codegen/analysis.h"
 #include "codegen/evaluate.h"
@@ -124,17 +126,27 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"views_between_reductions_f32", reduce_test::ViewsBesideReductions(DType::kF32, 333, 1000, 6)},
       {"views_before_column_sums_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -1027, 1000, 7)},
       {"views_s_minus_its_column_masked_f32", reduce_test::ViewsBesideReductions(DType::kF32, 333, 1000, 8)},
+      // Per-row values of two row shapes in one output, and summed.
+      {"two_row_shapes_f32", reduce_test::TwoRowShapes(DType::kF32, -1027, 1000, 64, false)},
+      {"two_row_shapes_bf16", reduce_test::TwoRowShapes(DType::kBF16, 333, 4096, 1003, false)},
+      {"two_row_shapes_summed_f32", reduce_test::TwoRowShapes(DType::kF32, -1027, 1000, 64, true)},
   };
-  // KFUSE_GPU_CASES: only the cases whose names hold it (each case keeps
-  // its inputs: the seed is its place in the list). KFUSE_GPU_VERBOSE:
-  // every run's error on every output.
-  const char* only = std::getenv("KFUSE_GPU_CASES");
+  // KFUSE_GPU_CASES: only the cases whose names hold it, or one of its
+  // comma-separated parts (each case keeps its inputs: the seed is its
+  // place in the list). KFUSE_GPU_VERBOSE: every run's error on every output.
+  const char* cases = std::getenv("KFUSE_GPU_CASES");
+  const std::vector<std::string> only =
+      cases == nullptr ? std::vector<std::string>{} : absl::StrSplit(cases, ',', absl::SkipEmpty());
   const bool verbose = std::getenv("KFUSE_GPU_VERBOSE") != nullptr;
   unsigned seed = 0;
   int ran = 0;
   for (const auto& [name, c] : chains) {
     ++seed;
-    if (only != nullptr && name.find(only) == std::string::npos) continue;
+    if (cases != nullptr && std::none_of(only.begin(), only.end(), [&](const std::string& part) {
+          return name.find(part) != std::string::npos;
+        })) {
+      continue;
+    }
     ++ran;
     SCOPED_TRACE(name);
     std::vector<int64_t> syms;

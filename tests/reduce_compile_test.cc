@@ -59,6 +59,8 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
       {"views_row_index_weighted_sum_f32", reduce_test::ViewsBesideReductions(DType::kF32, -4096, 1000, 5)},
       {"views_between_reductions_f32", reduce_test::ViewsBesideReductions(DType::kF32, 512, 1000, 6)},
       {"views_before_column_sums_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -4096, 1000, 7)},
+      {"two_row_shapes_f32", reduce_test::TwoRowShapes(DType::kF32, -4096, 1000, 64, false)},
+      {"two_row_shapes_summed_bf16", reduce_test::TwoRowShapes(DType::kBF16, -4096, 4096, 1003, true)},
       {"views_s_minus_its_column_masked_f32", reduce_test::ViewsBesideReductions(DType::kF32, -4096, 1000, 8)},
   };
   for (const auto& [name, c] : chains) {
