@@ -634,7 +634,7 @@ class StagedPartition {
   // cannot also write the outputs that reduce nothing more (they run over
   // rows of another shape), those are a pointwise kernel of their own.
   absl::Status AddLastKernel() {
-    std::vector<size_t> rest, plain;
+    std::vector<size_t> pending;
     for (size_t j = 0; j < c_.outputs.size(); ++j) {
       if (Written(c_.outputs[j])) continue;
       if (IsLeaf(c_, c_.outputs[j])) {
@@ -642,13 +642,19 @@ class StagedPartition {
             "outputs[", j, "]: a chain input or constant as an output beside reductions that "
             "read other kernels' results is not generated yet"));
       }
+      pending.push_back(j);
+    }
+    // First, as the kernels storing other row shapes may write outputs too.
+    KFUSE_RETURN_IF_ERROR(StoreOtherRowShapes(pending));
+    std::vector<size_t> rest, plain;
+    for (size_t j : pending) {
+      if (Written(c_.outputs[j])) continue;
       rest.push_back(j);
       bool reduces = false;
       for (int32_t id : Work({c_.outputs[j]})) reduces = reduces || IsReduction(c_.nodes[id].kind);
       if (!reduces) plain.push_back(j);
     }
     if (rest.empty()) return absl::OkStatus();
-    KFUSE_RETURN_IF_ERROR(StoreOtherRowShapes(rest));
     if (plain.size() == rest.size()) {
       KFUSE_ASSIGN_OR_RETURN(std::vector<KernelGroup> pointwise, PointwiseKernels(plain));
       for (KernelGroup& k : pointwise) p_.kernels.push_back(std::move(k));

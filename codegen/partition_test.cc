@@ -31,10 +31,10 @@ Chain Typed(Chain c) {
   return v.ok() ? Canonicalize(*v) : Chain{};
 }
 
-// Every kernel of `p` generates at its heuristic.
-// Each kernel's heuristic variant generates, naming each intermediate it
-// reads or writes in one parameter (a slice of an input read in place is a
-// parameter of its own on the input's buffer).
+// Every kernel of `p` generates at its heuristic, naming each intermediate
+// it reads or writes in one parameter (a slice of an input read in place is
+// a parameter of its own on the input's buffer), its signature as long as
+// its contract.
 void ExpectEveryKernelGenerates(const Chain& c, const Partition& p) {
   for (const KernelGroup& g : p.kernels) {
     EXPECT_TRUE(CanGenerateFamily(c, g, FamilyHeuristic(c, g)).ok()) << g.reason;
@@ -46,8 +46,14 @@ void ExpectEveryKernelGenerates(const Chain& c, const Partition& p) {
       EXPECT_TRUE(buffers.insert({a.buffer.kind, a.buffer.index}).second)
           << k->entry << " names buffer " << static_cast<int>(a.buffer.kind) << ":" << a.buffer.index << " twice";
     }
+    const size_t open = k->source.find(k->entry + "(");
+    ASSERT_NE(open, std::string::npos) << k->entry;
+    const std::string list = k->source.substr(open, k->source.find(')', open) - open);
+    EXPECT_EQ(static_cast<size_t>(std::count(list.begin(), list.end(), ',')) + 1, k->params.size()) << list;
   }
 }
+
+void ExpectValidPlan(const Chain& c, const Partition& p);
 
 TEST(PartitionTest, ElementwiseChainIsOnePointwiseKernel) {
   Chain c;
@@ -682,6 +688,7 @@ TEST(StagedPartitionTest, RowResultsOfTwoRowShapesAreStoredByAKernelEach) {
     if (!reduced) {
       // One output of both: the reductions of one shape stored, then one
       // row kernel over the other shape's rows reads them per row.
+      ExpectValidPlan(c, *p);
       ASSERT_EQ(p->kernels.size(), 2u);
       EXPECT_EQ(p->kernels[0].family, Family::kRowReduction);
       EXPECT_EQ(p->kernels[1].family, Family::kRowReduction);
@@ -696,9 +703,34 @@ TEST(StagedPartitionTest, RowResultsOfTwoRowShapesAreStoredByAKernelEach) {
       ExpectEveryKernelGenerates(c, *p);
       continue;
     }
+    // A row kernel each, storing x's sums and z's (not z's row max), then
+    // the sum over N.
     ASSERT_EQ(p->kernels.size(), 3u);
-    EXPECT_EQ(p->kernels[2].results, std::vector<int32_t>{c.outputs[0]});
+    EXPECT_THAT(p->kernels[0].results, ElementsAre(z_sum));
+    EXPECT_THAT(p->kernels[1].results, ElementsAre(x_sum));
+    EXPECT_THAT(p->kernels[2].results, ElementsAre(c.outputs[0]));
+    EXPECT_THAT(p->intermediates, ElementsAre(z_sum, x_sum));
     ExpectEveryKernelGenerates(c, *p);
+    ExpectValidPlan(c, *p);
+  }
+  // Beside another output over the stored shape's rows, or the other's: the
+  // kernel storing z's sums writes z's output, and each output is written
+  // once (a review finding: the output was planned again after it).
+  for (bool over_z : {true, false}) {
+    SCOPED_TRACE(over_z);
+    Chain d;
+    const Dim n = reduce_test::Size(&d, -4096, "n");
+    int32_t x = d.AddInput(TensorType{DType::kF32, {n, Dim::Static(1000)}});
+    int32_t z = d.AddInput(TensorType{DType::kF32, {n, Dim::Static(64)}});
+    int32_t both = d.AddOp(OpKind::kMul, {reduce_test::Reduce(&d, OpKind::kReduceSum, x, {1}, false),
+                                          reduce_test::Reduce(&d, OpKind::kReduceSum, z, {1}, false)});
+    d.outputs = {both, reduce_test::Reduce(&d, OpKind::kReduceMax, over_z ? z : x, {1}, false),
+                 d.AddOp(OpKind::kMul, {over_z ? z : x, d.AddConstant(2)})};
+    const Chain t = reduce_test::Finish(std::move(d));
+    auto q = PartitionChain(t);
+    ASSERT_TRUE(q.ok()) << q.status();
+    ExpectValidPlan(t, *q);
+    ExpectEveryKernelGenerates(t, *q);
   }
 }
 
@@ -934,11 +966,6 @@ TEST(StagedPartitionTest, OutputsReducingRowsOfTwoShapesAreARowKernelEach) {
   ExpectEveryKernelGenerates(t, *p);
 }
 
-// A slice of an input that keeps the vectors' phase in every row (one of a
-// fused projection's parts, rows past a start row, a slice of a slice) is
-// read in place by the row kernel; one that moves it (a padded vocabulary:
-// 50304 to 50257), or takes every other column, is stored by a pointwise
-// kernel first, as other views are.
 // A pointwise kernel that reads an intermediate directly and through a
 // view (s != 0 beside s.reshape(N, 1)) names its buffer once (a fuzzer
 // finding: twice, a duplicate parameter NVRTC refused).
@@ -952,6 +979,11 @@ TEST(ViewsBesideReductionsTest, AnIntermediateReadDirectlyAndThroughAViewIsOnePa
   ExpectEveryKernelGenerates(t, *p);
 }
 
+// A slice of an input that keeps the vectors' phase in every row (one of a
+// fused projection's parts, rows past a start row, a slice of a slice) is
+// read in place by the row kernel; one that moves it (a padded vocabulary:
+// 50304 to 50257), or takes every other column, is stored by a pointwise
+// kernel first, as other views are.
 TEST(ViewsBesideReductionsTest, SlicesOfInputsKeepingTheVectorsAreReadInPlace) {
   const auto families = [](const Chain& c) {
     absl::StatusOr<Partition> p = PartitionChain(c);

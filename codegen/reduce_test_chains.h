@@ -244,9 +244,10 @@ inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
 
 // Of x [N, W] and z [N, V]: x.sum(-1) * exp(z - z.amax(-1, keepdim)).sum(-1),
 // per-row values of two row shapes in one output ([N]), or, when `reduced`,
-// that product's sum over N ([1]). Plain: the first shape's reductions
-// stored, then a row kernel over the second's rows; reduced: a row kernel
-// each, then the sum over N.
+// that product's sum over N ([1]). Plain: the reductions of the shape that
+// is not the output's last reduction's stored (z's, in canonical order),
+// then a row kernel over the other's rows; reduced: a row kernel each,
+// then the sum over N.
 inline Chain TwoRowShapes(DType t, int64_t n, int64_t w, int64_t v, bool reduced) {
   Chain c;
   const Dim rows = Size(&c, n, "n");
