@@ -107,9 +107,8 @@ struct Node {
   // kConstant without a dtype, set by Validate: a whole number outside i32
   // (a Python int) as the client gave it; `value` holds it rounded to f32.
   // PyTorch keeps such a scalar an integer, so an op computing in integers
-  // cannot take it. Also set on weak arithmetic of one whose exact value is
-  // such a number (-(2**40)), which Validate folds to a constant where a
-  // tensor takes it.
+  // cannot take it. Weak arithmetic of one whose exact value is such a
+  // number (-(2**40)) becomes such a constant in Validate.
   std::optional<double> wide_whole;
   std::vector<int64_t> axes;          // Reductions (sorted, non-negative after
                                       // Validate), kPermute (the permutation).

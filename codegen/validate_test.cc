@@ -398,6 +398,15 @@ TEST(ValidateTest, RejectsBadChains) {
        absl::StatusCode::kInvalidArgument,
        "op 2 (add): args[1]: -1099511627776 is a whole number outside i32, so the op would compute in i32, which "
        "cannot hold it"},
+      // Past 2^53 doubles are not exact: (2**60 + 3) - (2**60 - 2**40) is
+      // not taken for 2**40.
+      {"weak arithmetic on whole numbers past 2^53",
+       [&](Chain& c) {
+         int x = in(c, DType::kI64, S({2}));
+         int d = c.AddOp(OpKind::kSub, {c.AddConstant(1152921504606846979.0), c.AddConstant(1152920405095219200.0)});
+         c.outputs.push_back(c.AddOp(OpKind::kAdd, {x, d}));
+       },
+       absl::StatusCode::kInvalidArgument, "op 2 (sub): args[0]: 1.152921504606847e+18 is a whole number outside i32"},
       {"weak arithmetic on a whole number past i32 that comes back inside it",
        [&](Chain& c) {
          int x = in(c, DType::kF32, S({2}));
@@ -837,6 +846,31 @@ TEST(ValidateTest, WeakArithmeticOnAWholeNumberPastI32IsOneInteger) {
   }
   std::sort(constants.begin(), constants.end());
   EXPECT_EQ(constants, (std::vector<double>{-two40, two40, two40 + 1}));
+
+  // Whatever the nodes' order (a review finding: an op an i64 sum had
+  // retyped an operand of first computed in i64, else in f32): (2**40 + 1)
+  // cast to f32 is the one constant, beside a sum with an i64 tensor or not.
+  for (bool sum_first : {true, false}) {
+    SCOPED_TRACE(sum_first);
+    Chain d;
+    int y = d.AddInput(T(DType::kI64, S({8})));
+    int p = d.AddConstant(two40);
+    int sum = sum_first ? d.AddOp(OpKind::kAdd, {y, p}) : -1;
+    int q = d.AddOp(OpKind::kAdd, {p, d.AddConstant(1)});
+    int cast = d.AddCast(q, DType::kF32);
+    if (!sum_first) sum = d.AddOp(OpKind::kAdd, {y, p});
+    d.outputs = {cast, sum};
+    auto w = Validate(d);
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_EQ(w->nodes[q].kind, OpKind::kConstant);
+    EXPECT_EQ(w->nodes[q].type.dtype, DType::kF32);
+    EXPECT_EQ(w->nodes[q].wide_whole, std::optional<double>(two40 + 1));
+    auto canonical = Validate(Canonicalize(*w));
+    ASSERT_TRUE(canonical.ok()) << canonical.status();
+    const Node& operand = canonical->nodes[canonical->nodes[canonical->outputs[0]].args[0]];
+    EXPECT_EQ(operand.kind, OpKind::kConstant);
+    EXPECT_EQ(operand.value, two40);  // 2**40 + 1 held in f32.
+  }
 }
 
 TEST(ValidateTest, Limits) {

@@ -183,16 +183,6 @@ absl::Status CheckWideWholeScalars(Chain& c, int32_t id, const std::vector<int32
   for (size_t i = 0; i < operands.size(); ++i) {
     Node& k = c.nodes[operands[i]];
     if (!k.wide_whole.has_value()) continue;
-    if (k.kind != OpKind::kConstant) {
-      // Weak arithmetic on Python ints (-(2**40)): Python gives the op its
-      // exact value, one integer, which the tensor's type then rounds once;
-      // the same constant here (f32 as TypeConstant holds it, or i64 below).
-      k.kind = OpKind::kConstant;
-      k.args.clear();
-      k.dtype = DType::kInvalid;
-      k.type.dtype = DType::kF32;
-      k.value = RoundTo(DType::kF32, *k.wide_whole);
-    }
     if (IsFloat(rest)) continue;
     const std::string whole = absl::StrFormat("%.17g", *k.wide_whole);
     const std::string field = absl::StrCat("args[", first_arg + i, "]");
@@ -291,26 +281,36 @@ std::optional<double> ExactWeakValue(const Chain& c, int32_t id, WeakValues& mem
 }
 
 // Whether `id` is weak arithmetic on a Python int outside i32 (neg(2**40),
-// 2**40 + 1) whose exact value is such an int too: then it is one itself
-// (wide_whole set), checked and folded where a tensor takes it, as a
-// constant of that value would be. Other such arithmetic (2**40 - 2**40)
-// is checked where it is.
+// 2**40 + 1) whose exact value is such an int too, within 2^53 (where
+// doubles are exact): then it becomes the constant of that value, checked
+// where a tensor takes it as a constant the client sent would be. Other
+// such arithmetic (2**40 - 2**40, or past 2^53) is checked where it is.
 bool WideWholeArithmetic(Chain& c, int32_t id) {
+  constexpr double kExact = 9007199254740992.0;  // 2^53: doubles hold every integer to here.
   bool wide = false;
   for (int32_t a : c.nodes[id].args) {
     const Node& x = c.nodes[a];
     // A Python float beside it makes the op's value a float.
     if (IsFloat(x.type.dtype) && !x.wide_whole.has_value()) return false;
+    if (x.wide_whole.has_value() && std::fabs(*x.wide_whole) > kExact) return false;
     wide = wide || x.wide_whole.has_value();
   }
   if (!wide || !IsWeakScalar(c, id)) return false;
   WeakValues memo;
   const std::optional<double> v = EvaluateWeakValue(c, id, memo);  // Exact: the op's own is not rounded.
-  if (!v.has_value() || !std::isfinite(*v) || std::trunc(*v) != *v ||
+  if (!v.has_value() || !std::isfinite(*v) || std::trunc(*v) != *v || std::fabs(*v) > kExact ||
       (*v >= -2147483648.0 && *v < 2147483648.0)) {
     return false;
   }
-  c.nodes[id].wide_whole = *v;
+  // The constant of that value, as a client would send it (TypeConstant):
+  // every consumer takes it as it takes one, whatever the nodes' order.
+  Node& n = c.nodes[id];
+  n.kind = OpKind::kConstant;
+  n.args.clear();
+  n.dtype = DType::kInvalid;
+  n.type = TensorType{DType::kF32, {}};
+  n.value = RoundTo(DType::kF32, *v);
+  n.wide_whole = *v;
   return true;
 }
 
@@ -321,7 +321,6 @@ namespace validate_internal {
 absl::Status InferElementwise(Chain& c, int32_t id) {
   Node& n = c.nodes[id];
   if (n.kind == OpKind::kConstant) return TypeConstant(c, id);
-  n.wide_whole.reset();  // Validated afresh (WideWholeArithmetic).
   // Shapes: numpy broadcasting of all operands.
   std::vector<Dim> shape;
   for (size_t i = 0; i < n.args.size(); ++i) {
@@ -373,7 +372,8 @@ absl::Status InferElementwise(Chain& c, int32_t id) {
   if ((IsBinary(n.kind) && n.kind != OpKind::kLogicalAnd && n.kind != OpKind::kLogicalOr &&
        n.kind != OpKind::kDiv) ||
       (IsUnary(n.kind) && !IsFloatFunction(n.kind) && n.kind != OpKind::kLogicalNot)) {
-    if (!WideWholeArithmetic(c, id)) KFUSE_RETURN_IF_ERROR(CheckWideWholeScalars(c, id, n.args, 0));
+    if (WideWholeArithmetic(c, id)) return absl::OkStatus();  // Now the constant of its value.
+    KFUSE_RETURN_IF_ERROR(CheckWideWholeScalars(c, id, n.args, 0));
   }
   if (n.kind == OpKind::kLogicalNot || n.kind == OpKind::kLogicalAnd ||
       n.kind == OpKind::kLogicalOr || IsComparison(n.kind)) {
