@@ -66,8 +66,10 @@ std::vector<IndexDomain> NodeIndexDomains(const Chain& c, absl::Span<const int64
 // Per symbol of validated `c`: its hint rounded up to a power of two (the
 // shape bucket), or 1 << 20 without a hint, clamped to the symbol's max when
 // it has one; then, where a tensor of the chain (an intermediate too) would
-// pass Limits::max_elements there, its symbols without a hint are halved
-// first, then its largest, until it fits.
+// pass Limits::max_elements there, or a strided input's buffer would span
+// more, its symbols without a hint are halved first, then its largest (for
+// a span, only those its strides step over: not a stride 0's), until it
+// fits.
 std::vector<int64_t> SymbolValuesForTuning(const Chain& c);
 
 // The other symbol values a kernel tuned at `tuned` (SymbolValuesForTuning's)

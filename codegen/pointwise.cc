@@ -266,9 +266,9 @@ absl::StatusOr<KernelSpec> EmitPointwise(const Chain& chain, const KernelGroup& 
   }
   // An intermediate read directly and through views (x and x.reshape) is
   // several operands of one buffer: one parameter.
-  std::set<uint32_t> read;
+  std::set<std::pair<BufferRef::Kind, uint32_t>> read;
   for (const auto& o : plan.space.inputs) {
-    if (o.buffer.kind != BufferRef::Kind::kInput && read.insert(o.buffer.index).second) {
+    if (o.buffer.kind != BufferRef::Kind::kInput && read.insert({o.buffer.kind, o.buffer.index}).second) {
       k.params.push_back(KernelParam::Buffer(o.buffer));
     }
   }

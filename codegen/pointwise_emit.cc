@@ -458,9 +458,10 @@ class Writer {
       std::string type = read_inputs.count(i) ? std::string(DTypeStorage(c_.nodes[i].type.dtype)) : "void";
       params.push_back(absl::StrCat("const ", type, "* __restrict__ in", i));
     }
-    std::set<uint32_t> read;  // An intermediate's operands share its one parameter.
+    std::set<std::pair<BufferRef::Kind, uint32_t>> read;  // An intermediate's operands share its one parameter.
     for (size_t k = 0; k < s_.inputs.size(); ++k) {
-      if (s_.inputs[k].buffer.kind == BufferRef::Kind::kInput || !read.insert(s_.inputs[k].buffer.index).second) {
+      const BufferRef& b = s_.inputs[k].buffer;
+      if (b.kind == BufferRef::Kind::kInput || !read.insert({b.kind, b.index}).second) {
         continue;
       }
       params.push_back(absl::StrCat("const ", InType(k), "* __restrict__ ",

@@ -35,12 +35,15 @@ std::optional<InputView> AsInputView(const Chain& chain, int32_t id) {
   if (!v) return std::nullopt;
   v->offset += n.start * v->strides[n.axis];
   // A dim the slice leaves one element is never stepped over, whatever its
-  // step (one past 2^62 would overflow the stride).
+  // step (one past 2^62 would overflow the stride): stride 0 where the step
+  // would scale it.
   const Dim& kept = n.type.shape[n.axis];
-  if (kept.is_static() && kept.size == 1) {
-    v->strides[n.axis] = 0;
-  } else if (__builtin_mul_overflow(v->strides[n.axis], n.step, &v->strides[n.axis])) {
-    return std::nullopt;
+  if (n.step != 1) {
+    if (kept.is_static() && kept.size == 1) {
+      v->strides[n.axis] = 0;
+    } else if (__builtin_mul_overflow(v->strides[n.axis], n.step, &v->strides[n.axis])) {
+      return std::nullopt;
+    }
   }
   return v;
 }

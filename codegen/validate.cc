@@ -270,8 +270,8 @@ absl::Status CheckInput(const Chain& c, int32_t id) {
                    absl::StrCat("must not be negative, got ", n.strides[i]));
       }
       const Dim& d = n.type.shape[i];
-      const int64_t size =
-          d.is_static() ? d.size : std::max({c.symbols[d.symbol].max, c.symbols[d.symbol].hint, int64_t{1}});
+      const SymbolInfo* s = d.is_static() ? nullptr : &c.symbols[d.symbol];
+      const int64_t size = s == nullptr ? d.size : std::max({s->max, s->hint, int64_t{1}});
       int64_t reach = 0;
       if (n.strides[i] > limit || __builtin_mul_overflow(n.strides[i], size - 1, &reach) ||
           __builtin_add_overflow(extent, reach, &extent) || extent >= limit) {
