@@ -48,13 +48,14 @@ the values are the same).
 
 dynamic=True (fx traces only) compiles one plan for any number of rows:
 dim 0 of the first input, and of each input whose dim 0 it shares, is sent
-as the symbol ROWS ("rows"), hinted at the power of two at or above the
-count, so kfused tunes for that bucket and checks the winner at other
-counts; a call of another count in the bucket takes the same plan with no
-RPC (traced and translated again, and bound on its first launch). Where an
-op depends on the count (a view's sizes, a division by it: the chain for
-one row more differs), the function compiles per shape as with
-dynamic=False.
+as the symbol ROWS ("rows"), hinted at (and at most) the power of two at or
+above the count, so kfused tunes for that bucket and checks the winner at
+other counts; a call of another count in the bucket takes the same plan
+with no RPC (traced and translated again, and bound on its first launch).
+Where an op depends on the count (a view's sizes, a division by it: the
+chain for one row more differs), or kfused does not generate the chain
+with the rows a symbol (UNIMPLEMENTED), the function compiles per shape as
+with dynamic=False.
 
 The warm path (a signature compiled before): a call like the last one
 launched (per input the same dtype, device, shape and strides, compared
@@ -1333,16 +1334,23 @@ class FusedFunction:
                 raise
             return self._eager(e.message)
         rows = self._with_rows(chain, args) if self.dynamic else None
-        if rows is not None:  # One plan for every count of rows in the bucket: the sizes are the chain's.
-            chain, shapes = rows, None
-        else:
-            shapes = tuple(sig)
         ordinal = dev.index if dev.index is not None else -1
         target = _target(dev)
         client = self.client
-        key = (chain_fingerprint(chain), shapes, ordinal, client_key(client), self.mode, target)
+
+        def compiled(sent, shapes):  # A chain of ROWS has its shapes in its fingerprint: None.
+            key = (chain_fingerprint(sent), shapes, ordinal, client_key(client), self.mode, target)
+            return plans.get_or_create(key, lambda: self._compile(client, sent, target, dev))
+
         try:
-            plan = plans.get_or_create(key, lambda: self._compile(client, chain, target, dev))
+            try:
+                # One plan for every count of rows in the bucket, else one for these shapes.
+                plan = compiled(rows, None) if rows is not None else compiled(chain, tuple(sig))
+            except KfuseError as e:
+                if rows is None or e.code != "UNIMPLEMENTED":
+                    raise
+                rows = None  # Not generated with the rows a symbol (a concat along them, say).
+                plan = compiled(chain, tuple(sig))
         except _ClientFellBack:  # The client has warned.
             return _Eager("kfused is unreachable", self._retry_at())
         except KfuseError as e:
@@ -1380,9 +1388,9 @@ class FusedFunction:
 
     def _with_rows(self, chain, args):
         """`chain` as a kfuse.v1.Chain with dim 0 of the inputs whose dim 0
-        is the first input's as the symbol ROWS, hinted at the power of two at
-        or above that count (kfused tunes for that bucket, and every count in
-        it shares the plan); None where the function does not translate to
+        is the first input's as the symbol ROWS, hinted at (and at most) the
+        power of two at or above that count (kfused tunes for that bucket, and
+        every count in it shares the plan); None where the function does not translate to
         the same chain for one row more but for those dims (an op's
         attribute depends on the count: a view's sizes, a division by it),
         or has no rows to vary."""
@@ -1405,10 +1413,12 @@ class FusedFunction:
                 spec.shape[0].size = n
         if other != mine:
             return None
+        # At most the bucket (other buckets have plans of their own), so the
+        # kernels may index in 32 bits where that holds.
         bucket = 1 << (n - 1).bit_length()
         for spec, m in zip(mine.inputs, marked):
             if m:
-                spec.shape[0].CopyFrom(pb.Dim(symbol=ROWS, hint=bucket))
+                spec.shape[0].CopyFrom(pb.Dim(symbol=ROWS, hint=bucket, max=bucket))
         return mine
 
     def _compile(self, client, chain, target, dev):

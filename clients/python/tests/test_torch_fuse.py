@@ -595,8 +595,8 @@ def test_dynamic_rows_share_one_plan_per_bucket(client):
         x, r, w_spec = chain.inputs
         assert x.shape[0].symbol == r.shape[0].symbol == kt.ROWS and x.shape[1].size == 256
         assert [d.size for d in w_spec.shape] == [256]  # The weight keeps its size.
-        hints.append(x.shape[0].hint)
-    assert hints == [8, 16]
+        hints.append((x.shape[0].hint, x.shape[0].max))
+    assert hints == [(8, 8), (16, 16)]
     plan = ff.plan_for(torch.randn(3, 256), torch.randn(3, 256), w)  # The bucket of 4: a third plan.
     assert plan.inputs[0].shape[0].symbol == kt.ROWS and recording.calls == 3
 
@@ -610,6 +610,19 @@ def test_dynamic_rows_compile_per_shape_where_an_op_reads_the_count(client):
         torch.testing.assert_close(ff(x), fn(x))
     assert recording.calls == 2
     assert all(not d.symbol for c in recording.chains for d in c.inputs[0].shape)
+
+
+def test_dynamic_rows_kfused_does_not_generate_compile_per_shape(client):
+    # A concat along the rows is not generated with them a symbol: the
+    # UNIMPLEMENTED answer is followed by the chain of these shapes.
+    recording = RecordingClient(client)
+    fn = lambda x: torch.cat([x, x], 0) * 2.0  # noqa: E731
+    ff, launcher = _host_fused(fn, recording, mode="heuristic", dynamic=True, fallback="raise")
+    x = torch.randn(5, 64)
+    torch.testing.assert_close(ff(x), fn(x))
+    assert recording.calls == 2 and len(launcher.launches) == 1
+    assert recording.chains[0].inputs[0].shape[0].symbol == kt.ROWS
+    assert [d.size for d in recording.chains[1].inputs[0].shape] == [5, 64]
 
 
 def test_dynamic_needs_an_fx_trace_and_a_bool():
