@@ -402,6 +402,10 @@ class StagedPartition {
   absl::StatusOr<bool> StoreViewedOperand(int32_t r, bool reductions_first) {
     const int32_t operand = c_.nodes[r].args[0];
     if (stored_.count(operand)) return true;
+    if (Written(operand)) {  // An output an earlier kernel writes: it stores it for `r` too.
+      StoreWritten(operand);
+      return true;
+    }
     std::set<int32_t> work = Work({operand});
     if (!ViewsFor(r, work).empty()) {
       std::vector<int32_t> rows;
@@ -432,6 +436,19 @@ class StagedPartition {
     p_.intermediates.push_back(operand);
     p_.kernels.push_back(std::move(k));
     return true;
+  }
+
+  // The earlier kernel writing `id` (a chain output: a row kernel writes the
+  // outputs over the rows it stores results of) stores it for later kernels
+  // too, rather than a second kernel writing it again.
+  void StoreWritten(int32_t id) {
+    for (KernelGroup& k : p_.kernels) {
+      if (std::find(k.results.begin(), k.results.end(), id) == k.results.end()) continue;
+      k.intermediates.insert(std::upper_bound(k.intermediates.begin(), k.intermediates.end(), id), id);
+      p_.intermediates.push_back(id);
+      stored_.insert(id);
+      return;
+    }
   }
 
   // Outputs computed through layout views from reductions along rows: those

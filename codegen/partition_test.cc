@@ -966,6 +966,19 @@ TEST(StagedPartitionTest, OutputsReducingRowsOfTwoShapesAreARowKernelEach) {
   ExpectEveryKernelGenerates(t, *p);
 }
 
+// An output that a row kernel storing other results writes over its rows
+// (o = x + x.sum(-1).reshape(N, 1), beside the sums' total), and that a
+// reduction over outer axes reads through that view (o.sum(0)): the row
+// kernel stores it for the reduction too, rather than a pointwise kernel
+// writing the output again (a fuzzer finding).
+TEST(ViewsBesideReductionsTest, AnOutputWrittenBeforeItsViewsReductionIsStoredByItsKernel) {
+  const Chain t = reduce_test::ViewsBesideReductions(DType::kF32, 64, 128, 9);
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ExpectValidPlan(t, *p);
+  ExpectEveryKernelGenerates(t, *p);
+}
+
 // A pointwise kernel that reads an intermediate directly and through a
 // view (s != 0 beside s.reshape(N, 1)) names its buffer once (a fuzzer
 // finding: twice, a duplicate parameter NVRTC refused).

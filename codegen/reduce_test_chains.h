@@ -172,7 +172,9 @@ inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {
 //   7: (x - x.amax(-1, keepdim)).t().sum(0): the same before a reduction
 //      over the outer axis;
 //   8: s = x.sum(-1); where(s != 0, s - s.reshape(N, 1), 0).sum(0): a
-//      pointwise kernel reading the row sums directly and through a view.
+//      pointwise kernel reading the row sums directly and through a view;
+//   9: s = x.sum(-1); s.sum(), o = x + s.reshape(N, 1) and o.sum(0): the
+//      row kernel storing s writes o and stores it for its column sums.
 inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
   Chain c;
   int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
@@ -226,6 +228,14 @@ inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
       int32_t kept = c.AddOp(OpKind::kWhere, {c.AddOp(OpKind::kNe, {sums, c.AddConstant(0)}),
                                               c.AddOp(OpKind::kSub, {sums, column}), c.AddConstant(0)});
       c.outputs = {Reduce(&c, OpKind::kReduceSum, kept, {0}, false)};
+      break;
+    }
+    case 9: {  // s = x.sum(-1); s.sum(), o = x + s.reshape(N, 1), o.sum(0).
+      int32_t sums = Reduce(&c, OpKind::kReduceSum, x, {1}, false);
+      int32_t column = c.AddOp(OpKind::kReshape, {sums});
+      c.nodes[column].shape = {c.nodes[x].type.shape[0], Dim::Static(1)};
+      int32_t o = c.AddOp(OpKind::kAdd, {x, column});
+      c.outputs = {Reduce(&c, OpKind::kReduceSum, sums, {0}, false), o, Reduce(&c, OpKind::kReduceSum, o, {0}, false)};
       break;
     }
     default: {
