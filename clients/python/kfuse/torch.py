@@ -47,8 +47,9 @@ layout (eager keeps a transposed input's layout in an element-wise result;
 the values are the same).
 
 dynamic=True (fx traces only) compiles one plan for any number of rows:
-dim 0 of the first input, and of each input whose dim 0 it shares, is sent
-as the symbol ROWS ("rows"), hinted at (and at most) the power of two at or
+dim 0 of the first input, and of each input whose dim 0 follows it (one
+that merely equals the count, a [256] weight beside 256 rows, keeps its
+size), is sent as the symbol ROWS ("rows"), hinted at (and at most) the power of two at or
 above the count, so kfused tunes for that bucket and checks the winner at
 other counts; a call of another count in the bucket takes the same plan
 with no RPC (traced and translated again, and bound on its first launch).
@@ -1387,13 +1388,18 @@ class FusedFunction:
         return _Fused(plan, sig, outputs, tuple_out, dev)
 
     def _with_rows(self, chain, args):
-        """`chain` as a kfuse.v1.Chain with dim 0 of the inputs whose dim 0
-        is the first input's as the symbol ROWS, hinted at (and at most) the
-        power of two at or above that count (kfused tunes for that bucket, and
-        every count in it shares the plan); None where the function does not translate to
-        the same chain for one row more but for those dims (an op's
-        attribute depends on the count: a view's sizes, a division by it),
-        or has no rows to vary."""
+        """`chain` as a kfuse.v1.Chain with dim 0 of the first input, and of
+        the other inputs whose dim 0 follows it, as the symbol ROWS, hinted at
+        (and at most) the power of two at or above that count (kfused tunes
+        for that bucket, and every count in it shares the plan); None where
+        the function does not translate to the same chain for one row more
+        but for those dims (an op's attribute depends on the count: a view's
+        sizes, a division by it), or has no rows to vary.
+
+        An input whose dim 0 only happens to equal the count (a [256] weight
+        beside 256 rows) does not follow it: with every such input marked the
+        probe fails, so each is tried unmarked in turn, then the first input
+        alone."""
         n = args[0].shape[0] if args and args[0].dim() > 0 else 0
         if n < 1:
             return None
@@ -1401,25 +1407,37 @@ class FusedFunction:
         # count; the launcher checks each call's against the plan's anyway).
         marked = [a.dim() > 0 and a.shape[0] == n and
                   (a.is_contiguous() or a.stride()[0] in (0, builtins.max(a.stride()))) for a in args]
-        probe = [(a.dtype, (n + 1, *a.shape[1:]) if m else tuple(a.shape), _layout(a))
-                 for a, m in zip(args, marked)]
-        try:
-            other = translate(self.graph(), probe, self.name)[0].to_proto()
-        except Unsupported:
-            return None
+        tries = [marked]
+        tries += [[m and j != i for j, m in enumerate(marked)] for i in range(1, len(args)) if marked[i]]
+        if len(tries) > 2:
+            tries.append([i == 0 and m for i, m in enumerate(marked)])
         mine = chain.to_proto()
-        for spec, m in zip(other.inputs, marked):
-            if m:
-                spec.shape[0].size = n
-        if other != mine:
+        for rows in tries:
+            if rows[0] and self._same_for_one_more(mine, args, rows, n):
+                break
+        else:
             return None
         # At most the bucket (other buckets have plans of their own), so the
         # kernels may index in 32 bits where that holds.
         bucket = 1 << (n - 1).bit_length()
-        for spec, m in zip(mine.inputs, marked):
+        for spec, m in zip(mine.inputs, rows):
             if m:
                 spec.shape[0].CopyFrom(pb.Dim(symbol=ROWS, hint=bucket, max=bucket))
         return mine
+
+    def _same_for_one_more(self, mine, args, rows, n):
+        """Whether the function translates to `mine` (a kfuse.v1.Chain) but
+        for dim 0 of the inputs `rows` marks with n + 1 rows there."""
+        probe = [(a.dtype, (n + 1, *a.shape[1:]) if m else tuple(a.shape), _layout(a))
+                 for a, m in zip(args, rows)]
+        try:
+            other = translate(self.graph(), probe, self.name)[0].to_proto()
+        except Unsupported:
+            return False
+        for spec, m in zip(other.inputs, rows):
+            if m:
+                spec.shape[0].size = n
+        return other == mine
 
     def _compile(self, client, chain, target, dev):
         resp = client.compile(chain, target=target, mode=self.mode, env=_environment(dev))

@@ -601,6 +601,24 @@ def test_dynamic_rows_share_one_plan_per_bucket(client):
     assert plan.inputs[0].shape[0].symbol == kt.ROWS and recording.calls == 3
 
 
+def test_dynamic_rows_leave_an_input_whose_size_merely_equals_the_count(client):
+    # 256 rows beside a [256] weight: the weight does not follow the rows (a
+    # probe with 257 of each fails), so the rows are a symbol of x alone.
+    recording = RecordingClient(client)
+    fn = lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6) * w  # noqa: E731
+    ff, launcher = _host_fused(fn, recording, mode="heuristic", dynamic=True)
+    w = torch.randn(256)
+    for rows in (256, 200):
+        x = torch.randn(rows, 256)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # Fused: no fallback warning.
+            torch.testing.assert_close(ff(x, w), fn(x, w))
+    assert recording.calls == 1 and len(launcher.launches) == 2
+    x_spec, w_spec = recording.chains[0].inputs
+    assert (x_spec.shape[0].symbol, x_spec.shape[0].hint) == (kt.ROWS, 256)
+    assert [d.size for d in w_spec.shape] == [256]
+
+
 def test_dynamic_rows_compile_per_shape_where_an_op_reads_the_count(client):
     recording = RecordingClient(client)
     fn = lambda x: x * (1.0 / x.shape[0])  # noqa: E731 (the count is a constant of the chain)
