@@ -43,7 +43,7 @@ void CheckSpec(const KernelSpec& spec, const Chain& chain, const KernelGroup& gr
     FUZZ_CHECK(src.find(s) == std::string::npos, "client text '" << s << "' in source\n" << src);
   }
   // Every input, in order; the intermediates it reads (other kernels'
-  // results), ascending; the outputs the group writes, ascending (those it
+  // results), ascending; the input slices it reads in place; the outputs the group writes, ascending (those it
   // computes, and ones naming an input or constant, which it copies; all of
   // them when it is the only kernel); the intermediates it writes (its
   // group's), ascending; then ascending symbols.
@@ -79,6 +79,13 @@ void CheckSpec(const KernelSpec& spec, const Chain& chain, const KernelGroup& gr
                    std::count(intermediates.begin(), intermediates.end(), node) == 1,
                "param " << i << " is not the next intermediate the kernel reads");
     last = node;
+  }
+  // Slices of inputs it reads in place: each an input's buffer again, at
+  // strides and an offset of its own.
+  while (i < spec.params.size() && spec.params[i].kind == KernelParam::Kind::kBuffer &&
+         spec.params[i].buffer.kind == BufferRef::Kind::kInput) {
+    FUZZ_CHECK(spec.params[i].buffer.index < n_in, "param " << i << " is a view of no input");
+    ++i;
   }
   last = -1;
   for (size_t k = 0; k < writes; ++k, ++i) {
