@@ -445,6 +445,7 @@ class StagedPartition {
     for (KernelGroup& k : p_.kernels) {
       if (std::find(k.results.begin(), k.results.end(), id) == k.results.end()) continue;
       k.intermediates.insert(std::upper_bound(k.intermediates.begin(), k.intermediates.end(), id), id);
+      absl::StrAppend(&k.reason, "; storing ", OpLabel(c_, id), ", an output it writes, for later kernels too");
       p_.intermediates.push_back(id);
       stored_.insert(id);
       return;
@@ -470,8 +471,17 @@ class StagedPartition {
   }
 
   // StoreRowResults for `consumer`: one row kernel per row shape, in the
-  // order `rows` (reductions along rows) come.
+  // order `rows` (reductions along rows) come. A result an earlier kernel
+  // writes (a chain output) is stored by that kernel instead of computed,
+  // and written, again.
   absl::Status StoreRowResultsByShape(int32_t consumer, std::vector<int32_t> rows) {
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [&](int32_t a) {
+                                if (!Written(a)) return false;
+                                StoreWritten(a);
+                                return true;
+                              }),
+               rows.end());
     while (!rows.empty()) {
       std::vector<int32_t> same, rest;
       for (int32_t a : rows) {

@@ -979,6 +979,27 @@ TEST(ViewsBesideReductionsTest, AnOutputWrittenBeforeItsViewsReductionIsStoredBy
   ExpectEveryKernelGenerates(t, *p);
 }
 
+// A row result that is an output (m = x.amax(-1, keepdim)), written by the
+// row kernel storing other results of its rows for a reduction over outer
+// axes, and read by a later reduction through a view ((x - m.reshape(N,
+// 1)).sum(-1)):
+// that kernel stores it too, rather than a second row kernel computing and
+// writing it again (a fuzzer finding).
+TEST(ViewsBesideReductionsTest, ARowResultWrittenBeforeItsViewsReductionIsStoredByItsKernel) {
+  const Chain t = reduce_test::ViewsBesideReductions(DType::kF32, 64, 128, 10);
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ExpectValidPlan(t, *p);
+  ExpectEveryKernelGenerates(t, *p);
+  std::vector<Family> families;
+  for (const KernelGroup& g : p->kernels) families.push_back(g.family);
+  EXPECT_EQ(families, (std::vector<Family>{Family::kRowReduction, Family::kReduction, Family::kPointwise,
+                                           Family::kRowReduction}));
+  const int32_t m = t.outputs[0];
+  EXPECT_THAT(p->kernels[0].intermediates, Contains(m));
+  EXPECT_THAT(p->kernels[0].reason, HasSubstr(absl::StrCat("storing ", OpLabel(t, m))));
+}
+
 // A pointwise kernel that reads an intermediate directly and through a
 // view (s != 0 beside s.reshape(N, 1)) names its buffer once (a fuzzer
 // finding: twice, a duplicate parameter NVRTC refused).
