@@ -43,10 +43,11 @@ void CheckSpec(const KernelSpec& spec, const Chain& chain, const KernelGroup& gr
     FUZZ_CHECK(src.find(s) == std::string::npos, "client text '" << s << "' in source\n" << src);
   }
   // Every input, in order; the intermediates it reads (other kernels'
-  // results), ascending; the input slices it reads in place; the outputs the group writes, ascending (those it
-  // computes, and ones naming an input or constant, which it copies; all of
-  // them when it is the only kernel); the intermediates it writes (its
-  // group's), ascending; then ascending symbols.
+  // results), ascending; the input slices it reads in place; the outputs
+  // the group writes, ascending (those it computes, and ones naming an
+  // input or constant, which it copies; all of them when it is the only
+  // kernel); the intermediates it writes (its group's), ascending; then
+  // ascending symbols.
   // A kernel may compute a node another kernel writes (element-wise work is
   // recomputed, not stored): what it writes are its results.
   const std::set<int32_t> computed(group.nodes.begin(), group.nodes.end());

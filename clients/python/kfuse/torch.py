@@ -49,10 +49,11 @@ the values are the same).
 dynamic=True (fx traces only) compiles one plan for any number of rows:
 dim 0 of the first input, and of each input whose dim 0 follows it (one
 that merely equals the count, a [256] weight beside 256 rows, keeps its
-size), is sent as the symbol ROWS ("rows"), hinted at (and at most) the power of two at or
-above the count, so kfused tunes for that bucket and checks the winner at
-other counts; a call of another count in the bucket takes the same plan
-with no RPC (traced and translated again, and bound on its first launch).
+size), is sent as the symbol ROWS ("rows"), hinted at (and at most) the
+power of two at or above the count, so kfused tunes for that bucket and
+checks the winner at other counts; a call of another count in the bucket
+takes the same plan with no RPC (traced and translated again, and bound on
+its first launch).
 Where an op depends on the count (a view's sizes, a division by it: the
 chain for one row more differs), or kfused does not generate the chain
 with the rows a symbol (UNIMPLEMENTED), the function compiles per shape as
