@@ -402,10 +402,7 @@ class StagedPartition {
   absl::StatusOr<bool> StoreViewedOperand(int32_t r, bool reductions_first) {
     const int32_t operand = c_.nodes[r].args[0];
     if (stored_.count(operand)) return true;
-    if (Written(operand)) {  // An output an earlier kernel writes: it stores it for `r` too.
-      StoreWritten(operand);
-      return true;
-    }
+    if (StoreWritten(operand)) return true;  // An output an earlier kernel writes, stored by it.
     std::set<int32_t> work = Work({operand});
     if (!ViewsFor(r, work).empty()) {
       std::vector<int32_t> rows;
@@ -440,16 +437,18 @@ class StagedPartition {
 
   // The earlier kernel writing `id` (a chain output: a row kernel writes the
   // outputs over the rows it stores results of) stores it for later kernels
-  // too, rather than a second kernel writing it again.
-  void StoreWritten(int32_t id) {
+  // too, rather than a second kernel writing it again; false where no kernel
+  // writes it yet.
+  bool StoreWritten(int32_t id) {
     for (KernelGroup& k : p_.kernels) {
       if (std::find(k.results.begin(), k.results.end(), id) == k.results.end()) continue;
       k.intermediates.insert(std::upper_bound(k.intermediates.begin(), k.intermediates.end(), id), id);
       absl::StrAppend(&k.reason, "; storing ", OpLabel(c_, id), ", an output it writes, for later kernels too");
       p_.intermediates.push_back(id);
       stored_.insert(id);
-      return;
+      return true;
     }
+    return false;
   }
 
   // Outputs computed through layout views from reductions along rows: those
@@ -475,12 +474,7 @@ class StagedPartition {
   // writes (a chain output) is stored by that kernel instead of computed,
   // and written, again.
   absl::Status StoreRowResultsByShape(int32_t consumer, std::vector<int32_t> rows) {
-    rows.erase(std::remove_if(rows.begin(), rows.end(),
-                              [&](int32_t a) {
-                                if (!Written(a)) return false;
-                                StoreWritten(a);
-                                return true;
-                              }),
+    rows.erase(std::remove_if(rows.begin(), rows.end(), [&](int32_t a) { return StoreWritten(a); }),
                rows.end());
     while (!rows.empty()) {
       std::vector<int32_t> same, rest;
