@@ -1072,6 +1072,24 @@ TEST(ViewsBesideReductionsTest, SlicesOfInputsKeepingTheVectorsAreReadInPlace) {
   }
 }
 
+// A constant that is a chain output is a node of the row kernel's chain
+// when the kernel reads a slice in place (its group then is no longer the
+// whole chain), as when it reads the input whole: both refuse the constant
+// output by name. It once failed a lookup instead (fuzz finding 27).
+TEST(ViewsBesideReductionsTest, AConstantOutputBesideASliceReadInPlaceIsRefusedByName) {
+  for (bool sliced : {false, true}) {
+    SCOPED_TRACE(sliced);
+    Chain c;
+    int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(64), Dim::Static(4096)}});
+    int32_t rows = sliced ? views_test::Slice(&c, x, 1, 0, 40) : c.AddOp(OpKind::kExp, {x});
+    int32_t seven = c.AddConstant(7);
+    c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceMax, rows, {1}, true), seven};
+    absl::StatusOr<Partition> p = PartitionChain(reduce_test::Finish(std::move(c)));
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
+    EXPECT_THAT(p.status().message(), HasSubstr("(constant): an output must be a whole row"));
+  }
+}
+
 // Element-wise outputs after a reduction over outer axes whose shapes do not
 // nest ([C] read from the column sums, and [R, 1]) are a pointwise kernel
 // each, not one over R x C; shapes that nest share one.

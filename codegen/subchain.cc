@@ -148,10 +148,14 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
     s.inputs.push_back(s.inputs[chain.nodes[v.input].input_index]);
     for (int32_t a = id; chain.nodes[a].kind == OpKind::kSlice; a = chain.nodes[a].args[0]) folded.insert(a);
   }
+  // A constant the group writes (a chain output) or reads is a node of its
+  // chain; inputs are there already.
+  const std::set<int32_t> results(group.results.begin(), group.results.end());
   for (int32_t id = 0; id < static_cast<int32_t>(chain.nodes.size()); ++id) {
     const Node& n = chain.nodes[id];
     bool used_constant = false;
     if (n.kind == OpKind::kConstant) {
+      used_constant = results.count(id) > 0;
       for (int32_t g : group.nodes) {
         const std::vector<int32_t>& args = chain.nodes[g].args;
         used_constant = used_constant || std::find(args.begin(), args.end(), id) != args.end();
@@ -170,7 +174,6 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
     to[id] = static_cast<int32_t>(c.nodes.size());
     c.nodes.push_back(std::move(copy));
   }
-  const std::set<int32_t> results(group.results.begin(), group.results.end());
   for (size_t j = 0; j < chain.outputs.size(); ++j) {
     if (!results.count(chain.outputs[j])) continue;
     c.outputs.push_back(to.at(chain.outputs[j]));
