@@ -1,15 +1,19 @@
 // The one pair of error-propagation macros, and KFUSE_CHECK for our own bugs.
 //
 // Bad input, NVRTC, the driver and SQLite return absl::Status; a broken
-// invariant of our own aborts with file and line (KFUSE_CHECK).
+// invariant of our own aborts with file and line (KFUSE_CHECK). We throw no
+// exceptions; CatchingBugs answers one a library call throws on a bug of ours.
 #ifndef KFUSE_CORE_STATUS_H_
 #define KFUSE_CORE_STATUS_H_
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define KFUSE_STATUS_CONCAT_INNER_(a, b) a##b
 #define KFUSE_STATUS_CONCAT_(a, b) KFUSE_STATUS_CONCAT_INNER_(a, b)
@@ -39,5 +43,23 @@
       std::abort();                                                       \
     }                                                                     \
   } while (0)
+
+namespace kfuse {
+
+// f() (returning absl::Status or absl::StatusOr), with an exception it
+// throws (std::map::at on a bug of ours, say) as INTERNAL naming `what` and
+// the exception. For work on a client's input in a request's handler: gRPC
+// answers a callback handler's exception as an UNIMPLEMENTED without a
+// message, which no caller can tell from an op not yet generated.
+template <typename F>
+auto CatchingBugs(absl::string_view what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, " met a bug of ours: ", e.what()));
+  }
+}
+
+}  // namespace kfuse
 
 #endif  // KFUSE_CORE_STATUS_H_

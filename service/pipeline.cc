@@ -345,10 +345,19 @@ absl::StatusOr<Prepared> Pipeline::Prepare(const v1::CompileRequest& request) co
   KFUSE_RETURN_IF_ERROR(CheckPolicy(request.policy()));
   KFUSE_RETURN_IF_ERROR(CheckLoggedText(request));
   Prepared p;
-  KFUSE_ASSIGN_OR_RETURN(Chain typed, TranslateChain(request.chain()));
-  p.chain = Canonicalize(typed);
-  // Unsupported ops are answered before a job starts.
-  KFUSE_ASSIGN_OR_RETURN(p.partition, PartitionChain(p.chain));
+  // Unsupported ops are answered before a job starts. A bug the client's
+  // chain meets here is its answer (INTERNAL, logged), not the process's.
+  const absl::Status planned = CatchingBugs("planning the chain", [&]() -> absl::Status {
+    KFUSE_ASSIGN_OR_RETURN(Chain typed, TranslateChain(request.chain()));
+    p.chain = Canonicalize(typed);
+    KFUSE_ASSIGN_OR_RETURN(p.partition, PartitionChain(p.chain));
+    return absl::OkStatus();
+  });
+  if (absl::IsInternal(planned)) {
+    LogEvent(LogLevel::kError, "planning_failed",
+             {{"request_id", request.request_id()}, {"error", planned.ToString()}});
+  }
+  KFUSE_RETURN_IF_ERROR(planned);
   if (p.partition.kernels.size() > kMaxPlanKernels) {
     return absl::UnimplementedError(absl::StrCat(
         "the chain partitions into ", p.partition.kernels.size(), " kernels; a plan holds at most ", kMaxPlanKernels,
