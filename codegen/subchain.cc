@@ -113,6 +113,12 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
   Chain& c = s.chain;
   c.symbols = chain.symbols;
   std::map<int32_t, int32_t> to;  // Node of `chain` -> node of `c`.
+  auto node_of = [&to](int32_t id, absl::string_view use) -> absl::StatusOr<int32_t> {
+    auto it = to.find(id);
+    if (it != to.end()) return it->second;
+    return absl::InternalError(
+        absl::StrCat("kernel group ", use, " node ", id, ", which neither it nor an earlier kernel computes"));
+  };
   for (int32_t id = 0; id < static_cast<int32_t>(chain.nodes.size()); ++id) {
     const Node& n = chain.nodes[id];
     if (n.kind != OpKind::kInput) continue;
@@ -164,24 +170,21 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
     if ((!mine.count(id) && !used_constant) || folded.count(id)) continue;
     Node copy = n;
     for (int32_t& a : copy.args) {
-      auto it = to.find(a);
-      if (it == to.end()) {
-        return absl::InternalError(absl::StrCat("kernel group reads node ", a,
-                                                " that neither it nor an earlier kernel computes"));
-      }
-      a = it->second;
+      KFUSE_ASSIGN_OR_RETURN(a, node_of(a, "reads"));
     }
     to[id] = static_cast<int32_t>(c.nodes.size());
     c.nodes.push_back(std::move(copy));
   }
   for (size_t j = 0; j < chain.outputs.size(); ++j) {
     if (!results.count(chain.outputs[j])) continue;
-    c.outputs.push_back(to.at(chain.outputs[j]));
+    KFUSE_ASSIGN_OR_RETURN(int32_t out, node_of(chain.outputs[j], "writes"));
+    c.outputs.push_back(out);
     c.output_names.push_back(j < chain.output_names.size() ? chain.output_names[j] : "");
     s.outputs.push_back(BufferRef{BufferRef::Kind::kOutput, static_cast<uint32_t>(j)});
   }
   for (int32_t id : group.intermediates) {
-    c.outputs.push_back(to.at(id));
+    KFUSE_ASSIGN_OR_RETURN(int32_t out, node_of(id, "stores"));
+    c.outputs.push_back(out);
     c.output_names.push_back(absl::StrCat("intermediate ", id));
     s.outputs.push_back(BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)});
   }
