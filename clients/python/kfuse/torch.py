@@ -81,10 +81,11 @@ get launch() each call.
 Fallbacks (never a wrong answer):
 - an op it cannot translate, a non-tensor argument, an input dtype chains
   do not have (uint8, int8, int16, float8, ...), a dtype or shape the
-  chain would get wrong, or a chain the server answers UNIMPLEMENTED: the
-  function runs eagerly for that signature, with one warning naming the
-  first such op (fallback="warn"), none ("silent"), or kfuse.KfuseError
-  UNIMPLEMENTED ("raise");
+  chain would get wrong, or a chain the server answers UNIMPLEMENTED or
+  INTERNAL (its own failure: a kernel it measured wrong, a bug it met):
+  the function runs eagerly for that signature, with one warning naming
+  the first such op or the server's message (fallback="warn"), none
+  ("silent"), or the kfuse.KfuseError ("raise");
 - kfused unreachable, not answering in time or busy (UNAVAILABLE,
   DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED): eager with one warning per
   function ("warn"), silent, or the kfuse.KfuseError (kfuse.ServerUnavailable
