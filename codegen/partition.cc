@@ -418,6 +418,9 @@ class StagedPartition {
         }
       }
       KFUSE_RETURN_IF_ERROR(StoreRowResultsByShape(r, std::move(rows)));
+      // The operand may be an output over those rows, which their kernel
+      // writes: it stores it too.
+      if (StoreWritten(operand)) return true;
       work = Work({operand});
     }
     const std::set<int32_t> views = ViewsFor(r, work);
@@ -588,6 +591,13 @@ class StagedPartition {
       k.reason = absl::StrCat("reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
                               ") stored for ", OpLabel(c_, consumer),
                               ", which reads reductions along rows of another shape too");
+    } else if (IsReduction(c_.nodes[consumer].kind) && !through.empty() && results.count(c_.nodes[consumer].args[0])) {
+      // The operand is an output over these rows: this kernel writes it, and
+      // StoreViewedOperand has it store it for the reduction too.
+      k.reason = absl::StrCat("reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
+                              ") for ", OpLabel(c_, c_.nodes[consumer].args[0]),
+                              ", an output computed through layout views (", Labels(through), ") that ",
+                              OpLabel(c_, consumer), " reduces");
     } else if (!IsReduction(c_.nodes[consumer].kind) || !through.empty()) {
       k.reason = absl::StrCat(
           "reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())), ") stored for ",

@@ -178,6 +178,9 @@ inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {
 //   10: m = x.amax(-1, keepdim) (an output), log(exp(x - m).sum(-1,
 //      keepdim)).sum(0) and (x - m.reshape(N, 1)).sum(-1): the row kernel
 //      storing the exp sums writes m and stores it for the view's kernel.
+//   11: o = (x - x.amax(-1, keepdim)) * arange(M) (an output over the
+//      rows, through an iota) and o.sum(0): the row kernel storing the row
+//      max for o's column sums writes o, and stores it for them.
 inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
   Chain c;
   int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
@@ -248,6 +251,15 @@ inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
       c.nodes[column].shape = {c.nodes[x].type.shape[0], Dim::Static(1)};
       c.outputs = {m, Reduce(&c, OpKind::kReduceSum, c.AddOp(OpKind::kLog, {sums}), {0}, false),
                    Reduce(&c, OpKind::kReduceSum, c.AddOp(OpKind::kSub, {x, column}), {1}, false)};
+      break;
+    }
+    case 11: {
+      int32_t index = c.AddOp(OpKind::kIota, {});
+      c.nodes[index].shape = {Dim::Static(m)};
+      c.nodes[index].dtype = DType::kI32;
+      int32_t o = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kSub, {x, Reduce(&c, OpKind::kReduceMax, x, {1}, true)}),
+                                         c.AddCast(index, t)});
+      c.outputs = {o, Reduce(&c, OpKind::kReduceSum, o, {0}, false)};
       break;
     }
     default: {

@@ -132,6 +132,7 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"two_row_shapes_summed_f32", reduce_test::TwoRowShapes(DType::kF32, -1027, 1000, 64, true)},
       {"views_output_stored_for_column_sums_f32", reduce_test::ViewsBesideReductions(DType::kF32, -1027, 1000, 9)},
       {"views_row_max_stored_for_a_view_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -1027, 1000, 10)},
+      {"views_row_output_for_column_sums_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -1027, 1000, 11)},
   };
   // KFUSE_GPU_CASES: only the cases whose names hold it, or one of its
   // comma-separated parts (each case keeps its inputs: the seed is its
