@@ -591,7 +591,8 @@ class StagedPartition {
       k.reason = absl::StrCat("reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
                               ") stored for ", OpLabel(c_, consumer),
                               ", which reads reductions along rows of another shape too");
-    } else if (IsReduction(c_.nodes[consumer].kind) && !through.empty() && results.count(c_.nodes[consumer].args[0])) {
+    } else if (IsReduction(c_.nodes[consumer].kind) && !through.empty() &&
+               results.count(c_.nodes[consumer].args[0])) {
       // The operand is an output over these rows: this kernel writes it, and
       // StoreViewedOperand has it store it for the reduction too.
       k.reason = absl::StrCat("reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),
