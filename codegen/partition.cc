@@ -418,8 +418,8 @@ class StagedPartition {
         }
       }
       KFUSE_RETURN_IF_ERROR(StoreRowResultsByShape(r, std::move(rows)));
-      // The operand may be an output over those rows, which their kernel
-      // writes: it stores it too.
+      // The operand may be among those rows' results, or an output over
+      // those rows, which their kernel writes: it stores it too.
       if (StoreWritten(operand)) return true;
       work = Work({operand});
     }
@@ -441,8 +441,9 @@ class StagedPartition {
   // The earlier kernel writing `id` (a chain output: a row kernel writes the
   // outputs over the rows it stores results of) stores it for later kernels
   // too, rather than a second kernel writing it again; false where no kernel
-  // writes it yet.
+  // writes it yet. True, and nothing more, where one stores it already.
   bool StoreWritten(int32_t id) {
+    if (stored_.count(id)) return true;
     for (KernelGroup& k : p_.kernels) {
       if (std::find(k.results.begin(), k.results.end(), id) == k.results.end()) continue;
       k.intermediates.insert(std::upper_bound(k.intermediates.begin(), k.intermediates.end(), id), id);
@@ -592,7 +593,7 @@ class StagedPartition {
                               ") stored for ", OpLabel(c_, consumer),
                               ", which reads reductions along rows of another shape too");
     } else if (IsReduction(c_.nodes[consumer].kind) && !through.empty() &&
-               results.count(c_.nodes[consumer].args[0])) {
+               results.count(c_.nodes[consumer].args[0]) && !kept.count(c_.nodes[consumer].args[0])) {
       // The operand is an output over these rows: this kernel writes it, and
       // StoreViewedOperand has it store it for the reduction too.
       k.reason = absl::StrCat("reductions along rows (", Labels(std::set<int32_t>(rows.begin(), rows.end())),

@@ -1015,6 +1015,22 @@ TEST(ViewsBesideReductionsTest, AnOutputARowKernelWritesIsStoredByItForLaterKern
   }
 }
 
+// A total whose operand reads a view (((x - x.amax(-1, keepdim)) *
+// w.reshape(N, 1)).sum()), split into row sums and their sum over N: the
+// row kernel storing the row max for that sum stores the row sums once (a
+// fuzzer finding, after finding 28's fix: twice, as a row result and again
+// as a result it writes).
+TEST(ViewsBesideReductionsTest, ARowResultAnOuterReductionReadsIsStoredOnce) {
+  const Chain t = reduce_test::ViewsBesideReductions(DType::kF32, 64, 128, 12);
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ExpectValidPlan(t, *p);
+  ExpectEveryKernelGenerates(t, *p);
+  std::vector<Family> families;
+  for (const KernelGroup& g : p->kernels) families.push_back(g.family);
+  EXPECT_EQ(families, (std::vector<Family>{Family::kRowReduction, Family::kReduction}));
+}
+
 // A pointwise kernel that reads an intermediate directly and through a
 // view (s != 0 beside s.reshape(N, 1)) names its buffer once (a fuzzer
 // finding: twice, a duplicate parameter NVRTC refused).

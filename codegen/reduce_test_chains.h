@@ -181,6 +181,9 @@ inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {
 //   11: o = (x - x.amax(-1, keepdim)) * arange(M) (an output over the
 //      rows, through an iota) and o.sum(0): the row kernel storing the row
 //      max for o's column sums writes o, and stores it for them.
+//   12: ((x - x.amax(-1, keepdim)) * w.reshape(N, 1)).sum(), w [N]: the
+//      total split into row sums through a view and their sum over N; the
+//      row kernel storing the row max for that sum stores the row sums too.
 inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
   Chain c;
   int32_t x = c.AddInput(TensorType{t, {Size(&c, n, "n"), Dim::Static(m)}});
@@ -260,6 +263,14 @@ inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
       int32_t o = c.AddOp(OpKind::kMul, {c.AddOp(OpKind::kSub, {x, Reduce(&c, OpKind::kReduceMax, x, {1}, true)}),
                                          c.AddCast(index, t)});
       c.outputs = {o, Reduce(&c, OpKind::kReduceSum, o, {0}, false)};
+      break;
+    }
+    case 12: {
+      int32_t w = c.AddInput(TensorType{t, {c.nodes[x].type.shape[0]}});
+      int32_t column = c.AddOp(OpKind::kReshape, {w});
+      c.nodes[column].shape = {c.nodes[x].type.shape[0], Dim::Static(1)};
+      int32_t d = c.AddOp(OpKind::kSub, {x, Reduce(&c, OpKind::kReduceMax, x, {1}, true)});
+      c.outputs = {Reduce(&c, OpKind::kReduceSum, c.AddOp(OpKind::kMul, {d, column}), {0, 1}, true)};
       break;
     }
     default: {

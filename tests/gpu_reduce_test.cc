@@ -133,6 +133,7 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"views_output_stored_for_column_sums_f32", reduce_test::ViewsBesideReductions(DType::kF32, -1027, 1000, 9)},
       {"views_row_max_stored_for_a_view_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -1027, 1000, 10)},
       {"views_row_output_for_column_sums_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -1027, 1000, 11)},
+      {"views_weighted_total_f32", reduce_test::ViewsBesideReductions(DType::kF32, -1027, 1000, 12)},
   };
   // KFUSE_GPU_CASES: only the cases whose names hold it, or one of its
   // comma-separated parts (each case keeps its inputs: the seed is its

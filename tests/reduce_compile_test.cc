@@ -65,6 +65,7 @@ TEST(ReduceCompileTest, EveryKernelAndVariantCompiles) {
       {"views_output_stored_for_column_sums_f32", reduce_test::ViewsBesideReductions(DType::kF32, -4096, 1000, 9)},
       {"views_row_max_stored_for_a_view_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -4096, 1000, 10)},
       {"views_row_output_for_column_sums_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -4096, 1000, 11)},
+      {"views_weighted_total_f32", reduce_test::ViewsBesideReductions(DType::kF32, -4096, 1000, 12)},
   };
   for (const auto& [name, c] : chains) {
     absl::StatusOr<Partition> p = PartitionChain(c);
