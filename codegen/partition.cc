@@ -401,8 +401,8 @@ class StagedPartition {
   // nothing is done for such an operand, and the answer is false.
   absl::StatusOr<bool> StoreViewedOperand(int32_t r, bool reductions_first) {
     const int32_t operand = c_.nodes[r].args[0];
-    if (stored_.count(operand)) return true;
-    if (StoreWritten(operand)) return true;  // An output an earlier kernel writes, stored by it.
+    // Stored already, or an output an earlier kernel writes, stored by it.
+    if (StoreWritten(operand)) return true;
     std::set<int32_t> work = Work({operand});
     if (!ViewsFor(r, work).empty()) {
       std::vector<int32_t> rows;
