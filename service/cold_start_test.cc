@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -278,18 +279,28 @@ TEST_F(ColdStartTest, ARefusalTheStoreCouldNotKeepOutlastsARereadOfTheStore) {
 
 // A plan of several kernels tunes each in turn; every progress message says
 // which kernel of how many its trial is of, each counting its own trials.
-TEST(TuneProgressTest, EachKernelOfAPlanIsNamedInItsTrials) {
-  FakeCompiler compiler;
-  FakeGpu gpu;
-  std::unique_ptr<Store> store = *Store::Open({.path = TestStorePath()});
-  Pipeline pipeline(service_testing::FakeGpuDeps(&compiler, store.get(), &gpu), PipelineOptions{});
-  v1::CompileRequest req = service_testing::ColumnSoftmax();
-  req.mutable_policy()->set_mode(v1::TuningPolicy::MODE_QUICK);
-  absl::StatusOr<Prepared> p = pipeline.Prepare(req);
-  ASSERT_TRUE(p.ok()) << p.status();
-  ASSERT_EQ(p->partition.kernels.size(), 3u);
+// A pipeline on a fake GPU, and a column softmax (a plan of three kernels)
+// prepared for it, tuned quickly.
+class PlanBuildTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    v1::CompileRequest req = service_testing::ColumnSoftmax();
+    req.mutable_policy()->set_mode(v1::TuningPolicy::MODE_QUICK);
+    absl::StatusOr<Prepared> p = pipeline_.Prepare(req);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->partition.kernels.size(), 3u);
+    prepared_ = *std::move(p);
+  }
+  FakeCompiler compiler_;
+  FakeGpu gpu_;
+  std::unique_ptr<Store> store_ = *Store::Open({.path = TestStorePath()});
+  Pipeline pipeline_{service_testing::FakeGpuDeps(&compiler_, store_.get(), &gpu_), PipelineOptions{}};
+  Prepared prepared_;
+};
+
+TEST_F(PlanBuildTest, EachKernelOfAPlanIsNamedInItsTrials) {
   std::vector<v1::TuneProgress> seen;
-  auto built = pipeline.Build(*p, [&](const v1::TuneProgress& m) { seen.push_back(m); }, nullptr);
+  auto built = pipeline_.Build(prepared_, [&](const v1::TuneProgress& m) { seen.push_back(m); }, nullptr);
   ASSERT_TRUE(built.ok()) << built.status();
   ASSERT_FALSE(seen.empty());
   std::vector<uint32_t> kernels;
@@ -304,6 +315,19 @@ TEST(TuneProgressTest, EachKernelOfAPlanIsNamedInItsTrials) {
     }
   }
   EXPECT_EQ(kernels, (std::vector<uint32_t>{0, 1, 2}));
+}
+
+// A bug a build meets (an exception, here from its progress callback) is
+// that request's INTERNAL answer, naming it; the job's thread, and so the
+// process, goes on, and the next build of the chain succeeds.
+TEST_F(PlanBuildTest, AnExceptionInABuildIsAnsweredAsInternalAndTheNextBuildSucceeds) {
+  auto thrown = pipeline_.Build(
+      prepared_, [](const v1::TuneProgress&) { throw std::out_of_range("map::at"); }, nullptr);
+  EXPECT_EQ(thrown.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(thrown.status().message(), HasSubstr("building the plan met a bug of ours: map::at"));
+  auto built = pipeline_.Build(prepared_, nullptr, nullptr);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->plan().kernels_size(), 3);
 }
 
 // The seed is wrong but another candidate is right: the tuned kernel serves

@@ -714,7 +714,7 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
   // lease: nodes that miss the key meanwhile do not wait for it.
   if (fleet == nullptr || options_.read_only || p.request.policy().force() ||
       (p.can_tune && p.mode == TuneMode::kHeuristic)) {
-    return BuildHere(p, progress, cancel);
+    return BuildGuarded(p, progress, cancel);
   }
   // One node of the fleet builds a key; the others wait for its result.
   const bool wants_tuning = p.can_tune && p.mode != TuneMode::kHeuristic;
@@ -732,8 +732,25 @@ absl::StatusOr<v1::CompileResponse> Pipeline::Build(const Prepared& p, const Pro
       return *std::move(r);
     }
   }
-  absl::StatusOr<v1::CompileResponse> r = BuildHere(p, progress, cancel);
+  absl::StatusOr<v1::CompileResponse> r = BuildGuarded(p, progress, cancel);
   fleet->EndTurn(p.key, turn);
+  return r;
+}
+
+absl::StatusOr<v1::CompileResponse> Pipeline::BuildGuarded(const Prepared& p, const ProgressFn& progress,
+                                                           const std::atomic<bool>* cancel) const {
+  // A build runs on a job thread, where an exception would end the process:
+  // a bug the chain meets in a generator is this request's answer (INTERNAL,
+  // logged), and the fleet's turn above is still ended.
+  bool returned = false;
+  absl::StatusOr<v1::CompileResponse> r = CatchingBugs("building the plan", [&] {
+    absl::StatusOr<v1::CompileResponse> built = BuildHere(p, progress, cancel);
+    returned = true;
+    return built;
+  });
+  if (!returned) {
+    LogEvent(LogLevel::kError, "build_failed", {{"request_id", p.request.request_id()}, {"error", r.status().ToString()}});
+  }
   return r;
 }
 

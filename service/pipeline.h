@@ -211,6 +211,10 @@ class Pipeline {
   // Builds without the fleet's lease (Build wraps it).
   absl::StatusOr<v1::CompileResponse> BuildHere(const Prepared& p, const ProgressFn& progress,
                                                 const std::atomic<bool>* cancel) const;
+  // BuildHere, answering an exception it throws as INTERNAL (logged as
+  // build_failed) instead of ending the process.
+  absl::StatusOr<v1::CompileResponse> BuildGuarded(const Prepared& p, const ProgressFn& progress,
+                                                   const std::atomic<bool>* cancel) const;
   Metrics& metrics() const { return deps_.metrics != nullptr ? *deps_.metrics : NullMetrics(); }
   // Leaves a repro bundle for `variant` of kernel `index`; a failure to write
   // it is logged, never returned.
