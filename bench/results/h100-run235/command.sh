@@ -18,6 +18,7 @@
 # strided input (one kernel, element by element), as a slice (a pointwise
 # copy, then the row kernel) and dense; a transposed f32 softmax.
 # Prepared, not yet run (no device could be started on 2026-12-07).
+# STRIDED_ONLY=1 stops after the strided timing; TESTS_ONLY=1 after the tests.
 # Made here: bash bench/gpu/prepare.sh; build/gpu-bundle packed as
 # build/gpu-run235.tar.xz; .gpu/pysite by
 # pip install --no-deps --target .gpu/pysite ./clients/python.
@@ -50,6 +51,13 @@ fi
 KFUSE_SERVER=127.0.0.1:7431 PYTHONPATH=$PWD/.gpu/pysite timeout 80 python3 bench/gpu/strided_timing.py \
   > $OUT/strided_timing.txt 2>&1
 echo "strided timing rc=$? $((SECONDS - start)) s" >> $OUT/strided_timing.txt
+if [ -n "${STRIDED_ONLY:-}" ]; then  # STRIDED_ONLY=1: the tests and the strided timing, under 250 s.
+  kill $kpid
+  for f in $OUT/gpu_row_strided.txt $OUT/gpu_reduce.txt; do tail -n 1 $f; grep -E "Failure" $f | head; done
+  tail -n 4 $OUT/python_tests.txt
+  cat $OUT/strided_timing.txt
+  exit 0
+fi
 KFUSE_SERVER=127.0.0.1:7431 PYTHONPATH=$PWD/.gpu/pysite timeout 100 python3 bench/gpu/dynamic_rows_timing.py \
   > $OUT/dynamic_rows_timing.txt 2>&1
 echo "dynamic rows timing rc=$? $((SECONDS - start)) s" >> $OUT/dynamic_rows_timing.txt
