@@ -17,8 +17,9 @@
 # same norm of a dense [tokens, 1024]; the padded vocabulary's softmax as a
 # strided input (one kernel, element by element), as a slice (a pointwise
 # copy, then the row kernel) and dense; a transposed f32 softmax.
-# Prepared, not yet run (no device could be started on 2026-12-07).
 # STRIDED_ONLY=1 stops after the strided timing; TESTS_ONLY=1 after the tests.
+# Run on 2026-12-07 (an H100) as `STRIDED_ONLY=1 bash command.sh`, then, on
+# the same machine, command2.sh (the tuned times and the dynamic rows).
 # Made here: bash bench/gpu/prepare.sh; build/gpu-bundle packed as
 # build/gpu-run235.tar.xz; .gpu/pysite by
 # pip install --no-deps --target .gpu/pysite ./clients/python.
