@@ -116,7 +116,8 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"sum_normalized_twin_wide_f32", row_test::SumNormalized(DType::kF32, 333, 50257)},
       {"int_row_sum", row_test::IntRowSum(-1027, 1000)},
       {"int_row_sum_wide", row_test::IntRowSum(333, 50257)},
-      // Layout views beside reductions: computed by pointwise kernels.
+      // Layout views beside reductions: computed by pointwise kernels, but
+      // the slice, which its row kernel reads in place, element by element.
       {"views_slice_softmax_bf16", reduce_test::ViewsBesideReductions(DType::kBF16, -1027, 1000, 0)},
       {"views_transpose_softmax_f32", reduce_test::ViewsBesideReductions(DType::kF32, 333, 1000, 1)},
       {"views_transpose_plus_sums_f32", reduce_test::ViewsBesideReductions(DType::kF32, 512, 512, 2)},
