@@ -749,7 +749,8 @@ absl::StatusOr<v1::CompileResponse> Pipeline::BuildGuarded(const Prepared& p, co
     return built;
   });
   if (!returned) {
-    LogEvent(LogLevel::kError, "build_failed", {{"request_id", p.request.request_id()}, {"error", r.status().ToString()}});
+    LogEvent(LogLevel::kError, "build_failed",
+             {{"request_id", p.request.request_id()}, {"error", r.status().ToString()}});
   }
   return r;
 }
