@@ -50,8 +50,7 @@ std::optional<InputView> AsInputView(const Chain& chain, int32_t id) {
 bool ReadInPlace(const Chain& chain, int32_t id) {
   const Node& n = chain.nodes[id];
   if (n.kind != OpKind::kSlice || n.type.rank() == 0) return false;
-  const std::optional<InputView> v = AsInputView(chain, id);
-  if (!v) return false;
+  if (!AsInputView(chain, id)) return false;
   // An output is written, not read; a slice it takes of a slice that
   // something else reads too is no view of its own.
   if (std::find(chain.outputs.begin(), chain.outputs.end(), id) != chain.outputs.end()) return false;
