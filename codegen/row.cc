@@ -55,24 +55,41 @@ bool VariesByRow(const Chain& c, const RowStructure& r, int32_t id) {
   return false;
 }
 
-// Whether every per-element input is laid out as the rows are, so that one
-// misalignment (row r starts at element r * W) serves every buffer and a
-// row can be peeled to its first aligned vector.
-bool Peelable(const Chain& c, const RowStructure& r) {
-  for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
-    if (c.nodes[id].kind != OpKind::kInput || r.cls[id] != RowStructure::Class::kElement) continue;
-    if (r.reduced_frame[id] || c.nodes[id].type.shape != r.row_shape) return false;
-  }
-  return true;
+// Whether vectors of `vec` read input `id` where they lie: each of its
+// rows starts at the dense rows' phase (modulo the vector, or where rows
+// are peeled modulo `align`, their phase varying from row to row, which
+// only an input laid out as the rows are keeps).
+bool InPhase(const Chain& c, const RowStructure& r, int32_t id, int64_t vec, bool peel,
+             int64_t align) {
+  const Node& n = c.nodes[id];
+  if (peel && (r.reduced_frame[id] || n.type.shape != r.row_shape)) return false;
+  return kfuse::StridedRowsMisfit(n, r.row_shape, vec, peel, align).empty();
 }
 
-// StridedRowsMisfit for every per-element input of `c`.
-std::string StridedRowsMisfit(const Chain& c, const RowStructure& r, int64_t vec, bool peel,
-                              int64_t align) {
+// Why vectors of `vec` cannot read input `id` at all, or empty where they
+// can: in phase, or through windows (kf_ldw), which need consecutive
+// elements and vectors of at least 4 bytes.
+std::string Unreadable(const Chain& c, const RowStructure& r, int32_t id, int64_t vec, bool peel,
+                       int64_t align) {
+  if (vec == 1 || InPhase(c, r, id, vec, peel, align)) return "";
+  const Node& n = c.nodes[id];
+  if (!n.strides.empty() && n.strides.back() != 1 && n.type.shape.back() != Dim::Static(1)) {
+    return kfuse::StridedRowsMisfit(n, r.row_shape, vec, peel, align);
+  }
+  if (vec * DTypeBytes(StorageDType(n)) < 4) {
+    return absl::StrCat("vec ", vec, " reads input ", n.input_index,
+                        " off the dense rows' phase in vectors of fewer than 4 bytes");
+  }
+  return "";
+}
+
+// The first of Unreadable's answers for the per-element inputs of `c`.
+std::string Unreadable(const Chain& c, const RowStructure& r, int64_t vec, bool peel,
+                       int64_t align) {
   for (int32_t id = 0; id < static_cast<int32_t>(c.nodes.size()); ++id) {
     if (c.nodes[id].kind != OpKind::kInput || r.cls[id] != RowStructure::Class::kElement) continue;
-    std::string misfit = kfuse::StridedRowsMisfit(c.nodes[id], r.row_shape, vec, peel, align);
-    if (!misfit.empty()) return misfit;
+    std::string why = Unreadable(c, r, id, vec, peel, align);
+    if (!why.empty()) return why;
   }
   return "";
 }
@@ -189,13 +206,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   // The fp64 yardstick is the plainest schedule of the variant: scalar
   // accesses, a loop over the row.
   const bool reference = numerics == Numerics::kReference64;
-  if (r.width.is_static() && r.width.size % vec != 0) {
-    if (!Peelable(chain, r)) {
-      return BadParam(variant, absl::StrCat("vec ", vec, " does not divide the row width ",
-                                            r.width.size, " (inputs of other shapes than the row)"));
-    }
-    p.peel = !reference && vec > 1;
-  }
+  if (r.width.is_static() && r.width.size % vec != 0) p.peel = !reference && vec > 1;
   p.vec = reference ? 1 : static_cast<int>(vec);
   p.threads = static_cast<int>(threads);
   p.rows_per_block = static_cast<int>(rows);
@@ -251,8 +262,17 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     }
   }
   if (p.peel && p.align < p.vec) p.align = p.vec;
-  if (std::string misfit = StridedRowsMisfit(chain, r, p.vec, p.peel, p.align); !misfit.empty()) {
-    return BadParam(variant, misfit);
+  for (int32_t id : p.elem_inputs) {
+    if (p.vec == 1 || InPhase(chain, r, id, p.vec, p.peel, p.align)) continue;
+    if (std::string why = Unreadable(chain, r, id, p.vec, p.peel, p.align); !why.empty()) {
+      return BadParam(variant, why);
+    }
+    // Bulk copies move a row's aligned 16-byte units.
+    if (p.bulk && std::find(p.held_inputs.begin(), p.held_inputs.end(), id) != p.held_inputs.end()) {
+      return BadParam(variant, absl::StrCat("resident=3 copies input ", chain.nodes[id].input_index,
+                                            "'s rows whole, and they start off the dense rows' phase"));
+    }
+    p.window_inputs.push_back(id);
   }
   if (slices > 1 && !reference) {
     if (p.peel) return BadParam(variant, "sliced rows need vec to divide the row width");
@@ -310,6 +330,10 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
       p.preconditions.push_back(std::move(c));
     };
     for (int32_t id : p.elem_inputs) {
+      // A window's reads are aligned wherever the input lies.
+      if (std::find(p.window_inputs.begin(), p.window_inputs.end(), id) != p.window_inputs.end()) {
+        continue;
+      }
       const Node& n = chain.nodes[id];
       aligned(BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(n.input_index)},
               StorageDType(n), "input");
@@ -466,7 +490,6 @@ struct Shape {
   int widest = 4;
   int elem_inputs = 1;
   std::vector<int> vecs;  // Legal without a runtime precondition, widest first.
-  bool peelable = false;
   std::vector<int> peel_vecs;  // The row peeled (see Plan::peel); widest first.
 };
 
@@ -484,16 +507,15 @@ Shape ShapeOf(const Chain& chain) {
     }
   }
   s.elem_inputs = std::max(s.elem_inputs, 1);
-  s.peelable = row_internal::Peelable(chain, *r);
   for (int v : {8, 4, 2, 1}) {
     if (v * s.widest <= 16 && (v == 1 || (s.width > 0 && s.width % v == 0)) &&
-        row_internal::StridedRowsMisfit(chain, *r, v, false, v).empty()) {
+        row_internal::Unreadable(chain, *r, v, false, v).empty()) {
       s.vecs.push_back(v);
     }
   }
   for (int v : {8, 4, 2}) {  // Rows peeled to their first aligned vector.
-    if (v * s.widest <= 16 && s.width > 0 && s.width % v != 0 && s.peelable &&
-        row_internal::StridedRowsMisfit(chain, *r, v, true, v).empty()) {
+    if (v * s.widest <= 16 && s.width > 0 && s.width % v != 0 &&
+        row_internal::Unreadable(chain, *r, v, true, v).empty()) {
       s.peel_vecs.push_back(v);
     }
   }

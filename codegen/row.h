@@ -71,7 +71,10 @@ namespace kfuse {
 // row/18: i64 sums, max and min; rows sliced over the grid (slices).
 // row/19: f32 sums written as they are (or only added to) add in double in
 // each thread, also where a thread adds many terms (no compensation).
-inline constexpr char kRowGeneratorVersion[] = "row/19";
+// row/20: inputs whose rows start off the dense rows' phase read in vectors
+// through windows (two aligned reads, shifted), where they were read
+// element by element.
+inline constexpr char kRowGeneratorVersion[] = "row/20";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes, or a
@@ -90,12 +93,13 @@ absl::StatusOr<KernelSpec> EmitRow(const Chain& chain, const KernelGroup& group,
 absl::Status CanGenerateRow(const Chain& chain, const KernelGroup& group, const Variant& variant);
 
 // Why vectors of `vec` cannot read per-element input `input` (at strides of
-// its own, or an offset into its buffer) of rows `row_shape`, or empty
-// where they can: each of its rows must start at the phase the dense rows
-// start at, modulo the vector (a multiple of it, rows not peeled) or,
-// peeled (a static width not a multiple of `vec`), modulo `align` (the
-// vector, or a bulk-staged row's line); a row whose elements are not
-// consecutive (a transposed tensor's) is read element by element.
+// its own, or an offset into its buffer) of rows `row_shape` as they read
+// the dense rows, or empty where they can: each of its rows must start at
+// the phase the dense rows start at, modulo the vector (a multiple of it,
+// rows not peeled) or, peeled (a static width not a multiple of `vec`),
+// modulo `align` (the vector, or a bulk-staged row's line). An input whose
+// rows start elsewhere is read through windows (row/20); one whose row's
+// elements are not consecutive (a transposed tensor's), element by element.
 std::string StridedRowsMisfit(const Node& input, const std::vector<Dim>& row_shape, int64_t vec, bool peel,
                               int64_t align);
 

@@ -134,6 +134,60 @@ __device__ __forceinline__ void kf_sth(T* p, const T v, unsigned long long pol) 
 }
 )";
 
+// Vectors of inputs whose rows start off the dense rows' phase
+// (Plan::window_inputs): the aligned vectors holding a vector's first and
+// last bytes, each read whole, and the bytes between funnel-shifted out of
+// them (a 16-byte vector: 2 loads, 11 selects and 4 shifts). Each aligned read holds a byte of the vector asked for, so neither
+// reaches memory outside the 16-byte units the tensor touches. The shift
+// (the address modulo the vector) is the same for all of a row's vectors.
+constexpr char kWindowLoad[] = R"(template <int N>
+struct alignas(N) kf_words { unsigned u[N / 4]; };
+template <typename T, bool kHint>
+__device__ __forceinline__ T kf_ldw_(const void* p, unsigned long long pol) {
+  constexpr int N = sizeof(T), K = N / 4;
+  static_assert(N == 4 || N == 8 || N == 16, "windows read 4, 8 or 16 bytes");
+  using W = kf_words<N>;
+  const unsigned long long a = reinterpret_cast<unsigned long long>(p);
+  const unsigned s = static_cast<unsigned>(a) & (N - 1);
+  const W* lo = reinterpret_cast<const W*>(a - s);
+  const W* hi = reinterpret_cast<const W*>((a + N - 1) & ~static_cast<unsigned long long>(N - 1));
+  W x, y;
+  if constexpr (kHint) {
+    x = kf_ldh(lo, pol);
+    y = kf_ldh(hi, pol);
+  } else {
+    x = *lo;
+    y = *hi;
+  }
+  unsigned w[2 * K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    w[i] = x.u[i];
+    w[K + i] = y.u[i];
+  }
+  const unsigned q = s >> 2, r = (s & 3) * 8;
+  if constexpr (K == 4) {
+#pragma unroll
+    for (int i = 0; i < K + 2; ++i) w[i] = (q & 2) ? w[i + 2] : w[i];
+  }
+  if constexpr (K >= 2) {
+#pragma unroll
+    for (int i = 0; i < K + 1; ++i) w[i] = (q & 1) ? w[i + 1] : w[i];
+  }
+  T v;
+  unsigned* o = reinterpret_cast<unsigned*>(&v);
+#pragma unroll
+  for (int i = 0; i < K; ++i) o[i] = __funnelshift_r(w[i], w[i + 1], r);
+  return v;
+}
+template <typename T>
+__device__ __forceinline__ T kf_ldw(const void* p) { return kf_ldw_<T, false>(p, 0); }
+template <typename T>
+__device__ __forceinline__ T kf_ldwh(const void* p, unsigned long long pol) {
+  return kf_ldw_<T, true>(p, pol);
+}
+)";
+
 // Rows split over a cluster of blocks (sm_90): each block's partial value
 // meets the others' through distributed shared memory. Every block of the
 // cluster combines the partials in rank order, so all get the same value.
@@ -300,6 +354,7 @@ class Writer {
         r_.width.is_static() ? absl::StrCat(r_.width.size) : "symbolic", ", ", r_.phases.size(),
         " reduction phase(s), ", v.ToString(), ", numerics ", NumericsName(p_.numerics), ".\n",
         CudaPrelude(needs_), kTeamReduce, Hinted() || p_.policy ? kCacheHints : "",
+        p_.window_inputs.empty() ? "" : kWindowLoad,
         p_.split > 1 ? kClusterReduce : "", p_.slices > 1 ? kSlicesReduce : "", p_.bulk ? kBulkCopy : "",
         p_.bulk && HasFullRowOutput() ? kVecStore : "", funcs, body);
     Source src;
@@ -602,7 +657,15 @@ class Writer {
         src == Src::kGlobalAndStage || (last != last_read_.end() && last->second == pass_)
             ? "kf_stream"
             : "kf_keep";
+    // An input off the dense rows' phase: its vectors through windows.
+    const bool window = vec > 1 && src != Src::kStage &&
+                        std::find(p_.window_inputs.begin(), p_.window_inputs.end(), id) !=
+                            p_.window_inputs.end();
     auto read = [&](const std::string& type) {
+      if (window) {
+        return hinted ? absl::StrCat("kf_ldwh<", type, ">(", at, ", ", policy, ")")
+                      : absl::StrCat("kf_ldw<", type, ">(", at, ")");
+      }
       return hinted ? absl::StrCat("kf_ldh(reinterpret_cast<const ", type, "*>(", at, "), ",
                                    policy, ")")
                     : absl::StrCat("*reinterpret_cast<const ", type, "*>(", at, ")");

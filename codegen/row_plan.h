@@ -75,6 +75,11 @@ struct Plan {
   // that differ from row to row); the rest (a norm's weight, say) are read
   // where they are used, from cache.
   std::vector<int32_t> held_inputs;
+  // vec > 1: the per-element inputs whose rows do not start at the dense
+  // rows' phase (a padded vocabulary's slice, a norm's weight beside a
+  // peeled row): each vector of theirs is read as the two aligned vectors
+  // that hold its first and last elements, shifted into place (kf_ldw).
+  std::vector<int32_t> window_inputs;
   std::vector<int32_t> symbols;         // Symbols of the row shape, ascending.
   std::vector<Precondition> preconditions;
 };

@@ -178,7 +178,7 @@ TEST(RowVariantTest, IllegalVariantsNameTheParam) {
               HasSubstr("resident rows need 256 registers per thread; at most 128"));
   // An odd width: rows are peeled to their first aligned vector (resident
   // rows hold one more element a thread); inputs laid out otherwise than
-  // the rows cannot be.
+  // the rows are read through windows, of 4 bytes or more.
   Chain odd = row_test::Softmax(DType::kF32, 8, 50257);
   EXPECT_TRUE(CanGenerateRow(odd, Group(odd), v(4, 1024, 1, 0)).ok());
   EXPECT_THAT(std::string(CanGenerateRow(odd, Group(odd), v(4, 1024, 1, 1)).message()),
@@ -186,9 +186,19 @@ TEST(RowVariantTest, IllegalVariantsNameTheParam) {
   Chain odd_narrow = row_test::Softmax(DType::kF32, 8, 1001);
   EXPECT_TRUE(CanGenerateRow(odd_narrow, Group(odd_narrow), v(4, 128, 1, 1)).ok());
   Chain odd_norm = row_test::LayerNorm(DType::kF32, 8, 1001);
-  EXPECT_THAT(std::string(CanGenerateRow(odd_norm, Group(odd_norm), v(4, 256, 1, 0)).message()),
-              HasSubstr("does not divide the row width 1001 (inputs of other shapes"));
+  absl::StatusOr<KernelSpec> odd_norm_k = EmitRow(odd_norm, Group(odd_norm), v(4, 256, 1, 0));
+  ASSERT_TRUE(odd_norm_k.ok()) << odd_norm_k.status();
+  // The weight and bias through windows; x, laid out as the rows, not.
+  const std::string& odd_norm_src = odd_norm_k->source;
+  EXPECT_NE(odd_norm_src.find("kf_ldw<kf_vec<float, 4>>(in1 + kf_b1 + kf_c)"), std::string::npos);
+  EXPECT_NE(odd_norm_src.find("kf_ldw<kf_vec<float, 4>>(in2 + kf_b2 + kf_c)"), std::string::npos);
+  EXPECT_EQ(odd_norm_src.find("kf_ldwh<kf_vec"), std::string::npos);
+  EXPECT_EQ(odd_norm_src.find("kf_ldw<kf_vec<float, 4>>(in0"), std::string::npos);
   EXPECT_TRUE(CanGenerateRow(odd_norm, Group(odd_norm), v(1, 256, 1, 0)).ok());
+  Chain odd_masked = row_test::Softmax(DType::kF32, 8, 1001, true, false);
+  EXPECT_TRUE(CanGenerateRow(odd_masked, Group(odd_masked), v(4, 256, 1, 0)).ok());
+  EXPECT_THAT(std::string(CanGenerateRow(odd_masked, Group(odd_masked), v(2, 256, 1, 0)).message()),
+              HasSubstr("vec 2 reads input 1 off the dense rows' phase in vectors of fewer than 4 bytes"));
   Chain sym = row_test::Softmax(DType::kF32, -8, 1000);
   EXPECT_TRUE(CanGenerateRow(sym, Group(sym), v(4, 256, 1, 1)).ok());
   // resident=2: the rows staged in shared memory, which must hold them.
@@ -568,9 +578,10 @@ TEST(RowEmitTest, LoopedPassesLoadUnguarded) {
 }
 
 // Inputs at strides of their own (a slice of a wider tensor, a padded row,
-// a transpose) are read where they lie: vectors only where every row of
-// theirs starts at the dense rows' phase, element by element where a row's
-// elements are not consecutive; the heuristic and the space keep to that.
+// a transpose) are read where they lie: vectors where every row of theirs
+// starts at the dense rows' phase, vectors through windows where rows
+// start elsewhere, element by element where a row's elements are not
+// consecutive; the heuristic and the space keep to that.
 TEST(RowVariantTest, StridedRowsTakeTheVectorsTheirPhaseAllows) {
   using row_test::Strided;
   const auto vecs = [](const Chain& c) {
@@ -589,20 +600,41 @@ TEST(RowVariantTest, StridedRowsTakeTheVectorsTheirPhaseAllows) {
   EXPECT_EQ(RowHeuristic(qkv, Group(qkv)).Get("vec"), 8);
   EXPECT_TRUE(vec8(qkv, 1).ok());
   EXPECT_TRUE(vecs(qkv).count(8));
-  // Rows 4100 apart: 4-element vectors stay aligned, 8-element ones not.
+  const auto windowed = [](const Chain& c, int vec, int resident) {
+    absl::StatusOr<KernelSpec> k =
+        EmitRow(c, Group(c), Variant{Family::kRowReduction, {{"vec", vec},
+                                                             {"threads", 128},
+                                                             {"rows", 1},
+                                                             {"resident", resident}}});
+    EXPECT_TRUE(k.ok()) << k.status();
+    return k.ok() && k->source.find("kf_ldw") != std::string::npos;
+  };
+  EXPECT_FALSE(windowed(qkv, 8, 1));
+  // Rows 4100 apart: 4-element vectors stay aligned, 8-element ones are
+  // read through windows (every other row starts 8 bytes off).
   Chain four = Strided(row_test::Softmax(DType::kBF16, -64, 4096), 0, {4100, 1});
-  EXPECT_THAT(vec8(four, 0).message(), HasSubstr("misaligned: its stride 4100 along dim 0"));
-  EXPECT_EQ(RowHeuristic(four, Group(four)).Get("vec"), 4);
-  EXPECT_EQ(*vecs(four).rbegin(), 4);
+  EXPECT_TRUE(windowed(four, 8, 0));
+  EXPECT_TRUE(windowed(four, 8, 1));
+  EXPECT_FALSE(windowed(four, 4, 0));
+  EXPECT_EQ(RowHeuristic(four, Group(four)).Get("vec"), 8);
+  EXPECT_EQ(*vecs(four).rbegin(), 8);
   // A peeled width whose padded rows keep the dense rows' phase mod 8.
   Chain peeled = Strided(row_test::Softmax(DType::kBF16, -64, 1001), 0, {1009, 1});
   EXPECT_TRUE(vec8(peeled, 0).ok());
   EXPECT_TRUE(vecs(peeled).count(8));
   // A vocabulary padded from 50257 to 50304: the phase moves by 47 a row,
-  // so element by element, and no bulk-staged rows (16-byte copies).
+  // so through windows, and no bulk-staged rows (whole rows copied in
+  // aligned 16-byte units).
   Chain vocab = Strided(row_test::Softmax(DType::kBF16, -4096, 50257), 0, {50304, 1});
-  EXPECT_EQ(vecs(vocab), std::set<int64_t>{1});
-  EXPECT_EQ(RowHeuristic(vocab, Group(vocab)).Get("vec"), 1);
+  EXPECT_EQ(vecs(vocab), (std::set<int64_t>{1, 4, 8}));
+  EXPECT_EQ(RowHeuristic(vocab, Group(vocab)).Get("vec"), 4);
+  EXPECT_TRUE(windowed(vocab, 8, 2));
+  for (const Variant& v : RowSpace(vocab, Group(vocab))) EXPECT_NE(v.Get("resident"), 3);
+  Variant bulk = RowHeuristic(row_test::Softmax(DType::kBF16, -4096, 50257),
+                              Group(row_test::Softmax(DType::kBF16, -4096, 50257)));
+  ASSERT_EQ(bulk.Get("resident"), 3);
+  EXPECT_THAT(CanGenerateRow(vocab, Group(vocab), bulk).message(),
+              HasSubstr("resident=3 copies input 0's rows whole, and they start off the dense rows' phase"));
   // A transposed input: a row's elements 7 apart.
   Chain transposed = Strided(row_test::LayerNorm(DType::kF32, 7, 1024), 0, {1, 7});
   EXPECT_THAT(CanGenerateRow(transposed, Group(transposed),
@@ -745,7 +777,7 @@ TEST(RowVariantTest, HeuristicAndSpaceAreLegalAndStable) {
       EXPECT_EQ(k->source.find("rows\""), std::string::npos);  // No client names.
     }
   }
-  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/19");
+  EXPECT_EQ(GeneratorVersion(Family::kRowReduction), "row/20");
 }
 
 TEST(RowVariantTest, HeuristicPicksTheSchedule) {

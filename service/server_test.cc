@@ -723,7 +723,7 @@ TEST_F(ServerTest, ARowReductionChainIsOneRowKernel) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   ASSERT_EQ(resp.plan().kernels_size(), 1);
   EXPECT_EQ(resp.plan().kernels(0).variant().family(), v1::FAMILY_ROW_REDUCTION);
-  EXPECT_EQ(resp.plan().provenance().generator_version(), "row/19");
+  EXPECT_EQ(resp.plan().provenance().generator_version(), "row/20");
 }
 
 // A forced rebuild asks for a fresh build; joining a running job that may

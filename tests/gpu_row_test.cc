@@ -176,6 +176,11 @@ TEST(GpuRowTest, StridedRowsMatchReference) {
       {"k_of_qkv_rms_norm_bf16", row_test::SlicedRmsNorm(DType::kBF16, -kRows, 3 * 1024, 1024, 1024)},
       {"sliced_peeled_rms_norm_bf16", row_test::SlicedRmsNorm(DType::kBF16, -kRows, 2009, 1008, 1001)},
       {"sliced_rms_norm_f32", row_test::SlicedRmsNorm(DType::kF32, -kRows, 50304, 8, 50257 + 39)},
+      // Peeled rows beside inputs laid out otherwise (a weight, a bias, a
+      // mask broadcast over rows): windows of 16, 8 and 4 bytes.
+      {"odd_layer_norm_f32", row_test::LayerNorm(DType::kF32, kRows, 1001)},
+      {"odd_layer_norm_bf16", row_test::LayerNorm(DType::kBF16, kRows, 1003)},
+      {"odd_masked_softmax_f32", row_test::Softmax(DType::kF32, kRows, 1001, true, false)},
   };
   for (const auto& [name, c] : chains) {
     SCOPED_TRACE(name);

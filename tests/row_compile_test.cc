@@ -60,8 +60,10 @@ TEST(RowCompileTest, EverySpaceVariantCompiles) {
 }
 
 // Inputs at strides of their own: a slice of a fused projection (vectors),
-// a padded vocabulary and a transpose (element by element), three row
-// coordinates at strides; a slice of a dense input read in place.
+// a padded vocabulary and rows 4100 apart (vectors through windows), a
+// transpose (element by element), three row coordinates at strides; a
+// slice of a dense input read in place; a peeled LayerNorm's weights
+// (windows).
 TEST(RowCompileTest, StridedRowsCompile) {
   NvrtcCompiler nvrtc;
   CompileOptions opts;
@@ -73,6 +75,8 @@ TEST(RowCompileTest, StridedRowsCompile) {
       {"transposed_layer_norm_f32", Strided(row_test::LayerNorm(DType::kF32, 64, 1024), 0, {1, 64})},
       {"padded_3d_softmax_f32", row_test::PaddedSoftmax3D(DType::kF32, 2, 3, 1000, 1008, 4096)},
       {"k_of_qkv_rms_norm_bf16", row_test::SlicedRmsNorm(DType::kBF16, -4096, 3 * 1024, 1024, 1024)},
+      {"rows_4100_apart_softmax_f32", Strided(row_test::Softmax(DType::kF32, -64, 4096), 0, {4100, 1})},
+      {"odd_layer_norm_f32", row_test::LayerNorm(DType::kF32, 8, 1001)},
   };
   for (const auto& [name, c] : chains) {
     KernelGroup g = PartitionChain(c)->kernels[0];
