@@ -50,6 +50,60 @@ constexpr char kVec[] = R"(template <typename T, int N>
 struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
 )";
 
+// A vector of 4, 8 or 16 bytes read where it may lie off its alignment (a
+// row that starts off the dense rows' phase, a slice at an odd offset): the
+// aligned units holding its first and last bytes (kf_win_at), each read
+// whole, and the bytes between funnel-shifted out of them (kf_win; for 16
+// bytes 11 selects and 4 shifts). Each aligned read holds a byte of the
+// vector asked for, so neither reaches memory outside the 16-byte units the
+// tensor touches. The addresses stay pointers, so a window into shared
+// memory loads from it as such.
+constexpr char kWindow[] = R"(template <int N>
+struct alignas(N) kf_words { unsigned u[N / 4]; };
+template <int N>
+__device__ __forceinline__ unsigned kf_win_at(const void* p, const kf_words<N>** lo,
+                                              const kf_words<N>** hi) {
+  static_assert(N == 4 || N == 8 || N == 16, "windows read 4, 8 or 16 bytes");
+  const char* c = static_cast<const char*>(p);
+  const unsigned s = static_cast<unsigned>(reinterpret_cast<unsigned long long>(c)) & (N - 1);
+  *lo = reinterpret_cast<const kf_words<N>*>(c - s);
+  *hi = reinterpret_cast<const kf_words<N>*>(c + (N - 1) - ((s + N - 1) & (N - 1)));
+  return s;
+}
+template <typename T, int N>
+__device__ __forceinline__ T kf_win(const kf_words<N>& x, const kf_words<N>& y, unsigned s) {
+  constexpr int K = N / 4;
+  unsigned w[2 * K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    w[i] = x.u[i];
+    w[K + i] = y.u[i];
+  }
+  const unsigned q = s >> 2, r = (s & 3) * 8;
+  if constexpr (K == 4) {
+#pragma unroll
+    for (int i = 0; i < K + 2; ++i) w[i] = (q & 2) ? w[i + 2] : w[i];
+  }
+  if constexpr (K >= 2) {
+#pragma unroll
+    for (int i = 0; i < K + 1; ++i) w[i] = (q & 1) ? w[i + 1] : w[i];
+  }
+  T v;
+  unsigned* o = reinterpret_cast<unsigned*>(&v);
+#pragma unroll
+  for (int i = 0; i < K; ++i) o[i] = __funnelshift_r(w[i], w[i + 1], r);
+  return v;
+}
+template <typename T>
+__device__ __forceinline__ T kf_ldw(const void* p) {
+  constexpr int N = sizeof(T);
+  const kf_words<N>* lo;
+  const kf_words<N>* hi;
+  const unsigned s = kf_win_at<N>(p, &lo, &hi);
+  return kf_win<T, N>(*lo, *hi, s);
+}
+)";
+
 // torch.maximum / torch.minimum: NaN in either operand gives NaN (for float,
 // one instruction on sm_80 and later, every target's).
 constexpr char kMinMax[] = R"(__device__ __forceinline__ float kf_max(float a, float b) {
@@ -190,6 +244,7 @@ std::string CudaPrelude(const PreludeNeeds& needs) {
   if (needs.bf16) s += kBf16;
   if (needs.bf16 && f64) s += kBf16F64;
   if (needs.vec) s += kVec;
+  if (needs.vec && needs.window) s += kWindow;
   if (needs.minmax) s += kMinMax;
   if (needs.minmax64) s += kMinMax64;
   if (needs.ipow) s += kIpow;

@@ -19,6 +19,7 @@ struct PreludeNeeds {
   bool bf16 = false;         // __kf_bf16, kf_bf2f, kf_f2bf, kf_rbf.
   bool round_f64 = false;    // kf_rh / kf_rbf overloads for double (with half/bf16).
   bool vec = false;          // kf_vec<T, N>: aligned vector access.
+  bool window = false;       // kf_ldw<T>: a vector read off its alignment (with vec).
   bool minmax = false;       // kf_max / kf_min (float, double, int).
   bool ipow = false;         // kf_ipow: integer power.
   bool minmax64 = false;     // kf_max / kf_min for long long (i64).

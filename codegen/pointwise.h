@@ -56,7 +56,9 @@ namespace kfuse {
 // pointwise/2: iotas (an element's coordinate); i64 views.
 // pointwise/3: vectors as wide as the operands moved as vectors allow
 // (broadcast and strided operands no longer narrow them).
-inline constexpr char kPointwiseGeneratorVersion[] = "pointwise/3";
+// pointwise/4: consecutive operands off the vectors' alignment read through
+// windows (kf_ldw: two aligned reads, shifted), not element by element.
+inline constexpr char kPointwiseGeneratorVersion[] = "pointwise/4";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.

@@ -340,19 +340,27 @@ class Writer {
                         vt = absl::StrCat("kf_vec<", ty, ", ", p_.vec, ">");
       const std::string off = Offset(o, "e0");
       const std::string g = Guard(o);
-      switch (p_.in_access[k]) {
-        case Access::kVector: {
-          const std::string load =
-              absl::StrCat("*reinterpret_cast<const ", vt, "*>(", buf, " + ", off, ")");
-          if (g.empty()) {
-            absl::StrAppend(&t, ind, "const ", vt, " l", k, " = ", load, ";\n");
-          } else {
-            absl::StrAppend(&t, ind, vt, " l", k, " = {};\n", ind, "if (", g, ") l", k, " = ",
-                            load, ";\n");
-          }
-          xs.push_back(absl::StrCat("l", k, ".v[j]"));
-          break;
+      // The vector read whole by `load`.
+      const auto whole = [&](const std::string& load) {
+        if (g.empty()) {
+          absl::StrAppend(&t, ind, "const ", vt, " l", k, " = ", load, ";\n");
+        } else {
+          absl::StrAppend(&t, ind, vt, " l", k, " = {};\n", ind, "if (", g, ") l", k, " = ",
+                          load, ";\n");
         }
+        xs.push_back(absl::StrCat("l", k, ".v[j]"));
+      };
+      // Consecutive elements off the vectors' alignment: a window of 4, 8
+      // or 16 bytes (two aligned reads, shifted; the prelude's).
+      const int bytes = p_.vec * (RefIntermediate(k) ? 8 : DTypeBytes(o.dtype));
+      const bool window =
+          p_.in_access[k] == Access::kContig && (bytes == 4 || bytes == 8 || bytes == 16);
+      switch (window ? Access::kVector : p_.in_access[k]) {
+        case Access::kVector:
+          needs_.window = needs_.window || window;
+          whole(window ? absl::StrCat("kf_ldw<", vt, ">(", buf, " + ", off, ")")
+                       : absl::StrCat("*reinterpret_cast<const ", vt, "*>(", buf, " + ", off, ")"));
+          break;
         case Access::kContig:
         case Access::kStrided: {
           std::string lane = p_.in_access[k] == Access::kContig

@@ -1,8 +1,9 @@
 // Golden tests of pointwise kernels with layout views: rotary embeddings
-// (bf16, head_dim 128, a runtime row count; fast and fp64 reference) and
-// chunked SwiGLU (bf16), byte for byte under the heuristic variant. After an
+// (bf16, head_dim 128, a runtime row count; fast and fp64 reference),
+// chunked SwiGLU (bf16) and differences along rows (bf16, both slices
+// through windows), byte for byte under the heuristic variant. After an
 // intended change run with KFUSE_UPDATE_GOLDEN=1 (from the repository root)
-// and review the diff of tests/golden/pointwise_{rope,swiglu}_*.cu.
+// and review the diff of tests/golden/pointwise_{rope,swiglu,diff}_*.cu.
 #include <string>
 
 #include "codegen/golden_test_util.h"
@@ -28,6 +29,11 @@ TEST(RopeGolden, Bf16HeadDim128) {
   const Chain c = views_test::Rope(DType::kBF16, -4096, 32, 128);
   CheckChain("pointwise_rope_bf16_128", c, Numerics::kFast);
   CheckChain("pointwise_rope_bf16_128_ref64", c, Numerics::kReference64);
+}
+
+// Differences along the rows: both slices through windows.
+TEST(DiffGolden, Bf16) {
+  CheckChain("pointwise_diff_bf16", views_test::Diff(DType::kBF16, -4096, 4096), Numerics::kFast);
 }
 
 TEST(SwigluGolden, Bf16Hidden4096) {

@@ -112,6 +112,17 @@ inline Chain SliceStep2(DType t, int64_t rows, int64_t w) {
   return Finish(std::move(c));
 }
 
+// Differences along the rows of x [rows, w + 1]: x[:, 1:] - x[:, :-1]. Rows
+// w + 1 apart, so neither slice keeps the vectors' alignment (both read
+// through windows where w is a multiple of the vector).
+inline Chain Diff(DType t, int64_t rows, int64_t w) {
+  Chain c;
+  int32_t x = c.AddInput(TensorType{t, {Rows(&c, rows), S(w + 1)}});
+  c.outputs.push_back(
+      c.AddOp(OpKind::kSub, {Slice(&c, x, 1, 1, w + 1), Slice(&c, x, 1, 0, w)}));
+  return Finish(std::move(c));
+}
+
 // A fused QKV projection's output [rows, 3 * H * D] split, reshaped to
 // [rows, H, D] and permuted to [H, rows, D]: q * k (a reshape of a slice, a
 // reshape that splits a dim, a permute of a computed value) and v + 1.
@@ -191,6 +202,9 @@ inline std::vector<Named> Chains() {
   v.push_back({"split_heads_bf16", SplitHeads(DType::kBF16, 7, 4, 64)});
   v.push_back({"odd_concat_f32", OddConcat(DType::kF32, 13)});
   v.push_back({"outer_concat_f16", OuterConcat(DType::kF16, 37)});
+  v.push_back({"diff_bf16", Diff(DType::kBF16, 7, 256)});
+  v.push_back({"diff_f32", Diff(DType::kF32, 5, 64)});
+  v.push_back({"diff_f16_symbolic_rows", Diff(DType::kF16, -9, 40)});
   return v;
 }
 

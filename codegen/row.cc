@@ -245,7 +245,13 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
       return BadParam(variant, absl::StrCat("resident=3 needs rows of at least ", 2 * line,
                                             " elements"));
     }
-    p.stage_stride = (r.width.size + line - 1) / line * line;
+    // A row of an input off the dense rows' phase is copied from the
+    // 16-byte unit holding its first element: up to 16 bytes more.
+    bool shifted = false;
+    for (int32_t id : p.held_inputs) {
+      shifted = shifted || !InPhase(chain, r, id, vec, p.peel, p.peel ? line : vec);
+    }
+    p.stage_stride = (r.width.size + (shifted ? 16 / bytes : 0) + line - 1) / line * line;
     const int64_t total = stages * static_cast<int64_t>(p.held_inputs.size()) * p.stage_stride * bytes;
     if (total > kMaxStageBytes) {
       return BadParam(variant, absl::StrCat("resident=3 needs ", total,
@@ -266,11 +272,6 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
     if (p.vec == 1 || InPhase(chain, r, id, p.vec, p.peel, p.align)) continue;
     if (std::string why = Unreadable(chain, r, id, p.vec, p.peel, p.align); !why.empty()) {
       return BadParam(variant, why);
-    }
-    // Bulk copies move a row's aligned 16-byte units.
-    if (p.bulk && std::find(p.held_inputs.begin(), p.held_inputs.end(), id) != p.held_inputs.end()) {
-      return BadParam(variant, absl::StrCat("resident=3 copies input ", chain.nodes[id].input_index,
-                                            "'s rows whole, and they start off the dense rows' phase"));
     }
     p.window_inputs.push_back(id);
   }

@@ -73,7 +73,8 @@ namespace kfuse {
 // each thread, also where a thread adds many terms (no compensation).
 // row/20: inputs whose rows start off the dense rows' phase read in vectors
 // through windows (two aligned reads, shifted), where they were read
-// element by element.
+// element by element; bulk-staged, from a copy of the row that starts at
+// the 16-byte unit holding its first element.
 inline constexpr char kRowGeneratorVersion[] = "row/20";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not

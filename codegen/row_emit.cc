@@ -134,57 +134,14 @@ __device__ __forceinline__ void kf_sth(T* p, const T v, unsigned long long pol) 
 }
 )";
 
-// Vectors of inputs whose rows start off the dense rows' phase
-// (Plan::window_inputs): the aligned vectors holding a vector's first and
-// last bytes, each read whole, and the bytes between funnel-shifted out of
-// them (a 16-byte vector: 2 loads, 11 selects and 4 shifts). Each aligned read holds a byte of the vector asked for, so neither
-// reaches memory outside the 16-byte units the tensor touches. The shift
-// (the address modulo the vector) is the same for all of a row's vectors.
-constexpr char kWindowLoad[] = R"(template <int N>
-struct alignas(N) kf_words { unsigned u[N / 4]; };
-template <typename T, bool kHint>
-__device__ __forceinline__ T kf_ldw_(const void* p, unsigned long long pol) {
-  constexpr int N = sizeof(T), K = N / 4;
-  static_assert(N == 4 || N == 8 || N == 16, "windows read 4, 8 or 16 bytes");
-  using W = kf_words<N>;
-  const unsigned long long a = reinterpret_cast<unsigned long long>(p);
-  const unsigned s = static_cast<unsigned>(a) & (N - 1);
-  const W* lo = reinterpret_cast<const W*>(a - s);
-  const W* hi = reinterpret_cast<const W*>((a + N - 1) & ~static_cast<unsigned long long>(N - 1));
-  W x, y;
-  if constexpr (kHint) {
-    x = kf_ldh(lo, pol);
-    y = kf_ldh(hi, pol);
-  } else {
-    x = *lo;
-    y = *hi;
-  }
-  unsigned w[2 * K];
-#pragma unroll
-  for (int i = 0; i < K; ++i) {
-    w[i] = x.u[i];
-    w[K + i] = y.u[i];
-  }
-  const unsigned q = s >> 2, r = (s & 3) * 8;
-  if constexpr (K == 4) {
-#pragma unroll
-    for (int i = 0; i < K + 2; ++i) w[i] = (q & 2) ? w[i + 2] : w[i];
-  }
-  if constexpr (K >= 2) {
-#pragma unroll
-    for (int i = 0; i < K + 1; ++i) w[i] = (q & 1) ? w[i + 1] : w[i];
-  }
-  T v;
-  unsigned* o = reinterpret_cast<unsigned*>(&v);
-#pragma unroll
-  for (int i = 0; i < K; ++i) o[i] = __funnelshift_r(w[i], w[i + 1], r);
-  return v;
-}
-template <typename T>
-__device__ __forceinline__ T kf_ldw(const void* p) { return kf_ldw_<T, false>(p, 0); }
-template <typename T>
+// kf_ldw (the prelude's window) with the pass's L2 policy on both reads.
+constexpr char kWindowHinted[] = R"(template <typename T>
 __device__ __forceinline__ T kf_ldwh(const void* p, unsigned long long pol) {
-  return kf_ldw_<T, true>(p, pol);
+  constexpr int N = sizeof(T);
+  const kf_words<N>* lo;
+  const kf_words<N>* hi;
+  const unsigned s = kf_win_at<N>(p, &lo, &hi);
+  return kf_win<T, N>(kf_ldh(lo, pol), kf_ldh(hi, pol), s);
 }
 )";
 
@@ -338,6 +295,7 @@ class Writer {
     std::string funcs, body;
     KFUSE_RETURN_IF_ERROR(Kernel(&funcs, &body));
     needs_.vec = needs_.vec || p_.vec > 1;
+    needs_.window = !p_.window_inputs.empty() && p_.vec > 1;
     needs_.cluster = p_.split > 1;
     Variant v{Family::kRowReduction,
               {{"vec", p_.vec}, {"threads", p_.threads}, {"rows", p_.rows_per_block},
@@ -354,7 +312,7 @@ class Writer {
         r_.width.is_static() ? absl::StrCat(r_.width.size) : "symbolic", ", ", r_.phases.size(),
         " reduction phase(s), ", v.ToString(), ", numerics ", NumericsName(p_.numerics), ".\n",
         CudaPrelude(needs_), kTeamReduce, Hinted() || p_.policy ? kCacheHints : "",
-        p_.window_inputs.empty() ? "" : kWindowLoad,
+        !p_.window_inputs.empty() && (Hinted() || p_.policy) ? kWindowHinted : "",
         p_.split > 1 ? kClusterReduce : "", p_.slices > 1 ? kSlicesReduce : "", p_.bulk ? kBulkCopy : "",
         p_.bulk && HasFullRowOutput() ? kVecStore : "", funcs, body);
     Source src;
@@ -641,7 +599,10 @@ class Writer {
     auto convert = [&](const std::string& e) {
       return raw ? e : Load(e, id);
     };
-    const std::string stage = absl::StrCat("kf_s", id, " + kf_so + kf_c");
+    const bool windowed = Windowed(id);
+    // A bulk-staged window input's row starts kf_sh<id> into its buffer.
+    const std::string stage = absl::StrCat("kf_s", id, " + kf_so + kf_c",
+                                           windowed && p_.bulk ? absl::StrCat(" + kf_sh", id) : "");
     const std::string at = src == Src::kStage
                                ? stage
                                : absl::StrCat("in", n.input_index, " + kf_b", id, " + ", Column(id, "kf_c"));
@@ -657,10 +618,10 @@ class Writer {
         src == Src::kGlobalAndStage || (last != last_read_.end() && last->second == pass_)
             ? "kf_stream"
             : "kf_keep";
-    // An input off the dense rows' phase: its vectors through windows.
-    const bool window = vec > 1 && src != Src::kStage &&
-                        std::find(p_.window_inputs.begin(), p_.window_inputs.end(), id) !=
-                            p_.window_inputs.end();
+    // An input off the dense rows' phase: its vectors through windows, from
+    // global memory, or from a bulk copy of the row (a stage the kernel
+    // writes itself keeps the dense rows' phase).
+    const bool window = vec > 1 && windowed && (src != Src::kStage || p_.bulk);
     auto read = [&](const std::string& type) {
       if (window) {
         return hinted ? absl::StrCat("kf_ldwh<", type, ">(", at, ", ", policy, ")")
@@ -721,6 +682,10 @@ class Writer {
     std::string pre, inner, post;
   };
   using BodyFn = std::function<PassBody(int vec)>;
+
+  bool Windowed(int32_t id) const {
+    return std::find(p_.window_inputs.begin(), p_.window_inputs.end(), id) != p_.window_inputs.end();
+  }
 
   bool Staged(int32_t id) const {
     return p_.stage_bytes > 0 &&
@@ -1308,15 +1273,36 @@ class Writer {
     } else {
       absl::StrAppend(&s, "  const long long kf_h = 0, kf_n = kf_W;\n");
     }
-    absl::StrAppend(&s, "  kf_bar_expect(&kf_bar[", buf, "], static_cast<unsigned>(kf_n * ",
-                    bytes * static_cast<int64_t>(p_.held_inputs.size()), "));\n");
+    // A window input's row from the 16-byte unit holding its first element
+    // (kf_q<id> elements before it), in whole units.
+    std::vector<std::string> lengths;
     for (int32_t id : p_.held_inputs) {
+      if (!Windowed(id)) {
+        lengths.push_back(absl::StrCat("kf_n * ", bytes));
+        continue;
+      }
+      absl::StrAppend(&s, "  const long long kf_q", id, " = ", Shift(id, "kf_h"), ";\n");
+      lengths.push_back(absl::StrCat("((kf_n + kf_q", id, ") * ", bytes, " + 15) / 16 * 16"));
+    }
+    absl::StrAppend(&s, "  kf_bar_expect(&kf_bar[", buf, "], static_cast<unsigned>(",
+                    absl::StrJoin(lengths, " + "), "));\n");
+    for (size_t i = 0; i < p_.held_inputs.size(); ++i) {
+      const int32_t id = p_.held_inputs[i];
       absl::StrAppend(&s, "  kf_bulk_load(kf_S", id, " + ", buf, " * ", p_.stage_stride, "LL, in",
-                      c_.nodes[id].input_index, " + kf_b", id, " + kf_h, kf_n * ", bytes,
+                      c_.nodes[id].input_index, " + kf_b", id, " + kf_h",
+                      Windowed(id) ? absl::StrCat(" - kf_q", id) : "", ", ", lengths[i],
                       ", &kf_bar[", buf, "]);\n");
     }
     absl::StrAppend(&s, "  }\n");
     return s;
+  }
+
+  // The elements between the 16-byte unit holding column `col` of window
+  // input `id`'s row and the column.
+  std::string Shift(int32_t id, const std::string& col) const {
+    return absl::StrCat("static_cast<long long>(reinterpret_cast<unsigned long long>(in",
+                        c_.nodes[id].input_index, " + kf_b", id, " + ", col, ") & 15) / ",
+                        DTypeBytes(StorageDType(c_.nodes[id])));
   }
 
   // Bulk-staged rows: the buffers and their barriers, the first `stages`
@@ -1376,6 +1362,12 @@ class Writer {
   // row's buffer.
   std::string BulkRowStart() {
     std::string s;
+    for (int32_t id : p_.held_inputs) {
+      if (Windowed(id)) {
+        absl::StrAppend(&s, "  const long long kf_sh", id, " = ",
+                        Shift(id, p_.peel ? absl::StrCat("(", PeelHead(), ")") : "0"), ";\n");
+      }
+    }
     if (p_.peel) {
       const int v = p_.vec;
       std::string loads;
@@ -1407,7 +1399,11 @@ class Writer {
   // 4-5% off the 50257-wide f32 softmax). Keeps at most one value a pass.
   void StageKeeps(const std::vector<std::vector<int32_t>>& pass_targets,
                   std::vector<std::vector<int32_t>>* keep, std::set<int32_t>* kept) {
-    if (p_.held_inputs.size() != 1 || Storage(p_.held_inputs[0]) != "float") return;
+    // A window input's buffer is shifted off the vectors' alignment.
+    if (p_.held_inputs.size() != 1 || Storage(p_.held_inputs[0]) != "float" ||
+        Windowed(p_.held_inputs[0])) {
+      return;
+    }
     int32_t occupant = p_.held_inputs[0];
     for (size_t a = 0; a + 1 < pass_targets.size(); ++a) {
       for (int32_t t : pass_targets[a]) {

@@ -47,9 +47,12 @@ TEST(RowGolden, Chains) {
       {"softmax_f32_50257_looped", row_test::Softmax(DType::kF32, -4096, 50257), 0, 1, 128},
       {"softmax_bf16_50257_split", row_test::Softmax(DType::kBF16, -4096, 50257), 1, 8},
       // A padded vocabulary's rows 50262 apart: their phase moves by 5 a
-      // row, so their vectors are read through windows.
+      // row, so their vectors are read through windows, from a bulk copy
+      // of the row (the heuristic's) or from global memory (looped).
       {"softmax_bf16_50257_padded",
        row_test::Strided(row_test::Softmax(DType::kBF16, -4096, 50257), 0, {50262, 1}), -1},
+      {"softmax_bf16_50257_padded_looped",
+       row_test::Strided(row_test::Softmax(DType::kBF16, -4096, 50257), 0, {50262, 1}), 0},
       // An f32 row sum written as it is, register-resident: its threads
       // accumulate in double.
       {"sum_min_f32_1000", RowSumAndMin(DType::kF32, -4096, 1000), -1},

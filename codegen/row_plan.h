@@ -79,6 +79,9 @@ struct Plan {
   // rows' phase (a padded vocabulary's slice, a norm's weight beside a
   // peeled row): each vector of theirs is read as the two aligned vectors
   // that hold its first and last elements, shifted into place (kf_ldw).
+  // Bulk-staged, such an input's row is copied from the 16-byte unit that
+  // holds its first element, and its vectors are read from the buffer
+  // through windows too.
   std::vector<int32_t> window_inputs;
   std::vector<int32_t> symbols;         // Symbols of the row shape, ascending.
   std::vector<Precondition> preconditions;

@@ -829,7 +829,7 @@ TEST_F(ServerTest, SoftmaxOverAnOuterAxisIsAPlanOfThreeKernels) {
   absl::StatusOr<Prepared> p = pipeline_->Prepare(ColumnSoftmax());
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(plan.provenance().generator_version(),
-            "reduce/6+pointwise/3+plan/" + PartitionDigest(p->chain, p->partition));
+            "reduce/6+pointwise/4+plan/" + PartitionDigest(p->chain, p->partition));
   EXPECT_EQ(plan.provenance().state(), v1::TUNE_STATE_HEURISTIC);
   EXPECT_EQ(compiler_->calls.load(), 3);
   // Ops as the client numbered them, and why each boundary is there.
@@ -901,13 +901,13 @@ TEST_F(ServerTest, OutputsWhoseShapesDoNotNestAreAKernelEach) {
         << plan.kernels(k).partition_reason();
   }
   // Its own key: a node whose partitioner drew one kernel for these
-  // outputs stored that plan under "pointwise/3".
+  // outputs stored that plan under "pointwise/4".
   absl::StatusOr<Prepared> p = pipeline_->Prepare(RowAndColumnScales());
   ASSERT_TRUE(p.ok()) << p.status();
   const std::string plan_version = "+plan/" + PartitionDigest(p->chain, p->partition);
   EXPECT_EQ(plan_version.size(), 6u + 16u);
-  EXPECT_EQ(plan.provenance().generator_version(), "pointwise/3" + plan_version);
-  EXPECT_EQ(p->key.generator, "pointwise/3" + plan_version);
+  EXPECT_EQ(plan.provenance().generator_version(), "pointwise/4" + plan_version);
+  EXPECT_EQ(p->key.generator, "pointwise/4" + plan_version);
   EXPECT_EQ(p->decision_key.generator, "pointwise-variants/2" + plan_version);
 }
 

@@ -168,6 +168,7 @@ TEST(GpuRowTest, StridedRowsMatchReference) {
       {"peeled_rows_1009_apart_softmax_bf16",
        Strided(row_test::Softmax(DType::kBF16, -kRows, 1001), 0, {1009, 1})},
       {"padded_vocab_softmax_bf16", Strided(row_test::Softmax(DType::kBF16, -kRows, 50257), 0, {50304, 1})},
+      {"padded_vocab_softmax_f32", Strided(row_test::Softmax(DType::kF32, -kRows, 50257), 0, {50262, 1})},
       {"transposed_layer_norm_f32", Strided(row_test::LayerNorm(DType::kF32, kRows, 1024), 0, {1, kRows})},
       {"strided_residual_rms_bf16",
        Strided(row_test::RmsNormResidual(DType::kBF16, -kRows, 4096), 2, {8192, 1})},

@@ -75,6 +75,7 @@ TEST(RowCompileTest, StridedRowsCompile) {
       {"transposed_layer_norm_f32", Strided(row_test::LayerNorm(DType::kF32, 64, 1024), 0, {1, 64})},
       {"padded_3d_softmax_f32", row_test::PaddedSoftmax3D(DType::kF32, 2, 3, 1000, 1008, 4096)},
       {"k_of_qkv_rms_norm_bf16", row_test::SlicedRmsNorm(DType::kBF16, -4096, 3 * 1024, 1024, 1024)},
+      {"padded_vocab_softmax_f32", Strided(row_test::Softmax(DType::kF32, -4096, 50257), 0, {50262, 1})},
       {"rows_4100_apart_softmax_f32", Strided(row_test::Softmax(DType::kF32, -64, 4096), 0, {4100, 1})},
       {"odd_layer_norm_f32", row_test::LayerNorm(DType::kF32, 8, 1001)},
   };

@@ -5,7 +5,8 @@ what a caller does without strided inputs), and eager PyTorch on the view.
 
 Cases: a softmax over a padded vocabulary's first 50257 columns, an RMSNorm
 of the k third of a fused projection's output, a softmax of a transposed
-f32 matrix, and silu(x) * y with y a row expanded over x's rows.
+f32 matrix, silu(x) * y with y a row expanded over x's rows, and the
+differences along the rows of a padded tensor (x[:, 1:] - x[:, :-1]).
 
 Per case, the median of 50 calls after an L2 flush, the bytes moved over
 each time (each view element read once, each output written once), a dense
@@ -33,13 +34,15 @@ def cases():
          [torch.randn(8192, 4096, device="cuda").t()]),
         ("silu(x) * y.expand, bf16[16384, 4096]", lambda x, y: F.silu(x) * y,
          [torch.randn(16384, 4096, **bf16), torch.randn(1, 4096, **bf16).expand(16384, 4096)]),
+        ("x[:, 1:] - x[:, :-1], bf16[16384, 4104][:, :4097]", lambda x: x[:, 1:] - x[:, :-1],
+         [torch.randn(16384, 4104, **bf16)[:, :4097]]),
     ]
 
 
 def main():
     torch.manual_seed(0)
     head = ("in place", "contiguous()", "eager")
-    print(f"{'case':44}" + "".join(f"{h + ' us':>18}" for h in head) +
+    print(f"{'case':50}" + "".join(f"{h + ' us':>18}" for h in head) +
           "  in place GB/s  copy GB/s  vs eager  vs contiguous()  err (eager)")
     variants = []
     with torch.inference_mode():
@@ -64,7 +67,7 @@ def main():
             t_copy = median_us(out_copy.copy_, got)
             copy_gbs = 2 * got.numel() * got.element_size() / 1e3 / t_copy
             t = times[0]
-            print(f"{name:44}" + "".join(f"{v:18.1f}" for v in times) +
+            print(f"{name:50}" + "".join(f"{v:18.1f}" for v in times) +
                   f"  {moved / 1e3 / t:13.0f}  {copy_gbs:9.0f}  {times[2] / t:7.2f}x  {times[1] / t:14.2f}x"
                   f"  {err:.3g} ({err_eager:.3g})")
             for k in fused.plan_for(*xs).kernels:
