@@ -257,6 +257,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& c, const KernelGroup& group, const Va
       const bool wide = l.buffer.kind == BufferRef::Kind::kIntermediate &&
                         l.dtype != c.nodes[l.node].type.dtype;
       l.vector = starts && bytes <= (wide ? 32 : 16);
+      l.window = !starts && !wide && (bytes == 4 || bytes == 8 || bytes == 16);
       if (!l.vector) continue;
       const char* kind =
           l.buffer.kind == BufferRef::Kind::kInput ? "input" : "intermediate";
@@ -397,12 +398,14 @@ Variant ReduceHeuristic(const Chain& chain, const KernelGroup& group) {
   Variant v{Family::kReduction, {{"block", 256}}};
   absl::StatusOr<Plan> plan = MakePlan(chain, group, v, Numerics::kFast);
   if (!plan.ok()) return v;
-  // The widest vectors some operand is read in.
+  // The widest vectors some operand is read in (aligned, or through a
+  // window).
   int64_t vec = 1;
   for (int64_t w : {8, 4, 2}) {
     absl::StatusOr<Plan> p = MakePlan(chain, group, With(v, 1, 1, w), Numerics::kFast);
-    if (p.ok() && std::any_of(p->leaves.begin(), p->leaves.end(),
-                              [](const reduce_internal::Leaf& l) { return l.vector; })) {
+    if (p.ok() && std::any_of(p->leaves.begin(), p->leaves.end(), [](const reduce_internal::Leaf& l) {
+          return l.vector || l.window;
+        })) {
       vec = w;
       break;
     }

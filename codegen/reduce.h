@@ -82,7 +82,9 @@ namespace kfuse {
 // reduce/4: the innermost reduced loop in batches whose loads go out together.
 // reduce/5: split rows finish one output a thread; plain sums get 40 registers.
 // reduce/6: i64 sums, max and min (8-byte workspace partials).
-inline constexpr char kReduceGeneratorVersion[] = "reduce/6";
+// reduce/7: consecutive leaves off the vectors' alignment read through
+// windows (kf_ldw), not an element at a time.
+inline constexpr char kReduceGeneratorVersion[] = "reduce/7";
 // What the variant's parameters mean. A generator change that keeps them
 // keeps this: stored tuning decisions stay valid and are recompiled, not
 // retuned. Bump it when a parameter's meaning or range changes.

@@ -197,9 +197,15 @@ class Writer {
   std::string VecType(const Leaf& l) const {
     return absl::StrCat("kf_vec<", LeafType(l), ", ", p_.vec, ">");
   }
+  // Leaf k's vector at the current coordinates: aligned, or a window.
   std::string VecLoad(size_t k, const std::vector<size_t>& loops) {
     needs_.vec = true;
     const Leaf& l = p_.leaves[k];
+    if (!l.vector) {
+      needs_.window = true;
+      return absl::StrCat("kf_ldw<", VecType(l), ">(", BufferName(l.buffer, false), " + ",
+                          At(k, loops), ")");
+    }
     return absl::StrCat("*reinterpret_cast<const ", VecType(l), "*>(",
                         BufferName(l.buffer, false), " + ", At(k, loops), ")");
   }
@@ -274,7 +280,7 @@ class Writer {
       std::string storage;
       if (batched && Batched(l, loops)) {
         storage = absl::StrCat("kf_v", k, "[kf_u].v[kf_e]");
-      } else if (Vector(l)) {
+      } else if (Vector(l) || (p_.vec > 1 && l.window)) {
         absl::StrAppend(s, ind, "const ", VecType(l), " kf_v", k, " = ", VecLoad(k, loops),
                         ";\n");
         storage = absl::StrCat("kf_v", k, ".v[kf_e]");

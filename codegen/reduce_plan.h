@@ -26,6 +26,9 @@ struct Leaf {
   DType dtype = DType::kInvalid;
   std::vector<Mono> strides;
   bool vector = false;  // Read `vec` elements at once (stride 1 along the innermost dim).
+  // Read `vec` consecutive elements off the vectors' alignment at once,
+  // through a window (kf_ldw: two aligned reads, shifted).
+  bool window = false;
 };
 
 struct Plan {

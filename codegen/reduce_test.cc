@@ -59,7 +59,7 @@ TEST(ReduceTest, FamilyNameVersionHeuristicAndSpace) {
   Chain c = reduce_test::ColumnSum(DType::kF32, 4096, 1000);
   KernelGroup g = Part(c).kernels[0];
   EXPECT_EQ(FamilyName(Family::kReduction), "reduction");
-  EXPECT_EQ(GeneratorVersion(Family::kReduction), "reduce/6");
+  EXPECT_EQ(GeneratorVersion(Family::kReduction), "reduce/7");
   // 250 threads of four columns each: rows of 32 threads split the 4096
   // rows eight ways, and 16 slices of 256 rows leave each thread 32.
   EXPECT_EQ(ReduceHeuristic(c, g),
@@ -332,6 +332,26 @@ TEST(ReduceTest, StridedAndBroadcastOperandsIndexByTheirStrides) {
   EXPECT_THAT(k->source, HasSubstr("const long long kf_b0 = kf_c1 * 8LL;"));
   EXPECT_THAT(k->source, HasSubstr("in0[kf_b0 + kf_c0]"));  // Column-major: rows are adjacent.
   EXPECT_THAT(k->source, HasSubstr("in1[kf_b1]"));          // The bias: once per column.
+}
+
+// Rows whose pitch is not a multiple of the vector (a padded tensor's):
+// their vectors are read through windows, and need no alignment.
+TEST(ReduceTest, PaddedRowsAreReadThroughWindows) {
+  Chain c = reduce_test::ColumnSum(DType::kF32, 64, 1000);
+  c.nodes[0].strides = {1003, 1};
+  KernelGroup g = Part(c).kernels[0];
+  absl::StatusOr<KernelSpec> k =
+      EmitReduce(c, g, Variant{Family::kReduction, {{"block", 256}, {"vec", 4}}});
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_NE(k->source.find("kf_ldw<kf_vec<float, 4>>(in0 + kf_b0"), std::string::npos);
+  for (const Precondition& p : k->preconditions) {
+    EXPECT_NE(p.kind, Precondition::Kind::kAligned) << p.description;
+  }
+  // Rows 1004 apart keep the vectors' alignment.
+  c.nodes[0].strides = {1004, 1};
+  k = EmitReduce(c, g, Variant{Family::kReduction, {{"block", 256}, {"vec", 4}}});
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->source.find("kf_ldw<kf_vec"), std::string::npos);
 }
 
 TEST(ReduceTest, IntegerSumsWrapAndMaxKeepsNaN) {

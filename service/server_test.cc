@@ -829,7 +829,7 @@ TEST_F(ServerTest, SoftmaxOverAnOuterAxisIsAPlanOfThreeKernels) {
   absl::StatusOr<Prepared> p = pipeline_->Prepare(ColumnSoftmax());
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(plan.provenance().generator_version(),
-            "reduce/6+pointwise/4+plan/" + PartitionDigest(p->chain, p->partition));
+            "reduce/7+pointwise/4+plan/" + PartitionDigest(p->chain, p->partition));
   EXPECT_EQ(plan.provenance().state(), v1::TUNE_STATE_HEURISTIC);
   EXPECT_EQ(compiler_->calls.load(), 3);
   // Ops as the client numbered them, and why each boundary is there.

@@ -111,6 +111,10 @@ TEST(GpuReduceTest, EveryVariantOfEveryKernelMatchesReference) {
       {"row_min_keep_beside_totals_bf16", reduce_test::RowMinBesideTotals(DType::kBF16, 3, -1027, 1000, true)},
       {"inputs64_beside_row_softmax_f32", reduce_test::ManyInputsThenRowSoftmax(DType::kF32, 64, -1027, 1000)},
       {"column_sums_beside_scale_f32", reduce_test::ColumnSumsBesideScale(DType::kF32, -1027, 1000)},
+      // Column sums of padded rows (1003 and 1001 elements apart): their
+      // vectors through windows.
+      {"padded_column_sum_bf16", row_test::Strided(reduce_test::ColumnSum(DType::kBF16, -1027, 1000), 0, {1003, 1})},
+      {"padded_column_sum_f32", row_test::Strided(reduce_test::ColumnSum(DType::kF32, 333, 1000), 0, {1001, 1})},
       // A row sum used in the row and written as its keepdim-less twin.
       {"sum_normalized_twin_f32", row_test::SumNormalized(DType::kF32, -1027, 1000)},
       {"sum_normalized_twin_wide_f32", row_test::SumNormalized(DType::kF32, 333, 50257)},
