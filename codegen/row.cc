@@ -331,10 +331,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
       p.preconditions.push_back(std::move(c));
     };
     for (int32_t id : p.elem_inputs) {
-      // A window's reads are aligned wherever the input lies.
-      if (std::find(p.window_inputs.begin(), p.window_inputs.end(), id) != p.window_inputs.end()) {
-        continue;
-      }
+      if (p.Windowed(id)) continue;  // A window's reads are aligned wherever the input lies.
       const Node& n = chain.nodes[id];
       aligned(BufferRef{BufferRef::Kind::kInput, static_cast<uint32_t>(n.input_index)},
               StorageDType(n), "input");

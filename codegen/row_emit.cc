@@ -683,9 +683,7 @@ class Writer {
   };
   using BodyFn = std::function<PassBody(int vec)>;
 
-  bool Windowed(int32_t id) const {
-    return std::find(p_.window_inputs.begin(), p_.window_inputs.end(), id) != p_.window_inputs.end();
-  }
+  bool Windowed(int32_t id) const { return p_.Windowed(id); }
 
   bool Staged(int32_t id) const {
     return p_.stage_bytes > 0 &&

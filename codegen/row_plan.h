@@ -2,6 +2,7 @@
 #ifndef KFUSE_CODEGEN_ROW_PLAN_H_
 #define KFUSE_CODEGEN_ROW_PLAN_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -83,6 +84,9 @@ struct Plan {
   // holds its first element, and its vectors are read from the buffer
   // through windows too.
   std::vector<int32_t> window_inputs;
+  bool Windowed(int32_t id) const {
+    return std::find(window_inputs.begin(), window_inputs.end(), id) != window_inputs.end();
+  }
   std::vector<int32_t> symbols;         // Symbols of the row shape, ascending.
   std::vector<Precondition> preconditions;
 };
