@@ -5,8 +5,12 @@ what a caller does without strided inputs), and eager PyTorch on the view.
 
 Cases: a softmax over a padded vocabulary's first 50257 columns, an RMSNorm
 of the k third of a fused projection's output, a softmax of a transposed
-f32 matrix, silu(x) * y with y a row expanded over x's rows, and the
-differences along the rows of a padded tensor (x[:, 1:] - x[:, :-1]).
+f32 matrix, silu(x) * y with y a row expanded over x's rows, the
+differences along the rows of a padded tensor (x[:, 1:] - x[:, :-1]), and
+two inputs at addresses off the 16-byte boundary (an RMSNorm of a slice one
+element in, silu(x) * y with y dense but 5 elements off): "contiguous()"
+there copies them to aligned memory (clone() where already contiguous);
+each is followed by its twin on the boundary, for the windows' cost.
 
 Per case, the median of 50 calls after an L2 flush, the bytes moved over
 each time (each view element read once, each output written once), a dense
@@ -36,7 +40,24 @@ def cases():
          [torch.randn(16384, 4096, **bf16), torch.randn(1, 4096, **bf16).expand(16384, 4096)]),
         ("x[:, 1:] - x[:, :-1], bf16[16384, 4104][:, :4097]", lambda x: x[:, 1:] - x[:, :-1],
          [torch.randn(16384, 4104, **bf16)[:, :4097]]),
+        # Addresses off the 16-byte boundary: each sent from the boundary before it.
+        ("rms_norm of bf16[16384, 4104][:, 1:4097]", lambda x, w: F.rms_norm(x, (4096,), w, 1e-6),
+         [torch.randn(16384, 4104, **bf16)[:, 1:4097], torch.randn(4096, **bf16)]),
+        ("rms_norm of bf16[16384, 4104][:, 8:4104] (twin)", lambda x, w: F.rms_norm(x, (4096,), w, 1e-6),
+         [torch.randn(16384, 4104, **bf16)[:, 8:4104], torch.randn(4096, **bf16)]),
+        ("silu(x) * y, bf16[16384, 4096], y 5 elements off", lambda x, y: F.silu(x) * y,
+         [torch.randn(16384, 4096, **bf16), _off_boundary((16384, 4096), 5, **bf16)]),
+        ("silu(x) * y, bf16[16384, 4096] (twin)", lambda x, y: F.silu(x) * y,
+         [torch.randn(16384, 4096, **bf16), torch.randn(16384, 4096, **bf16)]),
     ]
+
+
+def _off_boundary(shape, elements, dtype, device):
+    """A dense tensor whose address lies `elements` past a 16-byte boundary."""
+    n = shape[0] * shape[1]
+    base = torch.randn(n + 16, dtype=dtype, device=device)
+    skip = (-base.data_ptr() // base.element_size()) % (16 // base.element_size()) + elements
+    return base[skip:skip + n].view(shape)
 
 
 def main():
@@ -47,7 +68,8 @@ def main():
     variants = []
     with torch.inference_mode():
         for name, fn, xs in cases():
-            assert any(not x.is_contiguous() for x in xs)
+            # A twin: the case above it with its inputs on the boundary.
+            assert "(twin)" in name or any(not x.is_contiguous() or x.data_ptr() % 16 for x in xs)
             fused = kt.fuse(fn, fallback="raise", mode="quick")
             got, want = fused(*xs), fn(*xs)
             ref = fn(*[x.double() for x in xs])
@@ -58,7 +80,8 @@ def main():
             copy_then_fused = kt.fuse(fn, fallback="raise", mode="quick")
 
             def contiguous_first(*a, f=copy_then_fused):
-                return f(*[x.contiguous() for x in a])
+                return f(*[x.clone() if x.is_contiguous() and x.data_ptr() % 16 else x.contiguous()
+                           for x in a])
 
             contiguous_first(*xs)
             times = [median_us(fused, *xs), median_us(contiguous_first, *xs), median_us(fn, *xs)]
@@ -70,7 +93,8 @@ def main():
             print(f"{name:50}" + "".join(f"{v:18.1f}" for v in times) +
                   f"  {moved / 1e3 / t:13.0f}  {copy_gbs:9.0f}  {times[2] / t:7.2f}x  {times[1] / t:14.2f}x"
                   f"  {err:.3g} ({err_eager:.3g})")
-            for k in fused.plan_for(*xs).kernels:
+            fused(*xs)
+            for k in fused.last_plan.kernels:
                 params = ", ".join(f"{p}={v}" for p, v in sorted(k.variant.params.items()))
                 variants.append(f"  {name}: {k.entry} {{{params}}}")
     print("variants:")

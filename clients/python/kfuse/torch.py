@@ -92,7 +92,12 @@ Fallbacks (never a wrong answer):
   where unreachable; "raise"); retried after RETRY_SECONDS, doubling per
   consecutive failure of the function up to RETRY_MAX_SECONDS;
 - a launch refused before anything ran (a precondition such as alignment):
-  eager for that call, warned once per function ("warn");
+  eager for that call, warned once per function ("warn"). An input whose
+  address lies off the 16-byte alignment the plan asks of it is first sent
+  again as the view from the boundary before it, sliced back to it in the
+  chain (a plan per signature and phase, read through windows, launched
+  with the boundary's address); only where no such plan is served does the
+  call run eagerly;
 - CPU tensors and zero-size inputs: eager, silently, with no RPC (kernels
   are GPU-only; chains have no empty dims).
 A chain the server refuses otherwise (INVALID_ARGUMENT, ...) raises its
@@ -854,8 +859,41 @@ _PURE_PYTHON = {getattr, operator.getitem, operator.add, operator.sub, operator.
 
 def _spec(spec):
     """(dtype, shape, strides or None where dense) of a translate spec."""
-    dt, shape, *strides = spec
-    return dt, shape, strides[0] if strides else None
+    dt, shape, *rest = spec
+    return dt, shape, rest[0] if rest else None
+
+
+def _spec_phase(spec):
+    """A translate spec's phase (0 where it has none): see _enclosing."""
+    return spec[3] if len(spec) > 3 else 0
+
+
+def _unit_dim(shape, strides):
+    """The innermost dim of stride 1 and size above 1 (None: none), along
+    which a phased input is sent widened."""
+    for d in range(len(shape) - 1, -1, -1):
+        if strides[d] == 1 and shape[d] > 1:
+            return d
+    return None
+
+
+def _enclosing(shape, strides, phase):
+    """(shape, strides, dim) of the view that starts `phase` elements before
+    a tensor of (shape, strides) and widens its unit-stride dim `dim` by as
+    many: the tensor is that view's slice [phase:] along `dim`.
+
+    An input whose address lies `phase` elements past a 16-byte boundary is
+    sent so (its launch address moved back to the boundary): the plan then
+    knows where each row starts against the vectors' alignment and reads it
+    through windows, where compiled for an aligned address it would need one.
+    The view spans the boundary to the tensor's last element, inside its
+    storage where the storage holds `phase` elements before the tensor
+    (_phases asks that), and the plan reads only the slice."""
+    strides = tuple(strides) if strides is not None else _dense_strides(shape)
+    d = _unit_dim(shape, strides)
+    wide = list(shape)
+    wide[d] += phase
+    return tuple(wide), strides, d
 
 
 def _meta_values(gm, specs):
@@ -882,7 +920,9 @@ def _meta_values(gm, specs):
 def translate(gm, specs, name="f"):
     """A kfuse.Chain for an fx GraphModule whose placeholders take tensors of
     `specs` ((torch dtype, shape) pairs, or (dtype, shape, strides) for an
-    input at strides of its own, None meaning dense). Raises Unsupported naming the
+    input at strides of its own, None meaning dense, or (dtype, shape,
+    strides, phase) for one sent from the 16-byte boundary `phase` elements
+    before it, as _enclosing says, its slice an op of the chain). Raises Unsupported naming the
     first node it cannot translate, or whose dtype or shape would differ
     from torch's, and TooLarge for a chain larger than kfused takes. Returns
     (chain, [fx node name per chain op index], whether the function returns
@@ -898,12 +938,21 @@ def translate(gm, specs, name="f"):
         raise Unsupported(f"{name}: takes {len(placeholders)} arguments; got {len(specs)}")
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            dt, shape, strides = _spec(specs[len(env)])
+            spec = specs[len(env)]
+            dt, shape, strides = _spec(spec)
+            phase = _spec_phase(spec)
+            shape = [int(d) for d in shape]
+            if phase:
+                wide, strides, d = _enclosing(shape, strides, phase)
             try:
-                env[node] = c.input(node.name, dt, [int(d) for d in shape],
-                                    None if strides is None else [int(st) for st in strides])
+                x = c.input(node.name, dt, list(wide) if phase else shape,
+                            None if strides is None else [int(st) for st in strides])
             except ValueError as e:  # A dtype chains do not have (uint8, float8, ...).
                 raise Unsupported(f"{name}: input '{node.name}' ({e})", node.name) from None
+            if phase:
+                x = K.slice(x, d, phase, phase + shape[d])
+                op_nodes.append(node.name)
+            env[node] = x
             continue
         if node.op == "output":
             outs = node.args[0]
@@ -989,20 +1038,66 @@ class _Fused:
     (kfuse.Launcher), the BoundLaunch, or the LaunchError that refused
     binding (a precondition on sizes); and the fast check's `guard`, from
     _guard (one attribute, so that threads see both halves together), with
-    how many more may be made."""
+    how many more may be made. `sig` is the signature it was compiled for;
+    `phases` (None for most) each input's phase where it was compiled for
+    addresses off the 16-byte alignment (_phases), and `shifts` the bytes
+    each input's launch address lies before its tensor's."""
     __slots__ = ("plan", "inputs", "arity", "device", "outputs", "tuple_out", "alloc", "ordinal",
-                 "empty", "bound", "refused", "guard", "guards_left")
+                 "empty", "bound", "refused", "guard", "guards_left", "sig", "phases", "shifts")
 
-    def __init__(self, plan, inputs, outputs, tuple_out, device):
+    def __init__(self, plan, inputs, outputs, tuple_out, device, phases=None):
         self.plan, self.outputs, self.tuple_out, self.device = plan, outputs, tuple_out, device
+        self.sig, self.phases = tuple(inputs), phases
         self.inputs = tuple((dt, tuple(shape), tuple(strides) if strides else _dense_strides(shape))
                             for dt, shape, strides in inputs)
+        self.shifts = None if phases is None else tuple(
+            p * dt.itemsize for p, (dt, _, _) in zip(phases, self.inputs))
         self.arity = len(self.inputs)
         self.alloc = tuple((shape, _dense_strides(shape), dt) for dt, shape in outputs)
         self.ordinal = device.index if device.type == "cuda" else None
         self.empty = _empty_on(device)
         self.bound = self.refused = None
         self.guard, self.guards_left = _NO_GUARD, _GUARDS
+
+    def views(self, args):
+        """The inputs as the plan takes them: a phased one as the view from
+        its 16-byte boundary (_enclosing)."""
+        if self.phases is None:
+            return args
+        return [a if not p else a.as_strided(*_enclosing(a.shape, a.stride(), p)[:2],
+                                             a.storage_offset() - p)
+                for a, p in zip(args, self.phases)]
+
+    def addresses(self, args, outs):
+        return [*(a.data_ptr() - s for a, s in zip(args, self.shifts)), *map(_data_ptr, outs)]
+
+    def fits(self, args):
+        """Whether each phased input of `args` lies at its phase."""
+        return all((a.data_ptr() - s) % 16 == 0 for a, s in zip(args, self.shifts) if s)
+
+
+def _phases(plan, args):
+    """Per input, its phase: the elements by which its address lies past a
+    16-byte boundary, where `plan` asks it aligned (to at most 16 bytes),
+    the address breaks that, and the input can be sent from the boundary
+    (_enclosing: a dim of stride 1, as many elements before it in its
+    storage); else 0. None where every one is 0."""
+    need = {}
+    for k in plan.kernels:
+        for p in k.preconditions:
+            if p.kind == pb.Precondition.KIND_ALIGNED and p.buffer.WhichOneof("kind") == "input":
+                need[p.buffer.input] = builtins.max(need.get(p.buffer.input, 1), p.value)
+    phases = [0] * len(args)
+    for i, align in need.items():
+        if i >= len(args) or align > 16:
+            continue
+        a = args[i]
+        ptr, size = a.data_ptr(), a.element_size()
+        off = ptr % 16
+        if (ptr % align and not off % size and a.storage_offset() >= off // size
+                and _unit_dim(a.shape, a.stride()) is not None):
+            phases[i] = off // size
+    return tuple(phases) if any(phases) else None
 
 
 def _dense_strides(shape):
@@ -1189,11 +1284,11 @@ class FusedFunction:
             if outs[0].get_device() != ordinal:  # Another device is current: allocate by name.
                 outs = tuple(_empty_any(*a, device=entry.device) for a in alloc)
         bound = entry.bound
-        if bound is None:
-            return self._first_launch(entry, args, outs, stream)
+        if bound is None or entry.shifts is not None:
+            return self._launch(entry, args, outs, stream)
         refusal = bound.run([*map(_data_ptr, args), *map(_data_ptr, outs)], stream)
         if refusal is not None:
-            return self._refused(refusal, args)
+            return self._refused(refusal, entry, args, outs, stream)
         self._last = entry
         return outs if entry.tuple_out else outs[0]
 
@@ -1249,41 +1344,72 @@ class FusedFunction:
             return _Ran(self.fn(*args))
         return entry
 
-    def _first_launch(self, entry, args, outs, stream):
-        """A launch without a BoundLaunch: binds one (kfuse.Launcher), or
-        calls launch() on a launcher that does not bind."""
+    def _launch(self, entry, args, outs, stream, first=None):
+        """A launch off the warm path: one without a BoundLaunch (binds one
+        through kfuse.Launcher, or calls launch() on a launcher that does
+        not bind), or of a phased entry. `first`: the refusal that sent the
+        call here, to a phased entry (reported if this one fails too)."""
+        if entry.shifts is not None and not entry.fits(args):
+            # Compiled for other phases: this call's own plan.
+            if first is not None:
+                return self._refused(first, entry, args, outs, stream)
+            entry = self._lookup(args, {})
+            if type(entry) is _Ran:
+                return entry.result
+            return self._launch(entry, args, outs, stream)
         launcher = self.launcher
         bind = getattr(launcher, "bind", None)
         if bind is None:
             try:
-                launcher.launch(entry.plan, args, outs, stream=stream)
+                launcher.launch(entry.plan, entry.views(args), outs, stream=stream)
             except LaunchError as e:
                 if e.code not in ("FAILED_PRECONDITION", "INVALID_ARGUMENT"):
                     raise
-                return self._refused(e, args)
+                return self._refused(first or e, entry, args, outs, stream, first is None)
             return outs if entry.tuple_out else outs[0]
-        if entry.refused is None:
+        if entry.bound is None and entry.refused is None:
             try:
-                entry.bound = bind(entry.plan, args, outs, device=entry.ordinal)
+                entry.bound = bind(entry.plan, entry.views(args), outs, device=entry.ordinal)
             except LaunchError as e:
                 if e.code not in ("FAILED_PRECONDITION", "INVALID_ARGUMENT"):
                     raise
                 entry.refused = e  # It depends on sizes only: this signature runs eagerly.
         if entry.refused is not None:
-            return self._refused(entry.refused, args)
-        ptrs = [_data_ptr(t) for t in args] + [_data_ptr(t) for t in outs]
+            return self._refused(first or entry.refused, entry, args, outs, stream, False)
+        ptrs = entry.addresses(args, outs) if entry.shifts is not None else (
+            [_data_ptr(t) for t in args] + [_data_ptr(t) for t in outs])
         refusal = entry.bound.run(ptrs, stream)
         if refusal is not None:
-            return self._refused(refusal, args)
+            return self._refused(first or refusal, entry, args, outs, stream, first is None)
         self._last = entry
         return outs if entry.tuple_out else outs[0]
 
-    def _refused(self, error, args):
-        """A launch refused before anything ran: raise, or run eagerly."""
+    def _refused(self, error, entry, args, outs, stream, rephase=True):
+        """A launch refused before anything ran: where inputs lie off the
+        16-byte alignment `entry`'s plan asks (and `rephase`), launched by
+        the plan compiled for where they lie (_phases); else raise, or run
+        eagerly."""
+        if rephase and entry.phases is None:
+            phases = _phases(entry.plan, args)
+            if phases is not None:
+                key = (entry.sig, entry.device, phases)
+                other = self.cache.get_or_create(key, lambda: self._build_phased(entry, args, phases))
+                if type(other) is _Fused:
+                    return self._launch(other, args, outs, stream, first=error)
+                if other.retry_at is not None and time.monotonic() >= other.retry_at:
+                    self.cache.invalidate(key)
         if self.fallback == "raise":
             raise error
         self._warn_once("launch", f"{error.message}; running eagerly")
         return self.fn(*args)
+
+    @property
+    def last_plan(self):
+        """The plan of the last call launched through a bound launch (None
+        before one): plan_for's, or, for inputs off their 16-byte boundary,
+        the plan compiled for where they lie."""
+        entry = self._last
+        return None if entry is None else entry.plan
 
     @property
     def launcher(self):
@@ -1305,10 +1431,22 @@ class FusedFunction:
                 self._gm = torch.fx.symbolic_trace(self.fn)
             return self._gm
 
-    def chain_for(self, *args):
-        """(kfuse.Chain, fx node name per op, tuple output?) for these tensors;
-        raises Unsupported. No RPC."""
-        specs = [(a.dtype, tuple(a.shape), _layout(a)) for a in args]
+    def _build_phased(self, entry, args, phases):
+        """_build for `args` at `phases`, where `entry` was built for their
+        signature: an _Eager, not an exception, where it fails (the call
+        reports the refusal that sent it here)."""
+        try:
+            return self._build(args, list(entry.sig), entry.device, phases)
+        except KfuseError as e:
+            return _Eager(e.message, self._retry_at() if e.code in _TRANSIENT else None)
+
+    def chain_for(self, *args, phases=None):
+        """(kfuse.Chain, fx node name per op, tuple output?) for these tensors
+        (with `phases`, each input of a non-zero phase sent from the 16-byte
+        boundary that many elements before it: _enclosing); raises
+        Unsupported. No RPC."""
+        specs = [(a.dtype, tuple(a.shape), _layout(a)) + ((phases[i],) if phases and phases[i] else ())
+                 for i, a in enumerate(args)]
         try:
             if self.trace == "aten":
                 from torch.fx.experimental.proxy_tensor import make_fx
@@ -1327,16 +1465,20 @@ class FusedFunction:
         entry = self.cache.get_or_create(key, lambda: self._build(args, sig, args[0].device))
         return None if type(entry) is _Eager else entry.plan
 
-    def _build(self, args, sig, dev):
+    def _build(self, args, sig, dev, phases=None):
         if any(0 in shape for _, shape, _ in sig):
             return _Eager("a zero-size input")  # Nothing to fuse; kfused refuses empty dims.
+        # A phased signature's failures go unsaid: its call reports the refusal
+        # that sent it there.
+        eager = self._eager if phases is None else _Eager
         try:
-            chain, op_nodes, tuple_out = self.chain_for(*args)
+            chain, op_nodes, tuple_out = self.chain_for(*args, phases=phases)
         except Unsupported as e:
             if self.fallback == "raise":
                 raise
-            return self._eager(e.message)
-        rows = self._with_rows(chain, args) if self.dynamic else None
+            return eager(e.message)
+        # Phased inputs: a plan per shape (their first rows' phases are the call's).
+        rows = self._with_rows(chain, args) if self.dynamic and phases is None else None
         ordinal = dev.index if dev.index is not None else -1
         target = _target(dev)
         client = self.client
@@ -1366,11 +1508,11 @@ class FusedFunction:
                 return _Eager(e.message, retry_at)
             node = op_nodes[e.op] if e.op is not None and 0 <= e.op < len(op_nodes) else None
             if e.code == "UNIMPLEMENTED" and self.fallback != "raise":
-                return self._eager(f"{self.name}: kfused cannot compile it yet: {e.message}")
+                return eager(f"{self.name}: kfused cannot compile it yet: {e.message}")
             # The server's own failure (a kernel it measured wrong, say): eager
             # is right, so it runs instead.
             if e.code == "INTERNAL" and self.fallback != "raise":
-                return self._eager(f"{self.name}: kfused failed to build it: {e.message}")
+                return eager(f"{self.name}: kfused failed to build it: {e.message}")
             e.node = node
             e.add_note(f"kfuse.torch: while compiling {self.name}"
                        + (f" (op {e.op} is fx node '{node}')" if node else ""))
@@ -1381,13 +1523,13 @@ class FusedFunction:
         for spec in plan.outputs:
             dims = [d.size if d.WhichOneof("kind") == "size" else sizes.get(d.symbol) for d in spec.shape]
             if None in dims or spec.dtype not in _TORCH_DTYPES:
-                return self._eager(f"{self.name}: the plan's output '{spec.name}' has a shape or "
+                return eager(f"{self.name}: the plan's output '{spec.name}' has a shape or "
                                    "dtype that is not static")
             outputs.append((_TORCH_DTYPES[spec.dtype], tuple(dims)))
         want = [(m.dtype, tuple(m.shape)) for m in _meta_outputs(self, args, tuple_out)]
         if outputs != want:
-            return self._eager(f"{self.name}: the plan's outputs {outputs} differ from torch's {want}")
-        return _Fused(plan, sig, outputs, tuple_out, dev)
+            return eager(f"{self.name}: the plan's outputs {outputs} differ from torch's {want}")
+        return _Fused(plan, sig, outputs, tuple_out, dev, phases)
 
     def _with_rows(self, chain, args):
         """`chain` as a kfuse.v1.Chain with dim 0 of the first input, and of

@@ -538,6 +538,43 @@ def test_a_non_contiguous_input_is_sent_at_its_strides():
     assert [list(i.strides) for i in chain.to_proto().inputs] == [[], []]  # Dense: none sent.
 
 
+def test_a_misaligned_slice_is_compiled_again_from_its_16_byte_boundary(client):
+    """x[:, 1:257] of an f32 [4, 264]: rows in phase with an address one
+    element past a boundary. kfused's first plan reads them in aligned
+    vectors, which the launch refuses; the chain sent again from the
+    boundary (the input [4, 257] at the same strides, sliced [1:]) gets a
+    plan that asks no alignment of it, launched with the boundary's
+    address, once per signature."""
+    counting = CountingClient(client)
+    launches = []
+
+    class Launcher:
+        def launch(self, plan, inputs, outputs, stream=0):
+            kfuse.resolve(plan, inputs, outputs)  # Refuses the first plan's address.
+            launches.append((plan, inputs))
+            outputs[0].copy_(F.softmax(inputs[0][:, 1:], dim=-1))
+
+    softmax = lambda v: F.softmax(v, dim=-1)  # noqa: E731
+    ff = kt.fuse(softmax, client=counting, launcher=Launcher(), mode="heuristic", fallback="raise")
+    ff.gpu_only = False
+    wide = torch.randn(4, 264)
+    x = wide[:, 1:257]
+    assert x.data_ptr() % 16 == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            torch.testing.assert_close(ff(x), softmax(x))
+    assert counting.calls == 2 and len(launches) == 2
+    plan, inputs = launches[0]
+    assert [d.size for d in plan.inputs[0].shape] == [4, 257] and list(plan.inputs[0].strides) == [264, 1]
+    assert not [c for k in plan.kernels for c in k.preconditions
+                if c.kind == pb.Precondition.KIND_ALIGNED and c.buffer.WhichOneof("kind") == "input"]
+    assert inputs[0].data_ptr() == x.data_ptr() - 4 and torch.equal(inputs[0][:, 1:], x)
+    first = ff.plan_for(x)  # The signature's own plan: aligned vectors of input 0.
+    assert [c.value for k in first.kernels for c in k.preconditions
+            if c.kind == pb.Precondition.KIND_ALIGNED and c.buffer.WhichOneof("kind") == "input"] == [16]
+
+
 def test_a_view_torch_refuses_for_the_strides_is_refused_by_name():
     ff = kt.fuse(lambda v: v.view(-1) + 1, fallback="raise")
     with pytest.raises(kt.Unsupported, match="cannot run on meta tensors"):

@@ -5,7 +5,8 @@ kernel's parameters, calls unlike the last (dtype, shape, layout, device,
 grad) taking the lookup, whether torch's tensor guard or the loop compares
 them, a guard per kind of inputs (mode, requires_grad) and none kept
 alive by it, signatures taking turns, ALIGNED preconditions still checked
-per call (as resolve checks them), size preconditions refused once,
+per call (as resolve checks them), an input off them sent again from its
+16-byte boundary (its own plan), size preconditions refused once,
 another (or no) current context handled, outputs made on the inputs'
 device, each in its own allocation, threads that share a bound launch, and
 intermediates and workspaces allocated per call."""
@@ -104,34 +105,134 @@ def test_each_call_launches_on_its_own_addresses():
     assert launcher.binds == 1
 
 
-def _misaligned_like(t):
+def _misaligned_like(t, elements=1):
     """A tensor of t's shape and dtype (contiguous, so the same signature)
-    whose address is one element past a 16-byte boundary."""
-    base = torch.randn(t.numel() + 8, dtype=t.dtype)
+    whose address is `elements` past a 16-byte boundary."""
+    base = torch.randn(t.numel() + 16, dtype=t.dtype)
     step = 16 // t.element_size()
-    skip = (-base.data_ptr() // t.element_size()) % step + 1
+    skip = (-base.data_ptr() // t.element_size()) % step + elements
     out = base[skip:skip + t.numel()].view(t.shape)
-    assert out.is_contiguous() and out.data_ptr() % 16 != 0
+    assert out.is_contiguous() and out.data_ptr() % 16 == elements * t.element_size()
     return out
 
 
-def test_a_misaligned_address_is_refused_on_the_warm_path(resolves):
+class _PhasingClient:
+    """Answers a chain whose inputs are all sent as they are with `plan`,
+    one that sends an input from the 16-byte boundary before it (a slice
+    of a wider view of it) with a plan of the chain's own inputs that asks
+    no alignment of that one (as kfused's windows do), or, where `refuse`,
+    UNIMPLEMENTED. `chains` holds what it was asked."""
+
+    def __init__(self, plan, refuse=False):
+        self.plan, self.refuse, self.calls, self.address, self.chains = plan, refuse, 0, "stub", []
+
+    def compile(self, chain, **kw):
+        self.calls += 1
+        proto = chain.to_proto()
+        self.chains.append(proto)
+        sliced = {op.args[0].input for op in proto.ops
+                  if op.kind == pb.OP_SLICE and op.args[0].WhichOneof("kind") == "input"}
+        if not sliced:
+            return pb.CompileResponse(plan=self.plan)
+        if self.refuse:
+            raise kfuse.KfuseError("UNIMPLEMENTED", "op 0 (slice): not generated here")
+        plan = pb.KernelPlan()
+        plan.CopyFrom(self.plan)
+        plan.key = f"phased {sorted(sliced)} {[list(i.shape) for i in proto.inputs]}"
+        del plan.inputs[:]
+        plan.inputs.extend(proto.inputs)
+        k = plan.kernels[0]
+        kept = [c for c in k.preconditions if not (c.kind == pb.Precondition.KIND_ALIGNED
+                                                   and c.buffer.WhichOneof("kind") == "input"
+                                                   and c.buffer.input in sliced)]
+        del k.preconditions[:]
+        k.preconditions.extend(kept)
+        return pb.CompileResponse(plan=plan)
+
+
+def _phased(fn, tensors, driver, fallback="raise", refuse=False):
+    client = _PhasingClient(make_plan(fn, tensors), refuse)
+    launcher = kfuse.Launcher(driver=driver)
+    ff = kt.fuse(fn, client=client, launcher=launcher, fallback=fallback)
+    ff.gpu_only = False
+    return ff, launcher, client
+
+
+def test_a_misaligned_input_is_launched_from_its_16_byte_boundary(resolves):
+    """An address the plan cannot take (ALIGNED) is sent again as the view
+    from the 16-byte boundary before it, sliced in the chain: that plan is
+    compiled once, bound once, and launched with the boundary's address on
+    warm calls; aligned calls go back to the first plan, another phase gets
+    its own."""
     x, y = torch.randn(4, 64), torch.randn(4, 64)
     driver = FakeDriver(record=True, param_types=_types(3))
-    ff, launcher, _ = _fused(_silu_mul, [x, y], driver, fallback="warn")
+    ff, launcher, client = _phased(_silu_mul, [x, y], driver)
+    with torch.inference_mode():
+        ff(x, y)
+        bad = _misaligned_like(y)
+        for _ in range(3):
+            out = ff(x, bad)
+            assert driver.launches[-1]["params"][:3] == [x.data_ptr(), bad.data_ptr() - 4, out.data_ptr()]
+        assert client.calls == 2 and launcher.binds == 2
+        sent = client.chains[1]
+        assert [list(d.size for d in i.shape) for i in sent.inputs] == [[4, 64], [4, 65]]
+        assert list(sent.inputs[1].strides) == [64, 1]
+        slice_op = sent.ops[0]
+        assert slice_op.kind == pb.OP_SLICE and slice_op.args[0].input == 1
+        assert (slice_op.slice.axis, slice_op.slice.start, slice_op.slice.stop) == (1, 1, 65)
+        out = ff(x, y)  # Aligned again: the first plan, at the tensor's own address.
+        assert driver.launches[-1]["params"][:3] == [x.data_ptr(), y.data_ptr(), out.data_ptr()]
+        out = ff(x, bad)
+        assert driver.launches[-1]["params"][1] == bad.data_ptr() - 4
+        assert client.calls == 2 and launcher.binds == 2 and driver.calls == 6
+        other = _misaligned_like(y, 3)  # Another phase: a plan of its own.
+        out = ff(x, other)
+        assert driver.launches[-1]["params"][1] == other.data_ptr() - 12
+        assert client.calls == 3 and launcher.binds == 3
+        assert [d.size for d in client.chains[2].inputs[1].shape] == [4, 67]
+
+
+def test_a_phased_input_keeps_its_strides_and_widens_its_unit_stride_dim():
+    """A transpose (stride 1 along dim 0) one element past a boundary is
+    sent widened by one along dim 0, at its own strides."""
+    x = torch.randn(600)[1:513].view(64, 8).t()  # [8, 64] at strides (1, 8).
+    assert x.data_ptr() % 16 == 4
+    relu = lambda t: torch.relu(t)  # noqa: E731
+    driver = FakeDriver(record=True, param_types=_types(2))
+    ff, _, client = _phased(relu, [torch.randn(64, 8).t()], driver)
+    with torch.inference_mode():
+        ff(torch.randn(64, 8).t())
+        ff(x)
+    sent = client.chains[-1]
+    assert [d.size for d in sent.inputs[0].shape] == [9, 64] and list(sent.inputs[0].strides) == [1, 8]
+    assert (sent.ops[0].slice.axis, sent.ops[0].slice.start, sent.ops[0].slice.stop) == (0, 1, 9)
+    assert driver.launches[-1]["params"][0] == x.data_ptr() - 4
+
+
+def test_a_misaligned_input_runs_eagerly_where_no_plan_takes_it(resolves):
+    """Where kfused cannot compile the chain sent from the boundary, the
+    call runs eagerly, warned with the first plan's refusal (once), or
+    raises it (fallback="raise"); the phased compile is asked once."""
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    driver = FakeDriver(record=True, param_types=_types(3))
+    ff, launcher, client = _phased(_silu_mul, [x, y], driver, fallback="warn", refuse=True)
     with torch.inference_mode():
         ff(x, y)
         checked = len(resolves)
         bad = _misaligned_like(y)
         with pytest.warns(kfuse.FallbackWarning, match=r"requires input 1 is 16-byte aligned.*"
-                          r"address 0x[0-9a-f]+ is not a multiple of 16\); running eagerly"):
+                          r"address 0x[0-9a-f]+ is not a multiple of 16\); running eagerly") as rec:
             got = ff(x, bad)
+            again = ff(x, bad)
+        assert len(rec) == 1
         torch.testing.assert_close(got, _silu_mul(x, bad))
+        torch.testing.assert_close(again, _silu_mul(x, bad))
         assert driver.calls == 1, "a refused launch reached the driver"
         ff(x, y)  # Aligned again: launched on the same bound launch.
     assert driver.calls == 2 and launcher.binds == 1 and len(resolves) == checked
+    assert client.calls == 2, "the phased signature was compiled again"
 
-    strict, _, _ = _fused(_silu_mul, [x, y], FakeDriver())
+    strict, _, _ = _phased(_silu_mul, [x, y], FakeDriver(), refuse=True)
     with torch.inference_mode():
         strict(x, y)
         with pytest.raises(kfuse.LaunchError, match="requires input 1 is 16-byte aligned") as e:
