@@ -290,6 +290,17 @@ std::string AttrString(const Chain& c, const Node& n) {
 
 }  // namespace
 
+bool IsViewOfInput(const Chain& c, int32_t id) {
+  for (;;) {
+    const Node& n = c.nodes[id];
+    if (n.kind == OpKind::kInput) return true;
+    if (n.kind != OpKind::kPermute && n.kind != OpKind::kExpand && n.kind != OpKind::kReshape) {
+      return false;
+    }
+    id = n.args[0];
+  }
+}
+
 std::string OpLabel(const Chain& c, int32_t id) {
   const Node& n = c.nodes[id];
   if (n.kind == OpKind::kInput) return absl::StrCat("inputs[", n.input_index, "]");

@@ -144,6 +144,11 @@ struct Chain {
 // A human-readable listing, one node a line ("%3 = mul(%1, %2) : bf16[N,4096]").
 std::string ToString(const Chain& c);
 
+// True when node `id` is a chain input seen through permutes, expands and
+// reshapes alone (or the input itself): what a matmul kernel can read as
+// strides of the input's buffer rather than as another kernel's result.
+bool IsViewOfInput(const Chain& c, int32_t id);
+
 // How messages name node `id` of a validated chain: "op 3 (reduce_sum)",
 // numbered as the client's ops are; an input is "inputs[1]".
 std::string OpLabel(const Chain& c, int32_t id);

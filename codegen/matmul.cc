@@ -63,6 +63,29 @@ bool SameStrides(const std::vector<SizeExpr>& a, const std::vector<SizeExpr>& b)
   return true;
 }
 
+namespace {
+
+// Node `id` as another kernel's result: an intermediate, dense.
+Access Stored(const Chain& c, int32_t id) {
+  Access a;
+  a.node = id;
+  a.buffer = BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)};
+  a.dtype = c.nodes[id].type.dtype;
+  a.strides = DenseStrides(c.nodes[id].type.shape);
+  return a;
+}
+
+// What a matmul kernel reads for node `id` (an operand, or a value its
+// epilogue reads): Resolve's answer, but a view that is no view of a chain
+// input (a slice, a transpose of a computed value) is the value an earlier
+// kernel stores for it, as the matmul partition plans.
+absl::StatusOr<Access> ResolveRead(const Chain& c, int32_t id, const std::set<int32_t>& mine) {
+  if (IsLayout(c.nodes[id].kind) && !IsViewOfInput(c, id) && !mine.count(id)) return Stored(c, id);
+  return Resolve(c, id, mine);
+}
+
+}  // namespace
+
 absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_t>& mine) {
   const Node& n = c.nodes[id];
   if (n.kind == OpKind::kInput) {
@@ -110,12 +133,7 @@ absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_
     return absl::UnimplementedError(absl::StrCat(
         OpLabel(c, id), ": as a matmul operand inside the product's kernel is not generated yet"));
   }
-  Access a;  // Another kernel's result: an intermediate, dense.
-  a.node = id;
-  a.buffer = BufferRef{BufferRef::Kind::kIntermediate, static_cast<uint32_t>(id)};
-  a.dtype = n.type.dtype;
-  a.strides = DenseStrides(n.type.shape);
-  return a;
+  return Stored(c, id);  // Another kernel's result.
 }
 
 std::vector<SizeExpr> Align(const Access& a, const std::vector<Dim>& shape,
@@ -397,7 +415,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   // Operands, re-indexed over [batch.., M, K] and [batch.., K, N].
   for (int which = 0; which < 2; ++which) {
     const int32_t arg = mm.args[which];
-    KFUSE_ASSIGN_OR_RETURN(Access a, Resolve(chain, arg, mine));
+    KFUSE_ASSIGN_OR_RETURN(Access a, ResolveRead(chain, arg, mine));
     std::vector<Dim> frame = p.batch;
     frame.push_back(which == 0 ? p.m : p.k);
     frame.push_back(which == 0 ? p.k : p.n);
@@ -459,7 +477,7 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   }
   for (int32_t id : read_nodes) {
     // A chain input, or an intermediate of an earlier kernel.
-    KFUSE_ASSIGN_OR_RETURN(Access a, Resolve(chain, id, mine));
+    KFUSE_ASSIGN_OR_RETURN(Access a, ResolveRead(chain, id, mine));
     if (a.buffer.kind == BufferRef::Kind::kIntermediate) p.intermediates_read.push_back(id);
     a.strides = Align(a, chain.nodes[id].type.shape, out);
     p.reads.push_back(std::move(a));

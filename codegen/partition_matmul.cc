@@ -21,7 +21,8 @@ enum class Role : uint8_t {
   kLeafWork,  // Element-wise work on leaves only: recomputed wherever it is read.
   kView,      // A permute or expand of a chain input that matmuls read as strides.
   kProduct,   // A matmul or an epilogue node: its kernel stores it when others read it.
-  kLoose,     // Element-wise work on products that no matmul kernel absorbs.
+  kLoose,     // Element-wise work on products that no matmul kernel absorbs, and
+              // views other than kView (slices, views of computed values).
 };
 
 bool IsLeaf(const Chain& c, int32_t id) {
@@ -44,9 +45,11 @@ bool SwapsLastTwo(const std::vector<int64_t>& perm) {
   return true;
 }
 
-// OK when layout node `id` is an operand the matmul kernels read as strides:
-// a swap of a chain input's last two dims or a batch expand of one, read by
-// matmuls only.
+// OK when layout node `id`, a view of a chain input (IsViewOfInput), is an
+// operand the matmul kernels read as strides: a swap of the input's last two
+// dims or a batch expand of it, read by matmuls only. Other views (slices,
+// concats, views of computed values) are computed as element-wise work is,
+// and stored first by a pointwise or row kernel where a matmul reads them.
 absl::Status CheckOperandView(const Chain& c, int32_t id, const std::vector<int32_t>& users,
                               bool is_output) {
   const Node& n = c.nodes[id];
@@ -171,9 +174,13 @@ std::string PointwiseReason(const Chain& c, const Planned& p,
   if (!p.stores.empty()) {
     const int32_t root = *p.stores.begin();
     const std::set<int32_t> matmuls = MatmulsReading(c, root, users);
-    out =
-        absl::StrCat(OpLabel(c, root), ": element-wise work on an operand of ", Labels(c, matmuls),
-                     ", stored first, as a matmul kernel streams its operands from memory");
+    out = IsLayout(c.nodes[root].kind)
+              ? absl::StrCat(OpLabel(c, root), ": an operand of ", Labels(c, matmuls),
+                             " that is a view no matmul kernel reads as strides (a slice, or a "
+                             "view of a computed value)")
+              : absl::StrCat(OpLabel(c, root), ": element-wise work on an operand of ",
+                             Labels(c, matmuls));
+    absl::StrAppend(&out, ", stored first, as a matmul kernel streams its operands from memory");
   } else {
     out = "element-wise outputs that no matmul kernel takes as its epilogue, in one pass";
     if (p.apart) absl::StrAppend(&out, "; ", kOutputsApart);
@@ -281,7 +288,9 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
                                   "generated yet (reductions along rows are)"));
       }
     }
-    if (IsLayout(k)) KFUSE_RETURN_IF_ERROR(CheckOperandView(c, id, users[id], is_output[id]));
+    if (IsLayout(k) && IsViewOfInput(c, id)) {
+      KFUSE_RETURN_IF_ERROR(CheckOperandView(c, id, users[id], is_output[id]));
+    }
     if (!IsLeaf(c, id) && !IsElementwise(k) && !IsLayout(k) && !IsReduction(k) &&
         k != OpKind::kMatmul) {
       return absl::UnimplementedError(
@@ -299,7 +308,8 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     const Node& nd = c.nodes[id];
     if (IsLeaf(c, id)) continue;
     if (IsLayout(nd.kind)) {
-      role[id] = Role::kView;
+      // Another view is work no epilogue takes: loose, computed where read.
+      role[id] = IsViewOfInput(c, id) ? Role::kView : Role::kLoose;
       continue;
     }
     if (nd.kind == OpKind::kMatmul) {

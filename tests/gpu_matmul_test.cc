@@ -122,8 +122,28 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
 // probabilities are outputs beside the next product's operand (one row kernel
 // writes both) or read beside that product by a trailing pointwise kernel,
 // and outputs [M, 1] and [1, N] beside a product (a trailing kernel each),
-// every kernel at its heuristic variant, each output against the CPU fp64
-// evaluator.
+// and views no matmul reads as strides (stored first), every kernel at its
+// heuristic variant, each output against the CPU fp64 evaluator.
+TensorType BF16(std::vector<int64_t> shape) {
+  TensorType t{DType::kBF16, {}};
+  for (int64_t d : shape) t.shape.push_back(Dim::Static(d));
+  return t;
+}
+
+int32_t Slice(Chain* c, int32_t of, int64_t axis, int64_t start, int64_t stop) {
+  const int32_t id = c->AddOp(OpKind::kSlice, {of});
+  c->nodes[id].axis = axis;
+  c->nodes[id].start = start;
+  c->nodes[id].stop = stop;
+  return id;
+}
+
+int32_t Transpose(Chain* c, int32_t of) {
+  const int32_t id = c->AddOp(OpKind::kPermute, {of});
+  c->nodes[id].axes = {1, 0};
+  return id;
+}
+
 TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
   absl::StatusOr<Gpu> gpu = OpenGpu();
   if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
@@ -142,6 +162,38 @@ TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
        matmul_test::SoftmaxThenProduct(DType::kBF16, 3, 72, 520, 264, 96, /*probs_out=*/true)},
       {"softmax_probs_beside_their_product_bf16",
        matmul_test::ProbsBesideTheirProduct(DType::kBF16, 72, 520, 264, /*probs_first=*/false)},
+      // Views no matmul reads as strides, stored first by pointwise kernels:
+      // a fused projection's parts (slices of a product, one transposed), a
+      // weight sliced one column in (read through windows), a transposed
+      // activation, and a product transposed for its output.
+      {"fused_projection_parts_bf16", [] {
+         Chain c;
+         const int32_t x = c.AddInput(BF16({72, 264})), w = c.AddInput(BF16({264, 3 * 136}));
+         const int32_t p = c.AddOp(OpKind::kMatmul, {x, w});
+         const int32_t q = Slice(&c, p, 1, 0, 136), k = Slice(&c, p, 1, 136, 272);
+         c.outputs = {c.AddOp(OpKind::kMatmul, {q, Transpose(&c, k)})};
+         return row_test::Finish(std::move(c));
+       }()},
+      {"weight_sliced_one_column_in_f16", [] {
+         Chain c;
+         const int32_t x = c.AddInput(TensorType{DType::kF16, {Dim::Static(72), Dim::Static(264)}});
+         const int32_t w = c.AddInput(TensorType{DType::kF16, {Dim::Static(264), Dim::Static(144)}});
+         c.outputs = {c.AddOp(OpKind::kRelu, {c.AddOp(OpKind::kMatmul, {x, Slice(&c, w, 1, 1, 137)})})};
+         return row_test::Finish(std::move(c));
+       }()},
+      {"transposed_activation_bf16", [] {
+         Chain c;
+         const int32_t x = c.AddInput(BF16({72, 264})), y = c.AddInput(BF16({72, 136}));
+         c.outputs = {c.AddOp(OpKind::kMatmul, {Transpose(&c, c.AddOp(OpKind::kRelu, {x})), y})};
+         return row_test::Finish(std::move(c));
+       }()},
+      {"product_transposed_bf16", [] {
+         Chain c;
+         const int32_t x = c.AddInput(BF16({72, 264})), w = c.AddInput(BF16({264, 136}));
+         c.outputs = {c.AddOp(OpKind::kAdd, {Transpose(&c, c.AddOp(OpKind::kMatmul, {x, w})),
+                                             c.AddConstant(1.0)})};
+         return row_test::Finish(std::move(c));
+       }()},
       {"outputs_of_shapes_that_do_not_nest_beside_a_product_bf16", [] {
          Chain c;
          auto bf16 = [](int64_t r, int64_t k) { return TensorType{DType::kBF16, {Dim::Static(r), Dim::Static(k)}}; };

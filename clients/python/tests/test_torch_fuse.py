@@ -101,6 +101,14 @@ CASES = {
                                [("bf16", (2, 16, 64)), ("bf16", (2, 16, 64))],
                                ["OP_PERMUTE", "OP_MATMUL", "OP_CONSTANT", "OP_MUL", "OP_REDUCE_MAX",
                                 "OP_SUB", "OP_EXP", "OP_REDUCE_SUM", "OP_DIV"]),
+    # Views no matmul kernel reads as strides: stored first by a pointwise kernel.
+    "fused_projection_parts": (lambda x, w: (lambda p: p[:, :32] @ p[:, 32:64].t())(x @ w),
+                               [("bf16", (8, 64)), ("bf16", (64, 96))],
+                               ["OP_MATMUL", "OP_SLICE", "OP_SLICE", "OP_PERMUTE", "OP_MATMUL"]),
+    "sliced_weight": (lambda x, w: torch.relu(x @ w[:, 1:33]), [("f16", (8, 64)), ("f16", (64, 40))],
+                      ["OP_SLICE", "OP_MATMUL", "OP_RELU"]),
+    "transposed_activation": (lambda x, y: torch.relu(x).t() @ y, [("bf16", (16, 64)), ("bf16", (16, 32))],
+                              ["OP_RELU", "OP_PERMUTE", "OP_MATMUL"]),
     "rotary": (lambda x, cos, sin: x * cos + torch.cat([-x[..., 32:], x[..., :32]], dim=-1) * sin,
                [("bf16", (2, 8, 64)), ("bf16", (8, 64)), ("bf16", (8, 64))],
                ["OP_MUL", "OP_SLICE", "OP_NEG", "OP_SLICE", "OP_CONCAT", "OP_MUL", "OP_ADD"]),
@@ -515,6 +523,22 @@ def test_plan_is_cached_per_signature(client):
     other, _ = _host_fused(_add_rms, counting, mode="heuristic")
     other(x, r, w)
     assert counting.calls == 2
+
+
+@pytest.mark.parametrize("name,families", [
+    ("fused_projection_parts", ["MATMUL", "POINTWISE", "POINTWISE", "MATMUL"]),
+    ("sliced_weight", ["POINTWISE", "MATMUL"]),
+    ("transposed_activation", ["POINTWISE", "MATMUL"]),
+])
+def test_views_beside_products_are_stored_first(client, name, families):
+    """A slice of a weight or of a product, a transpose of a computed value:
+    kfused plans a pointwise kernel that stores the view, which the product
+    then streams (compiled by NVRTC here)."""
+    fn, specs, _ = CASES[name]
+    plan = kt.fuse(fn, client=client, mode="heuristic").plan_for(*_tensors(specs))
+    assert plan is not None
+    assert [pb.Family.Name(k.variant.family).removeprefix("FAMILY_") for k in plan.kernels] == families
+    assert all(k.cubin or k.ptx for k in plan.kernels)
 
 
 def test_plan_for_fetches_the_real_plan(client):

@@ -169,6 +169,10 @@ MISALIGNED = {
                  torch.randn(4096, dtype=torch.bfloat16, device="cuda")]),
     "softmax_of_a_dense_tensor_off_its_boundary": (
         lambda x: F.softmax(x, dim=-1), lambda: [_off_boundary((512, 1000), torch.float32, 3)]),
+    "product_of_a_slice_one_element_in": (  # Copied to aligned memory by a pointwise kernel first.
+        lambda x, w: F.gelu(x @ w, approximate="tanh"),
+        lambda: [torch.randn(200, 1032, dtype=torch.bfloat16, device="cuda")[:, 1:1025],
+                 torch.randn(1024, 264, dtype=torch.bfloat16, device="cuda")]),
     "silu_mul_of_an_operand_off_its_boundary": (
         lambda x, y: F.silu(x) * y,
         lambda: [torch.randn(1024, 4096, dtype=torch.bfloat16, device="cuda"),
