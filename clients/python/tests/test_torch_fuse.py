@@ -107,7 +107,7 @@ CASES = {
                                ["OP_MATMUL", "OP_SLICE", "OP_SLICE", "OP_PERMUTE", "OP_MATMUL"]),
     "sliced_weight": (lambda x, w: torch.relu(x @ w[:, 1:33]), [("f16", (8, 64)), ("f16", (64, 40))],
                       ["OP_SLICE", "OP_MATMUL", "OP_RELU"]),
-    "transposed_activation": (lambda x, y: torch.relu(x).t() @ y, [("bf16", (16, 64)), ("bf16", (16, 32))],
+    "transposed_activation": (lambda x, y: torch.relu(x).t() @ y, [("bf16", (16, 64)), ("bf16", (16, 64))],
                               ["OP_RELU", "OP_PERMUTE", "OP_MATMUL"]),
     "rotary": (lambda x, cos, sin: x * cos + torch.cat([-x[..., 32:], x[..., :32]], dim=-1) * sin,
                [("bf16", (2, 8, 64)), ("bf16", (8, 64)), ("bf16", (8, 64))],
