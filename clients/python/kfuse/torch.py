@@ -139,6 +139,7 @@ _TORCH_DTYPES = {pb.DTYPE_F32: torch.float32, pb.DTYPE_F16: torch.float16,
                  pb.DTYPE_BF16: torch.bfloat16, pb.DTYPE_I32: torch.int32,
                  pb.DTYPE_BOOL: torch.bool, pb.DTYPE_I64: torch.int64, pb.DTYPE_F64: torch.float64}
 _FALLBACKS = ("warn", "raise", "silent")
+_FLOAT_DTYPES = frozenset({pb.DTYPE_F32, pb.DTYPE_F16, pb.DTYPE_BF16, pb.DTYPE_F64})
 
 # Shared by every fused function: plans by (chain fingerprint, inputs (None
 # for a chain of ROWS, whose fingerprint holds its shapes), device, the
@@ -282,9 +283,10 @@ def _aten_class_loss(fn, n_out=1):
 
 def _softmax(fn):
     def f(x, dim=None, _stacklevel=3, dtype=None):
-        if dim is None or dtype is not None:
-            raise TypeError("softmax needs dim and no dtype")
-        return fn(x, dim)
+        if dim is None:
+            raise TypeError("softmax needs dim")
+        # dtype=: the input cast to it first, as torch does.
+        return fn(x if dtype is None else _cast(x, dtype), dim)
     return f
 
 
@@ -427,6 +429,269 @@ def _clamp(x, min=None, max=None):  # noqa: A002 (torch's names)
     return x
 
 
+def _clamp_min(x, min):  # noqa: A002 (torch's name)
+    return _clamp(x, min=min)
+
+
+def _clamp_max(x, max):  # noqa: A002
+    return _clamp(x, max=max)
+
+
+def _not_inplace(name, inplace):
+    if inplace:
+        raise TypeError(f"{name}(inplace=True) is not translated")
+
+
+def _hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
+    _not_inplace("hardtanh", inplace)
+    return _clamp(x, min_val, max_val)
+
+
+def _relu6(x, inplace=False):
+    return _hardtanh(x, 0.0, 6.0, inplace)
+
+
+def _leaky_relu(x, negative_slope=0.01, inplace=False):
+    _not_inplace("leaky_relu", inplace)
+    return K.where(x > 0, x, x * negative_slope)  # As torch: x > 0 ? x : x * slope.
+
+
+def _hardsigmoid(x, inplace=False):
+    _not_inplace("hardsigmoid", inplace)
+    return K.minimum(K.maximum(x + 3.0, 0.0), 6.0) / 6.0
+
+
+def _hardswish(x, inplace=False):
+    _not_inplace("hardswish", inplace)
+    return x * K.minimum(K.maximum(x + 3.0, 0.0), 6.0) / 6.0  # torch's order: (x * r6) / 6.
+
+
+def _softplus(x, beta=1.0, threshold=20.0):
+    if beta != 1 or threshold != 20:
+        raise TypeError("softplus with beta or threshold other than 1 and 20 is not translated")
+    return K.softplus(x)
+
+
+def _mish(x, inplace=False):
+    _not_inplace("mish", inplace)
+    return x * K.tanh(K.softplus(x))
+
+
+def _glu(x, dim=-1):
+    a, b = _chunk(x, 2, dim)
+    return a * K.sigmoid(b)
+
+
+def _dropout(x, p=0.5, training=True, inplace=False):
+    """Dropout that drops nothing (evaluation, or p = 0): x. In training it
+    draws random numbers, which chains do not."""
+    if training and p != 0:
+        raise TypeError("dropout in training mode (training=True, p > 0) is not translated")
+    _not_inplace("dropout", inplace)
+    return x
+
+
+def _masked_fill(x, mask, value):
+    if isinstance(value, K.Tensor):
+        if value.rank:
+            raise TypeError("masked_fill's value must be a number or a 0-dim tensor")
+        value = _cast(value, _TORCH_DTYPES[x.dtype])  # torch casts the value to x's dtype.
+    return K.where(mask, value, x)
+
+
+def _isnan(x):
+    return K.ne(x, x)
+
+
+def _isinf(x):
+    return K.eq(K.abs(x), math.inf)
+
+
+def _isfinite(x):
+    return K.lt(K.abs(x), math.inf)  # False for NaN too.
+
+
+def _nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    if x.dtype not in _FLOAT_DTYPES:
+        return x
+    info = torch.finfo(_TORCH_DTYPES[x.dtype])
+    x = K.where(K.ne(x, x), nan, x)
+    x = K.where(K.eq(x, math.inf), info.max if posinf is None else posinf, x)
+    return K.where(K.eq(x, -math.inf), info.min if neginf is None else neginf, x)
+
+
+def _sign(x):
+    """torch.sign: (0 < x) - (x < 0), so 0 for NaN and for -0."""
+    return _cast(K.gt(x, 0), _TORCH_DTYPES[x.dtype]) - _cast(K.lt(x, 0), _TORCH_DTYPES[x.dtype])
+
+
+def _fmax_fmin(pick):
+    """torch.fmax / fmin: NaN only where both are."""
+    def f(a, b):
+        return K.where(K.ne(a, a), b, K.where(K.ne(b, b), a, pick(a, b)))
+    return f
+
+
+def _max_min(reduce, pick, name):
+    """torch.max / min: of every element (no dim), along a dim (values and
+    indices; the indices are not translated), or element-wise with
+    another tensor."""
+    def f(x, dim=None, keepdim=False):
+        if isinstance(dim, K.Tensor):
+            return pick(x, dim)
+        if dim is None:
+            return reduce(x, tuple(range(x.rank)), False)
+        return getattr(torch.return_types, name)((reduce(x, dim, keepdim),
+                                                   _Untranslated(f"the indices of {name}")))
+    return f
+
+
+def _lerp(a, b, weight):
+    """torch.lerp as torch computes it: a + w * (b - a) where |w| < 0.5,
+    b - (b - a) * (1 - w) elsewhere."""
+    diff = b - a
+    if isinstance(weight, (int, float)):
+        return a + weight * diff if abs(weight) < 0.5 else b - diff * (1 - weight)
+    return K.where(K.lt(K.abs(weight), 0.5), a + weight * diff, b - diff * (1 - weight))
+
+
+def _addcmul(x, t1, t2, *, value=1):
+    return x + value * t1 * t2 if value != 1 else x + t1 * t2
+
+
+def _addcdiv(x, t1, t2, *, value=1):
+    return x + value * (t1 / t2) if value != 1 else x + t1 / t2
+
+
+def _var_parts(x, dim, unbiased, keepdim, correction, name):
+    """(deviations' mean square over `dim` with `correction`, the mean), each
+    in x's dtype, computed in float32 for 16-bit floats as torch does."""
+    if isinstance(dim, bool):  # var(unbiased): torch's other overload.
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError(f"{name}: unbiased and correction together")
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    if x.dtype not in _FLOAT_DTYPES:
+        raise TypeError(f"{name} of a non-floating tensor")
+    axes = _dim_arg(x, dim)
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    shape = _static_shape(x)
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    if n - correction <= 0:
+        raise TypeError(f"{name} over {n} elements with correction {correction}")
+    half = x.dtype in (pb.DTYPE_BF16, pb.DTYPE_F16)
+    xf = K.cast(x, "f32") if half else x
+    mean = K.mean(xf, axes, keepdim=True)
+    var = K.sum(K.square(xf - mean), axes, keepdim) / float(n - correction)
+    if not keepdim:
+        mean = K.mean(xf, axes, keepdim=False)
+    back = (lambda t: K.cast(t, x.dtype)) if half else (lambda t: t)
+    return var, mean, back
+
+
+def _var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    var, _, back = _var_parts(x, dim, unbiased, keepdim, correction, "var")
+    return back(var)
+
+
+def _std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    var, _, back = _var_parts(x, dim, unbiased, keepdim, correction, "std")
+    return back(K.sqrt(var))
+
+
+def _var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    var, mean, back = _var_parts(x, dim, unbiased, keepdim, correction, "var_mean")
+    return back(var), back(mean)
+
+
+def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """The 2-norm along `dim` (every dim where None), accumulated in
+    float32 for 16-bit floats, in x's dtype."""
+    if ord != 2 or dtype is not None:
+        raise TypeError("only the 2-norm, in the input's dtype, is translated")
+    if x.dtype not in _FLOAT_DTYPES:
+        raise TypeError("the norm of a non-floating tensor")
+    half = x.dtype in (pb.DTYPE_BF16, pb.DTYPE_F16)
+    xf = K.cast(x, "f32") if half else x
+    n = K.sqrt(K.sum(K.square(xf), _dim_arg(x, dim), keepdim))
+    return K.cast(n, x.dtype) if half else n
+
+
+def _norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    if p not in ("fro", 2, 2.0):
+        raise TypeError(f"norm p={p!r} is not translated (the 2-norm is)")
+    return _vector_norm(x, 2, dim, keepdim, dtype=dtype)
+
+
+def _normalize(x, p=2.0, dim=1, eps=1e-12, out=None):
+    """F.normalize: x / max(||x||, eps), the norm in x's dtype as torch's."""
+    if p != 2 or out is not None:
+        raise TypeError("normalize with p other than 2, or out=, is not translated")
+    return x / K.maximum(_vector_norm(x, 2, dim, keepdim=True), eps)
+
+
+def _logsumexp(x, dim, keepdim=False):
+    """torch.logsumexp: the max, where infinite replaced by 0, taken out
+    before the exponentials and added back (a row of -inf gives -inf)."""
+    axes = _dim_arg(x, dim)
+    m = K.max(x, axes, keepdim=True)
+    m = K.where(K.eq(K.abs(m), math.inf), 0.0, m)
+    out = K.log(K.sum(K.exp(x - m), axes, keepdim=True)) + m
+    if not keepdim:
+        axes = (axes,) if isinstance(axes, int) else axes
+        out = K.reshape(out, [d for i, d in enumerate(_static_shape(x)) if i not in
+                              {a % x.rank for a in axes}])
+    return out
+
+
+def _any_all(reduce):
+    def f(x, dim=None, keepdim=False):
+        v = x if x.dtype == pb.DTYPE_BOOL else K.ne(x, 0)
+        return K.ne(reduce(K.cast(v, "i32"), _dim_arg(x, dim), keepdim), 0)
+    return f
+
+
+def _type_as(x, other):
+    return _cast(x, _TORCH_DTYPES[other.dtype])
+
+
+def _flatten(x, start_dim=0, end_dim=-1):
+    shape = _static_shape(x)
+    if not shape:
+        return K.reshape(x, [1])
+    a, b = start_dim % len(shape), end_dim % len(shape)
+    n = 1
+    for d in shape[a:b + 1]:
+        n *= d
+    return K.reshape(x, shape[:a] + [n] + shape[b + 1:])
+
+
+def _squeeze(x, dim=None):
+    shape = _static_shape(x)
+    dims = range(len(shape)) if dim is None else (dim if isinstance(dim, (list, tuple)) else [dim])
+    drop = {d % len(shape) for d in dims if shape[d % len(shape)] == 1} if shape else set()
+    return K.reshape(x, [d for i, d in enumerate(shape) if i not in drop])
+
+
+def _stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise TypeError("stack of no tensors")
+    return K.concat([_unsqueeze(t, dim % (tensors[0].rank + 1)) for t in tensors], dim % (tensors[0].rank + 1))
+
+
+def _logical(fn, name):
+    """A bitwise operator (&, |, ~) on bools, where it is the logical one."""
+    def f(*args):
+        if not all(isinstance(a, K.Tensor) and a.dtype == pb.DTYPE_BOOL for a in args):
+            raise TypeError(f"{name} on other than bool tensors is not translated")
+        return fn(*args)
+    return f
+
+
 def _linear(x, weight, bias=None):
     return K.linear(x, weight, bias)
 
@@ -454,6 +719,8 @@ def _permute(x, *dims):
 
 
 def _getattr(x, name):
+    if isinstance(x, tuple) and name in ("values", "indices"):  # torch.max(x, dim)'s, say.
+        return getattr(x, name)
     # x.T reverses every dim; x.mT swaps the last two.
     if name == "T":
         return K.permute(x, list(reversed(range(x.rank))))
@@ -694,6 +961,16 @@ _BASE = {
     "matmul": K.matmul, "mm": K.matmul, "bmm": K.matmul, "addmm": _addmm, "t": _t,
     "transpose": _transpose, "permute": _permute, "cat": _cat, "concat": _cat, "split": _split,
     "chunk": _chunk, "reshape": _reshape, "unsqueeze": _unsqueeze,
+    "sin": K.sin, "cos": K.cos, "exp2": K.exp2, "log2": K.log2, "floor": K.floor, "ceil": K.ceil,
+    "clamp_min": _clamp_min, "clamp_max": _clamp_max, "clip": _clamp, "masked_fill": _masked_fill,
+    "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv, "sign": _sign,
+    "fmax": _fmax_fmin(K.maximum), "fmin": _fmax_fmin(K.minimum),
+    "max": _max_min(K.max, K.maximum, "max"), "min": _max_min(K.min, K.minimum, "min"),
+    "isnan": _isnan, "isinf": _isinf, "isfinite": _isfinite, "nan_to_num": _nan_to_num,
+    "var": _var, "std": _std, "var_mean": _var_mean, "logsumexp": _logsumexp, "norm": _norm,
+    "any": _any_all(K.max), "all": _any_all(K.min), "flatten": _flatten, "squeeze": _squeeze,
+    "stack": _stack, "logical_and": K.logical_and, "logical_or": K.logical_or,
+    "logical_not": K.logical_not,
 }
 _FUNCTIONS = {
     operator.add: K.add, operator.sub: K.sub, operator.mul: K.mul, operator.truediv: K.div,
@@ -703,6 +980,12 @@ _FUNCTIONS = {
     F.relu: _no_inplace(K.relu), F.gelu: _gelu, F.silu: _no_inplace(K.silu), F.sigmoid: K.sigmoid,
     F.tanh: K.tanh,
     F.softmax: _softmax(K.softmax), F.log_softmax: _softmax(K.log_softmax),
+    F.leaky_relu: _leaky_relu, F.hardtanh: _hardtanh, F.relu6: _relu6,
+    F.hardsigmoid: _hardsigmoid, F.hardswish: _hardswish, F.softplus: _softplus, F.mish: _mish,
+    F.glu: _glu, F.dropout: _dropout, F.normalize: _normalize,
+    torch.linalg.vector_norm: _vector_norm, torch.linalg.norm: _norm,
+    operator.and_: _logical(K.logical_and, "&"), operator.or_: _logical(K.logical_or, "|"),
+    operator.invert: _logical(K.logical_not, "~"),
     F.layer_norm: _layer_norm, F.linear: _linear, F.mse_loss: _mse_loss,
     F.cross_entropy: _cross_entropy, F.nll_loss: _nll_loss,
     operator.matmul: K.matmul, getattr: _getattr,
@@ -718,7 +1001,8 @@ for _name, _f in _BASE.items():
 _METHODS = dict(_BASE, view=_reshape, expand=_expand, to=_to, type=_to, float=_method_cast(torch.float32),
                 half=_method_cast(torch.float16), bfloat16=_method_cast(torch.bfloat16),
                 double=_method_cast(torch.float64), int=_method_cast(torch.int32),
-                long=_method_cast(torch.int64), bool=_method_cast(torch.bool))
+                long=_method_cast(torch.int64), bool=_method_cast(torch.bool), type_as=_type_as,
+                contiguous=lambda x, memory_format=None: x, detach=lambda x: x)
 _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "add": _add, "sub": _sub, "mul": K.mul, "div": _div, "neg": K.neg, "abs": K.abs,
     "exp": K.exp, "log": K.log, "sqrt": K.sqrt, "rsqrt": K.rsqrt, "tanh": K.tanh,
@@ -737,6 +1021,19 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "cross_entropy_loss": _aten_class_loss(K.cross_entropy),
     "nll_loss": _aten_class_loss(K.nll_loss), "nll_loss_nd": _aten_class_loss(K.nll_loss),
     "nll_loss_forward": _aten_class_loss(K.nll_loss, n_out=2),
+    "sin": K.sin, "cos": K.cos, "exp2": K.exp2, "log2": K.log2, "floor": K.floor, "ceil": K.ceil,
+    "clamp_min": _clamp_min, "clamp_max": _clamp_max, "hardtanh": _hardtanh,
+    "leaky_relu": _leaky_relu, "hardsigmoid": _hardsigmoid, "hardswish": _hardswish,
+    "softplus": _softplus, "mish": _mish, "glu": _glu, "dropout": _dropout,
+    "masked_fill": _masked_fill, "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
+    "sign": _sign, "fmax": _fmax_fmin(K.maximum), "fmin": _fmax_fmin(K.minimum),
+    "max": _max_min(K.max, K.maximum, "max"), "min": _max_min(K.min, K.minimum, "min"),
+    "isnan": _isnan, "isinf": _isinf, "nan_to_num": _nan_to_num, "logsumexp": _logsumexp,
+    "var": _var, "std": _std, "var_mean": _var_mean, "linalg_vector_norm": _vector_norm,
+    "any": _any_all(K.max), "all": _any_all(K.min), "stack": _stack, "squeeze": _squeeze,
+    "logical_and": K.logical_and, "logical_or": K.logical_or, "clone": lambda x, **_: x,
+    "detach": lambda x: x, "bitwise_and": _logical(K.logical_and, "bitwise_and"),
+    "bitwise_or": _logical(K.logical_or, "bitwise_or"), "bitwise_not": _logical(K.logical_not, "bitwise_not"),
 }
 _ATEN.update(_schema_handlers(_ATTENTION_OPS, _aten_attention))
 _ATEN.update(_schema_handlers(_RMS_NORM_OPS, _aten_rms_norm))
@@ -956,16 +1253,22 @@ def translate(gm, specs, name="f"):
             continue
         if node.op == "output":
             outs = node.args[0]
-            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-            for i, o in enumerate(outs):
-                v = env.get(o) if isinstance(o, torch.fx.Node) else None
+            tuple_out = isinstance(outs, (list, tuple))
+            value = lambda o: env.get(o) if isinstance(o, torch.fx.Node) else None  # noqa: E731
+            if tuple_out:
+                values = [value(o) for o in outs]
+            elif isinstance(value(outs), tuple):  # A multi-output op's outputs, returned whole.
+                values, tuple_out = list(value(outs)), True
+            else:
+                values = [value(outs)]
+            for i, v in enumerate(values):
                 if not isinstance(v, K.Tensor) or v.ref[0] != "op":
                     raise Unsupported(f"{name}: output {i} is not a value computed by an op")
-                c.output(f"out{i}" if len(outs) > 1 else "out", v)
+                c.output(f"out{i}" if len(values) > 1 else "out", v)
             why = c.size_refusal()
             if why is not None:
                 raise TooLarge(f"{name}: its chain has {why}")
-            return c, op_nodes, isinstance(node.args[0], (list, tuple))
+            return c, op_nodes, tuple_out
         args = torch.fx.node.map_arg(node.args, lambda n: env[n])
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
         what = f"{name}: op {_describe(node)} (fx node '{node.name}')"

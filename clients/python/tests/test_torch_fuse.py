@@ -3,6 +3,7 @@ in its ATen forms, evaluated in float64 against torch), the fallbacks
 (unsupported ops, unreachable or refusing server, grad inputs, host
 tensors), the plan cache against a real kfused, and (marked gpu) fused
 launches compared with eager PyTorch plus the warm-call overhead."""
+import math
 import socket
 import time
 import types
@@ -741,26 +742,180 @@ def _add_fused_rms(eps=1e-6, read_rstd=False, weight=True):
     return build
 
 
+_F64_UNARY = {
+    pb.OP_NEG: torch.neg, pb.OP_ABS: torch.abs, pb.OP_EXP: torch.exp, pb.OP_EXP2: torch.exp2,
+    pb.OP_LOG: torch.log, pb.OP_LOG2: torch.log2, pb.OP_SQRT: torch.sqrt, pb.OP_RSQRT: torch.rsqrt,
+    pb.OP_RECIPROCAL: torch.reciprocal, pb.OP_SIN: torch.sin, pb.OP_COS: torch.cos,
+    pb.OP_TANH: torch.tanh, pb.OP_SIGMOID: torch.sigmoid, pb.OP_RELU: torch.relu,
+    pb.OP_GELU_ERF: F.gelu, pb.OP_GELU_TANH: lambda a: F.gelu(a, approximate="tanh"),
+    pb.OP_SILU: F.silu, pb.OP_SOFTPLUS: F.softplus, pb.OP_SQUARE: torch.square, pb.OP_ERF: torch.erf,
+    pb.OP_FLOOR: torch.floor, pb.OP_CEIL: torch.ceil, pb.OP_LOGICAL_NOT: torch.logical_not,
+}
+_F64_BINARY = {
+    pb.OP_ADD: torch.add, pb.OP_SUB: torch.sub, pb.OP_MUL: torch.mul, pb.OP_DIV: torch.div,
+    pb.OP_MAXIMUM: torch.maximum, pb.OP_MINIMUM: torch.minimum, pb.OP_POW: torch.pow,
+    pb.OP_EQ: torch.eq, pb.OP_NE: torch.ne, pb.OP_LT: torch.lt, pb.OP_LE: torch.le, pb.OP_GT: torch.gt,
+    pb.OP_GE: torch.ge, pb.OP_LOGICAL_AND: torch.logical_and, pb.OP_LOGICAL_OR: torch.logical_or,
+}
+_F64_REDUCE = {pb.OP_REDUCE_SUM: torch.sum, pb.OP_REDUCE_MEAN: torch.mean,
+               pb.OP_REDUCE_MAX: torch.amax, pb.OP_REDUCE_MIN: torch.amin}
+
+
 def _f64(chain, inputs):
-    """The chain's outputs on `inputs`, computed in float64 (the ops an
-    RMSNorm chain has)."""
+    """The chain's outputs on `inputs`, computed in float64 but for casts,
+    which round to their type (and convert to bool and integers)."""
     proto = chain.to_proto()
-    vals, ops = [t.double() for t in inputs], []
-    fns = {pb.OP_ADD: torch.add, pb.OP_MUL: torch.mul, pb.OP_SQUARE: torch.square,
-           pb.OP_RSQRT: torch.rsqrt, pb.OP_CAST: lambda a: a}
+    vals = [t.double() if t.is_floating_point() else t for t in inputs]
+    ops = []
 
     def arg(ref):
         return vals[ref.input] if ref.WhichOneof("kind") == "input" else ops[ref.op]
 
+    def wide(a):
+        return a.double() if not a.dtype == torch.bool else a
+
     for op in proto.ops:
         a = [arg(r) for r in op.args]
-        if op.kind == pb.OP_CONSTANT:
-            ops.append(torch.tensor(op.value, dtype=torch.float64))
-        elif op.kind == pb.OP_REDUCE_MEAN:
-            ops.append(a[0].mean(list(op.reduce.axes), keepdim=op.reduce.keepdim))
+        k = op.kind
+        if k == pb.OP_CONSTANT:
+            v = torch.tensor(op.value, dtype=torch.float64)
+        elif k in _F64_UNARY:
+            v = _F64_UNARY[k](wide(a[0]) if k != pb.OP_LOGICAL_NOT else a[0])
+        elif k in _F64_BINARY:
+            v = _F64_BINARY[k](*a)
+        elif k == pb.OP_WHERE:
+            v = torch.where(a[0], a[1], a[2])
+        elif k == pb.OP_CAST:
+            target = kt._TORCH_DTYPES[op.dtype]
+            v = a[0].to(target) if not target.is_floating_point else a[0].to(target).double()
+        elif k in _F64_REDUCE:
+            src = a[0].double() if k == pb.OP_REDUCE_MEAN else a[0]
+            v = _F64_REDUCE[k](src, list(op.reduce.axes), keepdim=op.reduce.keepdim)
+        elif k in (pb.OP_RESHAPE, pb.OP_EXPAND):
+            shape = [d.size for d in op.shape.shape]
+            v = a[0].reshape(shape) if k == pb.OP_RESHAPE else a[0].expand(shape)
+        elif k == pb.OP_PERMUTE:
+            v = a[0].permute(list(op.permute.perm))
+        elif k == pb.OP_SLICE:
+            sl = [slice(None)] * a[0].dim()
+            sl[op.slice.axis] = slice(op.slice.start, op.slice.stop, op.slice.step or 1)
+            v = a[0][tuple(sl)]
+        elif k == pb.OP_CONCAT:
+            v = torch.cat(a, op.axis.axis)
+        elif k == pb.OP_MATMUL:
+            v = a[0] @ a[1]
         else:
-            ops.append(fns[op.kind](*a))
+            raise AssertionError(f"_f64: {pb.OpKind.Name(k)}")
+        ops.append(v)
     return [arg(o.value) for o in proto.outputs]
+
+
+def _specials(shape, seed):
+    """Normal draws with NaN, +-inf, +-0 and values on activations' kinks
+    (-3, 0, 3, 6) sprinkled in."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g) * 4
+    flat = x.view(-1)
+    picks = torch.randperm(flat.numel(), generator=g)[:12]
+    for i, v in zip(picks.tolist(), [math.nan, math.inf, -math.inf, 0.0, -0.0, -3.0, 3.0, 6.0,
+                                     math.nan, 20.0, -20.0, 0.5]):
+        flat[i] = v
+    return x
+
+
+# Element-wise activations, masks, special-value tests, statistics and
+# reshapes that kfuse.torch builds from the chain's primitives: each chain,
+# evaluated in float64, against torch on the same inputs in float64 (NaN
+# where torch's is, inf likewise), special values included.
+COMPOSITES = {
+    "clamp_min_max_clip": lambda x: x.clamp_min(-1.0) + x.clamp_max(2.0) + torch.clip(x, max=0.5),
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.2) + F.leaky_relu(x),
+    "hardtanh_relu6": lambda x: F.hardtanh(x, -2.0, 2.0) + F.relu6(x),
+    "hardsigmoid_hardswish": lambda x: F.hardsigmoid(x) + F.hardswish(x),
+    "softplus_mish": lambda x: F.softplus(x) + F.mish(x),
+    "glu": lambda x: F.glu(x, -1),
+    "dropout_in_evaluation": lambda x: F.dropout(x, 0.1, training=False) * 2.0,
+    "masked_fill": lambda x: x.masked_fill(x > 1.0, -0.5),
+    "sign": lambda x: torch.sign(x) * 3.0,
+    "fmax_fmin": lambda x: torch.fmax(x, x * -1.0) + torch.fmin(x, x * 0.5),
+    "max_min_binary": lambda x: torch.max(x, x * -1.0) - torch.min(x, x + 1.0),
+    "max_dim_values": lambda x: x.max(-1).values + x.min(-1, keepdim=True)[0].squeeze(-1),
+    "max_all": lambda x: torch.max(x) + x.min(),
+    "isnan_isinf_isfinite": lambda x: torch.where(torch.isnan(x) | torch.isinf(x), 0.0, x)
+                                      + torch.isfinite(x).float(),
+    "nan_to_num": lambda x: torch.nan_to_num(x) + torch.nan_to_num(x, nan=1.0, posinf=2.0, neginf=-2.0),
+    "lerp_scalar_and_tensor": lambda x: torch.lerp(x, x * 2.0, 0.25) + torch.lerp(x, x + 1.0, 0.75)
+                                        + torch.lerp(x, -x, torch.sigmoid(x)),
+    "addcmul_addcdiv": lambda x: torch.addcmul(x, x, x + 1.0, value=0.5) + torch.addcdiv(x, x, x * x + 1.0),
+    "trig_exp2_log2_floor_ceil": lambda x: torch.sin(x) + x.cos() + torch.exp2(x * 0.1)
+                                           + torch.log2(x.abs() + 1.0) + x.floor() - torch.ceil(x),
+    "var_std": lambda x: x.var(-1) + torch.std(x, -1, keepdim=True).squeeze(-1) + x.var(-1, unbiased=False)
+                         + x.var(-1, correction=0),
+    "var_mean": lambda x: torch.var_mean(x, -1),
+    "logsumexp": lambda x: torch.logsumexp(x, -1) + torch.logsumexp(x, 1, keepdim=True).flatten(),
+    "norms_and_normalize": lambda x: x.norm(dim=-1) + torch.linalg.vector_norm(x, dim=-1)
+                                     + F.normalize(x, dim=-1).sum(-1),
+    "any_all": lambda x: (x > 0).any(-1).float() + (x > -5.0).all(-1).float() + torch.any(x > 3.0, dim=-1).float(),
+    "bool_operators": lambda x: torch.where((x > 0) & ~(x > 2.0) | (x < -3.0), x, 0.0),
+    "logical_functions": lambda x: torch.logical_and(x > 0, torch.logical_not(x > 1.0)).float()
+                                   + torch.logical_or(x > 2.0, x < -2.0).float(),
+    "softmax_with_dtype": lambda x: F.softmax(x.half(), -1, dtype=torch.float32),
+    "stack": lambda x: torch.stack([x, x * 2.0], -1),
+    "flatten_squeeze": lambda x: (x * 3.0).unsqueeze(0).flatten(0, 1).unsqueeze(1).squeeze(),
+    "type_as_contiguous": lambda x: (x * 2.0).type_as(x).contiguous() + x.detach(),
+}
+_IN_ITS_DTYPE = {"nan_to_num"}  # Its values are the input dtype's largest.
+_RTOL = {"softmax_with_dtype": 1e-6}  # torch's reference computes in its dtype= (float32).
+_NO_SPECIALS = {"var_std", "var_mean", "logsumexp", "norms_and_normalize", "softmax_with_dtype",
+                "max_dim_values", "max_all"}  # Their NaN and inf handling is torch's reductions'.
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITES))
+def test_composites_evaluate_as_torch_does(name):
+    fn = COMPOSITES[name]
+    for seed in (1, 2):
+        x = _specials((4, 16), seed) if name not in _NO_SPECIALS else torch.randn(
+            4, 16, generator=torch.Generator().manual_seed(seed))
+        chain, nodes, tuple_out = kt.fuse(fn).chain_for(x)
+        got = _f64(chain, [x])
+        want = fn(x if name in _IN_ITS_DTYPE else x.double())
+        want = list(want) if tuple_out else [want]
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape, (g.shape, w.shape)
+            torch.testing.assert_close(g.double(), w.double(), rtol=_RTOL.get(name, 1e-9), atol=1e-12,
+                                       equal_nan=True)
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITES))
+def test_composites_compile(client, name):
+    """kfused plans each composite's chain (NVRTC compiles it here), bf16
+    and f32: none runs eagerly for want of a plan."""
+    for dtype in (torch.float32, torch.bfloat16):
+        ff = kt.fuse(COMPOSITES[name], client=client, mode="heuristic", fallback="raise")
+        assert ff.plan_for(torch.randn(64, 256, dtype=dtype)) is not None
+
+
+@pytest.mark.parametrize("name", sorted(set(COMPOSITES) - {"softmax_with_dtype"}))  # make_fx copies data there.
+def test_composites_translate_from_aten_graphs(name):
+    """The same functions traced by make_fx (trace="aten"): their ATen ops
+    translate and evaluate as torch does."""
+    fn = COMPOSITES[name]
+    x = _specials((4, 16), 3) if name not in _NO_SPECIALS else torch.randn(4, 16)
+    chain, _, tuple_out = kt.fuse(fn, trace="aten").chain_for(x)
+    want = fn(x if name in _IN_ITS_DTYPE else x.double())
+    for g, w in zip(_f64(chain, [x]), list(want) if tuple_out else [want]):
+        torch.testing.assert_close(g.double(), w.double(), rtol=_RTOL.get(name, 1e-9), atol=1e-12,
+                                   equal_nan=True)
+
+
+def test_max_along_a_dim_refuses_its_indices_by_name():
+    with pytest.raises(kt.Unsupported, match="the indices of max"):
+        kt.fuse(lambda x: x.max(-1).indices * 2).chain_for(torch.randn(4, 8))
+    with pytest.raises(kt.Unsupported, match="dropout in training mode"):
+        kt.fuse(lambda x: F.dropout(x, 0.1) * 2.0).chain_for(torch.randn(4, 8))
+    with pytest.raises(kt.Unsupported, match="on other than bool tensors"):
+        kt.fuse(lambda x: (x.int() & 3) * 2).chain_for(torch.randn(4, 8))
 
 
 _RMS_SPECS = [(torch.bfloat16, (4, 64)), (torch.bfloat16, (4, 64)), (torch.bfloat16, (64,))]

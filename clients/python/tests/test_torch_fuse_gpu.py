@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 import kfuse  # noqa: E402
 import kfuse.torch as kt  # noqa: E402
 from doubles import CountingClient  # noqa: E402
-from test_torch_fuse import CASES, _TORCH, _gpu  # noqa: E402
+from test_torch_fuse import CASES, COMPOSITES, _NO_SPECIALS, _TORCH, _gpu, _specials  # noqa: E402
 
 F = torch.nn.functional
 
@@ -146,6 +146,23 @@ def test_gpu_strided_inputs_match_float64(client, name):
         xs = make()
         assert any(not x.is_contiguous() for x in xs)
         missed += _compare(client, name, fn, xs, seed)
+    assert not missed, missed
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(COMPOSITES))
+def test_gpu_composites_match_float64(client, name):
+    """kfuse.torch's composites of the chain's primitives (activations,
+    special-value tests, statistics, stacks), f32 and bf16 inputs with NaN,
+    +-inf and the activations' kinks sprinkled in, against float64."""
+    _gpu()
+    fn = COMPOSITES[name]
+    missed = []
+    for seed in _seeds():
+        for dtype in (torch.float32, torch.bfloat16):
+            x = (torch.randn(1024, 512, generator=torch.Generator().manual_seed(seed)) * 4
+                 if name in _NO_SPECIALS else _specials((1024, 512), seed))
+            missed += _compare(client, f"{name} {dtype}", fn, [x.to(dtype).cuda()], seed)
     assert not missed, missed
 
 
