@@ -499,6 +499,76 @@ def _masked_fill(x, mask, value):
     return K.where(mask, value, x)
 
 
+def _opmath(fn):
+    """fn on x in float32 for 16-bit floats, the result in x's dtype, as
+    torch computes its element-wise ops."""
+    def f(x, *args, **kwargs):
+        if not isinstance(x, K.Tensor) or x.dtype not in _FLOAT_DTYPES:
+            raise TypeError("a floating tensor is needed")
+        half = x.dtype in (pb.DTYPE_BF16, pb.DTYPE_F16)
+        y = fn(K.cast(x, "f32") if half else x, *args, **kwargs)
+        return K.cast(y, x.dtype) if half else y
+    return f
+
+
+@_opmath
+def _expm1(x):
+    """exp(x) - 1 to a few ulps near 0, by Kahan's quotient: with u = exp(x)
+    rounded, (u - 1) * x / log(u) cancels u's rounding error."""
+    u = K.exp(x)
+    q = (u - 1.0) * x / K.log(u)
+    q = K.where(K.eq(u, math.inf), u, q)  # x large (or +inf): inf.
+    q = K.where(K.eq(u - 1.0, -1.0), -1.0, q)  # x very negative (or -inf).
+    return K.where(K.eq(u, 1.0), x, q)  # x tiny: x itself (and -0 kept).
+
+
+@_opmath
+def _log1p(x):
+    """log(1 + x) to a few ulps near 0, by Kahan's quotient: with u = 1 + x
+    rounded, log(u) * x / (u - 1)."""
+    u = x + 1.0
+    q = K.log(u) * x / (u - 1.0)
+    q = K.where(K.eq(u, math.inf), u, q)
+    return K.where(K.eq(u, 1.0), x, q)
+
+
+def _elu_family(x, alpha, scale, input_scale, inplace, name):
+    """torch's ELU kernel: x > 0 ? x * scale : expm1(x * input_scale) * alpha * scale."""
+    _not_inplace(name, inplace)
+    neg = _expm1(x * input_scale if input_scale != 1 else x) * (alpha * scale)
+    return K.where(x > 0, x * scale if scale != 1 else x, neg)
+
+
+def _elu(x, alpha=1.0, inplace=False):
+    return _elu_family(x, alpha, 1.0, 1.0, inplace, "elu")
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def _selu(x, inplace=False):
+    return _elu_family(x, _SELU_ALPHA, _SELU_SCALE, 1.0, inplace, "selu")
+
+
+def _celu(x, alpha=1.0, inplace=False):
+    return _elu_family(x, alpha, 1.0, 1.0 / alpha, inplace, "celu")
+
+
+def _bce_with_logits(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
+                     reduction="mean", pos_weight=None):
+    """F.binary_cross_entropy_with_logits: (1 - y) * x + softplus(-x),
+    softplus taken as max(-x, 0) + log1p(exp(-|x|)) so no exponential
+    overflows."""
+    if weight is not None or pos_weight is not None or size_average is not None or reduce is not None:
+        raise TypeError("binary_cross_entropy_with_logits' weight, pos_weight, size_average and reduce "
+                        "are not translated")
+    if reduction not in _MSE_REDUCTIONS:
+        raise TypeError(f"binary_cross_entropy_with_logits reduction={reduction!r}")
+    loss = (1.0 - target) * input + K.relu(-input) + _log1p(K.exp(-K.abs(input)))
+    fn = _MSE_REDUCTIONS[reduction]
+    return loss if fn is None else fn(loss, tuple(range(loss.rank)), False)
+
+
 def _isnan(x):
     return K.ne(x, x)
 
@@ -970,7 +1040,7 @@ _BASE = {
     "var": _var, "std": _std, "var_mean": _var_mean, "logsumexp": _logsumexp, "norm": _norm,
     "any": _any_all(K.max), "all": _any_all(K.min), "flatten": _flatten, "squeeze": _squeeze,
     "stack": _stack, "logical_and": K.logical_and, "logical_or": K.logical_or,
-    "logical_not": K.logical_not,
+    "logical_not": K.logical_not, "expm1": _expm1, "log1p": _log1p,
 }
 _FUNCTIONS = {
     operator.add: K.add, operator.sub: K.sub, operator.mul: K.mul, operator.truediv: K.div,
@@ -982,7 +1052,8 @@ _FUNCTIONS = {
     F.softmax: _softmax(K.softmax), F.log_softmax: _softmax(K.log_softmax),
     F.leaky_relu: _leaky_relu, F.hardtanh: _hardtanh, F.relu6: _relu6,
     F.hardsigmoid: _hardsigmoid, F.hardswish: _hardswish, F.softplus: _softplus, F.mish: _mish,
-    F.glu: _glu, F.dropout: _dropout, F.normalize: _normalize,
+    F.glu: _glu, F.dropout: _dropout, F.normalize: _normalize, F.elu: _elu, F.selu: _selu,
+    F.celu: _celu, F.binary_cross_entropy_with_logits: _bce_with_logits,
     torch.linalg.vector_norm: _vector_norm, torch.linalg.norm: _norm,
     operator.and_: _logical(K.logical_and, "&"), operator.or_: _logical(K.logical_or, "|"),
     operator.invert: _logical(K.logical_not, "~"),
@@ -1032,6 +1103,8 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "var": _var, "std": _std, "var_mean": _var_mean, "linalg_vector_norm": _vector_norm,
     "any": _any_all(K.max), "all": _any_all(K.min), "stack": _stack, "squeeze": _squeeze,
     "logical_and": K.logical_and, "logical_or": K.logical_or, "clone": lambda x, **_: x,
+    "expm1": _expm1, "log1p": _log1p, "elu": lambda x, alpha=1.0, scale=1.0, input_scale=1.0:
+    _elu_family(x, alpha, scale, input_scale, False, "elu"), "selu": _selu, "celu": _celu,
     "detach": lambda x: x, "bitwise_and": _logical(K.logical_and, "bitwise_and"),
     "bitwise_or": _logical(K.logical_or, "bitwise_or"), "bitwise_not": _logical(K.logical_not, "bitwise_not"),
 }
