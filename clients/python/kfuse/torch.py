@@ -646,10 +646,11 @@ def _var_parts(x, dim, unbiased, keepdim, correction, name):
         raise TypeError(f"{name} of a non-floating tensor")
     axes = _dim_arg(x, dim)
     axes = (axes,) if isinstance(axes, int) else tuple(axes)
-    shape = _static_shape(x)
     n = 1
     for a in axes:
-        n *= shape[a]
+        if not isinstance(x.shape[a], int):
+            raise TypeError(f"{name} over a dim of no static size")
+        n *= x.shape[a]
     if n - correction <= 0:
         raise TypeError(f"{name} over {n} elements with correction {correction}")
     half = x.dtype in (pb.DTYPE_BF16, pb.DTYPE_F16)
@@ -707,14 +708,13 @@ def _logsumexp(x, dim, keepdim=False):
     """torch.logsumexp: the max, where infinite replaced by 0, taken out
     before the exponentials and added back (a row of -inf gives -inf)."""
     axes = _dim_arg(x, dim)
-    m = K.max(x, axes, keepdim=True)
-    m = K.where(K.eq(K.abs(m), math.inf), 0.0, m)
-    out = K.log(K.sum(K.exp(x - m), axes, keepdim=True)) + m
-    if not keepdim:
-        axes = (axes,) if isinstance(axes, int) else axes
-        out = K.reshape(out, [d for i, d in enumerate(_static_shape(x)) if i not in
-                              {a % x.rank for a in axes}])
-    return out
+
+    def finite_max(keep):
+        m = K.max(x, axes, keepdim=keep)
+        return K.where(K.eq(K.abs(m), math.inf), 0.0, m)
+
+    m = finite_max(True)
+    return K.log(K.sum(K.exp(x - m), axes, keepdim)) + (m if keepdim else finite_max(False))
 
 
 def _any_all(reduce):
