@@ -61,7 +61,7 @@ absl::Status CheckOperandView(const Chain& c, int32_t id, const std::vector<int3
     if (n.kind != OpKind::kPermute && n.kind != OpKind::kExpand) {
       what = absl::StrCat("a ", std::string(OpName(n.kind)));
     } else if (in.kind != OpKind::kInput) {
-      what = absl::StrCat("a ", std::string(OpName(n.kind)), " of a computed value");
+      what = absl::StrCat("a ", std::string(OpName(n.kind)), " of another view of an input");
     } else if (n.kind == OpKind::kPermute && !SwapsLastTwo(n.axes)) {
       what = "a permute other than a swap of the last two dims";
     } else if (n.kind == OpKind::kExpand &&
