@@ -28,6 +28,55 @@ struct Options {
   bool symbolic_seq = false;  // sq and sk one symbol "seq" (sq must equal sk).
 };
 
+// The composite from q, k, v (and the mask, bias and lengths inputs, -1
+// where absent) over scores of shape `score`: the product PV; the row max
+// and sum in `m` and `z`.
+inline int32_t Composite(Chain& c, const Options& o, int32_t q, int32_t k, int32_t v, int32_t mask,
+                         int32_t bias, int32_t lens, const std::vector<Dim>& score, int32_t* m,
+                         int32_t* z) {
+  auto reshape = [&](int32_t x, std::vector<Dim> shape) {
+    const int32_t r = c.AddOp(OpKind::kReshape, {x});
+    c.nodes[r].shape = std::move(shape);
+    return r;
+  };
+  const int r = static_cast<int>(score.size());
+  const int32_t kt = c.AddOp(OpKind::kPermute, {k});
+  for (int i = 0; i < r; ++i) c.nodes[kt].axes.push_back(i < r - 2 ? i : (i == r - 2 ? r - 1 : r - 2));
+  int32_t s = c.AddOp(OpKind::kMatmul, {q, kt});
+  s = c.AddOp(OpKind::kMul, {s, c.AddConstant(1.0 / std::sqrt(static_cast<double>(o.d)))});
+  if (bias >= 0) s = c.AddOp(OpKind::kAdd, {s, bias});
+  int32_t allowed = mask;
+  auto conj = [&](int32_t cond) {
+    allowed = allowed < 0 ? cond : c.AddOp(OpKind::kLogicalAnd, {allowed, cond});
+  };
+  if (o.causal || o.lengths) {
+    auto iota = [&](int axis) {
+      const int32_t i = c.AddOp(OpKind::kIota, {});
+      c.nodes[i].shape = score;
+      c.nodes[i].axis = axis;
+      c.nodes[i].dtype = DType::kI32;
+      return i;
+    };
+    const int32_t col = iota(r - 1);
+    if (o.causal) conj(c.AddOp(OpKind::kLe, {col, iota(r - 2)}));
+    if (o.lengths) {
+      std::vector<Dim> ls = {score[0]};
+      for (int i = 1; i < r; ++i) ls.push_back(Dim::Static(1));
+      conj(c.AddOp(OpKind::kLt, {col, reshape(lens, ls)}));
+    }
+  }
+  if (allowed >= 0) s = c.AddOp(OpKind::kWhere, {allowed, s, c.AddConstant(-INFINITY)});
+  *m = row_test::Reduce(&c, OpKind::kReduceMax, s, r - 1);
+  const int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, *m})});
+  *z = row_test::Reduce(&c, OpKind::kReduceSum, e, r - 1);
+  int32_t p = c.AddOp(OpKind::kDiv, {e, *z});
+  if (o.mask || o.lengths || o.bias) {
+    const int32_t masked = c.AddOp(OpKind::kEq, {*m, c.AddConstant(-INFINITY)});
+    p = c.AddOp(OpKind::kWhere, {masked, c.AddConstant(0.0), p});
+  }
+  return c.AddOp(OpKind::kMatmul, {p, v});
+}
+
 inline Chain Attention(const Options& o) {
   Chain c;
   auto S = [](int64_t n) { return Dim::Static(n); };
@@ -58,48 +107,51 @@ inline Chain Attention(const Options& o) {
     if (bias >= 0) bias = reshape(bias, {S(1), Hkv, G, sq, sk});
     score = {B, Hkv, G, sq, sk};
   }
-  const int r = static_cast<int>(score.size());
-  const int32_t kt = c.AddOp(OpKind::kPermute, {k});
-  for (int i = 0; i < r; ++i) c.nodes[kt].axes.push_back(i < r - 2 ? i : (i == r - 2 ? r - 1 : r - 2));
-  int32_t s = c.AddOp(OpKind::kMatmul, {q, kt});
-  s = c.AddOp(OpKind::kMul, {s, c.AddConstant(1.0 / std::sqrt(static_cast<double>(o.d)))});
-  if (bias >= 0) s = c.AddOp(OpKind::kAdd, {s, bias});
-  int32_t allowed = mask;
-  auto conj = [&](int32_t cond) {
-    allowed = allowed < 0 ? cond : c.AddOp(OpKind::kLogicalAnd, {allowed, cond});
-  };
-  if (o.causal || o.lengths) {
-    auto iota = [&](int axis) {
-      const int32_t i = c.AddOp(OpKind::kIota, {});
-      c.nodes[i].shape = score;
-      c.nodes[i].axis = axis;
-      c.nodes[i].dtype = DType::kI32;
-      return i;
-    };
-    const int32_t col = iota(r - 1);
-    if (o.causal) conj(c.AddOp(OpKind::kLe, {col, iota(r - 2)}));
-    if (o.lengths) {
-      std::vector<Dim> ls = {B};
-      for (int i = 1; i < r; ++i) ls.push_back(S(1));
-      conj(c.AddOp(OpKind::kLt, {col, reshape(lens, ls)}));
-    }
-  }
-  if (allowed >= 0) s = c.AddOp(OpKind::kWhere, {allowed, s, c.AddConstant(-INFINITY)});
-  const int32_t m = row_test::Reduce(&c, OpKind::kReduceMax, s, r - 1);
-  const int32_t e = c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {s, m})});
-  const int32_t z = row_test::Reduce(&c, OpKind::kReduceSum, e, r - 1);
-  int32_t p = c.AddOp(OpKind::kDiv, {e, z});
-  if (o.mask || o.lengths || o.bias) {
-    const int32_t masked = c.AddOp(OpKind::kEq, {m, c.AddConstant(-INFINITY)});
-    p = c.AddOp(OpKind::kWhere, {masked, c.AddConstant(0.0), p});
-  }
-  int32_t out = c.AddOp(OpKind::kMatmul, {p, v});
+  int32_t m, z;
+  int32_t out = Composite(c, o, q, k, v, mask, bias, lens, score, &m, &z);
   if (g > 1) out = reshape(out, {B, H, sq, Dv});
   c.outputs.push_back(out);
   if (o.lse) {
     int32_t lse = c.AddCast(c.AddOp(OpKind::kAdd, {m, c.AddOp(OpKind::kLog, {z})}), DType::kF32);
     c.outputs.push_back(reshape(lse, {B, H, sq}));
   }
+  return row_test::Finish(std::move(c));
+}
+
+// A causal self-attention between projections, as kfuse.torch translates
+// one: qkv = x @ w_qkv [tokens, 3 * heads * d], its three parts sliced,
+// reshaped to [tokens, heads, d] and transposed to heads first, the
+// composite, its output transposed back and reshaped to [tokens, heads * d]
+// for the output projection @ w_o. (o.sq tokens; o.heads, o.d.)
+inline Chain AttentionBlock(const Options& o) {
+  Chain c;
+  auto S = [](int64_t n) { return Dim::Static(n); };
+  const int64_t hd = o.heads * o.d;
+  const int32_t x = c.AddInput(TensorType{o.dtype, {S(o.sq), S(hd)}});
+  const int32_t w = c.AddInput(TensorType{o.dtype, {S(hd), S(3 * hd)}});
+  const int32_t wo = c.AddInput(TensorType{o.dtype, {S(hd), S(hd)}});
+  const int32_t qkv = c.AddOp(OpKind::kMatmul, {x, w});
+  auto heads_first = [&](int part) {
+    const int32_t s = c.AddOp(OpKind::kSlice, {qkv});
+    c.nodes[s].axis = 1;
+    c.nodes[s].start = part * hd;
+    c.nodes[s].stop = (part + 1) * hd;
+    const int32_t r = c.AddOp(OpKind::kReshape, {s});
+    c.nodes[r].shape = {S(o.sq), S(o.heads), S(o.d)};
+    const int32_t p = c.AddOp(OpKind::kPermute, {r});
+    c.nodes[p].axes = {1, 0, 2};
+    return p;
+  };
+  const int32_t q = heads_first(0), k = heads_first(1), v = heads_first(2);
+  Options causal = o;
+  causal.causal = true;
+  int32_t m, z;
+  const int32_t a = Composite(c, causal, q, k, v, -1, -1, -1, {S(o.heads), S(o.sq), S(o.sq)}, &m, &z);
+  const int32_t back = c.AddOp(OpKind::kPermute, {a});
+  c.nodes[back].axes = {1, 0, 2};
+  const int32_t rows = c.AddOp(OpKind::kReshape, {back});
+  c.nodes[rows].shape = {S(o.sq), S(hd)};
+  c.outputs = {c.AddOp(OpKind::kMatmul, {rows, wo})};
   return row_test::Finish(std::move(c));
 }
 

@@ -50,14 +50,29 @@ const Chain& PointwiseView(const Chain& chain, const KernelGroup& group, Chain* 
   return *storage;
 }
 
-// The row generator sees its chain as one kernel: a row group of a plan of
-// several kernels (reading a product's result, or storing a matmul's
-// operand) is shown as a chain of its own, and its kernel renumbered back.
-absl::StatusOr<KernelSpec> EmitRowGroup(const Chain& chain, const KernelGroup& group,
+// The row and attention generators see their chain as one kernel: such a
+// group of a plan of several kernels (reading a product's result, or
+// storing a matmul's operand; an attention between projections) is shown
+// as a chain of its own, and its kernel renumbered back.
+// Whether `group` is its chain's one kernel, generated from the chain as it
+// is: it computes every node (an attention: the chain is one, its views of
+// the inputs read as strides, which no group lists).
+bool Whole(const Chain& chain, const KernelGroup& group) {
+  return CoversChain(chain, group) ||
+         (group.family == Family::kAttention && MatchAttention(chain).has_value());
+}
+
+absl::StatusOr<KernelSpec> EmitWhole(const Chain& chain, const KernelGroup& group, const Variant& variant,
+                                     Numerics numerics) {
+  return group.family == Family::kAttention ? EmitAttention(chain, group, variant, numerics)
+                                            : EmitRow(chain, group, variant, numerics);
+}
+
+absl::StatusOr<KernelSpec> EmitIsolated(const Chain& chain, const KernelGroup& group,
                                         const Variant& variant, Numerics numerics) {
-  if (CoversChain(chain, group)) return EmitRow(chain, group, variant, numerics);
+  if (Whole(chain, group)) return EmitWhole(chain, group, variant, numerics);
   KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(chain, group));
-  KFUSE_ASSIGN_OR_RETURN(KernelSpec k, EmitRow(sub.chain, sub.group, variant, numerics));
+  KFUSE_ASSIGN_OR_RETURN(KernelSpec k, EmitWhole(sub.chain, sub.group, variant, numerics));
   KFUSE_RETURN_IF_ERROR(sub.Restore(&k));
   k.ops.assign(group.nodes.begin(), group.nodes.end());
   return k;
@@ -125,10 +140,10 @@ absl::StatusOr<KernelSpec> EmitUnbounded(const Chain& chain, const KernelGroup& 
   switch (group.family) {
     case Family::kPointwise:
       return EmitPointwise(PointwiseView(chain, group, &view), group, variant, numerics);
-    case Family::kRowReduction: return EmitRowGroup(chain, group, variant, numerics);
+    case Family::kRowReduction:
+    case Family::kAttention: return EmitIsolated(chain, group, variant, numerics);
     case Family::kReduction: return EmitReduce(chain, group, variant, numerics);
     case Family::kMatmul: return EmitMatmul(chain, group, variant, numerics);
-    case Family::kAttention: return EmitAttention(chain, group, variant, numerics);
     default: return NoGenerator(group.family);
   }
 }
@@ -151,14 +166,17 @@ absl::Status CanGenerateFamily(const Chain& chain, const KernelGroup& group,
   switch (group.family) {
     case Family::kPointwise:
       return CanGenerate(PointwiseView(chain, group, &view), group, variant);
-    case Family::kRowReduction: {
-      if (CoversChain(chain, group)) return CanGenerateRow(chain, group, variant);
+    case Family::kRowReduction:
+    case Family::kAttention: {
+      auto can = [&](const Chain& c, const KernelGroup& g) {
+        return g.family == Family::kAttention ? CanGenerateAttention(c, g, variant) : CanGenerateRow(c, g, variant);
+      };
+      if (Whole(chain, group)) return can(chain, group);
       KFUSE_ASSIGN_OR_RETURN(SubChain sub, Isolate(chain, group));
-      return CanGenerateRow(sub.chain, sub.group, variant);
+      return can(sub.chain, sub.group);
     }
     case Family::kReduction: return CanGenerateReduce(chain, group, variant);
     case Family::kMatmul: return CanGenerateMatmul(chain, group, variant);
-    case Family::kAttention: return CanGenerateAttention(chain, group, variant);
     default: return NoGenerator(group.family);
   }
 }
@@ -167,14 +185,17 @@ Variant FamilyHeuristic(const Chain& chain, const KernelGroup& group) {
   Chain view;
   switch (group.family) {
     case Family::kPointwise: return PointwiseHeuristic(PointwiseView(chain, group, &view), group);
-    case Family::kRowReduction: {
-      if (CoversChain(chain, group)) return RowHeuristic(chain, group);
+    case Family::kRowReduction:
+    case Family::kAttention: {
+      auto heuristic = [](const Chain& c, const KernelGroup& g) {
+        return g.family == Family::kAttention ? AttentionHeuristic(c, g) : RowHeuristic(c, g);
+      };
+      if (Whole(chain, group)) return heuristic(chain, group);
       absl::StatusOr<SubChain> sub = Isolate(chain, group);
-      return sub.ok() ? RowHeuristic(sub->chain, sub->group) : Variant{group.family, {}};
+      return sub.ok() ? heuristic(sub->chain, sub->group) : Variant{group.family, {}};
     }
     case Family::kReduction: return ReduceHeuristic(chain, group);
     case Family::kMatmul: return MatmulHeuristic(chain, group);
-    case Family::kAttention: return AttentionHeuristic(chain, group);
     default: return Variant{group.family, {}};
   }
 }
@@ -183,14 +204,17 @@ std::vector<Variant> FamilySpace(const Chain& chain, const KernelGroup& group) {
   Chain view;
   switch (group.family) {
     case Family::kPointwise: return PointwiseSpace(PointwiseView(chain, group, &view), group);
-    case Family::kRowReduction: {
-      if (CoversChain(chain, group)) return RowSpace(chain, group);
+    case Family::kRowReduction:
+    case Family::kAttention: {
+      auto space = [](const Chain& c, const KernelGroup& g) {
+        return g.family == Family::kAttention ? AttentionSpace(c, g) : RowSpace(c, g);
+      };
+      if (Whole(chain, group)) return space(chain, group);
       absl::StatusOr<SubChain> sub = Isolate(chain, group);
-      return sub.ok() ? RowSpace(sub->chain, sub->group) : std::vector<Variant>{};
+      return sub.ok() ? space(sub->chain, sub->group) : std::vector<Variant>{};
     }
     case Family::kReduction: return ReduceSpace(chain, group);
     case Family::kMatmul: return MatmulSpace(chain, group);
-    case Family::kAttention: return AttentionSpace(chain, group);
     default: return {};
   }
 }

@@ -917,7 +917,14 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
             n.axes.size() > 1;
   }
   if (first_iota >= 0 && multiplies) {
-    return absl::UnimplementedError(absl::StrCat(OpLabel(c, first_iota), ": ", NotYet(OpKind::kIota)));
+    // Beside products, iotas are generated inside attentions only.
+    std::set<int32_t> attention;
+    for (const KernelGroup& g : partition_internal::FindAttentions(c)) attention.insert(g.nodes.begin(), g.nodes.end());
+    for (int32_t id = first_iota; id < static_cast<int32_t>(c.nodes.size()); ++id) {
+      if (c.nodes[id].kind == OpKind::kIota && !attention.count(id)) {
+        return absl::UnimplementedError(absl::StrCat(OpLabel(c, id), ": ", NotYet(OpKind::kIota)));
+      }
+    }
   }
   if (multiplies) return partition_internal::MatmulPartition(c);
   // Beside reductions, row kernels take an iota along their rows and a

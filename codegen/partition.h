@@ -218,7 +218,20 @@ inline constexpr char kOutputsApart[] =
     "outputs of shapes that do not nest in its own get kernels of their own, as one kernel iterates over "
     "the broadcast of the shapes it writes";
 
-// PartitionChain for a chain with some matmul and no iota.
+// Attention composites inside a chain of other products (the clients'
+// `attention` between projections): per product whose first operand is a
+// softmax of another product's scores, the nodes from that product (QK^T)
+// to it, with the element-wise work and iotas the scores read and the
+// permutes, expands and reshapes of its operands (read as strides of what
+// they view), where the group, isolated (what it reads from other kernels
+// its inputs: Q, K, V as stored, masks), is an attention
+// MatchAttention takes whole and the fused kernel generates, and no other
+// op reads its nodes but its output. Family kAttention; results: its
+// output.
+std::vector<KernelGroup> FindAttentions(const Chain& canonical);
+
+// PartitionChain for a chain with some matmul and no iota but in its
+// attentions (FindAttentions), each of which is one kernel.
 absl::StatusOr<Partition> MatmulPartition(const Chain& canonical);
 
 }  // namespace partition_internal

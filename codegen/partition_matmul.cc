@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/attention.h"
 #include "codegen/partition.h"
+#include "codegen/subchain.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -158,29 +160,35 @@ std::string MatmulReason(const Chain& c, const Planned& p, const std::vector<Rol
   return out;
 }
 
-// The products that read node `id`.
-std::set<int32_t> MatmulsReading(const Chain& c, int32_t id,
-                                 const std::vector<std::vector<int32_t>>& users) {
-  std::set<int32_t> out;
-  for (int32_t u : users[id]) {
-    if (c.nodes[u].kind == OpKind::kMatmul) out.insert(u);
+// What reads stored node `root` from memory, for the reasons: the products
+// (an attention named by its output's product), and other views.
+std::string ReadersOf(const Chain& c, int32_t root, const std::vector<std::vector<int32_t>>& users,
+                      const std::vector<int32_t>& attention_of, const std::vector<KernelGroup>& attentions) {
+  std::set<int32_t> direct;
+  std::set<std::string> attention;
+  for (int32_t u : users[root]) {
+    if (attention_of[u] >= 0) {
+      attention.insert(absl::StrCat("the attention of ", OpLabel(c, attentions[attention_of[u]].results[0])));
+    } else {
+      direct.insert(u);
+    }
   }
-  return out;
+  std::vector<std::string> out;
+  if (!direct.empty()) out.push_back(Labels(c, direct));
+  out.insert(out.end(), attention.begin(), attention.end());
+  return absl::StrJoin(out, ", ");
 }
 
-std::string PointwiseReason(const Chain& c, const Planned& p,
-                            const std::vector<std::vector<int32_t>>& users) {
+std::string PointwiseReason(const Chain& c, const Planned& p, const std::string& readers) {
   std::string out;
   if (!p.stores.empty()) {
     const int32_t root = *p.stores.begin();
-    const std::set<int32_t> matmuls = MatmulsReading(c, root, users);
     out = IsLayout(c.nodes[root].kind)
-              ? absl::StrCat(OpLabel(c, root), ": an operand of ", Labels(c, matmuls),
-                             " that is a view no matmul kernel reads as strides (a slice, or a "
-                             "view of a computed value)")
-              : absl::StrCat(OpLabel(c, root), ": element-wise work on an operand of ",
-                             Labels(c, matmuls));
-    absl::StrAppend(&out, ", stored first, as a matmul kernel streams its operands from memory");
+              ? absl::StrCat(OpLabel(c, root), ": a view read by ", readers,
+                             " that no product reads as strides (a slice, a view of a computed "
+                             "value, or one a reshape merges)")
+              : absl::StrCat(OpLabel(c, root), ": element-wise work on an operand of ", readers);
+    absl::StrAppend(&out, ", stored first, as product kernels stream their operands from memory");
   } else {
     out = "element-wise outputs that no matmul kernel takes as its epilogue, in one pass";
     if (p.apart) absl::StrAppend(&out, "; ", kOutputsApart);
@@ -214,19 +222,15 @@ Family FamilyOf(const Chain& c, const std::set<int32_t>& nodes) {
   return Family::kPointwise;
 }
 
-std::string RowReason(const Chain& c, const Planned& p,
-                      const std::vector<std::vector<int32_t>>& users) {
+std::string RowReason(const Chain& c, const Planned& p, const std::string& readers) {
   std::set<int32_t> reductions;
   for (int32_t id : p.nodes) {
     if (IsReduction(c.nodes[id].kind)) reductions.insert(id);
   }
   std::string out;
   if (!p.stores.empty()) {
-    const int32_t root = *p.stores.begin();
-    const std::set<int32_t> matmuls = MatmulsReading(c, root, users);
-    out = absl::StrCat("row reductions (", Labels(c, reductions), ") on an operand of ",
-                       Labels(c, matmuls),
-                       ": a row kernel stores it first, as a matmul kernel streams its operands "
+    out = absl::StrCat("row reductions (", Labels(c, reductions), ") on an operand of ", readers,
+                       ": a row kernel stores it first, as product kernels stream their operands "
                        "from memory");
   } else {
     out = absl::StrCat("row reductions (", Labels(c, reductions),
@@ -239,7 +243,81 @@ std::string RowReason(const Chain& c, const Planned& p,
   return out;
 }
 
+// Adds node `id`, where it is a permute, expand or reshape, and those it is
+// made of to `group`, down to the first other node: the attention kernel
+// reads that node (a chain input, or what an earlier kernel stores) through
+// them, as strides.
+void AddViews(const Chain& c, int32_t id, std::set<int32_t>* group) {
+  for (;; id = c.nodes[id].args[0]) {
+    const OpKind k = c.nodes[id].kind;
+    if (k != OpKind::kPermute && k != OpKind::kExpand && k != OpKind::kReshape) return;
+    group->insert(id);
+  }
+}
+
 }  // namespace
+
+std::vector<KernelGroup> FindAttentions(const Chain& c) {
+  const int32_t n = static_cast<int32_t>(c.nodes.size());
+  std::vector<std::vector<int32_t>> users(n);
+  for (int32_t id = 0; id < n; ++id) {
+    for (int32_t a : c.nodes[id].args) users[a].push_back(id);
+  }
+  std::vector<KernelGroup> out;
+  std::set<int32_t> taken;
+  for (int32_t pv = 0; pv < n; ++pv) {
+    if (c.nodes[pv].kind != OpKind::kMatmul || taken.count(pv)) continue;
+    // Back from the probabilities to the first product reached: QK^T.
+    std::set<int32_t> group = {pv};
+    int32_t qk = -1;
+    bool ok = true;
+    std::vector<int32_t> stack = {c.nodes[pv].args[0]};
+    while (ok && !stack.empty()) {
+      const int32_t id = stack.back();
+      stack.pop_back();
+      const Node& nd = c.nodes[id];
+      if (nd.kind == OpKind::kInput || nd.kind == OpKind::kConstant || group.count(id)) continue;
+      if (nd.kind == OpKind::kMatmul) {
+        ok = qk < 0 || qk == id;
+        qk = id;
+        group.insert(id);
+        continue;
+      }
+      if (IsLayout(nd.kind) && nd.kind != OpKind::kIota) {
+        AddViews(c, id, &group);  // What they view is read from memory (or an input).
+        continue;
+      }
+      ok = IsElementwise(nd.kind) || IsReduction(nd.kind) || nd.kind == OpKind::kIota;
+      group.insert(id);
+      for (int32_t a : nd.args) stack.push_back(a);
+    }
+    if (!ok || qk < 0) continue;
+    for (int32_t a : {c.nodes[qk].args[0], c.nodes[qk].args[1], c.nodes[pv].args[1]}) AddViews(c, a, &group);
+    // Nothing outside reads the group but its output.
+    for (int32_t id : group) {
+      if (id == pv) continue;
+      ok = ok && std::find(c.outputs.begin(), c.outputs.end(), id) == c.outputs.end();
+      for (int32_t u : users[id]) ok = ok && group.count(u) > 0;
+    }
+    if (!ok) continue;
+    KernelGroup g;
+    g.family = Family::kAttention;
+    g.nodes.assign(group.begin(), group.end());
+    g.results = {pv};
+    if (std::find(c.outputs.begin(), c.outputs.end(), pv) == c.outputs.end()) g.intermediates = {pv};
+    absl::StatusOr<SubChain> sub = Isolate(c, g);
+    if (!sub.ok()) continue;
+    std::optional<AttentionMatch> m = MatchAttention(sub->chain);
+    if (!m) continue;
+    const KernelGroup whole = AttentionGroup(sub->chain, *m);
+    if (!CanGenerateAttention(sub->chain, whole, AttentionHeuristic(sub->chain, whole)).ok()) continue;
+    g.reason = whole.reason;
+    g.intermediates.clear();  // The partition says which kernels read it.
+    taken.insert(group.begin(), group.end());
+    out.push_back(std::move(g));
+  }
+  return out;
+}
 
 // Why anchor order is a valid launch order: every kernel reads only nodes of
 // kernels with smaller anchors. Node ids are a topological order, and each
@@ -271,11 +349,23 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
   }
   std::vector<bool> is_output(n, false);
   for (int32_t o : c.outputs) is_output[o] = true;
+  // Attentions between the products: a kernel each. A view of an input
+  // they read beside their own is stored for them (loose).
+  const std::vector<KernelGroup> attentions = FindAttentions(c);
+  std::vector<int32_t> attention_of(n, -1);
+  for (size_t g = 0; g < attentions.size(); ++g) {
+    for (int32_t id : attentions[g].nodes) attention_of[id] = static_cast<int32_t>(g);
+  }
+  auto read_by_attention = [&](int32_t id) {
+    return std::any_of(users[id].begin(), users[id].end(),
+                       [&](int32_t u) { return attention_of[u] >= 0 && attention_of[id] < 0; });
+  };
 
   // What the matmul plans do not cover, in node order.
   int32_t first_matmul = n;
   for (int32_t id = 0; id < n; ++id) {
     const OpKind k = c.nodes[id].kind;
+    if (attention_of[id] >= 0) continue;
     if (k == OpKind::kMatmul) first_matmul = std::min(first_matmul, id);
     if (IsReduction(k)) {
       const int rank = c.nodes[c.nodes[id].args[0]].type.rank();
@@ -288,7 +378,7 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
                                   "generated yet (reductions along rows are)"));
       }
     }
-    if (IsLayout(k) && IsViewOfInput(c, id)) {
+    if (IsLayout(k) && IsViewOfInput(c, id) && !read_by_attention(id)) {
       KFUSE_RETURN_IF_ERROR(CheckOperandView(c, id, users[id], is_output[id]));
     }
     if (!IsLeaf(c, id) && !IsElementwise(k) && !IsLayout(k) && !IsReduction(k) &&
@@ -303,13 +393,34 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
   // The kernel in `plan` that stores a product node or an element-wise operand.
   std::vector<int32_t> kernel_of(n, -1);
   std::vector<Planned> plan;
-  std::set<int32_t> operands;  // Element-wise operands of products.
+  std::set<int32_t> operands;  // Element-wise operands of products (and attentions).
+  std::vector<int32_t> attention_kernel(attentions.size(), -1);
   for (int32_t id = 0; id < n; ++id) {
     const Node& nd = c.nodes[id];
     if (IsLeaf(c, id)) continue;
+    if (const int32_t g = attention_of[id]; g >= 0) {
+      // The attention's nodes are its kernel's; what it reads of other work
+      // is stored first.
+      if (attention_kernel[g] < 0) {
+        attention_kernel[g] = static_cast<int32_t>(plan.size());
+        Planned p;
+        p.anchor = attentions[g].results[0];
+        p.k.family = Family::kAttention;
+        p.k.reason = attentions[g].reason;
+        p.nodes.insert(attentions[g].nodes.begin(), attentions[g].nodes.end());
+        p.stores = {p.anchor};
+        plan.push_back(std::move(p));
+      }
+      role[id] = Role::kProduct;
+      kernel_of[id] = attention_kernel[g];
+      for (int32_t a : nd.args) {
+        if (attention_of[a] < 0 && (role[a] == Role::kLeafWork || role[a] == Role::kLoose)) operands.insert(a);
+      }
+      continue;
+    }
     if (IsLayout(nd.kind)) {
       // Another view is work no epilogue takes: loose, computed where read.
-      role[id] = IsViewOfInput(c, id) ? Role::kView : Role::kLoose;
+      role[id] = IsViewOfInput(c, id) && !read_by_attention(id) ? Role::kView : Role::kLoose;
       continue;
     }
     if (nd.kind == OpKind::kMatmul) {
@@ -329,7 +440,8 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
       // Along short rows of a product: in its kernel's epilogue. Else row
       // work: a row kernel of its own.
       const int32_t a = nd.args[0];
-      if (role[a] == Role::kProduct && ReducesInEpilogue(c, plan[kernel_of[a]].anchor, id)) {
+      if (role[a] == Role::kProduct && plan[kernel_of[a]].k.family == Family::kMatmul &&
+          ReducesInEpilogue(c, plan[kernel_of[a]].anchor, id)) {
         Planned& p = plan[kernel_of[a]];
         role[id] = Role::kProduct;
         kernel_of[id] = kernel_of[a];
@@ -341,13 +453,17 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
       }
       continue;
     }
-    int32_t latest = -1;  // Kernels are made in anchor order: the largest is the latest.
+    int32_t latest = -1;  // The kernel of the largest anchor among the products read.
     bool leaf_only = true, loose = false;
     for (int32_t a : nd.args) {
       leaf_only = leaf_only && (role[a] == Role::kLeaf || role[a] == Role::kLeafWork);
       loose = loose || role[a] == Role::kLoose;
-      if (role[a] == Role::kProduct) latest = std::max(latest, kernel_of[a]);
+      if (role[a] == Role::kProduct && (latest < 0 || plan[kernel_of[a]].anchor > plan[latest].anchor)) {
+        latest = kernel_of[a];
+      }
     }
+    // An attention's kernel takes no epilogue: work on its output is loose.
+    loose = loose || (latest >= 0 && plan[latest].k.family == Family::kAttention);
     // Work on a kernel's per-row values alone (a norm's rsqrt(var + eps)).
     bool per_row = latest >= 0 && !plan[latest].per_row.empty();
     for (int32_t a : nd.args) {
@@ -382,7 +498,19 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     }
   }
 
-  // Pointwise kernels read every product node they need from memory.
+  // A reshape of a loose view that is no reshape (a transpose of an
+  // attention's output before the projection that reads its heads as one
+  // row) is generated from the view stored dense: the view is stored first.
+  for (int32_t id = 0; id < n; ++id) {
+    const Node& nd = c.nodes[id];
+    if (nd.kind != OpKind::kReshape || role[id] != Role::kLoose) continue;
+    const int32_t a = nd.args[0];
+    if (role[a] == Role::kLoose && IsLayout(c.nodes[a].kind) && c.nodes[a].kind != OpKind::kReshape) {
+      operands.insert(a);
+    }
+  }
+  // Pointwise kernels read every product node they need from memory, and
+  // the views stored before them.
   std::set<int32_t> stored;
   for (int32_t id = 0; id < n; ++id) {
     if (role[id] == Role::kProduct) stored.insert(id);
@@ -397,6 +525,7 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     Planned p;
     p.anchor = o;
     p.nodes = WorkClosure(c, {o}, stored);
+    if (IsLayout(c.nodes[o].kind)) stored.insert(o);  // Later kernels read it.
     p.k.family = FamilyOf(c, p.nodes);
     p.stores = {o};
     // Outputs of the same rows (a softmax's probabilities beside what a
@@ -535,13 +664,18 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     // output one kernel's, though several may compute it).
     std::set<int32_t> results(p.shared.begin(), p.shared.end());
     results.insert(p.writes.begin(), p.writes.end());
+    const bool product = k.family == Family::kMatmul || k.family == Family::kAttention;
     for (int32_t id : p.stores) {
-      if (k.family == Family::kMatmul && is_output[id]) results.insert(id);
+      if (product && is_output[id]) results.insert(id);
     }
     k.results.assign(results.begin(), results.end());
-    k.reason = k.family == Family::kMatmul ? MatmulReason(c, p, role, is_output)
-               : k.family == Family::kRowReduction ? RowReason(c, p, users)
-                                                    : PointwiseReason(c, p, users);
+    if (k.family != Family::kAttention) {  // An attention's is the match's.
+      const std::string readers =
+          p.stores.empty() ? "" : ReadersOf(c, *p.stores.begin(), users, attention_of, attentions);
+      k.reason = k.family == Family::kMatmul ? MatmulReason(c, p, role, is_output)
+                 : k.family == Family::kRowReduction ? RowReason(c, p, readers)
+                                                      : PointwiseReason(c, p, readers);
+    }
     if (k.family == Family::kRowReduction) {
       // The row generator sees the group as a chain of its own.
       KFUSE_RETURN_IF_ERROR(CheckRowKernel(c, k));

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/analysis.h"
+#include "codegen/attention_test_chains.h"
 #include "codegen/canonicalize.h"
 #include "codegen/generators.h"
 #include "codegen/matmul_test_chains.h"
@@ -1797,8 +1798,8 @@ TEST(MatmulPartitionTest, ViewsNoMatmulReadsAsStridesAreStoredFirst) {
     EXPECT_EQ(p->kernels[0].family, Family::kPointwise);
     EXPECT_THAT(p->kernels[0].nodes, ElementsAre(s));
     EXPECT_THAT(p->kernels[0].reason,
-                HasSubstr(absl::StrCat(OpLabel(c, s), ": an operand of ", OpLabel(c, The(c, OpKind::kMatmul)),
-                                       " that is a view no matmul kernel reads as strides")));
+                HasSubstr(absl::StrCat(OpLabel(c, s), ": a view read by ", OpLabel(c, The(c, OpKind::kMatmul)),
+                                       " that no product reads as strides")));
     EXPECT_EQ(p->kernels[1].family, Family::kMatmul);
     EXPECT_THAT(p->intermediates, ElementsAre(s));
   }
@@ -1853,6 +1854,51 @@ TEST(MatmulPartitionTest, ViewsNoMatmulReadsAsStridesAreStoredFirst) {
     EXPECT_EQ(p->kernels[1].family, Family::kPointwise);
     EXPECT_THAT(p->kernels[1].nodes, ElementsAre(The(c, OpKind::kPermute), The(c, OpKind::kAdd)));
   }
+}
+
+// A causal attention between projections (attention_test::AttentionBlock):
+// the QKV product, its three parts stored by pointwise kernels, the
+// attention kernel reading them through its head-first views (the causal
+// mask's iotas in it), its output transposed back and stored, reshaped to
+// rows and stored, and the output projection.
+TEST(MatmulPartitionTest, AnAttentionBetweenProjectionsIsAKernelOfItsOwn) {
+  attention_test::Options o;
+  o.sq = 136;
+  o.heads = 2;
+  const Chain c = attention_test::AttentionBlock(o);
+  auto p = PartitionValid(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<Family> families;
+  for (const KernelGroup& k : p->kernels) families.push_back(k.family);
+  EXPECT_THAT(families, ElementsAre(Family::kMatmul, Family::kPointwise, Family::kPointwise, Family::kPointwise,
+                                    Family::kAttention, Family::kPointwise, Family::kPointwise, Family::kMatmul));
+  const KernelGroup& a = p->kernels[4];
+  EXPECT_THAT(a.reason, HasSubstr("attention: QK^T, the causal mask, softmax and PV in one kernel"));
+  const std::vector<int32_t> iotas = NodesOf(c, OpKind::kIota);
+  ASSERT_EQ(iotas.size(), 2u);
+  for (int32_t i : iotas) EXPECT_TRUE(std::binary_search(a.nodes.begin(), a.nodes.end(), i));
+  const std::vector<int32_t> slices = NodesOf(c, OpKind::kSlice);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_THAT(p->kernels[1 + k].nodes, ElementsAre(slices[k]));
+    EXPECT_THAT(p->kernels[1 + k].reason, HasSubstr("a view read by the attention of "));
+  }
+  // Two products and the attention's, which stays one kernel.
+  EXPECT_EQ(NodesOf(c, OpKind::kMatmul).size(), 4u);
+}
+
+// An iota beside products outside any attention is still refused by name.
+TEST(MatmulPartitionTest, AnIotaOutsideAttentionsBesideAProductIsUnimplemented) {
+  Chain c;
+  const int32_t x = c.AddInput(BF16({kM, kK}));
+  const int32_t w = c.AddInput(BF16({kK, kN}));
+  const int32_t i = c.AddOp(OpKind::kIota, {});
+  c.nodes[i].shape = {Dim::Static(kM), Dim::Static(kN)};
+  c.nodes[i].axis = 1;
+  c.nodes[i].dtype = DType::kBF16;
+  c.outputs = {c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMatmul, {x, w}), i})};
+  auto p = PartitionChain(reduce_test::Finish(std::move(c)));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("(iota): iota beside a matrix product"));
 }
 
 // softmax(x @ w * s) over the product's rows, n wide.

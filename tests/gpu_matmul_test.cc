@@ -16,6 +16,7 @@
 #include "codegen/evaluate.h"
 #include "codegen/generators.h"
 #include "codegen/matmul.h"
+#include "codegen/attention_test_chains.h"
 #include "codegen/matmul_test_chains.h"
 #include "codegen/numeric.h"
 #include "codegen/partition.h"
@@ -122,7 +123,8 @@ TEST(GpuMatmulTest, EveryVariantMatchesReference) {
 // probabilities are outputs beside the next product's operand (one row kernel
 // writes both) or read beside that product by a trailing pointwise kernel,
 // and outputs [M, 1] and [1, N] beside a product (a trailing kernel each),
-// and views no matmul reads as strides (stored first), every kernel at its
+// views no matmul reads as strides (stored first) and an attention between
+// projections (a kernel of its own), every kernel at its
 // heuristic variant, each output against the CPU fp64 evaluator.
 TensorType BF16(std::vector<int64_t> shape) {
   TensorType t{DType::kBF16, {}};
@@ -193,6 +195,13 @@ TEST(GpuMatmulTest, PlansOfSeveralKernelsMatchReference) {
          c.outputs = {c.AddOp(OpKind::kAdd, {Transpose(&c, c.AddOp(OpKind::kMatmul, {x, w})),
                                              c.AddConstant(1.0)})};
          return row_test::Finish(std::move(c));
+       }()},
+      // A causal attention between projections: the attention one kernel.
+      {"attention_block_bf16", [] {
+         attention_test::Options o;
+         o.sq = 136;
+         o.heads = 2;
+         return attention_test::AttentionBlock(o);
        }()},
       {"outputs_of_shapes_that_do_not_nest_beside_a_product_bf16", [] {
          Chain c;

@@ -542,6 +542,29 @@ def test_views_beside_products_are_stored_first(client, name, families):
     assert all(k.cubin or k.ptx for k in plan.kernels)
 
 
+def attention_block(x, wqkv, wo):
+    """Causal self-attention between projections, as a model writes it:
+    the fused QKV projection split, heads first, SDPA, heads back, the
+    output projection (tokens from x, 4 heads of 64)."""
+    t, hd = x.shape[0], x.shape[1]
+    q, k, v = (x @ wqkv).split(hd, dim=-1)
+    q, k, v = q.view(t, 4, hd // 4).transpose(0, 1), k.view(t, 4, hd // 4).transpose(0, 1), \
+        v.view(t, 4, hd // 4).transpose(0, 1)
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return o.transpose(0, 1).reshape(t, hd) @ wo
+
+
+def test_an_attention_between_projections_is_a_kernel_of_its_own(client):
+    bf16 = torch.bfloat16
+    ff = kt.fuse(attention_block, client=client, mode="heuristic", fallback="raise")
+    plan = ff.plan_for(torch.randn(200, 256, dtype=bf16), torch.randn(256, 768, dtype=bf16),
+                       torch.randn(256, 256, dtype=bf16))
+    families = [pb.Family.Name(k.variant.family).removeprefix("FAMILY_") for k in plan.kernels]
+    assert families == ["MATMUL", "POINTWISE", "POINTWISE", "POINTWISE", "ATTENTION", "POINTWISE",
+                        "POINTWISE", "MATMUL"]
+    assert "the causal mask" in plan.kernels[4].partition_reason
+
+
 def test_plan_for_fetches_the_real_plan(client):
     counting = CountingClient(client)
     ff = kt.fuse(_silu_mul, client=counting, mode="heuristic")

@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 import kfuse  # noqa: E402
 import kfuse.torch as kt  # noqa: E402
 from doubles import CountingClient  # noqa: E402
-from test_torch_fuse import CASES, COMPOSITES, _NO_SPECIALS, _TORCH, _gpu, _specials  # noqa: E402
+from test_torch_fuse import (CASES, COMPOSITES, _NO_SPECIALS, _TORCH, _gpu, _specials,  # noqa: E402
+                             attention_block)
 
 F = torch.nn.functional
 
@@ -163,6 +164,21 @@ def test_gpu_composites_match_float64(client, name):
             x = (torch.randn(1024, 512, generator=torch.Generator().manual_seed(seed)) * 4
                  if name in _NO_SPECIALS else _specials((1024, 512), seed))
             missed += _compare(client, f"{name} {dtype}", fn, [x.to(dtype).cuda()], seed)
+    assert not missed, missed
+
+
+@pytest.mark.gpu
+def test_gpu_attention_between_projections_matches_float64(client):
+    """The QKV projection, causal SDPA and output projection in one
+    function: one plan (the attention a kernel of its own), 200 tokens
+    (partial tiles), against float64."""
+    _gpu()
+    missed = []
+    for seed in _seeds():
+        torch.manual_seed(seed)
+        bf16 = dict(dtype=torch.bfloat16, device="cuda")
+        xs = [torch.randn(200, 256, **bf16), torch.randn(256, 768, **bf16) / 16, torch.randn(256, 256, **bf16) / 16]
+        missed += _compare(client, "attention_block", attention_block, xs, seed)
     assert not missed, missed
 
 
