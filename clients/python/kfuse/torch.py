@@ -569,6 +569,26 @@ def _bce_with_logits(input, target, weight=None, size_average=None, reduce=None,
     return loss if fn is None else fn(loss, tuple(range(loss.rank)), False)
 
 
+def _logsigmoid(x):
+    """torch's log_sigmoid: min(x, 0) - log1p(exp(-|x|)), nothing overflowing."""
+    return K.minimum(x, 0.0) - _log1p(K.exp(-K.abs(x)))
+
+
+def _softsign(x):
+    return x / (K.abs(x) + 1.0)  # F.softsign's order.
+
+
+def _softmin(x, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        raise TypeError("softmin needs dim")
+    return K.softmax(-(x if dtype is None else _cast(x, dtype)), dim)
+
+
+def _rsub(x, other, alpha=1):
+    """other - alpha * x (aten.rsub: `1 - x` in ATen graphs)."""
+    return other - (x if alpha == 1 else alpha * x)
+
+
 def _isnan(x):
     return K.ne(x, x)
 
@@ -1041,6 +1061,10 @@ _BASE = {
     "any": _any_all(K.max), "all": _any_all(K.min), "flatten": _flatten, "squeeze": _squeeze,
     "stack": _stack, "logical_and": K.logical_and, "logical_or": K.logical_or,
     "logical_not": K.logical_not, "expm1": _expm1, "log1p": _log1p,
+    # Aliases torch keeps.
+    "multiply": K.mul, "subtract": _sub, "divide": _div, "true_divide": _div, "negative": K.neg,
+    "absolute": K.abs, "greater": K.gt, "less": K.lt, "greater_equal": K.ge, "less_equal": K.le,
+    "not_equal": K.ne,
 }
 _FUNCTIONS = {
     operator.add: K.add, operator.sub: K.sub, operator.mul: K.mul, operator.truediv: K.div,
@@ -1054,6 +1078,9 @@ _FUNCTIONS = {
     F.hardsigmoid: _hardsigmoid, F.hardswish: _hardswish, F.softplus: _softplus, F.mish: _mish,
     F.glu: _glu, F.dropout: _dropout, F.normalize: _normalize, F.elu: _elu, F.selu: _selu,
     F.celu: _celu, F.binary_cross_entropy_with_logits: _bce_with_logits,
+    F.logsigmoid: _logsigmoid, F.softsign: _softsign, F.softmin: _softmin,
+    torch.special.expit: K.sigmoid, torch.special.expm1: _expm1, torch.special.log1p: _log1p,
+    torch.special.erf: K.erf, torch.rsub: _rsub,
     torch.linalg.vector_norm: _vector_norm, torch.linalg.norm: _norm,
     operator.and_: _logical(K.logical_and, "&"), operator.or_: _logical(K.logical_or, "|"),
     operator.invert: _logical(K.logical_not, "~"),
@@ -1105,7 +1132,8 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "logical_and": K.logical_and, "logical_or": K.logical_or, "clone": lambda x, **_: x,
     "expm1": _expm1, "log1p": _log1p, "elu": lambda x, alpha=1.0, scale=1.0, input_scale=1.0:
     _elu_family(x, alpha, scale, input_scale, False, "elu"), "selu": _selu, "celu": _celu,
-    "detach": lambda x: x, "bitwise_and": _logical(K.logical_and, "bitwise_and"),
+    "log_sigmoid": _logsigmoid, "rsub": _rsub,
+    "log_sigmoid_forward": lambda x: (_logsigmoid(x), _Untranslated("the buffer of log_sigmoid_forward")), "detach": lambda x: x, "bitwise_and": _logical(K.logical_and, "bitwise_and"),
     "bitwise_or": _logical(K.logical_or, "bitwise_or"), "bitwise_not": _logical(K.logical_not, "bitwise_not"),
 }
 _ATEN.update(_schema_handlers(_ATTENTION_OPS, _aten_attention))

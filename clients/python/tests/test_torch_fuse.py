@@ -888,13 +888,19 @@ COMPOSITES = {
     "elu_selu_celu": lambda x: F.elu(x) + F.elu(x, 0.5) + F.selu(x) + F.celu(x, 2.0),
     "bce_with_logits": lambda x: (F.binary_cross_entropy_with_logits(x, torch.sigmoid(x * 0.3)),
                                   F.binary_cross_entropy_with_logits(x, (x > 0).type_as(x), reduction="none")),
+    "logsigmoid_softsign_softmin": lambda x: F.logsigmoid(x) + F.softsign(x) + F.softmin(x, -1)
+                                             + torch.special.expit(x) + torch.special.log1p(x.abs()),
+    "aliases_and_rsub": lambda x: torch.multiply(x, 2.0) - torch.subtract(x, 1.0) + torch.divide(x, 4.0)
+                                  + torch.true_divide(x, 3.0) + torch.negative(x) + torch.absolute(x)
+                                  + torch.greater(x, 0).float() + torch.less_equal(x, 1.0).float()
+                                  + torch.rsub(x, 1.0) + (1.0 - x),
     "stack": lambda x: torch.stack([x, x * 2.0], -1),
     "flatten_squeeze": lambda x: (x * 3.0).unsqueeze(0).flatten(0, 1).unsqueeze(1).squeeze(),
     "type_as_contiguous": lambda x: (x * 2.0).type_as(x).contiguous() + x.detach(),
 }
 _IN_ITS_DTYPE = {"nan_to_num"}  # Its values are the input dtype's largest.
 _RTOL = {"softmax_with_dtype": 1e-6}  # torch's reference computes in its dtype= (float32).
-_NO_SPECIALS = {"var_std", "var_mean", "logsumexp", "norms_and_normalize", "softmax_with_dtype",
+_NO_SPECIALS = {"logsigmoid_softsign_softmin", "var_std", "var_mean", "logsumexp", "norms_and_normalize", "softmax_with_dtype",
                 "max_dim_values", "max_all"}  # Their NaN and inf handling is torch's reductions'.
 
 
