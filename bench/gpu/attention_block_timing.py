@@ -1,14 +1,20 @@
-"""Times a causal self-attention block between projections through
-kfuse.torch (mode="quick": tuned) beside eager PyTorch and torch.compile,
-in one process: the fused QKV projection split into heads, SDPA, the heads
-joined for the output projection, bf16. kfused plans it as the QKV
-product, three pointwise copies of its parts, the attention kernel, two
-pointwise copies of its output (transposed back, then rows) and the output
-product.
+"""Times causal self-attention between projections, bf16, in one process:
+kfuse.torch.fuse (mode="quick": tuned), torch.compile with kfuse's backend
+(products="framework", its default: compute-bound products and attention
+ops left to PyTorch; and products="kfuse": every op fused), eager PyTorch
+and torch.compile.
 
-Per size, the median of 50 calls after an L2 flush, each kernel's share of
-kfuse's time (the profiler's GPU times, summed by kernel), and the largest
-error from float64 of kfuse's and eager's outputs.
+Two functions: `block`, the fused QKV projection split into heads, SDPA,
+the heads joined for the output projection (kfused plans it whole as the
+QKV product, three pointwise copies of its parts, the attention kernel,
+two pointwise copies of its output and the output product); and
+`prenorm`, a pre-norm transformer's attention sublayer: the residual
+stream's add, an RMSNorm, the block, the residual add.
+
+Per size, the median of 50 calls after an L2 flush, the largest error from
+float64 of kfuse.torch's and eager's outputs, the ops the backend left to
+PyTorch, and each kernel's share of kfuse.torch's time (the profiler's GPU
+times, summed by kernel).
 
     KFUSE_SERVER=127.0.0.1:7431 python3 bench/gpu/attention_block_timing.py
 """
@@ -17,6 +23,7 @@ import collections
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+import kfuse.backend as kb
 import kfuse.torch as kt
 from sum_timing import median_us  # This folder's: the median of 50 calls after an L2 flush.
 
@@ -35,6 +42,11 @@ def block(x, wqkv, wo):
     return o.transpose(0, 1).reshape(t, hd) @ wo
 
 
+def prenorm(x, r, g, wqkv, wo):
+    s = x + r
+    return s + block(F.rms_norm(s, (s.shape[1],), g, 1e-6), wqkv, wo)
+
+
 def kernel_shares(fn, *args, calls=10):
     """{kernel name: median GPU us a call} over `calls` calls."""
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -48,32 +60,61 @@ def kernel_shares(fn, *args, calls=10):
     return dict(per)
 
 
+def inputs(fn, t, hd):
+    bf16 = dict(dtype=torch.bfloat16, device="cuda")
+    xs = [torch.randn(t, hd, **bf16), torch.randn(hd, 3 * hd, **bf16) / hd ** 0.5,
+          torch.randn(hd, hd, **bf16) / hd ** 0.5]
+    if fn is prenorm:
+        xs[1:1] = [torch.randn(t, hd, **bf16), 1 + 0.1 * torch.randn(hd, **bf16)]
+    return xs
+
+
 def main():
     torch.manual_seed(0)
-    compiled = torch.compile(block)
-    print(f"{'tokens x hidden':18}{'kfuse us':>10}{'eager us':>10}{'compile us':>12}"
-          f"{'vs eager':>10}{'vs compile':>12}  err (eager)")
-    shares = []
+    print(f"{'function':9}{'tokens x hidden':17}{'fuse us':>9}{'backend us':>11}{'(all) us':>10}"
+          f"{'eager us':>10}{'compile us':>11}{'fuse/eager':>11}{'backend/eager':>14}  err (eager)")
+    shares, declined = [], []
     with torch.inference_mode():
-        for t, hd in SIZES:
-            bf16 = dict(dtype=torch.bfloat16, device="cuda")
-            xs = [torch.randn(t, hd, **bf16), torch.randn(hd, 3 * hd, **bf16) / hd ** 0.5,
-                  torch.randn(hd, hd, **bf16) / hd ** 0.5]
-            fused = kt.fuse(block, fallback="raise", mode="quick")
-            got, want = fused(*xs), block(*xs)
-            ref = block(*[x.double() for x in xs])
-            compiled(*xs)
-            torch.cuda.synchronize()
-            err = (got.double() - ref).abs().max().item()
-            err_eager = (want.double() - ref).abs().max().item()
-            times = [median_us(fused, *xs), median_us(block, *xs), median_us(compiled, *xs)]
-            print(f"{t:>6} x {hd:<9}" + "".join(f"{v:10.1f}" for v in times[:2]) + f"{times[2]:12.1f}"
-                  f"{times[1] / times[0]:9.2f}x{times[2] / times[0]:11.2f}x  {err:.3g} ({err_eager:.3g})")
-            shares.append((t, hd, kernel_shares(fused, *xs)))
-    for t, hd, per in shares:
-        print(f"kfuse kernels, {t} x {hd}:")
-        for name, us in sorted(per.items(), key=lambda kv: -kv[1]):
-            print(f"  {us:9.1f} us  {name}")
+        for fn in (block, prenorm):
+            for t, hd in SIZES:
+                xs = inputs(fn, t, hd)
+                fused = kt.fuse(fn, fallback="raise", mode="quick")
+                framework = kb.Backend(mode="quick", fallback="raise")
+                every = kb.Backend(mode="quick", fallback="raise", products="kfuse")
+                torch._dynamo.reset()
+
+                def via_framework(*a):  # Each its own code object: dynamo caches by it.
+                    return fn(*a)
+
+                def via_all(*a):
+                    return fn(*a)
+
+                def via_inductor(*a):
+                    return fn(*a)
+
+                runs = [fused, torch.compile(via_framework, backend=framework),
+                        torch.compile(via_all, backend=every), fn, torch.compile(via_inductor)]
+                outs = [r(*xs) for r in runs]
+                torch.cuda.synchronize()
+                ref = fn(*[x.double() for x in xs])
+                errs = [(o.double() - ref).abs().max().item() for o in outs]
+                times = [median_us(r, *xs) for r in runs]
+                print(f"{fn.__name__:9}{t:>6} x {hd:<8}" + "".join(f"{v:10.1f}" for v in times[:2])
+                      + "".join(f"{v:10.1f}" for v in times[2:4]) + f"{times[4]:11.1f}"
+                      + f"{times[3] / times[0]:10.2f}x{times[3] / times[1]:13.2f}x"
+                      + f"  {errs[0]:.3g} ({errs[3]:.3g}); backend {errs[1]:.3g}, (all) {errs[2]:.3g}")
+                names = {n: why for g in framework.graphs for n, why in g.declined.items()}
+                regions = [r.name for g in framework.graphs for r in g.regions]
+                declined.append((fn.__name__, t, hd, names, regions))
+                shares.append((fn.__name__, t, hd, kernel_shares(fused, *xs)))
+    for name, t, hd, names, regions in declined:
+        print(f"backend, {name} {t} x {hd}: regions {regions}; left to PyTorch:")
+        for n, why in names.items():
+            print(f"  {n}: {why}")
+    for name, t, hd, per in shares:
+        print(f"kfuse.torch kernels, {name} {t} x {hd}:")
+        for k, us in sorted(per.items(), key=lambda kv: -kv[1]):
+            print(f"  {us:9.1f} us  {k}")
 
 
 if __name__ == "__main__":

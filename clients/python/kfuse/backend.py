@@ -32,6 +32,17 @@ reshape, unsqueeze, expand, split) that are graph outputs stay eager
 Threshold: a region with fewer than `min_ops` (default 2) compute ops runs
 eagerly: views do not count, and one op is one PyTorch kernel already.
 
+Compute-bound products (products="framework", the default): fusion saves
+bytes, and a large product has few to save. A matrix product (mm, bmm,
+addmm) or an attention op without a mask, with static shapes, leaves the
+candidates where its time predicted at PyTorch's rate (cuBLAS, cuDNN's
+attention), plus the store and read of its result that fusing its
+epilogue would save, is below kfuse's; both from kfused's ceilings
+(GetDeviceInfo, asked once) and the rates `_RATES` records. A product
+that streams its weights (a few rows) stays fused; so does one that
+reads or feeds a softmax within a few nodes (an attention written out,
+which kfused fuses whole). `CompiledGraph.declined` names each with why.
+
 Each region is a kfuse.torch.FusedFunction over its sub-graph (with
 dynamic=True in a graph of symbolic sizes: one plan per bucket of rows
 where its chain does not read the count): plans per
@@ -53,6 +64,7 @@ import heapq
 import itertools
 import operator
 import threading
+import time
 
 try:
     import torch
@@ -191,6 +203,104 @@ def _candidates(nodes):
         if seen[key]:
             out.add(n)
     return out
+
+
+# Products and attention ops the framework may run faster than kfuse. Rates
+# as fractions of kfused's tensor ceiling (DeviceInfo.ceilings.tensor_flops:
+# mma.sync's, 644 TFLOP/s measured on an H200), H200 figures of the
+# performance notebook: kfuse's products 0.63 (408-413 TFLOP/s at 4096^3 and
+# 8192^3 with bias and GELU) against cuBLASLt's 1.07-1.11 (690-717, wgmma);
+# kfuse's attention 0.38-0.51 (247-327, run45) against SDPA's default,
+# cuDNN's, 0.82-0.93 (530-600). Not measured on other GPUs, where the
+# framework's products use mma.sync too and the gap is likely smaller.
+_PRODUCTS = frozenset({"mm", "bmm", "addmm"})
+_RATES = {"product": (0.63, 1.08), "attention": (0.45, 0.85)}  # (kfuse, framework)
+_SOFTMAX = frozenset({"_softmax", "_safe_softmax", "_log_softmax"})
+_NEAR_SOFTMAX = 6  # Nodes between a score product and its softmax, at most.
+_CEILINGS_RETRY_S = 30.0  # After kfused gave no ceilings, ask again no sooner.
+
+
+def _numel(node):
+    v = _val(node)
+    return v.numel() * v.element_size() if isinstance(v, torch.Tensor) else 0
+
+
+def _attention_args(node):
+    """{argument name: value} of an ATen attention op, by kfuse.torch's
+    table of their schemas."""
+    names = kt._ATTENTION_OPS[_op_name(node)][0]
+    return dict(zip(names, node.args), **node.kwargs)
+
+
+def _heavy_work(node):
+    """(kind, FLOPs, bytes) of a product or an attention op with static
+    shapes (bytes: its tensor inputs read once, its result written once),
+    else None. An attention given a mask or bias is not counted: kfuse
+    fuses the mask's computation into its kernel, where the framework
+    stores it and picks a slower kernel."""
+    name = _op_name(node)
+    if name in _PRODUCTS:
+        a, b = (_val(i) for i in node.args[-2:])
+        out = _val(node)
+        if not all(isinstance(t, torch.Tensor) and all(type(d) is int for d in t.shape)
+                   for t in (a, b, out)):
+            return None
+        flops = 2.0 * out.numel() * a.shape[-1]
+        read = sum(_numel(i) for i in node.all_input_nodes)
+        return "product", flops, read + _numel(node)
+    if name in kt._ATTENTION_OPS and node.op == "call_function":
+        args = _attention_args(node)
+        if args.get("attn_mask") is not None or args.get("attn_bias") is not None:
+            return None
+        q, k, v = (_val(args.get(x)) if isinstance(args.get(x), torch.fx.Node) else None
+                   for x in ("query", "key", "value"))
+        if not all(isinstance(t, torch.Tensor) and t.dim() >= 2 and all(type(d) is int for d in t.shape)
+                   for t in (q, k, v)):
+            return None
+        flops = 2.0 * (q.numel() // q.shape[-1]) * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+        if args.get("is_causal"):
+            flops /= 2
+        return "attention", flops, sum(t.numel() * t.element_size() for t in (q, k, v, q))
+    return None
+
+
+def _beside_softmax(node):
+    """Whether a product reads a softmax's result or feeds a softmax within
+    _NEAR_SOFTMAX nodes, through no other product: a score or value product
+    of an attention written out, which kfused fuses into one kernel."""
+    for step in (lambda n: n.users, lambda n: n.all_input_nodes):
+        seen, frontier = {node}, [node]
+        for _ in range(_NEAR_SOFTMAX):
+            frontier = [m for n in frontier for m in step(n) if m not in seen and m.op == "call_function"]
+            if any(_op_name(m) in _SOFTMAX for m in frontier):
+                return True
+            frontier = [m for m in frontier if _op_name(m) not in _PRODUCTS]
+            seen.update(frontier)
+    return False
+
+
+def _declined(node, candidates, ceilings):
+    """Why the framework should run `node` rather than kfuse (a message),
+    else None: its predicted time at the framework's rate, plus the store
+    and read of its result by the fused ops after it, is below kfuse's
+    (each the larger of compute at its rate and the bytes at the copy
+    bandwidth). Small-M products, streaming their weights, stay kfuse's."""
+    work = _heavy_work(node)
+    if work is None or (work[0] == "product" and _beside_softmax(node)):
+        return None
+    kind, flops, nbytes = work
+    mine, theirs = _RATES[kind]
+    tensor, copy = ceilings.tensor_flops, ceilings.copy_bytes_per_second
+    kfuse = max(flops / (mine * tensor), nbytes / copy)
+    epilogue = 2 * _numel(node) if any(u in candidates and _op_name(u) not in _VIEWS
+                                       for u in node.users) else 0
+    framework = max(flops / (theirs * tensor), nbytes / copy) + epilogue / copy
+    if kfuse <= framework:
+        return None
+    return (f"{kind} of {flops / 1e9:.3g} GFLOP, compute-bound: predicted {kfuse * 1e6:.0f} us fused, "
+            f"{framework * 1e6:.0f} us by the framework with its result stored and read back "
+            f"(kfuse at {mine:.2f} of the tensor ceiling, the framework at {theirs:.2f}); "
+            f"Backend(products=\"kfuse\") fuses it")
 
 
 def partition(nodes, candidates):
@@ -374,17 +484,23 @@ class CompiledGraph:
     gm: torch.fx.GraphModule
     regions: list
     eager: list  # names of the ATen ops that run eagerly
+    declined: dict = dataclasses.field(default_factory=dict)  # eager by choice: name -> why
 
 
 class Backend:
     """A torch.compile backend. client / fallback / mode / launcher as for
     kfuse.torch.fuse; min_ops: regions with fewer compute ops run eagerly;
+    products="framework" leaves compute-bound products and attention ops
+    to PyTorch where its kernels are predicted faster (CompiledGraph.declined
+    says why), "kfuse" fuses them as any other op;
     gpu_only=False (tests, with a fake launcher) lets host tensors take the
     launch path. `graphs` holds the last `keep_graphs` CompiledGraphs made,
     `regions` their regions."""
 
     def __init__(self, client=None, fallback="warn", mode="quick", launcher=None, min_ops=2,
-                 gpu_only=True, keep_graphs=256):
+                 gpu_only=True, keep_graphs=256, products="framework"):
+        if products not in ("framework", "kfuse"):
+            raise ValueError(f"products must be 'framework' or 'kfuse'; got {products!r}")
         if fallback not in kt._FALLBACKS:
             raise ValueError(f"fallback must be one of {kt._FALLBACKS}; got {fallback!r}")
         if mode not in (None, "heuristic", "quick", "full"):
@@ -392,7 +508,8 @@ class Backend:
         if not isinstance(min_ops, int) or isinstance(min_ops, bool) or min_ops < 1:
             raise ValueError(f"min_ops must be an int >= 1; got {min_ops!r}")
         self.client, self.fallback, self.mode, self.launcher = client, fallback, mode, launcher
-        self.min_ops, self.gpu_only = min_ops, gpu_only
+        self.min_ops, self.gpu_only, self.products = min_ops, gpu_only, products
+        self._device_ceilings, self._ceilings_retry_at = None, 0.0
         self.graphs = collections.deque(maxlen=keep_graphs)
         self._lock = threading.Lock()
         self._warned = set()
@@ -419,10 +536,10 @@ class Backend:
         number = next(_graph_numbers)
         nodes = list(gm.graph.nodes)
         with _no_fake_mode():
-            regions, chains = self._regions(nodes)
+            regions, chains, declined = self._regions(nodes)
         if not regions:
             with self._lock:
-                self.graphs.append(CompiledGraph(gm, [], _eager_names(nodes, set())))
+                self.graphs.append(CompiledGraph(gm, [], _eager_names(nodes, set()), declined))
             return gm
         fused = []
         for k, (members, chain) in enumerate(zip(regions, chains)):
@@ -430,16 +547,26 @@ class Backend:
             fused.append(Region(self, f"graph{number}.region{k}", sub, members, inputs, outputs, chain))
         new = _rebuild(gm, nodes, regions, fused)
         in_regions = {n for m in regions for n in m}
-        compiled = CompiledGraph(new, fused, _eager_names(nodes, in_regions))
+        compiled = CompiledGraph(new, fused, _eager_names(nodes, in_regions), declined)
         with self._lock:
             self.graphs.append(compiled)
         return new
 
     def _regions(self, nodes):
-        """The regions to fuse and their chains (None where shapes are
-        dynamic); a region larger than kfused takes in one chain is cut
-        into pieces (_within_limits)."""
+        """The regions to fuse, their chains (None where shapes are
+        dynamic) and {node name: why} of the products and attention ops
+        left to the framework (_declined); a region larger than kfused
+        takes in one chain is cut into pieces (_within_limits)."""
         candidates = _candidates(nodes)
+        declined = {}
+        heavy = [n for n in nodes if n in candidates and _heavy_work(n) is not None]
+        ceilings = self._ceilings() if heavy and self.products == "framework" else None
+        if ceilings is not None:
+            why = {n: _declined(n, candidates, ceilings) for n in heavy}
+            declined = {n.name: w for n, w in why.items() if w is not None}
+            for n, w in why.items():
+                if w is not None:  # With its getitems: a tuple-valued op's unit (_split_unit).
+                    candidates -= {n, *(u for u in n.users if u.target is operator.getitem)}
         while True:
             regions, chains, refused = [], [], set()
             for whole in partition(nodes, candidates):
@@ -453,7 +580,25 @@ class Backend:
                 break
             candidates -= refused
         keep = [k for k, m in enumerate(regions) if _compute_ops(m) >= self.min_ops]
-        return [regions[k] for k in keep], [chains[k] for k in keep]
+        return [regions[k] for k in keep], [chains[k] for k in keep], declined
+
+    def _ceilings(self):
+        """kfused's Ceilings (measured on its GPU, else its nominal ones),
+        asked once; None when it cannot answer (nothing is declined then:
+        every region falls back to eager anyway while it is unreachable)."""
+        if self._device_ceilings is None and time.monotonic() >= self._ceilings_retry_at:
+            client = self.client if self.client is not None else kt._default_client()
+            try:
+                c = client.device_info(timeout=5).ceilings
+            except Exception as e:  # noqa: BLE001 (any client's failure: unreachable, refused, a double)
+                self._ceilings_retry_at = time.monotonic() + _CEILINGS_RETRY_S
+                self._warn_once(("ceilings", type(e).__name__),
+                                f"kfused gave no device ceilings ({e}); compute-bound products "
+                                "are fused as any other op")
+                return None
+            if c.tensor_flops > 0 and c.copy_bytes_per_second > 0:
+                self._device_ceilings = c
+        return self._device_ceilings
 
     def _warn_once(self, key, message):
         kt.warn_once(self, key, f"kfuse.backend: {message}")

@@ -12,15 +12,32 @@ def kinds(chain):
     return [pb.OpKind.Name(op.kind) for op in chain.to_proto().ops]
 
 
+# kfused's nominal sm_90 ceilings (core/roofline.cc: an H200's measured
+# figures), as GetDeviceInfo answers them without a GPU.
+NOMINAL_SM90 = pb.Ceilings(read_bytes_per_second=4.25e12, write_bytes_per_second=4.25e12,
+                           copy_bytes_per_second=4.25e12, fma_flops=61e12, special_flops=4.14e12,
+                           tensor_flops=644e12)
+
+
 class CountingClient:
     """A client double: forwards to `real` (or raises `error`), counting
     compiles and keeping the last one's keyword arguments; it has real's address and pinned key, as the shared plan
-    cache keys by them."""
+    cache keys by them. device_info: real's, else `ceilings` (default the
+    nominal sm_90 ones; an exception is raised)."""
 
-    def __init__(self, real=None, error=None):
+    def __init__(self, real=None, error=None, ceilings=NOMINAL_SM90):
         self.real, self.error, self.calls, self.last_kw = real, error, 0, None
+        self.ceilings, self.info_calls = ceilings, 0
         self.address = getattr(real, "address", "fake")
         self.verify_key = getattr(real, "verify_key", None)
+
+    def device_info(self, **kw):
+        self.info_calls += 1
+        if self.real is not None:
+            return self.real.device_info(**kw)
+        if isinstance(self.ceilings, Exception):
+            raise self.ceilings
+        return pb.DeviceInfo(ceilings=self.ceilings)
 
     def compile(self, chain, **kw):
         self.calls += 1

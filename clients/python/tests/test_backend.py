@@ -470,3 +470,162 @@ def test_gpu_cuda_graph_of_a_compiled_function(client):
         torch.testing.assert_close(out, _mixed(x, y), atol=1e-4, rtol=1e-4)
     assert counting.calls == calls == 2
     assert all(len(r.cache) == 1 for r in b.regions) and len(b.regions) == 2
+
+
+# Compute-bound products left to the framework (products="framework").
+
+
+def _partitioned(fn, specs, **kw):
+    """The CompiledGraph of fn's ATen graph (make_fx, fake tensors of
+    `specs`: (dtype, shape) each) by a Backend that compiles no plan."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    args = [torch.empty(shape, dtype=dt) for dt, shape in specs]
+    gm = make_fx(fn, tracing_mode="fake")(*args)
+    kw.setdefault("client", CountingClient(error=AssertionError("no compile")))
+    b = kb.Backend(**kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b.compile_inference(gm)
+    (g,) = b.graphs
+    return g
+
+
+def _linear_gelu_mul(x, w, bias, y):
+    return F.gelu(F.linear(x, w, bias), approximate="tanh") * y
+
+
+def _linear_specs(rows, n=4096, k=4096, dt=torch.bfloat16):
+    return [(dt, (rows, k)), (dt, (n, k)), (dt, (n,)), (dt, (rows, n))]
+
+
+def test_a_compute_bound_product_is_left_to_the_framework_and_its_epilogue_fused():
+    # 4096^3: 137 GFLOP over 96 MiB; kfuse's products at 0.63 of the tensor
+    # ceiling take 339 us, the framework's at 1.08 198 us plus 16 us to store
+    # the product and read it back for the GELU.
+    g = _partitioned(_linear_gelu_mul, _linear_specs(4096))
+    (addmm,) = [n for n in g.eager if n.startswith("addmm")]
+    assert list(g.declined) == [addmm]
+    why = g.declined[addmm]
+    assert why.startswith("product of 137 GFLOP, compute-bound") and "339 us fused, 213 us by the framework" in why
+    (region,) = g.regions
+    assert _kinds(region.chain) == ["OP_GELU_TANH", "OP_MUL"] and addmm in region.inputs
+
+
+def test_a_product_streaming_its_weights_stays_fused():
+    # 16 rows: 0.54 GFLOP over 32 MiB of weights, 7.9 us of reads either way;
+    # the fused epilogue saves the product's store and read.
+    g = _partitioned(_linear_gelu_mul, _linear_specs(16))
+    assert g.declined == {} and g.eager == []
+    (region,) = g.regions
+    assert _kinds(region.chain)[1:] == ["OP_MATMUL", "OP_ADD", "OP_GELU_TANH", "OP_MUL"]
+
+
+def test_products_kfuse_keeps_a_compute_bound_product():
+    client = CountingClient(error=AssertionError("no compile"))
+    g = _partitioned(_linear_gelu_mul, _linear_specs(4096), client=client, products="kfuse")
+    assert g.declined == {} and g.eager == [] and client.info_calls == 0
+    (region,) = g.regions
+    assert "OP_MATMUL" in _kinds(region.chain)
+
+
+def test_the_decision_follows_the_devices_balance():
+    # 512 rows: 17 GFLOP over 40 MiB. Declined at the nominal ceilings
+    # (42 us fused against 27); kept where the copy bandwidth is a fifth as
+    # high: the bytes set both times (49 us), the framework's 10 us more.
+    assert list(_partitioned(_linear_gelu_mul, _linear_specs(512)).declined)
+    slow = pb.Ceilings(copy_bytes_per_second=0.85e12, tensor_flops=644e12)
+    g = _partitioned(_linear_gelu_mul, _linear_specs(512), client=CountingClient(
+        error=AssertionError("no compile"), ceilings=slow))
+    assert g.declined == {} and g.eager == []
+
+
+def _attention_written_out(q, k, v):
+    return torch.softmax(q @ k.transpose(-1, -2) * 0.088, dim=-1) @ v
+
+
+def test_an_attention_written_out_keeps_its_products():
+    # Each bmm alone would be declined (34 GFLOP over 272 MiB of scores:
+    # 84 us at kfuse's rate, 64 us of bytes); beside the softmax they are one
+    # attention kernel in kfused's plan, the scores never stored.
+    specs = [(torch.bfloat16, (8, 4096, 128))] * 3
+    g = _partitioned(_attention_written_out, specs)
+    assert g.declined == {} and not [n for n in g.eager if "bmm" in n]
+    (region,) = g.regions
+    assert _kinds(region.chain).count("OP_MATMUL") == 2
+
+
+def test_an_unmasked_attention_op_is_left_to_the_framework():
+    A = torch.ops.aten
+
+    def fn(q, k, v):
+        return A._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, 0.0, True)[0] * 2.0
+
+    specs = [(torch.bfloat16, (4, 32, 4096, 128))] * 3
+    g = _partitioned(fn, specs, min_ops=1)
+    (name,) = g.declined
+    assert name.startswith("_scaled_dot_product_flash_attention_for_cpu") and name in g.eager
+    assert g.declined[name].startswith("attention of 550 GFLOP")  # 4 B H S^2 D, halved: causal.
+    (region,) = g.regions  # The scale after it, alone, reading the op's first output.
+    assert region.nodes == ["mul"] and region.inputs == ["getitem"]
+    assert "OP_MUL" in _kinds(region.chain)
+
+
+def test_without_ceilings_nothing_is_declined_and_it_warns_once():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    down = kfuse.ServerUnavailable("UNAVAILABLE", "kfused at 127.0.0.1:1 is unreachable")
+    client = CountingClient(error=AssertionError("no compile"), ceilings=down)
+    b = kb.Backend(client=client)
+
+    def compile_one():
+        args = [torch.empty(shape, dtype=dt) for dt, shape in _linear_specs(4096)]
+        b.compile_inference(make_fx(_linear_gelu_mul, tracing_mode="fake")(*args))
+
+    with pytest.warns(kfuse.FallbackWarning, match="gave no device ceilings"):
+        compile_one()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compile_one()  # Within the retry interval: not asked again, no second warning.
+    assert client.info_calls == 1
+    assert all(g.declined == {} and g.eager == [] for g in b.graphs)
+
+
+def test_products_must_be_framework_or_kfuse():
+    with pytest.raises(ValueError, match="products must be"):
+        kb.Backend(products="cublas")
+
+
+def _prenorm_attention(x, r, g, wqkv, wo):
+    """A pre-norm transformer's attention sublayer after the residual
+    stream's add (bf16, heads of 64)."""
+    t, hd = x.shape
+    s = x + r
+    h = F.rms_norm(s, (hd,), g, 1e-6)
+    q, k, v = (h @ wqkv).split(hd, dim=-1)
+    q, k, v = (z.view(t, hd // 64, 64).transpose(0, 1) for z in (q, k, v))
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return s + o.transpose(0, 1).reshape(t, hd) @ wo
+
+
+@pytest.mark.gpu
+def test_gpu_products_left_to_torch_beside_fused_regions(client):
+    # On a GPU, aot_autograd's graph holds torch's fused attention op and
+    # _fused_rms_norm: the products and the attention run eagerly, the add
+    # and the norm as one region, and the whole matches eager.
+    _gpu()
+    b = kb.Backend(client=CountingClient(client), fallback="raise", mode="heuristic")
+    f = torch.compile(_prenorm_attention, backend=b)
+    bf16 = dict(dtype=torch.bfloat16, device="cuda")
+    t, hd = 2048, 2048
+    args = (torch.randn(t, hd, **bf16), torch.randn(t, hd, **bf16), 1 + 0.1 * torch.randn(hd, **bf16),
+            torch.randn(hd, 3 * hd, **bf16) / hd ** 0.5, torch.randn(hd, hd, **bf16) / hd ** 0.5)
+    with torch.inference_mode():
+        got, want = f(*args), _prenorm_attention(*args)
+    torch.testing.assert_close(got, want, atol=0.06, rtol=0.02)
+    declined = {n for g in b.graphs for n in g.declined}
+    assert sum(n.startswith("mm") for n in declined) == 2, declined
+    assert any("attention" in n for n in declined), declined
+    (region,) = b.regions
+    assert any(n.startswith("_fused_rms_norm") for n in region.nodes), region.nodes
+    assert not any(n.startswith(("mm", "bmm", "addmm")) for n in region.nodes), region.nodes
