@@ -1,6 +1,8 @@
 #include "codegen/pointwise_layout.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -119,6 +121,54 @@ absl::StatusOr<std::vector<Mono>> StridesOver(const std::vector<Dim>& shape,
   return st;
 }
 
+struct Resolved {
+  pointwise_internal::ViewProgram program;
+  std::vector<Operand> outputs;  // Strides over `over`'s dims.
+};
+
+// The view program of `roots` over the iteration shape `over` (`iter`, the
+// writes' broadcast shape, or `iter` with dims split) and the writes'
+// strides over it.
+absl::StatusOr<Resolved> Resolve(const Chain& chain, const std::set<int32_t>& in_group,
+                                 const std::vector<std::pair<BufferRef, int32_t>>& writes,
+                                 const std::vector<int32_t>& roots, const std::vector<Dim>& iter,
+                                 const std::vector<Dim>& over) {
+  Resolved r;
+  KFUSE_ASSIGN_OR_RETURN(r.program,
+                         pointwise_internal::ResolveViews(chain, in_group, roots, iter, over));
+  for (const auto& w : writes) {
+    Operand o;
+    o.buffer = w.first;
+    o.node = w.second;
+    o.dtype = chain.nodes[w.second].type.dtype;
+    const std::vector<Dim>& shape = chain.nodes[w.second].type.shape;
+    std::vector<Mono> own;
+    for (const Dim& d : shape) own.push_back(Mono::Of(d));
+    KFUSE_ASSIGN_OR_RETURN(std::vector<Mono> st, StridesOver(shape, DenseStrides(own), iter, w.second));
+    KFUSE_ASSIGN_OR_RETURN(o.strides, pointwise_internal::ReshapeStrides(chain, w.second, iter, over,
+                                                                         std::move(st)));
+    r.outputs.push_back(std::move(o));
+  }
+  return r;
+}
+
+// Where node `id` is a reshape whose result's shape ends `iter`: `iter`
+// with those trailing dims as the reshape's operand has them. Else nothing.
+std::optional<std::vector<Dim>> Refined(const Chain& chain, int32_t id,
+                                        const std::vector<Dim>& iter) {
+  const Node& n = chain.nodes[id];
+  if (n.kind != OpKind::kReshape || n.args.size() != 1) return std::nullopt;
+  const std::vector<Dim>& from = chain.nodes[n.args[0]].type.shape;
+  const std::vector<Dim>& to = n.type.shape;
+  if (from == to || to.size() > iter.size() ||
+      !std::equal(to.begin(), to.end(), iter.end() - static_cast<std::ptrdiff_t>(to.size()))) {
+    return std::nullopt;
+  }
+  std::vector<Dim> over(iter.begin(), iter.end() - static_cast<std::ptrdiff_t>(to.size()));
+  over.insert(over.end(), from.begin(), from.end());
+  return over;
+}
+
 }  // namespace
 
 absl::StatusOr<IterSpace> BuildIterSpace(const Chain& chain, const KernelGroup& group) {
@@ -186,26 +236,28 @@ absl::StatusOr<IterSpace> BuildIterSpace(const Chain& chain, const KernelGroup& 
   // Every value the outputs need, with the views pushed down to the reads.
   std::vector<int32_t> roots;
   for (const auto& w : writes) roots.push_back(w.second);
-  KFUSE_ASSIGN_OR_RETURN(pointwise_internal::ViewProgram prog,
-                         pointwise_internal::ResolveViews(chain, in_group, roots, iter));
+  absl::StatusOr<Resolved> resolved = Resolve(chain, in_group, writes, roots, iter, iter);
+  // A reshape that merges dims no view can merge (a concat's axis into its
+  // neighbour: stack(...).flatten(-2)): iterate over its finer shape.
+  for (int32_t id : in_group) {
+    if (resolved.ok() || resolved.status().code() != absl::StatusCode::kUnimplemented) break;
+    std::optional<std::vector<Dim>> over = Refined(chain, id, iter);
+    if (!over.has_value()) continue;
+    absl::StatusOr<Resolved> finer = Resolve(chain, in_group, writes, roots, iter, *over);
+    if (finer.ok()) {
+      resolved = std::move(finer);
+      iter = *std::move(over);
+    }
+  }
+  if (!resolved.ok()) return resolved.status();
+  pointwise_internal::ViewProgram& prog = resolved->program;
   IterSpace space;
   space.compute = std::move(prog.computed);
   space.inputs = std::move(prog.loads);
   space.conds = std::move(prog.conds);
   space.terms = std::move(prog.terms);
   space.results = std::move(prog.roots);
-  for (const auto& w : writes) {
-    Operand o;
-    o.buffer = w.first;
-    o.node = w.second;
-    o.dtype = chain.nodes[w.second].type.dtype;
-    std::vector<Mono> own;
-    for (const Dim& d : chain.nodes[w.second].type.shape) own.push_back(Mono::Of(d));
-    KFUSE_ASSIGN_OR_RETURN(o.strides,
-                           StridesOver(chain.nodes[w.second].type.shape, DenseStrides(own), iter,
-                                       w.second));
-    space.outputs.push_back(std::move(o));
-  }
+  space.outputs = std::move(resolved->outputs);
 
   // Drop size-1 dims, then merge each dim into its inner neighbour where
   // every operand and cond steps through both as through one.

@@ -343,33 +343,58 @@ TEST(ViewsPartitionTest, ChainsWithViewsAreOnePointwiseKernel) {
   EXPECT_EQ(k->ops.size(), p->kernels[0].nodes.size());
 }
 
-TEST(ViewsUnimplementedTest, RefusalsNameTheOpAndWhy) {
-  // A transpose merged into one dim is no view of memory.
-  absl::StatusOr<Partition> p = PartitionChain(views_test::PermuteThenFlatten(DType::kF32, 5));
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
-  EXPECT_TRUE(absl::StrContains(p.status().message(), "op 2 (reshape): reshape [6,5] to [30]"))
-      << p.status();
-  EXPECT_TRUE(absl::StrContains(p.status().message(), "is not a view of input 0")) << p.status();
+// Reshapes that merge dims no view of their operand can merge: the kernel
+// iterates over the operand's finer shape, where the merge is undone.
+TEST(ViewsLayoutTest, MergesNoViewCanMakeIterateOverTheFinerShape) {
+  // A transpose merged into one dim: [6, R] iterated, x read transposed.
+  Chain pf = views_test::PermuteThenFlatten(DType::kF32, 5);
+  absl::StatusOr<IterSpace> s = BuildIterSpace(pf, OnlyGroup(pf));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->sizes.size(), 2u);
+  EXPECT_EQ(s->sizes[0], (Mono{6, {}}));
+  EXPECT_EQ(s->sizes[1], (Mono{5, {}}));
+  EXPECT_TRUE(s->outputs[0].dense);
+  EXPECT_EQ(s->inputs[0].strides, (std::vector<Mono>{Mono{1, {}}, Mono{6, {}}}));
 
-  // Merging a concat's axis with another dim: the choice of piece is no
-  // affine function of the merged coordinate.
+  // A concat's axis merged with another dim: the choice of piece is no
+  // affine function of the merged coordinate, but is of the finer ones.
   Chain c;
   int32_t x = c.AddInput(TensorType{DType::kF32, {S(4), S(3)}});
   int32_t y = c.AddInput(TensorType{DType::kF32, {S(4), S(5)}});
   int32_t k = views_test::Concat(&c, {x, y}, 1);
   c.outputs = {views_test::Reshape(&c, k, {S(32)})};
-  p = PartitionChain(views_test::Finish(c));
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
-  EXPECT_TRUE(absl::StrContains(p.status().message(), "the pieces of op 0 (concat)")) << p.status();
+  ExpectProgramMatchesEvaluator("concat_flattened", views_test::Finish(c), {});
 
   // An expand merged away by a reshape.
   Chain e;
   int32_t b = e.AddInput(TensorType{DType::kF32, {S(1), S(8)}});
   int32_t ex = views_test::Reshape(&e, b, {S(4), S(8)}, OpKind::kExpand);
   e.outputs = {views_test::Reshape(&e, ex, {S(32)})};
-  p = PartitionChain(views_test::Finish(e));
+  ExpectProgramMatchesEvaluator("expand_flattened", views_test::Finish(e), {});
+
+  // Interleaved rotary: stack(...).flatten(-2), iterated over [.., 64, 2],
+  // the pieces chosen by the innermost coordinate, so no vector is wider
+  // than a piece.
+  Chain rope = views_test::InterleavedRope(DType::kBF16, 7, 3, 128);
+  s = BuildIterSpace(rope, OnlyGroup(rope));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->sizes.back(), (Mono{2, {}}));
+  for (const Variant& v : PointwiseSpace(rope, OnlyGroup(rope))) EXPECT_EQ(v.Get("vec"), 1);
+}
+
+TEST(ViewsUnimplementedTest, RefusalsNameTheOpAndWhy) {
+  // A merge no finer iteration undoes: the merged value is sliced before
+  // the output, so the reshape's shape is not the kernel's.
+  Chain c;
+  int32_t x = c.AddInput(TensorType{DType::kF32, {S(4), S(3)}});
+  int32_t y = c.AddInput(TensorType{DType::kF32, {S(4), S(5)}});
+  int32_t k = views_test::Concat(&c, {x, y}, 1);
+  c.outputs = {views_test::Slice(&c, views_test::Reshape(&c, k, {S(32)}), 0, 1, 17)};
+  absl::StatusOr<Partition> p = PartitionChain(views_test::Finish(c));
   EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
-  EXPECT_TRUE(absl::StrContains(p.status().message(), "(reshape)")) << p.status();
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "(reshape): reshape [4,8] to [32]"))
+      << p.status();
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "the pieces of op 0 (concat)")) << p.status();
 
   // The same reshape of a dense value is a view.
   Chain ok;

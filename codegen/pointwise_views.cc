@@ -74,12 +74,16 @@ bool IsIdentity(const Step& s) {
   return false;
 }
 
-// `s`, then the steps of `path`; broadcasts in a row become one.
+// `s`, then the steps of `path`; broadcasts in a row become one, and so do
+// reshapes (row-major both: a reshape of a reshape is one from the first's
+// shape to the second's, so a merge a later reshape splits again, as a
+// kernel iterating over the finer shape sees it, leaves no step).
 std::vector<Step> Prepend(Step s, const std::vector<Step>& path) {
   if (IsIdentity(s)) return path;
   std::vector<Step> out;
   size_t rest = 0;
-  if (s.kind == Step::Kind::kBroadcast && !path.empty() && path[0].kind == Step::Kind::kBroadcast) {
+  if (!path.empty() && s.kind == path[0].kind &&
+      (s.kind == Step::Kind::kBroadcast || s.kind == Step::Kind::kReshape)) {
     s.to = path[0].to;
     rest = 1;
   }
@@ -235,8 +239,14 @@ class Resolver {
     return t;
   }
 
-  absl::StatusOr<int32_t> Root(int32_t id, const std::vector<Dim>& iter) {
-    return Build(id, Prepend(Broadcast(id, c_.nodes[id].type.shape, iter), {}), {});
+  absl::StatusOr<int32_t> Root(int32_t id, const std::vector<Dim>& iter,
+                               const std::vector<Dim>& over) {
+    Step split;
+    split.kind = Step::Kind::kReshape;
+    split.node = id;
+    split.from = iter;
+    split.to = over;
+    return Build(id, Prepend(Broadcast(id, c_.nodes[id].type.shape, iter), Prepend(split, {})), {});
   }
 
   ViewProgram Finish(std::vector<int32_t> roots) {
@@ -462,14 +472,32 @@ class Resolver {
 
 absl::StatusOr<ViewProgram> ResolveViews(const Chain& chain, const std::set<int32_t>& in_group,
                                          const std::vector<int32_t>& roots,
-                                         const std::vector<Dim>& iter) {
+                                         const std::vector<Dim>& iter,
+                                         const std::vector<Dim>& over) {
   Resolver r(chain, in_group);
   std::vector<int32_t> terms;
   for (int32_t id : roots) {
-    KFUSE_ASSIGN_OR_RETURN(int32_t t, r.Root(id, iter));
+    KFUSE_ASSIGN_OR_RETURN(int32_t t, r.Root(id, iter, over));
     terms.push_back(t);
   }
   return r.Finish(std::move(terms));
+}
+
+absl::StatusOr<std::vector<Mono>> ReshapeStrides(const Chain& chain, int32_t node,
+                                                 const std::vector<Dim>& from,
+                                                 const std::vector<Dim>& to,
+                                                 std::vector<Mono> strides) {
+  Step s;
+  s.kind = Step::Kind::kReshape;
+  s.node = node;
+  s.from = from;
+  s.to = to;
+  Affine a;
+  a.strides = std::move(strides);
+  if (!IsIdentity(s)) {
+    KFUSE_RETURN_IF_ERROR(ApplyReshape(chain, s, absl::StrCat("the result of ", OpLabel(chain, node)), &a));
+  }
+  return a.strides;
 }
 
 }  // namespace kfuse::pointwise_internal

@@ -8,7 +8,7 @@
 // pieces by the coordinate along its axis. Internal to the pointwise
 // generator (pointwise_layout.cc builds its iteration space from this).
 //
-//   absl::StatusOr<ViewProgram> p = ResolveViews(chain, in_group, {out_node}, iter);
+//   absl::StatusOr<ViewProgram> p = ResolveViews(chain, in_group, {out_node}, iter, iter);
 //   p->terms[p->roots[0]];   // the output's value: loads, ops and selects
 #ifndef KFUSE_CODEGEN_POINTWISE_VIEWS_H_
 #define KFUSE_CODEGEN_POINTWISE_VIEWS_H_
@@ -35,7 +35,10 @@ struct ViewProgram {
 };
 
 // The values of `roots` (nodes of validated `chain`, each broadcast to the
-// shape `iter`) per element of `iter`. Nodes in `in_group` are computed
+// shape `iter`, then reshaped row-major to `over`, the kernel's iteration
+// shape: `iter` itself, or `iter` with dims split, so that a reshape in the
+// group that merges dims no view can merge, as a concat's axis into its
+// neighbour, is undone there) per element of `over`. Nodes in `in_group` are computed
 // (constants should be there); other nodes are read: chain inputs with their
 // strides, anything else from a dense intermediate buffer. A node reached
 // through two different views is computed once per view.
@@ -44,7 +47,16 @@ struct ViewProgram {
 // than 4096 values per element.
 absl::StatusOr<ViewProgram> ResolveViews(const Chain& chain, const std::set<int32_t>& in_group,
                                          const std::vector<int32_t>& roots,
-                                         const std::vector<Dim>& iter);
+                                         const std::vector<Dim>& iter,
+                                         const std::vector<Dim>& over);
+
+// `strides` (over the dims of `from`) over those of `to`, a row-major
+// reshape of it; Unimplemented, naming `node`, where it merges dims that are
+// not evenly spaced.
+absl::StatusOr<std::vector<Mono>> ReshapeStrides(const Chain& chain, int32_t node,
+                                                 const std::vector<Dim>& from,
+                                                 const std::vector<Dim>& to,
+                                                 std::vector<Mono> strides);
 
 }  // namespace kfuse::pointwise_internal
 

@@ -1,5 +1,6 @@
 // Golden tests of pointwise kernels with layout views: rotary embeddings
-// (bf16, head_dim 128, a runtime row count; fast and fp64 reference),
+// (bf16, head_dim 128, a runtime row count; fast and fp64 reference; and
+// interleaved),
 // chunked SwiGLU (bf16) and differences along rows (bf16, both slices
 // through windows), byte for byte under the heuristic variant. After an
 // intended change run with KFUSE_UPDATE_GOLDEN=1 (from the repository root)
@@ -29,6 +30,13 @@ TEST(RopeGolden, Bf16HeadDim128) {
   const Chain c = views_test::Rope(DType::kBF16, -4096, 32, 128);
   CheckChain("pointwise_rope_bf16_128", c, Numerics::kFast);
   CheckChain("pointwise_rope_bf16_128_ref64", c, Numerics::kReference64);
+}
+
+// Interleaved: the concat's axis merged with its neighbour, iterated over
+// [T, H, 64, 2].
+TEST(RopeGolden, InterleavedBf16HeadDim128) {
+  CheckChain("pointwise_rope_interleaved_bf16_128",
+             views_test::InterleavedRope(DType::kBF16, -4096, 32, 128), Numerics::kFast);
 }
 
 // Differences along the rows: both slices through windows.

@@ -84,6 +84,27 @@ inline Chain Rope(DType t, int64_t rows, int64_t heads, int64_t head_dim) {
   return Finish(std::move(c));
 }
 
+// Interleaved rotary embedding (rotate_every_two) of x [T, H, D] with cos,
+// sin [T, 1, D]: x * cos + r * sin, r = stack(-x[..., 1::2], x[..., 0::2],
+// -1).flatten(-2): pieces [T, H, D/2, 1] concatenated along a new last axis,
+// then merged with the one before it, which no view of the pieces is (the
+// kernel iterates over [T, H, D/2, 2]).
+inline Chain InterleavedRope(DType t, int64_t rows, int64_t heads, int64_t head_dim) {
+  Chain c;
+  const Dim r = Rows(&c, rows);
+  int32_t x = c.AddInput(TensorType{t, {r, S(heads), S(head_dim)}});
+  int32_t cos = c.AddInput(TensorType{t, {r, S(1), S(head_dim)}});
+  int32_t sin = c.AddInput(TensorType{t, {r, S(1), S(head_dim)}});
+  const int64_t h = head_dim / 2;
+  auto column = [&](int32_t v) { return Reshape(&c, v, {r, S(heads), S(h), S(1)}); };
+  int32_t even = Slice(&c, x, 2, 0, head_dim, 2), odd = Slice(&c, x, 2, 1, head_dim, 2);
+  int32_t pairs = Concat(&c, {column(c.AddOp(OpKind::kNeg, {odd})), column(even)}, 3);
+  int32_t rot = Reshape(&c, pairs, {r, S(heads), S(head_dim)});
+  c.outputs.push_back(
+      c.AddOp(OpKind::kAdd, {c.AddOp(OpKind::kMul, {x, cos}), c.AddOp(OpKind::kMul, {rot, sin})}));
+  return Finish(std::move(c));
+}
+
 // Chunked SwiGLU of x [rows, 2h]: silu(x[:, :h]) * x[:, h:].
 inline Chain Swiglu(DType t, int64_t rows, int64_t hidden) {
   Chain c;
@@ -169,7 +190,8 @@ inline Chain OuterConcat(DType t, int64_t rows) {
   return Finish(std::move(c));
 }
 
-// A reshape that is no view: x [R, 6] transposed, then merged to [6 * R].
+// A reshape that is no view of its operand: x [R, 6] transposed, then
+// merged to [6 * R] (the kernel iterates over [6, R]).
 inline Chain PermuteThenFlatten(DType t, int64_t rows) {
   Chain c;
   int32_t x = c.AddInput(TensorType{t, {S(rows), S(6)}});
@@ -194,6 +216,9 @@ inline std::vector<Named> Chains() {
     v.push_back({"swiglu_" + dt, Swiglu(t, 9, 256)});
   }
   v.push_back({"rope_bf16_symbolic_rows", Rope(DType::kBF16, -33, 4, 128)});
+  v.push_back({"interleaved_rope_bf16", InterleavedRope(DType::kBF16, 7, 3, 64)});
+  v.push_back({"interleaved_rope_f32_symbolic_rows", InterleavedRope(DType::kF32, -9, 2, 128)});
+  v.push_back({"permute_then_flatten_f32", PermuteThenFlatten(DType::kF32, 11)});
   v.push_back({"swiglu_bf16_odd_hidden", Swiglu(DType::kBF16, 5, 100)});
   v.push_back({"permute_scale_f32", PermuteScale(DType::kF32, 2, 9, 4, 64, 0.125)});
   v.push_back({"permute_scale_bf16", PermuteScale(DType::kBF16, 3, 5, 2, 128, 0.125)});
