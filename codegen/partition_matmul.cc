@@ -498,17 +498,6 @@ absl::StatusOr<Partition> MatmulPartition(const Chain& c) {
     }
   }
 
-  // A reshape of a loose view that is no reshape (a transpose of an
-  // attention's output before the projection that reads its heads as one
-  // row) is generated from the view stored dense: the view is stored first.
-  for (int32_t id = 0; id < n; ++id) {
-    const Node& nd = c.nodes[id];
-    if (nd.kind != OpKind::kReshape || role[id] != Role::kLoose) continue;
-    const int32_t a = nd.args[0];
-    if (role[a] == Role::kLoose && IsLayout(c.nodes[a].kind) && c.nodes[a].kind != OpKind::kReshape) {
-      operands.insert(a);
-    }
-  }
   // Pointwise kernels read every product node they need from memory, and
   // the views stored before them.
   std::set<int32_t> stored;

@@ -1859,8 +1859,9 @@ TEST(MatmulPartitionTest, ViewsNoMatmulReadsAsStridesAreStoredFirst) {
 // A causal attention between projections (attention_test::AttentionBlock):
 // the QKV product, its three parts stored by pointwise kernels, the
 // attention kernel reading them through its head-first views (the causal
-// mask's iotas in it), its output transposed back and stored, reshaped to
-// rows and stored, and the output projection.
+// mask's iotas in it), its output transposed back and reshaped to rows by
+// one pointwise kernel (iterating over [tokens, heads, head dim]), and the
+// output projection.
 TEST(MatmulPartitionTest, AnAttentionBetweenProjectionsIsAKernelOfItsOwn) {
   attention_test::Options o;
   o.sq = 136;
@@ -1871,7 +1872,9 @@ TEST(MatmulPartitionTest, AnAttentionBetweenProjectionsIsAKernelOfItsOwn) {
   std::vector<Family> families;
   for (const KernelGroup& k : p->kernels) families.push_back(k.family);
   EXPECT_THAT(families, ElementsAre(Family::kMatmul, Family::kPointwise, Family::kPointwise, Family::kPointwise,
-                                    Family::kAttention, Family::kPointwise, Family::kPointwise, Family::kMatmul));
+                                    Family::kAttention, Family::kPointwise, Family::kMatmul));
+  EXPECT_THAT(p->kernels[5].nodes,
+              ElementsAre(NodesOf(c, OpKind::kPermute).back(), NodesOf(c, OpKind::kReshape).back()));
   const KernelGroup& a = p->kernels[4];
   EXPECT_THAT(a.reason, HasSubstr("attention: QK^T, the causal mask, softmax and PV in one kernel"));
   const std::vector<int32_t> iotas = NodesOf(c, OpKind::kIota);

@@ -7,7 +7,8 @@ and torch.compile.
 Two functions: `block`, the fused QKV projection split into heads, SDPA,
 the heads joined for the output projection (kfused plans it whole as the
 QKV product, three pointwise copies of its parts, the attention kernel,
-two pointwise copies of its output and the output product); and
+one pointwise copy of its output, transposed back to rows, and the output
+product); and
 `prenorm`, a pre-norm transformer's attention sublayer: the residual
 stream's add, an RMSNorm, the block, the residual add.
 
