@@ -401,6 +401,24 @@ def _to_copy(x, *, dtype=None, **kwargs):
     return K.cast(x, dtype)
 
 
+def _in_place_kwargs(node, kwargs):
+    """_to_copy's kwargs without those that keep the value where it is: a
+    strided layout, no pinning, and the device its operand is on (as
+    decompositions write `.to(dtype)`: rms_norm's on the host)."""
+    if _aten_name(node) != "_to_copy" or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return kwargs
+    src = node.args[0].meta.get("val")
+    out = dict(kwargs)
+    if out.get("layout") == torch.strided:
+        del out["layout"]
+    if out.get("pin_memory") is False:
+        del out["pin_memory"]
+    if "device" in out and isinstance(src, torch.Tensor) and out["device"] is not None \
+            and torch.device(out["device"]) == src.device:
+        del out["device"]
+    return out
+
+
 def _no_inplace(fn):
     def f(x, inplace=False):
         if inplace:
@@ -1301,9 +1319,14 @@ def _meta_values(gm, specs):
 
     class _Record(torch.fx.Interpreter):
         def run_node(self, n):
+            self.node = n
             v = super().run_node(n)
             seen[n] = v
             return v
+
+        def call_function(self, target, args, kwargs):
+            # A cast to the device it is on would move a meta tensor there.
+            return super().call_function(target, args, _in_place_kwargs(self.node, kwargs))
 
     metas = []
     for dt, shape, strides in map(_spec, specs):
@@ -1371,7 +1394,7 @@ def translate(gm, specs, name="f"):
                 raise TooLarge(f"{name}: its chain has {why}")
             return c, op_nodes, tuple_out
         args = torch.fx.node.map_arg(node.args, lambda n: env[n])
-        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+        kwargs = torch.fx.node.map_arg(_in_place_kwargs(node, node.kwargs), lambda n: env[n])
         what = f"{name}: op {_describe(node)} (fx node '{node.name}')"
         try:
             value = (_NOT_PYTHON if _aten_name(node) in _FACTORIES or node.target is torch.arange

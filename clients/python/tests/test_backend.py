@@ -629,3 +629,33 @@ def test_gpu_products_left_to_torch_beside_fused_regions(client):
     (region,) = b.regions
     assert any(n.startswith("_fused_rms_norm") for n in region.nodes), region.nodes
     assert not any(n.startswith(("mm", "bmm", "addmm")) for n in region.nodes), region.nodes
+
+
+def test_a_cast_to_the_device_it_is_on_joins_the_region():
+    # rms_norm's host decomposition casts back with _to_copy(dtype=,
+    # layout=strided, device=cpu): one region with the norm and the scale.
+    def f(x, g):
+        return F.rms_norm(x, (64,), g, 1e-6) * 2
+
+    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")))
+    x, g = torch.randn(8, 64, dtype=torch.bfloat16), torch.randn(64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(f, backend=b)(x, g), f(x, g))
+    (graph,) = b.graphs
+    assert graph.eager == []
+    (region,) = graph.regions
+    assert _kinds(region.chain).count("OP_CAST") == 2 and _kinds(region.chain)[-1] == "OP_MUL"
+
+
+def test_a_cast_to_another_device_stays_eager():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x):
+        moved = torch.ops.aten._to_copy.default(x * 2.0, dtype=torch.float32, device=torch.device("meta"))
+        return moved + 1.0
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(4, 8, dtype=torch.bfloat16))
+    b = kb.Backend(client=CountingClient(error=AssertionError("no compile")), min_ops=1)
+    b.compile_inference(gm)
+    (graph,) = b.graphs
+    assert any(n.startswith("_to_copy") for n in graph.eager), graph.eager
