@@ -445,6 +445,8 @@ class Region(kt.FusedFunction):
     compile time (None where dynamic); `chain`: its kfuse.Chain where shapes
     are static. plan_for, chain_for and cache as on FusedFunction."""
 
+    warns_of_compute_bound = False  # The backend's products setting chose them.
+
     def __init__(self, owner, name, gm, nodes, inputs, outputs, chain):
         ident = name.replace(".", "_")
 

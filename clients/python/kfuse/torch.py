@@ -1945,6 +1945,7 @@ class FusedFunction:
                        + (f" (op {e.op} is fx node '{node}')" if node else ""))
             raise
         self._failures = 0
+        self._warn_compute_bound(plan)
         outputs = []
         sizes = {ROWS: args[0].shape[0]} if rows is not None else {}
         for spec in plan.outputs:
@@ -1957,6 +1958,26 @@ class FusedFunction:
         if outputs != want:
             return eager(f"{self.name}: the plan's outputs {outputs} differ from torch's {want}")
         return _Fused(plan, sig, outputs, tuple_out, dev, phases)
+
+    # Whether a plan whose products are compute-bound is warned of (a
+    # kfuse.backend region's products were left in it on purpose).
+    warns_of_compute_bound = True
+
+    def _warn_compute_bound(self, plan):
+        """One warning per function whose plan has compute-bound matrix
+        products (kfused's roofline verdict) predicted to take 10 us or more
+        (smaller ones are the launch's): kfuse's mma.sync products run at
+        about 0.6 of cuBLAS's on Hopper (docs/performance.md), so such a
+        function may be slower fused than eager."""
+        heavy = [k for k in plan.kernels
+                 if k.variant.family == pb.FAMILY_MATMUL and k.report.bound == pb.BOUND_COMPUTE]
+        if sum(k.report.predicted_seconds for k in heavy) >= 10e-6 and self.warns_of_compute_bound:
+            gflop = sum(k.report.flops.tensor for k in heavy) / 1e9
+            self._warn_once("compute-bound", (
+                f"{self.name}: its plan has {len(heavy)} compute-bound matrix product(s) "
+                f"({gflop:.3g} GFLOP), which kfuse runs at about 0.6 of cuBLAS's speed, so it may "
+                "be slower than eager; torch.compile(fn, backend=\"kfuse\") leaves such products to "
+                "PyTorch and fuses the rest"))
 
     def _with_rows(self, chain, args):
         """`chain` as a kfuse.v1.Chain with dim 0 of the first input, and of

@@ -565,6 +565,28 @@ def test_an_attention_between_projections_is_a_kernel_of_its_own(client):
     assert "the causal mask" in plan.kernels[4].partition_reason
 
 
+def _linear_gelu(x, w):
+    return F.gelu(x @ w, approximate="tanh")
+
+
+def test_a_plan_with_a_compute_bound_product_warns_once(client):
+    # 2048^3: 17 GFLOP over 24 MiB, compute-bound by kfused's roofline; its
+    # product runs at about 0.6 of cuBLAS's, so the function may be slower
+    # than eager, and the user is told once.
+    bf16 = torch.bfloat16
+    ff = kt.fuse(_linear_gelu, client=client, mode="heuristic")
+    with pytest.warns(kfuse.FallbackWarning, match=r"1 compute-bound matrix product\(s\) \(17.2 GFLOP\)"):
+        assert ff.plan_for(torch.randn(2048, 2048, dtype=bf16), torch.randn(2048, 2048, dtype=bf16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ff.plan_for(torch.randn(1024, 2048, dtype=bf16), torch.randn(2048, 2048, dtype=bf16))
+        # A few rows stream the weights: memory-bound, no warning.
+        kt.fuse(_linear_gelu, client=client, mode="heuristic").plan_for(
+            torch.randn(16, 2048, dtype=bf16), torch.randn(2048, 2048, dtype=bf16))
+        kt.fuse(_linear_gelu, client=client, mode="heuristic", fallback="silent").plan_for(
+            torch.randn(2048, 2048, dtype=bf16), torch.randn(2048, 2048, dtype=bf16))
+
+
 def test_plan_for_fetches_the_real_plan(client):
     counting = CountingClient(client)
     ff = kt.fuse(_silu_mul, client=counting, mode="heuristic")
