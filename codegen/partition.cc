@@ -210,9 +210,10 @@ absl::StatusOr<Partition> KernelPerOutputShape(const Chain& c, const std::vector
     k.results.assign(results.begin(), results.end());
     std::vector<std::string> names;
     for (size_t j : g.outputs) names.push_back(absl::StrCat("outputs[", j, "]"));
-    k.reason = absl::StrCat("element-wise chain fused into one pass over ",
-                            validate_internal::ShapeString(c, g.space), " for ", absl::StrJoin(names, ", "), "; ",
-                            partition_internal::kOutputsApart);
+    const bool viewed = std::any_of(nodes.begin(), nodes.end(), [&](int32_t id) { return IsLayout(c.nodes[id].kind); });
+    k.reason = absl::StrCat("element-wise chain", viewed ? " with its layout views" : "",
+                            " fused into one pass over ", validate_internal::ShapeString(c, g.space), " for ",
+                            absl::StrJoin(names, ", "), "; ", partition_internal::kOutputsApart);
     KFUSE_RETURN_IF_ERROR(CanGenerateFamily(c, k, FamilyHeuristic(c, k)));
     p.kernels.push_back(std::move(k));
   }
@@ -955,7 +956,7 @@ absl::StatusOr<Partition> PartitionUnmatched(const Chain& c) {
     return absl::InvalidArgumentError(
         "outputs: every output is a chain input or a constant: there is nothing to compute");
   }
-  if (first_view < 0) {
+  {
     std::vector<size_t> all(c.outputs.size());
     for (size_t j = 0; j < all.size(); ++j) all[j] = j;
     const std::vector<OutputGroup> groups = OutputKernels(c, std::move(all));

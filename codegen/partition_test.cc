@@ -347,6 +347,26 @@ TEST(PartitionRegressionTest, OutputsThatDoNotBroadcastTogetherAreAKernelEach) {
   EXPECT_NE(q.status().message().find("outputs[1]"), std::string::npos) << q.status();
 }
 
+// With layout views too: exp(x) [4, 8], its flattening [32] and a
+// transpose [8, 4] are a kernel each, the views read as strides.
+TEST(PartitionRegressionTest, ViewedOutputsThatDoNotBroadcastTogetherAreAKernelEach) {
+  Chain c;
+  const int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(8)}});
+  const int32_t e = c.AddOp(OpKind::kExp, {x});
+  c.outputs = {e, views_test::Reshape(&c, e, {Dim::Static(32)}),
+               views_test::Permute(&c, c.AddOp(OpKind::kMul, {x, c.AddConstant(3.0)}), {1, 0})};
+  const Chain t = views_test::Finish(c);
+  absl::StatusOr<Partition> p = PartitionChain(t);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 3u);
+  for (const KernelGroup& k : p->kernels) {
+    EXPECT_EQ(k.family, Family::kPointwise);
+    EXPECT_EQ(k.results.size(), 1u);
+  }
+  EXPECT_THAT(p->kernels[1].reason, ::testing::HasSubstr("with its layout views fused into one pass over [32]"));
+  ExpectEveryKernelGenerates(t, *p);
+}
+
 }  // namespace
 }  // namespace kfuse
 

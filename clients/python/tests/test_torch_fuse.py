@@ -920,6 +920,8 @@ COMPOSITES = {
     # rotate_every_two: the stack's axis merged with its neighbour.
     "interleaved_rotary": lambda x: x * 0.5 + torch.stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2) * 2.0,
     "transpose_flatten": lambda x: (x * 2.0).t().flatten() + 1.0,
+    # Outputs whose shapes do not broadcast together: a kernel each.
+    "outputs_and_their_views": lambda x: (torch.exp(x * 0.1), torch.exp(x * 0.1).flatten(), (x * 3.0).t()),
     "flatten_squeeze": lambda x: (x * 3.0).unsqueeze(0).flatten(0, 1).unsqueeze(1).squeeze(),
     "type_as_contiguous": lambda x: (x * 2.0).type_as(x).contiguous() + x.detach(),
 }
