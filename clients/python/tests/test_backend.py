@@ -659,3 +659,52 @@ def test_a_cast_to_another_device_stays_eager():
     b.compile_inference(gm)
     (graph,) = b.graphs
     assert any(n.startswith("_to_copy") for n in graph.eager), graph.eager
+
+
+def _rotate_half(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+class _LlamaLayer(torch.nn.Module):
+    """A pre-norm decoder layer as Llama writes it (bias-free projections,
+    RMSNorm, rotary embedding, causal SDPA, SwiGLU)."""
+
+    def __init__(self, hidden, ff, head):
+        super().__init__()
+        self.hidden, self.head = hidden, head
+        lin = lambda i, o: torch.nn.Linear(i, o, bias=False)  # noqa: E731
+        self.q, self.k, self.v, self.o = (lin(hidden, hidden) for _ in range(4))
+        self.gate, self.up, self.down = lin(hidden, ff), lin(hidden, ff), lin(ff, hidden)
+        self.g1, self.g2 = torch.nn.Parameter(torch.ones(hidden)), torch.nn.Parameter(torch.ones(hidden))
+
+    def forward(self, x, cos, sin):
+        t, hd, d = x.shape[0], self.hidden, self.head
+        h = F.rms_norm(x, (hd,), self.g1, 1e-6)
+        q, k, v = (p(h).view(t, hd // d, d).transpose(0, 1) for p in (self.q, self.k, self.v))
+        q, k = (z * cos + _rotate_half(z) * sin for z in (q, k))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(o.transpose(0, 1).reshape(t, hd))
+        h = F.rms_norm(x, (hd,), self.g2, 1e-6)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+def test_a_llama_layer_leaves_its_projections_to_torch_and_fuses_the_rest():
+    # Traced on meta tensors (no data, no compute): the seven projections are
+    # left to PyTorch; the norms with their casts, the rotary embedding with
+    # the attention (here SDPA's math form, an attention written out) and
+    # SwiGLU's silu * up are fused.
+    layer = _LlamaLayer(1024, 2816, 128).to(device="meta", dtype=torch.bfloat16)
+    x = torch.empty(1024, 1024, device="meta", dtype=torch.bfloat16)
+    cos = sin = torch.empty(1024, 128, device="meta", dtype=torch.bfloat16)
+    b = kb.Backend(client=CountingClient(error=AssertionError("no compile")))
+    with torch.inference_mode():
+        torch.compile(layer, backend=b)(x, cos, sin)
+    (g,) = b.graphs
+    assert sorted(g.declined) == sorted(n for n in g.eager if n.startswith("mm")) and len(g.declined) == 7
+    ops = [[n.rsplit("_", 1)[0] if n[-1].isdigit() else n for n in r.nodes] for r in g.regions]
+    norms = [r for r in ops if "rsqrt" in r]
+    assert len(norms) == 2 and all(r.count("_to_copy") == 2 for r in norms), ops
+    (attention,) = [r for r in ops if "_safe_softmax" in r]
+    assert {"cat", "neg", "bmm"} <= set(attention), attention
+    assert ["silu", "mul"] in ops, ops
