@@ -353,6 +353,55 @@ def _rms_norm(x, normalized_shape, weight=None, eps=None):
 _RMS_NORM_ARGS = ("input", "normalized_shape", "weight", "eps")
 
 
+def _batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+                eps=1e-5):
+    """torch's batch normalization in evaluation, by its running statistics:
+    per channel (dim 1), (x - mean) * rsqrt(var + eps) * weight + bias in
+    float32 for 16-bit inputs and statistics (as torch's kernel computes it),
+    the result in x's dtype. Training (the batch's own statistics, and the
+    running ones updated) is refused."""
+    if training:
+        raise TypeError("batch_norm in training mode (the batch's statistics) is not translated")
+    if not isinstance(x, K.Tensor) or x.dtype not in _FLOAT_DTYPES or x.rank < 2:
+        raise TypeError("batch_norm needs a floating input of 2 or more dims")
+    if not isinstance(running_mean, K.Tensor) or not isinstance(running_var, K.Tensor):
+        raise TypeError("batch_norm without running statistics (track_running_stats=False) is not translated")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        raise TypeError("batch_norm's eps must be a number")
+    c = x.shape[1]
+    wide = pb.DTYPE_F64 if x.dtype == pb.DTYPE_F64 else pb.DTYPE_F32
+
+    def per_channel(t, what):
+        if not isinstance(t, K.Tensor) or t.rank != 1 or t.shape[0] != c:
+            raise TypeError(f"batch_norm's {what} must be a tensor of the {c} channels")
+        t = t if t.dtype == wide else K.cast(t, wide)
+        return K.reshape(t, [c] + [1] * (x.rank - 2))
+
+    y = K.sub(x if x.dtype == wide else K.cast(x, wide), per_channel(running_mean, "running_mean"))
+    y = K.mul(y, K.rsqrt(K.add(per_channel(running_var, "running_var"), float(eps))))
+    if weight is not None:
+        y = K.mul(y, per_channel(weight, "weight"))
+    if bias is not None:
+        y = K.add(y, per_channel(bias, "bias"))
+    return y if y.dtype == x.dtype else K.cast(y, x.dtype)
+
+
+def _aten_batch_norm(name, training_arg):
+    """The handler of ATen's evaluation batch norms: (input, weight, bias,
+    running_mean, running_var, [training,] momentum, eps), three outputs,
+    the others (the saved statistics, empty in evaluation) refused where
+    read."""
+    def f(x, weight, bias, running_mean, running_var, *rest):
+        if training_arg:
+            if not rest or rest[0] is not False:
+                raise TypeError(f"{name} in training mode is not translated")
+            rest = rest[1:]
+        momentum, eps = (list(rest) + [0.1, 1e-5][len(rest):])[:2]
+        out = _batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
+        return (out,) + tuple(_Untranslated(f"output {i} of {name} (saved statistics)") for i in (1, 2))
+    return f
+
+
 def _aten_rms_norm(name, names, n_out):
     """The handler of ATen op `name` (rms_norm, _fused_rms_norm), whose
     arguments are `names` (its schema's order) and which has n_out outputs:
@@ -1102,7 +1151,7 @@ _FUNCTIONS = {
     torch.linalg.vector_norm: _vector_norm, torch.linalg.norm: _norm,
     operator.and_: _logical(K.logical_and, "&"), operator.or_: _logical(K.logical_or, "|"),
     operator.invert: _logical(K.logical_not, "~"),
-    F.layer_norm: _layer_norm, F.linear: _linear, F.mse_loss: _mse_loss,
+    F.layer_norm: _layer_norm, F.linear: _linear, F.mse_loss: _mse_loss, F.batch_norm: _batch_norm,
     F.cross_entropy: _cross_entropy, F.nll_loss: _nll_loss,
     operator.matmul: K.matmul, getattr: _getattr,
     operator.getitem: _getitem,
@@ -1151,6 +1200,8 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "expm1": _expm1, "log1p": _log1p, "elu": lambda x, alpha=1.0, scale=1.0, input_scale=1.0:
     _elu_family(x, alpha, scale, input_scale, False, "elu"), "selu": _selu, "celu": _celu,
     "log_sigmoid": _logsigmoid, "rsub": _rsub,
+    "_native_batch_norm_legit_no_training": _aten_batch_norm("_native_batch_norm_legit_no_training", False),
+    "native_batch_norm": _aten_batch_norm("native_batch_norm", True),
     "log_sigmoid_forward": lambda x: (_logsigmoid(x), _Untranslated("the buffer of log_sigmoid_forward")), "detach": lambda x: x, "bitwise_and": _logical(K.logical_and, "bitwise_and"),
     "bitwise_or": _logical(K.logical_or, "bitwise_or"), "bitwise_not": _logical(K.logical_not, "bitwise_not"),
 }
@@ -1312,6 +1363,11 @@ def _enclosing(shape, strides, phase):
     return tuple(wide), strides, d
 
 
+# Allocations a decomposition makes and nothing reads: left out of the chain.
+_UNREAD_ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "zeros", "ones",
+                                 "full", "zeros_like", "ones_like", "full_like"})
+
+
 def _meta_values(gm, specs):
     """Each node's value run on meta tensors of the specs' strides (a view
     torch refuses for them is refused here too): {node: value}."""
@@ -1393,6 +1449,8 @@ def translate(gm, specs, name="f"):
             if why is not None:
                 raise TooLarge(f"{name}: its chain has {why}")
             return c, op_nodes, tuple_out
+        if not node.users and _aten_name(node) in _UNREAD_ALLOCATIONS:
+            continue  # Nothing reads it (native_batch_norm's empty saved statistics).
         args = torch.fx.node.map_arg(node.args, lambda n: env[n])
         kwargs = torch.fx.node.map_arg(_in_place_kwargs(node, node.kwargs), lambda n: env[n])
         what = f"{name}: op {_describe(node)} (fx node '{node.name}')"

@@ -708,3 +708,26 @@ def test_a_llama_layer_leaves_its_projections_to_torch_and_fuses_the_rest():
     (attention,) = [r for r in ops if "_safe_softmax" in r]
     assert {"cat", "neg", "bmm"} <= set(attention), attention
     assert ["silu", "mul"] in ops, ops
+
+
+def test_batch_norm_relu_and_the_residual_are_one_region():
+    # A ResNet block's tail after its convolution: aten's
+    # _native_batch_norm_legit_no_training (its saved statistics unread),
+    # the ReLU and the residual's add.
+    bn = torch.nn.BatchNorm2d(8).eval()
+    with torch.no_grad():
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.normal_()
+
+    def f(x, r):
+        return torch.relu(bn(x) + r)
+
+    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")))
+    x, r = torch.randn(2, 8, 5, 5), torch.randn(2, 8, 5, 5)
+    with torch.inference_mode():
+        torch.testing.assert_close(torch.compile(f, backend=b)(x, r), f(x, r))
+    (g,) = b.graphs
+    assert g.eager == []
+    (region,) = g.regions
+    assert region.nodes[0] == "_native_batch_norm_legit_no_training" and "OP_RSQRT" in _kinds(region.chain)

@@ -971,6 +971,49 @@ def test_composites_translate_from_aten_graphs(name):
                                    equal_nan=True)
 
 
+def _bn_relu_residual(x, rm, rv, w, b):
+    return F.relu(F.batch_norm(x, rm, rv, w, b, eps=1e-3) + x)
+
+
+def _bn_inputs(dtype, stats=torch.float32, seed=5):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(3, 6, 5, 7, generator=g).to(dtype)
+    rm = torch.randn(6, generator=g).to(stats)
+    rv = (torch.rand(6, generator=g) + 0.1).to(stats)
+    w, b = torch.randn(6, generator=g).to(stats), torch.randn(6, generator=g).to(stats)
+    return x, rm, rv, w, b
+
+
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm_in_evaluation_is_the_running_statistics_per_channel(trace, dtype):
+    args = _bn_inputs(dtype)
+    chain, _, _ = kt.fuse(_bn_relu_residual, trace=trace).chain_for(*args)
+    (got,) = _f64(chain, list(args))
+    assert got.shape == args[0].shape
+    want = _bn_relu_residual(*[a.double() for a in args])
+    if dtype == torch.float32:  # The statistics' arithmetic in float32, as torch's.
+        torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)
+    else:  # The norm rounded to bf16 once, then the sum: eager's roundings, no more.
+        eager = _bn_relu_residual(*args).double()
+        assert (got.double() - want).abs().max() <= (eager - want).abs().max() * 1.01
+
+
+def test_batch_norm_in_training_or_without_running_statistics_is_refused():
+    x, rm, rv, w, b = _bn_inputs(torch.float32)
+    with pytest.raises(kt.Unsupported, match="batch_norm in training mode"):
+        kt.fuse(lambda x, rm, rv: F.batch_norm(x, rm, rv, training=True) * 2).chain_for(x, rm, rv)
+    with pytest.raises(kt.Unsupported, match="running_mean should contain 6 elements"):
+        kt.fuse(lambda x, rm, rv: F.batch_norm(x, rm, rv)).chain_for(x, rm[:4], rv)
+
+
+def test_batch_norm_compiles(client):
+    ff = kt.fuse(_bn_relu_residual, client=client, mode="heuristic", fallback="raise")
+    for dtype in (torch.float32, torch.bfloat16):
+        plan = ff.plan_for(*_bn_inputs(dtype))
+        assert plan is not None and len(plan.kernels) == 1
+
+
 def test_max_along_a_dim_refuses_its_indices_by_name():
     with pytest.raises(kt.Unsupported, match="the indices of max"):
         kt.fuse(lambda x: x.max(-1).indices * 2).chain_for(torch.randn(4, 8))

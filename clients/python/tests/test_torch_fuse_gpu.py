@@ -19,7 +19,7 @@ import kfuse  # noqa: E402
 import kfuse.torch as kt  # noqa: E402
 from doubles import CountingClient  # noqa: E402
 from test_torch_fuse import (CASES, COMPOSITES, _NO_SPECIALS, _TORCH, _gpu, _specials,  # noqa: E402
-                             attention_block)
+                             _bn_relu_residual, attention_block)
 
 F = torch.nn.functional
 
@@ -179,6 +179,21 @@ def test_gpu_attention_between_projections_matches_float64(client):
         bf16 = dict(dtype=torch.bfloat16, device="cuda")
         xs = [torch.randn(200, 256, **bf16), torch.randn(256, 768, **bf16) / 16, torch.randn(256, 256, **bf16) / 16]
         missed += _compare(client, "attention_block", attention_block, xs, seed)
+    assert not missed, missed
+
+
+@pytest.mark.gpu
+def test_gpu_batch_norm_relu_residual_matches_float64(client):
+    """Batch norm in evaluation (f32 statistics) with a ReLU and the
+    residual, [32, 64, 56, 56] as a ResNet stage's, f32 and bf16."""
+    _gpu()
+    missed = []
+    for seed in _seeds():
+        g = torch.Generator().manual_seed(seed)
+        for dtype in (torch.float32, torch.bfloat16):
+            xs = [torch.randn(32, 64, 56, 56, generator=g).to(dtype), torch.randn(64, generator=g),
+                  torch.rand(64, generator=g) + 0.1, torch.randn(64, generator=g), torch.randn(64, generator=g)]
+            missed += _compare(client, f"batch_norm {dtype}", _bn_relu_residual, [x.cuda() for x in xs], seed)
     assert not missed, missed
 
 
