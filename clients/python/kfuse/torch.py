@@ -332,6 +332,14 @@ def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *_):
     return K.layer_norm(x, weight, bias, eps)
 
 
+def _native_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """ATen's native_layer_norm: the norm (output 0), its mean and rstd
+    (outputs 1 and 2, for backward) refused where read."""
+    return (_layer_norm(x, normalized_shape, weight, bias, eps),
+            _Untranslated("output 1 of native_layer_norm (its mean)"),
+            _Untranslated("output 2 of native_layer_norm (its rstd)"))
+
+
 def _rms_norm(x, normalized_shape, weight=None, eps=None):
     """torch's rms_norm (and ATen's _fused_rms_norm output 0): over the last
     dim, eps by default that of the type it computes in (f64 for f64, else
@@ -1199,7 +1207,8 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "logical_and": K.logical_and, "logical_or": K.logical_or, "clone": lambda x, **_: x,
     "expm1": _expm1, "log1p": _log1p, "elu": lambda x, alpha=1.0, scale=1.0, input_scale=1.0:
     _elu_family(x, alpha, scale, input_scale, False, "elu"), "selu": _selu, "celu": _celu,
-    "log_sigmoid": _logsigmoid, "rsub": _rsub,
+    "log_sigmoid": _logsigmoid, "rsub": _rsub, "layer_norm": _layer_norm,
+    "native_layer_norm": _native_layer_norm,
     "_native_batch_norm_legit_no_training": _aten_batch_norm("_native_batch_norm_legit_no_training", False),
     "native_batch_norm": _aten_batch_norm("native_batch_norm", True),
     "log_sigmoid_forward": lambda x: (_logsigmoid(x), _Untranslated("the buffer of log_sigmoid_forward")), "detach": lambda x: x, "bitwise_and": _logical(K.logical_and, "bitwise_and"),

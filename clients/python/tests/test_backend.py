@@ -731,3 +731,26 @@ def test_batch_norm_relu_and_the_residual_are_one_region():
     assert g.eager == []
     (region,) = g.regions
     assert region.nodes[0] == "_native_batch_norm_legit_no_training" and "OP_RSQRT" in _kinds(region.chain)
+
+
+def test_add_layer_norm_and_gelu_are_one_region(client):
+    # torch.compile's graph of nn.LayerNorm: native_layer_norm, its mean and
+    # rstd unread (they ran eagerly, and so did the add and the GELU around
+    # them, each alone).
+    ln = torch.nn.LayerNorm(64).to(torch.bfloat16)
+
+    def f(x, r):
+        return F.gelu(ln(x + r), approximate="tanh")
+
+    counting = CountingClient(client)
+    b, launcher = _host_backend(counting, mode="heuristic", fallback="raise")
+    x, r = torch.randn(8, 64, dtype=torch.bfloat16), torch.randn(8, 64, dtype=torch.bfloat16)
+    with torch.inference_mode():
+        torch.testing.assert_close(torch.compile(f, backend=b)(x, r), f(x, r))
+    (g,) = b.graphs
+    assert g.eager == []
+    (region,) = g.regions
+    assert region.nodes == ["add", "native_layer_norm", "getitem", "gelu"]
+    assert counting.calls == 1 and launcher.launches == [region.nodes]
+    (kernel,) = region.cached_plan(x, r, ln.weight, ln.bias).kernels
+    assert kernel.variant.family == pb.FAMILY_ROW_REDUCTION

@@ -151,6 +151,29 @@ def test_aten_trace_translates_decomposed_rms_norm():
     assert len(chain.to_proto().outputs) == 2 and len(nodes) == len(kinds)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_aten_native_layer_norm_translates_as_layer_norm(dtype):
+    # torch.compile's graph of F.layer_norm: native_layer_norm, its mean and
+    # rstd unread; the chain is the fx form's, and evaluates as torch does.
+    fn, specs, kinds = CASES["layer_norm"]
+    g = torch.Generator().manual_seed(3)
+    args = [torch.randn(shape, generator=g).to(dtype) for _, shape in specs]
+    chain, _, _ = kt.fuse(fn, trace="aten").chain_for(*args)
+    assert _kinds(chain) == kinds
+    (got,) = _f64(chain, args)
+    want = fn(*[a.double() for a in args])
+    torch.testing.assert_close(got.double(), want, rtol=1e-9, atol=1e-12)
+
+
+def test_aten_native_layer_norm_refuses_its_mean_where_read():
+    def fn(x, w, b):
+        out, mean, _ = torch.ops.aten.native_layer_norm.default(x, [64], w, b, 1e-5)
+        return out + mean
+
+    with pytest.raises(kt.Unsupported, match=r"output 1 of native_layer_norm \(its mean\)"):
+        kt.fuse(fn, trace="aten").chain_for(*_tensors(CASES["layer_norm"][1]))
+
+
 def test_full_reductions_reduce_every_axis():
     chain, _, _ = kt.fuse(CASES["full_reductions"][0]).chain_for(*_tensors(CASES["full_reductions"][1]))
     reduces = [o.reduce for o in chain.to_proto().ops if o.kind == kfuse.pb.OP_REDUCE_SUM]
