@@ -80,6 +80,9 @@ from kfuse.chain import LIMITS
 # (callers may rely on the alias).
 _VIEWS = frozenset({"t", "transpose", "permute", "slice", "view", "_unsafe_view", "reshape",
                     "unsqueeze", "expand", "split", "split_with_sizes"})
+# ATen ops that copy their operand unchanged (dropout in evaluation is a
+# clone): inside a region an alias, so not counted as compute either.
+_IDENTITIES = frozenset({"clone", "alias", "detach"})
 _graph_numbers = itertools.count()
 
 
@@ -202,6 +205,12 @@ def _candidates(nodes):
         if key not in seen:
             seen[key] = _trial([n])[1] is None
         if seen[key]:
+            out.add(n)
+    # A copy joins a region only with every reader of it (alone it is no
+    # chain: its output would be its input), so it never is a region's output.
+    for n in reversed(nodes):
+        if (n.op == "call_function" and _op_name(n) in _IDENTITIES and isinstance(_val(n), torch.Tensor)
+                and len(n.all_input_nodes) == 1 and n.users and all(u in out for u in n.users)):
             out.add(n)
     return out
 
@@ -381,7 +390,7 @@ def partition(nodes, candidates):
 
 def _compute_ops(nodes):
     # A split's getitems pick views too.
-    return sum(1 for n in nodes if _op_name(n) not in _VIEWS and n.target is not operator.getitem)
+    return sum(1 for n in nodes if _op_name(n) not in _VIEWS | _IDENTITIES and n.target is not operator.getitem)
 
 
 # Compute ops a piece starts from: each is at least one chain op, and kfused

@@ -754,3 +754,29 @@ def test_add_layer_norm_and_gelu_are_one_region(client):
     assert counting.calls == 1 and launcher.launches == [region.nodes]
     (kernel,) = region.cached_plan(x, r, ln.weight, ln.bias).kernels
     assert kernel.variant.family == pb.FAMILY_ROW_REDUCTION
+
+
+def test_a_clone_joins_the_region_of_its_readers():
+    # Dropout in evaluation is aten.clone: alone no chain (its output would
+    # be its input), it split BERT's output block (mul, clone eager); with
+    # its readers it is an alias. A clone the graph returns stays eager.
+    drop = torch.nn.Dropout(0.1).eval()
+
+    def f(h, inp):
+        return F.layer_norm(drop(h * 2) + inp, (64,))
+
+    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")))
+    h, inp = torch.randn(4, 64), torch.randn(4, 64)
+    with torch.inference_mode():
+        torch.testing.assert_close(torch.compile(f, backend=b)(h, inp), f(h, inp))
+    (g,) = b.graphs
+    assert g.eager == []
+    (region,) = g.regions
+    assert region.nodes == ["mul", "clone", "add", "native_layer_norm", "getitem"]
+
+    b = kb.Backend(client=CountingClient(error=AssertionError("host tensors: no compile")), min_ops=1)
+    with torch.inference_mode():
+        got = torch.compile(lambda x: (x.exp(), x.exp().clone()), backend=b)(h)
+    assert got[1].data_ptr() != got[0].data_ptr()
+    (g,) = b.graphs
+    assert "clone" in g.eager
