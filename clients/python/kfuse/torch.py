@@ -209,6 +209,19 @@ def _reduce(fn):
     return f
 
 
+def _adaptive_avg_pool(dims):
+    """F.adaptive_avg_pool{1,2,3}d to an output of size 1 (a global average
+    pool, as classifier heads use): the mean over the last `dims` dims, kept."""
+    def f(x, output_size):
+        sizes = output_size if isinstance(output_size, (list, tuple)) else (output_size,) * dims
+        if len(sizes) != dims or any(s != 1 for s in sizes):
+            raise TypeError(f"adaptive_avg_pool{dims}d to an output other than size 1 is not translated")
+        if not isinstance(x, K.Tensor) or x.rank < dims + 1:
+            raise TypeError(f"adaptive_avg_pool{dims}d needs an input of {dims + 1} or more dims")
+        return K.mean(x, tuple(range(-dims, 0)), True)
+    return f
+
+
 def _sum(x, axis, keepdim):
     """K.sum as torch sums: bools and integers into int64."""
     if x.dtype in (pb.DTYPE_BOOL, pb.DTYPE_I32):
@@ -1160,6 +1173,8 @@ _FUNCTIONS = {
     operator.and_: _logical(K.logical_and, "&"), operator.or_: _logical(K.logical_or, "|"),
     operator.invert: _logical(K.logical_not, "~"),
     F.layer_norm: _layer_norm, F.linear: _linear, F.mse_loss: _mse_loss, F.batch_norm: _batch_norm,
+    F.adaptive_avg_pool1d: _adaptive_avg_pool(1), F.adaptive_avg_pool2d: _adaptive_avg_pool(2),
+    F.adaptive_avg_pool3d: _adaptive_avg_pool(3),
     F.cross_entropy: _cross_entropy, F.nll_loss: _nll_loss,
     operator.matmul: K.matmul, getattr: _getattr,
     operator.getitem: _getitem,

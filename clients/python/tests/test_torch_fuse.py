@@ -1030,6 +1030,18 @@ def test_batch_norm_in_training_or_without_running_statistics_is_refused():
         kt.fuse(lambda x, rm, rv: F.batch_norm(x, rm, rv)).chain_for(x, rm[:4], rv)
 
 
+def test_adaptive_average_pools_to_size_one_are_means():
+    x = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(2))
+    for fn in (lambda x: F.adaptive_avg_pool2d(torch.relu(x), 1).flatten(1),
+               lambda x: F.adaptive_avg_pool2d(x, (1, 1)) * 2,
+               lambda x: F.adaptive_avg_pool1d(x.flatten(2), 1)):
+        chain, _, _ = kt.fuse(fn).chain_for(x)
+        (got,) = _f64(chain, [x])
+        torch.testing.assert_close(got.double(), fn(x.double()), rtol=1e-12, atol=1e-12)
+    with pytest.raises(kt.Unsupported, match="to an output other than size 1"):
+        kt.fuse(lambda x: F.adaptive_avg_pool2d(x, 2)).chain_for(x)
+
+
 def test_batch_norm_compiles(client):
     ff = kt.fuse(_bn_relu_residual, client=client, mode="heuristic", fallback="raise")
     for dtype in (torch.float32, torch.bfloat16):
