@@ -182,30 +182,43 @@ def _split_unit(n):
     return [n] + users
 
 
-def _candidates(nodes):
+def _candidates(nodes, why=None):
     """Nodes kfuse.torch translates, each on its own (repeated layers: once);
-    a split with its getitems as one unit."""
+    a split with its getitems as one unit. `why` ({node name: reason}), when
+    given, gets why each other op is not one."""
     out, seen = set(), {}
+    why = {} if why is None else why
     index = {n: k for k, n in enumerate(nodes)}
     for n in nodes:
         unit = _split_unit(n)
         if unit is not None and all(_is_tensor(i) for i in n.all_input_nodes):
             unit.sort(key=index.get)
-            if _trial(unit)[1] is None:
+            err = _trial(unit)[1]
+            if err is None:
                 out.update(unit)
+            else:
+                why[n.name] = err.message
             continue
-        if n.op != "call_function" or kt._handler(n) is None or not isinstance(_val(n), torch.Tensor):
+        if n.op != "call_function" or n.target is operator.getitem:
             continue
-        if not all(_is_tensor(i) for i in n.all_input_nodes):
+        if kt._handler(n) is None:
+            why[n.name] = f"kfuse.torch does not translate {n.target}"
+            continue
+        if not isinstance(_val(n), torch.Tensor) or not all(_is_tensor(i) for i in n.all_input_nodes):
+            why[n.name] = "it reads or yields values other than tensors"
             continue
         if _op_name(n) in _VIEWS and any(u.op == "output" for u in n.users):
+            why[n.name] = "a view the graph returns (it aliases its input)"
             continue
         key = (n.target, repr(torch.fx.node.map_arg((n.args, n.kwargs), _static_spec)),
                _static_spec(n))
         if key not in seen:
-            seen[key] = _trial([n])[1] is None
-        if seen[key]:
+            err = _trial([n])[1]
+            seen[key] = None if err is None else err.message
+        if seen[key] is None:
             out.add(n)
+        else:
+            why[n.name] = seen[key]
     # A copy joins a region only with every reader of it (alone it is no
     # chain: its output would be its input), so it never is a region's output.
     for n in reversed(nodes):
@@ -228,6 +241,7 @@ _RATES = {"product": (0.63, 1.08), "attention": (0.45, 0.85)}  # (kfuse, framewo
 _SOFTMAX = frozenset({"_softmax", "_safe_softmax", "_log_softmax"})
 _NEAR_SOFTMAX = 6  # Nodes between a score product and its softmax, at most.
 _CEILINGS_RETRY_S = 30.0  # After kfused gave no ceilings, ask again no sooner.
+_LEFT = "left to PyTorch: "  # How CompiledGraph.why_eager starts a declined op's reason.
 
 
 def _numel(node):
@@ -307,8 +321,8 @@ def _declined(node, candidates, ceilings):
     framework = max(flops / (theirs * tensor), nbytes / copy) + epilogue / copy
     if kfuse <= framework:
         return None
-    return (f"{kind} of {flops / 1e9:.3g} GFLOP, compute-bound: predicted {kfuse * 1e6:.0f} us fused, "
-            f"{framework * 1e6:.0f} us by the framework with its result stored and read back "
+    return (f"{kind} of {flops / 1e9:.3g} GFLOP, compute-bound: predicted {kfuse * 1e6:.3g} us fused, "
+            f"{framework * 1e6:.3g} us by the framework with its result stored and read back "
             f"(kfuse at {mine:.2f} of the tensor ceiling, the framework at {theirs:.2f}); "
             f"Backend(products=\"kfuse\") fuses it")
 
@@ -497,6 +511,19 @@ class CompiledGraph:
     regions: list
     eager: list  # names of the ATen ops that run eagerly
     declined: dict = dataclasses.field(default_factory=dict)  # eager by choice: name -> why
+    why_eager: dict = dataclasses.field(default_factory=dict)  # every eager op: name -> why
+
+    def summary(self):
+        """What was fused and what runs eagerly, and why, as text."""
+        fused = sum(len(r.nodes) for r in self.regions)
+        lines = [f"{len(self.regions)} region(s) of {fused} ATen node(s); {len(self.eager)} op(s) eager"]
+        lines += [f"  {r.name}" for r in self.regions]
+        by_reason = collections.defaultdict(list)
+        for name in self.eager:
+            by_reason[self.why_eager.get(name, "a view or a value no region reads")].append(name)
+        for reason, names in by_reason.items():
+            lines.append(f"  eager: {', '.join(names)}: {reason}")
+        return "\n".join(lines)
 
 
 class Backend:
@@ -548,10 +575,12 @@ class Backend:
         number = next(_graph_numbers)
         nodes = list(gm.graph.nodes)
         with _no_fake_mode():
-            regions, chains, declined = self._regions(nodes)
+            regions, chains, why = self._regions(nodes)
+        declined = {n: w[len(_LEFT):] for n, w in why.items() if w.startswith(_LEFT)}
         if not regions:
+            eager = _eager_names(nodes, set())
             with self._lock:
-                self.graphs.append(CompiledGraph(gm, [], _eager_names(nodes, set()), declined))
+                self.graphs.append(CompiledGraph(gm, [], eager, declined, _only(why, eager)))
             return gm
         fused = []
         for k, (members, chain) in enumerate(zip(regions, chains)):
@@ -559,25 +588,27 @@ class Backend:
             fused.append(Region(self, f"graph{number}.region{k}", sub, members, inputs, outputs, chain))
         new = _rebuild(gm, nodes, regions, fused)
         in_regions = {n for m in regions for n in m}
-        compiled = CompiledGraph(new, fused, _eager_names(nodes, in_regions), declined)
+        eager = _eager_names(nodes, in_regions)
+        compiled = CompiledGraph(new, fused, eager, declined, _only(why, eager))
         with self._lock:
             self.graphs.append(compiled)
         return new
 
     def _regions(self, nodes):
         """The regions to fuse, their chains (None where shapes are
-        dynamic) and {node name: why} of the products and attention ops
-        left to the framework (_declined); a region larger than kfused
-        takes in one chain is cut into pieces (_within_limits)."""
-        candidates = _candidates(nodes)
-        declined = {}
+        dynamic) and {node name: why} of the ops left out (the products and
+        attention ops left to the framework, _declined, say so first); a
+        region larger than kfused takes in one chain is cut into pieces
+        (_within_limits)."""
+        why = {}
+        candidates = _candidates(nodes, why)
         heavy = [n for n in nodes if n in candidates and _heavy_work(n) is not None]
         ceilings = self._ceilings() if heavy and self.products == "framework" else None
         if ceilings is not None:
-            why = {n: _declined(n, candidates, ceilings) for n in heavy}
-            declined = {n.name: w for n, w in why.items() if w is not None}
-            for n, w in why.items():
+            for n in heavy:
+                w = _declined(n, candidates, ceilings)
                 if w is not None:  # With its getitems: a tuple-valued op's unit (_split_unit).
+                    why[n.name] = f"{_LEFT}{w}"
                     candidates -= {n, *(u for u in n.users if u.target is operator.getitem)}
         while True:
             regions, chains, refused = [], [], set()
@@ -586,13 +617,22 @@ class Backend:
                     if err is not None:  # The node it names, else the whole piece, runs eagerly.
                         named = [n for n in members if n.name == err.node]
                         refused.update(named or members)
+                        for n in named or members:
+                            why[n.name] = err.message
                     regions.append(members)
                     chains.append(chain)
             if not refused:
                 break
             candidates -= refused
         keep = [k for k, m in enumerate(regions) if _compute_ops(m) >= self.min_ops]
-        return [regions[k] for k in keep], [chains[k] for k in keep], declined
+        for k, m in enumerate(regions):
+            if k not in keep:
+                ops = _compute_ops(m)
+                for n in m:
+                    why.setdefault(n.name, "views alone: no kernel to fuse" if ops == 0 else
+                                   f"a region of {ops} compute op(s), below min_ops={self.min_ops} "
+                                   "(one op is one PyTorch kernel already)")
+        return [regions[k] for k in keep], [chains[k] for k in keep], why
 
     def _ceilings(self):
         """kfused's Ceilings (measured on its GPU, else its nominal ones),
@@ -614,6 +654,10 @@ class Backend:
 
     def _warn_once(self, key, message):
         kt.warn_once(self, key, f"kfuse.backend: {message}")
+
+
+def _only(why, names):
+    return {n: why[n] for n in names if n in why}
 
 
 def _eager_names(nodes, in_regions):

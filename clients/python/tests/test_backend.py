@@ -780,3 +780,21 @@ def test_a_clone_joins_the_region_of_its_readers():
     assert got[1].data_ptr() != got[0].data_ptr()
     (g,) = b.graphs
     assert "clone" in g.eager
+
+
+def test_the_summary_says_why_each_op_runs_eagerly():
+    def f(x, w, y):
+        h = F.gelu(x @ w) * y        # mm declined (4096^3), gelu * y fused
+        return torch.cumsum(h, -1), torch.relu(y).t()  # cumsum untranslated, t returned
+
+    specs = [(torch.bfloat16, (4096, 4096))] * 3
+    g = _partitioned(f, specs)
+    why = g.why_eager
+    assert set(why) == set(g.eager)
+    assert why["mm"].startswith("left to PyTorch: product of 137 GFLOP") and list(g.declined) == ["mm"]
+    assert why["cumsum"] == "kfuse.torch does not translate aten.cumsum.default"
+    assert why["t"] == "a view the graph returns (it aliases its input)"
+    assert why["relu"].startswith("a region of 1 compute op(s), below min_ops=2")
+    text = g.summary()
+    assert text.startswith("1 region(s) of 2 ATen node(s); 4 op(s) eager")
+    assert "  eager: cumsum: kfuse.torch does not translate aten.cumsum.default" in text
