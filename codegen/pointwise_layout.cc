@@ -152,8 +152,42 @@ absl::StatusOr<Resolved> Resolve(const Chain& chain, const std::set<int32_t>& in
   return r;
 }
 
+// The coarsest shape both static shapes `a` and `b` (equal element counts)
+// are row-major merges of: [320, 64, 64] and [32, 40960] give [32, 10, 64,
+// 64]. Unit dims are left out; nothing where a dim is symbolic or none
+// exists (a dim of one not dividing the other's).
+std::optional<std::vector<Dim>> CommonRefinement(const std::vector<Dim>& a, const std::vector<Dim>& b) {
+  auto sizes = [](const std::vector<Dim>& shape) -> std::optional<std::vector<int64_t>> {
+    std::vector<int64_t> out;
+    for (const Dim& d : shape) {
+      if (!d.is_static()) return std::nullopt;
+      if (d.size != 1) out.push_back(d.size);
+    }
+    return out;
+  };
+  const std::optional<std::vector<int64_t>> sx = sizes(a), sy = sizes(b);
+  if (!sx || !sy) return std::nullopt;
+  const std::vector<int64_t>& x = *sx;
+  const std::vector<int64_t>& y = *sy;
+  std::vector<Dim> refined;
+  size_t i = 0, j = 0;
+  int64_t p = x.empty() ? 1 : x[0], q = y.empty() ? 1 : y[0];
+  while (i < x.size() && j < y.size()) {
+    const int64_t m = std::min(p, q);
+    if (p % m != 0 || q % m != 0) return std::nullopt;
+    refined.push_back(Dim::Static(m));
+    p /= m;
+    q /= m;
+    if (p == 1 && ++i < x.size()) p = x[i];
+    if (q == 1 && ++j < y.size()) q = y[j];
+  }
+  if (i != x.size() || j != y.size()) return std::nullopt;
+  return refined;
+}
+
 // Where node `id` is a reshape whose result's shape ends `iter`: `iter`
-// with those trailing dims as the reshape's operand has them. Else nothing.
+// with those trailing dims split as finely as the reshape's result and its
+// operand both need (so both are splits of it). Else nothing.
 std::optional<std::vector<Dim>> Refined(const Chain& chain, int32_t id,
                                         const std::vector<Dim>& iter) {
   const Node& n = chain.nodes[id];
@@ -165,7 +199,8 @@ std::optional<std::vector<Dim>> Refined(const Chain& chain, int32_t id,
     return std::nullopt;
   }
   std::vector<Dim> over(iter.begin(), iter.end() - static_cast<std::ptrdiff_t>(to.size()));
-  over.insert(over.end(), from.begin(), from.end());
+  std::optional<std::vector<Dim>> both = CommonRefinement(to, from);
+  over.insert(over.end(), both ? both->begin() : from.begin(), both ? both->end() : from.end());
   return over;
 }
 

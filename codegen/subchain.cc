@@ -14,6 +14,66 @@
 
 namespace kfuse {
 
+namespace {
+
+// Reshape `n` of an InputView as one: its static dims grouped as the
+// operand's merge or split (unit dims aside), a merged group's strides
+// evenly spaced, the last dim's stride 1 (the rows' vectors); else nullopt.
+std::optional<InputView> ReshapedView(const Chain& chain, const Node& n) {
+  std::optional<InputView> v = AsInputView(chain, n.args[0]);
+  if (!v) return std::nullopt;
+  const std::vector<Dim>& from = chain.nodes[n.args[0]].type.shape;
+  const std::vector<Dim>& to = n.type.shape;
+  std::vector<int64_t> fs, ts, fst;  // Sizes other than 1, and the operand's strides there.
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (!from[i].is_static()) return std::nullopt;
+    if (from[i].size != 1) {
+      fs.push_back(from[i].size);
+      fst.push_back(v->strides[i]);
+    }
+  }
+  for (const Dim& d : to) {
+    if (!d.is_static()) return std::nullopt;
+    if (d.size != 1) ts.push_back(d.size);
+  }
+  std::vector<int64_t> st;  // Strides of ts's dims.
+  size_t i = 0, j = 0;
+  while (i < fs.size() || j < ts.size()) {
+    if (i >= fs.size() || j >= ts.size()) return std::nullopt;
+    size_t i1 = i + 1, j1 = j + 1;
+    int64_t px = fs[i], py = ts[j];
+    while (px != py) {
+      if (px < py && i1 < fs.size()) {
+        px *= fs[i1++];
+      } else if (py < px && j1 < ts.size()) {
+        py *= ts[j1++];
+      } else {
+        return std::nullopt;
+      }
+    }
+    for (size_t k = i; k + 1 < i1; ++k) {
+      if (fst[k] != fst[k + 1] * fs[k + 1]) return std::nullopt;  // Not evenly spaced.
+    }
+    int64_t stride = fst[i1 - 1];
+    std::vector<int64_t> group;
+    for (size_t k = j1; k-- > j;) {
+      group.push_back(stride);
+      stride *= ts[k];
+    }
+    st.insert(st.end(), group.rbegin(), group.rend());
+    i = i1;
+    j = j1;
+  }
+  InputView out;
+  out.input = v->input;
+  out.offset = v->offset;
+  for (size_t d = 0, k = 0; d < to.size(); ++d) out.strides.push_back(to[d].size == 1 ? 0 : st[k++]);
+  if (!to.empty() && to.back().size != 1 && out.strides.back() != 1) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
 std::optional<InputView> AsInputView(const Chain& chain, int32_t id) {
   const Node& n = chain.nodes[id];
   if (n.kind == OpKind::kInput) {
@@ -29,6 +89,7 @@ std::optional<InputView> AsInputView(const Chain& chain, int32_t id) {
     }
     return v;
   }
+  if (n.kind == OpKind::kReshape) return ReshapedView(chain, n);
   if (n.kind != OpKind::kSlice || (n.axis == n.type.rank() - 1 && n.step != 1)) return std::nullopt;
   std::optional<InputView> v = AsInputView(chain, n.args[0]);
   if (!v) return std::nullopt;
@@ -49,12 +110,12 @@ std::optional<InputView> AsInputView(const Chain& chain, int32_t id) {
 
 bool ReadInPlace(const Chain& chain, int32_t id) {
   const Node& n = chain.nodes[id];
-  if (n.kind != OpKind::kSlice || n.type.rank() == 0) return false;
+  if (!IsInputViewStep(n.kind) || n.type.rank() == 0) return false;
   if (!AsInputView(chain, id)) return false;
   // An output is written, not read; a slice it takes of a slice that
   // something else reads too is no view of its own.
   if (std::find(chain.outputs.begin(), chain.outputs.end(), id) != chain.outputs.end()) return false;
-  for (int32_t s = n.args[0]; chain.nodes[s].kind == OpKind::kSlice; s = chain.nodes[s].args[0]) {
+  for (int32_t s = n.args[0]; IsInputViewStep(chain.nodes[s].kind); s = chain.nodes[s].args[0]) {
     int readers = 0;
     for (const Node& r : chain.nodes) readers += static_cast<int>(std::count(r.args.begin(), r.args.end(), s));
     if (readers != 1 || std::find(chain.outputs.begin(), chain.outputs.end(), s) != chain.outputs.end()) return false;
@@ -72,7 +133,7 @@ std::set<int32_t> ViewsRead(const Chain& chain, const KernelGroup& group) {
   const std::set<int32_t> written(group.results.begin(), group.results.end());
   std::set<int32_t> views;
   for (int32_t id : group.nodes) {
-    if (chain.nodes[id].kind == OpKind::kSlice) continue;
+    if (IsInputViewStep(chain.nodes[id].kind)) continue;
     for (int32_t a : chain.nodes[id].args) {
       if (mine.count(a) && !written.count(a) && ReadInPlace(chain, a)) views.insert(a);
     }
@@ -143,7 +204,7 @@ absl::StatusOr<SubChain> Isolate(const Chain& chain, const KernelGroup& group) {
     c.nodes[to[id]].storage = chain.nodes[v.input].storage;
     c.input_names.push_back(validate_internal::NodeLabel(chain, id));
     s.inputs.push_back(s.inputs[chain.nodes[v.input].input_index]);
-    for (int32_t a = id; chain.nodes[a].kind == OpKind::kSlice; a = chain.nodes[a].args[0]) folded.insert(a);
+    for (int32_t a = id; IsInputViewStep(chain.nodes[a].kind); a = chain.nodes[a].args[0]) folded.insert(a);
   }
   // A constant the group writes (a chain output) or reads is a node of its
   // chain; inputs are there already.

@@ -48,9 +48,13 @@ struct InputView {
 };
 
 // Node `id` of validated, canonical `chain` as an InputView: slices of a
-// chain input, the last axis at step 1, every stride a static number;
-// nullopt otherwise.
+// chain input, the last axis at step 1, and reshapes of static shapes that
+// are views of them (a group norm's [N, C, H, W] as [N, G, C / G * H * W]),
+// the last dim at stride 1, every stride a static number; nullopt otherwise.
 std::optional<InputView> AsInputView(const Chain& chain, int32_t id);
+
+// The ops an InputView is made of.
+inline bool IsInputViewStep(OpKind k) { return k == OpKind::kSlice || k == OpKind::kReshape; }
 
 // Whether a row kernel reads node `id` in place, as an InputView (Isolate
 // makes it an input at strides of its own): a slice of a chain input (one of

@@ -143,6 +143,33 @@ TEST(SubChainTest, AViewOfASliceLeavingOneElementDoesNotStepOverIt) {
   EXPECT_EQ(view->offset, 32);
 }
 
+// A group norm's rows: x [2, 8, 5, 6] as [2, 4, 60] is a view of x, read
+// in place by the row kernel (no pointwise copy first); a reshape that
+// merges dims no stride can (x transposed, then merged) is not.
+TEST(SubChainTest, AReshapeOfAnInputIsAnInputViewWhereStridesCanSayIt) {
+  Chain c;
+  const int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(2), Dim::Static(8), Dim::Static(5), Dim::Static(6)}});
+  const int32_t t = c.AddInput(TensorType{DType::kF32, {Dim::Static(6), Dim::Static(5)}}, {1, 6});
+  const int32_t rows = c.AddOp(OpKind::kReshape, {x});
+  c.nodes[rows].shape = {Dim::Static(2), Dim::Static(4), Dim::Static(60)};
+  const int32_t flat = c.AddOp(OpKind::kReshape, {t});
+  c.nodes[flat].shape = {Dim::Static(30)};
+  const int32_t split = c.AddOp(OpKind::kReshape, {x});
+  c.nodes[split].shape = {Dim::Static(2), Dim::Static(2), Dim::Static(4), Dim::Static(1), Dim::Static(30)};
+  c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceMean, rows, {2}, true), c.AddOp(OpKind::kExp, {flat}),
+               c.AddOp(OpKind::kExp, {split})};
+  absl::StatusOr<Chain> v = Validate(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  std::optional<InputView> view = AsInputView(*v, rows);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_THAT(view->strides, ElementsAre(240, 60, 1));
+  EXPECT_TRUE(ReadInPlace(*v, rows));
+  EXPECT_FALSE(AsInputView(*v, flat).has_value());
+  view = AsInputView(*v, split);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_THAT(view->strides, ElementsAre(240, 120, 30, 0, 1));
+}
+
 TEST(SubChainTest, AKernelOfAChainAtTheInputLimitMayReadMoreBuffers) {
   const Chain c = reduce_test::ManyInputsThenRowSoftmax(DType::kF32, Limits{}.max_inputs, 256, 64);
   absl::StatusOr<Partition> p = PartitionChain(c);
