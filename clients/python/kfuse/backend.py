@@ -14,7 +14,8 @@ kfuse.torch translates it (the `_ATEN` table and its argument rules), its
 inputs and its result are tensors and, where shapes are static, it
 translates on its own; a split (or chunk, an attention op such as
 _scaled_dot_product_flash_attention, _fused_rms_norm, torch's RMSNorm
-on a GPU, native_layer_norm, or _native_batch_norm_legit_no_training) is
+on a GPU, native_layer_norm, native_group_norm, or
+_native_batch_norm_legit_no_training) is
 a candidate with its getitems, as one unit, when they are
 the only readers of its pieces (and, for a split, no piece is a graph
 output). Candidates are

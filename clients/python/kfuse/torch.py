@@ -407,6 +407,51 @@ def _batch_norm(x, running_mean, running_var, weight=None, bias=None, training=F
     return y if y.dtype == x.dtype else K.cast(y, x.dtype)
 
 
+def _group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """torch's group normalization: x [N, C, *] as [N, G, C / G * prod(*)],
+    each group's mean and biased variance, then the per-channel weight and
+    bias; in float32 for 16-bit inputs, the result in x's dtype. kfused reads
+    x in place as the groups' rows for the statistics, then once more for
+    the output."""
+    if not isinstance(x, K.Tensor) or x.dtype not in _FLOAT_DTYPES or x.rank < 2:
+        raise TypeError("group_norm needs a floating input of 2 or more dims")
+    shape = list(x.shape)
+    if not all(isinstance(d, int) for d in shape[1:]):
+        raise TypeError("group_norm needs static sizes past the batch dim")
+    c = shape[1]
+    if not isinstance(num_groups, int) or num_groups <= 0 or c % num_groups:
+        raise TypeError(f"group_norm: {c} channels do not split into {num_groups} groups")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        raise TypeError("group_norm's eps must be a number")
+    wide = pb.DTYPE_F64 if x.dtype == pb.DTYPE_F64 else pb.DTYPE_F32
+    # The groups' rows of x itself (a view kfused reads in place), then the cast.
+    y = K.reshape(x, [shape[0], num_groups, math.prod(shape[1:]) // num_groups])
+    y = y if y.dtype == wide else K.cast(y, wide)
+    d = K.sub(y, K.mean(y, -1, True))
+    z = K.mul(d, K.rsqrt(K.add(K.mean(K.mul(d, d), -1, True), float(eps))))
+    z = K.reshape(z, shape)
+
+    def per_channel(t, what):
+        if not isinstance(t, K.Tensor) or t.rank != 1 or t.shape[0] != c:
+            raise TypeError(f"group_norm's {what} must be a tensor of the {c} channels")
+        t = t if t.dtype == wide else K.cast(t, wide)
+        return K.reshape(t, [c] + [1] * (len(shape) - 2))
+
+    if weight is not None:
+        z = K.mul(z, per_channel(weight, "weight"))
+    if bias is not None:
+        z = K.add(z, per_channel(bias, "bias"))
+    return z if z.dtype == x.dtype else K.cast(z, x.dtype)
+
+
+def _native_group_norm(x, weight, bias, n, c, hxw, group, eps):
+    """ATen's native_group_norm: the norm (output 0), its mean and rstd
+    refused where read."""
+    return (_group_norm(x, group, weight, bias, eps),
+            _Untranslated("output 1 of native_group_norm (its mean)"),
+            _Untranslated("output 2 of native_group_norm (its rstd)"))
+
+
 def _aten_batch_norm(name, training_arg):
     """The handler of ATen's evaluation batch norms: (input, weight, bias,
     running_mean, running_var, [training,] momentum, eps), three outputs,
@@ -1173,6 +1218,7 @@ _FUNCTIONS = {
     operator.and_: _logical(K.logical_and, "&"), operator.or_: _logical(K.logical_or, "|"),
     operator.invert: _logical(K.logical_not, "~"),
     F.layer_norm: _layer_norm, F.linear: _linear, F.mse_loss: _mse_loss, F.batch_norm: _batch_norm,
+    F.group_norm: _group_norm,
     F.adaptive_avg_pool1d: _adaptive_avg_pool(1), F.adaptive_avg_pool2d: _adaptive_avg_pool(2),
     F.adaptive_avg_pool3d: _adaptive_avg_pool(3),
     F.cross_entropy: _cross_entropy, F.nll_loss: _nll_loss,
@@ -1223,7 +1269,9 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "expm1": _expm1, "log1p": _log1p, "elu": lambda x, alpha=1.0, scale=1.0, input_scale=1.0:
     _elu_family(x, alpha, scale, input_scale, False, "elu"), "selu": _selu, "celu": _celu,
     "log_sigmoid": _logsigmoid, "rsub": _rsub, "layer_norm": _layer_norm,
-    "native_layer_norm": _native_layer_norm,
+    "native_layer_norm": _native_layer_norm, "native_group_norm": _native_group_norm,
+    "group_norm": lambda x, num_groups, weight=None, bias=None, eps=1e-5, *_: _group_norm(
+        x, num_groups, weight, bias, eps),
     "_native_batch_norm_legit_no_training": _aten_batch_norm("_native_batch_norm_legit_no_training", False),
     "native_batch_norm": _aten_batch_norm("native_batch_norm", True),
     "log_sigmoid_forward": lambda x: (_logsigmoid(x), _Untranslated("the buffer of log_sigmoid_forward")), "detach": lambda x: x, "bitwise_and": _logical(K.logical_and, "bitwise_and"),

@@ -798,3 +798,25 @@ def test_the_summary_says_why_each_op_runs_eagerly():
     text = g.summary()
     assert text.startswith("1 region(s) of 2 ATen node(s); 4 op(s) eager")
     assert "  eager: cumsum: kfuse.torch does not translate aten.cumsum.default" in text
+
+
+def test_group_norm_and_silu_are_one_region(client):
+    # A diffusion UNet's GroupNorm + SiLU: aten.native_group_norm (its mean
+    # and rstd unread) and the SiLU, one region, planned as a row kernel
+    # reading x in place for the groups' statistics and one pass after it.
+    gn = torch.nn.GroupNorm(4, 16)
+
+    def f(x):
+        return F.silu(gn(x))
+
+    counting = CountingClient(client)
+    b, launcher = _host_backend(counting, mode="heuristic", fallback="raise")
+    x = torch.randn(2, 16, 6, 6)
+    with torch.inference_mode():
+        torch.testing.assert_close(torch.compile(f, backend=b)(x), f(x))
+    (g,) = b.graphs
+    assert g.eager == []
+    (region,) = g.regions
+    assert region.nodes[0] == "native_group_norm"
+    plan = region.cached_plan(x, gn.weight, gn.bias)
+    assert [k.variant.family for k in plan.kernels] == [pb.FAMILY_ROW_REDUCTION, pb.FAMILY_POINTWISE]

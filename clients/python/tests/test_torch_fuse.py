@@ -1007,19 +1007,25 @@ def _bn_inputs(dtype, stats=torch.float32, seed=5):
     return x, rm, rv, w, b
 
 
+def _expect_as_torch(fn, args, trace, f32_rtol):
+    """fn's chain (one output) evaluated in float64 against torch: float32
+    within f32_rtol of float64 (the statistics' arithmetic is float32, as
+    torch's), 16-bit no further from it than eager (the same roundings)."""
+    chain, _, _ = kt.fuse(fn, trace=trace).chain_for(*args)
+    (got,) = _f64(chain, list(args))
+    assert got.shape == args[0].shape
+    want = fn(*[a.double() for a in args])
+    if args[0].dtype == torch.float32:
+        torch.testing.assert_close(got.double(), want, rtol=f32_rtol, atol=f32_rtol)
+    else:
+        eager = fn(*args).double()
+        assert (got.double() - want).abs().max() <= (eager - want).abs().max() * 1.01
+
+
 @pytest.mark.parametrize("trace", ["fx", "aten"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_batch_norm_in_evaluation_is_the_running_statistics_per_channel(trace, dtype):
-    args = _bn_inputs(dtype)
-    chain, _, _ = kt.fuse(_bn_relu_residual, trace=trace).chain_for(*args)
-    (got,) = _f64(chain, list(args))
-    assert got.shape == args[0].shape
-    want = _bn_relu_residual(*[a.double() for a in args])
-    if dtype == torch.float32:  # The statistics' arithmetic in float32, as torch's.
-        torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)
-    else:  # The norm rounded to bf16 once, then the sum: eager's roundings, no more.
-        eager = _bn_relu_residual(*args).double()
-        assert (got.double() - want).abs().max() <= (eager - want).abs().max() * 1.01
+    _expect_as_torch(_bn_relu_residual, _bn_inputs(dtype), trace, 1e-6)
 
 
 def test_batch_norm_in_training_or_without_running_statistics_is_refused():
@@ -1040,6 +1046,37 @@ def test_adaptive_average_pools_to_size_one_are_means():
         torch.testing.assert_close(got.double(), fn(x.double()), rtol=1e-12, atol=1e-12)
     with pytest.raises(kt.Unsupported, match="to an output other than size 1"):
         kt.fuse(lambda x: F.adaptive_avg_pool2d(x, 2)).chain_for(x)
+
+
+def _gn_silu(x, w, b):
+    return F.silu(F.group_norm(x, 4, w, b, eps=1e-5))
+
+
+def _gn_inputs(dtype, seed=6):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(2, 8, 5, 6, generator=g).to(dtype) * 3 + 1, torch.randn(8, generator=g).to(dtype),
+            torch.randn(8, generator=g).to(dtype))
+
+
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_group_norm_is_each_groups_statistics_then_the_channels_affine(trace, dtype):
+    _expect_as_torch(_gn_silu, _gn_inputs(dtype), trace, 1e-9)
+
+
+def test_group_norm_refuses_channels_that_do_not_split():
+    with pytest.raises(kt.Unsupported, match="divisible by num_groups"):
+        kt.fuse(lambda x: F.group_norm(x, 3)).chain_for(torch.randn(2, 8, 4))
+
+
+def test_group_norm_is_a_row_kernel_reading_the_input_in_place_then_one_pass(client):
+    # x [N, C, H, W] read as the groups' rows [N, G, C / G * H * W] in place
+    # for the statistics (no copy first), then once more with the SiLU.
+    ff = kt.fuse(_gn_silu, client=client, mode="heuristic", fallback="raise")
+    for dtype in (torch.float32, torch.bfloat16):
+        plan = ff.plan_for(*_gn_inputs(dtype))
+        families = [pb.Family.Name(k.variant.family) for k in plan.kernels]
+        assert families == ["FAMILY_ROW_REDUCTION", "FAMILY_POINTWISE"], families
 
 
 def test_batch_norm_compiles(client):

@@ -197,6 +197,25 @@ def test_gpu_batch_norm_relu_residual_matches_float64(client):
     assert not missed, missed
 
 
+@pytest.mark.gpu
+def test_gpu_group_norm_silu_matches_float64(client):
+    """GroupNorm (32 groups) and SiLU, [2, 320, 64, 64] as a diffusion
+    UNet's, f32 and bf16: the groups' rows read in place by a row kernel."""
+    _gpu()
+    missed = []
+    for seed in _seeds():
+        g = torch.Generator().manual_seed(seed)
+        for dtype in (torch.float32, torch.bfloat16):
+            xs = [torch.randn(2, 320, 64, 64, generator=g).to(dtype), torch.randn(320, generator=g).to(dtype),
+                  torch.randn(320, generator=g).to(dtype)]
+            missed += _compare(client, f"group_norm {dtype}", _gn_silu32, [x.cuda() for x in xs], seed)
+    assert not missed, missed
+
+
+def _gn_silu32(x, w, b):
+    return F.silu(F.group_norm(x, 32, w, b))
+
+
 def _off_boundary(shape, dtype, elements):
     """A dense tensor of `shape` whose address lies `elements` past a 16-byte
     boundary (a view into a larger allocation)."""
