@@ -18,7 +18,8 @@ namespace {
 
 // Reshape `n` of an InputView as one: its static dims grouped as the
 // operand's merge or split (unit dims aside), a merged group's strides
-// evenly spaced, the last dim's stride 1 (the rows' vectors); else nullopt.
+// evenly spaced, the last dim wider than 1 at stride 1 (the rows' vectors);
+// else nullopt.
 std::optional<InputView> ReshapedView(const Chain& chain, const Node& n) {
   std::optional<InputView> v = AsInputView(chain, n.args[0]);
   if (!v) return std::nullopt;
@@ -68,7 +69,9 @@ std::optional<InputView> ReshapedView(const Chain& chain, const Node& n) {
   out.input = v->input;
   out.offset = v->offset;
   for (size_t d = 0, k = 0; d < to.size(); ++d) out.strides.push_back(to[d].size == 1 ? 0 : st[k++]);
-  if (!to.empty() && to.back().size != 1 && out.strides.back() != 1) return std::nullopt;
+  // Rows at unit stride; a trailing unit dim (a per-row value's) is the row
+  // kernels' own reshape, not read in place.
+  if (to.empty() || to.back().size == 1 || out.strides.back() != 1) return std::nullopt;
   return out;
 }
 

@@ -156,8 +156,10 @@ TEST(SubChainTest, AReshapeOfAnInputIsAnInputViewWhereStridesCanSayIt) {
   c.nodes[flat].shape = {Dim::Static(30)};
   const int32_t split = c.AddOp(OpKind::kReshape, {x});
   c.nodes[split].shape = {Dim::Static(2), Dim::Static(2), Dim::Static(4), Dim::Static(1), Dim::Static(30)};
+  const int32_t unit = c.AddOp(OpKind::kReshape, {x});
+  c.nodes[unit].shape = {Dim::Static(2), Dim::Static(8), Dim::Static(30), Dim::Static(1)};
   c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceMean, rows, {2}, true), c.AddOp(OpKind::kExp, {flat}),
-               c.AddOp(OpKind::kExp, {split})};
+               c.AddOp(OpKind::kExp, {split}), c.AddOp(OpKind::kExp, {unit})};
   absl::StatusOr<Chain> v = Validate(c);
   ASSERT_TRUE(v.ok()) << v.status();
   std::optional<InputView> view = AsInputView(*v, rows);
@@ -168,6 +170,8 @@ TEST(SubChainTest, AReshapeOfAnInputIsAnInputViewWhereStridesCanSayIt) {
   view = AsInputView(*v, split);
   ASSERT_TRUE(view.has_value());
   EXPECT_THAT(view->strides, ElementsAre(240, 120, 30, 0, 1));
+  // A trailing unit dim is the row kernels' own reshape of per-row values.
+  EXPECT_FALSE(AsInputView(*v, unit).has_value());
 }
 
 TEST(SubChainTest, AKernelOfAChainAtTheInputLimitMayReadMoreBuffers) {
