@@ -136,7 +136,10 @@ std::set<int32_t> ViewsRead(const Chain& chain, const KernelGroup& group) {
   const std::set<int32_t> written(group.results.begin(), group.results.end());
   std::set<int32_t> views;
   for (int32_t id : group.nodes) {
-    if (IsInputViewStep(chain.nodes[id].kind)) continue;
+    // A view's own operands are folded with it; a reshape no InputView (a
+    // per-row value's trailing unit dim) reads its operand as any op does.
+    const OpKind k = chain.nodes[id].kind;
+    if (k == OpKind::kSlice || (k == OpKind::kReshape && AsInputView(chain, id))) continue;
     for (int32_t a : chain.nodes[id].args) {
       if (mine.count(a) && !written.count(a) && ReadInPlace(chain, a)) views.insert(a);
     }

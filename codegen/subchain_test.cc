@@ -174,6 +174,38 @@ TEST(SubChainTest, AReshapeOfAnInputIsAnInputViewWhereStridesCanSayIt) {
   EXPECT_FALSE(AsInputView(*v, unit).has_value());
 }
 
+// A per-row value's trailing unit dim over a slice of an input (lengths
+// [:R] as [R, 1], masking the rows): the row kernel takes the reshape
+// itself and reads the slice in place, as before reshapes were InputViews.
+TEST(SubChainTest, ATrailingUnitReshapeOfASliceReadsTheSliceInPlace) {
+  Chain c;
+  const int32_t x = c.AddInput(TensorType{DType::kF32, {Dim::Static(4), Dim::Static(256)}});
+  const int32_t len = c.AddInput(TensorType{DType::kF32, {Dim::Static(6)}});
+  const int32_t first = c.AddOp(OpKind::kSlice, {len});
+  c.nodes[first].axis = 0;
+  c.nodes[first].stop = 4;
+  const int32_t per_row = c.AddOp(OpKind::kReshape, {first});
+  c.nodes[per_row].shape = {Dim::Static(4), Dim::Static(1)};
+  const int32_t scaled = c.AddOp(OpKind::kMul, {x, per_row});
+  c.outputs = {reduce_test::Reduce(&c, OpKind::kReduceSum, scaled, {1}, true)};
+  const Chain v = reduce_test::Finish(std::move(c));
+  EXPECT_FALSE(AsInputView(v, per_row).has_value());
+  absl::StatusOr<Partition> p = PartitionChain(v);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  absl::StatusOr<SubChain> s = Isolate(v, p->kernels[0]);
+  ASSERT_TRUE(s.ok()) << s.status();
+  int slices = 0, reshapes = 0;
+  for (const Node& n : s->chain.nodes) {
+    slices += n.kind == OpKind::kSlice;
+    reshapes += n.kind == OpKind::kReshape;
+  }
+  EXPECT_EQ(slices, 0);  // Read in place: an input at its offset.
+  EXPECT_EQ(reshapes, 1);
+  absl::StatusOr<KernelSpec> k = EmitFamily(v, p->kernels[0], FamilyHeuristic(v, p->kernels[0]));
+  ASSERT_TRUE(k.ok()) << k.status();
+}
+
 TEST(SubChainTest, AKernelOfAChainAtTheInputLimitMayReadMoreBuffers) {
   const Chain c = reduce_test::ManyInputsThenRowSoftmax(DType::kF32, Limits{}.max_inputs, 256, 64);
   absl::StatusOr<Partition> p = PartitionChain(c);
