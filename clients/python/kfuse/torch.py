@@ -389,17 +389,33 @@ def _batch_norm(x, running_mean, running_var, weight=None, bias=None, training=F
         raise TypeError("batch_norm without running statistics (track_running_stats=False) is not translated")
     if not isinstance(eps, (int, float)) or isinstance(eps, bool):
         raise TypeError("batch_norm's eps must be a number")
-    c = x.shape[1]
-    wide = pb.DTYPE_F64 if x.dtype == pb.DTYPE_F64 else pb.DTYPE_F32
-
-    def per_channel(t, what):
-        if not isinstance(t, K.Tensor) or t.rank != 1 or t.shape[0] != c:
-            raise TypeError(f"batch_norm's {what} must be a tensor of the {c} channels")
-        t = t if t.dtype == wide else K.cast(t, wide)
-        return K.reshape(t, [c] + [1] * (x.rank - 2))
-
+    wide = _wide(x)
+    per_channel = _per_channel("batch_norm", x, wide)
     y = K.sub(x if x.dtype == wide else K.cast(x, wide), per_channel(running_mean, "running_mean"))
     y = K.mul(y, K.rsqrt(K.add(per_channel(running_var, "running_var"), float(eps))))
+    return _affine(y, x, per_channel, weight, bias)
+
+
+def _wide(x):
+    """The type a norm of x computes in: float64 for float64, else float32."""
+    return pb.DTYPE_F64 if x.dtype == pb.DTYPE_F64 else pb.DTYPE_F32
+
+
+def _per_channel(name, x, wide):
+    """A function taking a norm's per-channel tensor (a statistic, a weight)
+    to `wide`, shaped to broadcast along x's channels (dim 1)."""
+    c = x.shape[1]
+
+    def f(t, what):
+        if not isinstance(t, K.Tensor) or t.rank != 1 or t.shape[0] != c:
+            raise TypeError(f"{name}'s {what} must be a tensor of the {c} channels")
+        t = t if t.dtype == wide else K.cast(t, wide)
+        return K.reshape(t, [c] + [1] * (x.rank - 2))
+    return f
+
+
+def _affine(y, x, per_channel, weight, bias):
+    """y * weight + bias per channel (either may be None), in x's dtype."""
     if weight is not None:
         y = K.mul(y, per_channel(weight, "weight"))
     if bias is not None:
@@ -423,25 +439,13 @@ def _group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
         raise TypeError(f"group_norm: {c} channels do not split into {num_groups} groups")
     if not isinstance(eps, (int, float)) or isinstance(eps, bool):
         raise TypeError("group_norm's eps must be a number")
-    wide = pb.DTYPE_F64 if x.dtype == pb.DTYPE_F64 else pb.DTYPE_F32
+    wide = _wide(x)
     # The groups' rows of x itself (a view kfused reads in place), then the cast.
     y = K.reshape(x, [shape[0], num_groups, math.prod(shape[1:]) // num_groups])
     y = y if y.dtype == wide else K.cast(y, wide)
     d = K.sub(y, K.mean(y, -1, True))
     z = K.mul(d, K.rsqrt(K.add(K.mean(K.mul(d, d), -1, True), float(eps))))
-    z = K.reshape(z, shape)
-
-    def per_channel(t, what):
-        if not isinstance(t, K.Tensor) or t.rank != 1 or t.shape[0] != c:
-            raise TypeError(f"group_norm's {what} must be a tensor of the {c} channels")
-        t = t if t.dtype == wide else K.cast(t, wide)
-        return K.reshape(t, [c] + [1] * (len(shape) - 2))
-
-    if weight is not None:
-        z = K.mul(z, per_channel(weight, "weight"))
-    if bias is not None:
-        z = K.add(z, per_channel(bias, "bias"))
-    return z if z.dtype == x.dtype else K.cast(z, x.dtype)
+    return _affine(K.reshape(z, shape), x, _per_channel("group_norm", x, wide), weight, bias)
 
 
 def _native_group_norm(x, weight, bias, n, c, hxw, group, eps):
