@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/pointwise_views.h"
 #include "codegen/validate.h"
 #include "codegen/validate_internal.h"
 #include "core/status.h"
@@ -16,59 +17,27 @@ namespace kfuse {
 
 namespace {
 
-// Reshape `n` of an InputView as one: its static dims grouped as the
-// operand's merge or split (unit dims aside), a merged group's strides
-// evenly spaced, the last dim wider than 1 at stride 1 (the rows' vectors);
-// else nullopt.
-std::optional<InputView> ReshapedView(const Chain& chain, const Node& n) {
+// Reshape `id` of an InputView as one: static dims, strides as the
+// pointwise views reshape them (a merged group evenly spaced), the last dim
+// wider than 1 at stride 1 (the rows' vectors); else nullopt.
+std::optional<InputView> ReshapedView(const Chain& chain, int32_t id) {
+  const Node& n = chain.nodes[id];
   std::optional<InputView> v = AsInputView(chain, n.args[0]);
   if (!v) return std::nullopt;
   const std::vector<Dim>& from = chain.nodes[n.args[0]].type.shape;
   const std::vector<Dim>& to = n.type.shape;
-  std::vector<int64_t> fs, ts, fst;  // Sizes other than 1, and the operand's strides there.
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (!from[i].is_static()) return std::nullopt;
-    if (from[i].size != 1) {
-      fs.push_back(from[i].size);
-      fst.push_back(v->strides[i]);
-    }
+  auto is_static = [](const Dim& d) { return d.is_static(); };
+  if (!std::all_of(from.begin(), from.end(), is_static) || !std::all_of(to.begin(), to.end(), is_static)) {
+    return std::nullopt;
   }
-  for (const Dim& d : to) {
-    if (!d.is_static()) return std::nullopt;
-    if (d.size != 1) ts.push_back(d.size);
-  }
-  std::vector<int64_t> st;  // Strides of ts's dims.
-  size_t i = 0, j = 0;
-  while (i < fs.size() || j < ts.size()) {
-    if (i >= fs.size() || j >= ts.size()) return std::nullopt;
-    size_t i1 = i + 1, j1 = j + 1;
-    int64_t px = fs[i], py = ts[j];
-    while (px != py) {
-      if (px < py && i1 < fs.size()) {
-        px *= fs[i1++];
-      } else if (py < px && j1 < ts.size()) {
-        py *= ts[j1++];
-      } else {
-        return std::nullopt;
-      }
-    }
-    for (size_t k = i; k + 1 < i1; ++k) {
-      if (fst[k] != fst[k + 1] * fs[k + 1]) return std::nullopt;  // Not evenly spaced.
-    }
-    int64_t stride = fst[i1 - 1];
-    std::vector<int64_t> group;
-    for (size_t k = j1; k-- > j;) {
-      group.push_back(stride);
-      stride *= ts[k];
-    }
-    st.insert(st.end(), group.rbegin(), group.rend());
-    i = i1;
-    j = j1;
-  }
+  std::vector<Mono> strides;
+  for (int64_t st : v->strides) strides.push_back(Mono{st, {}});
+  absl::StatusOr<std::vector<Mono>> st = pointwise_internal::ReshapeStrides(chain, id, from, to, std::move(strides));
+  if (!st.ok()) return std::nullopt;
   InputView out;
   out.input = v->input;
   out.offset = v->offset;
-  for (size_t d = 0, k = 0; d < to.size(); ++d) out.strides.push_back(to[d].size == 1 ? 0 : st[k++]);
+  for (const Mono& m : *st) out.strides.push_back(m.coef);
   // Rows at unit stride; a trailing unit dim (a per-row value's) is the row
   // kernels' own reshape, not read in place.
   if (to.empty() || to.back().size == 1 || out.strides.back() != 1) return std::nullopt;
@@ -92,7 +61,7 @@ std::optional<InputView> AsInputView(const Chain& chain, int32_t id) {
     }
     return v;
   }
-  if (n.kind == OpKind::kReshape) return ReshapedView(chain, n);
+  if (n.kind == OpKind::kReshape) return ReshapedView(chain, id);
   if (n.kind != OpKind::kSlice || (n.axis == n.type.rank() - 1 && n.step != 1)) return std::nullopt;
   std::optional<InputView> v = AsInputView(chain, n.args[0]);
   if (!v) return std::nullopt;
