@@ -242,7 +242,6 @@ _RATES = {"product": (0.63, 1.08), "attention": (0.45, 0.85)}  # (kfuse, framewo
 _SOFTMAX = frozenset({"_softmax", "_safe_softmax", "_log_softmax"})
 _NEAR_SOFTMAX = 6  # Nodes between a score product and its softmax, at most.
 _CEILINGS_RETRY_S = 30.0  # After kfused gave no ceilings, ask again no sooner.
-_LEFT = "left to PyTorch: "  # How CompiledGraph.why_eager starts a declined op's reason.
 
 
 def _numel(node):
@@ -576,8 +575,8 @@ class Backend:
         number = next(_graph_numbers)
         nodes = list(gm.graph.nodes)
         with _no_fake_mode():
-            regions, chains, why = self._regions(nodes)
-        declined = {n: w[len(_LEFT):] for n, w in why.items() if w.startswith(_LEFT)}
+            regions, chains, why, declined = self._regions(nodes)
+        why.update((n, f"left to PyTorch: {w}") for n, w in declined.items())
         if not regions:
             eager = _eager_names(nodes, set())
             with self._lock:
@@ -597,11 +596,11 @@ class Backend:
 
     def _regions(self, nodes):
         """The regions to fuse, their chains (None where shapes are
-        dynamic) and {node name: why} of the ops left out (the products and
-        attention ops left to the framework, _declined, say so first); a
+        dynamic), {node name: why} of the ops left out, and of those the
+        products and attention ops left to the framework (_declined); a
         region larger than kfused takes in one chain is cut into pieces
         (_within_limits)."""
-        why = {}
+        why, declined = {}, {}
         candidates = _candidates(nodes, why)
         heavy = [n for n in nodes if n in candidates and _heavy_work(n) is not None]
         ceilings = self._ceilings() if heavy and self.products == "framework" else None
@@ -609,7 +608,7 @@ class Backend:
             for n in heavy:
                 w = _declined(n, candidates, ceilings)
                 if w is not None:  # With its getitems: a tuple-valued op's unit (_split_unit).
-                    why[n.name] = f"{_LEFT}{w}"
+                    declined[n.name] = w
                     candidates -= {n, *(u for u in n.users if u.target is operator.getitem)}
         while True:
             regions, chains, refused = [], [], set()
@@ -633,7 +632,7 @@ class Backend:
                     why.setdefault(n.name, "views alone: no kernel to fuse" if ops == 0 else
                                    f"a region of {ops} compute op(s), below min_ops={self.min_ops} "
                                    "(one op is one PyTorch kernel already)")
-        return [regions[k] for k in keep], [chains[k] for k in keep], why
+        return [regions[k] for k in keep], [chains[k] for k in keep], why, declined
 
     def _ceilings(self):
         """kfused's Ceilings (measured on its GPU, else its nominal ones),
