@@ -294,6 +294,51 @@ std::optional<Chain> SplitMixedReductions(const Chain& c) {
 
 namespace {
 
+// `m` into `tmp` unless an equal node is there (same body and operands);
+// its id either way.
+int32_t Add(Node m, const std::vector<std::string>& tags, Chain* tmp, std::vector<uint64_t>* shash,
+            std::map<std::string, int32_t>* seen) {
+  std::string key = NodeBody(m);
+  std::string hkey = NodeBody(m, &tags);
+  for (int32_t a : m.args) {
+    absl::StrAppend(&key, ",%", a);
+    absl::StrAppend(&hkey, ",", absl::Hex((*shash)[a]));
+  }
+  auto [it, inserted] = seen->emplace(key, static_cast<int32_t>(tmp->nodes.size()));
+  if (inserted) {
+    tmp->nodes.push_back(std::move(m));
+    shash->push_back(Fnv(hkey));
+  }
+  return it->second;
+}
+
+// For a matmul `m` over nodes of `tmp` whose operands are both reshapes
+// that keep their operands' last two dims, of operands with the same batch
+// dims: the matmul of those operands (its batch dims theirs). The original
+// is that product reshaped to its shape. nullopt otherwise.
+std::optional<Node> UnmergedProduct(const Chain& tmp, const Node& m) {
+  if (m.kind != OpKind::kMatmul) return std::nullopt;
+  std::vector<int32_t> from;
+  std::vector<Dim> batch;
+  for (int i = 0; i < 2; ++i) {
+    const Node& r = tmp.nodes[m.args[i]];
+    if (r.kind != OpKind::kReshape) return std::nullopt;
+    const std::vector<Dim>& to = r.type.shape;
+    const std::vector<Dim>& in = tmp.nodes[r.args[0]].type.shape;
+    if (in.size() < 2 || !std::equal(to.end() - 2, to.end(), in.end() - 2)) return std::nullopt;
+    std::vector<Dim> b(in.begin(), in.end() - 2);
+    if (i == 1 && b != batch) return std::nullopt;
+    batch = std::move(b);
+    from.push_back(r.args[0]);
+  }
+  Node p = m;
+  p.args = from;
+  p.type.shape = batch;
+  p.type.shape.push_back(m.type.shape[m.type.rank() - 2]);
+  p.type.shape.push_back(m.type.shape.back());
+  return p;
+}
+
 // One round of canonicalization: splits, then the rewrites below.
 Chain CanonicalizeRound(const Chain& validated) {
   Chain c = validated;
@@ -359,18 +404,34 @@ Chain CanonicalizeRound(const Chain& validated) {
         m = std::move(k);
       }
     }
-    std::string key = NodeBody(m);
-    std::string hkey = NodeBody(m, &tags);
-    for (int32_t a : m.args) {
-      absl::StrAppend(&key, ",%", a);
-      absl::StrAppend(&hkey, ",", absl::Hex(shash[a]));
+    // A view that changes nothing is its operand; a reshape of a reshape
+    // reshapes the first's operand.
+    if (m.kind == OpKind::kReshape && tmp.nodes[m.args[0]].kind == OpKind::kReshape) {
+      m.args[0] = tmp.nodes[m.args[0]].args[0];
     }
-    auto [it, inserted] = seen.emplace(key, static_cast<int32_t>(tmp.nodes.size()));
-    rep[id] = it->second;
-    if (inserted) {
-      tmp.nodes.push_back(std::move(m));
-      shash.push_back(Fnv(hkey));
+    if ((m.kind == OpKind::kReshape || m.kind == OpKind::kExpand) &&
+        tmp.nodes[m.args[0]].type.shape == m.type.shape) {
+      rep[id] = m.args[0];
+      continue;
     }
+    // A product of reshapes that merge or split batch dims alone (as
+    // ATen's bmm lowering of a batched matmul does) is the product over the
+    // dims they reshape, reshaped.
+    if (std::optional<Node> unmerged = UnmergedProduct(tmp, m)) {
+      const int32_t p = Add(*std::move(unmerged), tags, &tmp, &shash, &seen);
+      if (tmp.nodes[p].type.shape == m.type.shape) {
+        rep[id] = p;
+        continue;
+      }
+      Node r;
+      r.kind = OpKind::kReshape;
+      r.type = m.type;
+      r.shape = m.type.shape;
+      r.args = {p};
+      r.wire_index = m.wire_index;
+      m = std::move(r);
+    }
+    rep[id] = Add(std::move(m), tags, &tmp, &shash, &seen);
   }
 
   // Final ids: inputs first, then a post-order walk from the outputs.

@@ -246,6 +246,83 @@ TEST(CanonicalizeTest, OutputsKeepOrderAndMayRepeat) {
   EXPECT_EQ(c.outputs[3], 0);
 }
 
+// A view op of `arg` to `shape` (kReshape or kExpand).
+int View(Chain& c, OpKind kind, int arg, std::vector<Dim> shape) {
+  int v = c.AddOp(kind, {arg});
+  c.nodes[v].shape = std::move(shape);
+  return v;
+}
+
+std::vector<Dim> Static(std::initializer_list<int64_t> sizes) {
+  std::vector<Dim> out;
+  for (int64_t s : sizes) out.push_back(Dim::Static(s));
+  return out;
+}
+
+TEST(CanonicalizeTest, ViewsThatChangeNothingAreTheirOperands) {
+  auto direct = [](Chain& c) {
+    Inputs(c);
+    c.outputs.push_back(c.AddOp(OpKind::kExp, {0}));
+  };
+  const std::string base = Hash(direct);
+  EXPECT_EQ(Hash([](Chain& c) {
+              Inputs(c);
+              const std::vector<Dim> same = {Dim::Sym(0), Dim::Static(64)};
+              int e = View(c, OpKind::kExpand, 0, same);
+              c.outputs.push_back(c.AddOp(OpKind::kExp, {View(c, OpKind::kReshape, e, same)}));
+            }),
+            base);
+  // Two reshapes back to where they started.
+  EXPECT_EQ(Hash([](Chain& c) {
+              Inputs(c);
+              int r = View(c, OpKind::kReshape, 0, {Dim::Sym(0), Dim::Static(8), Dim::Static(8)});
+              c.outputs.push_back(
+                  c.AddOp(OpKind::kExp, {View(c, OpKind::kReshape, r, {Dim::Sym(0), Dim::Static(64)})}));
+            }),
+            base);
+  // A reshape that changes the shape stays.
+  EXPECT_NE(Hash([](Chain& c) {
+              Inputs(c);
+              int r = View(c, OpKind::kReshape, 0, {Dim::Sym(0), Dim::Static(8), Dim::Static(8)});
+              c.outputs.push_back(c.AddOp(OpKind::kExp, {r}));
+            }),
+            base);
+}
+
+// q [1, 4, 16, 32] @ k^T [1, 4, 32, 16], as written and as ATen's bmm
+// lowering has it: each operand reshaped to [4, ..], the product back.
+void Batched(Chain& c, bool lowered, std::vector<Dim> k_batch = Static({1, 4})) {
+  c.input_names = {"q", "k"};
+  c.output_names = {"s"};
+  int q = c.AddInput(TensorType{DType::kBF16, Static({1, 4, 16, 32})});
+  std::vector<Dim> kshape = k_batch;
+  kshape.insert(kshape.end(), {Dim::Static(16), Dim::Static(32)});
+  int k = c.AddInput(TensorType{DType::kBF16, kshape});
+  int kt = c.AddOp(OpKind::kPermute, {k});
+  c.nodes[kt].axes = {0, 1, 3, 2};
+  if (!lowered) {
+    c.outputs.push_back(c.AddOp(OpKind::kMatmul, {q, kt}));
+    return;
+  }
+  int a = View(c, OpKind::kReshape, View(c, OpKind::kExpand, q, Static({1, 4, 16, 32})), Static({4, 16, 32}));
+  std::vector<Dim> bshape = k_batch;
+  bshape.insert(bshape.end(), {Dim::Static(32), Dim::Static(16)});
+  int b = View(c, OpKind::kReshape, View(c, OpKind::kExpand, kt, bshape), Static({4, 32, 16}));
+  int mm = c.AddOp(OpKind::kMatmul, {a, b});
+  c.outputs.push_back(View(c, OpKind::kReshape, mm, Static({1, 4, 16, 16})));
+}
+
+TEST(CanonicalizeTest, AProductOverMergedBatchDimsIsTheProductOverThem) {
+  EXPECT_EQ(Hash([](Chain& c) { Batched(c, true); }), Hash([](Chain& c) { Batched(c, false); }));
+  Chain lowered = Canon([](Chain& c) { Batched(c, true); });
+  EXPECT_EQ(lowered.nodes[lowered.outputs[0]].kind, OpKind::kMatmul) << ToString(lowered);
+  // Operands of other batch dims ([1, 4] and [4, 1] merged alike): left as
+  // written, a reshape of a batched product.
+  Chain mixed = Canon([](Chain& c) { Batched(c, true, Static({4, 1})); });
+  EXPECT_EQ(mixed.nodes[mixed.outputs[0]].kind, OpKind::kReshape) << ToString(mixed);
+  EXPECT_EQ(mixed.nodes[mixed.nodes[mixed.outputs[0]].args[0]].type.rank(), 3);
+}
+
 TEST(CanonicalizeTest, IsIdempotentAndStillValid) {
   Chain c = Canon([](Chain& c) {
     Base(c);

@@ -1014,8 +1014,9 @@ TEST(ViewsBesideReductionsTest, WhatARowKernelWritesForAnOuterReductionIsStoredO
 // (fuzzer findings, each an output written twice):
 //   10: a row result (m = x.amax(-1, keepdim)), written by the row kernel
 //       storing other results of its rows for a reduction over outer axes,
-//       and read by a later reduction through a view ((x - m.reshape(N,
-//       1)).sum(-1));
+//       and read by a later reduction through a view ((x - m.expand(N,
+//       M)).sum(-1); found as m.reshape(N, 1), a view canonicalization now
+//       drops);
 //   11: an output over the rows computed through a view from a row result
 //       (o = (x - x.amax(-1, keepdim)) * arange(M)), read by a reduction
 //       over outer axes (o.sum(0)), whose kernel takes no view: the row

@@ -176,7 +176,7 @@ inline Chain ColumnSumBesideRowSoftmax(DType t, int64_t n, int64_t m) {
 //   9: s = x.sum(-1); s.sum(), o = x + s.reshape(N, 1) and o.sum(0): the
 //      row kernel storing s writes o and stores it for its column sums.
 //   10: m = x.amax(-1, keepdim) (an output), log(exp(x - m).sum(-1,
-//      keepdim)).sum(0) and (x - m.reshape(N, 1)).sum(-1): the row kernel
+//      keepdim)).sum(0) and (x - m.expand(N, M)).sum(-1): the row kernel
 //      storing the exp sums writes m and stores it for the view's kernel.
 //   11: o = (x - x.amax(-1, keepdim)) * arange(M) (an output over the
 //      rows, through an iota) and o.sum(0): the row kernel storing the row
@@ -247,11 +247,11 @@ inline Chain ViewsBesideReductions(DType t, int64_t n, int64_t m, int which) {
       c.outputs = {Reduce(&c, OpKind::kReduceSum, sums, {0}, false), o, Reduce(&c, OpKind::kReduceSum, o, {0}, false)};
       break;
     }
-    case 10: {  // m = x.amax(-1, keepdim); m, log(exp(x - m).sum(-1, keepdim)).sum(0), (x - m.reshape(N, 1)).sum(-1).
+    case 10: {  // m = x.amax(-1, keepdim); m, log(exp(x - m).sum(-1, keepdim)).sum(0), (x - m.expand(N, M)).sum(-1).
       int32_t m = Reduce(&c, OpKind::kReduceMax, x, {1}, true);
       int32_t sums = Reduce(&c, OpKind::kReduceSum, c.AddOp(OpKind::kExp, {c.AddOp(OpKind::kSub, {x, m})}), {1}, true);
-      int32_t column = c.AddOp(OpKind::kReshape, {m});
-      c.nodes[column].shape = {c.nodes[x].type.shape[0], Dim::Static(1)};
+      int32_t column = c.AddOp(OpKind::kExpand, {m});
+      c.nodes[column].shape = c.nodes[x].type.shape;
       c.outputs = {m, Reduce(&c, OpKind::kReduceSum, c.AddOp(OpKind::kLog, {sums}), {0}, false),
                    Reduce(&c, OpKind::kReduceSum, c.AddOp(OpKind::kSub, {x, column}), {1}, false)};
       break;

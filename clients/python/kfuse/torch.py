@@ -1367,6 +1367,8 @@ def _python_value(node, args, kwargs):
             return torch.Size(args[0].shape)
         if args[1] == "ndim" and len(args) == 2:
             return len(args[0].shape)
+        if args[1] == "dtype" and len(args) == 2:
+            return _TORCH_DTYPES[args[0].dtype]  # For casts back (x.to(q.dtype)).
         if args[1] == "device" and len(args) == 2:
             return _INPUTS_DEVICE  # For factories (torch.arange(n, device=x.device)): the plan's.
         if args[1] in ("T", "mT") and len(args) == 2:
@@ -1397,7 +1399,8 @@ class _InputsDevice:
 _INPUTS_DEVICE = _InputsDevice()
 _FACTORIES = {"scalar_tensor": _scalar_tensor, "arange": _arange}
 _PURE_PYTHON = {getattr, operator.getitem, operator.add, operator.sub, operator.mul,
-                operator.truediv, operator.floordiv, operator.neg, operator.pow}
+                operator.truediv, operator.floordiv, operator.neg, operator.pow,
+                math.sqrt, math.log, math.exp}  # A scale from a size: 1 / math.sqrt(d).
 
 
 def _spec(spec):

@@ -295,6 +295,18 @@ def test_arange_is_an_iota():
         kt.fuse(lambda x: x.sum() + torch.arange(5, 5, device=x.device).sum()).chain_for(torch.ones(8))
 
 
+def test_a_tensors_dtype_is_read_for_casts_back():
+    # Attention written as torch's math path is: scores in float32, cast
+    # back to the query's dtype by its .dtype.
+    def fn(q, k):
+        s = (q.float() * 0.125) @ k.float().transpose(-2, -1)
+        return torch.softmax(s, -1).to(q.dtype)
+
+    bf16 = torch.ones(4, 8, dtype=torch.bfloat16)
+    last = kt.fuse(fn).chain_for(bf16, bf16)[0].to_proto().ops[-1]
+    assert last.kind == pb.OP_CAST and last.dtype == pb.DTYPE_BF16
+
+
 def test_a_dtype_torch_would_promote_is_refused(monkeypatch):
     # A translation that kept int32 where torch sums into int64.
     monkeypatch.setitem(kt._METHODS, "sum", kt._reduce(kfuse.sum))
@@ -586,6 +598,24 @@ def test_an_attention_between_projections_is_a_kernel_of_its_own(client):
     assert families == ["MATMUL", "POINTWISE", "POINTWISE", "POINTWISE", "ATTENTION", "POINTWISE",
                         "MATMUL"]
     assert "the causal mask" in plan.kernels[4].partition_reason
+
+
+def written_attention(q, k, v):
+    """Attention written out as Llama's reference code has it: the scores
+    by matmul, softmax in float32, cast back, times v ([batch, heads,
+    tokens, head dim])."""
+    scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(q.shape[-1])
+    return torch.matmul(F.softmax(scores.float(), dim=-1).type_as(q), v)
+
+
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+def test_attention_written_out_is_one_kernel(client, trace):
+    # ATen's trace holds each product as a bmm between reshapes that merge
+    # the batch and head dims; kfused reads them as the product over both.
+    bf16 = torch.bfloat16
+    plan = kt.fuse(written_attention, client=client, mode="heuristic", fallback="raise", trace=trace).plan_for(
+        *[torch.randn(2, 4, 136, 64, dtype=bf16) for _ in range(3)])
+    assert [pb.Family.Name(k.variant.family) for k in plan.kernels] == ["FAMILY_ATTENTION"]
 
 
 def _linear_gelu(x, w):

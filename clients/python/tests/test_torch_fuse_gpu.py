@@ -19,7 +19,7 @@ import kfuse  # noqa: E402
 import kfuse.torch as kt  # noqa: E402
 from doubles import CountingClient  # noqa: E402
 from test_torch_fuse import (CASES, COMPOSITES, _NO_SPECIALS, _TORCH, _gpu, _specials,  # noqa: E402
-                             _bn_relu_residual, attention_block)
+                             _bn_relu_residual, attention_block, written_attention)
 
 F = torch.nn.functional
 
@@ -186,6 +186,24 @@ def test_gpu_attention_between_projections_matches_float64(client):
         bf16 = dict(dtype=torch.bfloat16, device="cuda")
         xs = [torch.randn(200, 256, **bf16), torch.randn(256, 768, **bf16) / 16, torch.randn(256, 256, **bf16) / 16]
         missed += _compare(client, "attention_block", attention_block, xs, seed)
+    assert not missed, missed
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+def test_gpu_attention_written_out_matches_float64(client, trace):
+    """Attention as Llama's reference code writes it (float32 softmax cast
+    back), traced both ways: one attention kernel, 2 x 4 heads of 200
+    tokens (partial tiles), against float64."""
+    _gpu()
+    missed = []
+    for seed in _seeds():
+        torch.manual_seed(seed)
+        xs = [torch.randn(2, 4, 200, 64, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+        with kfuse.Launcher() as launcher, torch.inference_mode():
+            fused = kt.fuse(written_attention, client=client, fallback="raise", launcher=launcher, trace=trace)
+            missed += _check(f"written_attention {trace}", written_attention, fused, xs, seed)
+            assert len(fused.plan_for(*xs).kernels) == 1
     assert not missed, missed
 
 
