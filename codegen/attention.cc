@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/analysis.h"
 #include "codegen/attention_plan.h"
+#include "codegen/pointwise_layout.h"
+#include "codegen/pointwise_views.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -112,6 +114,32 @@ absl::StatusOr<std::vector<Access>> Reads(const Chain& c, const std::vector<int3
   return out;
 }
 
+// Strides over pv's frame of output `o`, an epilogue node stored dense in
+// its own shape: back through the views that lay it out to pv's shape.
+// Whether a permute is among them in `permuted`.
+absl::StatusOr<std::vector<SizeExpr>> LaidOut(const Chain& c, int32_t o, bool* permuted) {
+  const std::vector<Dim>& shape = c.nodes[o].type.shape;
+  std::vector<Mono> st(shape.size(), Mono{1, {}});
+  for (size_t i = shape.size(); i-- > 1;) st[i - 1] = st[i] * Mono::Of(shape[i]);
+  *permuted = false;
+  for (int32_t id = o; c.nodes[id].kind == OpKind::kReshape || c.nodes[id].kind == OpKind::kPermute;) {
+    const Node& n = c.nodes[id];
+    const std::vector<Dim>& from = c.nodes[n.args[0]].type.shape;
+    if (n.kind == OpKind::kPermute) {
+      std::vector<Mono> back(st.size());
+      for (size_t k = 0; k < n.axes.size(); ++k) back[n.axes[k]] = st[k];
+      st = std::move(back);
+      *permuted = true;
+    } else {
+      KFUSE_ASSIGN_OR_RETURN(st, pointwise_internal::ReshapeStrides(c, id, n.type.shape, from, std::move(st)));
+    }
+    id = n.args[0];
+  }
+  std::vector<SizeExpr> out;
+  for (const Mono& m : st) out.push_back(m.ToExpr());
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
@@ -175,6 +203,12 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   std::set<int32_t> epi_mine(m->epilogue.begin(), m->epilogue.end());
   epi_mine.insert(m->pv);
   KFUSE_ASSIGN_OR_RETURN(p.epilogue_reads, Reads(chain, m->epilogue, epi_mine, oframe));
+  for (int32_t o : chain.outputs) {
+    if (!epi_mine.count(o) || p.laid_out.count(o)) continue;
+    bool permuted = false;
+    KFUSE_ASSIGN_OR_RETURN(std::vector<SizeExpr> st, LaidOut(chain, o, &permuted));
+    if (permuted) p.laid_out[o] = std::move(st);
+  }
 
   for (const Dim& x : p.batch) p.batches = matmul_internal::Mul(p.batches, DimSize(x));
   std::set<int32_t> syms;
@@ -185,7 +219,12 @@ absl::StatusOr<Plan> MakePlan(const Chain& chain, const KernelGroup& group,
   for (const auto* reads : {&p.score_reads, &p.epilogue_reads}) {
     for (const Access& a : *reads) {
       for (const SizeExpr& s : a.strides) CollectSymbols(s, &syms);
+      CollectSymbols(a.offset, &syms);
     }
+  }
+  for (const Access* a : {&p.q, &p.k, &p.v}) CollectSymbols(a->offset, &syms);
+  for (const auto& [o, strides] : p.laid_out) {
+    for (const SizeExpr& s : strides) CollectSymbols(s, &syms);
   }
   p.symbols.assign(syms.begin(), syms.end());
   if (numerics == Numerics::kFast) {

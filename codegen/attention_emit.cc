@@ -118,7 +118,10 @@ class Writer {
     return idx;
   }
 
-  std::string Buffer(const Access& a) const { return absl::StrCat("in", a.buffer.index); }
+  std::string Buffer(const Access& a) const {
+    const std::string b = absl::StrCat("in", a.buffer.index);
+    return a.offset.is_const() && a.offset.value() == 0 ? b : absl::StrCat("(", b, " + ", SizeCode(a.offset), ")");
+  }
 
   // Operand base at this CTA's batch index.
   std::string Base(const Access& a) const {
@@ -158,7 +161,7 @@ class Writer {
         const int axis = static_cast<int>(n.axis + idx.size()) - n.type.rank();
         const bool one = n.type.shape[n.axis].is_static() && n.type.shape[n.axis].size == 1;
         e = absl::StrCat("(", ComputeType(n.type.dtype, p_.numerics), ")(", one ? "0" : idx[axis], ")");
-      } else if (n.kind == OpKind::kReshape) {
+      } else if (n.kind == OpKind::kReshape || n.kind == OpKind::kPermute) {
         e = operand(n.args[0]);
       } else {
         std::vector<std::string> args;
@@ -181,13 +184,15 @@ class Writer {
       if (o != m_.pv && !epi.count(o)) continue;
       const DType t = c_.nodes[o].type.dtype;
       const std::string a = StoreExpr(absl::StrCat("v", o, pair ? "_0" : ""), t, p_.numerics, &needs_);
+      auto laid = p_.laid_out.find(o);
+      const std::string at = laid == p_.laid_out.end() ? "kf_o" : Offset(laid->second, Frame("i", "d"));
       if (!pair) {
-        absl::StrAppend(&s, ind, "out", j, "[kf_o] = ", a, ";\n");
+        absl::StrAppend(&s, ind, "out", j, "[", at, "] = ", a, ";\n");
         continue;
       }
       const std::string b = StoreExpr(absl::StrCat("v", o, "_1"), t, p_.numerics, &needs_);
       const std::string pt = absl::StrCat("kf_pair<", OutputStorage(t, p_.numerics), ">");
-      absl::StrAppend(&s, ind, "*reinterpret_cast<", pt, "*>(out", j, " + kf_o) = ", pt, "{", a, ", ",
+      absl::StrAppend(&s, ind, "*reinterpret_cast<", pt, "*>(out", j, " + ", at, ") = ", pt, "{", a, ", ",
                       b, "};\n");
     }
     return s;

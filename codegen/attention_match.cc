@@ -17,7 +17,7 @@ bool IsConst(const Chain& c, int32_t id, double v) {
 }
 
 bool IsView(OpKind k) {
-  return k == OpKind::kReshape || k == OpKind::kExpand || k == OpKind::kPermute;
+  return k == OpKind::kReshape || k == OpKind::kExpand || k == OpKind::kPermute || k == OpKind::kSlice;
 }
 
 // A reduction along the last axis with keepdim, of `arg`.
@@ -170,7 +170,10 @@ std::optional<AttentionMatch> MatchAttention(const Chain& c) {
     m.lse_tail.push_back(t);
   }
 
-  // The epilogue after pv: element-wise work of its shape, reshapes last.
+  // The epilogue after pv: element-wise work of its shape, then views that
+  // lay it out: reshapes, and a permute keeping the last dim last (heads
+  // back between tokens and the head dim), each read by the next view
+  // alone, the last by nothing.
   const std::vector<Dim>& out = c.nodes[m.pv].type.shape;
   std::set<int32_t> epi;
   for (int32_t id = m.pv + 1; id < count; ++id) {
@@ -178,9 +181,17 @@ std::optional<AttentionMatch> MatchAttention(const Chain& c) {
     const bool reads = std::any_of(n.args.begin(), n.args.end(),
                                    [&](int32_t a) { return a == m.pv || epi.count(a); });
     if (!reads) continue;
-    if (n.kind == OpKind::kReshape) {
-      if (!users[id].empty()) return std::nullopt;
-    } else if (!IsElementwise(n.kind) || n.type.shape != out) {
+    if (n.kind == OpKind::kReshape || n.kind == OpKind::kPermute) {
+      if (n.kind == OpKind::kPermute && n.axes.back() != n.type.rank() - 1) return std::nullopt;
+      if (users[id].size() > 1) return std::nullopt;
+      if (users[id].size() == 1 && kind(users[id][0]) != OpKind::kReshape &&
+          kind(users[id][0]) != OpKind::kPermute) {
+        return std::nullopt;
+      }
+    } else if (!IsElementwise(n.kind) || n.type.shape != out ||
+               std::any_of(n.args.begin(), n.args.end(), [&](int32_t a) {
+                 return IsView(kind(a)) && epi.count(a);
+               })) {
       return std::nullopt;
     }
     epi.insert(id);

@@ -3,6 +3,7 @@
 #define KFUSE_CODEGEN_ATTENTION_PLAN_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct Plan {
   // What the score function reads, over [batch.., Sq, Sk]; what the
   // epilogue reads, over [batch.., Sq, Dv].
   std::vector<Access> score_reads, epilogue_reads;
+  // Outputs laid out by a permute in the epilogue (stored dense in their
+  // own shape): their strides over [batch.., Sq, Dv]. Other outputs of pv's
+  // shape are dense over it.
+  std::map<int32_t, std::vector<SizeExpr>> laid_out;
   std::vector<int32_t> symbols;  // Ascending.
   std::vector<Precondition> preconditions;
   // Schedule (kFast only).

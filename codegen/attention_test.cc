@@ -270,6 +270,37 @@ TEST(AttentionTest, LaunchContractAndSchedule) {
   EXPECT_TRUE(absl::StrContains(ref->source, "double"));
 }
 
+// Q, K and V sliced from one packed input, the output's heads put back
+// between the tokens and the head dim: one kernel, reading the input at
+// three offsets and storing its output in the layout asked.
+TEST(AttentionTest, PackedHeadsAreReadAndStoredInPlace) {
+  Options o = Opts(true, false, false, false);
+  o.packed = true;
+  const Chain c = Attention(o);
+  const KernelGroup g = OnlyKernel(c);
+  for (Numerics n : {Numerics::kFast, Numerics::kReference64, Numerics::kEager}) {
+    SCOPED_TRACE(NumericsName(n));
+    absl::StatusOr<KernelSpec> k = EmitAttention(c, g, AttentionHeuristic(c, g), n);
+    ASSERT_TRUE(k.ok()) << k.status();
+    // One input, one output; K and V 256 and 512 elements (heads * d) in.
+    ASSERT_EQ(k->params.size(), 2u);
+    EXPECT_TRUE(absl::StrContains(k->source, "(in0 + 256LL)")) << k->source;
+    EXPECT_TRUE(absl::StrContains(k->source, "(in0 + 512LL)"));
+    // Output [2, 128, 4 * 64]: head h of token i at i * 256 + h * 64.
+    EXPECT_TRUE(absl::StrContains(k->source, "kf_b0 * 32768LL + kf_b1 * 64LL + i * 256LL + d"));
+    EXPECT_FALSE(absl::StrContains(k->source, "[kf_o]"));
+  }
+  // A slice starting off a 16-byte boundary is refused by name.
+  Chain odd = c;
+  for (Node& n : odd.nodes) {
+    if (n.kind == OpKind::kSlice && n.start > 0) n.start += 4, n.stop += 4;
+  }
+  absl::StatusOr<KernelSpec> refused = EmitAttention(odd, OnlyKernel(c), AttentionHeuristic(c, g));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "not a multiple of 8")) << refused.status();
+}
+
 TEST(AttentionGolden, Chains) {
   Options gqa = Opts(false, true, true, true, 2);
   const Chain causal = Attention(Opts(true, false, false, false));
@@ -287,6 +318,12 @@ TEST(AttentionGolden, Chains) {
                                                Numerics::kEager);
   ASSERT_TRUE(r.ok()) << r.status();
   CheckGolden("attention_gqa_mask_lengths_lse_bf16_eager", r->source);
+  Options packed = Opts(true, false, false, false);
+  packed.packed = true;
+  const Chain p = Attention(packed);
+  absl::StatusOr<KernelSpec> k = EmitAttention(p, OnlyKernel(p), AttentionHeuristic(p, OnlyKernel(p)));
+  ASSERT_TRUE(k.ok()) << k.status();
+  CheckGolden("attention_packed_causal_bf16", k->source);
 }
 
 }  // namespace

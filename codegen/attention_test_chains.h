@@ -26,6 +26,11 @@ struct Options {
   bool lengths = false;  // i32 [batch] input.
   bool lse = false;
   bool symbolic_seq = false;  // sq and sk one symbol "seq" (sq must equal sk).
+  // q, k and v sliced from one [batch, sq, 3 * heads * d] input (a fused
+  // projection's), heads first by a permute; the output's heads put back
+  // between the tokens and the head dim, [batch, sq, heads * dv]. Needs
+  // sq == sk, heads == kv_heads, d == dv, static.
+  bool packed = false;
 };
 
 // The composite from q, k, v (and the mask, bias and lengths inputs, -1
@@ -87,9 +92,26 @@ inline Chain Attention(const Options& o) {
   }
   const int64_t g = o.heads / o.kv_heads;
   const Dim B = S(o.batch), H = S(o.heads), Hkv = S(o.kv_heads), G = S(g), D = S(o.d), Dv = S(o.dv);
-  int32_t q = c.AddInput(TensorType{o.dtype, {B, H, sq, D}});
-  int32_t k = c.AddInput(TensorType{o.dtype, {B, Hkv, sk, D}});
-  int32_t v = c.AddInput(TensorType{o.dtype, {B, Hkv, sk, Dv}});
+  int32_t q, k, v;
+  if (o.packed) {
+    const int32_t qkv = c.AddInput(TensorType{o.dtype, {B, sq, S(3 * o.heads * o.d)}});
+    auto heads_first = [&](int part) {
+      const int32_t s = c.AddOp(OpKind::kSlice, {qkv});
+      c.nodes[s].axis = 2;
+      c.nodes[s].start = part * o.heads * o.d;
+      c.nodes[s].stop = (part + 1) * o.heads * o.d;
+      const int32_t r = c.AddOp(OpKind::kReshape, {s});
+      c.nodes[r].shape = {B, sq, H, D};
+      const int32_t p = c.AddOp(OpKind::kPermute, {r});
+      c.nodes[p].axes = {0, 2, 1, 3};
+      return p;
+    };
+    q = heads_first(0), k = heads_first(1), v = heads_first(2);
+  } else {
+    q = c.AddInput(TensorType{o.dtype, {B, H, sq, D}});
+    k = c.AddInput(TensorType{o.dtype, {B, Hkv, sk, D}});
+    v = c.AddInput(TensorType{o.dtype, {B, Hkv, sk, Dv}});
+  }
   int32_t mask = o.mask ? c.AddInput(TensorType{DType::kBool, {B, H, sq, sk}}) : -1;
   int32_t bias = o.bias ? c.AddInput(TensorType{o.dtype, {S(1), H, sq, sk}}) : -1;
   const int32_t lens = o.lengths ? c.AddInput(TensorType{DType::kI32, {B}}) : -1;
@@ -110,6 +132,11 @@ inline Chain Attention(const Options& o) {
   int32_t m, z;
   int32_t out = Composite(c, o, q, k, v, mask, bias, lens, score, &m, &z);
   if (g > 1) out = reshape(out, {B, H, sq, Dv});
+  if (o.packed) {
+    const int32_t back = c.AddOp(OpKind::kPermute, {out});
+    c.nodes[back].axes = {0, 2, 1, 3};
+    out = reshape(back, {B, sq, S(o.heads * o.dv)});
+  }
   c.outputs.push_back(out);
   if (o.lse) {
     int32_t lse = c.AddCast(c.AddOp(OpKind::kAdd, {m, c.AddOp(OpKind::kLog, {z})}), DType::kF32);

@@ -10,6 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "codegen/analysis.h"
 #include "codegen/matmul_plan.h"
+#include "codegen/pointwise_layout.h"
+#include "codegen/pointwise_views.h"
 #include "core/status.h"
 
 namespace kfuse {
@@ -118,16 +120,46 @@ absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_
     }
     return out;
   }
-  if (n.kind == OpKind::kReshape) {
-    // A view when its operand is dense: the new shape's dense strides.
+  if (n.kind == OpKind::kSlice) {
     KFUSE_ASSIGN_OR_RETURN(Access in, Resolve(c, n.args[0], mine));
-    if (!SameStrides(in.strides, DenseStrides(c.nodes[n.args[0]].type.shape))) {
-      return absl::UnimplementedError(absl::StrCat(
-          OpLabel(c, id), ": a reshape of a strided operand is not read as a view yet"));
-    }
     Access out = in;
-    out.strides = DenseStrides(n.type.shape);
+    SizeExpr& stride = out.strides[n.axis];
+    if (n.start != 0) {
+      const SizeExpr skip = Mul(SizeExpr::Const(n.start), stride);
+      out.offset = out.offset.is_const() && skip.is_const()
+                       ? SizeExpr::Const(out.offset.value() + skip.value())
+                       : SizeExpr::Add(out.offset, skip);
+    }
+    stride = IsOne(n.type.shape[n.axis]) ? SizeExpr::Const(0) : Mul(SizeExpr::Const(n.step), stride);
     return out;
+  }
+  if (n.kind == OpKind::kReshape) {
+    // A view when its operand is dense (the new shape's dense strides), or
+    // at constant strides a reshape keeps evenly spaced (a split dim, a
+    // merge of dims one stride apart).
+    KFUSE_ASSIGN_OR_RETURN(Access in, Resolve(c, n.args[0], mine));
+    const std::vector<Dim>& from = c.nodes[n.args[0]].type.shape;
+    Access out = in;
+    if (SameStrides(in.strides, DenseStrides(from))) {
+      out.strides = DenseStrides(n.type.shape);
+      return out;
+    }
+    std::vector<Mono> strides;
+    for (const SizeExpr& s : in.strides) {
+      if (!s.is_const()) break;
+      strides.push_back(Mono{s.value(), {}});
+    }
+    if (strides.size() == in.strides.size()) {
+      absl::StatusOr<std::vector<Mono>> st =
+          pointwise_internal::ReshapeStrides(c, id, from, n.type.shape, std::move(strides));
+      if (st.ok() && std::all_of(st->begin(), st->end(), [](const auto& m) { return m.is_static(); })) {
+        out.strides.clear();
+        for (const Mono& m : *st) out.strides.push_back(SizeExpr::Const(m.coef));
+        return out;
+      }
+    }
+    return absl::UnimplementedError(absl::StrCat(
+        OpLabel(c, id), ": a reshape of a strided operand that strides cannot say is not read as a view yet"));
   }
   if (n.kind == OpKind::kConstant || mine.count(id)) {
     return absl::UnimplementedError(absl::StrCat(
@@ -188,6 +220,15 @@ absl::Status CheckOperand(const Chain& c, int32_t mm, int which, const Access& a
       pre->push_back(Divisible(s, 8, absl::StrCat(name, " stride of dim ", i,
                                                    " is a multiple of 8 (16-byte rows)")));
     }
+  }
+  if (a.offset.is_const()) {
+    if (a.offset.value() % 8 != 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          name, ": it starts ", a.offset.value(),
+          " elements into its buffer, not a multiple of 8; 16-byte operand rows are needed"));
+    }
+  } else {
+    pre->push_back(Divisible(a.offset, 8, absl::StrCat(name, " starts a multiple of 8 elements into its buffer")));
   }
   if (contiguous_extent.is_static()) {
     if (contiguous_extent.size % 8 != 0) {

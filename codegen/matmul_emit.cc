@@ -345,8 +345,9 @@ class Writer {
   const std::vector<int32_t>& Written() const { return p_.written; }
 
   std::string Buffer(const Access& a) const {
-    return a.buffer.kind == BufferRef::Kind::kInput ? absl::StrCat("in", a.buffer.index)
-                                                    : absl::StrCat("im", a.node);
+    const std::string b = a.buffer.kind == BufferRef::Kind::kInput ? absl::StrCat("in", a.buffer.index)
+                                                                   : absl::StrCat("im", a.node);
+    return a.offset.is_const() && a.offset.value() == 0 ? b : absl::StrCat("(", b, " + ", SizeCode(a.offset), ")");
   }
 
   std::vector<std::string> BatchIdx() const {

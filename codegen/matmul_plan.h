@@ -23,6 +23,7 @@ struct Access {
   BufferRef buffer;
   DType dtype = DType::kInvalid;
   std::vector<SizeExpr> strides;  // One per dim of the value read; 0: broadcast.
+  SizeExpr offset = SizeExpr::Const(0);  // Elements from the buffer's start (a slice's).
 };
 
 struct Plan {
@@ -88,8 +89,8 @@ std::vector<SizeExpr> DenseStrides(const std::vector<Dim>& shape);
 // Element-wise equal (constants by value, other expressions by their code).
 bool SameStrides(const std::vector<SizeExpr>& a, const std::vector<SizeExpr>& b);
 // The buffer behind value `id` and its strides over the value's own dims: a
-// chain input; a permute, expand or (of a dense operand) reshape of one; or
-// another kernel's node (an intermediate, dense). Unimplemented for
+// chain input; a permute, expand, slice or reshape (where strides can say
+// it) of one; or another kernel's node (an intermediate, dense). Unimplemented for
 // constants and nodes in `mine` (computed by the kernel itself).
 absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_t>& mine);
 // Strides of `a` (over a value of `shape`) re-indexed by `frame`, the dims

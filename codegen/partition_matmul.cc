@@ -2,6 +2,7 @@
 // with its element-wise epilogue, and pointwise kernels for the element-wise
 // work the products' kernels cannot absorb (see PartitionChain for the rules).
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -243,16 +244,44 @@ std::string RowReason(const Chain& c, const Planned& p, const std::string& reade
   return out;
 }
 
-// Adds node `id`, where it is a permute, expand or reshape, and those it is
-// made of to `group`, down to the first other node: the attention kernel
-// reads that node (a chain input, or what an earlier kernel stores) through
-// them, as strides.
+// Adds node `id`, where it is a permute, expand, reshape or slice, and those
+// it is made of to `group`, down to the first other node: the attention
+// kernel reads that node (a chain input, or what an earlier kernel stores:
+// a fused projection's Q, K and V are slices of one product) through them,
+// as strides and an offset.
 void AddViews(const Chain& c, int32_t id, std::set<int32_t>* group) {
   for (;; id = c.nodes[id].args[0]) {
     const OpKind k = c.nodes[id].kind;
-    if (k != OpKind::kPermute && k != OpKind::kExpand && k != OpKind::kReshape) return;
+    if (k != OpKind::kPermute && k != OpKind::kExpand && k != OpKind::kReshape && k != OpKind::kSlice) return;
     group->insert(id);
   }
+}
+
+// The attention kernel of `nodes`, storing `result`, where nothing outside
+// reads them but `result` and the kernel can take them whole.
+std::optional<KernelGroup> Attention(const Chain& c, const std::vector<std::vector<int32_t>>& users,
+                                     const std::set<int32_t>& nodes, int32_t result) {
+  for (int32_t id : nodes) {
+    if (id == result) continue;
+    if (std::find(c.outputs.begin(), c.outputs.end(), id) != c.outputs.end()) return std::nullopt;
+    for (int32_t u : users[id]) {
+      if (!nodes.count(u)) return std::nullopt;
+    }
+  }
+  KernelGroup g;
+  g.family = Family::kAttention;
+  g.nodes.assign(nodes.begin(), nodes.end());
+  g.results = {result};
+  if (std::find(c.outputs.begin(), c.outputs.end(), result) == c.outputs.end()) g.intermediates = {result};
+  absl::StatusOr<SubChain> sub = Isolate(c, g);
+  if (!sub.ok()) return std::nullopt;
+  std::optional<AttentionMatch> m = MatchAttention(sub->chain);
+  if (!m) return std::nullopt;
+  const KernelGroup whole = AttentionGroup(sub->chain, *m);
+  if (!CanGenerateAttention(sub->chain, whole, AttentionHeuristic(sub->chain, whole)).ok()) return std::nullopt;
+  g.reason = whole.reason;
+  g.intermediates.clear();  // The partition says which kernels read it.
+  return g;
 }
 
 }  // namespace
@@ -263,6 +292,9 @@ std::vector<KernelGroup> FindAttentions(const Chain& c) {
   for (int32_t id = 0; id < n; ++id) {
     for (int32_t a : c.nodes[id].args) users[a].push_back(id);
   }
+  auto is_output = [&](int32_t id) {
+    return std::find(c.outputs.begin(), c.outputs.end(), id) != c.outputs.end();
+  };
   std::vector<KernelGroup> out;
   std::set<int32_t> taken;
   for (int32_t pv = 0; pv < n; ++pv) {
@@ -293,28 +325,29 @@ std::vector<KernelGroup> FindAttentions(const Chain& c) {
     }
     if (!ok || qk < 0) continue;
     for (int32_t a : {c.nodes[qk].args[0], c.nodes[qk].args[1], c.nodes[pv].args[1]}) AddViews(c, a, &group);
-    // Nothing outside reads the group but its output.
-    for (int32_t id : group) {
-      if (id == pv) continue;
-      ok = ok && std::find(c.outputs.begin(), c.outputs.end(), id) == c.outputs.end();
-      for (int32_t u : users[id]) ok = ok && group.count(u) > 0;
+    // The views after pv that lay its output out (heads back between the
+    // tokens and the head dim, then merged): stored so by the kernel, where
+    // they hold a permute and it can.
+    std::vector<int32_t> tail;
+    for (int32_t id = pv; users[id].size() == 1 && !is_output(id);) {
+      id = users[id][0];
+      const Node& n = c.nodes[id];
+      if (n.kind != OpKind::kReshape && (n.kind != OpKind::kPermute || n.axes.back() != n.type.rank() - 1)) break;
+      tail.push_back(id);
     }
-    if (!ok) continue;
-    KernelGroup g;
-    g.family = Family::kAttention;
-    g.nodes.assign(group.begin(), group.end());
-    g.results = {pv};
-    if (std::find(c.outputs.begin(), c.outputs.end(), pv) == c.outputs.end()) g.intermediates = {pv};
-    absl::StatusOr<SubChain> sub = Isolate(c, g);
-    if (!sub.ok()) continue;
-    std::optional<AttentionMatch> m = MatchAttention(sub->chain);
-    if (!m) continue;
-    const KernelGroup whole = AttentionGroup(sub->chain, *m);
-    if (!CanGenerateAttention(sub->chain, whole, AttentionHeuristic(sub->chain, whole)).ok()) continue;
-    g.reason = whole.reason;
-    g.intermediates.clear();  // The partition says which kernels read it.
-    taken.insert(group.begin(), group.end());
-    out.push_back(std::move(g));
+    if (std::none_of(tail.begin(), tail.end(), [&](int32_t id) { return c.nodes[id].kind == OpKind::kPermute; })) {
+      tail.clear();
+    }
+    std::optional<KernelGroup> g;
+    if (!tail.empty()) {
+      std::set<int32_t> laid_out = group;
+      laid_out.insert(tail.begin(), tail.end());
+      g = Attention(c, users, laid_out, tail.back());
+    }
+    if (!g) g = Attention(c, users, group, pv);
+    if (!g) continue;
+    taken.insert(g->nodes.begin(), g->nodes.end());
+    out.push_back(*std::move(g));
   }
   return out;
 }

@@ -51,6 +51,9 @@ std::vector<Case> Cases() {
   one.dv = 64;
   one.dtype = DType::kF16;
   out.push_back({"one_query_f16_d256_dv64", one});
+  attention_test::Options packed;
+  packed.packed = packed.causal = true;
+  out.push_back({"packed_causal", packed});
   return out;
 }
 

@@ -75,6 +75,12 @@ std::vector<Case> Cases() {
   one.dtype = DType::kF16;
   one.batch = 2, one.heads = 2, one.kv_heads = 2, one.sq = 1, one.sk = 517, one.d = 256, one.dv = 64;
   out.push_back({"one_query_f16_d256_dv64", one});
+  // Q, K and V read as slices of one packed input, the output stored with
+  // its heads back between the tokens and the head dim.
+  attention_test::Options packed;
+  packed.batch = 2, packed.heads = 3, packed.kv_heads = 3, packed.sq = packed.sk = 200, packed.d = packed.dv = 64;
+  packed.packed = packed.causal = true;
+  out.push_back({"packed_causal_d64", packed});
   return out;
 }
 

@@ -5,10 +5,10 @@ ops left to PyTorch; and products="kfuse": every op fused), eager PyTorch
 and torch.compile.
 
 Two functions: `block`, the fused QKV projection split into heads, SDPA,
-the heads joined for the output projection (kfused plans it whole as the
-QKV product, three pointwise copies of its parts, the attention kernel,
-one pointwise copy of its output, transposed back to rows, and the output
-product); and
+the heads joined for the output projection (kfused plans it whole as
+three kernels: the QKV product, the attention kernel reading Q, K and V as
+slices of it and storing its output as the rows the output product
+reads, and the output product); and
 `prenorm`, a pre-norm transformer's attention sublayer: the residual
 stream's add, an RMSNorm, the block, the residual add.
 
@@ -34,13 +34,16 @@ SIZES = ((4096, 4096), (1024, 2048))  # Tokens, hidden (heads of HEAD).
 
 
 def block(x, wqkv, wo):
+    # Heads as models lay them out, [batch, heads, tokens, head dim]: SDPA
+    # on 3-D tensors takes PyTorch's math path (scores in float32 through
+    # memory), in eager and in ATen graphs alike.
     t, hd = x.shape[0], x.shape[1]
     q, k, v = (x @ wqkv).split(hd, dim=-1)
-    q = q.view(t, hd // HEAD, HEAD).transpose(0, 1)
-    k = k.view(t, hd // HEAD, HEAD).transpose(0, 1)
-    v = v.view(t, hd // HEAD, HEAD).transpose(0, 1)
+    q = q.view(1, t, hd // HEAD, HEAD).transpose(1, 2)
+    k = k.view(1, t, hd // HEAD, HEAD).transpose(1, 2)
+    v = v.view(1, t, hd // HEAD, HEAD).transpose(1, 2)
     o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    return o.transpose(0, 1).reshape(t, hd) @ wo
+    return o.transpose(1, 2).reshape(t, hd) @ wo
 
 
 def prenorm(x, r, g, wqkv, wo):

@@ -603,9 +603,10 @@ def _prenorm_attention(x, r, g, wqkv, wo):
     s = x + r
     h = F.rms_norm(s, (hd,), g, 1e-6)
     q, k, v = (h @ wqkv).split(hd, dim=-1)
-    q, k, v = (z.view(t, hd // 64, 64).transpose(0, 1) for z in (q, k, v))
+    # [batch, heads, tokens, 64]: on 3-D tensors SDPA is torch's math path.
+    q, k, v = (z.view(1, t, hd // 64, 64).transpose(1, 2) for z in (q, k, v))
     o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    return s + o.transpose(0, 1).reshape(t, hd) @ wo
+    return s + o.transpose(1, 2).reshape(t, hd) @ wo
 
 
 @pytest.mark.gpu
