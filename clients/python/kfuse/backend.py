@@ -208,6 +208,11 @@ def _candidates(nodes, why=None):
         if not isinstance(_val(n), torch.Tensor) or not all(_is_tensor(i) for i in n.all_input_nodes):
             why[n.name] = "it reads or yields values other than tensors"
             continue
+        if _op_name(n) in _PRODUCTS and any(_val(i).dtype not in _PRODUCT_DTYPES for i in n.args[-2:]):
+            # Float32 products (PyTorch's math attention upcasts to them):
+            # kfused's tensor-core path takes 16-bit operands only.
+            why[n.name] = "kfused generates products of float16 and bfloat16 operands only"
+            continue
         if _op_name(n) in _VIEWS and any(u.op == "output" for u in n.users):
             why[n.name] = "a view the graph returns (it aliases its input)"
             continue
@@ -238,6 +243,7 @@ def _candidates(nodes, why=None):
 # cuDNN's, 0.82-0.93 (530-600). Not measured on other GPUs, where the
 # framework's products use mma.sync too and the gap is likely smaller.
 _PRODUCTS = frozenset({"mm", "bmm", "addmm"})
+_PRODUCT_DTYPES = frozenset({torch.float16, torch.bfloat16})
 _RATES = {"product": (0.63, 1.08), "attention": (0.45, 0.85)}  # (kfuse, framework)
 _SOFTMAX = frozenset({"_softmax", "_safe_softmax", "_log_softmax"})
 _NEAR_SOFTMAX = 6  # Nodes between a score product and its softmax, at most.

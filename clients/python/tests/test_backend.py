@@ -591,6 +591,23 @@ def test_without_ceilings_nothing_is_declined_and_it_warns_once():
     assert all(g.declined == {} and g.eager == [] for g in b.graphs)
 
 
+@pytest.mark.gpu
+def test_gpu_sdpa_math_form_fuses_its_mask_and_softmax(client):
+    # SDPA on 3-D tensors is PyTorch's math path: float32 products, eager;
+    # the upcasts with their scales, and the mask with the softmax, fused.
+    _gpu()
+    b = kb.Backend(client=CountingClient(client), fallback="raise", mode="heuristic")
+
+    def sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    args = [torch.randn(8, 520, 64, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+    with torch.inference_mode():
+        got, want = torch.compile(sdpa, backend=b)(*args), sdpa(*args)
+    torch.testing.assert_close(got, want, atol=0.02, rtol=0.02)
+    assert any(n.startswith("_safe_softmax") for r in b.regions for n in r.nodes), b.graphs[0].summary()
+
+
 def test_products_must_be_framework_or_kfuse():
     with pytest.raises(ValueError, match="products must be"):
         kb.Backend(products="cublas")
@@ -692,9 +709,10 @@ class _LlamaLayer(torch.nn.Module):
 
 def test_a_llama_layer_leaves_its_projections_to_torch_and_fuses_the_rest():
     # Traced on meta tensors (no data, no compute): the seven projections are
-    # left to PyTorch; the norms with their casts, the rotary embedding with
-    # the attention (here SDPA's math form, an attention written out) and
-    # SwiGLU's silu * up are fused.
+    # left to PyTorch; the norms with their casts, the rotary embedding (with
+    # the upcast of SDPA's math form, which the meta device takes), the
+    # mask with the softmax, and SwiGLU's silu * up are fused. The math
+    # form's products are float32, left to PyTorch too.
     layer = _LlamaLayer(1024, 2816, 128).to(device="meta", dtype=torch.bfloat16)
     x = torch.empty(1024, 1024, device="meta", dtype=torch.bfloat16)
     cos = sin = torch.empty(1024, 128, device="meta", dtype=torch.bfloat16)
@@ -707,7 +725,11 @@ def test_a_llama_layer_leaves_its_projections_to_torch_and_fuses_the_rest():
     norms = [r for r in ops if "rsqrt" in r]
     assert len(norms) == 2 and all(r.count("_to_copy") == 2 for r in norms), ops
     (attention,) = [r for r in ops if "_safe_softmax" in r]
-    assert {"cat", "neg", "bmm"} <= set(attention), attention
+    assert "bmm" not in attention and "where" in attention, attention
+    rotary = [r for r in ops if "cat" in r]
+    assert len(rotary) == 2 and all({"neg", "_to_copy"} <= set(r) for r in rotary), ops
+    assert all(g.why_eager[n].startswith("kfused generates products of float16") for n in g.eager
+               if n.startswith("bmm")), g.summary()
     assert ["silu", "mul"] in ops, ops
 
 
@@ -781,6 +803,31 @@ def test_a_clone_joins_the_region_of_its_readers():
     assert got[1].data_ptr() != got[0].data_ptr()
     (g,) = b.graphs
     assert "clone" in g.eager
+
+
+def _math_attention(q, k, v, bias):
+    """Attention as PyTorch's math path computes SDPA (3-D tensors, or any
+    on the meta device): the operands upcast to float32 and scaled, the
+    mask an additive bias, the scores through memory."""
+    c = 64 ** -0.25
+    s = (q.float() * c) @ (k.float().transpose(-2, -1) * c) + bias
+    return (torch.softmax(s, -1) @ v.float()).to(q.dtype)
+
+
+def test_float32_products_are_left_to_torch_and_their_softmax_fused():
+    # kfused's products take 16-bit operands: float32 ones run eagerly,
+    # written-out attention or not; the mask and softmax between them are a
+    # region.
+    g = _partitioned(_math_attention, [(torch.bfloat16, (8, 256, 64))] * 3 + [(torch.float32, (256, 256))])
+    products = [n for n in g.eager if n.startswith("bmm")]
+    assert len(products) == 2, g.eager
+    for n in products:
+        assert g.why_eager[n] == "kfused generates products of float16 and bfloat16 operands only"
+    assert any(any(n.startswith("_softmax") for n in r.nodes) for r in g.regions), g.summary()
+    # The same attention in bfloat16 stays whole for kfused (one kernel).
+    g = _partitioned(lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) * 0.125, -1) @ v,
+                     [(torch.bfloat16, (8, 256, 64))] * 3)
+    assert not any(n.startswith("bmm") for n in g.eager), g.summary()
 
 
 def test_the_summary_says_why_each_op_runs_eagerly():
