@@ -340,9 +340,32 @@ def _where(cond, a, b):
 
 
 def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *_):
-    if len(normalized_shape) != 1:
-        raise TypeError("layer_norm over more than the last dim is not translated")
-    return K.layer_norm(x, weight, bias, eps)
+    if len(normalized_shape) == 1:
+        return K.layer_norm(x, weight, bias, eps)
+    # Over several trailing dims: those dims as one row of x (a view kfused
+    # reads in place), its mean and biased variance, then the element-wise
+    # weight and bias of their shape; in float32 for 16-bit inputs, the
+    # result in x's dtype, as torch computes it.
+    k = len(normalized_shape)
+    if not isinstance(x, K.Tensor) or x.dtype not in _FLOAT_DTYPES or x.rank < k:
+        raise TypeError(f"layer_norm over {k} dims needs a floating input of {k} or more dims")
+    shape = list(x.shape)
+    if list(normalized_shape) != shape[x.rank - k:] or not all(isinstance(d, int) for d in shape[x.rank - k:]):
+        raise TypeError(f"layer_norm's normalized_shape {list(normalized_shape)} is not the static "
+                        f"trailing dims of {shape}")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        raise TypeError("layer_norm's eps must be a number")
+    wide = _wide(x)
+    y = K.reshape(x, shape[:x.rank - k] + [math.prod(normalized_shape)])
+    y = y if y.dtype == wide else K.cast(y, wide)
+    d = K.sub(y, K.mean(y, -1, True))
+    z = K.reshape(K.mul(d, K.rsqrt(K.add(K.mean(K.mul(d, d), -1, True), float(eps)))), shape)
+
+    def elementwise(t, what):
+        if not isinstance(t, K.Tensor) or list(t.shape) != list(normalized_shape):
+            raise TypeError(f"layer_norm's {what} must be a tensor of shape {list(normalized_shape)}")
+        return t if t.dtype == wide else K.cast(t, wide)
+    return _affine(z, x, elementwise, weight, bias)
 
 
 def _native_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):

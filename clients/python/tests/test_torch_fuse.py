@@ -1110,6 +1110,31 @@ def test_group_norm_is_a_row_kernel_reading_the_input_in_place_then_one_pass(cli
         assert families == ["FAMILY_ROW_REDUCTION", "FAMILY_POINTWISE"], families
 
 
+def _ln_chw(x, w, b):
+    """LayerNorm over [C, H, W], as some vision models normalize."""
+    return F.layer_norm(x, x.shape[1:], w, b, eps=1e-5) * 2.0
+
+
+def _ln_inputs(dtype, seed=7):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(3, 4, 5, 6, generator=g).to(dtype) * 3 + 1, torch.randn(4, 5, 6, generator=g).to(dtype),
+            torch.randn(4, 5, 6, generator=g).to(dtype))
+
+
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_layer_norm_over_several_dims_is_their_rows_statistics_then_the_affine(trace, dtype):
+    _expect_as_torch(_ln_chw, _ln_inputs(dtype), trace, 1e-9)
+
+
+def test_layer_norm_over_several_dims_reads_its_rows_in_place(client):
+    ff = kt.fuse(_ln_chw, client=client, mode="heuristic", fallback="raise")
+    for dtype in (torch.float32, torch.bfloat16):
+        plan = ff.plan_for(*_ln_inputs(dtype))
+        families = [pb.Family.Name(k.variant.family) for k in plan.kernels]
+        assert families == ["FAMILY_ROW_REDUCTION", "FAMILY_POINTWISE"], families
+
+
 def test_batch_norm_compiles(client):
     ff = kt.fuse(_bn_relu_residual, client=client, mode="heuristic", fallback="raise")
     for dtype in (torch.float32, torch.bfloat16):

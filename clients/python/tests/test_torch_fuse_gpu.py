@@ -19,7 +19,7 @@ import kfuse  # noqa: E402
 import kfuse.torch as kt  # noqa: E402
 from doubles import CountingClient  # noqa: E402
 from test_torch_fuse import (CASES, COMPOSITES, _NO_SPECIALS, _TORCH, _gpu, _specials,  # noqa: E402
-                             _bn_relu_residual, attention_block, written_attention)
+                             _bn_relu_residual, _ln_chw, attention_block, written_attention)
 
 F = torch.nn.functional
 
@@ -239,6 +239,21 @@ def test_gpu_group_norm_silu_matches_float64(client):
 
 def _gn_silu32(x, w, b):
     return F.silu(F.group_norm(x, 32, w, b))
+
+
+@pytest.mark.gpu
+def test_gpu_layer_norm_over_several_dims_matches_float64(client):
+    """LayerNorm over [C, H, W] = [64, 28, 28] with its weight and bias of
+    that shape, 16 images, f32 and bf16: rows of 50176 read in place."""
+    _gpu()
+    missed = []
+    for seed in _seeds():
+        g = torch.Generator().manual_seed(seed)
+        for dtype in (torch.float32, torch.bfloat16):
+            xs = [torch.randn(16, 64, 28, 28, generator=g).to(dtype) * 2 + 1,
+                  torch.randn(64, 28, 28, generator=g).to(dtype), torch.randn(64, 28, 28, generator=g).to(dtype)]
+            missed += _compare(client, f"layer_norm_chw {dtype}", _ln_chw, [x.cuda() for x in xs], seed)
+    assert not missed, missed
 
 
 def _off_boundary(shape, dtype, elements):
