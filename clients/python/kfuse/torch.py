@@ -1002,22 +1002,45 @@ def _getitem(x, index):
             raise TypeError(f"index {index!r} of {len(x)} outputs")
         return x[index]
     index = index if isinstance(index, tuple) else (index,)
-    if not all(isinstance(i, builtins_slice) or i is Ellipsis for i in index):
-        raise TypeError("only slices and ... are translated (an integer or None index changes the rank)")
+    is_int = lambda i: isinstance(i, int) and not isinstance(i, bool)  # noqa: E731
+    if not all(isinstance(i, builtins_slice) or i is Ellipsis or i is None or is_int(i) for i in index):
+        raise TypeError("only slices, integers, None and ... are translated (not tensors or lists)")
     if sum(i is Ellipsis for i in index) > 1:
         raise TypeError("one ellipsis at most")
+    consuming = sum(i is not None and i is not Ellipsis for i in index)
     if Ellipsis in index:
         at = index.index(Ellipsis)
-        index = index[:at] + (builtins_slice(None),) * (x.rank - len(index) + 1) + index[at + 1:]
-    if len(index) > x.rank:
+        index = index[:at] + (builtins_slice(None),) * (x.rank - consuming) + index[at + 1:]
+    if consuming > x.rank:
         raise TypeError("more indices than dims")
-    for axis, sl in enumerate(index):
-        x = _slice_axis(x, axis, sl.start, sl.stop, sl.step)
-    return x
+    # Slices and integers (a slice of one, its dim dropped) in place, then
+    # one reshape for the dims integers drop and None inserts.
+    kept, axis = [], 0  # Per output dim before the trailing ones: x's dim, or None (new).
+    for i in index:
+        if i is None:
+            kept.append(None)
+            continue
+        if is_int(i):
+            size = _static_shape(x)[axis]
+            if not -size <= i < size:
+                raise TypeError(f"index {i} is out of range for dim {axis} of size {size}")
+            x = _slice_axis(x, axis, i % size, i % size + 1)
+        else:
+            x = _slice_axis(x, axis, i.start, i.stop, i.step)
+            kept.append(axis)
+        axis += 1
+    if kept == list(range(axis)):
+        return x
+    have = _static_shape(x)
+    return K.reshape(x, [1 if d is None else have[d] for d in kept] + have[axis:])
 
 
 def _aten_slice(x, dim=0, start=None, end=None, step=1):
     return _slice_axis(x, dim, start, end, step)
+
+
+def _aten_select(x, dim, index):
+    return _getitem(x, (builtins_slice(None),) * (dim % x.rank) + (index,))
 
 
 def _cat(tensors, dim=0):
@@ -1274,7 +1297,7 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "_to_copy": _to_copy, "clamp": _clamp, "eq": K.eq, "ne": K.ne, "lt": K.lt, "le": K.le,
     "gt": K.gt, "ge": K.ge, "square": K.square,
     "mm": K.matmul, "bmm": K.matmul, "addmm": _addmm, "t": _t, "transpose": _transpose,
-    "permute": _permute, "slice": _aten_slice, "cat": _cat, "split": _split,
+    "permute": _permute, "slice": _aten_slice, "select": _aten_select, "cat": _cat, "split": _split,
     "split_with_sizes": lambda x, sizes, dim=0: _split_sizes(x, list(sizes), dim),
     "view": _reshape, "_unsafe_view": _reshape, "reshape": _reshape, "unsqueeze": _unsqueeze,
     "expand": _expand, "logical_not": K.logical_not, "_safe_softmax": _safe_softmax,

@@ -243,9 +243,24 @@ def test_aten_trace_translates_slices_and_cat():
     assert kinds.count("OP_SLICE") == 2 and "OP_CONCAT" in kinds and "OP_NEG" in kinds
 
 
-def test_integer_indexing_is_not_translated():
-    with pytest.raises(kt.Unsupported, match="an integer or None index changes the rank"):
-        kt.fuse(lambda x: x[0] * 2).chain_for(torch.randn(4, 8))
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+def test_integer_and_none_indexes_are_a_slice_then_a_reshape(trace):
+    # x[:, :, None] is how repeat_kv (grouped-query attention) adds its dim.
+    def fn(x):
+        return (x[0] * 2, x[:, None, 1:3] + 1, x[..., -1, None], x[None, ..., None][0, 1, 2:, 0],
+                x[:, :, None, :].expand(2, 3, 4, 5).reshape(2, 12, 5))
+
+    x = torch.randn(2, 3, 5)
+    chain, _, _ = kt.fuse(fn, trace=trace).chain_for(x)
+    got, want = _f64(chain, [x]), fn(x.double())
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g.double(), w, rtol=0, atol=0)
+    with pytest.raises(kt.Unsupported, match="out of bounds"):  # torch's own check, on meta tensors.
+        kt.fuse(lambda x: x[:, 3] * 2).chain_for(torch.randn(4, 3))
+    with pytest.raises(kt.Unsupported, match="not tensors or lists"):
+        kt.fuse(lambda x: x[[0, 1]] * 2).chain_for(torch.randn(4, 3))
 
 
 def test_rotary_embedding_compiles_to_one_pointwise_kernel(client):
