@@ -74,6 +74,19 @@ absl::StatusOr<Access> Operand(const Chain& c, int32_t mm, int which, const std:
                                std::vector<Precondition>* pre) {
   const int32_t arg = c.nodes[mm].args[which];
   KFUSE_ASSIGN_OR_RETURN(Access a, Resolve(c, arg, {}));
+  if (a.divided()) {
+    // Divisors aligned as Align aligns the strides; batch dims alone.
+    const std::vector<Dim>& shape = c.nodes[arg].type.shape;
+    std::vector<int64_t> divisors(frame.size(), 1);
+    const int off = static_cast<int>(frame.size()) - static_cast<int>(shape.size());
+    for (int i = std::max(off, 0); i < static_cast<int>(frame.size()); ++i) divisors[i] = a.divisors[i - off];
+    if (divisors[frame.size() - 1] != 1 || divisors[frame.size() - 2] != 1) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(c, mm), " operand ", which == 0 ? "A" : "B", " (", name,
+          "): a broadcast dim merged into a row or head dim is not generated"));
+    }
+    a.divisors = std::move(divisors);
+  }
   a.strides = Align(a, c.nodes[arg].type.shape, frame);
   if (!Unit(a.strides[a.strides.size() - contiguous])) {
     return absl::UnimplementedError(absl::StrCat(
@@ -107,6 +120,10 @@ absl::StatusOr<std::vector<Access>> Reads(const Chain& c, const std::vector<int3
   std::vector<Access> out;
   for (int32_t id : leaves) {
     KFUSE_ASSIGN_OR_RETURN(Access a, Resolve(c, id, mine));
+    if (a.divided()) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(c, id), ": a broadcast dim merged into another is read as Q, K or V only"));
+    }
     a.node = id;
     a.strides = Align(a, c.nodes[id].type.shape, frame);
     out.push_back(std::move(a));

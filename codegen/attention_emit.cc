@@ -123,10 +123,15 @@ class Writer {
     return a.offset.is_const() && a.offset.value() == 0 ? b : absl::StrCat("(", b, " + ", SizeCode(a.offset), ")");
   }
 
-  // Operand base at this CTA's batch index.
+  // Operand base at this CTA's batch index (divided where a broadcast dim
+  // was merged into it: grouped-query heads repeated).
   std::string Base(const Access& a) const {
     std::vector<SizeExpr> batch(a.strides.begin(), a.strides.end() - 2);
-    const std::string off = Offset(batch, Frame("", ""));
+    std::vector<std::string> idx = Frame("", "");
+    for (size_t d = 0; d < batch.size() && d < a.divisors.size(); ++d) {
+      if (a.divisors[d] != 1) idx[d] = absl::StrCat("(", idx[d], " / ", a.divisors[d], "LL)");
+    }
+    const std::string off = Offset(batch, idx);
     return off == "0LL" ? Buffer(a) : absl::StrCat(Buffer(a), " + ", off);
   }
   std::string RowStride(const Access& a) const { return SizeCode(a.strides[a.strides.size() - 2]); }

@@ -301,6 +301,23 @@ TEST(AttentionTest, PackedHeadsAreReadAndStoredInPlace) {
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "not a multiple of 8")) << refused.status();
 }
 
+// Grouped-query heads repeated as Hugging Face's repeat_kv writes them (k
+// and v expanded over the group and merged into the heads): one kernel,
+// head h reading k and v of head h / G.
+TEST(AttentionTest, RepeatedKvHeadsAreReadByTheirGroup) {
+  Options o = Opts(true, false, false, false, 2);
+  o.repeat_kv = true;
+  const Chain c = Attention(o);
+  const KernelGroup g = OnlyKernel(c);
+  for (Numerics n : {Numerics::kFast, Numerics::kReference64}) {
+    absl::StatusOr<KernelSpec> k = EmitAttention(c, g, AttentionHeuristic(c, g), n);
+    ASSERT_TRUE(k.ok()) << k.status();
+    // k [2, 2, 128, 64]: batch 16384 apart, kv head 8192, for head h / 2.
+    EXPECT_TRUE(absl::StrContains(k->source, "in1 + kf_b0 * 16384LL + (kf_b1 / 2LL) * 8192LL")) << k->source;
+    EXPECT_TRUE(absl::StrContains(k->source, "in2 + kf_b0 * 16384LL + (kf_b1 / 2LL) * 8192LL"));
+  }
+}
+
 TEST(AttentionGolden, Chains) {
   Options gqa = Opts(false, true, true, true, 2);
   const Chain causal = Attention(Opts(true, false, false, false));

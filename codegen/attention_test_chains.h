@@ -31,6 +31,11 @@ struct Options {
   // between the tokens and the head dim, [batch, sq, heads * dv]. Needs
   // sq == sk, heads == kv_heads, d == dv, static.
   bool packed = false;
+  // Grouped-query heads as Hugging Face's repeat_kv writes them: k and v
+  // [batch, kv_heads, sk, d] unsqueezed, expanded and reshaped to [batch,
+  // heads, sk, d] (a broadcast dim merged into the kv heads), q [batch,
+  // heads, sq, d]; plain multi-head attention from there.
+  bool repeat_kv = false;
 };
 
 // The composite from q, k, v (and the mask, bias and lengths inputs, -1
@@ -121,7 +126,15 @@ inline Chain Attention(const Options& o) {
     return r;
   };
   std::vector<Dim> score = {B, H, sq, sk};
-  if (g > 1) {
+  if (o.repeat_kv) {
+    auto repeated = [&](int32_t x, const Dim& d) {
+      const int32_t e = c.AddOp(OpKind::kExpand, {reshape(x, {B, Hkv, S(1), sk, d})});
+      c.nodes[e].shape = {B, Hkv, G, sk, d};
+      return reshape(e, {B, H, sk, d});
+    };
+    k = repeated(k, D);
+    v = repeated(v, Dv);
+  } else if (g > 1) {
     q = reshape(q, {B, Hkv, G, sq, D});
     k = reshape(k, {B, Hkv, S(1), sk, D});
     v = reshape(v, {B, Hkv, S(1), sk, Dv});
@@ -131,7 +144,7 @@ inline Chain Attention(const Options& o) {
   }
   int32_t m, z;
   int32_t out = Composite(c, o, q, k, v, mask, bias, lens, score, &m, &z);
-  if (g > 1) out = reshape(out, {B, H, sq, Dv});
+  if (g > 1 && !o.repeat_kv) out = reshape(out, {B, H, sq, Dv});
   if (o.packed) {
     const int32_t back = c.AddOp(OpKind::kPermute, {out});
     c.nodes[back].axes = {0, 2, 1, 3};

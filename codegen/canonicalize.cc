@@ -313,30 +313,52 @@ int32_t Add(Node m, const std::vector<std::string>& tags, Chain* tmp, std::vecto
 }
 
 // For a matmul `m` over nodes of `tmp` whose operands are both reshapes
-// that keep their operands' last two dims, of operands with the same batch
-// dims: the matmul of those operands (its batch dims theirs). The original
-// is that product reshaped to its shape. nullopt otherwise.
-std::optional<Node> UnmergedProduct(const Chain& tmp, const Node& m) {
+// that keep their operands' last two dims, of operands whose batch dims
+// hold as many elements: the matmul of those operands (its batch dims the
+// first's; the second reshaped to them where its own differ, as repeated
+// grouped-query heads [Hkv, G] are to [H]), added to `tmp` as Add does.
+// The original is that product reshaped to its shape. nullopt otherwise.
+std::optional<int32_t> UnmergedProduct(const Node& m, const std::vector<std::string>& tags, Chain* tmp,
+                                       std::vector<uint64_t>* shash, std::map<std::string, int32_t>* seen) {
   if (m.kind != OpKind::kMatmul) return std::nullopt;
   std::vector<int32_t> from;
-  std::vector<Dim> batch;
+  std::vector<std::vector<Dim>> batch;
   for (int i = 0; i < 2; ++i) {
-    const Node& r = tmp.nodes[m.args[i]];
+    const Node& r = tmp->nodes[m.args[i]];
     if (r.kind != OpKind::kReshape) return std::nullopt;
     const std::vector<Dim>& to = r.type.shape;
-    const std::vector<Dim>& in = tmp.nodes[r.args[0]].type.shape;
+    const std::vector<Dim>& in = tmp->nodes[r.args[0]].type.shape;
     if (in.size() < 2 || !std::equal(to.end() - 2, to.end(), in.end() - 2)) return std::nullopt;
-    std::vector<Dim> b(in.begin(), in.end() - 2);
-    if (i == 1 && b != batch) return std::nullopt;
-    batch = std::move(b);
+    batch.emplace_back(in.begin(), in.end() - 2);
     from.push_back(r.args[0]);
+  }
+  if (batch[1] != batch[0]) {
+    auto elements = [](const std::vector<Dim>& dims) -> int64_t {
+      int64_t n = 1;
+      for (const Dim& d : dims) {
+        if (!d.is_static()) return -1;
+        n *= d.size;
+      }
+      return n;
+    };
+    if (elements(batch[0]) < 0 || elements(batch[0]) != elements(batch[1])) return std::nullopt;
+    const Node& b = tmp->nodes[from[1]];
+    Node r;
+    r.kind = OpKind::kReshape;
+    r.type = b.type;
+    r.type.shape = batch[0];
+    r.type.shape.insert(r.type.shape.end(), b.type.shape.end() - 2, b.type.shape.end());
+    r.shape = r.type.shape;
+    r.args = {from[1]};
+    r.wire_index = tmp->nodes[m.args[1]].wire_index;
+    from[1] = Add(std::move(r), tags, tmp, shash, seen);
   }
   Node p = m;
   p.args = from;
-  p.type.shape = batch;
+  p.type.shape = batch[0];
   p.type.shape.push_back(m.type.shape[m.type.rank() - 2]);
   p.type.shape.push_back(m.type.shape.back());
-  return p;
+  return Add(std::move(p), tags, tmp, shash, seen);
 }
 
 // One round of canonicalization: splits, then the rewrites below.
@@ -417,8 +439,8 @@ Chain CanonicalizeRound(const Chain& validated) {
     // A product of reshapes that merge or split batch dims alone (as
     // ATen's bmm lowering of a batched matmul does) is the product over the
     // dims they reshape, reshaped.
-    if (std::optional<Node> unmerged = UnmergedProduct(tmp, m)) {
-      const int32_t p = Add(*std::move(unmerged), tags, &tmp, &shash, &seen);
+    if (std::optional<int32_t> unmerged = UnmergedProduct(m, tags, &tmp, &shash, &seen)) {
+      const int32_t p = *unmerged;
       if (tmp.nodes[p].type.shape == m.type.shape) {
         rep[id] = p;
         continue;

@@ -316,11 +316,15 @@ TEST(CanonicalizeTest, AProductOverMergedBatchDimsIsTheProductOverThem) {
   EXPECT_EQ(Hash([](Chain& c) { Batched(c, true); }), Hash([](Chain& c) { Batched(c, false); }));
   Chain lowered = Canon([](Chain& c) { Batched(c, true); });
   EXPECT_EQ(lowered.nodes[lowered.outputs[0]].kind, OpKind::kMatmul) << ToString(lowered);
-  // Operands of other batch dims ([1, 4] and [4, 1] merged alike): left as
-  // written, a reshape of a batched product.
+  // Operands of other batch dims of as many elements ([1, 4] and [4, 1],
+  // as repeated grouped-query heads [Hkv, G] beside [H]): the second
+  // reshaped to the first's.
   Chain mixed = Canon([](Chain& c) { Batched(c, true, Static({4, 1})); });
-  EXPECT_EQ(mixed.nodes[mixed.outputs[0]].kind, OpKind::kReshape) << ToString(mixed);
-  EXPECT_EQ(mixed.nodes[mixed.nodes[mixed.outputs[0]].args[0]].type.rank(), 3);
+  const Node& product = mixed.nodes[mixed.outputs[0]];
+  ASSERT_EQ(product.kind, OpKind::kMatmul) << ToString(mixed);
+  const Node& k = mixed.nodes[product.args[1]];
+  EXPECT_EQ(k.kind, OpKind::kReshape) << ToString(mixed);
+  EXPECT_EQ(k.type.shape, Static({1, 4, 32, 16}));
 }
 
 TEST(CanonicalizeTest, IsIdempotentAndStillValid) {

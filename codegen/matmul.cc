@@ -83,7 +83,53 @@ Access Stored(const Chain& c, int32_t id) {
 // kernel stores for it, as the matmul partition plans.
 absl::StatusOr<Access> ResolveRead(const Chain& c, int32_t id, const std::set<int32_t>& mine) {
   if (IsLayout(c.nodes[id].kind) && !IsViewOfInput(c, id) && !mine.count(id)) return Stored(c, id);
-  return Resolve(c, id, mine);
+  KFUSE_ASSIGN_OR_RETURN(Access a, Resolve(c, id, mine));
+  if (a.divided()) {
+    return absl::UnimplementedError(absl::StrCat(
+        OpLabel(c, id), ": a broadcast dim merged into another is read by the attention kernel only"));
+  }
+  return a;
+}
+
+// `to`, a reshape of `from` (static) that only merges runs of dims, at
+// constant strides `in`: each run's dims evenly spaced, then broadcast
+// (stride 0), become one dim at the last spaced dim's stride, its index
+// divided by the broadcast dims' product (repeat_kv's [Hkv, G] -> H:
+// head h reads h / G). False otherwise.
+bool MergeBroadcastRuns(const std::vector<Dim>& from, const std::vector<Dim>& to,
+                        const std::vector<SizeExpr>& in, std::vector<SizeExpr>* strides,
+                        std::vector<int64_t>* divisors) {
+  auto is_static = [](const Dim& d) { return d.is_static(); };
+  if (!std::all_of(from.begin(), from.end(), is_static) || !std::all_of(to.begin(), to.end(), is_static) ||
+      !std::all_of(in.begin(), in.end(), [](const SizeExpr& s) { return s.is_const(); })) {
+    return false;
+  }
+  strides->clear();
+  divisors->clear();
+  size_t i = 0;
+  for (const Dim& t : to) {
+    // The run of `from` dims making t (size-1 dims skipped).
+    std::vector<size_t> run;
+    int64_t product = 1;
+    while (i < from.size() && (product < t.size || (t.size == 1 && run.empty() && from[i].size == 1))) {
+      if (from[i].size != 1) run.push_back(i);
+      product *= from[i].size;
+      ++i;
+      if (t.size == 1) break;
+    }
+    if (product != t.size) return false;
+    size_t k = run.size();  // The broadcast suffix starts at run[k].
+    while (k > 0 && in[run[k - 1]].value() == 0) --k;
+    int64_t divisor = 1;
+    for (size_t j = k; j < run.size(); ++j) divisor *= from[run[j]].size;
+    for (size_t j = 0; j + 1 < k; ++j) {
+      if (in[run[j]].value() != in[run[j + 1]].value() * from[run[j + 1]].size) return false;
+    }
+    strides->push_back(k == 0 ? SizeExpr::Const(0) : in[run[k - 1]]);
+    divisors->push_back(k == 0 ? 1 : divisor);
+  }
+  while (i < from.size() && from[i].size == 1) ++i;
+  return i == from.size();
 }
 
 }  // namespace
@@ -106,7 +152,11 @@ absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_
     KFUSE_ASSIGN_OR_RETURN(Access in, Resolve(c, n.args[0], mine));
     Access out = in;
     out.strides.clear();
-    for (int64_t p : n.axes) out.strides.push_back(in.strides[p]);
+    out.divisors.clear();
+    for (int64_t p : n.axes) {
+      out.strides.push_back(in.strides[p]);
+      if (!in.divisors.empty()) out.divisors.push_back(in.divisors[p]);
+    }
     return out;
   }
   if (n.kind == OpKind::kExpand) {
@@ -115,13 +165,21 @@ absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_
     const int off = n.type.rank() - static_cast<int>(from.size());
     Access out = in;
     out.strides.assign(n.type.rank(), SizeExpr::Const(0));
+    if (in.divided()) out.divisors.assign(n.type.rank(), 1);
     for (int i = off; i < n.type.rank(); ++i) {
-      if (!IsOne(from[i - off]) || IsOne(n.type.shape[i])) out.strides[i] = in.strides[i - off];
+      if (!IsOne(from[i - off]) || IsOne(n.type.shape[i])) {
+        out.strides[i] = in.strides[i - off];
+        if (in.divided()) out.divisors[i] = in.divisors[i - off];
+      }
     }
     return out;
   }
   if (n.kind == OpKind::kSlice) {
     KFUSE_ASSIGN_OR_RETURN(Access in, Resolve(c, n.args[0], mine));
+    if (in.divided()) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(c, id), ": a slice of a broadcast dim merged into another is not read as a view yet"));
+    }
     Access out = in;
     SizeExpr& stride = out.strides[n.axis];
     if (n.start != 0) {
@@ -140,6 +198,10 @@ absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_
     KFUSE_ASSIGN_OR_RETURN(Access in, Resolve(c, n.args[0], mine));
     const std::vector<Dim>& from = c.nodes[n.args[0]].type.shape;
     Access out = in;
+    if (in.divided()) {
+      return absl::UnimplementedError(absl::StrCat(
+          OpLabel(c, id), ": a reshape of a broadcast dim merged into another is not read as a view yet"));
+    }
     if (SameStrides(in.strides, DenseStrides(from))) {
       out.strides = DenseStrides(n.type.shape);
       return out;
@@ -158,6 +220,7 @@ absl::StatusOr<Access> Resolve(const Chain& c, int32_t id, const std::set<int32_
         return out;
       }
     }
+    if (MergeBroadcastRuns(from, n.type.shape, in.strides, &out.strides, &out.divisors)) return out;
     return absl::UnimplementedError(absl::StrCat(
         OpLabel(c, id), ": a reshape of a strided operand that strides cannot say is not read as a view yet"));
   }

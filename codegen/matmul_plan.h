@@ -2,6 +2,7 @@
 #ifndef KFUSE_CODEGEN_MATMUL_PLAN_H_
 #define KFUSE_CODEGEN_MATMUL_PLAN_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -24,6 +25,13 @@ struct Access {
   DType dtype = DType::kInvalid;
   std::vector<SizeExpr> strides;  // One per dim of the value read; 0: broadcast.
   SizeExpr offset = SizeExpr::Const(0);  // Elements from the buffer's start (a slice's).
+  // Per dim of `strides`, where not 1: the index is divided by it before
+  // its stride is applied (a broadcast dim merged into the one before it,
+  // as repeated grouped-query heads are: head h reads h / G). Empty: none.
+  std::vector<int64_t> divisors;
+  bool divided() const {
+    return std::any_of(divisors.begin(), divisors.end(), [](int64_t d) { return d != 1; });
+  }
 };
 
 struct Plan {

@@ -54,6 +54,11 @@ std::vector<Case> Cases() {
   attention_test::Options packed;
   packed.packed = packed.causal = true;
   out.push_back({"packed_causal", packed});
+  attention_test::Options rep;
+  rep.heads = 8;
+  rep.kv_heads = 2;
+  rep.repeat_kv = rep.causal = true;
+  out.push_back({"repeat_kv_causal", rep});
   return out;
 }
 

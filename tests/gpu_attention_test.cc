@@ -81,6 +81,11 @@ std::vector<Case> Cases() {
   packed.batch = 2, packed.heads = 3, packed.kv_heads = 3, packed.sq = packed.sk = 200, packed.d = packed.dv = 64;
   packed.packed = packed.causal = true;
   out.push_back({"packed_causal_d64", packed});
+  // k and v repeated over groups of 3 query heads, as repeat_kv writes it.
+  attention_test::Options rep;
+  rep.batch = 2, rep.heads = 6, rep.kv_heads = 2, rep.sq = 130, rep.sk = 250, rep.d = rep.dv = 128;
+  rep.repeat_kv = rep.mask = true;
+  out.push_back({"repeat_kv_mask_d128", rep});
   return out;
 }
 

@@ -624,6 +624,36 @@ def written_attention(q, k, v):
     return torch.matmul(F.softmax(scores.float(), dim=-1).type_as(q), v)
 
 
+def repeat_kv(x, groups):
+    """Hugging Face's grouped-query heads: [b, kv, s, d] -> [b, kv * groups, s, d]."""
+    b, kv, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, kv, groups, s, d).reshape(b, kv * groups, s, d)
+
+
+def grouped_attention(q, k, v):
+    """Grouped-query attention as Hugging Face's eager path writes it:
+    repeat_kv, then attention written out (float32 softmax)."""
+    k, v = repeat_kv(k, q.shape[1] // k.shape[1]), repeat_kv(v, q.shape[1] // v.shape[1])
+    w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(q.shape[-1])
+    return torch.matmul(F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype), v)
+
+
+def grouped_sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, repeat_kv(k, 4), repeat_kv(v, 4), is_causal=True)
+
+
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+@pytest.mark.parametrize("fn", [grouped_attention, grouped_sdpa])
+def test_repeated_kv_heads_are_one_attention_kernel(client, trace, fn):
+    # k and v expanded over the group and merged into the heads: the kernel
+    # reads head h's k and v at h / 4, no copy of the repeated heads.
+    bf16 = torch.bfloat16
+    xs = [torch.randn(1, 8, 136, 64, dtype=bf16), torch.randn(1, 2, 136, 64, dtype=bf16),
+          torch.randn(1, 2, 136, 64, dtype=bf16)]
+    plan = kt.fuse(fn, client=client, mode="heuristic", fallback="raise", trace=trace).plan_for(*xs)
+    assert [pb.Family.Name(k.variant.family) for k in plan.kernels] == ["FAMILY_ATTENTION"]
+
+
 @pytest.mark.parametrize("trace", ["fx", "aten"])
 def test_attention_written_out_is_one_kernel(client, trace):
     # ATen's trace holds each product as a bmm between reshapes that merge

@@ -19,7 +19,8 @@ import kfuse  # noqa: E402
 import kfuse.torch as kt  # noqa: E402
 from doubles import CountingClient  # noqa: E402
 from test_torch_fuse import (CASES, COMPOSITES, _NO_SPECIALS, _TORCH, _gpu, _specials,  # noqa: E402
-                             _bn_relu_residual, _ln_chw, attention_block, written_attention)
+                             _bn_relu_residual, _ln_chw, attention_block, grouped_attention, grouped_sdpa,
+                             written_attention)
 
 F = torch.nn.functional
 
@@ -203,6 +204,27 @@ def test_gpu_attention_written_out_matches_float64(client, trace):
         with kfuse.Launcher() as launcher, torch.inference_mode():
             fused = kt.fuse(written_attention, client=client, fallback="raise", launcher=launcher, trace=trace)
             missed += _check(f"written_attention {trace}", written_attention, fused, xs, seed)
+            assert len(fused.plan_for(*xs).kernels) == 1
+    assert not missed, missed
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+@pytest.mark.parametrize("fn", [grouped_attention, grouped_sdpa])
+def test_gpu_repeated_kv_attention_matches_float64(client, trace, fn):
+    """Grouped-query attention through repeat_kv (8 query heads, 2 of k and
+    v), 200 tokens: one attention kernel reading each group's k and v in
+    place, against float64."""
+    _gpu()
+    missed = []
+    for seed in _seeds():
+        torch.manual_seed(seed)
+        xs = [torch.randn(2, 8, 200, 64, dtype=torch.bfloat16, device="cuda"),
+              torch.randn(2, 2, 200, 64, dtype=torch.bfloat16, device="cuda"),
+              torch.randn(2, 2, 200, 64, dtype=torch.bfloat16, device="cuda")]
+        with kfuse.Launcher() as launcher, torch.inference_mode():
+            fused = kt.fuse(fn, client=client, fallback="raise", launcher=launcher, trace=trace)
+            missed += _check(f"{fn.__name__} {trace}", fn, fused, xs, seed)
             assert len(fused.plan_for(*xs).kernels) == 1
     assert not missed, missed
 
