@@ -7,7 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/generators.h"
 #include "codegen/golden_test_util.h"
+#include "codegen/matmul_plan.h"
 #include "codegen/matmul_test_chains.h"
+#include "codegen/validate.h"
 #include "gtest/gtest.h"
 
 namespace kfuse {
@@ -413,6 +415,69 @@ TEST(MatmulGolden, Chains) {
     ASSERT_TRUE(spec.ok()) << spec.status();
     golden::CheckGolden(absl::StrCat("matmul_", k.name), spec->source);
   }
+}
+
+}  // namespace
+}  // namespace kfuse
+
+namespace kfuse {
+namespace {
+
+// Views of a [2, 3, 8] bf16 input as the attention's operands read them.
+struct ViewCase {
+  Chain c;
+  int32_t x = 0;
+  int32_t View(OpKind kind, int32_t arg, std::vector<int64_t> shape, std::vector<int64_t> axes = {}) {
+    const int32_t v = c.AddOp(kind, {arg});
+    for (int64_t d : shape) c.nodes[v].shape.push_back(Dim::Static(d));
+    c.nodes[v].axes = std::move(axes);
+    return v;
+  }
+};
+
+std::vector<int64_t> Consts(const std::vector<SizeExpr>& s) {
+  std::vector<int64_t> out;
+  for (const SizeExpr& e : s) out.push_back(e.is_const() ? e.value() : -1);
+  return out;
+}
+
+TEST(ResolveTest, SlicesAndBroadcastMergesAreStridesOffsetsAndDivisors) {
+  ViewCase v;
+  v.x = v.c.AddInput(TensorType{DType::kBF16, {Dim::Static(2), Dim::Static(3), Dim::Static(8)}});
+  // x[:, 1:3, 4:8]: offset 8 + 4, strides unchanged.
+  const int32_t a = v.c.AddOp(OpKind::kSlice, {v.x});
+  v.c.nodes[a].axis = 1, v.c.nodes[a].start = 1, v.c.nodes[a].stop = 3;
+  const int32_t b = v.c.AddOp(OpKind::kSlice, {a});
+  v.c.nodes[b].axis = 2, v.c.nodes[b].start = 4, v.c.nodes[b].stop = 8;
+  // repeat_kv: [2, 3, 8] -> [2, 3, 1, 8] -> expand [2, 3, 4, 8] -> [2, 12, 8].
+  const int32_t u = v.View(OpKind::kReshape, v.x, {2, 3, 1, 8});
+  const int32_t e = v.View(OpKind::kExpand, u, {2, 3, 4, 8});
+  const int32_t r = v.View(OpKind::kReshape, e, {2, 12, 8});
+  // Merged with the batch too, as ATen's bmm lowering does: [24, 8].
+  const int32_t all = v.View(OpKind::kReshape, e, {24, 8});
+  // The group before the heads: [2, 4, 3, 8] -> [2, 12, 8] is no stride.
+  const int32_t p = v.View(OpKind::kPermute, e, {}, {0, 2, 1, 3});
+  const int32_t q = v.View(OpKind::kReshape, p, {2, 12, 8});
+  v.c.outputs = {b, r, all, q};
+  absl::StatusOr<Chain> c = Validate(v.c);
+  ASSERT_TRUE(c.ok()) << c.status();
+  using matmul_internal::Resolve;
+  absl::StatusOr<matmul_internal::Access> sb = Resolve(*c, b, {});
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_EQ(Consts({sb->offset}), std::vector<int64_t>{12});
+  EXPECT_EQ(Consts(sb->strides), (std::vector<int64_t>{24, 8, 1}));
+  EXPECT_FALSE(sb->divided());
+  absl::StatusOr<matmul_internal::Access> sr = Resolve(*c, r, {});
+  ASSERT_TRUE(sr.ok()) << sr.status();
+  EXPECT_EQ(Consts(sr->strides), (std::vector<int64_t>{24, 8, 1}));
+  EXPECT_EQ(sr->divisors, (std::vector<int64_t>{1, 4, 1}));
+  absl::StatusOr<matmul_internal::Access> sa = Resolve(*c, all, {});
+  ASSERT_TRUE(sa.ok()) << sa.status();
+  EXPECT_EQ(Consts(sa->strides), (std::vector<int64_t>{8, 1}));
+  EXPECT_EQ(sa->divisors, (std::vector<int64_t>{4, 1}));
+  absl::StatusOr<matmul_internal::Access> sq = Resolve(*c, q, {});
+  ASSERT_FALSE(sq.ok());
+  EXPECT_EQ(sq.status().code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace
