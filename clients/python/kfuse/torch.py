@@ -517,15 +517,20 @@ def _aten_rms_norm(name, names, n_out):
 
 
 def _to(x, *args, **kwargs):
+    """x.to(dtype), and x.to(y.device) (every tensor of a plan is on one
+    device: no move), with either; a device of another kind is refused."""
     dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
     for a in args:
         if isinstance(a, torch.dtype) and dtype is None:
             dtype = a
+        elif a is _INPUTS_DEVICE and device is None:
+            device = a
         else:
-            raise TypeError("only .to(dtype) is translated")
-    if dtype is None or set(kwargs) - {"copy", "non_blocking", "memory_format"}:
-        raise TypeError("only .to(dtype) is translated")
-    return _cast(x, dtype)
+            raise TypeError("only .to(dtype) and .to(a tensor's .device) are translated")
+    if device not in (None, _INPUTS_DEVICE) or set(kwargs) - {"copy", "non_blocking", "memory_format"}:
+        raise TypeError("only .to(dtype) and .to(a tensor's .device) are translated")
+    return x if dtype is None else _cast(x, dtype)
 
 
 def _cast(x, dtype):

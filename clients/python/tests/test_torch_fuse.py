@@ -300,8 +300,13 @@ def test_arange_is_an_iota():
 
     chain, _, _ = kt.fuse(fn).chain_for(torch.ones(4, 8, dtype=torch.int64))
     assert "OP_IOTA" in _kinds(chain)
-    with pytest.raises(kt.Unsupported, match="only .to.dtype. is translated"):
-        kt.fuse(lambda x: x.to(x.device) * 2).chain_for(torch.ones(8))
+    # A tensor's own device is the plan's: no move.
+    chain, _, _ = kt.fuse(lambda x: x.to(x.device) * 2).chain_for(torch.ones(8))
+    assert "OP_CAST" not in _kinds(chain)
+    chain, _, _ = kt.fuse(lambda x: x.to(x.device, torch.float16) * 2).chain_for(torch.ones(8))
+    assert "OP_CAST" in _kinds(chain)
+    with pytest.raises(kt.Unsupported, match=r"only .to\(dtype\) and .to\(a tensor's .device\)"):
+        kt.fuse(lambda x: x.to("meta") * 2).chain_for(torch.ones(8))  # Any named device.
     # With no tensor argument the trace folds an arange to a constant:
     # device=x.device keeps it a call.
     with pytest.raises(kt.Unsupported, match="arange of Python ints"):
