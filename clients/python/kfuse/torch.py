@@ -664,6 +664,23 @@ def _masked_fill(x, mask, value):
     return K.where(mask, value, x)
 
 
+def _triangle(lower):
+    """torch.tril / triu: x where the column less the row is at most (tril)
+    or at least (triu) `diagonal`, else zero; over the last two dims."""
+    def f(x, diagonal=0):
+        if not isinstance(x, K.Tensor) or x.rank < 2:
+            raise TypeError(f"{'tril' if lower else 'triu'} needs a tensor of 2 or more dims")
+        if not isinstance(diagonal, int) or isinstance(diagonal, bool):
+            raise TypeError(f"{'tril' if lower else 'triu'}'s diagonal must be an int")
+        rows, cols = x.shape[-2], x.shape[-1]
+        offset = K.sub(x.chain.iota([rows, cols], 1), x.chain.iota([rows, cols], 0))
+        keep = K.le(offset, diagonal) if lower else K.ge(offset, diagonal)
+        if x.dtype == pb.DTYPE_BOOL:
+            return K.logical_and(x, keep)
+        return K.where(keep, x, 0)
+    return f
+
+
 def _opmath(fn):
     """fn on x in float32 for 16-bit floats, the result in x's dtype, as
     torch computes its element-wise ops."""
@@ -1241,6 +1258,7 @@ _BASE = {
     "chunk": _chunk, "reshape": _reshape, "unsqueeze": _unsqueeze,
     "sin": K.sin, "cos": K.cos, "exp2": K.exp2, "log2": K.log2, "floor": K.floor, "ceil": K.ceil,
     "clamp_min": _clamp_min, "clamp_max": _clamp_max, "clip": _clamp, "masked_fill": _masked_fill,
+    "tril": _triangle(True), "triu": _triangle(False),
     "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv, "sign": _sign,
     "fmax": _fmax_fmin(K.maximum), "fmin": _fmax_fmin(K.minimum),
     "max": _max_min(K.max, K.maximum, "max"), "min": _max_min(K.min, K.minimum, "min"),
@@ -1315,6 +1333,7 @@ _ATEN = {  # OpOverloadPacket name -> builder call (make_fx graphs).
     "leaky_relu": _leaky_relu, "hardsigmoid": _hardsigmoid, "hardswish": _hardswish,
     "softplus": _softplus, "mish": _mish, "glu": _glu, "dropout": _dropout,
     "masked_fill": _masked_fill, "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
+    "tril": _triangle(True), "triu": _triangle(False),
     "sign": _sign, "fmax": _fmax_fmin(K.maximum), "fmin": _fmax_fmin(K.minimum),
     "max": _max_min(K.max, K.maximum, "max"), "min": _max_min(K.min, K.minimum, "min"),
     "isnan": _isnan, "isinf": _isinf, "nan_to_num": _nan_to_num, "logsumexp": _logsumexp,

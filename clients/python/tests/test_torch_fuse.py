@@ -244,6 +244,36 @@ def test_aten_trace_translates_slices_and_cat():
 
 
 @pytest.mark.parametrize("trace", ["fx", "aten"])
+def test_tril_and_triu_are_index_comparisons(trace):
+    # A causal mask from a buffer (nanoGPT's) or torch.tril itself: the
+    # comparison of column and row, no tensor of the mask read.
+    def fn(x, m):
+        return (torch.tril(x), torch.triu(x, 1), x.tril(-2), torch.tril(m), torch.triu(x, 3) * 2.0)
+
+    x, m = torch.randn(2, 5, 7), torch.rand(5, 7) > 0.3
+    chain, _, _ = kt.fuse(fn, trace=trace).chain_for(x, m)
+    assert "OP_IOTA" in _kinds(chain)
+    got, want = _f64(chain, [x, m]), fn(x.double(), m)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g.to(w.dtype), w, rtol=0, atol=0)
+
+
+def test_a_softmax_masked_by_a_tril_compiles(client):
+    # nanoGPT's: the scores masked where a tril buffer is 0, then softmax.
+    # Row kernels generate no iota yet: a pointwise kernel stores the
+    # masked scores, then one row kernel.
+    def fn(s, bias):
+        return F.softmax(s.masked_fill(torch.tril(bias) == 0, float("-inf")), dim=-1)
+
+    plan = kt.fuse(fn, client=client, mode="heuristic", fallback="raise").plan_for(
+        torch.randn(4, 64, 64), torch.ones(64, 64))
+    assert [pb.Family.Name(k.variant.family) for k in plan.kernels] == ["FAMILY_POINTWISE",
+                                                                         "FAMILY_ROW_REDUCTION"]
+
+
+@pytest.mark.parametrize("trace", ["fx", "aten"])
 def test_integer_and_none_indexes_are_a_slice_then_a_reshape(trace):
     # x[:, :, None] is how repeat_kv (grouped-query attention) adds its dim.
     def fn(x):
@@ -953,6 +983,11 @@ def _f64(chain, inputs):
             v = torch.cat(a, op.axis.axis)
         elif k == pb.OP_MATMUL:
             v = a[0] @ a[1]
+        elif k == pb.OP_IOTA:
+            shape = [d.size for d in op.shape.shape]
+            axis = op.axis.axis
+            v = torch.arange(shape[axis], dtype=kt._TORCH_DTYPES[op.dtype]).reshape(
+                [-1 if i == axis else 1 for i in range(len(shape))]).expand(shape)
         else:
             raise AssertionError(f"_f64: {pb.OpKind.Name(k)}")
         ops.append(v)
