@@ -202,7 +202,7 @@ def _candidates(nodes, why=None):
             continue
         if n.op != "call_function" or n.target is operator.getitem:
             continue
-        if kt._handler(n) is None:
+        if kt._handler(n) is None and not kt._factory(n):
             why[n.name] = f"kfuse.torch does not translate {n.target}"
             continue
         if not isinstance(_val(n), torch.Tensor) or not all(_is_tensor(i) for i in n.all_input_nodes):

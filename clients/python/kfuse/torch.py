@@ -1381,6 +1381,17 @@ def _handler(node):
         return None
 
 
+def _factory(node):
+    """The _FACTORIES name of a factory call (ATen's, or torch.arange /
+    ones / zeros / full), else None."""
+    if _aten_name(node) in _FACTORIES:
+        return _aten_name(node)
+    try:
+        return _FACTORY_FUNCTIONS.get(node.target) if node.op == "call_function" else None
+    except TypeError:  # Unhashable target.
+        return None
+
+
 def _aten_name(node):
     packet = getattr(node.target, "overloadpacket", None) if node.op == "call_function" else None
     return getattr(packet, "__name__", None)
@@ -1390,6 +1401,29 @@ def _scalar_tensor(chain, value, *, dtype=None, layout=None, device=None, pin_me
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError("scalar_tensor of a non-number")
     return chain.constant(value, dtype or torch.get_default_dtype())
+
+
+def _filled(value):
+    """torch.ones / zeros (value given) and full: the constant broadcast to
+    a static size, in dtype= or the type torch gives it."""
+    def f(chain, *args, dtype=None, layout=None, device=None, pin_memory=None, requires_grad=False,
+          names=None):
+        fill = value
+        if fill is None:  # full(size, fill_value)
+            if len(args) != 2:
+                raise TypeError("full(size, fill_value) is translated")
+            args, fill = args[:1], args[1]
+        size = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)) else args
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in size):
+            raise TypeError("only static, non-empty sizes are translated")
+        if not isinstance(fill, (int, float, bool)):
+            raise TypeError("a fill value other than a Python number is not translated")
+        if dtype is None:
+            dtype = (torch.bool if isinstance(fill, bool) else torch.int64 if isinstance(fill, int) and value is None
+                     else torch.get_default_dtype())
+        c = chain.constant(fill, dtype)
+        return K.expand(K.reshape(c, [1] * len(size)), list(size)) if size else c
+    return f
 
 
 def _arange(chain, *args, dtype=None, layout=None, device=None, pin_memory=None, requires_grad=False):
@@ -1467,7 +1501,9 @@ class _InputsDevice:
 
 
 _INPUTS_DEVICE = _InputsDevice()
-_FACTORIES = {"scalar_tensor": _scalar_tensor, "arange": _arange}
+_FACTORIES = {"scalar_tensor": _scalar_tensor, "arange": _arange, "ones": _filled(1), "zeros": _filled(0),
+              "full": _filled(None)}
+_FACTORY_FUNCTIONS = {torch.arange: "arange", torch.ones: "ones", torch.zeros: "zeros", torch.full: "full"}
 _PURE_PYTHON = {getattr, operator.getitem, operator.add, operator.sub, operator.mul,
                 operator.truediv, operator.floordiv, operator.neg, operator.pow,
                 math.sqrt, math.log, math.exp}  # A scale from a size: 1 / math.sqrt(d).
@@ -1530,8 +1566,12 @@ def _meta_values(gm, specs):
             return v
 
         def call_function(self, target, args, kwargs):
-            # A cast to the device it is on would move a meta tensor there.
-            return super().call_function(target, args, _in_place_kwargs(self.node, kwargs))
+            # A cast to the device it is on would move a meta tensor there,
+            # and a factory would make its tensor on the traced device.
+            kwargs = _in_place_kwargs(self.node, kwargs)
+            if _factory(self.node) and kwargs.get("device") is not None:
+                kwargs = dict(kwargs, device="meta")
+            return super().call_function(target, args, kwargs)
 
     metas = []
     for dt, shape, strides in map(_spec, specs):
@@ -1604,16 +1644,15 @@ def translate(gm, specs, name="f"):
         kwargs = torch.fx.node.map_arg(_in_place_kwargs(node, node.kwargs), lambda n: env[n])
         what = f"{name}: op {_describe(node)} (fx node '{node.name}')"
         try:
-            value = (_NOT_PYTHON if _aten_name(node) in _FACTORIES or node.target is torch.arange
-                     else _python_value(node, args, kwargs))
+            value = (_NOT_PYTHON if _factory(node) else _python_value(node, args, kwargs))
         except Exception as e:  # noqa: BLE001
             raise Unsupported(f"{what} is not supported by kfuse.torch ({e})", node.name) from None
         if value is not _NOT_PYTHON:
             env[node] = value
             continue
         f = _handler(node)
-        if f is None and (_aten_name(node) in _FACTORIES or node.target is torch.arange):  # Need the chain.
-            f = functools.partial(_FACTORIES["arange" if node.target is torch.arange else _aten_name(node)], c)
+        if f is None and _factory(node):  # Need the chain.
+            f = functools.partial(_FACTORIES[_factory(node)], c)
         if f is None:
             raise Unsupported(f"{what} is not supported by kfuse.torch", node.name)
         before = len(c.ops)

@@ -711,7 +711,8 @@ def test_a_llama_layer_leaves_its_projections_to_torch_and_fuses_the_rest():
     # Traced on meta tensors (no data, no compute): the seven projections are
     # left to PyTorch; the norms with their casts, the rotary embedding (with
     # the upcast of SDPA's math form, which the meta device takes), the
-    # mask with the softmax, and SwiGLU's silu * up are fused. The math
+    # causal mask (ones(L, S).tril()) with the softmax, and SwiGLU's silu *
+    # up are fused. The math
     # form's products are float32, left to PyTorch too.
     layer = _LlamaLayer(1024, 2816, 128).to(device="meta", dtype=torch.bfloat16)
     x = torch.empty(1024, 1024, device="meta", dtype=torch.bfloat16)
@@ -725,7 +726,7 @@ def test_a_llama_layer_leaves_its_projections_to_torch_and_fuses_the_rest():
     norms = [r for r in ops if "rsqrt" in r]
     assert len(norms) == 2 and all(r.count("_to_copy") == 2 for r in norms), ops
     (attention,) = [r for r in ops if "_safe_softmax" in r]
-    assert "bmm" not in attention and "where" in attention, attention
+    assert "bmm" not in attention and {"where", "ones", "tril"} <= set(attention), attention
     rotary = [r for r in ops if "cat" in r]
     assert len(rotary) == 2 and all({"neg", "_to_copy"} <= set(r) for r in rotary), ops
     assert all(g.why_eager[n].startswith("kfused generates products of float16") for n in g.eager

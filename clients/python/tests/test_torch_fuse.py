@@ -260,6 +260,23 @@ def test_tril_and_triu_are_index_comparisons(trace):
         torch.testing.assert_close(g.to(w.dtype), w, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("trace", ["fx", "aten"])
+def test_ones_zeros_and_full_are_constants_broadcast(trace):
+    # SDPA's math form builds its causal mask as ones(L, S).tril().
+    def fn(x):
+        d = x.device
+        mask = torch.ones(5, 7, dtype=torch.bool, device=d).tril()
+        return (x.masked_fill(~mask, 0.0) + torch.zeros(2, 5, 7, device=d),
+                torch.full((7,), 2.5, device=d) * x, torch.full((3,), 7, device=d) + x[0, 0, :3].long())
+
+    x = torch.randn(2, 5, 7)
+    chain, _, _ = kt.fuse(fn, trace=trace).chain_for(x)
+    got, want = _f64(chain, [x]), fn(x.double())
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g.to(w.dtype), w, rtol=0, atol=0)
+
+
 def test_a_softmax_masked_by_a_tril_compiles(client):
     # nanoGPT's: the scores masked where a tril buffer is 0, then softmax.
     # Row kernels generate no iota yet: a pointwise kernel stores the
