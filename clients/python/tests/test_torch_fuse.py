@@ -279,8 +279,8 @@ def test_ones_zeros_and_full_are_constants_broadcast(trace):
 
 def test_a_softmax_masked_by_a_tril_compiles(client):
     # nanoGPT's: the scores masked where a tril buffer is 0, then softmax.
-    # Row kernels generate no iota yet: a pointwise kernel stores the
-    # masked scores, then one row kernel.
+    # Row kernels take an iota along their columns, not along rows: a
+    # pointwise kernel stores the masked scores, then one row kernel.
     def fn(s, bias):
         return F.softmax(s.masked_fill(torch.tril(bias) == 0, float("-inf")), dim=-1)
 
