@@ -1411,7 +1411,7 @@ def _filled(value):
         fill = value
         if fill is None:  # full(size, fill_value)
             if len(args) != 2:
-                raise TypeError("full(size, fill_value) is translated")
+                raise TypeError("only full(size, fill_value) is translated")
             args, fill = args[:1], args[1]
         size = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)) else args
         if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in size):
