@@ -559,6 +559,7 @@ class Backend:
         self._lock = threading.Lock()
         self._warned = set()
         self._aot = None
+        self._local = threading.local()  # Whether the graph compile_inference saw last fused anything.
 
     @property
     def regions(self):
@@ -574,7 +575,14 @@ class Backend:
         if self._aot is None:
             self._aot = _aot_autograd(fw_compiler=_refuse_training, bw_compiler=_refuse_training,
                                       inference_compiler=self.compile_inference)
-        return self._aot(gm, example_inputs)
+        self._local.fused = None
+        compiled = self._aot(gm, example_inputs)
+        if self._local.fused is False:
+            # Nothing to fuse: the graph as dynamo captured it runs as eager
+            # would, without aot_autograd's wrappers (tens of microseconds a
+            # call on the host, bench/results/host-overhead).
+            return gm.forward
+        return compiled
 
     def compile_inference(self, gm, example_inputs=None):
         """A GraphModule running `gm` (an ATen graph) with its regions fused."""
@@ -583,6 +591,7 @@ class Backend:
         with _no_fake_mode():
             regions, chains, why, declined = self._regions(nodes)
         why.update((n, f"left to PyTorch: {w}") for n, w in declined.items())
+        self._local.fused = bool(regions)
         if not regions:
             eager = _eager_names(nodes, set())
             with self._lock:

@@ -815,6 +815,28 @@ def _math_attention(q, k, v, bias):
     return (torch.softmax(s, -1) @ v.float()).to(q.dtype)
 
 
+def test_a_graph_with_nothing_to_fuse_runs_as_dynamo_captured_it():
+    # No region: the captured graph itself, not aot_autograd's wrappers
+    # around its ATen graph (tens of microseconds a call on the host).
+    def f(x, w):  # Tuple outputs, as dynamo's graphs have them.
+        return (torch.relu(x @ w),)
+
+    b = kb.Backend(client=CountingClient(error=AssertionError("no compile")))
+    gm = torch.fx.symbolic_trace(f)
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    with torch.inference_mode():
+        run = b(gm, [x, w])
+        assert run == gm.forward
+        torch.testing.assert_close(run(x, w), f(x, w))
+    (g,) = b.graphs
+    assert g.regions == [] and g.why_eager["mm"].startswith("kfused generates products of float16")
+    # With a region, aot_autograd's compiled function.
+    gm = torch.fx.symbolic_trace(lambda x: (torch.exp(x * 2.0) + 1.0,))
+    with torch.inference_mode():
+        assert b(gm, [x]) != gm.forward
+    assert len(b.graphs[-1].regions) == 1
+
+
 def test_float32_products_are_left_to_torch_and_their_softmax_fused():
     # kfused's products take 16-bit operands: float32 ones run eagerly,
     # written-out attention or not; the mask and softmax between them are a
