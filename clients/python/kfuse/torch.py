@@ -339,6 +339,15 @@ def _where(cond, a, b):
     return K.where(cond, a, b)
 
 
+def _standardized_rows(y, wide, eps):
+    """(y - mean) / sqrt(biased variance + eps) along y's last dim, in
+    `wide` (y cast to it first): the statistics of LayerNorm over several
+    dims and of GroupNorm, over rows that view their input."""
+    y = y if y.dtype == wide else K.cast(y, wide)
+    d = K.sub(y, K.mean(y, -1, True))
+    return K.mul(d, K.rsqrt(K.add(K.mean(K.mul(d, d), -1, True), float(eps))))
+
+
 def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *_):
     if len(normalized_shape) == 1:
         return K.layer_norm(x, weight, bias, eps)
@@ -356,10 +365,8 @@ def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *_):
     if not isinstance(eps, (int, float)) or isinstance(eps, bool):
         raise TypeError("layer_norm's eps must be a number")
     wide = _wide(x)
-    y = K.reshape(x, shape[:x.rank - k] + [math.prod(normalized_shape)])
-    y = y if y.dtype == wide else K.cast(y, wide)
-    d = K.sub(y, K.mean(y, -1, True))
-    z = K.reshape(K.mul(d, K.rsqrt(K.add(K.mean(K.mul(d, d), -1, True), float(eps)))), shape)
+    z = K.reshape(_standardized_rows(K.reshape(x, shape[:x.rank - k] + [math.prod(normalized_shape)]),
+                                     wide, eps), shape)
 
     def elementwise(t, what):
         if not isinstance(t, K.Tensor) or list(t.shape) != list(normalized_shape):
@@ -463,11 +470,8 @@ def _group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
     if not isinstance(eps, (int, float)) or isinstance(eps, bool):
         raise TypeError("group_norm's eps must be a number")
     wide = _wide(x)
-    # The groups' rows of x itself (a view kfused reads in place), then the cast.
-    y = K.reshape(x, [shape[0], num_groups, math.prod(shape[1:]) // num_groups])
-    y = y if y.dtype == wide else K.cast(y, wide)
-    d = K.sub(y, K.mean(y, -1, True))
-    z = K.mul(d, K.rsqrt(K.add(K.mean(K.mul(d, d), -1, True), float(eps))))
+    # The groups' rows of x itself (a view kfused reads in place).
+    z = _standardized_rows(K.reshape(x, [shape[0], num_groups, math.prod(shape[1:]) // num_groups]), wide, eps)
     return _affine(K.reshape(z, shape), x, _per_channel("group_norm", x, wide), weight, bias)
 
 
